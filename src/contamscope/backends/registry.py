@@ -1,0 +1,72 @@
+"""Find a backend by model spec string.
+
+Specs: ``smollm2`` (the bundled default), ``hf:PATH_OR_HUB_ID`` (a local folder, a ``.gguf``
+file, or a hub id when online). Backends import their optional dependencies lazily and name the
+extra to install when they are missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ConfigError, ModelError
+from .base import Backend
+
+__all__ = ["load_backend", "BACKENDS", "parse_model_options"]
+
+# prefix -> (module, factory attribute, extra to install)
+BACKENDS: dict[str, tuple[str, str, str]] = {
+    "hf": ("contamscope.backends.hf", "HFBackend.from_spec", "hf"),
+    "smollm2": ("contamscope.backends.bundled", "load_smollm2", "hf"),
+}
+
+
+def _resolve(module: str, attr: str, extra: str) -> Callable[..., Backend]:
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"this backend needs optional packages ({exc.name} is missing): "
+            f"pip install 'contamscope[{extra}]'"
+        ) from None
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]
+
+
+def parse_model_options(pairs: list[str] | None) -> dict[str, str]:
+    """Parse ``-M key=value`` options into a dict (ConfigError names a malformed one)."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-M {pair!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_backend(
+    spec: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    options: Mapping[str, str] | None = None,
+) -> Backend:
+    """Load the backend named by ``spec``.
+
+    >>> load_backend("nonsense")  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ModelError: unknown model spec 'nonsense'; use smollm2 or hf:PATH_OR_ID
+    """
+    kind, sep, rest = spec.partition(":")
+    if not sep:
+        kind, rest = spec, ""
+    if kind not in BACKENDS or (kind == "hf" and not rest):
+        raise ModelError(
+            f"unknown model spec {spec!r}; use smollm2 (the bundled default) or hf:PATH_OR_HUB_ID"
+        )
+    module, attr, extra = BACKENDS[kind]
+    factory = _resolve(module, attr, extra)
+    return factory(rest, device=device, dtype=dtype, options=dict(options or {}))

@@ -1,0 +1,75 @@
+"""Typed benchmark items."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MCQItem", "RowProblem", "LoadResult", "option_labels"]
+
+_LABELS = "ABCDEFGHIJ"
+
+
+def option_labels(n: int) -> tuple[str, ...]:
+    """Return the letter labels for ``n`` options: ``option_labels(4) == ('A', 'B', 'C', 'D')``."""
+    if not 1 <= n <= len(_LABELS):
+        raise ValueError(f"between 1 and {len(_LABELS)} options are supported, got {n}")
+    return tuple(_LABELS[:n])
+
+
+@dataclass(frozen=True)
+class MCQItem:
+    """One multiple-choice question, options in the benchmark's original order."""
+
+    id: str
+    """Unique id within the loaded benchmark (file stem + row number when the file has none)."""
+    question: str
+    """Question text (stem), without the options."""
+    options: tuple[str, ...]
+    """Option texts in their published order."""
+    answer: int | None = None
+    """Index of the correct option in ``options``, or None when the benchmark has no answers."""
+    subject: str | None = None
+    """Subject / category (e.g. MMLU's ``anatomy``)."""
+    source: str | None = None
+    """File the item came from."""
+    line: int | None = None
+    """1-based line (JSONL, CSV physical line) or record index (JSON) in ``source``."""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Extra fields carried through unchanged."""
+
+    @property
+    def n_options(self) -> int:
+        return len(self.options)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return option_labels(len(self.options))
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """A row that was skipped while loading, with a one-line reason."""
+
+    source: str
+    line: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class LoadResult:
+    """Items loaded from a benchmark, plus what was skipped and where the data came from."""
+
+    items: list[MCQItem]
+    problems: list[RowProblem]
+    source: str
+    """Human-readable origin (path, ``bundled:mmlu``, ``hf:...``)."""
+    format: str
+    """Format name used to parse (``mmlu-csv``, ``cmmlu-csv`` ...)."""
+    content_hash: str
+    """sha256 over the raw bytes of every file read, in sorted path order."""
+    files: list[str] = field(default_factory=list)

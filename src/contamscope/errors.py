@@ -1,0 +1,43 @@
+"""Exceptions for user-facing errors.
+
+Everything a user can cause (a bad file, an unknown option, a backend that cannot do what a method
+needs) raises a subclass of :class:`ContamscopeError` with a one-line message. The CLI prints that
+line and exits non-zero; it never shows a traceback for these.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContamscopeError",
+    "DataError",
+    "ConfigError",
+    "ModelError",
+    "CapabilityError",
+    "StoreError",
+]
+
+
+class ContamscopeError(Exception):
+    """Base class: a problem the user can fix, described in one line."""
+
+    exit_code: int = 2
+
+
+class DataError(ContamscopeError):
+    """A benchmark file cannot be read or has an unusable structure (names file:line)."""
+
+
+class ConfigError(ContamscopeError):
+    """An option or a combination of options is invalid (names the option)."""
+
+
+class ModelError(ContamscopeError):
+    """A model spec cannot be resolved or loaded."""
+
+
+class CapabilityError(ContamscopeError):
+    """A backend cannot provide what a method needs (e.g. prompt log-probs)."""
+
+
+class StoreError(ContamscopeError):
+    """A cache or run folder is unusable (wrong schema, settings mismatch)."""

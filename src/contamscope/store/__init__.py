@@ -1,0 +1,14 @@
+"""Score cache and run records."""
+
+from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ScoreCache, score_key
+from .run import RUN_SCHEMA_VERSION, RunDir
+
+__all__ = [
+    "ScoreCache",
+    "CacheInfo",
+    "CachedScorer",
+    "score_key",
+    "SCHEMA_VERSION",
+    "RunDir",
+    "RUN_SCHEMA_VERSION",
+]

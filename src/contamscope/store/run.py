@@ -1,0 +1,90 @@
+"""Run folders: settings, per-item records appended as they finish, and the summary.
+
+``items.jsonl`` is appended and fsynced after each batch, so a killed run loses at most the batch
+in flight; a torn last line (killed mid-write) is dropped on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+
+__all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
+
+RUN_SCHEMA_VERSION = 1
+
+
+class RunDir:
+    """An output folder for one run of one method."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.items_path = self.path / "items.jsonl"
+        self.settings_path = self.path / "settings.json"
+        self.summary_path = self.path / "summary.json"
+
+    def open(self, settings: dict[str, Any], *, overwrite: bool = False) -> dict[str, dict[str, Any]]:
+        """Prepare the folder; return records already finished (resume) keyed by item id.
+
+        A folder holding a run with different settings is refused unless ``overwrite``.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.settings_path.exists() and not overwrite:
+            try:
+                old = json.loads(self.settings_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
+            if old != settings:
+                changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+                raise StoreError(
+                    f"{self.path} holds a run with other settings ({', '.join(changed)}); "
+                    "use another --out or --overwrite"
+                )
+        elif overwrite:
+            for p in (self.items_path, self.summary_path):
+                p.unlink(missing_ok=True)
+        self._atomic_write(self.settings_path, settings)
+        return self._read_records()
+
+    def _read_records(self) -> dict[str, dict[str, Any]]:
+        if not self.items_path.exists():
+            return {}
+        done: dict[str, dict[str, Any]] = {}
+        good_bytes = 0
+        with open(self.items_path, "rb") as fh:
+            for raw in fh:
+                if not raw.endswith(b"\n"):
+                    break  # torn write from a killed run
+                try:
+                    rec = json.loads(raw)
+                except json.JSONDecodeError:
+                    break
+                done[rec["id"]] = rec
+                good_bytes += len(raw)
+        if good_bytes != self.items_path.stat().st_size:
+            with open(self.items_path, "r+b") as fh:
+                fh.truncate(good_bytes)
+        return done
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        if not data:
+            return
+        with open(self.items_path, "a", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        self._atomic_write(self.summary_path, summary)
+
+    @staticmethod
+    def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)

@@ -1,0 +1,83 @@
+"""Shared fixtures: isolated caches, a tiny random-weight model, the real-data folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Tests never use the network; set before huggingface_hub is imported (it reads this at import).
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest
+
+BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_dir: Path) -> None:
+    """Every test gets its own score cache; converted models are shared per session."""
+    monkeypatch.setenv("CONTAMSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(model_dir))
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def benchdata() -> Path:
+    if not BENCHDATA.is_dir():
+        pytest.skip("../shared/benchdata not present (fresh clone): real-data tests skipped")
+    return BENCHDATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():  # type: ignore[no-untyped-def]
+    """The SmolLM2 tokenizer, read from the bundled GGUF (about 6 s, once per session)."""
+    from transformers import AutoTokenizer
+
+    from contamscope.backends.bundled import smollm2_gguf_path
+
+    gguf = smollm2_gguf_path()
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer) -> Path:  # type: ignore[no-untyped-def]
+    """A 2-layer random-weight Llama with the SmolLM2 tokenizer, saved as a model folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(smollm2_tokenizer), hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=512, tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # make log-probs vary a lot between texts
+        model.model.embed_tokens.weight.normal_(0, 1.0)
+    path = tmp_path_factory.mktemp("tiny") / "tiny-llama"
+    model.save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_backend(tiny_model_path: Path):  # type: ignore[no-untyped-def]
+    from contamscope.backends.hf import HFBackend
+
+    return HFBackend.from_pretrained(str(tiny_model_path), spec=f"hf:{tiny_model_path}",
+                                     identity="tiny", device="cpu", dtype="float32",
+                                     options={"bos": "<|endoftext|>"})
+
+
+@pytest.fixture(scope="session")
+def smollm2_backend(model_dir: Path):  # type: ignore[no-untyped-def]
+    import os
+
+    from contamscope.backends import load_backend
+
+    os.environ["CONTAMSCOPE_MODEL_DIR"] = str(model_dir)
+    return load_backend("smollm2", device="cpu", dtype="float32")

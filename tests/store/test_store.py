@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from contamscope.backends.base import Backend, Capabilities, ScoreRequest, ScoreResult
+from contamscope.errors import CapabilityError, StoreError
+from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+
+class CountingBackend(Backend):
+    """A deterministic arithmetic backend that counts what it was asked to score."""
+
+    spec = "counting"
+    capabilities = Capabilities(prompt_logprobs=True)
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def fingerprint(self) -> str:
+        return "counting-v1"
+
+    def score(self, requests: Sequence[ScoreRequest], progress=None) -> list[ScoreResult]:  # type: ignore[no-untyped-def]
+        self.calls.append(len(requests))
+        return [ScoreResult(-float(len(r.prefix) + 2 * len(r.continuation)), len(r.continuation))
+                if r.continuation != "nan" else ScoreResult(math.nan, 1) for r in requests]
+
+
+def test_cached_scorer_computes_each_number_once(tmp_path: Path) -> None:
+    backend = CountingBackend()
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    reqs = [ScoreRequest("q", c) for c in ("a", "bb", "ccc")]
+    first = CachedScorer(backend, cache).score(reqs)
+    again = CachedScorer(backend, ScoreCache(tmp_path / "s.sqlite"))
+    second = again.score(reqs + [ScoreRequest("q", "dddd")])
+    assert [r.logprob for r in second[:3]] == [r.logprob for r in first]
+    assert backend.calls == [3, 1]
+    assert again.computed == 1 and again.reused == 3
+    assert cache.info().entries == 4 and cache.info().models == 1
+
+
+def test_nan_scores_are_not_cached(tmp_path: Path) -> None:
+    backend = CountingBackend()
+    scorer = CachedScorer(backend, ScoreCache(tmp_path / "s.sqlite"))
+    scorer.score([ScoreRequest("q", "nan")])
+    scorer.score([ScoreRequest("q", "nan")])
+    assert backend.calls == [1, 1]
+
+
+def test_cache_schema_mismatch_and_garbage_file_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    ScoreCache(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema 99"):
+        ScoreCache(path)
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable score cache"):
+        ScoreCache(bad)
+
+
+def test_cache_clear(tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a")])
+    assert cache.clear() == 1 and cache.info().entries == 0
+
+
+def test_backend_without_prompt_logprobs_is_refused() -> None:
+    class GenOnly(CountingBackend):
+        spec = "chat-only"
+        capabilities = Capabilities(prompt_logprobs=False, generate=True)
+
+    with pytest.raises(CapabilityError, match="chat-only"):
+        GenOnly().require(prompt_logprobs=True, method="the permutation test")
+
+
+def test_run_dir_resumes_and_drops_a_torn_last_line(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    assert run.open({"a": 1}) == {}
+    run.append([{"id": "x", "v": 1}, {"id": "y", "v": 2}])
+    with open(run.items_path, "a", encoding="utf-8") as fh:
+        fh.write('{"id": "z", "v"')  # killed mid-write
+    done = RunDir(tmp_path / "run").open({"a": 1})
+    assert sorted(done) == ["x", "y"]
+    assert run.items_path.read_text(encoding="utf-8").count("\n") == 2
+    run.append([{"id": "z", "v": 3}])
+    assert [json.loads(x)["id"] for x in run.items_path.read_text().splitlines()] == ["x", "y", "z"]
+
+
+def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a", "seed": 0})
+    run.append([{"id": "x"}])
+    with pytest.raises(StoreError, match="seed"):
+        RunDir(tmp_path / "run").open({"model": "a", "seed": 1})
+    assert RunDir(tmp_path / "run").open({"model": "a", "seed": 1}, overwrite=True) == {}
