@@ -51,9 +51,14 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer)
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(smollm2_tokenizer), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=512, tie_word_embeddings=True,
+        vocab_size=len(smollm2_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(config)
     with torch.no_grad():  # make log-probs vary a lot between texts
@@ -68,9 +73,14 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer)
 def tiny_backend(tiny_model_path: Path):  # type: ignore[no-untyped-def]
     from contamscope.backends.hf import HFBackend
 
-    return HFBackend.from_pretrained(str(tiny_model_path), spec=f"hf:{tiny_model_path}",
-                                     identity="tiny", device="cpu", dtype="float32",
-                                     options={"bos": "<|endoftext|>"})
+    return HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec=f"hf:{tiny_model_path}",
+        identity="tiny",
+        device="cpu",
+        dtype="float32",
+        options={"bos": "<|endoftext|>"},
+    )
 
 
 @pytest.fixture(scope="session")

@@ -11,11 +11,16 @@ from contamscope.errors import ConfigError, ModelError
 
 REQUESTS = [
     ScoreRequest("All of the following are examples of connective tissue EXCEPT:\n", c)
-    for c in ("A:ligaments\nB:muscle\nC:blood\nD:cartilage\n",
-              "A:cartilage\nB:blood\nC:muscle\nD:ligaments\n",
-              "A:muscle\nB:ligaments\nC:cartilage\nD:blood\n")
+    for c in (
+        "A:ligaments\nB:muscle\nC:blood\nD:cartilage\n",
+        "A:cartilage\nB:blood\nC:muscle\nD:ligaments\n",
+        "A:muscle\nB:ligaments\nC:cartilage\nD:blood\n",
+    )
 ] + [
-    ScoreRequest("下列有关鳃弓的描述，错误的是:\n", "A:由间充质增生形成\nB:人胚第4周出现\nC:相邻鳃弓之间为鳃沟\nD:共5对鳃弓\nE:位于头部两侧\n"),
+    ScoreRequest(
+        "下列有关鳃弓的描述，错误的是:\n",
+        "A:由间充质增生形成\nB:人胚第4周出现\nC:相邻鳃弓之间为鳃沟\nD:共5对鳃弓\nE:位于头部两侧\n",
+    ),
     ScoreRequest("Ends in a space ", "A: x\nB: y\n"),  # the space merges into the next token
     ScoreRequest("Short?", "A:1\nB:22\nC:333\n"),
 ]
@@ -60,13 +65,25 @@ def test_too_long_for_context_gives_nan(tiny_backend) -> None:  # type: ignore[n
 def test_fingerprint_changes_with_bos_and_is_stable(tiny_backend, tiny_model_path) -> None:  # type: ignore[no-untyped-def]
     from contamscope.backends.hf import HFBackend
 
-    other = HFBackend.from_pretrained(str(tiny_model_path), spec="x", identity="tiny",
-                                      device="cpu", dtype="float32", options={"bos": "none"})
+    other = HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec="x",
+        identity="tiny",
+        device="cpu",
+        dtype="float32",
+        options={"bos": "none"},
+    )
     assert other.fingerprint() != tiny_backend.fingerprint()
     assert tiny_backend.fingerprint() == tiny_backend.fingerprint()
     with pytest.raises(ConfigError, match="-M bos=NOT_A_TOKEN"):
-        HFBackend.from_pretrained(str(tiny_model_path), spec="x", identity="tiny", device="cpu",
-                                  dtype="float32", options={"bos": "NOT_A_TOKEN"})
+        HFBackend.from_pretrained(
+            str(tiny_model_path),
+            spec="x",
+            identity="tiny",
+            device="cpu",
+            dtype="float32",
+            options={"bos": "NOT_A_TOKEN"},
+        )
 
 
 def test_spec_and_option_errors_are_one_line() -> None:

@@ -40,7 +40,10 @@ def test_templates_render_prefix_and_relabelled_continuation() -> None:
     assert t.continuation(item, (0, 1, 2)) == "A:sky\nB:blood\nC:grass\n"
     assert t.continuation(item, (2, 0, 1)) == "A:grass\nB:sky\nC:blood\n"
     m = get_template("mmlu")
-    assert m.prefix(item) + m.continuation(item, (1, 0, 2)) == "Which is red?\nA. blood\nB. sky\nC. grass\n"
+    assert (
+        m.prefix(item) + m.continuation(item, (1, 0, 2))
+        == "Which is red?\nA. blood\nB. sky\nC. grass\n"
+    )
     assert apply_order(("a", "b", "c"), (2, 1, 0)) == ("c", "b", "a")
 
 

@@ -27,8 +27,12 @@ class CountingBackend(Backend):
 
     def score(self, requests: Sequence[ScoreRequest], progress=None) -> list[ScoreResult]:  # type: ignore[no-untyped-def]
         self.calls.append(len(requests))
-        return [ScoreResult(-float(len(r.prefix) + 2 * len(r.continuation)), len(r.continuation))
-                if r.continuation != "nan" else ScoreResult(math.nan, 1) for r in requests]
+        return [
+            ScoreResult(-float(len(r.prefix) + 2 * len(r.continuation)), len(r.continuation))
+            if r.continuation != "nan"
+            else ScoreResult(math.nan, 1)
+            for r in requests
+        ]
 
 
 def test_cached_scorer_computes_each_number_once(tmp_path: Path) -> None:

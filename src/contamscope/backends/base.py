@@ -69,7 +69,9 @@ class Backend(ABC):
         """Provenance for run records."""
         return {"spec": self.spec, "fingerprint": self.fingerprint()}
 
-    def require(self, *, prompt_logprobs: bool = False, generate: bool = False, method: str) -> None:
+    def require(
+        self, *, prompt_logprobs: bool = False, generate: bool = False, method: str
+    ) -> None:
         """Refuse, with a one-line reason, a method this backend cannot serve."""
         if prompt_logprobs and not self.capabilities.prompt_logprobs:
             raise CapabilityError(

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ModelError
 from ..paths import model_cache_dir
-from .hf import HFBackend
+from .hf import HFBackend, quiet_transformers
 
 __all__ = ["smollm2_gguf_path", "converted_gguf", "load_smollm2", "SMOLLM2"]
 
@@ -45,13 +45,16 @@ def smollm2_gguf_path() -> Path:
 def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     """A safetensors copy of ``gguf`` (converted once, atomically, then reused)."""
     st = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[
+        :12
+    ]
     root = cache or model_cache_dir()
     dest = root / f"{gguf.stem}-{key}"
     if (dest / "config.json").is_file():
         return dest
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
     try:
@@ -80,6 +83,11 @@ def load_smollm2(rest: str, *, device: str, dtype: str, options: dict[str, str])
     folder = converted_gguf(gguf)
     identity = f"bundled:{SMOLLM2['dist']}=={SMOLLM2['version']}:{gguf.name}"
     return HFBackend.from_pretrained(
-        str(folder), spec="smollm2", identity=identity, device=device, dtype=dtype,
-        options=options, default_bos=SMOLLM2["bos"],
+        str(folder),
+        spec="smollm2",
+        identity=identity,
+        device=device,
+        dtype=dtype,
+        options=options,
+        default_bos=SMOLLM2["bos"],
     )

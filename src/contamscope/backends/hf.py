@@ -21,10 +21,18 @@ import torch
 from ..errors import ConfigError, ModelError
 from .base import Backend, Capabilities, ProgressFn, ScoreRequest, ScoreResult
 
-__all__ = ["HFBackend", "resolve_device", "resolve_dtype"]
+__all__ = ["HFBackend", "resolve_device", "resolve_dtype", "quiet_transformers"]
 
 ENGINE_VERSION = "1"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def quiet_transformers() -> None:
+    """Hide transformers' own progress bars and warnings: contamscope reports its own progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def resolve_device(device: str) -> torch.device:
@@ -91,7 +99,7 @@ class HFBackend(Backend):
         self.bos_id = self._resolve_bos(bos)
         self.max_batch_tokens = max_batch_tokens or self._default_budget()
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
-        self._decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+        self._decoder: Any = model.get_decoder() if hasattr(model, "get_decoder") else None
         head = model.get_output_embeddings()
         self._head_w = head.weight.detach().float() if head is not None else None
         self._head_b = getattr(head, "bias", None)
@@ -103,9 +111,7 @@ class HFBackend(Backend):
 
     # --- construction -------------------------------------------------------------------
     @classmethod
-    def from_spec(
-        cls, rest: str, *, device: str, dtype: str, options: dict[str, str]
-    ) -> HFBackend:
+    def from_spec(cls, rest: str, *, device: str, dtype: str, options: dict[str, str]) -> HFBackend:
         """``hf:PATH_OR_ID``: a local folder, a ``.gguf`` file, or a hub id (online)."""
         path = Path(rest).expanduser()
         if rest.endswith(".gguf"):
@@ -115,18 +121,36 @@ class HFBackend(Backend):
 
             folder = converted_gguf(path)
             identity = f"gguf:{path.name}:{_local_identity(path)}"
-            return cls.from_pretrained(str(folder), spec=f"hf:{rest}", identity=identity,
-                                       device=device, dtype=dtype, options=options)
+            return cls.from_pretrained(
+                str(folder),
+                spec=f"hf:{rest}",
+                identity=identity,
+                device=device,
+                dtype=dtype,
+                options=options,
+            )
         if path.exists():
             if not path.is_dir():
                 raise ModelError(f"hf:{rest}: expected a model folder or a .gguf file")
             identity = f"local:{path.name}:{_local_identity(path)}"
-            return cls.from_pretrained(str(path), spec=f"hf:{rest}", identity=identity,
-                                       device=device, dtype=dtype, options=options)
+            return cls.from_pretrained(
+                str(path),
+                spec=f"hf:{rest}",
+                identity=identity,
+                device=device,
+                dtype=dtype,
+                options=options,
+            )
         if rest.startswith((".", "/", "~")):
             raise ModelError(f"hf:{rest}: no such file or folder")
-        return cls.from_pretrained(rest, spec=f"hf:{rest}", identity=f"hub:{rest}",
-                                   device=device, dtype=dtype, options=options)
+        return cls.from_pretrained(
+            rest,
+            spec=f"hf:{rest}",
+            identity=f"hub:{rest}",
+            device=device,
+            dtype=dtype,
+            options=options,
+        )
 
     @classmethod
     def from_pretrained(
@@ -142,11 +166,14 @@ class HFBackend(Backend):
     ) -> HFBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        quiet_transformers()
         opts = dict(options or {})
         known = {"bos", "max_batch_tokens", "revision", "trust_remote_code", "attn"}
         unknown = sorted(set(opts) - known)
         if unknown:
-            raise ConfigError(f"-M {unknown[0]}: unknown model option; known: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"-M {unknown[0]}: unknown model option; known: {', '.join(sorted(known))}"
+            )
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         kwargs: dict[str, Any] = {
@@ -157,7 +184,7 @@ class HFBackend(Backend):
             kwargs["attn_implementation"] = opts["attn"]
         try:
             tok = AutoTokenizer.from_pretrained(name, revision=kwargs["revision"])
-            model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, **kwargs)
+            model: Any = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, **kwargs)
         except OSError as exc:
             offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -171,8 +198,14 @@ class HFBackend(Backend):
             identity += f"@{revision}"
         model.to(dev)
         max_bt = int(opts["max_batch_tokens"]) if opts.get("max_batch_tokens") else None
-        return cls(model, tok, spec=spec, identity=identity,
-                   bos=opts.get("bos", default_bos), max_batch_tokens=max_bt)
+        return cls(
+            model,
+            tok,
+            spec=spec,
+            identity=identity,
+            bos=opts.get("bos", default_bos),
+            max_batch_tokens=max_bt,
+        )
 
     def _resolve_bos(self, bos: str) -> int | None:
         tok = self.tokenizer
@@ -197,7 +230,9 @@ class HFBackend(Backend):
         hidden = getattr(cfg, "hidden_size", 2048)
         inter = getattr(cfg, "intermediate_size", 4 * hidden)
         kv = getattr(cfg, "num_key_value_heads", getattr(cfg, "num_attention_heads", 16))
-        head_dim = getattr(cfg, "head_dim", None) or hidden // getattr(cfg, "num_attention_heads", 16)
+        head_dim = getattr(cfg, "head_dim", None) or hidden // getattr(
+            cfg, "num_attention_heads", 16
+        )
         per_token = (2 * layers * kv * head_dim + 12 * hidden + 3 * inter) * 4
         return int(min(max(free * 0.4 / per_token, 1024), 65536))
 
@@ -215,18 +250,32 @@ class HFBackend(Backend):
     def fingerprint(self) -> str:
         if self._fingerprint is None:
             tok = self.tokenizer
-            tok_state = tok.backend_tokenizer.to_str() if hasattr(tok, "backend_tokenizer") else repr(tok.get_vocab())
+            tok_state = (
+                tok.backend_tokenizer.to_str()
+                if hasattr(tok, "backend_tokenizer")
+                else repr(tok.get_vocab())
+            )
             tok_hash = hashlib.sha256(tok_state.encode()).hexdigest()[:16]
-            parts = [self.identity, str(self.dtype).replace("torch.", ""), f"tok={tok_hash}",
-                     f"bos={self.bos_id}", f"engine={ENGINE_VERSION}"]
+            parts = [
+                self.identity,
+                str(self.dtype).replace("torch.", ""),
+                f"tok={tok_hash}",
+                f"bos={self.bos_id}",
+                f"engine={ENGINE_VERSION}",
+            ]
             self._fingerprint = "|".join(parts)
         return self._fingerprint
 
     def describe(self) -> dict[str, object]:
-        return {"spec": self.spec, "fingerprint": self.fingerprint(), "device": str(self.device),
-                "dtype": str(self.dtype).replace("torch.", ""), "bos_token_id": self.bos_id,
-                "max_batch_tokens": self.max_batch_tokens,
-                "parameters": sum(p.numel() for p in self.model.parameters())}
+        return {
+            "spec": self.spec,
+            "fingerprint": self.fingerprint(),
+            "device": str(self.device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "bos_token_id": self.bos_id,
+            "max_batch_tokens": self.max_batch_tokens,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+        }
 
     # --- tokenisation -----------------------------------------------------------------------
     def encode(self, req: ScoreRequest) -> _Encoded:
@@ -242,7 +291,7 @@ class HFBackend(Backend):
         offsets = enc["offset_mapping"]
         cut = len(req.prefix)
         split = len(ids)
-        for i, (start, end) in enumerate(offsets):
+        for i, (_start, end) in enumerate(offsets):
             if end > cut:
                 split = i
                 break
@@ -259,12 +308,15 @@ class HFBackend(Backend):
         assert self._head_w is not None
         step = max(1, (1 << 26) // self._head_w.shape[0])  # ~256 MB of float32 logits at most
         for s in range(0, hidden.shape[0], step):
-            logits = torch.nn.functional.linear(hidden[s:s + step].float(), self._head_w,
-                                                None if self._head_b is None else self._head_b.float())
+            logits = torch.nn.functional.linear(
+                hidden[s : s + step].float(),
+                self._head_w,
+                None if self._head_b is None else self._head_b.float(),
+            )
             if self._softcap:
                 logits = torch.tanh(logits / self._softcap) * self._softcap
             lse = torch.logsumexp(logits, dim=-1)
-            out[s:s + step] = logits.gather(-1, targets[s:s + step, None]).squeeze(-1) - lse
+            out[s : s + step] = logits.gather(-1, targets[s : s + step, None]).squeeze(-1) - lse
         return out
 
     def _expand_cache(self, cache: Any, k: int) -> Any:
@@ -291,8 +343,13 @@ class HFBackend(Backend):
             start = 0
             while start < len(order):
                 width = max(1, len(conts[order[start]]))
-                k = max(1, min(len(order) - start, self.max_batch_tokens // (width + len(prefix) // 4 + 1)))
-                idx = order[start:start + k]
+                k = max(
+                    1,
+                    min(
+                        len(order) - start, self.max_batch_tokens // (width + len(prefix) // 4 + 1)
+                    ),
+                )
+                idx = order[start : start + k]
                 start += k
                 ids = torch.zeros((k, width), dtype=torch.long)
                 mask = torch.zeros((k, width), dtype=torch.bool)
@@ -300,21 +357,31 @@ class HFBackend(Backend):
                     ids[row, : len(conts[i])] = torch.tensor(conts[i], dtype=torch.long)
                     mask[row, : len(conts[i])] = True
                 ids, mask = ids.to(dev), mask.to(dev)
-                attn = torch.cat([torch.ones((k, len(prefix)), dtype=torch.long, device=dev),
-                                  mask.long()], dim=1)
+                attn = torch.cat(
+                    [torch.ones((k, len(prefix)), dtype=torch.long, device=dev), mask.long()], dim=1
+                )
                 kv = self._expand_cache(cache, k)
                 rows = torch.arange(k, device=dev)[:, None].expand(k, width)[mask]
                 targets = ids[mask]
                 if self._split_head:
-                    h = self._decoder(ids, attention_mask=attn, past_key_values=kv).last_hidden_state
+                    h = self._decoder(
+                        ids, attention_mask=attn, past_key_values=kv
+                    ).last_hidden_state
                     pred = torch.cat([last.expand(k, -1)[:, None], h[:, :-1]], dim=1)[mask]
                     lp = self._token_logprobs(pred, targets)
                 else:
                     logits = self.model(ids, attention_mask=attn, past_key_values=kv).logits
-                    allp = torch.cat([last.expand(k, -1)[:, None],
-                                      torch.log_softmax(logits[:, :-1].float(), -1)], dim=1)
+                    allp = torch.cat(
+                        [
+                            last.expand(k, -1)[:, None],
+                            torch.log_softmax(logits[:, :-1].float(), -1),
+                        ],
+                        dim=1,
+                    )
                     lp = allp[mask].gather(-1, targets[:, None]).squeeze(-1)
-                sums = torch.zeros(k, dtype=torch.float64, device=dev).index_add_(0, rows, lp.double())
+                sums = torch.zeros(k, dtype=torch.float64, device=dev).index_add_(
+                    0, rows, lp.double()
+                )
                 for row, value in zip(idx, sums.tolist()):
                     results[row] = value
         return results
@@ -329,7 +396,8 @@ class HFBackend(Backend):
         out: list[ScoreResult | None] = [None] * len(requests)
         for prefix, members in groups.items():
             too_long = self.max_length is not None and any(
-                len(prefix) + len(encoded[i].cont) > self.max_length for i in members)
+                len(prefix) + len(encoded[i].cont) > self.max_length for i in members
+            )
             if too_long:
                 values = [math.nan] * len(members)
             else:
@@ -348,4 +416,3 @@ class HFBackend(Backend):
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
         p = len(e.prefix)
         return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
-

@@ -49,7 +49,9 @@ class ScoreCache:
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
                 with self._db:
-                    self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+                    self._db.execute(
+                        "INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+                    )
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: score cache schema {row[0]}, this version reads {SCHEMA_VERSION}; "
@@ -75,14 +77,18 @@ class ScoreCache:
         return found
 
     def put_many(self, fingerprint: str, items: Iterable[tuple[str, ScoreResult]]) -> None:
-        rows = [(k, fingerprint, r.logprob, r.n_tokens, r.boundary_chars) for k, r in items
-                if r.logprob == r.logprob]  # never store NaN (too long for the model)
+        rows = [
+            (k, fingerprint, r.logprob, r.n_tokens, r.boundary_chars)
+            for k, r in items
+            if r.logprob == r.logprob
+        ]  # never store NaN (too long for the model)
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
 
     def info(self) -> CacheInfo:
         entries, models = self._db.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM scores").fetchone()
+            "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM scores"
+        ).fetchone()
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
         return CacheInfo(str(self.path), entries, models, size)
 
@@ -106,8 +112,9 @@ class CachedScorer:
         self.computed = 0
         self.reused = 0
 
-    def score(self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
-              ) -> list[ScoreResult]:
+    def score(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[ScoreResult]:
         if self.cache is None:
             self.computed += len(requests)
             return self.backend.score(requests, progress)

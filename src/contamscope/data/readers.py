@@ -1,0 +1,70 @@
+"""Low-level readers: CSV records with their start lines, JSON Lines, whole-file JSON lists."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from contamscope.data.records import RowError
+from contamscope.errors import DataError
+
+__all__ = ["csv_rows", "jsonl_lines", "json_object", "load_json_list", "header_text"]
+
+_CSV_FIELD_LIMIT = 2**31 - 1
+"""Long C-Eval / CMMLU texts exceed the csv module's default 128 KiB field limit."""
+
+
+def csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(start line, cells) per CSV record; blank and all-empty records are skipped."""
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    end = 0
+    for row in reader:
+        start, end = end + 1, reader.line_num
+        if any(cell.strip() for cell in row):
+            yield start, row
+
+
+def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based line, text) per non-blank line; split on ``\\n`` only (JSON may hold U+2028)."""
+    for i, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield i, line.rstrip("\r")
+
+
+def json_object(line: str) -> dict[str, Any]:
+    """Parse one JSON Lines record; anything but a JSON object is a row problem."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise RowError(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(value, dict):
+        raise RowError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def load_json_list(path: Path, text: str) -> list[Any]:
+    """Parse a whole-file JSON list of records (file-level errors raise DataError)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = "; if it is JSON Lines use --format jsonl" if e.msg == "Extra data" else ""
+        raise DataError(
+            f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno}){hint}"
+        ) from None
+    if not isinstance(value, list):
+        raise DataError(
+            f"{path}: expected a JSON list of question records, got {type(value).__name__}"
+        )
+    return value
+
+
+def header_text(row: list[str]) -> str:
+    """A header row quoted for an error message, shortened to 80 characters."""
+    text = ",".join(row)
+    return repr(text if len(text) <= 80 else text[:77] + "...")

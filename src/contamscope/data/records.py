@@ -1,0 +1,312 @@
+"""Field mapping and row-level checks shared by every benchmark format.
+
+A row that cannot become an :class:`~contamscope.data.items.MCQItem` raises :class:`RowError` with a
+short reason; the format parsers turn it into a :class:`~contamscope.data.items.RowProblem` (or a
+:class:`~contamscope.errors.DataError` in strict mode) through :class:`Sink`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from contamscope.data.items import LoadResult, MCQItem, RowProblem
+from contamscope.errors import ConfigError, DataError
+
+__all__ = ["FieldMap", "RowError", "Sink", "clean_text", "parse_answer", "finish_options"]
+
+LABELS = "ABCDEFGHIJ"
+MAX_OPTIONS = len(LABELS)
+AUTO_OPTION_FIELDS = ("options", "choices", "option")
+
+
+class RowError(ValueError):
+    """A single row is unusable; the message is the short reason."""
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Which record fields hold what, for the generic ``jsonl``, ``csv`` and ``json`` formats.
+
+    ``FieldMap.parse("question=stem,options=a|b|c|d,answer=label,id=qid")`` builds one from the
+    command-line form.
+    """
+
+    question: str = "question"
+    """Field with the question text."""
+    options: tuple[str, ...] | None = None
+    """Option fields in order, e.g. ``("A", "B", "C", "D")``. ``None`` = auto: fields ``A``..``J``
+    (trailing empty ones dropped), else a list or a letter-keyed object in ``options``,
+    ``choices`` or ``option``."""
+    answer: str | None = "answer"
+    """Field with the answer: a letter (A..J, any case), a 0-based index, or the option's text.
+    ``None`` (or a record without the field, or an empty value) = no answer."""
+    id: str | None = "id"
+    """Field with a unique item id; ``None`` or a record without it = file stem + ``-`` + row."""
+    subject: str | None = "subject"
+    """Field with the subject / category; ``None`` or a record without it = no subject."""
+
+    @classmethod
+    def parse(cls, spec: str) -> FieldMap:
+        """Parse ``key=value`` pairs separated by commas; ``options`` takes ``|``-separated fields.
+
+        An empty value unsets an optional field (``answer=`` = no answers); ``options=auto`` is the
+        default. Unknown keys raise :class:`~contamscope.errors.ConfigError`.
+
+        >>> FieldMap.parse("question=stem,options=a|b|c|d,answer=label")
+        FieldMap(question='stem', options=('a', 'b', 'c', 'd'), answer='label', id='id', subject='subject')
+        """
+        known = [f.name for f in fields(cls)]
+        values: dict[str, Any] = {}
+        for part in (p.strip() for p in spec.split(",")):
+            if not part:
+                continue
+            key, eq, value = part.partition("=")
+            key, value = key.strip(), value.strip()
+            if not eq:
+                raise ConfigError(f"field map: expected key=value, got {part!r}")
+            if key not in known:
+                raise ConfigError(
+                    f"field map: unknown key {key!r} (known: {', '.join(known)})",
+                )
+            if key in values:
+                raise ConfigError(f"field map: key {key!r} given twice")
+            if key == "question":
+                if not value:
+                    raise ConfigError("field map: question needs a field name")
+                values[key] = value
+            elif key == "options":
+                values[key] = _parse_option_fields(value)
+            else:
+                values[key] = value or None
+        return cls(**values)
+
+
+def _parse_option_fields(value: str) -> tuple[str, ...] | None:
+    if value in ("", "auto"):
+        return None
+    names = tuple(v.strip() for v in value.split("|"))
+    if any(not n for n in names):
+        raise ConfigError(f"field map: empty option field name in {value!r}")
+    if not 2 <= len(names) <= MAX_OPTIONS:
+        raise ConfigError(f"field map: options needs 2 to {MAX_OPTIONS} fields, got {len(names)}")
+    return names
+
+
+def clean_text(value: str) -> str:
+    """Strip trailing newlines / carriage returns only; everything else is kept as is."""
+    return value.rstrip("\r\n")
+
+
+def _label(i: int) -> str:
+    return LABELS[i] if i < MAX_OPTIONS else f"#{i + 1}"
+
+
+def _option_text(value: object, i: int) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise RowError(f"option {_label(i)} is not text ({type(value).__name__})")
+
+
+def finish_options(values: Sequence[object], *, drop_trailing_empty: bool) -> tuple[str, ...]:
+    """Check option values (``None`` = missing) and return them as texts.
+
+    With ``drop_trailing_empty`` (formats whose option count varies per row, like CMB's
+    ``A``..``E`` with an empty ``E``), missing / empty options at the end are dropped; a missing or
+    empty option before a present one is always a problem.
+    """
+    texts = [_option_text(v, i) for i, v in enumerate(values)]
+    if drop_trailing_empty:
+        while texts and (texts[-1] is None or not texts[-1].strip()):
+            texts.pop()
+    for i, t in enumerate(texts):
+        if t is None:
+            raise RowError(f"missing option {_label(i)}")
+        if not t.strip():
+            raise RowError(f"empty option {_label(i)}")
+    if len(texts) < 2:
+        raise RowError(f"{len(texts)} option(s); at least 2 needed")
+    if len(texts) > MAX_OPTIONS:
+        raise RowError(f"{len(texts)} options; at most {MAX_OPTIONS} supported")
+    return tuple(t for t in texts if t is not None)
+
+
+def parse_answer(
+    raw: object, options: Sequence[str], *, ints: bool = True, text: bool = False
+) -> int | None:
+    """Return the 0-based index of the answer, or ``None`` when ``raw`` is missing or empty.
+
+    Accepts a letter (``A``..``J``, any case, surrounding spaces ignored), with ``ints`` a 0-based
+    index (int or digit string), with ``text`` the exact text of an option. Tried in that order.
+    """
+    n = len(options)
+    idx: int
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        raise RowError(f"unparseable answer {raw!r}")
+    if isinstance(raw, int) and ints:
+        idx = raw
+    elif isinstance(raw, str):
+        s = raw.strip()
+        if not s:
+            return None
+        if len(s) == 1 and s.upper() in LABELS:
+            idx = LABELS.index(s.upper())
+        elif ints and s.isascii() and s.isdigit():
+            idx = int(s)
+        elif text and clean_text(raw) in options:
+            idx = options.index(clean_text(raw))
+        elif text and s in (o.strip() for o in options):
+            idx = [o.strip() for o in options].index(s)
+        elif len(s) <= MAX_OPTIONS and all(c in LABELS for c in s.upper()):
+            raise RowError(f"multiple answers {s!r} are not supported")
+        else:
+            raise RowError(f"unparseable answer {_short(s)}")
+    else:
+        raise RowError(f"unparseable answer {_short(raw)}")
+    if not 0 <= idx < n:
+        raise RowError(f"answer {_short(raw)} is out of range for {n} options")
+    return idx
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _auto_option_values(rec: Mapping[str, Any]) -> tuple[list[Any], set[str]]:
+    """Option values (``None`` for gaps) and the fields they came from, for FieldMap.options=None."""
+    if "A" in rec:
+        present = [lab for lab in LABELS if lab in rec]
+        last = LABELS.index(present[-1])
+        return [rec.get(lab) for lab in LABELS[: last + 1]], set(present)
+    for name in AUTO_OPTION_FIELDS:
+        if name not in rec:
+            continue
+        value = rec[name]
+        if isinstance(value, list):
+            return list(value), {name}
+        if isinstance(value, dict):
+            return letter_keyed(value), {name}
+        raise RowError(f"field {name!r} must be a list or an object of options")
+    raise RowError("no options (looked for fields A..J, options, choices, option)")
+
+
+def letter_keyed(options: Mapping[str, Any]) -> list[Any]:
+    """Values of a ``{"A": ..., "B": ...}`` object in label order, ``None`` for gaps."""
+    bad = [k for k in options if k not in LABELS]
+    if bad:
+        raise RowError(f"unexpected option label {_short(bad[0])} (expected A..J)")
+    if not options:
+        return []
+    last = max(LABELS.index(k) for k in options)
+    return [options.get(lab) for lab in LABELS[: last + 1]]
+
+
+def question_text(value: object, name: str = "question") -> str:
+    """Check and clean a question value."""
+    if value is None:
+        raise RowError(f"missing {name}")
+    if not isinstance(value, str):
+        raise RowError(f"{name} is not text ({type(value).__name__})")
+    text = clean_text(value)
+    if not text.strip():
+        raise RowError(f"empty {name}")
+    return text
+
+
+def record_to_item(
+    rec: Mapping[str, Any],
+    fm: FieldMap,
+    *,
+    source: str,
+    line: int | None,
+    default_id: str,
+) -> MCQItem:
+    """Build an item from a generic record (JSON object, CSV row as dict, dataset row)."""
+    if fm.question not in rec:
+        raise RowError(f"missing field {fm.question!r}")
+    question = question_text(rec[fm.question])
+    used = {fm.question}
+    if fm.options is not None:
+        missing = [f for f in fm.options if f not in rec]
+        if missing:
+            raise RowError(f"missing option field {missing[0]!r}")
+        options = finish_options([rec[f] for f in fm.options], drop_trailing_empty=False)
+        used.update(fm.options)
+    else:
+        values, from_fields = _auto_option_values(rec)
+        options = finish_options(values, drop_trailing_empty=True)
+        used.update(from_fields)
+    answer = None
+    if fm.answer is not None:
+        answer = parse_answer(rec.get(fm.answer), options, ints=True, text=True)
+        used.add(fm.answer)
+    item_id = default_id
+    if fm.id is not None:
+        used.add(fm.id)
+        raw_id = rec.get(fm.id)
+        if raw_id is not None and str(raw_id).strip():
+            item_id = str(raw_id)
+    subject = None
+    if fm.subject is not None:
+        used.add(fm.subject)
+        raw_subject = rec.get(fm.subject)
+        if raw_subject is not None and str(raw_subject).strip():
+            subject = str(raw_subject)
+    meta = {k: v for k, v in rec.items() if k not in used}
+    return MCQItem(
+        id=item_id,
+        question=question,
+        options=options,
+        answer=answer,
+        subject=subject,
+        source=source,
+        line=line,
+        meta=meta,
+    )
+
+
+class Sink:
+    """Collects items and problems; enforces unique ids and strict mode."""
+
+    def __init__(self, *, strict: bool) -> None:
+        self.strict = strict
+        self.items: list[MCQItem] = []
+        self.problems: list[RowProblem] = []
+        self._first_seen: dict[str, tuple[str, int | None]] = {}
+
+    def add(self, item: MCQItem) -> None:
+        first = self._first_seen.get(item.id)
+        if first is not None:
+            where = f"{first[0]}:{first[1]}" if first[1] is not None else first[0]
+            self.problem(
+                item.source or "?", item.line, f"duplicate id {item.id!r} (first at {where})"
+            )
+            return
+        self._first_seen[item.id] = (item.source or "?", item.line)
+        self.items.append(item)
+
+    def problem(self, source: str, line: int | None, reason: str) -> None:
+        problem = RowProblem(source=source, line=line, reason=reason)
+        if self.strict:
+            raise DataError(str(problem))
+        self.problems.append(problem)
+
+    def result(
+        self, *, source: str, format: str, content_hash: str, files: list[str]
+    ) -> LoadResult:
+        return LoadResult(
+            items=self.items,
+            problems=self.problems,
+            source=source,
+            format=format,
+            content_hash=content_hash,
+            files=files,
+        )

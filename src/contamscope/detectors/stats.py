@@ -1,0 +1,438 @@
+"""Dataset-level statistics of the permutation method, from per-item :class:`PermutationItemScore`.
+
+Every test here has the same null hypothesis H0: *for every item, the original order of the
+options is exchangeable with the other scored orders* -- the model has no preference for the
+published order, so the original's log-prob is a uniformly random draw from the item's ``N``
+values, independently across items. Conditional on the values, the null distribution of every
+item-level verdict is then known exactly, which is what the tests below use.
+See ``docs/statistics.md`` for the reasoning and the false-positive rate of every threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats as sps
+
+from contamscope.detectors.permutation import PermutationItemScore, delta_key
+
+__all__ = [
+    "Alg1Summary",
+    "Alg2DeltaSummary",
+    "GapTest",
+    "PermutationSummary",
+    "RankSummary",
+    "UNANCHORED_NULL_NOTE",
+    "poisson_binomial_sf",
+    "summarize",
+    "wilson_interval",
+]
+
+UNANCHORED_NULL_NOTE = (
+    "The paper's Algorithm-2 flag ignores which order is the original, so relabelling the orders "
+    "cannot give its rate under 'not leaked': it is the same function of the item's values whether "
+    "or not the item leaked. Its false-positive rate can only be measured on items known to be "
+    "clean (e.g. freshly written questions); compare with that rate, not with 0."
+)
+
+_EPS = 1e-9  # tolerance for p <= alpha and floor(alpha * N) with floats
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion ``k / n``.
+
+    >>> lo, hi = wilson_interval(5, 100)
+    >>> round(lo, 4), round(hi, 4)
+    (0.0215, 0.1118)
+    """
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    if not 0 <= k <= n:
+        raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
+    if not 0.0 < conf < 1.0:
+        raise ValueError(f"conf must be in (0, 1), got {conf}")
+    z = float(sps.norm.ppf(0.5 + conf / 2.0))
+    phat = k / n
+    denom = 1.0 + z * z / n
+    centre = (phat + z * z / (2 * n)) / denom
+    half = z * math.sqrt(phat * (1.0 - phat) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Exact pmf of a sum of independent Bernoulli(p_i), by grouped exact convolution.
+
+    Equal probabilities are grouped into binomial pmfs (usually only a handful of distinct values:
+    ``1/24``, ``1/120``, 0 ...); the groups are then convolved pairwise in a balanced tree. All
+    terms are non-negative, so tails keep full relative precision (no FFT).
+    """
+    values, counts = np.unique(probs, return_counts=True)
+    pmfs: list[NDArray[np.float64]] = [
+        np.array([1.0 - v, v])
+        if c == 1
+        else np.asarray(sps.binom.pmf(np.arange(c + 1), c, v), dtype=np.float64)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True)
+    ]
+    if not pmfs:
+        return np.ones(1)
+    while len(pmfs) > 1:
+        pmfs.sort(key=len)
+        merged = [np.convolve(pmfs[i], pmfs[i + 1]) for i in range(0, len(pmfs) - 1, 2)]
+        if len(pmfs) % 2:
+            merged.append(pmfs[-1])
+        pmfs = merged
+    return np.clip(pmfs[0], 0.0, None)
+
+
+def poisson_binomial_sf(k: int, probs: Sequence[float] | NDArray[Any]) -> float:
+    """``P(X >= k)`` for ``X`` a sum of independent Bernoulli(``probs[i]``) (exact).
+
+    Handles 15,000 items in milliseconds when the probabilities take few distinct values, and in
+    well under a second in the worst case (all distinct).
+
+    >>> round(poisson_binomial_sf(1, [0.5, 0.5]), 6)
+    0.75
+    """
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    if p.size and (np.any(p < 0.0) or np.any(p > 1.0) or not np.all(np.isfinite(p))):
+        raise ValueError("probabilities must lie in [0, 1]")
+    n_sure = int(np.count_nonzero(p == 1.0))
+    p = p[(p > 0.0) & (p < 1.0)]
+    k_rest = k - n_sure
+    if k_rest <= 0:
+        return 1.0
+    if k_rest > p.size:
+        return 0.0
+    pmf = _poisson_binomial_pmf(p)
+    return float(min(1.0, max(0.0, pmf[k_rest:].sum())))
+
+
+def _binomial_or_pb_sf(k: int, probs: NDArray[np.float64]) -> float:
+    """One-sided (greater) p-value of count ``k``: binomtest when all ``probs`` are equal."""
+    if probs.size and np.all(probs == probs[0]) and 0.0 < probs[0] < 1.0:
+        return float(
+            sps.binomtest(k, int(probs.size), float(probs[0]), alternative="greater").pvalue
+        )
+    return poisson_binomial_sf(k, probs)
+
+
+def _none_if_nan(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(x)
+
+
+# --------------------------------------------------------------------------- result types
+
+
+@dataclass(frozen=True)
+class Alg1Summary:
+    """Algorithm 1 over a dataset: observed rate of "leaked" vs the rate under H0."""
+
+    count: int
+    """Items Algorithm 1 calls leaked."""
+    rate: float
+    """``count / n_items`` (the paper's leaderboard number)."""
+    rate_ci: tuple[float, float]
+    """Wilson 95% interval of ``rate``."""
+    chance: float
+    """Mean of ``1/N_i``: the paper's reference level (1/24 for four options, all orders).
+
+    Under H0 the probability that the original is the UNIQUE maximum is at most ``1/N_i``
+    (exactly ``1/N_i`` when the maximum is untied)."""
+    null_expected: float
+    """Mean of the exact per-item null probabilities ``alg1_null`` (equals ``chance`` without ties
+    for ``ties='not_leaked'``; differs when maxima are tied)."""
+    p_value: float
+    """One-sided P(count >= observed | H0), exact: binomial test when every item has the same null
+    probability, Poisson-binomial otherwise."""
+    excess: float
+    """``rate - null_expected``: share of items flagged beyond chance."""
+    excess_ci: tuple[float, float]
+    """Wilson 95% interval of ``rate`` minus ``null_expected``."""
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """Calibrated rank test: the permutation p-values of the original order."""
+
+    alpha: float
+    """Item-level significance level used for ``count``."""
+    mean_p_value: float
+    """Mean of the item p-values."""
+    mean_p_value_null: float
+    """Mean p-value expected under H0 without ties, ``mean((N_i + 1) / (2 N_i))`` (about 0.52)."""
+    count: int
+    """Items with ``p_value <= alpha``."""
+    rate: float
+    """``count / n_items``."""
+    rate_ci: tuple[float, float]
+    """Wilson 95% interval of ``rate``."""
+    expected: float
+    """Rate expected under H0: mean of ``floor(alpha * N_i) / N_i`` (exact without ties, an upper
+    bound with ties). For 24 orders and alpha=0.05 this is 1/24, not 0.05."""
+    p_value: float
+    """One-sided P(count >= observed | H0): binomial / Poisson-binomial with the per-item levels."""
+
+
+@dataclass(frozen=True)
+class GapTest:
+    """Combined test that the original order is systematically favoured: one-sided t-test of the
+    mean gap (original minus mean of other orders) against 0."""
+
+    n: int
+    """Items used."""
+    mean: float | None
+    """Mean gap (nats)."""
+    ci: tuple[float, float] | None
+    """Two-sided 95% t interval of the mean gap."""
+    t: float | None
+    """t statistic."""
+    p_value: float | None
+    """One-sided p-value (alternative: mean gap > 0); None when undefined (see ``reason``)."""
+    reason: str | None = None
+    """Why the test is undefined, when it is."""
+
+
+@dataclass(frozen=True)
+class Alg2DeltaSummary:
+    """Algorithm 2 at one threshold ``delta``."""
+
+    delta: float
+    """Outlier threshold (flag when the IsolationForest score at the maximum is below it)."""
+    n_items: int
+    """Items evaluated at this threshold (items whose stored thresholds include ``delta``)."""
+    count: int
+    """Items flagged by the paper's (unanchored) Algorithm 2."""
+    rate: float | None
+    """Paper flag rate (the leaderboard number for scenario b)."""
+    rate_ci: tuple[float, float] | None
+    """Wilson 95% interval of ``rate``."""
+    anchored_count: int
+    """Items flagged AND whose maximum is the original order."""
+    anchored_rate: float | None
+    """``anchored_count / n_items``."""
+    anchored_null_expected: float | None
+    """Mean of the per-item exact null probabilities of the anchored flag."""
+    anchored_p_value: float | None
+    """One-sided Poisson-binomial P(anchored count >= observed | H0)."""
+    null_rate_note: str = UNANCHORED_NULL_NOTE
+    """Why the paper's unanchored rate has no null level from the same items."""
+
+
+def _pair(x: tuple[float, float] | None) -> list[float] | None:
+    return None if x is None else [x[0], x[1]]
+
+
+@dataclass(frozen=True)
+class PermutationSummary:
+    """Dataset-level summary of the permutation method (see module docstring for H0)."""
+
+    n_items: int
+    """Items summarised."""
+    alpha: float
+    """Item-level level for the rank-test count."""
+    n_exhaustive: int
+    """Items scored under all ``n!`` orders (the rest are Monte Carlo)."""
+    alg1: Alg1Summary | None
+    """Algorithm 1 (None when there are no items)."""
+    rank: RankSummary | None
+    """Calibrated rank test (None when there are no items)."""
+    gap: GapTest | None
+    """Mean-gap t-test (None when there are no items)."""
+    alg2: tuple[Alg2DeltaSummary, ...] = field(default_factory=tuple)
+    """Algorithm 2, one entry per threshold."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (tuples become lists, thresholds keyed as strings like ``"-0.2"``)."""
+        out: dict[str, Any] = {
+            "n_items": self.n_items,
+            "alpha": self.alpha,
+            "n_exhaustive": self.n_exhaustive,
+            "alg1": None,
+            "rank": None,
+            "gap": None,
+            "alg2": {},
+        }
+        if self.alg1 is not None:
+            a = self.alg1
+            out["alg1"] = {
+                "count": a.count,
+                "rate": a.rate,
+                "rate_ci": _pair(a.rate_ci),
+                "chance": a.chance,
+                "null_expected": a.null_expected,
+                "p_value": a.p_value,
+                "excess": a.excess,
+                "excess_ci": _pair(a.excess_ci),
+            }
+        if self.rank is not None:
+            r = self.rank
+            out["rank"] = {
+                "alpha": r.alpha,
+                "mean_p_value": r.mean_p_value,
+                "mean_p_value_null": r.mean_p_value_null,
+                "count": r.count,
+                "rate": r.rate,
+                "rate_ci": _pair(r.rate_ci),
+                "expected": r.expected,
+                "p_value": r.p_value,
+            }
+        if self.gap is not None:
+            g = self.gap
+            out["gap"] = {
+                "n": g.n,
+                "mean": g.mean,
+                "ci": _pair(g.ci),
+                "t": g.t,
+                "p_value": g.p_value,
+                "reason": g.reason,
+            }
+        for s in self.alg2:
+            out["alg2"][delta_key(s.delta)] = {
+                "delta": s.delta,
+                "n_items": s.n_items,
+                "count": s.count,
+                "rate": s.rate,
+                "rate_ci": _pair(s.rate_ci),
+                "anchored_count": s.anchored_count,
+                "anchored_rate": s.anchored_rate,
+                "anchored_null_expected": s.anchored_null_expected,
+                "anchored_p_value": s.anchored_p_value,
+                "null_rate_note": s.null_rate_note,
+            }
+        return out
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def _alg1_summary(items: Sequence[PermutationItemScore]) -> Alg1Summary:
+    n = len(items)
+    k = sum(it.alg1 for it in items)
+    null = np.array([it.alg1_null for it in items], dtype=np.float64)
+    expected = float(null.mean())
+    lo, hi = wilson_interval(k, n)
+    return Alg1Summary(
+        count=k,
+        rate=k / n,
+        rate_ci=(lo, hi),
+        chance=float(np.mean([1.0 / it.n_orders for it in items])),
+        null_expected=expected,
+        p_value=_binomial_or_pb_sf(k, null),
+        excess=k / n - expected,
+        excess_ci=(lo - expected, hi - expected),
+    )
+
+
+def _rank_summary(items: Sequence[PermutationItemScore], alpha: float) -> RankSummary:
+    n = len(items)
+    n_orders = np.array([it.n_orders for it in items], dtype=np.float64)
+    p = np.array([it.p_value for it in items], dtype=np.float64)
+    levels = np.floor(alpha * n_orders + _EPS) / n_orders
+    k = int(np.count_nonzero(p <= alpha + _EPS))
+    return RankSummary(
+        alpha=alpha,
+        mean_p_value=float(p.mean()),
+        mean_p_value_null=float(np.mean((n_orders + 1.0) / (2.0 * n_orders))),
+        count=k,
+        rate=k / n,
+        rate_ci=wilson_interval(k, n),
+        expected=float(levels.mean()),
+        p_value=_binomial_or_pb_sf(k, levels),
+    )
+
+
+def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
+    """One-sided one-sample t-test of mean gap > 0.
+
+    Valid because under H0 ``E[g_i | values of item i] = 0`` exactly: the original is a uniform
+    draw from the ``N`` values, so ``E[lp_0] = mean(all)`` and ``g = N/(N-1) * (lp_0 - mean(all))``.
+    The items are independent with mean 0, so the t statistic is asymptotically N(0, 1) (CLT); the
+    Student-t reference is a small-sample approximation.
+    """
+    g = np.array([it.gap for it in items], dtype=np.float64)
+    n = int(g.size)
+    mean = float(g.mean())
+    if n < 2:
+        return GapTest(n, mean, None, None, None, reason="needs at least 2 items")
+    if float(np.ptp(g)) == 0.0:
+        return GapTest(n, mean, None, None, None, reason="all gaps are identical (zero variance)")
+    res = sps.ttest_1samp(g, 0.0, alternative="greater")
+    sem = float(g.std(ddof=1)) / math.sqrt(n)
+    half = float(sps.t.ppf(0.975, n - 1)) * sem
+    return GapTest(
+        n=n,
+        mean=mean,
+        ci=(mean - half, mean + half),
+        t=_none_if_nan(float(res.statistic)),
+        p_value=_none_if_nan(float(res.pvalue)),
+    )
+
+
+def _alg2_summary(items: Sequence[PermutationItemScore], delta: float) -> Alg2DeltaSummary:
+    use = [it for it in items if delta in it.alg2_flags]
+    n = len(use)
+    k = sum(it.alg2_flags[delta] for it in use)
+    ka = sum(it.alg2_anchored.get(delta, False) for it in use)
+    if n == 0:
+        return Alg2DeltaSummary(delta, 0, 0, None, None, 0, None, None, None)
+    null = np.array([it.null_anchored.get(delta, 0.0) for it in use], dtype=np.float64)
+    return Alg2DeltaSummary(
+        delta=delta,
+        n_items=n,
+        count=k,
+        rate=k / n,
+        rate_ci=wilson_interval(k, n),
+        anchored_count=ka,
+        anchored_rate=ka / n,
+        anchored_null_expected=float(null.mean()),
+        anchored_p_value=poisson_binomial_sf(ka, null),
+    )
+
+
+def summarize(
+    items: Sequence[PermutationItemScore],
+    *,
+    alpha: float = 0.05,
+    deltas: Sequence[float] | None = None,
+) -> PermutationSummary:
+    """Summarise item scores over a dataset.
+
+    Parameters
+    ----------
+    items:
+        Per-item results from :func:`~contamscope.detectors.permutation.score_item`.
+    alpha:
+        Item-level level of the rank test whose count is reported (its exact null rate is
+        ``mean(floor(alpha*N_i)/N_i)``, reported as ``rank.expected``).
+    deltas:
+        Algorithm-2 thresholds to summarise; ``None`` = every threshold stored in any item. Each
+        threshold is summarised over the items that carry it.
+
+    No items gives ``n_items=0`` and ``None`` statistics; the tests assume independent items.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if deltas is None:
+        wanted = sorted({d for it in items for d in it.alg2_flags})
+    else:
+        wanted = sorted({float(d) for d in deltas})
+    alg2 = tuple(_alg2_summary(items, d) for d in wanted)
+    if not items:
+        return PermutationSummary(0, alpha, 0, None, None, None, alg2)
+    return PermutationSummary(
+        n_items=len(items),
+        alpha=alpha,
+        n_exhaustive=sum(it.exhaustive for it in items),
+        alg1=_alg1_summary(items),
+        rank=_rank_summary(items, alpha),
+        gap=_gap_test(items),
+        alg2=alg2,
+    )

@@ -1,0 +1,309 @@
+"""Detect multiple-choice items whose options are not exchangeable.
+
+The permutation method assumes that shuffling the options leaves the question unchanged, so that a
+model that never saw the item has no reason to prefer the published order (H0 of
+``docs/statistics.md``). Options that refer to other options break this in two ways:
+
+* the meaning changes: "All of the above" in first position, or "Both A and B" once A and B hold
+  different texts;
+* even where the meaning survives ("All of these", "Neither"), convention puts such options last,
+  so a clean model prefers orders that keep them last and the original order wins more often than
+  chance -- a false positive for leakage.
+
+:func:`non_exchangeable_reason` flags both kinds; such items should be left out of the permutation
+method. The rules, English and Chinese, case-insensitive:
+
+1. **Phrases** referring to the options. Anywhere in an option: "all/none/any/both/neither/either/
+   each/one/some (of) the above/below/foregoing" and any "of the above/below" ("all of the above",
+   "none of above", "all the above", "moons contribute to all of the above", "any 2 of the above
+   values"). At the start of an option: "all/none/any/both/
+   neither/either of these/those/them/the options/the choices/the answers", "all these", "all
+   options" ("All of these options.", "All of the options given are correct"); later in a sentence
+   these words usually point at things in the question ("neither of them can testify"), so they are
+   not flagged there. The whole option being "Both", "Neither", "Either", "Other(s)", "All of them",
+   "Both are correct" ... (not "None" or "All" alone: in MMLU "None" is mostly a count or Python's
+   ``None``). Chinese: "以上/上述 + 都/均/皆/全/所有" with optional 选项/答案/说法/三项 in between
+   ("以上都对", "以上都是", "以上都不是", "以上均正确", "以上皆非", "以上全部", "以上说法都不对"), but not
+   "60岁以上" or "县级以上"; "其他选项均可", "其他三个都不对"; and a whole option "都不对", "都对", "全部正确",
+   "全对", "均正确", "都不是", "均可", "全部", "以上", "其他".
+2. **Label combinations**: two or more distinct option labels of this item (A-D for four options,
+   up to J) joined by "and", "or", "nor", ",", "&", "+", "、", "，", "和", "与", "或", "及" ("A and B",
+   "A, B, and C", "(a) and (b)", "Neither A nor B", "A B and C", "A+C+D", "A和B", "A、B都对"), or
+   written together before a Chinese verdict ("AB都对"). A label is a letter standing alone (not part
+   of a word or number) or in parentheses. A single label ("Same as B") is not flagged, nor are
+   letters separated only by spaces ("A B"), nor anything inside ``$...$`` formulas.
+
+   The hard cases are letters that *name* things ("Vitamin B and C", "P(A and B)", "A and B are
+   equally good athletes"). The rules, in order:
+
+   * bare lower-case letters count only after "both/neither/either" or as the whole option
+     ("both a and b", "a and b"), because "a" is an English word, and never with "+" ("a+b");
+   * a hyphen, an operator or a function bracket next to the combination means names: "anti-A and
+     B", "P(A and B)", "P(C | A, B)";
+   * an English word in front decides: a reference after "both, neither, either, only, option(s),
+     choice(s), answer(s)" or "all/none/both/neither/any/each/either of"; any other word makes the
+     letters names ("Vitamin B and C", "Hepatitis B and C", "Type A and B", "Plan A or B", "Group A
+     and B" are NOT references);
+   * a naming noun right after means names ("A and B antigens", "B and C vitamins", "A and B blood
+     groups");
+   * otherwise (nothing or punctuation in front) it is a reference, unless the item uses capital
+     letters as names elsewhere -- "P(A)", "A ∩ B", "A is taller", "B6 and D", a formula with a
+     capital letter -- in which case it still needs an explicit cue: a word in front as above,
+     "only" or "are correct/true" after ("A and C only"), or parenthesised labels ("(A) and (C)").
+     So "A and C" next to "B6 and B12" (vitamins) is not flagged, "A and C" next to plain texts is.
+   * In Chinese text a combination counts only when the option ends with it or with a verdict
+     right after it ("A和B", "A和B都对", "A、B、C均不对", "A和B都包括在内"), and, when Chinese text
+     precedes it, only after 选项/选/答案/是/为/有/仅/只/即; so "A与B互斥" (events in a probability
+     question), "A，B都有相同的特征向量" (matrices) and "维生素A和B" are not references. With capital
+     letters used as names elsewhere, a bare "A和B" ending the option is not flagged either.
+
+A flagged item is a *candidate* for exclusion; the rule errs toward excluding, because a wrongly
+kept item can bias the test while a wrongly dropped one only costs a little power.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["non_exchangeable_reason"]
+
+_LETTERS = "ABCDEFGHIJ"
+
+# --------------------------------------------------------------------------- phrases (English)
+
+_QUANT = r"(?:all|none|any|both|neither|either|each|one|some)"
+_EN_PHRASES = [
+    # "all of the above", "none of above", "all the above", "both of the above", "one of the below"
+    re.compile(
+        rf"\b{_QUANT}\s+(?:of\s+(?:the\s+)?|the\s+)"
+        r"(?:(?:options?|choices?|answers?|alternatives?|responses?)\s+)?"
+        r"(?:above|below|foregoing)\b",
+        re.IGNORECASE,
+    ),
+    # "any one or combinations of the above methods", "any 2 of the above values"
+    re.compile(r"\bof\s+the\s+(?:above|below|foregoing)\b", re.IGNORECASE),
+    # at the start of the option: "All of these", "None of them", "All of the options given ..."
+    re.compile(
+        r"^\W*(?:all|none|any|both|neither|either)\s+of\s+"
+        r"(?:these|those|them|the\s+(?:options|choices|answers|alternatives|responses))\b",
+        re.IGNORECASE,
+    ),
+    # at the start of the option: "All these", "All options are correct"
+    re.compile(
+        r"^\W*(?:all|none)\s+(?:these|(?:the\s+)?(?:options|choices|answers|alternatives))\b",
+        re.IGNORECASE,
+    ),
+]
+# The whole option (ignoring punctuation and case) is one of these.
+_EN_WHOLE = re.compile(
+    r"(?:both|neither|either|all above|none above|both of them|neither of them|all of them|"
+    r"none of them|any of them|both are correct|neither is correct|all are correct|"
+    r"none are correct|none is correct|both correct|neither correct|other|others)",
+    re.IGNORECASE,
+)
+
+# --------------------------------------------------------------------------- phrases (Chinese)
+
+_ZH_PHRASES = [
+    # 以上都对 / 以上都是 / 以上都不是 / 以上均正确 / 以上皆非 / 以上全部 / 以上所有 / 以上说法都不对 /
+    # 以上答案都不对 / 以上三项都是 / 上述都... ; "60岁以上" etc. are excluded by the look-behind.
+    re.compile(
+        r"(?<![0-9０-９一二三四五六七八九十百千万岁年次个月天度级倍%％])"
+        r"(?:以上|上述|前述|上面)"
+        r"(?:选项|答案|说法|所述|各项|各选项|几项|[一二三四五两]项|[一二三四五两]种|[一二三四五两]个)?"
+        r"(?:都|均|皆|全|所有|各项)"
+    ),
+    # 其他选项均可 / 其他三个都不对 / 其它选项都不是
+    re.compile(r"其[他它余](?:选项|答案|[一二三四两]个|[一二三四两]项|各项)(?:都|均|皆|全)"),
+    # 以上皆非 (covered above), 以上 on its own as the whole option is handled by _ZH_WHOLE
+]
+_ZH_WHOLE = re.compile(
+    r"(?:以上|上述)?(?:选项|答案|说法)?"
+    r"(?:都|均|皆|全部?|全都)(?:不)?(?:对|正确|错|错误|是|不是|非|可以|可|符合)|"
+    r"以上|上述|以上全部|全部|以上都有|都有可能|以上皆非|皆非|其他|其它"
+)
+
+# --------------------------------------------------------------------------- label combinations
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u2e80-\u2fdf"
+_CJK_RE = re.compile(f"[{_CJK}]")
+_SEP_EN = r"\s*(?:,\s*(?:and|or|&)\s+|,|&|\+|\band\b|\bor\b|\bnor\b)\s*|\s+"
+_SEP_ZH = r"\s*(?:、|，|和|与|或|及|以及|跟)\s*"
+_SEP_ZH_RE = re.compile(_SEP_ZH)
+# A label token: "(A)" or a letter not touching other ASCII letters / digits.
+_LABEL = r"(?:\(\s*[A-Ja-j]\s*\)|(?<![A-Za-z0-9])[A-Ja-j](?![A-Za-z0-9]))"
+_LABEL_RE = re.compile(_LABEL)
+_CHAIN = re.compile(f"{_LABEL}(?:(?:{_SEP_ZH}|{_SEP_EN}){_LABEL})+")
+# Adjacent upper-case labels before a Chinese verdict word: "AB都对", "ABC均正确".
+_ZH_GLUED = re.compile(r"(?<![A-Za-z0-9])([A-J]{2,5})\s*(?:都|均|皆|全|两项|三项|正确|对|错)")
+_ZH_VERDICT = re.compile(
+    r"\s*[，,]?\s*(?:(?:都|均|皆|全)(?:不|没)?(?:对|正确|错|错误|是|可以|可|包括在内|有|非|符合|选)"
+    r"|两项|正确|对|错)?\s*[。.;；!！]?\s*$"
+)
+# CJK words after which a Chinese label combination is a reference ("选项A和B", "答案是A、C", "只有A和B").
+_ZH_ALLOWED_BEFORE = ("选项", "选", "答案", "是", "为", "有", "仅", "只", "即")
+
+# English words after which a combination is a reference ("Both A and B", "Options A and C").
+_CUE_BEFORE = {"both", "neither", "either", "only", "option", "options", "choice", "choices"}
+_CUE_BEFORE |= {"answer", "answers"}
+_OF_QUANT = {"all", "none", "both", "neither", "any", "each", "either"}
+_LOWER_OK_BEFORE = {"both", "neither", "either"}
+# ... or after which it is ("A and C only", "A and B are correct", "A, B, and C are true").
+_CUE_AFTER = re.compile(
+    r"\s*(?:only|are\s+(?:both\s+|all\s+)?(?:correct|true|right|valid|possible)|"
+    r"(?:are\s+)?both|(?:are\s+)?all)\b",
+    re.IGNORECASE,
+)
+# Nouns that make "A and B <noun>" a name, not a label reference.
+_NAMING_NOUNS = {
+    "antigen", "antigens", "blood", "group", "groups", "type", "types", "vitamin", "vitamins",
+    "cell", "cells", "allele", "alleles", "gene", "genes", "chain", "chains", "strain", "strains",
+    "class", "classes", "grade", "grades", "receptor", "receptors", "site", "sites", "band",
+    "bands", "ring", "rings", "horizon", "horizons", "fiber", "fibers", "fibres", "personality",
+    "personalities", "virus", "viruses", "hepatitis", "bonds", "shares", "stock", "notes",
+}  # fmt: skip
+_MATH = "=<>+*/^|∩∪⊂⊃⊆⊇≡∨∧·→↔¬≤≥≠∈×−"
+_MATH_BEFORE = re.compile(rf"(?:[{re.escape(_MATH)}]|[A-Za-z0-9]\()\s*$")
+_MATH_AFTER = re.compile(rf"\s*(?:[{re.escape(_MATH)})]|\()")
+# Evidence that capital letters name things in this item (people, events, sets, vitamins),
+# found outside label combinations: "P(A)", "A ∩ B", "A is taller", "B6 and D".
+_SYMBOL_USE = [
+    re.compile(rf"(?:[A-Za-z]\(|[{re.escape(_MATH)}])\s*[A-J](?![A-Za-z0-9])"),
+    re.compile(rf"(?<![A-Za-z0-9])[A-J]\s*[{re.escape(_MATH)}]"),
+    re.compile(r"(?<![A-Za-z0-9])[A-J]\s+(?:is|are|was|were|has|does|did)\b"),
+    re.compile(r"[A-Z]\d+\s*(?:,|and|or)\s*[A-J](?![A-Za-z0-9])"),
+    re.compile(r"(?<![A-Za-z0-9])[A-J]\s*(?:,|and|or)\s*[A-Z]\d+"),
+]
+
+
+def _labels_in(chain: str) -> list[str]:
+    """Letters of the label tokens in a matched chain (separators contain no lone letters)."""
+    return [re.sub(r"[()\s]", "", tok.group(0)) for tok in _LABEL_RE.finditer(chain)]
+
+
+def _word_before(text: str) -> tuple[str, str]:
+    """(kind, word) of what precedes position ``len(text)``: kind is 'none', 'ascii', 'cjk', 'hyphen'
+    or 'punct'; word is the preceding ASCII word (lower-cased; "all of" kept as two words) or the
+    last 4 CJK characters."""
+    t = text.rstrip()
+    if not t:
+        return "none", ""
+    last = t[-1]
+    if last in "-\u2010\u2011'\u2019":
+        return "hyphen", ""
+    if last.isascii() and last.isalpha():
+        m = re.search(r"(?:([A-Za-z]+)\s+)?([A-Za-z]+)$", t)
+        if m is None:  # pragma: no cover - last char is a letter
+            return "ascii", ""
+        word = m.group(2).lower()
+        if word == "of" and m.group(1):
+            word = f"{m.group(1).lower()} of"
+        return "ascii", word
+    if _CJK_RE.match(last):
+        return "cjk", t[-4:]
+    return "punct", ""
+
+
+_LATEX = re.compile(r"\$[^$]*\$")
+_LATEX_SYMBOL = re.compile(r"(?<![A-Za-z\\])[A-J](?![A-Za-z])")
+
+
+def _symbol_use(options: Sequence[str]) -> bool:
+    """True when capital letters name things in this item, outside label combinations."""
+    for option in options:
+        if any(_LATEX_SYMBOL.search(m.group(0)) for m in _LATEX.finditer(option)):
+            return True
+        rest = _CHAIN.sub(" ", _LATEX.sub(" ", option))
+        if any(p.search(rest) for p in _SYMBOL_USE):
+            return True
+    return False
+
+
+def _is_reference(option: str, m: re.Match[str], n_options: int, symbols: bool) -> bool:
+    """Decide whether a matched label chain refers to options (see the module docstring)."""
+    chain = m.group(0)
+    letters = [c.upper() for c in _labels_in(chain)]
+    if len(letters) < 2 or len(set(letters)) != len(letters):
+        return False
+    if not re.search(r"[^\s()A-Ja-j]", chain):
+        return False  # only spaces between the letters: "A B", a sequence rather than a reference
+    if any(c not in _LETTERS[:n_options] for c in letters):
+        return False
+    before, after = option[: m.start()], option[m.end() :]
+    kind, word = _word_before(before)
+    chinese = (
+        kind == "cjk" or _SEP_ZH_RE.search(chain) is not None or bool(_CJK_RE.match(after[:1]))
+    )
+    if chinese:
+        if kind == "cjk" and not word.endswith(_ZH_ALLOWED_BEFORE):
+            return False
+        verdict = _ZH_VERDICT.match(after)
+        if verdict is None:
+            return False
+        return not (symbols and not verdict.group(0).strip(" ，,。.;；!！"))
+    if kind == "hyphen" or _MATH_BEFORE.search(before) or _MATH_AFTER.match(after):
+        return False
+    cue_before = kind == "ascii" and (
+        word in _CUE_BEFORE or (word.endswith(" of") and word.split()[0] in _OF_QUANT)
+    )
+    alone = not re.search(r"\w", before + after)
+    cued = cue_before or _CUE_AFTER.match(after) is not None
+    bare_lower = re.search(r"(?<![A-Za-z(])[a-j](?![A-Za-z0-9)])", chain) is not None
+    lower_ok = alone or (kind == "ascii" and word in _LOWER_OK_BEFORE)
+    if bare_lower and ("+" in chain or not lower_ok):
+        return False  # "a" is an English word; "a+b" is algebra
+    if kind == "ascii" and not cue_before:
+        return False  # "Vitamin B and C", "Type A and B", "Plan A or B"
+    nxt = re.match(r"\s*([A-Za-z]+)", after)
+    if nxt and nxt.group(1).lower() in _NAMING_NOUNS:
+        return False  # "A and B antigens"
+    all_parenthesized = all(t.group(0).startswith("(") for t in _LABEL_RE.finditer(chain))
+    return cued or all_parenthesized or not symbols  # a bare "A and C" needs no symbol use
+
+
+def _strip_whole(option: str) -> str:
+    return re.sub(r"[\W_]+", " ", option).strip()
+
+
+def _option_reason(option: str, n_options: int, symbols: bool) -> str | None:
+    """The reference found in one option, or None."""
+    whole = _strip_whole(option)
+    if _EN_WHOLE.fullmatch(whole) or _ZH_WHOLE.fullmatch(whole.replace(" ", "")):
+        return option.strip()
+    for pat in (*_EN_PHRASES, *_ZH_PHRASES):
+        found = pat.search(option)
+        if found:
+            return found.group(0)
+    plain = _LATEX.sub(" \u00a7 ", option)  # formulas are not label references
+    for chain in _CHAIN.finditer(plain):
+        if _is_reference(plain, chain, n_options, symbols):
+            return chain.group(0)
+    glued = _ZH_GLUED.search(option)
+    if glued:
+        letters = glued.group(1)
+        if len(set(letters)) == len(letters) and all(c in _LETTERS[:n_options] for c in letters):
+            return glued.group(0)
+    return None
+
+
+def non_exchangeable_reason(options: Sequence[str]) -> str | None:
+    """Why shuffling these options would change the question (or bias the test), else None.
+
+    Returns a short reason naming the first offending option and the text that triggered the rule.
+
+    >>> non_exchangeable_reason(["Paris", "Rome", "Berlin", "All of the above"])
+    "option D refers to other options: 'All of the above'"
+    >>> non_exchangeable_reason(["Vitamin A", "Vitamin B and C", "Iron", "Zinc"]) is None
+    True
+    >>> non_exchangeable_reason(["甲", "乙", "丙", "以上都对"])
+    "option D refers to other options: '以上都对'"
+    """
+    texts = [str(o) for o in options]
+    symbols = _symbol_use(texts)
+    for i, option in enumerate(texts):
+        found = _option_reason(option, len(texts), symbols)
+        if found is not None:
+            label = _LETTERS[i] if i < len(_LETTERS) else str(i + 1)
+            return f"option {label} refers to other options: {found.strip()!r}"
+    return None

@@ -1,0 +1,326 @@
+"""The option-permutation method, end to end: items -> orders -> scores -> detectors -> records.
+
+Expensive scoring goes through the cache; each finished batch of items is appended to the run
+folder, so an interrupted run resumes where it stopped and the summary is always recomputed from
+the stored records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import platform
+import random
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import __version__
+from ..backends.base import Backend, ScoreRequest
+from ..data.items import LoadResult, MCQItem
+from ..detectors import Algorithm1, Algorithm2, score_item, summarize
+from ..perturb import TEMPLATES, PromptTemplate, option_orders
+from ..perturb.exchangeability import non_exchangeable_reason
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+
+__all__ = ["PermutationConfig", "run_permutation", "select_items", "RunOutcome"]
+
+
+@dataclass(frozen=True)
+class PermutationConfig:
+    """Settings of a permutation run (everything that changes the numbers or verdicts)."""
+
+    template: PromptTemplate = TEMPLATES["paper"]
+    """How the question (prefix) and option lines (scored continuation) are written."""
+    max_exhaustive: int = 6
+    """Score all n! orders for items with at most this many options (6 -> 720 orders)."""
+    mc_orders: int = 719
+    """Above ``max_exhaustive``: number of random non-original orders scored (Monte Carlo)."""
+    seed: int = 0
+    """Seed of the Monte Carlo orders (and of ``--sample``)."""
+    ties: Literal["not_leaked", "leaked"] = "not_leaked"
+    """Algorithm 1: whether an original order tied for the maximum counts as leaked."""
+    deltas: tuple[float, ...] | None = None
+    """Algorithm 2 thresholds; None = the paper's (-0.2 up to 4 options, -0.25 from 5)."""
+    include_non_exchangeable: bool = False
+    """Score and count items whose options refer to each other ('All of the above')."""
+    alpha: float = 0.05
+    """Level of the per-item calibrated rank test."""
+    batch_items: int = 8
+    """Items scored per backend call (results are saved after each batch)."""
+
+    def __post_init__(self) -> None:
+        from ..errors import ConfigError
+
+        if not 2 <= self.max_exhaustive <= 8:
+            raise ConfigError("--max-exhaustive must be between 2 and 8 (8! = 40,320 orders)")
+        if self.mc_orders < 1:
+            raise ConfigError("--mc-orders must be at least 1")
+        if not 0 < self.alpha < 1:
+            raise ConfigError("--alpha must be between 0 and 1")
+        if self.batch_items < 1:
+            raise ConfigError("--batch-items must be at least 1")
+
+    def settings(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["template"] = self.template.describe()
+        d["deltas"] = list(self.deltas) if self.deltas is not None else None
+        d.pop("batch_items")
+        return d
+
+
+@dataclass
+class RunOutcome:
+    summary: dict[str, Any]
+    run_dir: Path
+    scored_now: int = 0
+    resumed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def select_items(
+    items: Sequence[MCQItem], *, limit: int | None = None, sample: int | None = None, seed: int = 0
+) -> list[MCQItem]:
+    """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
+    chosen = list(items)
+    if sample is not None and sample < len(chosen):
+        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
+        chosen = [it for i, it in enumerate(chosen) if i in keep]
+    if limit is not None:
+        chosen = chosen[:limit]
+    return chosen
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _package_versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("contamscope", "torch", "transformers", "numpy", "scipy", "scikit-learn"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[name] = md.version(name)
+    return out
+
+
+def _record(
+    item: MCQItem,
+    cfg: PermutationConfig,
+    alg1: Algorithm1,
+    alg2: Algorithm2,
+    prefix: str,
+    orders: Any,
+    conts: list[str],
+    results: Sequence[Any],
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": item.id,
+        "subject": item.subject,
+        "n_options": item.n_options,
+        "source": item.source,
+        "line": item.line,
+        "answer": item.answer,
+        "prefix": prefix,
+        "orders": [list(o) for o in orders.orders],
+        "exhaustive": orders.exhaustive,
+        "continuations": conts,
+        "logprobs": [r.logprob for r in results],
+        "n_tokens": [r.n_tokens for r in results],
+        "excluded": None,
+    }
+    if any(r.boundary_chars for r in results):
+        rec["boundary_chars"] = max(r.boundary_chars for r in results)
+    if any(math.isnan(r.logprob) for r in results):
+        rec["excluded"] = "longer than the model's context window"
+        rec["logprobs"] = None
+        return rec
+    scored = score_item(
+        rec["logprobs"],
+        n_options=item.n_options,
+        exhaustive=orders.exhaustive,
+        alg1=alg1,
+        alg2=alg2,
+    )
+    rec.update(scored.to_dict())
+    return rec
+
+
+def run_permutation(
+    loaded: LoadResult,
+    items: Sequence[MCQItem],
+    scorer: CachedScorer,
+    run_dir: RunDir,
+    config: PermutationConfig,
+    *,
+    selection: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_items: Callable[[int], None] | None = None,
+) -> RunOutcome:
+    """Score ``items`` under all (or sampled) option orders and write records and a summary.
+
+    ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive a progress display.
+    """
+    backend: Backend = scorer.backend
+    backend.require(prompt_logprobs=True, method="the permutation test")
+    settings = {
+        "method": "permutation",
+        "run_schema": RUN_SCHEMA_VERSION,
+        "model": backend.spec,
+        "model_fingerprint": scorer.fingerprint,
+        "benchmark": loaded.source,
+        "benchmark_hash": loaded.content_hash,
+        "selection": selection or {},
+        "config": config.settings(),
+    }
+    done = run_dir.open(settings, overwrite=overwrite)
+    wanted_ids = {it.id for it in items}
+    done = {k: v for k, v in done.items() if k in wanted_ids}
+    todo = [it for it in items if it.id not in done]
+    if on_start is not None:
+        on_start(len(items), len(done))
+    alg1 = Algorithm1(ties=config.ties)
+    alg2 = Algorithm2(deltas=config.deltas)
+    t0 = time.perf_counter()
+    scored_now = 0
+    tokens = 0
+    for s in range(0, len(todo), config.batch_items):
+        batch = todo[s : s + config.batch_items]
+        plans = []
+        requests: list[ScoreRequest] = []
+        records: list[dict[str, Any]] = []
+        for item in batch:
+            reason = non_exchangeable_reason(item.options)
+            if reason and not config.include_non_exchangeable:
+                records.append(
+                    {
+                        "id": item.id,
+                        "subject": item.subject,
+                        "n_options": item.n_options,
+                        "source": item.source,
+                        "line": item.line,
+                        "excluded": f"options not exchangeable: {reason}",
+                    }
+                )
+                continue
+            orders = option_orders(
+                item.n_options,
+                max_exhaustive=config.max_exhaustive,
+                mc_orders=config.mc_orders,
+                seed=config.seed,
+                key=item.id,
+            )
+            prefix = config.template.prefix(item)
+            conts = [config.template.continuation(item, o) for o in orders.orders]
+            plans.append((item, orders, prefix, conts, len(requests)))
+            requests.extend(ScoreRequest(prefix, c) for c in conts)
+        results = scorer.score(requests) if requests else []
+        for item, orders, prefix, conts, start in plans:
+            res = results[start : start + len(conts)]
+            tokens += sum(r.n_tokens for r in res)
+            rec = _record(item, config, alg1, alg2, prefix, orders, conts, res)
+            if reason := (
+                non_exchangeable_reason(item.options) if config.include_non_exchangeable else None
+            ):
+                rec["non_exchangeable"] = reason
+            records.append(rec)
+        order = {it.id: i for i, it in enumerate(batch)}
+        records.sort(key=lambda r: order[r["id"]])
+        run_dir.append(records)
+        for r in records:
+            done[r["id"]] = r
+        scored_now += len(batch)
+        if on_items is not None:
+            on_items(len(batch))
+    elapsed = time.perf_counter() - t0
+    ordered = [done[it.id] for it in items if it.id in done]
+    summary = build_summary(
+        loaded,
+        ordered,
+        settings,
+        config,
+        backend,
+        scorer,
+        timing={
+            "scoring_seconds": round(elapsed, 3),
+            "items_scored_now": scored_now,
+            "items_resumed": len(items) - scored_now,
+            "items_per_second": round(scored_now / elapsed, 3)
+            if elapsed > 0 and scored_now
+            else None,
+            "continuation_tokens_scored_now": tokens,
+            "scores_computed": scorer.computed,
+            "scores_from_cache": scorer.reused,
+        },
+    )
+    run_dir.write_summary(summary)
+    return RunOutcome(
+        summary,
+        run_dir.path,
+        scored_now,
+        len(items) - scored_now,
+        [str(p) for p in loaded.problems],
+    )
+
+
+def build_summary(
+    loaded: LoadResult,
+    records: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+    config: PermutationConfig,
+    backend: Backend,
+    scorer: CachedScorer,
+    timing: dict[str, Any],
+) -> dict[str, Any]:
+    """summary.json: provenance, counts, and the dataset-level statistics."""
+    from ..detectors import item_score_from_dict
+
+    included = [r for r in records if not r.get("excluded")]
+    excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
+    stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha)
+    return {
+        "schema": "contamscope.permutation.summary/1",
+        "contamscope_version": __version__,
+        "git_commit": _git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": backend.describe(),
+        "benchmark": {
+            "source": loaded.source,
+            "format": loaded.format,
+            "content_hash": loaded.content_hash,
+            "files": len(loaded.files),
+            "selection": settings["selection"],
+        },
+        "config": settings["config"],
+        "counts": {
+            "items_loaded": len(loaded.items),
+            "items_selected": len(records),
+            "items_analysed": len(included),
+            "excluded": dict(excluded),
+            "rows_skipped": len(loaded.problems),
+            "options_histogram": dict(sorted(Counter(r["n_options"] for r in records).items())),
+        },
+        "skipped_rows": [str(p) for p in loaded.problems],
+        "excluded_items": [
+            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
+        ],
+        "statistics": stats.to_dict(),
+        "timings": timing,
+        "versions": _package_versions(),
+    }

@@ -1,0 +1,176 @@
+"""The permutation command end to end on the tiny random model (real CLI, real files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROWS = [
+    "What is 2+2?,3,4,5,6,B",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    '"A question, with a comma",alpha,beta,gamma,delta,A',
+    "Which of these are mammals?,Whale,Bat,Dog,All of the above,D",
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture()
+def bench(tmp_path: Path) -> Path:
+    path = tmp_path / "toy_test.csv"
+    path.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    return path
+
+
+def test_run_writes_records_and_summary_then_resumes(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    out = tmp_path / "run"
+    args = [
+        "permutation",
+        "--model",
+        f"hf:{tiny_model_path}",
+        "--benchmark",
+        str(bench),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+    first = run_cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    records = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert len(records) == 5
+    assert summary["counts"]["items_analysed"] == 4
+    assert summary["counts"]["excluded"] == {"options not exchangeable": 1}
+    assert summary["benchmark"]["format"] == "mmlu-csv"
+    rec = records[0]
+    assert rec["id"] and rec["n_options"] == 4 and len(rec["orders"]) == 24 == len(rec["logprobs"])
+    assert rec["orders"][0] == [0, 1, 2, 3]
+    assert rec["prefix"] == "What is 2+2?:\n"
+    assert rec["continuations"][0] == "A:3\nB:4\nC:5\nD:6\n"
+    # the record's verdicts follow from its own numbers
+    lp = rec["logprobs"]
+    assert rec["rank"] == 1 + sum(v > lp[0] for v in lp[1:])
+    assert rec["alg1"] == (rec["rank"] == 1 and lp.count(lp[0]) == 1)
+    assert rec["p_value"] == pytest.approx(sum(v >= lp[0] for v in lp) / 24)
+    assert "Algorithm 1" in first.stdout
+    assert summary["timings"]["scores_computed"] == 4 * 24
+
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    s2 = json.loads((out / "summary.json").read_text())
+    assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 5
+    assert s2["statistics"] == summary["statistics"]
+    assert (out / "items.jsonl").read_text().count("\n") == 5
+
+    # a new run folder with the same settings reuses every cached score
+    third = run_cli(*args[:-4], "--out", str(tmp_path / "run2"), "--device", "cpu", cwd=tmp_path)
+    assert third.returncode == 0, third.stderr
+    s3 = json.loads((tmp_path / "run2" / "summary.json").read_text())
+    assert s3["timings"]["scores_computed"] == 0 and s3["timings"]["scores_from_cache"] == 96
+    assert s3["statistics"] == summary["statistics"]
+
+
+def test_malformed_rows_are_skipped_listed_and_exit_3(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    bad = tmp_path / "bad_test.csv"
+    bad.write_text(ROWS[0] + "\nonly,three,columns\n" + ROWS[1] + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    res = run_cli(
+        "permutation",
+        "--model",
+        f"hf:{tiny_model_path}",
+        "--benchmark",
+        str(bad),
+        "--format",
+        "mmlu-csv",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 3, res.stderr
+    assert f"{bad}:2" in res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["rows_skipped"] == 1 and summary["counts"]["items_analysed"] == 2
+    assert summary["skipped_rows"][0].startswith(f"{bad}:2")
+    strict = run_cli(
+        "permutation",
+        "--model",
+        f"hf:{tiny_model_path}",
+        "--benchmark",
+        str(bad),
+        "--format",
+        "mmlu-csv",
+        "--out",
+        str(tmp_path / "s"),
+        "--strict",
+        cwd=tmp_path,
+    )
+    assert strict.returncode == 2 and "Traceback" not in strict.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--format", "nonsense"], "nonsense"),
+        (["--model", "gpt5"], "unknown model spec"),
+        (["--ties", "maybe"], "--ties"),
+        (["--deltas", "x,y"], "--deltas"),
+        (["--template", "fancy"], "--template"),
+        (["-M", "bogus=1"], "-M bogus"),
+        (["--benchmark", "missing.csv"], "missing.csv"),
+    ],
+)
+def test_user_errors_are_one_line_without_traceback(
+    tmp_path: Path, bench: Path, tiny_model_path: Path, args: list[str], needle: str
+) -> None:
+    base = {"--model": f"hf:{tiny_model_path}", "--benchmark": str(bench)}
+    for flag in ("--model", "--benchmark"):
+        if flag in args:
+            base.pop(flag)
+    argv = [
+        "permutation",
+        *[x for kv in base.items() for x in kv],
+        "--out",
+        str(tmp_path / "o"),
+        *args,
+    ]
+    res = run_cli(*argv, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+
+
+def test_help_has_examples_and_cache_commands(tmp_path: Path) -> None:
+    res = run_cli("permutation", "--help", cwd=tmp_path)
+    assert res.returncode == 0 and "Examples" in res.stdout and "--benchmark" in res.stdout
+    for sub in (
+        ["--help"],
+        ["cache", "--help"],
+        ["cache", "info", "--help"],
+        ["cache", "clear", "--help"],
+    ):
+        r = run_cli(*sub, cwd=tmp_path)
+        assert r.returncode == 0 and "Example" in r.stdout or sub[-1] == "--help", r.stdout
+    info = run_cli("cache", "info", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
+    assert info.returncode == 0 and "empty" in info.stdout

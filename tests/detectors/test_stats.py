@@ -1,0 +1,264 @@
+"""Known-answer and simulation tests for the dataset-level permutation statistics."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from scipy import stats as sps
+
+from contamscope.detectors import (
+    UNANCHORED_NULL_NOTE,
+    Algorithm2,
+    PermutationItemScore,
+    poisson_binomial_sf,
+    rank_p_value,
+    score_item,
+    summarize,
+    wilson_interval,
+)
+
+
+class _FastAlg2(Algorithm2):
+    """Algorithm 2 with a cheap stand-in outlier score, so simulations of 1000s of items are fast.
+
+    The score is minus the maximum's lead over the runner-up in standard deviations (scaled), so an
+    isolated maximum scores low, as with IsolationForest; summaries only read the stored numbers.
+    """
+
+    def outlier_scores(self, logprobs: object) -> NDArray[np.float64]:
+        lp = np.asarray(logprobs, dtype=np.float64)
+        srt = np.sort(lp)
+        lead = (srt[-1] - srt[-2]) / (lp.std() + 1e-12)
+        out = np.zeros_like(lp)
+        out[lp == srt[-1]] = -0.3 * lead
+        return out
+
+
+def _items(
+    n_items: int, n_orders: int = 24, *, leak: float = 0.0, seed: int = 0, n_options: int = 4
+) -> list[PermutationItemScore]:
+    """Simulate items: N(0,1) log-probs; a fraction ``leak`` gets the original pushed to the top."""
+    rng = np.random.default_rng(seed)
+    alg2 = _FastAlg2()
+    out = []
+    exhaustive = n_orders == math.factorial(n_options)
+    for i in range(n_items):
+        lp = rng.normal(size=n_orders)
+        if i < leak * n_items:
+            lp[0] = lp.max() + 1.0
+        out.append(score_item(lp, n_options=n_options, exhaustive=exhaustive, alg2=alg2))
+    return out
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_wilson_interval_known_values() -> None:
+    lo, hi = wilson_interval(0, 10)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson_interval(5, 100)
+    assert (lo, hi) == pytest.approx((0.02154, 0.11175), abs=1e-5)
+    # symmetry: the interval for k failures mirrors the one for k successes
+    a, b = wilson_interval(3, 40)
+    c, d = wilson_interval(37, 40)
+    assert (a, b) == pytest.approx((1 - d, 1 - c))
+
+
+def test_wilson_interval_rejects_bad_input() -> None:
+    for k, n in [(1, 0), (-1, 5), (6, 5)]:
+        with pytest.raises(ValueError):
+            wilson_interval(k, n)
+
+
+@pytest.mark.parametrize(("k", "n", "p"), [(0, 50, 0.1), (7, 50, 0.1), (60, 1000, 1 / 24)])
+def test_poisson_binomial_equals_binomial_for_equal_probs(k: int, n: int, p: float) -> None:
+    assert poisson_binomial_sf(k, [p] * n) == pytest.approx(sps.binom.sf(k - 1, n, p), rel=1e-10)
+
+
+def test_poisson_binomial_against_brute_force() -> None:
+    probs = [0.05, 0.3, 0.3, 0.9, 1 / 24, 1 / 120, 0.5, 0.0]
+    pmf = np.zeros(len(probs) + 1)
+    for bits in itertools.product([0, 1], repeat=len(probs)):
+        w = math.prod(p if b else 1 - p for p, b in zip(probs, bits, strict=True))
+        pmf[sum(bits)] += w
+    for k in range(len(probs) + 2):
+        assert poisson_binomial_sf(k, probs) == pytest.approx(pmf[k:].sum(), abs=1e-14)
+
+
+def test_poisson_binomial_edges() -> None:
+    assert poisson_binomial_sf(0, []) == 1.0
+    assert poisson_binomial_sf(1, []) == 0.0
+    assert poisson_binomial_sf(2, [1.0, 1.0, 0.0]) == 1.0
+    assert poisson_binomial_sf(3, [1.0, 1.0, 0.0]) == 0.0
+    with pytest.raises(ValueError):
+        poisson_binomial_sf(1, [0.5, 1.5])
+
+
+def test_poisson_binomial_fast_on_15000_distinct_probabilities() -> None:
+    probs = np.random.default_rng(0).uniform(0.0, 0.1, 15_000)
+    t0 = time.perf_counter()
+    p = poisson_binomial_sf(800, probs)
+    assert time.perf_counter() - t0 < 1.0
+    # normal approximation as a sanity check of the value
+    mu, sd = probs.sum(), math.sqrt((probs * (1 - probs)).sum())
+    assert p == pytest.approx(sps.norm.sf((799.5 - mu) / sd), abs=0.01)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_rank_p_values_are_calibrated_under_h0() -> None:
+    """Exhaustive, N = 24: P(p <= 0.05) = floor(0.05 * 24) / 24 = 1/24 and P(p <= k/24) = k/24."""
+    rng = np.random.default_rng(1)
+    lps = rng.normal(size=(20_000, 24))
+    p = np.array([rank_p_value(row, exhaustive=True) for row in lps])
+    se = math.sqrt((1 / 24) * (23 / 24) / p.size)
+    assert abs(np.mean(p <= 0.05) - 1 / 24) < 4 * se
+    for k in (3, 6, 12):
+        assert abs(np.mean(p <= k / 24 + 1e-12) - k / 24) < 0.015
+
+
+def test_monte_carlo_p_values_are_calibrated_under_h0() -> None:
+    """MC: original + K = 49 orders drawn from 720 exchangeable ones; P(p <= 0.05) = 2/50."""
+    rng = np.random.default_rng(2)
+    hits = 0
+    n_sim = 5_000
+    for _ in range(n_sim):
+        pool = rng.normal(size=720)  # all 720 orders of 6 options; pool[0] is the original
+        others = rng.choice(np.arange(1, 720), size=49, replace=False)
+        hits += rank_p_value(np.r_[pool[0], pool[others]], exhaustive=False) <= 0.05
+    se = math.sqrt(0.04 * 0.96 / n_sim)
+    assert abs(hits / n_sim - 0.04) < 4 * se
+
+
+# --------------------------------------------------------------------------- summarize
+
+
+def test_summary_under_h0() -> None:
+    s = summarize(_items(1000, seed=10))
+    assert s.n_items == 1000 and s.n_exhaustive == 1000
+    assert s.alg1 is not None and s.rank is not None and s.gap is not None
+    assert s.alg1.chance == pytest.approx(1 / 24)
+    assert abs(s.alg1.rate - 1 / 24) < 4 * math.sqrt((1 / 24) * (23 / 24) / 1000)
+    assert s.alg1.p_value > 0.01
+    assert s.alg1.excess_ci[0] < 0 < s.alg1.excess_ci[1]
+    assert s.rank.expected == pytest.approx(1 / 24)
+    assert s.rank.p_value > 0.01
+    assert s.rank.mean_p_value == pytest.approx(s.rank.mean_p_value_null, abs=0.03)
+    assert s.gap.p_value is not None and s.gap.p_value > 0.01
+    assert s.gap.ci is not None and s.gap.ci[0] < 0 < s.gap.ci[1]
+    (a2,) = s.alg2
+    assert a2.anchored_p_value is not None and a2.anchored_p_value > 0.01
+
+
+def test_summary_detects_injected_leakage() -> None:
+    s = summarize(_items(1000, leak=0.2, seed=10))
+    assert s.alg1 is not None and s.rank is not None and s.gap is not None
+    assert s.alg1.p_value < 1e-20
+    assert s.alg1.excess_ci[0] > 0.1
+    assert s.rank.p_value < 1e-20
+    assert s.gap.p_value is not None and s.gap.p_value < 1e-6
+    assert s.gap.mean is not None and s.gap.mean > 0
+    (a2,) = s.alg2
+    assert a2.anchored_p_value is not None and a2.anchored_p_value < 1e-10
+    assert a2.anchored_count > 150
+
+
+def test_summary_alg1_uses_binomtest_when_all_n_equal() -> None:
+    items = _items(300, seed=3)
+    s = summarize(items)
+    assert s.alg1 is not None
+    k = s.alg1.count
+    assert s.alg1.p_value == pytest.approx(sps.binom.sf(k - 1, 300, 1 / 24), rel=1e-9)
+
+
+def test_summary_mixed_n_uses_poisson_binomial() -> None:
+    items = _items(200, seed=4) + _items(100, n_orders=120, n_options=5, seed=5)
+    s = summarize(items, alpha=0.05)
+    assert s.alg1 is not None and s.rank is not None
+    null = [1 / 24] * 200 + [1 / 120] * 100
+    assert s.alg1.chance == pytest.approx(np.mean(null))
+    assert s.alg1.p_value == pytest.approx(poisson_binomial_sf(s.alg1.count, null), rel=1e-12)
+    levels = [1 / 24] * 200 + [6 / 120] * 100  # floor(0.05 N) / N
+    assert s.rank.expected == pytest.approx(np.mean(levels))
+    assert s.rank.p_value == pytest.approx(poisson_binomial_sf(s.rank.count, levels), rel=1e-12)
+    # default thresholds differ by number of options: each summarised over its own items
+    by_delta = {a.delta: a.n_items for a in s.alg2}
+    assert by_delta == {-0.25: 100, -0.2: 200}
+
+
+def test_summary_rank_expected_level_is_floor_alpha_n_over_n() -> None:
+    s = summarize(_items(50, n_orders=120, n_options=5, seed=6), alpha=0.1)
+    assert s.rank is not None and s.rank.expected == pytest.approx(12 / 120)
+    s = summarize(_items(50, n_orders=6, n_options=3, seed=6), alpha=0.05)
+    assert s.rank is not None and s.rank.expected == 0.0 and s.rank.p_value == 1.0
+
+
+def test_summary_alg2_numbers() -> None:
+    items = _items(400, leak=0.1, seed=8)
+    s = summarize(items, deltas=[-0.2, -0.9])
+    a, b = sorted(s.alg2, key=lambda x: x.delta, reverse=True)
+    assert a.delta == -0.2 and a.n_items == 400
+    assert a.count == sum(it.alg2_flags[-0.2] for it in items)
+    assert a.anchored_count == sum(it.alg2_anchored[-0.2] for it in items)
+    null = [it.null_anchored[-0.2] for it in items]
+    assert a.anchored_null_expected == pytest.approx(np.mean(null))
+    assert a.anchored_p_value == pytest.approx(poisson_binomial_sf(a.anchored_count, null))
+    assert a.rate_ci is not None and a.rate_ci[0] <= a.rate <= a.rate_ci[1]  # type: ignore[operator]
+    assert a.null_rate_note == UNANCHORED_NULL_NOTE and "clean" in a.null_rate_note
+    assert b.delta == -0.9 and b.n_items == 0 and b.rate is None and b.anchored_p_value is None
+
+
+def test_summary_zero_items() -> None:
+    s = summarize([])
+    assert s.n_items == 0 and s.alg1 is None and s.rank is None and s.gap is None
+    assert s.alg2 == ()
+    d = json.loads(json.dumps(s.to_dict()))
+    assert d["n_items"] == 0 and d["alg1"] is None
+
+
+def test_summary_single_item() -> None:
+    s = summarize(_items(1, seed=1))
+    assert s.n_items == 1 and s.gap is not None
+    assert s.gap.p_value is None and s.gap.reason == "needs at least 2 items"
+    assert s.alg1 is not None and 0.0 <= s.alg1.p_value <= 1.0
+
+
+def test_summary_identical_gaps() -> None:
+    item = _items(1, seed=2)[0]
+    s = summarize([item] * 5)
+    assert s.gap is not None and s.gap.p_value is None and s.gap.t is None
+    assert s.gap.reason is not None and "identical" in s.gap.reason
+
+
+def test_gap_test_known_answer() -> None:
+    base = _items(3, seed=9)
+    items = [
+        PermutationItemScore.from_dict({**it.to_dict(), "gap": g})
+        for it, g in zip(base, (1.0, 2.0, 3.0), strict=True)
+    ]
+    s = summarize(items)
+    assert s.gap is not None and s.gap.mean == pytest.approx(2.0)
+    assert s.gap.t == pytest.approx(2.0 / (1.0 / math.sqrt(3)))
+    assert s.gap.p_value == pytest.approx(sps.t.sf(2.0 * math.sqrt(3), 2))
+    half = sps.t.ppf(0.975, 2) / math.sqrt(3)
+    assert s.gap.ci == pytest.approx((2.0 - half, 2.0 + half))
+
+
+def test_summary_to_dict_is_json() -> None:
+    s = summarize(_items(30, leak=0.3, seed=12))
+    d = json.loads(json.dumps(s.to_dict()))
+    assert set(d) == {"n_items", "alpha", "n_exhaustive", "alg1", "rank", "gap", "alg2"}
+    assert "-0.2" in d["alg2"] and d["alg2"]["-0.2"]["n_items"] == 30
+    assert isinstance(d["alg1"]["rate_ci"], list)
+
+
+def test_summarize_rejects_bad_alpha() -> None:
+    with pytest.raises(ValueError):
+        summarize([], alpha=1.5)

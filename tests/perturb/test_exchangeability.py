@@ -1,0 +1,224 @@
+"""Tests for the detection of options that refer to other options."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from contamscope.perturb.exchangeability import non_exchangeable_reason
+
+BENCHDATA = Path(__file__).resolve().parents[2].parent / "shared" / "benchdata"
+MMLU_TEST = BENCHDATA / "mmlu" / "test"
+
+
+def _opts(last: str, *, first: tuple[str, ...] = ("Paris", "Rome", "Berlin")) -> list[str]:
+    return [*first, last]
+
+
+def test_reason_format_names_option_and_text() -> None:
+    assert non_exchangeable_reason(_opts("All of the above")) == (
+        "option D refers to other options: 'All of the above'"
+    )
+    assert non_exchangeable_reason(["None of these", "x", "y", "z"]) == (
+        "option A refers to other options: 'None of these'"
+    )
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "All of the above",
+        "all of the above.",
+        "None of the above",
+        "none of above.",
+        "All the above",
+        "Any of the above",
+        "Both of the above",
+        "All of the above are correct.",
+        "Moons contribute to all of the above.",
+        "None of the foregoing",
+        "All of these",
+        "None of these",
+        "All of these options.",
+        "Both of these",
+        "Neither of these.",
+        "All of them",
+        "All of the options given are correct",
+        "None of the options given is correct",
+        "Both",
+        "Neither",
+        "Either.",
+        "Other",
+    ],
+)
+def test_english_phrases_flagged(option: str) -> None:
+    assert non_exchangeable_reason(_opts(option)) is not None
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "A and B",
+        "A and B only",
+        "Both A and B",
+        "both A and B.",
+        "Both (a) and (b)",
+        "both a and b",
+        "Neither A nor B",
+        "neither (a) nor (b)",
+        "Either A or B",
+        "A or B",
+        "A, B and C",
+        "A, B, and C",
+        "A B and C",
+        "(A), (B), and (C) are part of the theory",
+        "(B) (C) and (D).",
+        "Both A & C",
+        "Options A and B",
+        "A and C are correct",
+        "a and b",
+    ],
+)
+def test_label_combinations_flagged(option: str) -> None:
+    assert non_exchangeable_reason(_opts(option)) is not None
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "以上都对",
+        "以上都是",
+        "以上都不是",
+        "以上均正确",
+        "以上皆非",
+        "以上全部",
+        "以上所有",
+        "以上说法都不对",
+        "以上答案都不正确",
+        "以上三项都是",
+        "上述都不正确",
+        "其他选项均可",
+        "其他三个都不对",
+        "都不对",
+        "全部正确",
+        "均正确",
+        "A和B",
+        "A和B都对",
+        "B和C都对",
+        "A、B",
+        "A、B、C都不对",
+        "A，B和C均对",
+        "AB都对",
+        "ABC均正确",
+        "选项A和C",
+        "A+C+D",
+        "a和b都对",
+    ],
+)
+def test_chinese_phrases_flagged(option: str) -> None:
+    assert non_exchangeable_reason(["甲", "乙", "丙", option]) is not None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        # letters naming things, not options
+        ["Vitamin A", "Vitamin B and C", "Iron", "Zinc"],
+        ["Hepatitis B and C", "Hepatitis A", "HIV", "HPV"],
+        ["Type A and B personalities", "Type C", "Type D", "None"],
+        ["Plan A or B", "Plan C", "Plan D", "No plan"],
+        ["Group A and B streptococci", "Staphylococci", "Enterococci", "Clostridia"],
+        ["A and B antigens", "Rh factor", "Antibodies", "Platelets"],
+        ["anti-A and B", "anti-D", "anti-Kell", "anti-Duffy"],
+        ["P(A and B) = P(A) · P(B)", "A and B may or may not be mutually exclusive.", "x", "y"],
+        ["P(C | A, B) * P(A) * P(B)", "P(A, B | C) * P(C)", "P(A) P(B)", "P(C)"],
+        [
+            "A is a better athlete.",
+            "B is a better athlete.",
+            "Neither is",
+            "A and B are equally good.",
+        ],
+        ["A and C", "B6 and B12", "B6 and D", "B12 and E"],
+        ["a+b", "a*b", "a/b", "a-b"],
+        ["A", "B", "A B", "B A"],
+        # ordinary text that merely contains the words
+        ["It will be located above the equilibrium price.", "below", "at", "on"],
+        ["pH of the muscle falls below 6.0.", "x", "y", "z"],
+        ["Older adults cannot do either of these", "x", "y", "z"],
+        ["No, neither of them can testify", "Yes", "Only the wife", "Only the husband"],
+        ["They have complete information about all alternatives", "x", "y", "z"],
+        ["None", "One", "Two", "Three"],
+        ["Both SRAM and DRAM", "SRAM", "DRAM", "Flash"],
+        ["neither younger nor older.", "younger", "older", "same"],
+        ["Vitamin A", "Vitamin C", "Vitamin D", "Vitamin E"],
+        ["T and B cells", "NK cells", "Macrophages", "Neutrophils"],
+        ["Invalid. Counterexample when E, F, and G are true", "Valid", "x", "y"],
+        # Chinese: numbers "above", letters naming things
+        ["60岁以上", "县级以上人民政府", "1个月以上", "0.4以上"],
+        ["维生素A和B", "维生素C", "维生素D", "铁"],
+        ["A与B互斥", "A与B独立", "A包含B", "B包含A"],
+        ["|A|=|B|", "A，B都和同一对角矩阵相似", "A，B都有相同的特征向量", "A=B"],
+        ["a和b均带正电", "a和b均带负电", "a带负电，b带正电", "a带正电，b带负电"],
+        ["若 $A B=\\varnothing$，则 $A， B$ 一定相互独立", "x", "y", "z"],
+        ["腹部B超", "B细胞", "维生素A、B、C缺乏", "G蛋白"],
+        ["成都", "均田制", "平均数", "全叶均匀生长"],
+    ],
+)
+def test_true_negatives(options: list[str]) -> None:
+    assert non_exchangeable_reason(options) is None
+
+
+def test_labels_beyond_the_item_are_not_references() -> None:
+    # E and F do not exist in a 4-option item
+    assert non_exchangeable_reason(_opts("E and F")) is None
+    assert non_exchangeable_reason(["p", "q", "r", "s", "t", "E and F"]) is not None
+
+
+def test_single_label_is_not_a_reference() -> None:
+    assert non_exchangeable_reason(_opts("Same as B")) is None
+
+
+# --------------------------------------------------------------------------- real MMLU
+
+
+def _read_mmlu() -> list[tuple[str, list[str]]]:
+    rows = []
+    for path in sorted(MMLU_TEST.glob("*.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                rows.append((r["question"], [r[f"choice{i}"] for i in range(4)]))
+    return rows
+
+
+@pytest.mark.skipif(not MMLU_TEST.is_dir(), reason=f"MMLU test set not found at {MMLU_TEST}")
+def test_mmlu_excluded_fraction_and_known_examples() -> None:
+    rows = _read_mmlu()
+    assert len(rows) > 14_000
+    flagged = [non_exchangeable_reason(opts) for _, opts in rows]
+    frac = sum(r is not None for r in flagged) / len(rows)
+    print(f"MMLU test: {frac:.2%} of {len(rows)} items have non-exchangeable options")
+    assert 0.02 < frac < 0.08
+
+    def reason(prefix: str) -> str | None:
+        hits = [r for (q, _), r in zip(rows, flagged, strict=True) if q.startswith(prefix)]
+        assert hits, f"no MMLU question starts with {prefix!r}"
+        return hits[0]
+
+    # known references caught
+    assert reason("Which of the following countries has sent landers to Venus?") == (
+        "option D refers to other options: 'A and B'"
+    )
+    assert reason("Cattle breeders have improved the quality of meat") is not None  # 'A and B'
+    assert reason("Another term for sexual self-stimulation is") is not None  # 'a and b'
+    assert reason("Kirkwood gaps are observed") is not None  # 'A and B'
+    # every option saying "... of the above" is caught
+    above = [
+        i for i, (_, opts) in enumerate(rows) if any("of the above" in o.lower() for o in opts)
+    ]
+    assert len(above) > 300
+    assert all(flagged[i] is not None for i in above)
+    # known true negatives: "Both SRAM and DRAM" names no option; "None" as a count
+    assert reason("Which of the following memories uses one transistor") is None
+    assert reason("How many real roots does the polynomial 2x^5 + 8x - 7 have?") is None
