@@ -212,7 +212,7 @@ def test_score_item_fields_and_json_round_trip() -> None:
     assert item.alg2_anchored == {-0.2: True}
     assert item.null_anchored == {-0.2: pytest.approx(1 / 24)}
     d = json.loads(json.dumps(item.to_dict()))
-    assert d["alg2_flags"] == {"-0.2": True} and d["null_anchored"]["-0.2"] == pytest.approx(1 / 24)
+    assert d["alg2"] == {"-0.2": True} and d["null_anchored"]["-0.2"] == pytest.approx(1 / 24)
     assert PermutationItemScore.from_dict(d) == item
     # a stored record carries more keys (id, logprobs ...): they are ignored
     assert item_score_from_dict({**d, "id": "x", "logprobs": lp.tolist()}) == item

@@ -345,7 +345,7 @@ class PermutationItemScore:
             "alg1_null": self.alg1_null,
             "alg2_score": self.alg2_score,
             "alg2_argmax": self.alg2_argmax,
-            "alg2_flags": _keyed(self.alg2_flags),
+            "alg2": _keyed(self.alg2_flags),
             "alg2_anchored": _keyed(self.alg2_anchored),
             "null_anchored": _keyed(self.null_anchored),
         }
@@ -365,7 +365,7 @@ class PermutationItemScore:
             alg1_null=float(d["alg1_null"]),
             alg2_score=float(d["alg2_score"]),
             alg2_argmax=int(d["alg2_argmax"]),
-            alg2_flags=_unkeyed(d["alg2_flags"], bool),
+            alg2_flags=_unkeyed(d["alg2"], bool),
             alg2_anchored=_unkeyed(d["alg2_anchored"], bool),
             null_anchored=_unkeyed(d["null_anchored"], float),
         )

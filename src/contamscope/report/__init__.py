@@ -1,1 +1,0 @@
-"""contamscope.report."""
