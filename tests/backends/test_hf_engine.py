@@ -97,3 +97,32 @@ def test_spec_and_option_errors_are_one_line() -> None:
         parse_model_options(["oops"])
     with pytest.raises(ConfigError, match="--device"):
         load_backend("hf:someone/x", device="tpu")
+
+
+def test_tree_split_runs_each_branch_once_and_keeps_paths() -> None:
+    from contamscope.backends.hf import _build_trees
+
+    # three continuations: two share the first two tokens, the third shares only the first
+    conts = [(0, [1, 2, 3]), (1, [1, 2, 4]), (2, [1, 5, 6]), (3, [1, 2, 3]), (4, [])]
+    whole, n = _build_trees((9,), conts, max_nodes=100)
+    assert n == 6 and len(whole) == 2 and len(whole[0].tokens) == 6  # one tree + the empty one
+    split, n2 = _build_trees((9,), conts, max_nodes=3)
+    assert n2 == 6
+    # cut at the branch points: each subtree carries its trunk, nothing else is repeated
+    assert sum(len(t.tokens) for t in split) == 9  # [1,2,3] [1,2,4] [1,5,6]
+    members = sorted(m for t in split for m in t.members)
+    assert members == [0, 1, 2, 3, 4]
+    for t in split:
+        for m, path in zip(t.members, t.paths):
+            assert [t.tokens[k] for k in path] == dict(conts)[m]
+
+
+def test_engine_with_tiny_subtrees_matches_naive(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    ref = [tiny_backend.naive_logprob(r) for r in REQUESTS]
+    old = tiny_backend.max_tree_nodes
+    try:
+        tiny_backend.max_tree_nodes = 4
+        got = [r.logprob for r in tiny_backend.score(REQUESTS + [ScoreRequest("Q:", "")])]
+    finally:
+        tiny_backend.max_tree_nodes = old
+    assert got[:-1] == pytest.approx(ref, abs=1e-3) and got[-1] == 0.0

@@ -1,8 +1,10 @@
-"""Local transformers backend with a shared-prefix scoring engine.
+"""Local transformers backend with a prefix-tree scoring engine.
 
-For each distinct prefix (a question), the prefix is run once and its KV cache is reused for all
-continuations (option orders) of that prefix, batched under a token budget. Log-softmax is taken
-only at scored positions, in float32, from the final hidden states; target log-probs are gathered
+The continuations of one prefix (the option orders of a question) form a token trie: orders that
+share leading options share tokens. Each prefix and its trie are packed into one sequence with a
+tree attention mask (a node sees the prefix and its ancestors), so every needed token position is
+run exactly once. Sequences are bucketed by length and batched under a token budget. Log-softmax is
+taken only where a token is scored, in float32, from the final hidden states; log-probs are summed
 on the device and copied to the host once per batch.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import ConfigError, ModelError
@@ -23,7 +26,7 @@ from .base import Backend, Capabilities, ProgressFn, ScoreRequest, ScoreResult
 
 __all__ = ["HFBackend", "resolve_device", "resolve_dtype", "quiet_transformers"]
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "3"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -63,6 +66,119 @@ class _Encoded:
     boundary_chars: int
 
 
+@dataclass
+class _Tree:
+    """A token trie over continuations of one prefix (or a subtree of it).
+
+    Node ``k`` attends to the whole (cached) prefix and to its own ancestors, at position
+    ``len(prefix) + depth``. Its log-prob is read from the hidden state of its parent, or of the
+    last prefix token for a first token (``parent == -1``).
+    """
+
+    prefix: tuple[int, ...]
+    tokens: list[int]
+    parents: list[int]  # parent node index, -1 = the prefix
+    depths: list[int]
+    members: list[int]  # request indices
+    paths: list[list[int]]  # node indices of each member's continuation
+
+    def mask(self) -> np.ndarray:
+        """[nodes, nodes] boolean: node i may attend to node j (ancestors and itself)."""
+        n = len(self.tokens)
+        m = np.zeros((n, n), dtype=bool)
+        for k, q in enumerate(self.parents):
+            if q >= 0:
+                m[k] = m[q]
+            m[k, k] = True
+        return m
+
+    def path_matrix(self) -> np.ndarray:
+        depth = max((len(x) for x in self.paths), default=0)
+        out = np.full((len(self.paths), max(depth, 1)), -1, dtype=np.int64)
+        for r, path in enumerate(self.paths):
+            out[r, : len(path)] = path
+        return out
+
+
+def _build_trees(prefix: tuple[int, ...], conts: list[tuple[int, list[int]]],
+                 max_nodes: int) -> tuple[list[_Tree], int]:
+    """Split the token trie of ``conts`` (request index, tokens) into subtrees to run.
+
+    The trie is cut at branch points: a subtree larger than ``max_nodes`` is replaced by the
+    subtrees of its children, each carrying the short trunk above it. Only trunk tokens at branch
+    points are run twice. Returns the subtrees and the size of the whole trie (the minimum).
+    """
+    tokens: list[int] = []
+    parents: list[int] = []
+    depths: list[int] = []
+    children: list[list[int]] = []
+    roots: list[int] = []
+    index: dict[tuple[int, int], int] = {}
+    ends: list[tuple[int, int]] = []  # (request, end node); -1 for an empty continuation
+    for member, cont in conts:
+        node = -1
+        for tok in cont:
+            nxt = index.get((node, tok))
+            if nxt is None:
+                nxt = len(tokens)
+                index[(node, tok)] = nxt
+                tokens.append(tok)
+                parents.append(node)
+                depths.append(depths[node] + 1 if node >= 0 else 0)
+                children.append([])
+                (children[node] if node >= 0 else roots).append(nxt)
+            node = nxt
+        ends.append((member, node))
+    size = [1] * len(tokens)
+    for k in range(len(tokens) - 1, -1, -1):
+        if parents[k] >= 0:
+            size[parents[k]] += size[k]
+
+    units: list[list[int]] = []  # node ids of each subtree, trunk first, parents before children
+
+    def collect(node: int) -> list[int]:
+        out, stack = [], [node]
+        while stack:
+            k = stack.pop()
+            out.append(k)
+            stack.extend(reversed(children[k]))
+        return out
+
+    def emit(node: int, trunk: list[int]) -> None:
+        if size[node] + len(trunk) <= max_nodes or not children[node]:
+            units.append(trunk + collect(node))
+            return
+        if len(children[node]) == 1:
+            emit(children[node][0], trunk + [node])
+            return
+        for child in children[node]:
+            emit(child, trunk + [node])
+
+    for r in roots:
+        emit(r, [])
+    owner: dict[int, int] = {}
+    for u, nodes in enumerate(units):
+        for k in nodes:
+            owner.setdefault(k, u)
+    trees = [_Tree(prefix, [], [], [], [], []) for _ in units]
+    local = [{k: i for i, k in enumerate(nodes)} for nodes in units]
+    for u, nodes in enumerate(units):
+        t = trees[u]
+        t.tokens = [tokens[k] for k in nodes]
+        t.parents = [local[u].get(parents[k], -1) for k in nodes]
+        t.depths = [depths[k] for k in nodes]
+    empty = _Tree(prefix, [], [], [], [], [])
+    for member, end in ends:
+        t = empty if end < 0 else trees[owner[end]]
+        path, k = [], end
+        while k >= 0:
+            path.append(local[owner[end]][k])
+            k = parents[k]
+        t.members.append(member)
+        t.paths.append(path[::-1])
+    return [t for t in trees if t.members] + ([empty] if empty.members else []), len(tokens)
+
+
 def _local_identity(path: Path) -> str:
     """Content identity of a local model folder or file (sizes, mtimes, config hash)."""
     h = hashlib.sha256(str(path.resolve()).encode())
@@ -98,6 +214,8 @@ class HFBackend(Backend):
         self.dtype = next(model.parameters()).dtype
         self.bos_id = self._resolve_bos(bos)
         self.max_batch_tokens = max_batch_tokens or self._default_budget()
+        self.max_tree_nodes = 256
+        """Order trees are split into subtrees of at most this many tokens (attention blocks)."""
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self._decoder: Any = model.get_decoder() if hasattr(model, "get_decoder") else None
         head = model.get_output_embeddings()
@@ -108,6 +226,12 @@ class HFBackend(Backend):
         if self._split_head and not self._split_head_matches():
             self._split_head = False
         self._fingerprint: str | None = None
+        self.tokens_run = 0
+        """Token positions run through the model so far (padding included)."""
+        self.tokens_useful = 0
+        """Real (non-padding) positions run so far, trunk tokens repeated across subtrees included."""
+        self.tokens_min = 0
+        """The minimum that must be run: each prefix once plus the nodes of its token trie."""
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -319,72 +443,97 @@ class HFBackend(Backend):
             out[s : s + step] = logits.gather(-1, targets[s : s + step, None]).squeeze(-1) - lse
         return out
 
-    def _expand_cache(self, cache: Any, k: int) -> Any:
+    def _node_logprobs(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """log p(target) from final hidden states (split head) or from logits (fallback)."""
+        if self._split_head:
+            return self._token_logprobs(states, targets)
+        return torch.log_softmax(states.float(), -1).gather(-1, targets[:, None]).squeeze(-1)
+
+    def _forward(self, ids: torch.Tensor, **kw: Any) -> tuple[torch.Tensor, Any]:
+        """Final hidden states (or logits, on the fallback path) and the KV cache."""
+        if self._split_head:
+            out = self._decoder(ids, **kw)
+            return out.last_hidden_state, out.past_key_values
+        out = self.model(ids, **kw)
+        return out.logits, out.past_key_values
+
+    def _run_prefixes(self, prefixes: list[tuple[int, ...]]) -> list[tuple[list[Any], torch.Tensor]]:
+        """Run prefixes once (right-padded batch); per prefix its KV (per layer) and last state."""
+        dev = self.device
+        width = max(len(p) for p in prefixes)
+        ids = torch.zeros((len(prefixes), width), dtype=torch.long)
+        attn = torch.zeros((len(prefixes), width), dtype=torch.long)
+        for r, p in enumerate(prefixes):
+            ids[r, : len(p)] = torch.tensor(p)
+            attn[r, : len(p)] = 1
+        states, cache = self._forward(ids.to(dev), attention_mask=attn.to(dev), use_cache=True)
+        self.tokens_run += ids.numel()
+        self.tokens_useful += sum(len(p) for p in prefixes)
+        return [([(layer.keys[r, :, : len(p)], layer.values[r, :, : len(p)]) for layer in cache.layers],
+                 states[r, len(p) - 1]) for r, p in enumerate(prefixes)]
+
+    def _run_trees(self, rows: list[tuple[_Tree, int]],
+                   prefix_kv: list[tuple[list[Any], torch.Tensor]]) -> list[torch.Tensor]:
+        """One forward pass of subtree rows over their cached prefixes; log-prob sums per member."""
         from transformers import DynamicCache
 
-        new = DynamicCache(config=self.model.config)
-        for i, layer in enumerate(cache.layers):
-            new.update(layer.keys.expand(k, -1, -1, -1), layer.values.expand(k, -1, -1, -1), i)
-        return new
-
-    def _score_group(self, prefix: tuple[int, ...], conts: list[list[int]]) -> list[float]:
         dev = self.device
-        pre = torch.tensor([prefix], device=dev)
-        results = [0.0] * len(conts)
-        order = sorted(range(len(conts)), key=lambda i: -len(conts[i]))
-        with torch.inference_mode():
-            if self._split_head:
-                out = self._decoder(pre, use_cache=True)
-                last = out.last_hidden_state[:, -1]
+        n, width = len(rows), max(len(t.tokens) for t, _ in rows)
+        pw = max(len(t.prefix) for t, _ in rows)
+        kv = DynamicCache(config=self.model.config)
+        for i in range(len(prefix_kv[rows[0][1]][0])):
+            k0, v0 = prefix_kv[rows[0][1]][0][i]
+            keys = k0.new_zeros((n, k0.shape[0], pw, k0.shape[-1]))
+            values = v0.new_zeros((n, v0.shape[0], pw, v0.shape[-1]))
+            for r, (t, slot) in enumerate(rows):
+                k, v = prefix_kv[slot][0][i]
+                keys[r, :, : k.shape[1]] = k
+                values[r, :, : v.shape[1]] = v
+            kv.update(keys, values, i)
+        last = torch.stack([prefix_kv[slot][1] for _, slot in rows])
+        ids = torch.zeros((n, width), dtype=torch.long)
+        pos = torch.zeros((n, width), dtype=torch.long)
+        mask = torch.zeros((n, 1, width, pw + width), dtype=torch.bool)
+        for r, (t, _) in enumerate(rows):
+            k, p = len(t.tokens), len(t.prefix)
+            ids[r, :k] = torch.tensor(t.tokens)
+            pos[r, :k] = torch.tensor(t.depths) + p
+            mask[r, 0, :k, :p] = True
+            mask[r, 0, :k, pw : pw + k] = torch.from_numpy(t.mask())
+            mask[r, 0, k:, pw + k :] = torch.eye(width - k, dtype=torch.bool)  # padding rows
+        states, _ = self._forward(ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                                  past_key_values=kv)
+        # the state predicting node k: its parent's row in this batch, or the prefix's last token
+        flat = torch.cat([states.reshape(n * width, -1), last])
+        src = torch.cat([torch.tensor([r * width + q if q >= 0 else n * width + r
+                                       for q in t.parents]) for r, (t, _) in enumerate(rows)])
+        tgt = torch.cat([torch.tensor(t.tokens) for t, _ in rows])
+        node_lp = self._node_logprobs(flat[src.to(dev)], tgt.to(dev)).double()
+        self.tokens_run += n * width
+        self.tokens_useful += sum(len(t.tokens) for t, _ in rows)
+        sums, offset = [], 0
+        zero = torch.zeros(1, dtype=torch.float64, device=dev)
+        for t, _ in rows:
+            lp = torch.cat([node_lp[offset : offset + len(t.tokens)], zero])
+            sums.append(lp[torch.from_numpy(t.path_matrix()).to(dev)].sum(-1))  # -1 -> the zero
+            offset += len(t.tokens)
+        return sums
+
+    def _chunks(self, sizes: list[tuple[int, int]], budget: int | None = None,
+                max_pad: float = 0.25) -> list[list[int]]:
+        """Batches of (index, length), sorted by length: rows x longest <= budget, and no row
+        padded by more than ``max_pad`` of the batch's shortest (plus 16 tokens)."""
+        budget = budget or self.max_batch_tokens
+        batches: list[list[int]] = []
+        first = 0
+        for i, length in sorted(sizes, key=lambda x: x[1]):
+            fits = batches and (len(batches[-1]) + 1) * length <= budget
+            if fits and length <= first * (1 + max_pad) + 16:
+                batches[-1].append(i)
             else:
-                out = self.model(pre, use_cache=True)
-                last = torch.log_softmax(out.logits[:, -1].float(), -1)
-            cache = out.past_key_values
-            start = 0
-            while start < len(order):
-                width = max(1, len(conts[order[start]]))
-                k = max(
-                    1,
-                    min(
-                        len(order) - start, self.max_batch_tokens // (width + len(prefix) // 4 + 1)
-                    ),
-                )
-                idx = order[start : start + k]
-                start += k
-                ids = torch.zeros((k, width), dtype=torch.long)
-                mask = torch.zeros((k, width), dtype=torch.bool)
-                for row, i in enumerate(idx):
-                    ids[row, : len(conts[i])] = torch.tensor(conts[i], dtype=torch.long)
-                    mask[row, : len(conts[i])] = True
-                ids, mask = ids.to(dev), mask.to(dev)
-                attn = torch.cat(
-                    [torch.ones((k, len(prefix)), dtype=torch.long, device=dev), mask.long()], dim=1
-                )
-                kv = self._expand_cache(cache, k)
-                rows = torch.arange(k, device=dev)[:, None].expand(k, width)[mask]
-                targets = ids[mask]
-                if self._split_head:
-                    h = self._decoder(
-                        ids, attention_mask=attn, past_key_values=kv
-                    ).last_hidden_state
-                    pred = torch.cat([last.expand(k, -1)[:, None], h[:, :-1]], dim=1)[mask]
-                    lp = self._token_logprobs(pred, targets)
-                else:
-                    logits = self.model(ids, attention_mask=attn, past_key_values=kv).logits
-                    allp = torch.cat(
-                        [
-                            last.expand(k, -1)[:, None],
-                            torch.log_softmax(logits[:, :-1].float(), -1),
-                        ],
-                        dim=1,
-                    )
-                    lp = allp[mask].gather(-1, targets[:, None]).squeeze(-1)
-                sums = torch.zeros(k, dtype=torch.float64, device=dev).index_add_(
-                    0, rows, lp.double()
-                )
-                for row, value in zip(idx, sums.tolist()):
-                    results[row] = value
-        return results
+                batches.append([i])
+                first = length
+        return batches
 
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
@@ -393,20 +542,44 @@ class HFBackend(Backend):
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, e in enumerate(encoded):
             groups.setdefault(e.prefix, []).append(i)
-        out: list[ScoreResult | None] = [None] * len(requests)
+        values = [math.nan] * len(requests)
+        prefixes = list(groups)
+        trees: dict[tuple[int, ...], list[_Tree]] = {}
         for prefix, members in groups.items():
-            too_long = self.max_length is not None and any(
-                len(prefix) + len(encoded[i].cont) > self.max_length for i in members
-            )
-            if too_long:
-                values = [math.nan] * len(members)
-            else:
-                values = self._score_group(prefix, [encoded[i].cont for i in members])
-            for i, v in zip(members, values):
-                out[i] = ScoreResult(v, len(encoded[i].cont), encoded[i].boundary_chars)
-            if progress is not None:
-                progress(len(members))
-        return [r for r in out if r is not None]
+            ok = [i for i in members if self.max_length is None
+                  or len(prefix) + len(encoded[i].cont) <= self.max_length]
+            trees[prefix], trie_nodes = _build_trees(prefix, [(i, encoded[i].cont) for i in ok],
+                                                     max_nodes=self.max_tree_nodes)
+            self.tokens_min += len(prefix) + trie_nodes
+            if progress is not None and len(ok) < len(members):
+                progress(len(members) - len(ok))
+        with torch.inference_mode():
+            # groups of prefixes whose KV caches are held at once (bounded memory)
+            held = self._chunks([(i, len(p)) for i, p in enumerate(prefixes)],
+                                budget=8 * self.max_batch_tokens, max_pad=1e9)
+            for group in held:
+                kv: list[tuple[list[Any], torch.Tensor]] = []
+                order: list[int] = []
+                for batch in self._chunks([(i, len(prefixes[i])) for i in group]):
+                    kv.extend(self._run_prefixes([prefixes[i] for i in batch]))
+                    order.extend(batch)
+                rows = []
+                for slot, i in enumerate(order):
+                    for t in trees[prefixes[i]]:
+                        if t.tokens:
+                            rows.append((t, slot))
+                        else:  # empty continuations: log p = 0
+                            for m in t.members:
+                                values[m] = 0.0
+                sizes = [(r, len(t.tokens)) for r, (t, _) in enumerate(rows)]
+                for batch in self._chunks(sizes):
+                    picked = [rows[r] for r in batch]
+                    for (tree, _), sums in zip(picked, self._run_trees(picked, kv)):
+                        for m, v in zip(tree.members, sums.tolist()):
+                            values[m] = v
+                        if progress is not None:
+                            progress(len(tree.members))
+        return [ScoreResult(v, len(e.cont), e.boundary_chars) for v, e in zip(values, encoded)]
 
     def naive_logprob(self, req: ScoreRequest) -> float:
         """Reference computation: one full forward pass, float64 log-softmax (for tests)."""
