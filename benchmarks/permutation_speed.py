@@ -28,7 +28,11 @@ from contamscope.data import MCQItem, load_benchmark
 from contamscope.perturb import TEMPLATES, option_orders
 
 BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
-LONG_SUBJECTS = ["high_school_world_history", "high_school_european_history", "high_school_us_history"]
+LONG_SUBJECTS = [
+    "high_school_world_history",
+    "high_school_european_history",
+    "high_school_us_history",
+]
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float = 3.0) -> float:
@@ -62,11 +66,16 @@ def reference_logprob(backend: HFBackend, prefix: str, cont: str) -> float:
 
 def requests_for(items: list[MCQItem]) -> list[ScoreRequest]:
     t = TEMPLATES["paper"]
-    return [ScoreRequest(t.prefix(it), t.continuation(it, o)) for it in items
-            for o in option_orders(it.n_options).orders]
+    return [
+        ScoreRequest(t.prefix(it), t.continuation(it, o))
+        for it in items
+        for o in option_orders(it.n_options).orders
+    ]
 
 
-def compare(name: str, backend: HFBackend, items: list[MCQItem], peak: float, params: int) -> dict[str, float]:
+def compare(
+    name: str, backend: HFBackend, items: list[MCQItem], peak: float, params: int
+) -> dict[str, float]:
     reqs = requests_for(items)
     t0 = time.perf_counter()
     ref = [reference_logprob(backend, r.prefix, r.continuation) for r in reqs]
@@ -81,19 +90,31 @@ def compare(name: str, backend: HFBackend, items: list[MCQItem], peak: float, pa
     diff = max(abs(a - g.logprob) for a, g in zip(ref, got))
     useful = backend.tokens_min
     eff = 2 * params * useful / t_eng / peak
-    row = {"items": len(items), "orders": len(reqs), "ref_items_s": len(items) / t_ref,
-           "eng_items_s": len(items) / t_eng, "speedup": t_ref / t_eng,
-           "token_ratio": ref_tokens / useful, "overhead": backend.tokens_run / useful - 1,
-           "max_abs_diff": diff, "efficiency": eff}
-    print(f"{name:28} items={len(items):3d} ref {row['ref_items_s']:7.3f} items/s | engine "
-          f"{row['eng_items_s']:7.3f} items/s | speedup {row['speedup']:5.2f}x "
-          f"(prefix-tree token bound {row['token_ratio']:.2f}x; positions run beyond it {100 * row['overhead']:.0f}%) | "
-          f"max|diff| {diff:.2e} | efficiency {100 * eff:.0f}% of matmul peak", flush=True)
+    row = {
+        "items": len(items),
+        "orders": len(reqs),
+        "ref_items_s": len(items) / t_ref,
+        "eng_items_s": len(items) / t_eng,
+        "speedup": t_ref / t_eng,
+        "token_ratio": ref_tokens / useful,
+        "overhead": backend.tokens_run / useful - 1,
+        "max_abs_diff": diff,
+        "efficiency": eff,
+    }
+    print(
+        f"{name:28} items={len(items):3d} ref {row['ref_items_s']:7.3f} items/s | engine "
+        f"{row['eng_items_s']:7.3f} items/s | speedup {row['speedup']:5.2f}x "
+        f"(prefix-tree token bound {row['token_ratio']:.2f}x; positions run beyond it {100 * row['overhead']:.0f}%) | "
+        f"max|diff| {diff:.2e} | efficiency {100 * eff:.0f}% of matmul peak",
+        flush=True,
+    )
     return row
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--items", type=int, default=60, help="MMLU items across subjects")
     ap.add_argument("--long-items", type=int, default=10, help="long-passage history items")
@@ -109,8 +130,10 @@ def main() -> int:
     assert isinstance(backend, HFBackend)
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
-    print(f"model {args.model}: {params / 1e6:.1f}M parameters, {backend.dtype}, {backend.device}, "
-          f"threads {torch.get_num_threads()}, batch budget {backend.max_batch_tokens} tokens")
+    print(
+        f"model {args.model}: {params / 1e6:.1f}M parameters, {backend.dtype}, {backend.device}, "
+        f"threads {torch.get_num_threads()}, batch budget {backend.max_batch_tokens} tokens"
+    )
     print(f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s")
     rng = random.Random(args.seed)
     mmlu = load_benchmark(str(BENCHDATA / "mmlu" / "test")).items

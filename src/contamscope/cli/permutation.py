@@ -131,8 +131,14 @@ def command(
         False, "--strict", help="Fail on the first malformed row instead of skipping it."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    max_batch_tokens: int | None = typer.Option(
+        None,
+        "--max-batch-tokens",
+        min=64,
+        help="Token budget of one forward pass (memory bound); default: 4096 on CPU, from free memory on GPU.",
+    ),
     batch_items: int = typer.Option(
-        8, "--batch-items", min=1, help="Items per scoring batch (saved after each)."
+        32, "--batch-items", min=1, help="Items per scoring batch (results saved after each)."
     ),
 ) -> None:
     """Has MODEL seen BENCHMARK? Scores every option order of each multiple-choice item."""
@@ -162,6 +168,8 @@ def run(**kw: Any) -> None:
         batch_items=kw["batch_items"],
     )
     options = parse_model_options(kw["model_opt"])
+    if kw["max_batch_tokens"]:
+        options["max_batch_tokens"] = str(kw["max_batch_tokens"])
     subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
     loaded = load_benchmark(
         kw["benchmark"],

@@ -50,7 +50,7 @@ class PermutationConfig:
     """Score and count items whose options refer to each other ('All of the above')."""
     alpha: float = 0.05
     """Level of the per-item calibrated rank test."""
-    batch_items: int = 8
+    batch_items: int = 32
     """Items scored per backend call (results are saved after each batch)."""
 
     def __post_init__(self) -> None:

@@ -1,0 +1,101 @@
+"""A run killed with SIGKILL resumes to exactly the results of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _bench(path: Path, n: int) -> Path:
+    rows = [
+        f"Question number {i} about topic {i % 7}?,first {i},second {i * 3},third,fourth {i % 5},A"
+        for i in range(n)
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _cmd(model: Path, bench: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "contamscope",
+        "permutation",
+        "--model",
+        f"hf:{model}",
+        "--benchmark",
+        str(bench),
+        "--format",
+        "mmlu-csv",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--batch-items",
+        "1",
+    ]
+
+
+def _records(out: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("kills", [1, 2])
+def test_sigkill_then_rerun_equals_uninterrupted(
+    tmp_path: Path, tiny_model_path: Path, kills: int
+) -> None:
+    bench = _bench(tmp_path / "kill_test.csv", 60)
+    env_a = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache-a"))
+    env_b = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache-b"))
+    ref = subprocess.run(
+        _cmd(tiny_model_path, bench, tmp_path / "ref"),
+        env=env_a,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ref.returncode == 0, ref.stderr
+
+    out = tmp_path / "killed"
+    for k in range(kills):
+        proc = subprocess.Popen(
+            _cmd(tiny_model_path, bench, out),
+            env=env_b,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        target = 10 + 15 * k  # let some batches land, then kill at an arbitrary moment
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            items = out / "items.jsonl"
+            if items.exists() and items.read_bytes().count(b"\n") >= target:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "run finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert not (out / "summary.json").exists()
+    done_before = len(_records(out))
+    assert 0 < done_before < 60
+
+    final = subprocess.run(
+        _cmd(tiny_model_path, bench, out), env=env_b, capture_output=True, text=True, timeout=600
+    )
+    assert final.returncode == 0, final.stderr
+    got, want = _records(out), _records(tmp_path / "ref")
+    assert [r["id"] for r in got] == [r["id"] for r in want]  # none missing, none duplicated
+    for g, w in zip(got, want):
+        assert g["orders"] == w["orders"] and g["continuations"] == w["continuations"]
+        assert g["logprobs"] == pytest.approx(w["logprobs"], abs=1e-4)
+        assert (g["rank"], g["alg1"]) == (w["rank"], w["alg1"])
+    s_got = json.loads((out / "summary.json").read_text())
+    s_want = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    assert s_got["statistics"]["alg1"] == s_want["statistics"]["alg1"]
+    assert s_got["timings"]["items_resumed"] >= done_before
