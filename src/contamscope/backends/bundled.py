@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     quiet_transformers()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
+    print(f"converting {gguf.name} once into {root} (about 20 s) ...", file=sys.stderr)
     try:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
