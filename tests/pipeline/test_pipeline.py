@@ -1,0 +1,38 @@
+"""The permutation pipeline in process, on the tiny random model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from contamscope.data import load_benchmark
+from contamscope.pipeline import PermutationConfig, run_permutation
+from contamscope.store import CachedScorer, RunDir
+
+ROWS = "What is 2+2?,3,4,5,6,B\nWhich are mammals?,Whale,Bat,Dog,All of the above,D\n"
+
+
+def _run(tmp_path: Path, backend, include: bool) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    out = tmp_path / f"run-{include}"
+    outcome = run_permutation(
+        loaded,
+        loaded.items,
+        CachedScorer(backend, None),
+        RunDir(out),
+        PermutationConfig(include_non_exchangeable=include),
+    )
+    assert outcome.summary["counts"]["items_analysed"] == (2 if include else 1)
+    return [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+
+
+def test_non_exchangeable_items_are_excluded_unless_included(tmp_path: Path, tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    default = _run(tmp_path, tiny_backend, include=False)
+    assert default[1]["excluded"].startswith("options not exchangeable")
+    assert "logprobs" not in default[1] and "non_exchangeable" not in default[0]
+    included = _run(tmp_path, tiny_backend, include=True)
+    assert included[1]["excluded"] is None and len(included[1]["logprobs"]) == 24
+    assert "All of the above" in included[1]["non_exchangeable"]
+    assert "non_exchangeable" not in included[0]
