@@ -1,6 +1,15 @@
 """Model backends: batched scoring behind one interface, found by spec string."""
 
-from .base import Backend, Capabilities, ProgressFn, ScoreRequest, ScoreResult
+from .base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ProgressFn,
+    ScoreRequest,
+    ScoreResult,
+    TokenStats,
+)
 from .registry import BACKENDS, load_backend, parse_model_options
 
 __all__ = [
@@ -9,6 +18,9 @@ __all__ = [
     "ProgressFn",
     "ScoreRequest",
     "ScoreResult",
+    "TokenStats",
+    "GenerateRequest",
+    "Generation",
     "BACKENDS",
     "load_backend",
     "parse_model_options",

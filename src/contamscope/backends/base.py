@@ -1,7 +1,8 @@
-"""The backend interface: batched scoring of continuations given prefixes.
+"""The backend interface: batched scoring, per-token statistics and greedy generation.
 
 Backends compute numbers and decide nothing. Lists in, lists out, same order. What a backend
-can do is declared in :class:`Capabilities` and checked before a run starts.
+can do is declared in :class:`Capabilities` and checked before a run starts (``require``); a
+method the backend cannot serve raises :class:`CapabilityError`, never returns something wrong.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from dataclasses import dataclass
 
 from ..errors import CapabilityError
 
-__all__ = ["ScoreRequest", "ScoreResult", "Capabilities", "Backend", "ProgressFn"]
+__all__ = [
+    "ScoreRequest",
+    "ScoreResult",
+    "TokenStats",
+    "GenerateRequest",
+    "Generation",
+    "Capabilities",
+    "Backend",
+    "ProgressFn",
+]
 
 ProgressFn = Callable[[int], None]
 """Called with the number of requests just finished (for progress bars)."""
@@ -40,13 +50,56 @@ class ScoreResult:
 
 
 @dataclass(frozen=True)
+class TokenStats:
+    """Teacher-forced per-token statistics of a continuation (one forward pass).
+
+    ``greedy[i] == tokens[i]`` exactly when greedy decoding from ``prefix + tokens[:i]`` would
+    produce ``tokens[i]`` next, so exact-match n-gram prediction needs no generation.
+    """
+
+    tokens: tuple[int, ...]
+    """Token ids of the continuation, as tokenised inside ``prefix + continuation``."""
+    logprobs: tuple[float, ...]
+    """Natural-log probability of each token given everything before it (float32 or better)."""
+    greedy: tuple[int, ...]
+    """The model's most likely token at each position (its greedy prediction)."""
+    boundary_chars: int = 0
+    """As in :class:`ScoreResult`: prefix characters sharing the first scored token."""
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Greedy (temperature 0) generation from ``prompt``."""
+
+    prompt: str
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    """Generation stops before the first of these strings (which is not returned)."""
+    chat: bool = False
+    """Wrap ``prompt`` as one user turn in the model's chat template (instruct models)."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Result of one :class:`GenerateRequest`."""
+
+    text: str
+    n_tokens: int
+    """Tokens generated (before stop-string truncation)."""
+    finish_reason: str
+    """``stop`` (a stop string or end-of-sequence token) or ``length`` (max_new_tokens)."""
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend can compute."""
 
     prompt_logprobs: bool
     """Log-probabilities of given text (needed by the permutation test, BenBench)."""
     generate: bool = False
-    """Free-text generation (needed by CAP)."""
+    """Free-text generation (needed by CAP, BenBench's lenient n-gram modes, paraphrasing)."""
+    token_stats: bool = False
+    """Per-token log-probs and greedy predictions of given text (BenBench's n-gram accuracy)."""
 
 
 class Backend(ABC):
@@ -65,12 +118,33 @@ class Backend(ABC):
     ) -> list[ScoreResult]:
         """Score every request; results in the order of ``requests``."""
 
+    def token_stats(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[TokenStats]:
+        """Per-token statistics of each continuation given its prefix (prefix may be empty)."""
+        raise CapabilityError(f"backend {self.spec!r} cannot return per-token statistics")
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+    ) -> list[Generation]:
+        """Greedy generation for each request; results in the order of ``requests``."""
+        raise CapabilityError(f"backend {self.spec!r} cannot generate text")
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of token ids returned by :meth:`token_stats`."""
+        raise CapabilityError(f"backend {self.spec!r} cannot decode token ids")
+
     def describe(self) -> dict[str, object]:
         """Provenance for run records."""
         return {"spec": self.spec, "fingerprint": self.fingerprint()}
 
     def require(
-        self, *, prompt_logprobs: bool = False, generate: bool = False, method: str
+        self,
+        *,
+        prompt_logprobs: bool = False,
+        generate: bool = False,
+        token_stats: bool = False,
+        method: str,
     ) -> None:
         """Refuse, with a one-line reason, a method this backend cannot serve."""
         if prompt_logprobs and not self.capabilities.prompt_logprobs:
@@ -79,3 +153,8 @@ class Backend(ABC):
             )
         if generate and not self.capabilities.generate:
             raise CapabilityError(f"{method} needs generation, which {self.spec!r} cannot do")
+        if token_stats and not self.capabilities.token_stats:
+            raise CapabilityError(
+                f"{method} needs per-token log-probs and greedy predictions, which backend "
+                f"{self.spec!r} cannot return"
+            )

@@ -30,7 +30,16 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, ModelError
-from .base import Backend, Capabilities, ProgressFn, ScoreRequest, ScoreResult
+from .base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ProgressFn,
+    ScoreRequest,
+    ScoreResult,
+    TokenStats,
+)
 
 __all__ = ["HFBackend", "resolve_device", "resolve_dtype", "quiet_transformers"]
 
@@ -205,7 +214,7 @@ def _local_identity(path: Path) -> str:
 class HFBackend(Backend):
     """Scores text with a local transformers causal LM."""
 
-    capabilities = Capabilities(prompt_logprobs=True, generate=False)
+    capabilities = Capabilities(prompt_logprobs=True, generate=True, token_stats=True)
 
     def __init__(
         self,
@@ -436,8 +445,13 @@ class HFBackend(Backend):
         return _Encoded(tuple(prefix), ids[split:], boundary)
 
     # --- scoring ------------------------------------------------------------------------------
-    def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log p(target) for rows of final hidden states, in float32, chunked over rows."""
+    def _token_logprobs(
+        self, hidden: torch.Tensor, targets: torch.Tensor, argmax: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """log p(target) for rows of final hidden states, in float32, chunked over rows.
+
+        When ``argmax`` (a long tensor, one entry per row) is given, the most likely token of
+        each row is written into it."""
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         assert self._head_w is not None
         step = _HEAD_ROWS
@@ -451,12 +465,18 @@ class HFBackend(Backend):
                 logits = torch.tanh(logits / self._softcap) * self._softcap
             lse = torch.logsumexp(logits, dim=-1)
             out[s : s + step] = logits.gather(-1, targets[s : s + step, None]).squeeze(-1) - lse
+            if argmax is not None:
+                argmax[s : s + step] = logits.argmax(-1)
         return out
 
-    def _node_logprobs(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def _node_logprobs(
+        self, states: torch.Tensor, targets: torch.Tensor, argmax: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """log p(target) from final hidden states (split head) or from logits (fallback)."""
         if self._split_head:
-            return self._token_logprobs(states, targets)
+            return self._token_logprobs(states, targets, argmax)
+        if argmax is not None:
+            argmax[:] = states.argmax(-1)
         return torch.log_softmax(states.float(), -1).gather(-1, targets[:, None]).squeeze(-1)
 
     def _forward(self, ids: torch.Tensor, **kw: Any) -> tuple[torch.Tensor, Any]:
@@ -615,6 +635,23 @@ class HFBackend(Backend):
                         if progress is not None:
                             progress(len(tree.members))
         return [ScoreResult(v, len(e.cont), e.boundary_chars) for v, e in zip(values, encoded)]
+
+    def token_stats(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[TokenStats]:
+        from .hf_text import token_stats
+
+        return token_stats(self, requests, progress)
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+    ) -> list[Generation]:
+        from .hf_text import generate
+
+        return generate(self, requests, progress)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(tokens)))
 
     def naive_logprob(self, req: ScoreRequest) -> float:
         """Reference computation: one full forward pass, float64 log-softmax (for tests)."""

@@ -7,12 +7,13 @@
 """
 
 from contamscope.data.formats import FORMATS
-from contamscope.data.items import LoadResult, MCQItem, RowProblem, option_labels
+from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem, option_labels
 from contamscope.data.loaders import bundled_mmlu_path, load_benchmark
 from contamscope.data.records import FieldMap
 
 __all__ = [
     "MCQItem",
+    "QAItem",
     "RowProblem",
     "LoadResult",
     "option_labels",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["MCQItem", "RowProblem", "LoadResult", "option_labels"]
+__all__ = ["MCQItem", "QAItem", "RowProblem", "LoadResult", "option_labels"]
 
 _LABELS = "ABCDEFGHIJ"
 
@@ -48,6 +48,35 @@ class MCQItem:
 
 
 @dataclass(frozen=True)
+class QAItem:
+    """One free-text item: a question (or passage / prompt) and its reference answer.
+
+    Used by BenBench (GSM8K, MATH: question + worked solution) and CAP (QA and summarisation:
+    input + reference output).
+    """
+
+    id: str
+    """Unique id within the loaded benchmark (file stem + row number when the file has none)."""
+    question: str
+    """The input text: question, problem, or passage to summarise."""
+    answer: str | None = None
+    """Reference answer / solution / summary, or None when the benchmark has none."""
+    split: str | None = None
+    """Benchmark split the item belongs to (``train``, ``test`` ...), when known."""
+    subject: str | None = None
+    """Subject / category / type (e.g. MATH's ``Algebra``)."""
+    source: str | None = None
+    """File the item came from."""
+    line: int | None = None
+    """1-based line (JSONL, CSV physical line) or record index (JSON) in ``source``."""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Extra fields carried through unchanged (e.g. a paired paraphrase, a final answer)."""
+
+
+ItemT = TypeVar("ItemT", MCQItem, QAItem)
+
+
+@dataclass(frozen=True)
 class RowProblem:
     """A row that was skipped while loading, with a one-line reason."""
 
@@ -61,10 +90,10 @@ class RowProblem:
 
 
 @dataclass
-class LoadResult:
+class LoadResult(Generic[ItemT]):
     """Items loaded from a benchmark, plus what was skipped and where the data came from."""
 
-    items: list[MCQItem]
+    items: list[ItemT]
     problems: list[RowProblem]
     source: str
     """Human-readable origin (path, ``bundled:mmlu``, ``hf:...``)."""

@@ -3,6 +3,10 @@
 Key: sha256 over (cache schema, backend fingerprint, prefix text, continuation text). The
 fingerprint covers the weights, dtype, tokenizer, BOS and engine version, so a number is reused
 only where it would be recomputed identically. Writes are one transaction per batch.
+
+Besides log-prob sums (table ``scores``) the cache holds per-token statistics and greedy
+generations (table ``blobs``, JSON values keyed the same way plus the kind of result and, for
+generations, every request field), so BenBench and CAP reruns reuse them too.
 """
 
 from __future__ import annotations
@@ -10,20 +14,38 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
-from ..backends.base import Backend, ProgressFn, ScoreRequest, ScoreResult
+from ..backends.base import (
+    Backend,
+    GenerateRequest,
+    Generation,
+    ProgressFn,
+    ScoreRequest,
+    ScoreResult,
+    TokenStats,
+)
 from ..errors import StoreError
 
-__all__ = ["ScoreCache", "CacheInfo", "CachedScorer", "score_key", "SCHEMA_VERSION"]
+__all__ = ["ScoreCache", "CacheInfo", "CachedScorer", "score_key", "blob_key", "SCHEMA_VERSION"]
+
+R = TypeVar("R")
+Q = TypeVar("Q")
 
 SCHEMA_VERSION = 1
 
 
 def score_key(fingerprint: str, req: ScoreRequest) -> str:
     payload = json.dumps([SCHEMA_VERSION, fingerprint, req.prefix, req.continuation])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def blob_key(fingerprint: str, kind: str, req: ScoreRequest | GenerateRequest) -> str:
+    """Key of a per-token-statistics or generation result: every request field counts."""
+    payload = json.dumps([SCHEMA_VERSION, fingerprint, kind, asdict(req)], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -61,6 +83,10 @@ class ScoreCache:
                 "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, fingerprint TEXT, "
                 "logprob REAL NOT NULL, n_tokens INTEGER, boundary INTEGER)"
             )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, fingerprint TEXT, "
+                "kind TEXT NOT NULL, value TEXT NOT NULL)"
+            )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable score cache ({exc})") from None
 
@@ -85,9 +111,25 @@ class ScoreCache:
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
 
+    def get_blobs(self, keys: Sequence[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for s in range(0, len(keys), 500):
+            chunk = list(keys[s : s + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, value FROM blobs WHERE key IN ({marks})", chunk)
+            for key, value in rows:
+                found[key] = json.loads(value)
+        return found
+
+    def put_blobs(self, fingerprint: str, kind: str, items: Iterable[tuple[str, Any]]) -> None:
+        rows = [(k, fingerprint, kind, json.dumps(v)) for k, v in items]
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
+
     def info(self) -> CacheInfo:
         entries, models = self._db.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM scores"
+            "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM "
+            "(SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs)"
         ).fetchone()
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
         return CacheInfo(str(self.path), entries, models, size)
@@ -95,6 +137,7 @@ class ScoreCache:
     def clear(self) -> int:
         with self._db:
             n = self._db.execute("DELETE FROM scores").rowcount
+            n += self._db.execute("DELETE FROM blobs").rowcount
         self._db.execute("VACUUM")
         return int(n)
 
@@ -102,8 +145,15 @@ class ScoreCache:
         self._db.close()
 
 
+def _stats_ok(st: TokenStats) -> bool:
+    return all(x == x for x in st.logprobs)  # never store NaN (too long for the model)
+
+
 class CachedScorer:
-    """Scores requests through a backend, reading and writing the cache batch by batch."""
+    """Calls a backend through the cache: scores, per-token statistics and generations.
+
+    ``computed`` / ``reused`` count requests of every kind that were run / read from the cache.
+    """
 
     def __init__(self, backend: Backend, cache: ScoreCache | None) -> None:
         self.backend = backend
@@ -131,3 +181,60 @@ class CachedScorer:
         self.computed += len(missing)
         self.reused += len(requests) - len(missing)
         return [found[k] for k in keys]
+
+    def _through(
+        self,
+        kind: str,
+        requests: Sequence[Q],
+        run: Callable[[list[Q], ProgressFn | None], list[R]],
+        dump: Callable[[R], Any],
+        load: Callable[[Any], R],
+        keep: Callable[[R], bool],
+        progress: ProgressFn | None,
+    ) -> list[R]:
+        if self.cache is None:
+            self.computed += len(requests)
+            return run(list(requests), progress)
+        keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
+        found = {k: load(v) for k, v in self.cache.get_blobs(keys).items()}
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if progress is not None and len(requests) > len(missing):
+            progress(len(requests) - len(missing))
+        if missing:
+            new = run([requests[i] for i in missing], progress)
+            self.cache.put_blobs(
+                self.fingerprint,
+                kind,
+                ((keys[i], dump(r)) for i, r in zip(missing, new) if keep(r)),
+            )
+            for i, r in zip(missing, new):
+                found[keys[i]] = r
+        self.computed += len(missing)
+        self.reused += len(requests) - len(missing)
+        return [found[k] for k in keys]
+
+    def token_stats(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[TokenStats]:
+        return self._through(
+            "token_stats",
+            requests,
+            self.backend.token_stats,
+            lambda st: [list(st.tokens), list(st.logprobs), list(st.greedy), st.boundary_chars],
+            lambda v: TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3]),
+            _stats_ok,
+            progress,
+        )
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+    ) -> list[Generation]:
+        return self._through(
+            "generate",
+            requests,
+            self.backend.generate,
+            asdict,
+            lambda v: Generation(**v),
+            lambda g: True,
+            progress,
+        )

@@ -1,0 +1,151 @@
+"""Per-token statistics and greedy generation for :class:`~.hf.HFBackend`.
+
+``token_stats`` runs each full text once, teacher-forced, and reads at every continuation
+position the log-probability of the true token and the model's argmax: that decides
+exact-match n-gram prediction at every starting point without any generation.
+``generate`` runs batched greedy decoding (left-padded, length-bucketed under the token budget).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .base import GenerateRequest, Generation, ProgressFn, ScoreRequest, TokenStats
+
+if TYPE_CHECKING:
+    from .hf import HFBackend
+
+__all__ = ["token_stats", "generate"]
+
+
+def token_stats(
+    backend: HFBackend, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+) -> list[TokenStats]:
+    """Teacher-forced log-probs and greedy predictions of each continuation."""
+    encoded = [backend.encode(r) for r in requests]
+    out: list[TokenStats | None] = [None] * len(requests)
+    runnable: list[tuple[int, int]] = []
+    for i, e in enumerate(encoded):
+        n = len(e.prefix) + len(e.cont)
+        if not e.cont or (backend.max_length is not None and n > backend.max_length):
+            # nothing to score, or too long for the model: NaN log-probs, greedy -1
+            out[i] = TokenStats(
+                tuple(e.cont), (math.nan,) * len(e.cont), (-1,) * len(e.cont), e.boundary_chars
+            )
+        else:
+            runnable.append((i, n))
+    if progress is not None and len(runnable) < len(requests):
+        progress(len(requests) - len(runnable))
+    dev = backend.device
+    with torch.inference_mode():
+        for batch in backend._chunks(runnable):
+            seqs = [list(encoded[i].prefix) + encoded[i].cont for i in batch]
+            width = max(len(q) for q in seqs)
+            ids = torch.zeros((len(seqs), width), dtype=torch.long)
+            attn = torch.zeros((len(seqs), width), dtype=torch.long)
+            rows: list[int] = []
+            targets: list[int] = []
+            for r, (i, q) in enumerate(zip(batch, seqs)):
+                ids[r, : len(q)] = torch.tensor(q)
+                attn[r, : len(q)] = 1
+                p = len(encoded[i].prefix)
+                rows.extend(r * width + p - 1 + j for j in range(len(encoded[i].cont)))
+                targets.extend(encoded[i].cont)
+            states, _ = backend._forward(ids.to(dev), attention_mask=attn.to(dev))
+            flat = states.reshape(len(seqs) * width, -1)[torch.tensor(rows, device=dev)]
+            tgt = torch.tensor(targets, device=dev)
+            best = torch.empty_like(tgt)
+            lp = backend._node_logprobs(flat, tgt, best).tolist()
+            greedy = best.tolist()
+            backend.tokens_run += ids.numel()
+            backend.tokens_useful += int(attn.sum())
+            offset = 0
+            for i in batch:
+                e = encoded[i]
+                k = len(e.cont)
+                out[i] = TokenStats(
+                    tuple(e.cont),
+                    tuple(lp[offset : offset + k]),
+                    tuple(greedy[offset : offset + k]),
+                    e.boundary_chars,
+                )
+                offset += k
+            if progress is not None:
+                progress(len(batch))
+    return [s for s in out if s is not None]
+
+
+def _prompt_ids(backend: HFBackend, req: GenerateRequest) -> list[int]:
+    tok = backend.tokenizer
+    if req.chat and getattr(tok, "chat_template", None):
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": req.prompt}], tokenize=False, add_generation_prompt=True
+        )
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+    ids = list(tok(req.prompt, add_special_tokens=False)["input_ids"])
+    return ([backend.bos_id] if backend.bos_id is not None else []) + ids
+
+
+def _cut(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """Text before the first stop string, and whether one was found."""
+    hits = [text.find(s) for s in stops if s and s in text]
+    return (text[: min(hits)], True) if hits else (text, False)
+
+
+def generate(
+    backend: HFBackend, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+) -> list[Generation]:
+    """Batched greedy generation; identical requests are generated once."""
+    tok = backend.tokenizer
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (eos if eos is not None else 0)
+    unique: dict[GenerateRequest, int] = {}
+    for req in requests:
+        unique.setdefault(req, len(unique))
+    reqs = list(unique)
+    prompts = [_prompt_ids(backend, r) for r in reqs]
+    results: list[Generation | None] = [None] * len(reqs)
+    by_budget: dict[int, list[tuple[int, int]]] = {}
+    for i, (req, p) in enumerate(zip(reqs, prompts)):
+        by_budget.setdefault(req.max_new_tokens, []).append((i, len(p) + req.max_new_tokens))
+    dev = backend.device
+    gen_kw: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    with torch.inference_mode():
+        for max_new, sizes in by_budget.items():
+            for batch in backend._chunks(sizes, max_pad=0.25):
+                width = max(len(prompts[i]) for i in batch)
+                ids = torch.full((len(batch), width), pad, dtype=torch.long)
+                attn = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, i in enumerate(batch):
+                    p = prompts[i]
+                    ids[r, width - len(p) :] = torch.tensor(p)
+                    attn[r, width - len(p) :] = 1
+                out = backend.model.generate(
+                    input_ids=ids.to(dev),
+                    attention_mask=attn.to(dev),
+                    max_new_tokens=max_new,
+                    pad_token_id=pad,
+                    eos_token_id=eos,
+                    **gen_kw,
+                )
+                new = out[:, width:].tolist()
+                backend.tokens_run += out.numel()
+                for r, i in enumerate(batch):
+                    toks = new[r]
+                    ended = eos is not None and eos in toks
+                    if ended:
+                        toks = toks[: toks.index(eos)]
+                    else:
+                        while toks and toks[-1] == pad and pad != eos:
+                            toks = toks[:-1]
+                    text, stopped = _cut(tok.decode(toks, skip_special_tokens=True), reqs[i].stop)
+                    reason = "stop" if ended or stopped else "length"
+                    results[i] = Generation(text, len(toks), reason)
+                if progress is not None:
+                    progress(len(batch))
+    done = [g for g in results if g is not None]
+    return [done[unique[req]] for req in requests]
