@@ -1,0 +1,367 @@
+"""BenBench metrics (Xu et al. 2024): perplexity and n-gram accuracy, pure functions.
+
+Nothing here touches a model: the inputs are token ids, teacher-forced log-probs and greedy
+predictions (:class:`~contamscope.backends.base.TokenStats` values) and, for the lenient n-gram
+criteria, generated texts. See ``docs/benbench.md`` for every definition and where the paper's
+text and its published code disagree.
+
+>>> starting_points(40, n=5, k=5)
+[2, 10, 18, 26, 35]
+>>> round(rouge_l_f("the cat sat on", "the cat is on"), 4)
+0.75
+>>> edit_similarity("kitten", "sitting")
+0.5714285714285714
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "NgramResult",
+    "NgramItem",
+    "starting_points",
+    "exact_ngram_hits",
+    "first_mismatch",
+    "rouge_l_f",
+    "edit_similarity",
+    "ngram_item",
+    "answer_perplexity",
+    "mean_or_none",
+    "delta_stats",
+    "delta_train_test",
+    "METRICS",
+]
+
+METRICS: dict[str, str] = {
+    "ppl": "mean per-item answer perplexity (the paper's dataset perplexity); lower = more familiar",
+    "nll": "mean per-item answer NLL in nats/token (log of the per-item perplexity)",
+    "ngram_exact": "mean per-item exact-match n-gram accuracy; higher = more familiar",
+    "ngram_rouge": "mean per-item n-gram accuracy, ROUGE-L F above the threshold",
+    "ngram_edit": "mean per-item n-gram accuracy, edit similarity above the threshold",
+}
+"""Dataset metrics and what they mean. Every one is a mean over items of a per-item value."""
+
+
+# --------------------------------------------------------------------------- n-gram positions
+
+
+def starting_points(
+    n_tokens: int, *, n: int = 5, k: int = 5, max_len: int | None = None
+) -> list[int]:
+    """The paper's code's ``k`` starting points of an ``n_tokens``-token text, evenly spaced.
+
+    ``np.linspace(2, min(n_tokens, max_len) - n, num=k, endpoint=True, dtype=int)``: the first
+    n-gram is predicted from the first 2 tokens, the last one ends at the text's end. Texts with
+    ``n_tokens - n - 1 <= 0`` have none (the code skips them). Positions may repeat for short
+    texts; each repeat counts, as in the code.
+    """
+    if n < 1 or k < 1:
+        raise ValueError("n and k must be at least 1")
+    if n_tokens - n - 1 <= 0:
+        return []
+    top = min(n_tokens, max_len) if max_len is not None else n_tokens
+    if top - n < 2:
+        return []
+    return [int(x) for x in np.linspace(2, top - n, num=k, endpoint=True, dtype=int)]
+
+
+def first_mismatch(tokens: Sequence[int], greedy: Sequence[int], start: int, n: int) -> int | None:
+    """Offset (0..n-1) of the first n-gram position where greedy decoding leaves the true text,
+    or None when greedy decoding from ``tokens[:start]`` reproduces ``tokens[start:start+n]``.
+
+    Teacher forcing: ``greedy[i]`` is the argmax given the true ``tokens[:i]``; while the greedy
+    continuation matches, its context *is* the true text, so the first difference decides.
+    """
+    for j in range(n):
+        if greedy[start + j] != tokens[start + j]:
+            return j
+    return None
+
+
+def exact_ngram_hits(
+    tokens: Sequence[int], greedy: Sequence[int], starts: Sequence[int], n: int
+) -> list[bool]:
+    """Exact-match n-gram prediction at each starting point, from one teacher-forced pass.
+
+    >>> exact_ngram_hits([5, 6, 7, 8, 9], [5, 6, 0, 8, 9], [0, 3], 2)
+    [True, True]
+    >>> exact_ngram_hits([5, 6, 7, 8, 9], [5, 6, 0, 8, 9], [1], 2)
+    [False]
+    """
+    return [first_mismatch(tokens, greedy, s, n) is None for s in starts]
+
+
+# --------------------------------------------------------------------------- lenient similarity
+
+
+def _rouge_tokens(text: str) -> list[str]:
+    """rouge_score's default tokenisation: lowercase, non-alphanumerics become spaces, split.
+
+    The paper's code also Porter-stems words longer than 3 characters (``use_stemmer=True``);
+    contamscope does not (no NLTK dependency): see docs/benbench.md.
+    """
+    out = []
+    for ch in text.lower():
+        out.append(ch if ("a" <= ch <= "z" or "0" <= ch <= "9") else " ")
+    return "".join(out).split()
+
+
+def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l_f(predicted: str, reference: str) -> float:
+    """ROUGE-L F1 between two texts: LCS of their word tokens, F = 2PR / (P + R).
+
+    P = LCS / len(predicted), R = LCS / len(reference); 0 when either has no tokens (as
+    rouge_score). Example: ``"the cat sat on"`` vs ``"the cat is on"`` share 3 of 4 words:
+    P = R = F = 0.75.
+    """
+    p, r = _rouge_tokens(predicted), _rouge_tokens(reference)
+    lcs = _lcs(p, r)
+    if lcs == 0:
+        return 0.0
+    prec, rec = lcs / len(p), lcs / len(r)
+    return 2 * prec * rec / (prec + rec)
+
+
+def edit_similarity(predicted: str, reference: str) -> float:
+    """1 - Levenshtein(predicted, reference) / max(len): characters, as the paper's code.
+
+    Two empty texts are identical (1.0; the code would divide by zero).
+    """
+    if predicted == reference:
+        return 1.0
+    a, b = predicted, reference
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        cur = [i]
+        for j, cb in enumerate(b, start=1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1.0 - prev[-1] / max(len(predicted), len(reference))
+
+
+# --------------------------------------------------------------------------- per item
+
+
+@dataclass(frozen=True)
+class NgramResult:
+    """One starting point: the true n-gram, the model's greedy n-gram and how they compare."""
+
+    start: int
+    """Token index of the n-gram's first token (the prefix is ``tokens[:start]``)."""
+    original: str
+    """Text of the true n-gram."""
+    predicted: str | None
+    """Text of the greedy n-gram; None when not needed (lenient criteria off, no exact match)."""
+    exact: bool
+    """Greedy decoding reproduces the true n-gram token for token."""
+    mismatch_at: int | None
+    """Offset of the first wrong token (None when exact)."""
+    rouge_l: float | None
+    """ROUGE-L F of predicted vs original (None when ``predicted`` is None)."""
+    edit_sim: float | None
+    """Edit similarity of predicted vs original (None when ``predicted`` is None)."""
+    generated: bool
+    """True when ``predicted`` came from real greedy generation (not from teacher forcing)."""
+
+
+@dataclass(frozen=True)
+class NgramItem:
+    """n-gram accuracy of one text: per starting point and per criterion."""
+
+    n_tokens: int
+    results: tuple[NgramResult, ...]
+    exact: float | None
+    """Fraction of starting points predicted exactly (None: no starting point)."""
+    rouge: float | None
+    """Fraction with ROUGE-L F above the threshold (None: no point, or lenient criteria off)."""
+    edit: float | None
+    """Fraction with edit similarity above the threshold (None as for ``rouge``)."""
+    all_exact: bool
+    """Instance-level flag: every n-gram predicted exactly (False when there is none)."""
+    all_rouge: bool | None
+    all_edit: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["results"] = [asdict(r) for r in self.results]
+        return d
+
+
+def _above(x: float, threshold: float, inclusive: bool) -> bool:
+    return x >= threshold if inclusive else x > threshold
+
+
+def ngram_item(
+    n_tokens: int,
+    results: Sequence[NgramResult],
+    *,
+    rouge_threshold: float = 0.75,
+    edit_threshold: float = 0.9,
+    inclusive: bool = False,
+) -> NgramItem:
+    """Aggregate one text's starting points. ``inclusive``: ``>=`` instead of the paper's ``>``."""
+    res = tuple(results)
+    if not res:
+        return NgramItem(n_tokens, res, None, None, None, False, None, None)
+    exact = sum(r.exact for r in res) / len(res)
+    lenient = all(r.predicted is not None for r in res)
+    rouge = edit = None
+    all_rouge = all_edit = None
+    if lenient:
+        r_ok = [_above(r.rouge_l or 0.0, rouge_threshold, inclusive) for r in res]
+        e_ok = [_above(r.edit_sim or 0.0, edit_threshold, inclusive) for r in res]
+        rouge, edit = sum(r_ok) / len(res), sum(e_ok) / len(res)
+        all_rouge, all_edit = all(r_ok), all(e_ok)
+    return NgramItem(
+        n_tokens, res, exact, rouge, edit, all(r.exact for r in res), all_rouge, all_edit
+    )
+
+
+def answer_perplexity(logprobs: Sequence[float]) -> tuple[float, float]:
+    """(mean NLL in nats/token, perplexity = exp(mean NLL)) of the answer tokens.
+
+    >>> nll, ppl = answer_perplexity([math.log(0.5), math.log(0.25)])
+    >>> round(nll, 4), round(ppl, 4)
+    (1.0397, 2.8284)
+    """
+    if not logprobs:
+        raise ValueError("no answer tokens to score")
+    nll = -sum(logprobs) / len(logprobs)
+    return nll, math.exp(nll)
+
+
+# --------------------------------------------------------------------------- dataset level
+
+
+def mean_or_none(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _mean_diff(orig: Any, ref: Any) -> Any:
+    return orig.mean(axis=-1) - ref.mean(axis=-1)
+
+
+def _rel_diff(orig: Any, ref: Any) -> Any:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 100.0 * (orig.mean(axis=-1) - ref.mean(axis=-1)) / ref.mean(axis=-1)
+
+
+def delta_stats(
+    original: Sequence[float], reference: Sequence[float], *, n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Delta = mean(original) - mean(reference) over paired items, with bootstrap 95% CIs.
+
+    ``original[i]`` and ``reference[i]`` belong to the same item (reference = the mean over the
+    item's paraphrases); items are resampled as pairs. ``relative_pct`` = 100 * Delta / mean(ref).
+    """
+    if len(original) != len(reference):
+        raise ValueError("original and reference must be paired")
+    n = len(original)
+    if n == 0:
+        return {
+            "n": 0,
+            "original": None,
+            "reference": None,
+            "delta": None,
+            "ci": None,
+            "relative_pct": None,
+            "relative_ci": None,
+        }
+    o, r = np.asarray(original, dtype=float), np.asarray(reference, dtype=float)
+    mo, mr = float(o.mean()), float(r.mean())
+    pairs = np.stack([o, r], axis=1)
+
+    def stat(fn: Any) -> Any:
+        def f(p: Any) -> Any:
+            return fn(p[..., 0], p[..., 1])
+
+        return f
+
+    ci = _pairs_ci(pairs, stat(_mean_diff), n_boot, seed)
+    rci = _pairs_ci(pairs, stat(_rel_diff), n_boot, seed)
+    return {
+        "n": n,
+        "original": mo,
+        "reference": mr,
+        "delta": mo - mr,
+        "ci": ci,
+        "relative_pct": 100.0 * (mo - mr) / mr if mr != 0 else None,
+        "relative_ci": rci,
+    }
+
+
+def _pairs_ci(pairs: Any, statistic: Any, n_boot: int, seed: int) -> list[float] | None:
+    if len(pairs) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
+    vals = np.asarray(statistic(pairs[idx]), dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) == 0:
+        return None
+    lo, hi = np.quantile(vals, [0.025, 0.975])
+    return [float(lo), float(hi)]
+
+
+def delta_train_test(
+    train: tuple[Sequence[float], Sequence[float]],
+    test: tuple[Sequence[float], Sequence[float]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Delta_train - Delta_test (absolute and relative), with a bootstrap 95% CI.
+
+    Each argument is ``(original values, reference values)`` paired by item. Train and test
+    items are resampled independently. H0 for the CI: the original-vs-paraphrase gap is the same
+    on both splits (no preferential exposure to one split).
+    """
+    dtr = delta_stats(*train, n_boot=n_boot, seed=seed)
+    dte = delta_stats(*test, n_boot=n_boot, seed=seed)
+    out: dict[str, Any] = {
+        "n_train": dtr["n"],
+        "n_test": dte["n"],
+        "value": None,
+        "ci": None,
+        "relative_pct": None,
+        "relative_ci": None,
+    }
+    if not dtr["n"] or not dte["n"]:
+        return out
+    out["value"] = dtr["delta"] - dte["delta"]
+    if dtr["relative_pct"] is not None and dte["relative_pct"] is not None:
+        out["relative_pct"] = dtr["relative_pct"] - dte["relative_pct"]
+    a = np.stack([np.asarray(train[0], float), np.asarray(train[1], float)], axis=1)
+    b = np.stack([np.asarray(test[0], float), np.asarray(test[1], float)], axis=1)
+    if len(a) >= 2 and len(b) >= 2:
+        rng = np.random.default_rng(seed)
+        ia = rng.integers(0, len(a), size=(n_boot, len(a)))
+        ib = rng.integers(0, len(b), size=(n_boot, len(b)))
+        ra, rb = a[ia], b[ib]
+        d = _mean_diff(ra[..., 0], ra[..., 1]) - _mean_diff(rb[..., 0], rb[..., 1])
+        out["ci"] = [float(x) for x in np.quantile(d, [0.025, 0.975])]
+        rel = _rel_diff(ra[..., 0], ra[..., 1]) - _rel_diff(rb[..., 0], rb[..., 1])
+        rel = rel[np.isfinite(rel)]
+        if len(rel):
+            out["relative_ci"] = [float(x) for x in np.quantile(rel, [0.025, 0.975])]
+    return out

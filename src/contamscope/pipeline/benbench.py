@@ -1,0 +1,575 @@
+"""BenBench (Xu et al. 2024), end to end: QA items and their paraphrases -> per-token statistics
+(one teacher-forced pass per text) -> perplexity, n-gram accuracy, instance flags -> records and a
+summary with Delta (original - paraphrase) per split and Delta_train - Delta_test.
+
+Exact-match n-grams come from the teacher-forced pass at every starting point; greedy generation
+runs only at starting points where a lenient criterion (ROUGE-L, edit similarity) needs the
+predicted text. Everything goes through the score cache; each finished batch is appended to the
+run folder (resume), and the summary is recomputed from the stored records.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
+from ..data.items import LoadResult, QAItem
+from ..detectors.benbench import (
+    METRICS,
+    NgramResult,
+    answer_perplexity,
+    delta_stats,
+    delta_train_test,
+    edit_similarity,
+    first_mismatch,
+    mean_or_none,
+    ngram_item,
+    rouge_l_f,
+    starting_points,
+)
+from ..errors import ConfigError
+from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from .benbench_refs import ReferenceSet
+from .permutation import _git_commit, _package_versions
+
+__all__ = ["BenBenchConfig", "SplitInput", "BenBenchOutcome", "run_benbench", "build_summary"]
+
+SCHEMA = "contamscope.benbench.summary/1"
+
+
+@dataclass(frozen=True)
+class BenBenchConfig:
+    """Settings of a BenBench run (everything that changes the numbers or flags)."""
+
+    n: int = 5
+    """n-gram length (tokens), the paper's 5."""
+    k: int = 5
+    """Starting points per text, evenly spaced as in the paper's code (``np.linspace``)."""
+    ppl_prefix: str = "{question} Answer:"
+    """Perplexity layout, conditioning part: the paper's ``question + " Answer:"``."""
+    ppl_continuation: str = " {answer}"
+    """Perplexity layout, scored part (the answer tokens, with their leading space)."""
+    ngram_text: str = "{question} {answer}"
+    """The text whose n-grams are predicted: question and answer joined by a space (paper)."""
+    lenient: bool = True
+    """Also judge n-grams by ROUGE-L and edit similarity (greedy generation where needed)."""
+    rouge_threshold: float = 0.75
+    """ROUGE-L F threshold (the paper's 0.75)."""
+    edit_threshold: float = 0.9
+    """Edit-similarity threshold (the paper's text: 0.9; its metric_utils.py uses 0.75)."""
+    inclusive: bool = False
+    """Thresholds with ``>=`` instead of the paper's text's strict ``>``."""
+    n_boot: int = 2000
+    """Bootstrap resamples for the confidence intervals."""
+    seed: int = 0
+    """Seed of the bootstrap (and of ``--sample``)."""
+    paraphrase_max_tokens: int = 512
+    """Token budget of one generated paraphrase."""
+    batch_items: int = 16
+    """Items per batch (results are saved after each)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n <= 64:
+            raise ConfigError("--n must be between 1 and 64")
+        if not 1 <= self.k <= 100:
+            raise ConfigError("--k must be between 1 and 100")
+        for name, tpl in (("--ppl-prefix", self.ppl_prefix), ("--ngram-text", self.ngram_text)):
+            if "{question}" not in tpl:
+                raise ConfigError(f"{name} {tpl!r} must contain {{question}}")
+        if "{answer}" not in self.ppl_continuation or "{answer}" not in self.ngram_text:
+            raise ConfigError("--ppl-continuation and --ngram-text must contain {answer}")
+        for name, thr in (
+            ("--rouge-threshold", self.rouge_threshold),
+            ("--edit-threshold", self.edit_threshold),
+        ):
+            if not 0 <= thr <= 1:
+                raise ConfigError(f"{name} must be between 0 and 1")
+        if self.n_boot < 100:
+            raise ConfigError("--bootstrap must be at least 100")
+        if self.batch_items < 1:
+            raise ConfigError("--batch-items must be at least 1")
+
+    def settings(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("batch_items")
+        return d
+
+    def fill(self, template: str, question: str, answer: str) -> str:
+        return template.replace("{question}", question).replace("{answer}", answer)
+
+
+@dataclass
+class SplitInput:
+    """One benchmark split to check, with its reference versions."""
+
+    name: str
+    """``test`` or ``train`` (the two the paper compares)."""
+    loaded: LoadResult[QAItem]
+    items: list[QAItem]
+    """The selected items."""
+    references: list[ReferenceSet] = field(default_factory=list)
+
+
+@dataclass
+class BenBenchOutcome:
+    summary: dict[str, Any]
+    run_dir: Path
+    scored_now: int = 0
+    resumed: int = 0
+
+
+# --------------------------------------------------------------------------- one batch
+
+
+@dataclass
+class _Version:
+    name: str
+    question: str
+    answer: str
+    ppl_req: ScoreRequest
+    ngram_req: ScoreRequest
+
+
+def _versions(
+    item: QAItem, paras: list[tuple[str, Paraphrase]], cfg: BenBenchConfig
+) -> list[_Version]:
+    out = []
+    texts = [("original", item.question, item.answer or "")]
+    texts += [(name, p.question or "", p.answer or "") for name, p in paras if p.ok]
+    for name, q, a in texts:
+        out.append(
+            _Version(
+                name,
+                q,
+                a,
+                ScoreRequest(cfg.fill(cfg.ppl_prefix, q, a), cfg.fill(cfg.ppl_continuation, q, a)),
+                ScoreRequest("", cfg.fill(cfg.ngram_text, q, a)),
+            )
+        )
+    return out
+
+
+def _ngram_plan(
+    st: TokenStats, cfg: BenBenchConfig, decode: Callable[[Sequence[int]], str]
+) -> tuple[list[int], list[dict[str, Any]], list[GenerateRequest | None]]:
+    toks, greedy = st.tokens, st.greedy
+    starts = starting_points(len(toks), n=cfg.n, k=cfg.k)
+    partial: list[dict[str, Any]] = []
+    gens: list[GenerateRequest | None] = []
+    for s in starts:
+        miss = first_mismatch(toks, greedy, s, cfg.n)
+        original = decode(toks[s : s + cfg.n])
+        predicted: str | None = original if miss is None else None
+        gen: GenerateRequest | None = None
+        if miss is not None and cfg.lenient:
+            if miss == cfg.n - 1:  # only the last token differs: known without generating
+                predicted = decode(list(toks[s : s + cfg.n - 1]) + [greedy[s + cfg.n - 1]])
+            else:
+                gen = GenerateRequest(prompt=decode(toks[:s]), max_new_tokens=cfg.n)
+        partial.append({"start": s, "original": original, "predicted": predicted, "miss": miss})
+        gens.append(gen)
+    return starts, partial, gens
+
+
+def _too_long(st: TokenStats) -> bool:
+    return any(math.isnan(x) for x in st.logprobs)
+
+
+def _score_batch(
+    batch: list[tuple[str, QAItem, list[tuple[str, Paraphrase]]]],
+    scorer: CachedScorer,
+    cfg: BenBenchConfig,
+) -> list[dict[str, Any]]:
+    plans = [(split, item, paras, _versions(item, paras, cfg)) for split, item, paras in batch]
+    reqs: list[ScoreRequest] = []
+    for *_, vs in plans:
+        for v in vs:
+            reqs.extend([v.ppl_req, v.ngram_req])
+    stats = scorer.token_stats(reqs)
+    decode = scorer.backend.decode
+    pos = 0
+    pending: list[tuple[dict[str, Any], list[dict[str, Any]], list[GenerateRequest | None]]] = []
+    records = []
+    for split, item, paras, vs in plans:
+        rec: dict[str, Any] = {
+            "id": f"{split}/{item.id}",
+            "item_id": item.id,
+            "split": split,
+            "source": item.source,
+            "line": item.line,
+            "subject": item.subject,
+            "final_answer": item.meta.get("final_answer"),
+            "excluded": None,
+            "versions": [],
+            "reference_failures": [
+                {"reference": name, "reason": p.reason} for name, p in paras if not p.ok
+            ],
+            "references_unchecked": [name for name, p in paras if p.ok and p.reason],
+        }
+        for v in vs:
+            pst, nst = stats[pos], stats[pos + 1]
+            pos += 2
+            ver: dict[str, Any] = {"name": v.name, "question": v.question, "answer": v.answer}
+            if _too_long(pst) or _too_long(nst) or not pst.tokens:
+                ver["excluded"] = (
+                    "no answer tokens"
+                    if not pst.tokens
+                    else "longer than the model's context window"
+                )
+                rec["versions"].append(ver)
+                continue
+            nll, ppl = answer_perplexity(pst.logprobs)
+            ver["ppl"] = {
+                "prefix": v.ppl_req.prefix,
+                "continuation": v.ppl_req.continuation,
+                "n_tokens": len(pst.tokens),
+                "nll": nll,
+                "ppl": ppl,
+            }
+            if pst.boundary_chars:
+                ver["ppl"]["boundary_chars"] = pst.boundary_chars
+            starts, partial, gens = _ngram_plan(nst, cfg, decode)
+            ver["ngram"] = {
+                "text": v.ngram_req.continuation,
+                "n_tokens": len(nst.tokens),
+                "starts": starts,
+            }
+            if not starts:
+                ver["excluded"] = f"text shorter than n + 2 = {cfg.n + 2} tokens: no n-gram"
+            pending.append((ver, partial, gens))
+            rec["versions"].append(ver)
+        orig = rec["versions"][0]
+        if orig.get("excluded"):
+            rec["excluded"] = orig["excluded"]
+        elif orig["ppl"]["n_tokens"] < cfg.n:
+            rec["answer_shorter_than_n"] = True
+        records.append(rec)
+    # lenient criteria: real greedy generation only where the text is needed
+    gen_reqs = [g for _, _, gens in pending for g in gens if g is not None]
+    generated = iter(scorer.generate(gen_reqs) if gen_reqs else [])
+    for ver, partial, gens in pending:
+        results = []
+        for p, g in zip(partial, gens):
+            generated_now = g is not None
+            pred = next(generated).text if g is not None else p["predicted"]
+            results.append(
+                NgramResult(
+                    start=p["start"],
+                    original=p["original"],
+                    predicted=pred,
+                    exact=p["miss"] is None,
+                    mismatch_at=p["miss"],
+                    rouge_l=rouge_l_f(pred, p["original"]) if pred is not None else None,
+                    edit_sim=edit_similarity(pred, p["original"]) if pred is not None else None,
+                    generated=generated_now,
+                )
+            )
+        agg = ngram_item(
+            ver["ngram"]["n_tokens"],
+            results,
+            rouge_threshold=cfg.rouge_threshold,
+            edit_threshold=cfg.edit_threshold,
+            inclusive=cfg.inclusive,
+        ).to_dict()
+        agg.pop("n_tokens")
+        ver["ngram"].update(agg)
+    for rec in records:
+        _item_metrics(rec)
+    return records
+
+
+def _metrics_of(ver: dict[str, Any]) -> dict[str, float | None] | None:
+    if ver.get("excluded"):
+        return None
+    ng = ver["ngram"]
+    return {
+        "ppl": ver["ppl"]["ppl"],
+        "nll": ver["ppl"]["nll"],
+        "ngram_exact": ng["exact"],
+        "ngram_rouge": ng["rouge"],
+        "ngram_edit": ng["edit"],
+    }
+
+
+def _item_metrics(rec: dict[str, Any]) -> None:
+    """Per-item metrics of the original, the mean over its valid paraphrases, and Delta."""
+    vers = rec["versions"]
+    orig = _metrics_of(vers[0]) if vers else None
+    refs = [m for m in (_metrics_of(v) for v in vers[1:]) if m is not None]
+    ref = {k: mean_or_none([r[k] for r in refs]) for k in METRICS} if refs else None
+    delta = None
+    if orig is not None and ref is not None:
+        delta = {
+            k: (orig[k] - ref[k]) if orig[k] is not None and ref[k] is not None else None  # type: ignore[operator]
+            for k in METRICS
+        }
+    rec["metrics"] = {"original": orig, "reference": ref, "n_references": len(refs), "delta": delta}
+    if orig is not None:
+        ng = vers[0]["ngram"]
+        rec["flags"] = {
+            "exact_all": ng["all_exact"],
+            "rouge_all": ng["all_rouge"],
+            "edit_all": ng["all_edit"],
+        }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run_benbench(
+    splits: Sequence[SplitInput],
+    scorer: CachedScorer,
+    run_dir: RunDir,
+    config: BenBenchConfig,
+    *,
+    paraphraser: CachedScorer | None = None,
+    selection: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_items: Callable[[int], None] | None = None,
+) -> BenBenchOutcome:
+    """Score every split's items and their paraphrases; write records and the summary.
+
+    ``paraphraser`` (a generation backend through the cache) adds one generated paraphrase per
+    item, checked for its final answer; failures are recorded, not used.
+    """
+    backend = scorer.backend
+    backend.require(prompt_logprobs=True, token_stats=True, method="BenBench")
+    if config.lenient:
+        backend.require(generate=True, method="BenBench's lenient n-gram criteria (--no-lenient)")
+    if paraphraser is not None:
+        paraphraser.backend.require(generate=True, method="--paraphraser")
+    settings = {
+        "method": "benbench",
+        "run_schema": RUN_SCHEMA_VERSION,
+        "model": backend.spec,
+        "model_fingerprint": scorer.fingerprint,
+        "paraphraser": None if paraphraser is None else paraphraser.backend.spec,
+        "paraphraser_fingerprint": None if paraphraser is None else paraphraser.fingerprint,
+        "splits": {
+            s.name: {
+                "benchmark": s.loaded.source,
+                "benchmark_hash": s.loaded.content_hash,
+                "references": [[r.source, r.content_hash, r.pairing] for r in s.references],
+            }
+            for s in splits
+        },
+        "selection": selection or {},
+        "config": config.settings(),
+    }
+    done = run_dir.open(settings, overwrite=overwrite)
+    wanted = [(s.name, it) for s in splits for it in s.items]
+    ids = {f"{name}/{it.id}" for name, it in wanted}
+    done = {k: v for k, v in done.items() if k in ids}
+    todo = [(name, it) for name, it in wanted if f"{name}/{it.id}" not in done]
+    refs_of = {s.name: s.references for s in splits}
+    if on_start is not None:
+        on_start(len(wanted), len(done))
+    t0 = time.perf_counter()
+    scored_now = 0
+    gen_name = None if paraphraser is None else f"generated:{paraphraser.backend.spec}"
+    for b in range(0, len(todo), config.batch_items):
+        chunk = todo[b : b + config.batch_items]
+        paras: list[list[tuple[str, Paraphrase]]] = [
+            [(r.name, r.pairs[it.id]) for r in refs_of[name] if it.id in r.pairs]
+            for name, it in chunk
+        ]
+        if paraphraser is not None and gen_name is not None:
+            reqs = [
+                GenerateRequest(
+                    paraphrase_prompt(it.question, it.answer or ""),
+                    max_new_tokens=config.paraphrase_max_tokens,
+                    chat=True,
+                )
+                for _, it in chunk
+            ]
+            for plist, (_, it), g in zip(paras, chunk, paraphraser.generate(reqs)):
+                p = Paraphrase.from_reply(g.text, it.answer or "")
+                if g.finish_reason == "length" and not p.ok:
+                    p = Paraphrase(
+                        p.question,
+                        p.answer,
+                        False,
+                        p.reason + f" (reply cut at {config.paraphrase_max_tokens} tokens)",
+                    )
+                plist.append((gen_name, p))
+        batch = [(name, it, plist) for (name, it), plist in zip(chunk, paras)]
+        records = _score_batch(batch, scorer, config)
+        for rec, plist in zip(records, paras):
+            gen = [p for name, p in plist if name == gen_name]
+            if gen:
+                rec["generated_paraphrase"] = {
+                    "question": gen[0].question,
+                    "answer": gen[0].answer,
+                    "ok": gen[0].ok,
+                    "reason": gen[0].reason,
+                }
+        run_dir.append(records)
+        for r in records:
+            done[r["id"]] = r
+        scored_now += len(chunk)
+        if on_items is not None:
+            on_items(len(chunk))
+    elapsed = time.perf_counter() - t0
+    ordered = [done[f"{name}/{it.id}"] for name, it in wanted if f"{name}/{it.id}" in done]
+    timing = {
+        "scoring_seconds": round(elapsed, 3),
+        "items_scored_now": scored_now,
+        "items_resumed": len(wanted) - scored_now,
+        "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
+        "requests_computed": scorer.computed,
+        "requests_from_cache": scorer.reused,
+    }
+    summary = build_summary(splits, ordered, settings, config, scorer, paraphraser, timing)
+    run_dir.write_summary(summary)
+    return BenBenchOutcome(summary, run_dir.path, scored_now, len(wanted) - scored_now)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _split_stats(records: list[dict[str, Any]], cfg: BenBenchConfig) -> dict[str, Any]:
+    ok = [r for r in records if not r.get("excluded")]
+    orig = [r["metrics"]["original"] for r in ok]
+    tok_nll = sum(r["versions"][0]["ppl"]["nll"] * r["versions"][0]["ppl"]["n_tokens"] for r in ok)
+    tok_n = sum(r["versions"][0]["ppl"]["n_tokens"] for r in ok)
+    out: dict[str, Any] = {
+        "n_items": len(ok),
+        "original": {k: mean_or_none([m[k] for m in orig]) for k in METRICS},
+        "ppl_token_weighted": math.exp(tok_nll / tok_n) if tok_n else None,
+    }
+    paired = [r for r in ok if r["metrics"]["reference"] is not None]
+    out["n_paired"] = len(paired)
+    out["reference"] = (
+        {k: mean_or_none([r["metrics"]["reference"][k] for r in paired]) for k in METRICS}
+        if paired
+        else None
+    )
+    deltas = {}
+    for k in METRICS:
+        pairs = [
+            (r["metrics"]["original"][k], r["metrics"]["reference"][k])
+            for r in paired
+            if r["metrics"]["original"][k] is not None and r["metrics"]["reference"][k] is not None
+        ]
+        deltas[k] = delta_stats(
+            [a for a, _ in pairs], [b for _, b in pairs], n_boot=cfg.n_boot, seed=cfg.seed
+        )
+    out["delta"] = deltas
+    inst: dict[str, Any] = {}
+    for crit in ("exact_all", "rouge_all", "edit_all"):
+        hit = [r for r in ok if r["flags"].get(crit)]
+        known = [r for r in ok if r["flags"].get(crit) is not None]
+        ref_known = [v for r in ok for v in r["versions"][1:] if not v.get("excluded")]
+        key = {"exact_all": "all_exact", "rouge_all": "all_rouge", "edit_all": "all_edit"}[crit]
+        inst[crit] = {
+            "count": len(hit),
+            "of": len(known),
+            "items": [r["id"] for r in hit],
+            "reference_count": sum(1 for v in ref_known if v["ngram"].get(key)),
+            "reference_of": sum(1 for v in ref_known if v["ngram"].get(key) is not None),
+        }
+    out["instances"] = inst
+    return out
+
+
+def build_summary(
+    splits: Sequence[SplitInput],
+    records: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+    config: BenBenchConfig,
+    scorer: CachedScorer,
+    paraphraser: CachedScorer | None,
+    timing: dict[str, Any],
+) -> dict[str, Any]:
+    """summary.json: provenance, counts, per-split metrics, Deltas and instance-level flags."""
+    by_split: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_split.setdefault(r["split"], []).append(r)
+    stats: dict[str, Any] = {"splits": {}}
+    counts: dict[str, Any] = {}
+    benchmarks: dict[str, Any] = {}
+    for s in splits:
+        recs = by_split.get(s.name, [])
+        ids = [it.id for it in s.items]
+        stats["splits"][s.name] = _split_stats(recs, config)
+        failures = Counter(f["reason"].split(":")[0] for r in recs for f in r["reference_failures"])
+        counts[s.name] = {
+            "items_loaded": len(s.loaded.items),
+            "items_selected": len(recs),
+            "items_analysed": sum(1 for r in recs if not r.get("excluded")),
+            "excluded": dict(
+                Counter(r["excluded"].split(":")[0] for r in recs if r.get("excluded"))
+            ),
+            "rows_skipped": len(s.loaded.problems),
+            "answer_shorter_than_n": sum(1 for r in recs if r.get("answer_shorter_than_n")),
+            "items_without_reference": sum(
+                1 for r in recs if not r.get("excluded") and r["metrics"]["n_references"] == 0
+            ),
+            "paraphrase_failures": dict(failures),
+            "paraphrases_unchecked": sum(len(r.get("references_unchecked", [])) for r in recs),
+        }
+        benchmarks[s.name] = {
+            "source": s.loaded.source,
+            "format": s.loaded.format,
+            "content_hash": s.loaded.content_hash,
+            "files": len(s.loaded.files),
+            "references": [r.describe(ids) for r in s.references],
+        }
+    tr, te = stats["splits"].get("train"), stats["splits"].get("test")
+    if tr and te:
+        dtt: dict[str, Any] = {}
+        for k in METRICS:
+
+            def pairs(split: str, key: str = k) -> tuple[list[float], list[float]]:
+                rs = [
+                    r
+                    for r in by_split.get(split, [])
+                    if not r.get("excluded")
+                    and r["metrics"]["reference"] is not None
+                    and r["metrics"]["original"][key] is not None
+                    and r["metrics"]["reference"][key] is not None
+                ]
+                return (
+                    [r["metrics"]["original"][key] for r in rs],
+                    [r["metrics"]["reference"][key] for r in rs],
+                )
+
+            dtt[k] = delta_train_test(
+                pairs("train"), pairs("test"), n_boot=config.n_boot, seed=config.seed
+            )
+        stats["delta_train_test"] = dtt
+    else:
+        stats["delta_train_test"] = None
+    return {
+        "schema": SCHEMA,
+        "method": "benbench",
+        "contamscope_version": __version__,
+        "git_commit": _git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": scorer.backend.describe(),
+        "paraphraser": None if paraphraser is None else paraphraser.backend.describe(),
+        "benchmark": benchmarks,
+        "selection": settings["selection"],
+        "config": settings["config"],
+        "metrics": METRICS,
+        "counts": counts,
+        "skipped_rows": {s.name: [str(p) for p in s.loaded.problems] for s in splits},
+        "excluded_items": [
+            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
+        ],
+        "paraphrase_failures": [
+            {"id": r["id"], **f} for r in records for f in r["reference_failures"]
+        ],
+        "statistics": stats,
+        "timings": timing,
+        "versions": _package_versions(),
+    }

@@ -1,0 +1,130 @@
+"""Reference (paraphrased) versions of a QA benchmark for BenBench: read from files, paired with
+the benchmark's items, and checked; generated ones are made in the pipeline batch by batch.
+
+Pairing a reference file with the benchmark (``pairing``):
+
+- ``inline``: the benchmark file itself carries the paraphrase (BenBench rewritten files).
+- ``question``: the reference rows carry the original question (BenBench rewritten files):
+  matched on the exact question text, whatever the row order.
+- ``id``: the reference items have ids that the benchmark items have (an ``id`` field).
+- ``order``: otherwise, row *i* paraphrases item *i*; the two files must have as many rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.items import LoadResult, QAItem
+from ..errors import ConfigError
+from ..perturb.paraphrase import Paraphrase
+
+__all__ = ["ReferenceSet", "inline_reference", "pair_reference"]
+
+
+@dataclass
+class ReferenceSet:
+    """One reference version of a benchmark split: a paraphrase (or failure) per item id."""
+
+    name: str
+    """Short label (file stem, ``inline``, ``generated:SPEC``)."""
+    source: str
+    """File or model it came from."""
+    content_hash: str | None
+    """sha256 of the reference file (None for inline / generated)."""
+    pairing: str
+    """How rows were matched to items: inline, question, id, order, generated."""
+    pairs: dict[str, Paraphrase] = field(default_factory=dict)
+    """Benchmark item id -> paraphrase (``ok`` False: reported, not used)."""
+    unmatched_rows: list[str] = field(default_factory=list)
+    """Reference rows that paraphrase no benchmark item (``file:line``)."""
+
+    def describe(self, item_ids: Sequence[str]) -> dict[str, Any]:
+        """Provenance and pairing counts over the selected items."""
+        got = [self.pairs.get(i) for i in item_ids]
+        return {
+            "name": self.name,
+            "source": self.source,
+            "content_hash": self.content_hash,
+            "pairing": self.pairing,
+            "items_paired": sum(p is not None for p in got),
+            "items_unpaired": sum(p is None for p in got),
+            "paraphrases_ok": sum(p is not None and p.ok for p in got),
+            "paraphrases_failed": sum(p is not None and not p.ok for p in got),
+            "unchecked": sum(p is not None and p.reason.startswith("unchecked") for p in got),
+            "unmatched_reference_rows": len(self.unmatched_rows),
+        }
+
+
+def inline_reference(bench: LoadResult[QAItem]) -> ReferenceSet | None:
+    """The paraphrases a BenBench rewritten file carries next to each original, if any."""
+    with_para = [it for it in bench.items if "paraphrase" in it.meta]
+    if not with_para:
+        return None
+    ref = ReferenceSet(
+        name="inline", source=bench.source, content_hash=bench.content_hash, pairing="inline"
+    )
+    for it in with_para:
+        p = it.meta["paraphrase"]
+        ref.pairs[it.id] = Paraphrase.given(p.get("question"), p.get("answer"), it.answer or "")
+    return ref
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def pair_reference(
+    bench: LoadResult[QAItem], ref: LoadResult[QAItem], *, name: str, pairing: str = "auto"
+) -> ReferenceSet:
+    """Pair a loaded reference file with the benchmark's items (see the module docstring)."""
+    items = bench.items
+    rows = ref.items
+    if pairing == "auto":
+        if rows and all("paraphrase" in r.meta for r in rows):
+            pairing = "question"
+        elif {r.id for r in rows} & {i.id for i in items}:
+            pairing = "id"
+        else:
+            pairing = "order"
+    out = ReferenceSet(name=name, source=ref.source, content_hash=ref.content_hash, pairing=pairing)
+
+    def para(row: QAItem, original: QAItem) -> Paraphrase:
+        if "paraphrase" in row.meta:  # BenBench rewritten row: the paraphrase is in its meta
+            p = row.meta["paraphrase"]
+            return Paraphrase.given(p.get("question"), p.get("answer"), original.answer or "")
+        return Paraphrase.given(row.question, row.answer, original.answer or "")
+
+    where = lambda r: f"{r.source}:{r.line}"  # noqa: E731
+    if pairing == "question":
+        by_q: dict[str, list[QAItem]] = {}
+        for it in items:
+            by_q.setdefault(_key(it.question), []).append(it)
+        for row in rows:
+            matches = by_q.get(_key(row.question))
+            if not matches:
+                out.unmatched_rows.append(where(row))
+                continue
+            for it in matches:
+                out.pairs.setdefault(it.id, para(row, it))
+    elif pairing == "id":
+        by_id = {it.id: it for it in items}
+        for row in rows:
+            match = by_id.get(row.id)
+            if match is None:
+                out.unmatched_rows.append(where(row))
+            else:
+                out.pairs[match.id] = para(row, match)
+    elif pairing == "order":
+        if len(rows) != len(items) or ref.problems or bench.problems:
+            raise ConfigError(
+                f"--reference {ref.source}: cannot pair its {len(rows)} usable rows with the "
+                f"{len(items)} benchmark items by position (counts or skipped rows differ); "
+                "give both files an id field (--fields id=...) or use BenBench rewritten files"
+            )
+        for row, it in zip(rows, items):
+            out.pairs[it.id] = para(row, it)
+    else:
+        raise ConfigError(f"--pairing {pairing!r}: expected auto, question, id or order")
+    return out
