@@ -1,0 +1,202 @@
+"""A small JSON-over-HTTP client for model servers: bounded concurrency, timeouts, retries.
+
+Requests run on a thread pool of ``max_connections`` workers sharing one connection pool.
+A request that fails with 429, a 5xx status, a timeout or a connection error is retried with
+exponential backoff (``backoff * 2**attempt`` seconds, jittered, capped at 30 s; a server's
+``Retry-After`` is honoured up to the cap). Any other 4xx, or a request still failing after
+``retries`` retries, ends the whole call with one :class:`ModelError` line that names the
+request (its index and label), the endpoint and the last error.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from ..errors import ConfigError, ModelError
+
+__all__ = ["ApiClient", "ApiSettings", "HttpStatusError", "API_KEY_ENVS"]
+
+T = TypeVar("T")
+
+API_KEY_ENVS = ("CONTAMSCOPE_API_KEY", "OPENAI_API_KEY")
+"""Environment variables read, in order, for the API key (never a command-line flag)."""
+
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_MAX_SLEEP = 30.0
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Connection settings of an HTTP backend (``-M key=value`` options)."""
+
+    max_connections: int = 8
+    """Requests in flight at once (thread-pool size and HTTP connection-pool limit)."""
+    timeout: float = 120.0
+    """Seconds to wait for one response (connect, read and write each)."""
+    retries: int = 5
+    """Retries of one request after a 429, a 5xx, a timeout or a dropped connection."""
+    backoff: float = 0.5
+    """First retry delay in seconds; doubled after each failure (jittered, capped at 30 s)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key; default: the first of API_KEY_ENVS that is set."""
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1:
+            raise ConfigError("-M max_connections: must be at least 1")
+        if self.timeout <= 0:
+            raise ConfigError("-M timeout: must be a positive number of seconds")
+        if self.retries < 0 or self.backoff < 0:
+            raise ConfigError("-M retries / backoff: must not be negative")
+
+    @classmethod
+    def from_options(cls, opts: dict[str, str]) -> ApiSettings:
+        """Read and remove the connection options from ``opts``."""
+        try:
+            return cls(
+                max_connections=int(opts.pop("max_connections", "8")),
+                timeout=float(opts.pop("timeout", "120")),
+                retries=int(opts.pop("retries", "5")),
+                backoff=float(opts.pop("backoff", "0.5")),
+                api_key_env=opts.pop("api_key_env", None) or None,
+            )
+        except ValueError as exc:
+            raise ConfigError(
+                f"-M max_connections/timeout/retries/backoff: expected a number ({exc})"
+            ) from None
+
+    def api_key(self) -> str | None:
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ConfigError(f"-M api_key_env={self.api_key_env}: that variable is not set")
+            return key
+        return next((os.environ[e] for e in API_KEY_ENVS if os.environ.get(e)), None)
+
+
+class HttpStatusError(ModelError):
+    """A non-retryable HTTP error status (the server's message is in the text)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _server_message(resp: Any) -> str:
+    try:
+        body = resp.json()
+        err = body.get("error", body) if isinstance(body, dict) else body
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        text = str(msg)
+    except ValueError:
+        text = resp.text
+    return " ".join(text.split())[:300]
+
+
+class ApiClient:
+    """JSON POST/GET against one base URL with retries; ``map`` runs many requests concurrently."""
+
+    def __init__(self, base_url: str, settings: ApiSettings) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.settings = settings
+        headers = {"User-Agent": "contamscope"}
+        key = settings.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        n = settings.max_connections
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(settings.timeout),
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            headers=headers,
+        )
+        self.retried = 0
+        """Requests retried so far (429/5xx/timeouts/connection errors)."""
+        self.sent = 0
+        """HTTP requests sent so far, retries included."""
+        self._lock = threading.Lock()
+        self._rng = random.Random(0)
+
+    def url(self, path: str) -> str:
+        return path if path.startswith("http") else f"{self.base_url}/{path.lstrip('/')}"
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request with retries; returns the decoded JSON body."""
+        last = ""
+        for attempt in range(self.settings.retries + 1):
+            if attempt:
+                with self._lock:
+                    self.retried += 1
+            wait_s = None
+            try:
+                with self._lock:
+                    self.sent += 1
+                resp = self._client.request(method, self.url(path), json=body)
+            except httpx.TimeoutException as exc:
+                last = f"timed out after {self.settings.timeout:g} s ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                last = f"connection error ({type(exc).__name__}: {str(exc)[:120] or 'no detail'})"
+            else:
+                if resp.status_code < 400:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        last = f"HTTP {resp.status_code} with a body that is not JSON"
+                        raise ModelError(f"{self.url(path)}: {last}") from None
+                msg = _server_message(resp)
+                if resp.status_code not in _RETRY_STATUS:
+                    raise HttpStatusError(resp.status_code, msg)
+                last = f"HTTP {resp.status_code}: {msg}"
+                try:
+                    wait_s = float(resp.headers.get("retry-after", ""))
+                except ValueError:
+                    wait_s = None
+            if attempt < self.settings.retries:
+                delay = self.settings.backoff * (2**attempt) * (0.5 + self._rng.random())
+                time.sleep(min(_MAX_SLEEP, max(delay, wait_s or 0.0)))
+        raise ModelError(f"failed after {self.settings.retries + 1} attempts: {last}")
+
+    def map(
+        self,
+        fn: Callable[[T], Any],
+        jobs: Sequence[T],
+        label: Callable[[int], str],
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[Any]:
+        """Run ``fn(job)`` for every job, ``max_connections`` at a time, results in job order.
+
+        The first failure cancels the jobs not yet started and raises one ModelError naming the
+        failed job (``label(index)``). ``on_done(1)`` is called in this thread per finished job.
+        """
+        if not jobs:
+            return []
+        out: list[Any] = [None] * len(jobs)
+        pool = ThreadPoolExecutor(self.settings.max_connections, thread_name_prefix="contamscope")
+        futures: dict[Future[Any], int] = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in done:
+                    i = futures[fut]
+                    exc = fut.exception()
+                    if exc is not None:
+                        detail = str(exc)
+                        raise ModelError(f"{self.base_url}: {label(i)} failed: {detail}") from None
+                    out[i] = fut.result()
+                    if on_done is not None:
+                        on_done(1)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return out
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,425 @@
+"""``openai:BASE_URL#MODEL``: a model behind an OpenAI-compatible HTTP server (vLLM, SGLang, TGI).
+
+Scoring reads prompt log-probabilities from ``/completions``: either vLLM's ``prompt_logprobs``
+(token ids and the top-1 token of every prompt position) or the classic ``echo`` + ``logprobs``
+(token strings). One request per distinct text, ``max_connections`` in flight, retries on
+429/5xx/timeouts/dropped connections (see :mod:`.http_client`).
+
+Boundary rule: the continuation's tokens are the shortest run of trailing prompt tokens whose
+text covers the continuation, so a token straddling the prefix/continuation boundary belongs to
+the continuation (its prefix characters are ``boundary_chars``), the rule of the local backend.
+It is computed from the token strings the server returns, so it needs no tokenizer here.
+The server tokenises the text itself: ``-M bos=TEXT`` prepends a BOS token's text (e.g.
+``<|endoftext|>``) so the numbers equal the local backend, which always conditions on BOS.
+
+Options (``-M key=value``): ``max_connections`` (8), ``timeout`` (120 s), ``retries`` (5),
+``backoff`` (0.5 s), ``api_key_env`` (default: ``CONTAMSCOPE_API_KEY`` then ``OPENAI_API_KEY``),
+``bos`` (none), ``logprobs=auto|prompt_logprobs|echo`` (auto), ``canary=full|structural``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CapabilityError, ConfigError, ModelError
+from .base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ProgressFn,
+    ScoreRequest,
+    ScoreResult,
+    TokenStats,
+)
+from .http_client import ApiClient, ApiSettings, HttpStatusError
+
+__all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
+
+API_VERSION = "1"
+"""Bumped when the way numbers are read from the server changes (part of the fingerprint)."""
+_TOO_LONG = re.compile(r"context length|max_model_len|maximum .*length|too long", re.I)
+_MODES = ("auto", "prompt_logprobs", "echo")
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """The server's view of one prompt: its tokens and their log-probs (first one has none)."""
+
+    texts: tuple[str, ...]
+    """Token strings as the server decodes them (they should concatenate to the prompt)."""
+    logprobs: tuple[float | None, ...]
+    """log p(token | earlier tokens); None where the server gives none (the first token)."""
+    ids: tuple[int, ...] | None = None
+    """Token ids (vLLM ``prompt_logprobs`` mode only)."""
+    greedy: tuple[int, ...] | None = None
+    """Most likely token id at each position, -1 where unknown (``prompt_logprobs`` mode only)."""
+
+
+def split_continuation(texts: Sequence[str], continuation: str) -> tuple[int, int]:
+    """Index of the first continuation token and the prefix characters it covers.
+
+    The continuation is the shortest run of trailing tokens whose text is at least as long as
+    ``continuation``.
+
+    >>> split_continuation(["<s>", "The", " sky", " is", " blue"], " is blue")
+    (3, 0)
+    >>> split_continuation(["The", " sk", "y is"], "s")
+    (2, 3)
+    """
+    covered = 0
+    k = len(texts)
+    while k > 0 and covered < len(continuation):
+        k -= 1
+        covered += len(texts[k])
+    return k, max(0, covered - len(continuation))
+
+
+class OpenAIBackend(Backend):
+    """Scores and generates through an OpenAI-compatible server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        settings: ApiSettings | None = None,
+        bos: str = "",
+        logprobs: str = "auto",
+        canary: str = "full",
+    ) -> None:
+        if logprobs not in _MODES:
+            raise ConfigError(f"-M logprobs={logprobs}: expected one of {', '.join(_MODES)}")
+        if canary not in ("full", "structural"):
+            raise ConfigError(f"-M canary={canary}: expected full or structural")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.spec = f"openai:{self.base_url}#{model}"
+        self.client = ApiClient(self.base_url, settings or ApiSettings())
+        self.bos = bos
+        self.mode = logprobs
+        self.canary = canary
+        self.chat_only = False
+        self.capabilities = Capabilities(
+            prompt_logprobs=True, generate=True, token_stats=logprobs == "prompt_logprobs"
+        )
+        self.refusal: str | None = None
+        """Why prompt log-probs were refused by the live probe (None: not refused)."""
+        self.probed = False
+        self._info: dict[str, Any] | None = None
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def from_spec(
+        cls, rest: str, *, device: str, dtype: str, options: dict[str, str]
+    ) -> OpenAIBackend:
+        """``openai:BASE_URL#MODEL``, e.g. ``openai:http://localhost:8000/v1#Qwen/Qwen2.5-0.5B``."""
+        url, sep, model = rest.partition("#")
+        if not sep or not model.strip():
+            raise ModelError(
+                f"openai:{rest}: name the served model after '#', "
+                "e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-0.5B"
+            )
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ModelError(f"openai:{rest}: BASE_URL must start with http:// or https://")
+        if device != "auto" or dtype != "auto":
+            raise ConfigError(
+                "--device/--dtype do not apply to openai: models (the server decides)"
+            )
+        opts = dict(options)
+        settings = ApiSettings.from_options(opts)
+        known = {"bos", "logprobs", "canary"}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise ConfigError(
+                f"-M {unknown[0]}: unknown option for openai: models; known: "
+                "max_connections, timeout, retries, backoff, api_key_env, "
+                + ", ".join(sorted(known))
+            )
+        bos = opts.get("bos", "")
+        backend = cls(
+            url,
+            model.strip(),
+            settings=settings,
+            bos="" if bos == "none" else bos,
+            logprobs=opts.get("logprobs", "auto"),
+            canary=opts.get("canary", "full"),
+        )
+        backend.server_info()  # fail now, before any work, on a wrong URL or model name
+        return backend
+
+    # --- identity -------------------------------------------------------------------------
+    def server_info(self) -> dict[str, Any]:
+        """The server's ``/models`` entry for this model ({} when the server lists none).
+
+        Raises ModelError when the server lists models but not this one."""
+        if self._info is None:
+            try:
+                body = self.client.request("GET", "models")
+            except HttpStatusError as exc:
+                if exc.status in (404, 405, 501):
+                    self._info = {}
+                    return self._info
+                raise ModelError(f"{self.base_url}/models: {exc}") from None
+            except ModelError as exc:
+                raise ModelError(f"cannot reach {self.base_url}/models: {exc}") from None
+            served = [m for m in body.get("data", []) if isinstance(m, dict)]
+            entry = next((m for m in served if m.get("id") == self.model), None)
+            if entry is None and served:
+                names = ", ".join(str(m.get("id")) for m in served[:5])
+                raise ModelError(
+                    f"{self.base_url} does not serve model {self.model!r} (it serves: {names}); "
+                    "write the served name after '#'"
+                )
+            self._info = {
+                k: entry[k]
+                for k in ("id", "root", "parent", "owned_by", "max_model_len")
+                if entry and entry.get(k) is not None
+            }
+        return self._info
+
+    def fingerprint(self) -> str:
+        info = json.dumps(self.server_info(), sort_keys=True)
+        parts = [
+            "openai",
+            self.base_url,
+            self.model,
+            f"info={hashlib.sha256(info.encode()).hexdigest()[:16]}",
+            f"bos={self.bos!r}",
+            f"api={API_VERSION}",
+        ]
+        return "|".join(parts)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "spec": self.spec,
+            "fingerprint": self.fingerprint(),
+            "server_model": self.server_info(),
+            "logprobs_mode": self.mode,
+            "bos": self.bos,
+            "max_connections": self.client.settings.max_connections,
+            "requests_sent": self.client.sent,
+            "requests_retried": self.client.retried,
+        }
+
+    # --- prompt log-probs -------------------------------------------------------------------
+    def _body(self, text: str, mode: str, top: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": text,
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+        if mode == "prompt_logprobs":
+            body["prompt_logprobs"] = top
+        else:
+            body.update(echo=True, logprobs=max(top, 0))
+        return body
+
+    def _resolve_mode(self, text: str) -> None:
+        """``auto``: use vLLM's prompt_logprobs when the server accepts it, else echo."""
+        if self.mode != "auto":
+            return
+        try:
+            got = self._prompt_tokens(text, "prompt_logprobs", 1)
+        except HttpStatusError as exc:
+            if exc.status not in (400, 404, 422):
+                raise
+            got = None
+        self.mode = "prompt_logprobs" if got is not None else "echo"
+        self.capabilities = Capabilities(
+            prompt_logprobs=self.capabilities.prompt_logprobs,
+            generate=True,
+            token_stats=self.mode == "prompt_logprobs" and self.capabilities.prompt_logprobs,
+        )
+
+    def _prompt_tokens(self, text: str, mode: str, top: int) -> PromptTokens | None:
+        """One request; None when the server ignores the requested mode."""
+        body = self.client.request("POST", "completions", self._body(text, mode, top))
+        choice = (body.get("choices") or [{}])[0]
+        if mode == "prompt_logprobs":
+            return _parse_prompt_logprobs(choice, body)
+        return _parse_echo(choice, text)
+
+    def prompt_tokens(self, text: str, top: int = 0) -> PromptTokens:
+        """Tokens and log-probs of ``text`` as the server sees it (the probe uses this)."""
+        self._resolve_mode(text)
+        got = self._prompt_tokens(text, self.mode, top)
+        if got is None:
+            raise CapabilityError(
+                f"{self.spec}: the server returned no prompt log-probs ({self.mode} mode)"
+            )
+        return got
+
+    def _prepare(self, req: ScoreRequest) -> str:
+        text = self.bos + req.prefix + req.continuation
+        if not self.bos and not req.prefix:
+            raise ConfigError("empty prefix and no BOS: set -M bos=TEXT (e.g. <|endoftext|>)")
+        return text
+
+    def _run_prompts(
+        self, requests: Sequence[ScoreRequest], top: int, progress: ProgressFn | None, what: str
+    ) -> list[tuple[ScoreRequest, PromptTokens | None]]:
+        unique = list(dict.fromkeys(requests))
+        if unique:
+            self._resolve_mode(self._prepare(unique[0]))
+
+        def one(req: ScoreRequest) -> PromptTokens | None:
+            try:
+                return self.prompt_tokens(self._prepare(req), top)
+            except HttpStatusError as exc:
+                if exc.status == 400 and _TOO_LONG.search(exc.message):
+                    return None  # longer than the model's context: NaN, like the local backend
+                raise
+
+        def label(i: int) -> str:
+            r = unique[i]
+            return f"{what} request {i + 1} of {len(unique)} (prefix {r.prefix[-40:]!r}, continuation {r.continuation[:40]!r})"
+
+        got = self.client.map(one, unique, label)
+        by_req = dict(zip(unique, got))
+        if progress is not None:
+            progress(len(requests))
+        return [(r, by_req[r]) for r in requests]
+
+    def score(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[ScoreResult]:
+        out: list[ScoreResult] = []
+        for req, pt in self._run_prompts(requests, 0, progress, "scoring"):
+            if pt is None:
+                out.append(ScoreResult(math.nan, 0, 0))
+                continue
+            start, boundary = split_continuation(pt.texts, req.continuation)
+            lps = pt.logprobs[start:]
+            if any(x is None for x in lps):
+                raise CapabilityError(
+                    f"{self.spec}: the server returned no log-prob for a prompt token "
+                    f"(continuation {req.continuation[:40]!r}); it cannot score text"
+                )
+            out.append(ScoreResult(float(sum(x for x in lps if x is not None)), len(lps), boundary))
+        return out
+
+    def token_stats(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[TokenStats]:
+        if not self.capabilities.token_stats:
+            raise CapabilityError(
+                f"backend {self.spec!r} cannot return per-token statistics: they need token ids, "
+                "which only vLLM's prompt_logprobs gives (-M logprobs=prompt_logprobs)"
+            )
+        out: list[TokenStats] = []
+        for req, pt in self._run_prompts(requests, 1, progress, "token-stats"):
+            if pt is None or pt.ids is None or pt.greedy is None:
+                out.append(TokenStats((-1,), (math.nan,), (-1,), 0))
+                continue
+            start, boundary = split_continuation(pt.texts, req.continuation)
+            lps = tuple(math.nan if x is None else float(x) for x in pt.logprobs[start:])
+            out.append(TokenStats(pt.ids[start:], lps, pt.greedy[start:], boundary))
+        return out
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of token ids, through the server's ``/detokenize`` (vLLM's tokenizer API)."""
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            body = self.client.request(
+                "POST", f"{root}/detokenize", {"model": self.model, "tokens": list(tokens)}
+            )
+        except HttpStatusError as exc:
+            raise CapabilityError(f"{self.spec}: the server cannot detokenize ({exc})") from None
+        return str(body.get("prompt", ""))
+
+    # --- generation ---------------------------------------------------------------------------
+    def _generate_one(self, req: GenerateRequest) -> Generation:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": req.max_new_tokens,
+            "temperature": 0,
+        }
+        if req.stop:
+            params["stop"] = list(req.stop)
+        if req.chat or self.chat_only:
+            params["messages"] = [{"role": "user", "content": req.prompt}]
+            body = self.client.request("POST", "chat/completions", params)
+            choice = (body.get("choices") or [{}])[0]
+            text = str((choice.get("message") or {}).get("content") or "")
+        else:
+            params["prompt"] = self.bos + req.prompt
+            body = self.client.request("POST", "completions", params)
+            choice = (body.get("choices") or [{}])[0]
+            text = str(choice.get("text") or "")
+        hits = [text.find(s) for s in req.stop if s and s in text]
+        if hits:  # servers strip the stop string; some return it
+            text = text[: min(hits)]
+        n = int((body.get("usage") or {}).get("completion_tokens") or 0)
+        reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Generation(text, n, reason)
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+    ) -> list[Generation]:
+        unique = list(dict.fromkeys(requests))
+
+        def label(i: int) -> str:
+            return f"generation request {i + 1} of {len(unique)} (prompt {unique[i].prompt[:40]!r})"
+
+        got = self.client.map(self._generate_one, unique, label, progress)
+        by_req = dict(zip(unique, got))
+        if progress is not None and len(requests) > len(unique):
+            progress(len(requests) - len(unique))
+        return [by_req[r] for r in requests]
+
+
+def _parse_echo(choice: dict[str, Any], text: str) -> PromptTokens | None:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict) or not lp.get("tokens"):
+        return None
+    tokens = [str(t) for t in lp["tokens"]]
+    values = list(lp.get("token_logprobs") or [])
+    offsets = list(lp.get("text_offset") or [])
+    n = len(tokens)
+    if len(offsets) == n:  # drop the generated token(s): they start at or after the prompt end
+        n = sum(1 for o in offsets if o < len(text))
+    else:
+        covered, n = 0, 0
+        while n < len(tokens) and covered < len(text):
+            covered += len(tokens[n])
+            n += 1
+    vals = [None if v is None else float(v) for v in values[:n]]
+    vals += [None] * (n - len(vals))
+    return PromptTokens(tuple(tokens[:n]), tuple(vals))
+
+
+def _parse_prompt_logprobs(choice: dict[str, Any], body: dict[str, Any]) -> PromptTokens | None:
+    entries = choice.get("prompt_logprobs")
+    if not isinstance(entries, list) or not entries:
+        return None
+    ids_given = choice.get("prompt_token_ids") or body.get("prompt_token_ids")
+    texts: list[str] = []
+    values: list[float | None] = []
+    ids: list[int] = []
+    greedy: list[int] = []
+    for i, entry in enumerate(entries):
+        if not entry:  # the first token has nothing to condition on
+            tid = int(ids_given[i]) if ids_given and i < len(ids_given) else -1
+            texts.append("")
+            values.append(None)
+            ids.append(tid)
+            greedy.append(-1)
+            continue
+        items = [(int(k), v) for k, v in entry.items()]
+        # the prompt token's id: given by the server, or vLLM's first entry
+        tid = int(ids_given[i]) if ids_given and i < len(ids_given) else items[0][0]
+        own = dict(items)[tid]
+        best = min(items, key=lambda kv: kv[1].get("rank") or 10**9)
+        texts.append(str(own.get("decoded_token") or ""))
+        values.append(float(own["logprob"]))
+        ids.append(tid)
+        greedy.append(best[0] if best[1].get("rank") == 1 else -1)
+    return PromptTokens(tuple(texts), tuple(values), tuple(ids), tuple(greedy))
