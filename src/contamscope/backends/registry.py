@@ -1,8 +1,9 @@
 """Find a backend by model spec string.
 
 Specs: ``smollm2`` (the bundled default), ``hf:PATH_OR_HUB_ID`` (a local folder, a ``.gguf``
-file, or a hub id when online). Backends import their optional dependencies lazily and name the
-extra to install when they are missing.
+file, or a hub id when online), ``openai:BASE_URL#MODEL`` (an OpenAI-compatible server) and
+``vllm:PATH_OR_HUB_ID`` (vLLM's offline engine). Backends import their optional dependencies
+lazily and name the extra to install when they are missing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ __all__ = ["load_backend", "BACKENDS", "parse_model_options"]
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "hf": ("contamscope.backends.hf", "HFBackend.from_spec", "hf"),
     "smollm2": ("contamscope.backends.bundled", "load_smollm2", "hf"),
+    "openai": ("contamscope.backends.openai_compat", "OpenAIBackend.from_spec", "openai"),
+    "vllm": ("contamscope.backends.vllm", "VLLMBackend.from_spec", "vllm"),
 }
 
 
@@ -63,9 +66,10 @@ def load_backend(
     kind, sep, rest = spec.partition(":")
     if not sep:
         kind, rest = spec, ""
-    if kind not in BACKENDS or (kind == "hf" and not rest):
+    if kind not in BACKENDS or (kind in ("hf", "openai", "vllm") and not rest):
         raise ModelError(
-            f"unknown model spec {spec!r}; use smollm2 (the bundled default) or hf:PATH_OR_HUB_ID"
+            f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
+            "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
     module, attr, extra = BACKENDS[kind]
     factory = _resolve(module, attr, extra)
