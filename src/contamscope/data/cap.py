@@ -1,0 +1,524 @@
+"""Load benchmarks for CAP: original items per split, and the modified versions when supplied.
+
+Readable inputs:
+
+- a CAP data folder (as published with the paper): ``[SUBSET_](ori|mod)_SPLIT[_samples].json``,
+  each a JSON list of ``{input, output}`` (ECTSum adds ``idx``); ``mod`` files are the
+  consistency-modified versions of ``ori``, record by record. FinEval prompts (multiple choice)
+  are parsed into :class:`MCQItem` with the regular expression the FinEval README gives; the others
+  become :class:`QAItem` (FinQA, AlphaFin: QA; ECTSum: summaries);
+- a folder in a multiple-choice format contamscope reads, with split subfolders (MMLU, C-Eval);
+- a JSONL / CSV / JSON file holding all splits with a split field, or a folder with one such file
+  per split (``train.jsonl``, ``test.jsonl``), mapped with :class:`CapFields`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
+from contamscope.data.loaders import load_benchmark
+from contamscope.data.readers import csv_rows, json_object, jsonl_lines, load_json_list
+from contamscope.data.records import RowError, question_text
+from contamscope.errors import ConfigError, DataError
+
+__all__ = [
+    "CapFields",
+    "CapSplit",
+    "CapData",
+    "load_cap",
+    "parse_fineval",
+    "FINEVAL_PROMPT",
+    "Task",
+    "TASKS",
+]
+
+Task = Literal["mcq", "qa", "summary"]
+TASKS: tuple[str, ...] = ("mcq", "qa", "summary")
+CapItem = Union[MCQItem, QAItem]
+
+FINEVAL_RE = re.compile(
+    r"^请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: (?P<q>.*)\n ?选项：\['A': ?(?P<A>.*), "
+    r"'B': ?(?P<B>.*), 'C': ?(?P<C>.*), 'D': ?(?P<D>.*)\]\n ?答案： ?$",
+    re.DOTALL,
+)
+FINEVAL_PROMPT = (
+    "请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: {question}\n选项：[{options}]\n答案："
+)
+"""FinEval's prompt layout (the ``mod`` files' spacing); used to render generated modifications."""
+
+_PAIR_FILE = re.compile(
+    r"^(?:(?P<subset>[A-Za-z0-9]+)_)?(?P<kind>ori|mod)_(?P<split>[A-Za-z0-9]+)(?P<samples>_samples)?\.json$"
+)
+_GENERIC_EXT = (".jsonl", ".csv", ".json")
+
+
+@dataclass(frozen=True)
+class CapFields:
+    """Record fields for generic JSONL/CSV/JSON CAP data (``--fields input=question,...``)."""
+
+    input: str = "input"
+    """Field with the model input (question, prompt or passage)."""
+    output: str | None = "output"
+    """Field with the reference answer / summary (empty or missing: no reference)."""
+    split: str | None = "split"
+    """Field naming the split of a record (files holding several splits)."""
+    id: str | None = "id"
+    """Field with a unique id; missing = file stem + record number."""
+    modified: str | None = None
+    """Field with a supplied modified input (optional; otherwise contamscope modifies)."""
+
+    @classmethod
+    def parse(cls, spec: str) -> CapFields:
+        """``CapFields.parse("input=question,output=answer,split=part")``; unknown keys refused."""
+        known = [f.name for f in fields(cls)]
+        values: dict[str, Any] = {}
+        for part in (p.strip() for p in spec.split(",") if p.strip()):
+            key, eq, value = (x.strip() for x in part.partition("="))
+            if not eq or key not in known:
+                raise ConfigError(
+                    f"--fields {part!r}: expected key=value with key one of {', '.join(known)}"
+                )
+            if key == "input" and not value:
+                raise ConfigError("--fields: input needs a field name")
+            values[key] = value or None
+        return cls(**values)
+
+
+@dataclass
+class CapSplit:
+    """The items of one split and, when supplied, their modified versions."""
+
+    name: str
+    """Split name as given in ``--splits``."""
+    items: list[Any]
+    """Original items (:class:`MCQItem` or :class:`QAItem`) in file order."""
+    modified: dict[str, Any] | None = None
+    """Supplied modified item per original id (``mod`` files), or None: contamscope modifies."""
+    files: list[str] = field(default_factory=list)
+    """Files read for this split."""
+
+
+@dataclass
+class CapData:
+    """Everything ``load_cap`` read."""
+
+    task: str
+    """``mcq``, ``qa`` or ``summary``."""
+    task_detected: bool
+    """True when the task was inferred from the data rather than given."""
+    splits: dict[str, CapSplit]
+    problems: list[RowProblem]
+    source: str
+    format: str
+    """``cap-pairs``, ``cap-pairs+fineval``, ``mcq:<format>``, or ``generic``."""
+    content_hash: str
+
+
+def parse_fineval(prompt: str) -> tuple[str, tuple[str, str, str, str]]:
+    """Question and options of a FinEval prompt (README regular expression); RowError if not one.
+
+    >>> parse_fineval("请回答选择题，从选项A，B，C，D中选择，回答问题。\\n问题: 1+1=____。\\n 选项：['A':1, 'B': 2, 'C':3, 'D':4]\\n 答案： ")
+    ('1+1=____。', ('1', '2', '3', '4'))
+    """
+    m = FINEVAL_RE.match(prompt)
+    if not m:
+        raise RowError("input is not a FinEval prompt (README format)")
+    return m.group("q"), (m.group("A"), m.group("B"), m.group("C"), m.group("D"))
+
+
+class _Collector:
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.problems: list[RowProblem] = []
+
+    def problem(self, source: str, line: int | None, reason: str) -> None:
+        p = RowProblem(source, line, reason)
+        if self.strict:
+            raise DataError(str(p))
+        self.problems.append(p)
+
+
+def _read(path: Path, digest: Any) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    digest.update(raw)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
+
+
+def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:
+    """(line or record number, record) of a JSON list, JSONL or CSV file; bad rows collected."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        for i, rec in enumerate(load_json_list(path, text), start=1):
+            if isinstance(rec, dict):
+                out.append((i, rec))
+            else:
+                col.problem(str(path), i, f"expected a JSON object, got {type(rec).__name__}")
+    elif suffix == ".jsonl":
+        for line, raw in jsonl_lines(text):
+            try:
+                out.append((line, json_object(raw)))
+            except RowError as e:
+                col.problem(str(path), line, str(e))
+    elif suffix == ".csv":
+        rows = list(csv_rows(text))
+        if not rows:
+            return out
+        header = [h.strip() for h in rows[0][1]]
+        for line, cells in rows[1:]:
+            if len(cells) != len(header):
+                col.problem(str(path), line, f"{len(cells)} cells, header has {len(header)}")
+                continue
+            out.append((line, dict(zip(header, cells))))
+    else:
+        raise DataError(f"{path}: unsupported file type (use .json, .jsonl or .csv)")
+    if not out and not col.problems:
+        raise DataError(f"{path}: no records (empty file)")
+    return out
+
+
+def _text(rec: dict[str, Any], name: str | None, what: str) -> str | None:
+    if name is None:
+        return None
+    value = rec.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise RowError(f"{what} field {name!r} is not text ({type(value).__name__})")
+    return value
+
+
+def _make_item(
+    rec: dict[str, Any],
+    cf: CapFields,
+    *,
+    mcq: bool,
+    split: str,
+    source: str,
+    line: int,
+    default_id: str,
+) -> CapItem:
+    if cf.input not in rec:
+        raise RowError(f"missing field {cf.input!r}")
+    prompt = question_text(rec[cf.input], cf.input)
+    output = _text(rec, cf.output, "output")
+    raw_id = _text(rec, cf.id, "id")
+    item_id = raw_id.strip() if raw_id else default_id
+    meta = {"input": prompt}
+    if mcq:
+        question, options = parse_fineval(prompt)
+        answer = None
+        if output is not None:
+            letter = output.strip().upper()
+            if letter not in "ABCD" or len(letter) != 1:
+                raise RowError(f"answer {output!r} is not one of A, B, C, D")
+            answer = "ABCD".index(letter)
+        meta["prompt_style"] = "fineval"
+        return MCQItem(item_id, question, options, answer, None, source, line, meta)
+    return QAItem(item_id, prompt, output, split, None, source, line, meta)
+
+
+def _collect(
+    path: Path,
+    text: str,
+    cf: CapFields,
+    col: _Collector,
+    *,
+    mcq: bool,
+    split: str,
+    want_split: bool,
+) -> tuple[list[CapItem], list[str | None]]:
+    """Items of one file (filtered to ``split`` when ``want_split``) and their supplied mods."""
+    items: list[CapItem] = []
+    mods: list[str | None] = []
+    seen: dict[str, int] = {}
+    for line, rec in _records(path, text, col):
+        if want_split:
+            if cf.split is None or cf.split not in rec:
+                col.problem(str(path), line, f"missing split field {cf.split!r}")
+                continue
+            if str(rec[cf.split]).strip() != split:
+                continue
+        try:
+            item = _make_item(
+                rec,
+                cf,
+                mcq=mcq,
+                split=split,
+                source=str(path),
+                line=line,
+                default_id=f"{path.stem}-{line}",
+            )
+            mod = _text(rec, cf.modified, "modified")
+        except RowError as e:
+            col.problem(str(path), line, str(e))
+            continue
+        if item.id in seen:
+            col.problem(str(path), line, f"duplicate id {item.id!r} (first at line {seen[item.id]})")
+            continue
+        seen[item.id] = line
+        items.append(item)
+        mods.append(mod)
+    return items, mods
+
+
+def _detect_task(first_inputs: Sequence[str], outputs: Sequence[str]) -> str:
+    if first_inputs and FINEVAL_RE.match(first_inputs[0]):
+        return "mcq"
+    lengths = [len(o) for o in outputs if o]
+    return "summary" if lengths and statistics.median(lengths) >= 200 else "qa"
+
+
+def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Path | None]:
+    cands: dict[tuple[str | None, bool], dict[str, Path]] = {}
+    for p in sorted(folder.iterdir()):
+        m = _PAIR_FILE.match(p.name)
+        if m and m.group("split") == split:
+            key = (m.group("subset"), bool(m.group("samples")))
+            cands.setdefault(key, {})[m.group("kind")] = p
+    with_ori = {k: v for k, v in cands.items() if "ori" in v}
+    if subset is not None:
+        with_ori = {
+            k: v for k, v in with_ori.items() if k[0] == subset or (subset == "samples" and k[1])
+        }
+    if not with_ori:
+        found = sorted({m.group("split") for p in folder.iterdir() if (m := _PAIR_FILE.match(p.name))})
+        extra = f" with --subset {subset}" if subset else ""
+        raise ConfigError(
+            f"split {split!r}: no ori_{split}*.json in {folder}{extra} (splits there: {', '.join(found) or 'none'})"
+        )
+    if len(with_ori) > 1:
+        plain = [k for k in with_ori if k == (None, False)]
+        if not plain:
+            names = sorted(
+                f"{k[0] or ''}{'_' if k[0] else ''}{'samples' if k[1] else 'full'}" for k in with_ori
+            )
+            raise ConfigError(
+                f"split {split!r}: several file sets in {folder} ({', '.join(names)}); "
+                "pick one with --subset NAME (a file prefix, or 'samples')"
+            )
+        key = plain[0]
+    else:
+        key = next(iter(with_ori))
+    return with_ori[key]["ori"], with_ori[key].get("mod")
+
+
+def _cap_folder(path: Path) -> Path | None:
+    for folder in (path, path / "data"):
+        if folder.is_dir() and any(_PAIR_FILE.match(p.name) for p in folder.iterdir()):
+            return folder
+    return None
+
+
+def load_cap(
+    spec: str,
+    splits: Sequence[str],
+    *,
+    task: str | None = None,
+    subset: str | None = None,
+    fields: CapFields | None = None,
+    mcq_format: str | None = None,
+    strict: bool = False,
+) -> CapData:
+    """Load ``splits`` of a CAP benchmark (see the module docstring for what ``spec`` may be).
+
+    ``task`` (``mcq``, ``qa``, ``summary``) is detected when None: FinEval prompts and
+    multiple-choice formats are ``mcq``; free text is ``summary`` when the median reference is at
+    least 200 characters, else ``qa``. Malformed rows are skipped and listed (``strict`` makes
+    the first one fatal); a missing split is a :class:`ConfigError`.
+    """
+    if task is not None and task not in TASKS:
+        raise ConfigError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
+    if not splits or len(set(splits)) != len(splits):
+        raise ConfigError("--splits: give two or more different split names, e.g. train,test")
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise DataError(f"{spec}: no such file or folder")
+    cf = fields or CapFields()
+    col = _Collector(strict)
+    digest = hashlib.sha256()
+    folder = _cap_folder(path) if path.is_dir() else None
+    if folder is not None:
+        return _load_pairs(folder, splits, task, subset, cf, col, digest)
+    if path.is_dir() and any((path / s).is_dir() for s in splits):
+        return _load_mcq_folders(path, splits, task, mcq_format, strict)
+    return _load_generic(path, splits, task, cf, col, digest)
+
+
+def _load_pairs(
+    folder: Path,
+    splits: Sequence[str],
+    task: str | None,
+    subset: str | None,
+    cf: CapFields,
+    col: _Collector,
+    digest: Any,
+) -> CapData:
+    files = {s: _pair_files(folder, s, subset) for s in splits}
+    texts = {s: _read(files[s][0], digest) for s in splits}
+    detected = task is None
+    if task is None:
+        first = load_json_list(files[splits[0]][0], texts[splits[0]])[:50]
+        task = _detect_task(
+            [r.get("input", "") for r in first if isinstance(r, dict)][:1],
+            [str(r.get("output") or "") for r in first if isinstance(r, dict)],
+        )
+    pair_cf = CapFields(cf.input, cf.output, None, "idx", None)
+    out: dict[str, CapSplit] = {}
+    for s in splits:
+        ori_path, mod_path = files[s]
+        items, _ = _collect(ori_path, texts[s], pair_cf, col, mcq=task == "mcq", split=s, want_split=False)
+        modified = None
+        names = [str(ori_path)]
+        if mod_path is not None:
+            names.append(str(mod_path))
+            modified = _pair_mods(ori_path, mod_path, items, pair_cf, col, task == "mcq", s, digest)
+        out[s] = CapSplit(s, items, modified, names)
+    fmt = "cap-pairs+fineval" if task == "mcq" else "cap-pairs"
+    return _finish(task, detected, out, col, str(folder), fmt, digest)
+
+
+def _pair_mods(
+    ori_path: Path,
+    mod_path: Path,
+    items: list[CapItem],
+    cf: CapFields,
+    col: _Collector,
+    mcq: bool,
+    split: str,
+    digest: Any,
+) -> dict[str, Any]:
+    """Modified items keyed by the original's id; records are paired by position."""
+    text = _read(mod_path, digest)
+    ori_n = len(load_json_list(ori_path, _read(ori_path, hashlib.sha256())))
+    mods, _ = _collect(mod_path, text, cf, col, mcq=mcq, split=split, want_split=False)
+    by_line = {m.line: m for m in mods}
+    n_mod = len(load_json_list(mod_path, text))
+    if n_mod != ori_n:
+        raise DataError(
+            f"{mod_path}: {n_mod} records but {ori_path.name} has {ori_n}; mod files must pair "
+            "with ori files record by record"
+        )
+    out: dict[str, Any] = {}
+    for item in items:
+        mod = by_line.get(item.line)
+        if mod is None:
+            col.problem(str(mod_path), item.line, "modified record unusable; item uses a generated modification")
+            continue
+        out[item.id] = mod
+    return out
+
+
+def _load_mcq_folders(
+    path: Path, splits: Sequence[str], task: str | None, mcq_format: str | None, strict: bool
+) -> CapData:
+    if task not in (None, "mcq"):
+        raise ConfigError(f"{path}: split subfolders hold multiple-choice files; use --task mcq")
+    out: dict[str, CapSplit] = {}
+    problems: list[RowProblem] = []
+    digest = hashlib.sha256()
+    fmt = "?"
+    for s in splits:
+        if not (path / s).is_dir():
+            have = sorted(p.name for p in path.iterdir() if p.is_dir())
+            raise ConfigError(f"split {s!r}: no folder {path / s} (folders: {', '.join(have)})")
+        loaded: LoadResult = load_benchmark(str(path), split=s, format=mcq_format, strict=strict)
+        digest.update(loaded.content_hash.encode())
+        problems.extend(loaded.problems)
+        out[s] = CapSplit(s, list(loaded.items), None, loaded.files)
+        fmt = f"mcq:{loaded.format}"
+    col = _Collector(strict)
+    col.problems = problems
+    return _finish("mcq", task is None, out, col, str(path), fmt, digest)
+
+
+def _load_generic(
+    path: Path,
+    splits: Sequence[str],
+    task: str | None,
+    cf: CapFields,
+    col: _Collector,
+    digest: Any,
+) -> CapData:
+    if task == "mcq":
+        raise ConfigError(
+            f"{path}: multiple-choice CAP data must be FinEval-style pairs or a folder with split "
+            "subfolders in a multiple-choice format"
+        )
+    per_split: dict[str, list[Path]] = {}
+    if path.is_dir():
+        for s in splits:
+            found = [path / f"{s}{ext}" for ext in _GENERIC_EXT if (path / f"{s}{ext}").is_file()]
+            if not found:
+                raise ConfigError(f"split {s!r}: no {s}.jsonl, {s}.csv or {s}.json in {path}")
+            per_split[s] = found[:1]
+        by_field = False
+    else:
+        per_split = {s: [path] for s in splits}
+        by_field = True
+    texts: dict[Path, str] = {}
+    out: dict[str, CapSplit] = {}
+    for s in splits:
+        items: list[CapItem] = []
+        supplied: dict[str, Any] = {}
+        for p in per_split[s]:
+            if p not in texts:
+                texts[p] = _read(p, digest)
+            got, mods = _collect(p, texts[p], cf, col, mcq=False, split=s, want_split=by_field)
+            items.extend(got)
+            for it, mod in zip(got, mods):
+                if mod is not None and isinstance(it, QAItem):
+                    supplied[it.id] = QAItem(it.id, mod, it.answer, s, None, it.source, it.line, {"input": mod})
+        if not items:
+            raise ConfigError(f"split {s!r}: no items in {path}" + (f" with {cf.split}={s}" if by_field else ""))
+        modified = supplied if cf.modified is not None else None
+        out[s] = CapSplit(s, items, modified, [str(p) for p in per_split[s]])
+    detected = task is None
+    if task is None:
+        first = out[splits[0]].items
+        task = _detect_task([], [it.answer or "" for it in first[:50]])
+    return _finish(task, detected, out, col, str(path), "generic", digest)
+
+
+def _finish(
+    task: str,
+    detected: bool,
+    splits: dict[str, CapSplit],
+    col: _Collector,
+    source: str,
+    fmt: str,
+    digest: Any,
+) -> CapData:
+    for s in splits.values():
+        if not s.items:
+            first = col.problems[0] if col.problems else "no records"
+            raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
+    return CapData(task, detected, splits, col.problems, source, fmt, digest.hexdigest())
+
+
+def iter_items(data: CapData) -> Iterable[tuple[str, CapItem]]:
+    """(split, item) over all splits in order."""
+    for name, s in data.splits.items():
+        for it in s.items:
+            yield name, it
+
+
+def dumps_item(item: CapItem) -> str:
+    """Compact JSON of an item for hashing / records."""
+    return json.dumps(item.question, ensure_ascii=False)

@@ -1,0 +1,353 @@
+"""CAP (Zhao et al.): Performance Consistency Ratio, pure functions over stored predictions.
+
+``PCR = scale((M + alpha) / (C + alpha))`` per split, where M is the model's performance on the
+original inputs and C the consistency of its predictions between the original and the
+consistency-preserving modified inputs. Training on a split raises M more than C, so
+``PCR_train - PCR_test`` > 0 points at fine-tuning on the training split, < 0 at contamination by
+the test split (paper, section 3.3). Beyond the paper: a bootstrap 95% CI of the difference, so
+"close to zero" has a stated meaning.
+
+>>> round(pcr(0.2304, 0.727), 4)   # FinMA-Full-7B, FinQA train (paper, Table 7)
+0.3151
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "Scale",
+    "SCALES",
+    "tokens",
+    "rouge_l",
+    "rouge_n",
+    "jaccard",
+    "map_choice",
+    "pcr",
+    "SplitScore",
+    "split_score",
+    "Comparison",
+    "compare_splits",
+    "verdict",
+]
+
+Scale = Literal["tanh", "linear", "sigmoid"]
+SCALES: tuple[str, ...] = ("tanh", "linear", "sigmoid")
+
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+", re.UNICODE)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; each CJK character is a token (no stemming, no stop words).
+
+    >>> tokens("Net income rose 7.5% in 2020; 净利润")
+    ['net', 'income', 'rose', '7', '5', 'in', '2020', '净', '利', '润']
+    """
+    return _TOKEN.findall(text.lower())
+
+
+def _f1(overlap: int, n_pred: int, n_ref: int) -> float:
+    if overlap == 0 or n_pred == 0 or n_ref == 0:
+        return 0.0
+    p, r = overlap / n_pred, overlap / n_ref
+    return 2 * p * r / (p + r)
+
+
+def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
+    if len(a) < len(b):
+        a, b = b, a
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F1 (longest common subsequence of :func:`tokens`), as rouge-score without stemming.
+
+    >>> round(rouge_l("the cat sat on the mat", "the cat lay on the mat"), 4)
+    0.8333
+    """
+    p, r = tokens(prediction), tokens(reference)
+    return _f1(_lcs(p, r), len(p), len(r))
+
+
+def rouge_n(prediction: str, reference: str, n: int = 2) -> float:
+    """ROUGE-N F1 over clipped n-gram counts of :func:`tokens` (ROUGE-2 for ``n=2``).
+
+    >>> rouge_n("the cat sat", "the cat sat", 2)
+    1.0
+    """
+    from collections import Counter
+
+    def grams(t: list[str]) -> Counter[tuple[str, ...]]:
+        return Counter(tuple(t[i : i + n]) for i in range(len(t) - n + 1))
+
+    gp, gr = grams(tokens(prediction)), grams(tokens(reference))
+    overlap = sum((gp & gr).values())
+    return _f1(overlap, sum(gp.values()), sum(gr.values()))
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity (1 - Jaccard distance) of the token sets; two empty texts give 1.
+
+    >>> jaccard("revenue rose 5%", "revenue rose 7%")
+    0.5
+    """
+    sa, sb = set(tokens(a)), set(tokens(b))
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+_LEAD = re.compile(
+    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*|答案\s*[:：是为]?\s*|选\s*)?"
+    r"[\(\[（【\"']?([A-J])(?![A-Za-z])",
+    re.IGNORECASE,
+)
+
+
+def map_choice(text: str, options: Sequence[str]) -> int | None:
+    """Map a free-text answer to an option index by rules, or ``None`` (unmapped).
+
+    Rules, in order: (1) the answer starts with a letter label, optionally after "Answer:",
+    "The answer is", "答案：", a bracket or a quote ("B", "(B)", "B. 1640", "答案：B"); a
+    lower-case single letter counts only when it stands alone; (2) the answer contains exactly
+    one option's text (stripped, at least 2 characters) and no other option's text.
+
+    >>> map_choice(" B. 1640万元", ["1730万元", "1640万元", "1650万元", "1740万元"])
+    1
+    >>> map_choice("I think it is 1650万元", ["1730万元", "1640万元", "1650万元", "1740万元"])
+    2
+    >>> map_choice("a quick guess", ["x", "y"]) is None
+    True
+    """
+    n = len(options)
+    stripped = text.strip()
+    m = _LEAD.match(stripped)
+    if m:
+        letter = m.group(1)
+        if letter.isupper() or stripped.upper() == letter.upper():
+            idx = ord(letter.upper()) - ord("A")
+            if idx < n:
+                return idx
+    hits = [i for i, o in enumerate(options) if len(o.strip()) >= 2 and o.strip() in stripped]
+    if len(hits) > 1:  # drop options contained in a longer hit ("10" inside "100")
+        hits = [
+            i
+            for i in hits
+            if not any(
+                j != i and options[i].strip() in options[j].strip() and j in hits for j in hits
+            )
+        ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def pcr(m: float, c: float, *, alpha: float = 0.01, scale: Scale = "tanh") -> float:
+    """Performance Consistency Ratio: ``scale((m + alpha) / (c + alpha))`` (paper, eq. 9).
+
+    ``scale`` is ``tanh`` (the paper's default), ``linear`` (no scaling) or ``sigmoid`` (the
+    paper's Table 3 ablation). With ``alpha = 0`` and ``c = 0`` the ratio is undefined: NaN
+    (``m = 0``) or infinite.
+
+    >>> round(pcr(0.4235, 0.4765) - pcr(0.4544, 0.4674), 4)  # Baichuan-13B, FinEval (Table 3)
+    -0.038
+    """
+    num, den = m + alpha, c + alpha
+    if den == 0:
+        ratio = math.nan if num == 0 else math.inf
+    else:
+        ratio = num / den
+    if scale == "tanh":
+        return math.tanh(ratio)
+    if scale == "linear":
+        return ratio
+    if scale == "sigmoid":
+        return 1.0 / (1.0 + math.exp(-ratio)) if ratio == ratio else math.nan
+    raise ValueError(f"unknown scale {scale!r}; expected one of {', '.join(SCALES)}")
+
+
+@dataclass(frozen=True)
+class SplitScore:
+    """M, C and PCR of one split over its analysed items."""
+
+    n: int
+    """Items analysed (with a performance and a consistency value)."""
+    m: float
+    """Performance on the original inputs (mean per-item metric)."""
+    m_modified: float | None
+    """Performance on the modified inputs (against the modified reference), for the baselines."""
+    c: float
+    """Consistency between the predictions on original and modified inputs (mean)."""
+    pcr: float
+    """scale((m + alpha) / (c + alpha))."""
+    decline: float | None
+    """Baseline Delta = M_ori - M_mod (performance decline)."""
+    relative_decline: float | None
+    """Baseline delta = Delta / M_ori (None when M_ori is 0)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in asdict(self).items()}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else math.nan
+
+
+def split_score(
+    m: Sequence[float],
+    c: Sequence[float],
+    m_modified: Sequence[float] | None = None,
+    *,
+    alpha: float = 0.01,
+    scale: Scale = "tanh",
+) -> SplitScore:
+    """Score one split from per-item performance ``m`` and consistency ``c`` (same items).
+
+    >>> s = split_score([1, 0, 1, 1], [1, 1, 0, 1], [1, 0, 0, 1])
+    >>> s.m, s.c, s.decline, round(s.relative_decline, 4)
+    (0.75, 0.75, 0.25, 0.3333)
+    """
+    if len(m) != len(c):
+        raise ValueError("m and c must have one value per item")
+    mm, cc = _mean(m), _mean(c)
+    mmod = _mean(m_modified) if m_modified else None
+    decline = mm - mmod if mmod is not None else None
+    rel = decline / mm if decline is not None and mm else None
+    return SplitScore(len(m), mm, mmod, cc, pcr(mm, cc, alpha=alpha, scale=scale), decline, rel)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """PCR of the reference (training) split minus PCR of another split, with a bootstrap CI."""
+
+    reference: str
+    """The split the model may have been fine-tuned on (``train``)."""
+    other: str
+    """The split tested for contamination (``test``, ``val``)."""
+    pcr_diff: float
+    """PCR_reference - PCR_other (paper's PCR_train-test)."""
+    ci_low: float
+    """2.5% percentile of the bootstrap distribution of the difference."""
+    ci_high: float
+    """97.5% percentile."""
+    p_value: float
+    """Two-sided bootstrap p-value for H0: PCR_reference = PCR_other (equal exposure)."""
+    n_boot: int
+    """Bootstrap resamples (items resampled with replacement within each split)."""
+    decline_diff: float | None
+    """Baseline: Delta_reference - Delta_other."""
+    relative_decline_diff: float | None
+    """Baseline (paper's delta_train-test): delta_reference - delta_other."""
+    verdict: str
+    """``fine-tuned on <reference>``, ``contaminated by <other>`` or ``no evidence``."""
+    reasoning: str
+    """One sentence saying why."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in asdict(self).items()}
+
+
+def _boot_pcr(
+    rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_boot: int, alpha: float, scale: Scale
+) -> np.ndarray:
+    idx = rng.integers(0, len(m), size=(n_boot, len(m)))
+    ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if scale == "tanh":
+            return np.tanh(ratio)
+        if scale == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-ratio))
+        return ratio
+
+
+def verdict(
+    reference: str, other: str, diff: float, low: float, high: float, min_diff: float = 0.0
+) -> tuple[str, str]:
+    """Verdict and reasoning from the difference and its 95% CI.
+
+    >>> verdict("train", "test", -0.2, -0.3, -0.1)[0]
+    'contaminated by test'
+    """
+    span = f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
+    if not (diff == diff and low == low):
+        return "no evidence", f"{span}: undefined (empty split or zero consistency with alpha 0)"
+    if low > 0 and diff >= min_diff:
+        return (
+            f"fine-tuned on {reference}",
+            f"{span} lies above 0: performance rose more than consistency on {reference}, "
+            "as fine-tuning on that split predicts",
+        )
+    if high < 0 and -diff >= min_diff:
+        return (
+            f"contaminated by {other}",
+            f"{span} lies below 0: {other} shows the higher performance-to-consistency ratio, "
+            "as training on that split predicts",
+        )
+    why = "includes 0" if low <= 0 <= high else f"is smaller than --min-diff {min_diff}"
+    return (
+        "no evidence",
+        f"{span} {why}: no detectable difference in exposure (or equal exposure of both splits)",
+    )
+
+
+def compare_splits(
+    reference: str,
+    other: str,
+    ref_items: tuple[Sequence[float], Sequence[float]],
+    other_items: tuple[Sequence[float], Sequence[float]],
+    ref_score: SplitScore,
+    other_score: SplitScore,
+    *,
+    alpha: float = 0.01,
+    scale: Scale = "tanh",
+    n_boot: int = 2000,
+    seed: int = 0,
+    min_diff: float = 0.0,
+) -> Comparison:
+    """Compare two splits: ``*_items`` are the per-item ``(m, c)`` lists of each split.
+
+    H0: the two splits are equally exposed, i.e. PCR_reference = PCR_other. The CI is the
+    percentile interval of the difference over ``n_boot`` resamples of each split's items; the
+    p-value is twice the smaller tail mass of the bootstrap distribution at 0 (floored at
+    1 / n_boot).
+    """
+    diff = ref_score.pcr - other_score.pcr
+    low = high = p = math.nan
+    if ref_score.n and other_score.n:
+        rng = np.random.default_rng(seed)
+        a = _boot_pcr(rng, np.asarray(ref_items[0], float), np.asarray(ref_items[1], float), n_boot, alpha, scale)
+        b = _boot_pcr(rng, np.asarray(other_items[0], float), np.asarray(other_items[1], float), n_boot, alpha, scale)
+        d = a - b
+        d = d[np.isfinite(d)]
+        if len(d):
+            low, high = (float(x) for x in np.percentile(d, [2.5, 97.5]))
+            tail = min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))
+            p = min(1.0, max(2 * tail, 1.0 / len(d)))
+    label, why = verdict(reference, other, diff, low, high, min_diff)
+    dd = (
+        ref_score.decline - other_score.decline
+        if ref_score.decline is not None and other_score.decline is not None
+        else None
+    )
+    rd = (
+        ref_score.relative_decline - other_score.relative_decline
+        if ref_score.relative_decline is not None and other_score.relative_decline is not None
+        else None
+    )
+    return Comparison(reference, other, diff, low, high, p, n_boot, dd, rd, label, why)
