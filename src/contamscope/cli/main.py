@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import cache, permutation
+from . import cache, permutation, report
 
 app = typer.Typer(
     name="contamscope",
@@ -16,6 +16,8 @@ app = typer.Typer(
 )
 app.command("permutation", epilog=permutation.EPILOG, no_args_is_help=False)(permutation.command)
 app.add_typer(cache.app, name="cache")
+app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
+app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
 
 
 @app.command("formats")

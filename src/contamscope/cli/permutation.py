@@ -17,6 +17,7 @@ from rich.progress import (
 
 from ..errors import ConfigError
 from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .report import report_after_run
 from .summary import print_permutation_summary
 
 EPILOG = """
@@ -140,6 +141,9 @@ def command(
     batch_items: int = typer.Option(
         32, "--batch-items", min=1, help="Items per scoring batch (results saved after each)."
     ),
+    report: bool = typer.Option(
+        False, "--report", help="Also write the HTML report (RUN_DIR/report.html)."
+    ),
 ) -> None:
     """Has MODEL seen BENCHMARK? Scores every option order of each multiple-choice item."""
     run(**locals())
@@ -244,6 +248,7 @@ def run(**kw: Any) -> None:
         )
     print_permutation_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    report_after_run(outcome.run_dir, write=kw["report"])
     if loaded.problems:
         err_console.print(
             f"[yellow]{len(loaded.problems)} input rows were skipped[/] (exit code 3; see summary.json)"

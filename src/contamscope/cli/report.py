@@ -1,0 +1,111 @@
+"""`contamscope report` and `contamscope leaderboard`: HTML/CSV/Markdown from run folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, err_console, user_errors
+
+REPORT_EPILOG = """
+Examples:
+
+  contamscope report runs/demo                       # writes runs/demo/report.html
+
+  contamscope report runs/smollm2-mmlu --out smollm2-mmlu.html --top 12
+
+  contamscope report runs/val/epoch-3 --labels leaked_ids.txt   # adds ROC and precision-recall
+
+A run made by `contamscope validate` (RUN/epoch-N) takes its labels from RUN/split.json.
+
+The file is self-contained (figures and data inline, no network) and opens from a file:// URL.
+"""
+
+LEADERBOARD_EPILOG = """
+Examples:
+
+  contamscope leaderboard runs/*                     # Markdown table on the terminal
+
+  contamscope leaderboard runs/a runs/b --out leaderboard.html
+
+  contamscope leaderboard runs/* --out leaderboard.csv
+
+  contamscope leaderboard runs/* --format md > LEADERBOARD.md
+
+Each cell is the leakage estimate beyond chance (percentage points) with its 95% CI.
+"""
+
+
+def report_command(
+    run_dir: Path = typer.Argument(..., help="A finished run folder (holds summary.json)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="HTML file to write (default: RUN_DIR/report.html)."
+    ),
+    top: int = typer.Option(
+        8, "--top", min=0, max=100, help="Case-study plots for this many most suspicious items."
+    ),
+    labels: Path | None = typer.Option(
+        None,
+        "--labels",
+        help="Text file of item ids known to be leaked (one per line); adds ROC/PR curves.",
+    ),
+    page_size: int = typer.Option(50, "--page-size", min=5, help="Table rows per page."),
+) -> None:
+    """Write a self-contained HTML report of a run: verdict, statistics, plots, item table."""
+    _report(run_dir, out, top, labels, page_size)
+
+
+@user_errors
+def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page_size: int) -> None:
+    from ..report import ReportOptions, build_report
+    from ..report.validation import read_labels
+
+    label_map = read_labels(labels) if labels is not None else None
+    path = build_report(
+        run_dir, out, ReportOptions(top_cases=top, page_size=page_size, labels=label_map)
+    )
+    console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def leaderboard_command(
+    run_dirs: list[Path] = typer.Argument(..., help="Finished run folders."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="File to write: .html, .csv or .md (default: print Markdown)."
+    ),
+    fmt: str | None = typer.Option(
+        None, "--format", help="html, csv or md (default: from --out's suffix, else md)."
+    ),
+) -> None:
+    """Rank models by leakage per benchmark: models x benchmarks, excess over chance with CI."""
+    _leaderboard(run_dirs, out, fmt)
+
+
+@user_errors
+def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> None:
+    from ..report import write_leaderboard
+
+    text, path = write_leaderboard(run_dirs, out, fmt)
+    if path is None:
+        typer.echo(text, nl=False)
+    else:
+        console.print(f"leaderboard: {path}", highlight=False, soft_wrap=True)
+
+
+def report_after_run(run_dir: Path, *, write: bool) -> None:
+    """End of a run: write the report (``--report``) and print its path, or say how to make it.
+
+    The run is already saved, so a report that cannot be written is a warning, not a failure.
+    """
+    from ..errors import ContamscopeError
+    from ..report import build_report
+
+    if not write:
+        console.print(f"report: contamscope report {run_dir}", highlight=False, soft_wrap=True)
+        return
+    try:
+        path = build_report(run_dir)
+    except ContamscopeError as exc:
+        err_console.print(f"[yellow]report not written:[/] {exc}", highlight=False, soft_wrap=True)
+        return
+    console.print(f"report: {path}", highlight=False, soft_wrap=True)

@@ -1,0 +1,251 @@
+"""The single-file HTML page: sections, figures, and a searchable, sortable, paginated table.
+
+Everything is inline (CSS, SVG figures, table data as JSON, a small script): the file works from a
+``file://`` URL with no network. Large tables stay fast because only one page of rows is in the
+DOM at a time; the data sits in a ``<script type="application/json">`` block.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any, Literal
+
+__all__ = ["Column", "Section", "Table", "fmt_ci", "fmt_p", "fmt_pct", "page", "esc"]
+
+ColumnKind = Literal["text", "num", "int", "pct", "p", "bool", "pair"]
+
+
+def esc(x: Any) -> str:
+    return escape(str(x))
+
+
+def fmt_pct(x: float | None, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return "<1e-300" if p == 0 else (f"{p:.2e}" if p < 1e-3 else f"{p:.3f}")
+
+
+def fmt_ci(pair: Sequence[float] | None, pct: bool = True, signed: bool = False) -> str:
+    if not pair:
+        return "–"
+    if pct:
+        return f"[{fmt_pct(pair[0], signed)}, {fmt_pct(pair[1], signed)}]"
+    return f"[{pair[0]:.3g}, {pair[1]:.3g}]"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a :class:`Table`."""
+
+    key: str
+    """Identifier (used in ids and CSV headers)."""
+    label: str
+    """Header text."""
+    kind: ColumnKind = "text"
+    """How values are shown and sorted: text, num, int, pct (0-1 shown as %), p (p-value), bool,
+    pair (``[sort_value, text]``: sorted by the number, shown as the text)."""
+    help: str = ""
+    """Tooltip on the header: what the column means."""
+
+
+@dataclass
+class Table:
+    """A client-side table: search box, click-to-sort headers, pages of ``page_size`` rows."""
+
+    id: str
+    """Unique id within the page."""
+    columns: list[Column]
+    """Columns, in display order."""
+    rows: list[list[Any]]
+    """One list of values per row, aligned with ``columns`` (None shows as a dash)."""
+    page_size: int = 50
+    """Rows per page."""
+    sort: tuple[int, bool] | None = None
+    """Initial sort: (column index, ascending)."""
+    caption: str = ""
+    """Text above the table (plain text)."""
+
+    def html(self) -> str:
+        head = "".join(
+            f'<th data-col="{i}" title="{esc(c.help)}" class="k-{c.kind}">{esc(c.label)}</th>'
+            for i, c in enumerate(self.columns)
+        )
+        data = {
+            "columns": [{"key": c.key, "kind": c.kind} for c in self.columns],
+            "rows": [[_clean(v) for v in r] for r in self.rows],
+            "pageSize": self.page_size,
+            "sort": list(self.sort) if self.sort else None,
+        }
+        cap = f'<p class="caption">{esc(self.caption)}</p>' if self.caption else ""
+        return (
+            f'{cap}<div class="tbl" data-table="{esc(self.id)}">'
+            f'<div class="tbl-bar"><input type="search" placeholder="search…" '
+            f'aria-label="search the table"> <span class="tbl-count"></span></div>'
+            f"<table><thead><tr>{head}</tr></thead><tbody></tbody></table>"
+            f'<div class="pager"><button data-go="-1">‹ prev</button> <span class="tbl-page">'
+            f'</span> <button data-go="1">next ›</button></div>'
+            f"<noscript>the table needs JavaScript; the same data is in items.jsonl</noscript>"
+            f'</div><script type="application/json" id="data-{esc(self.id)}">'
+            f"{_json_for_script(data)}</script>"
+        )
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _json_for_script(obj: Any) -> str:
+    """JSON that cannot end its <script> element early."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+@dataclass
+class Section:
+    """A titled part of the report."""
+
+    id: str
+    """Anchor id (letters, digits, dashes)."""
+    title: str
+    """Heading and navigation entry."""
+    body: str
+    """Inner HTML (already escaped where it holds user text)."""
+    figures: list[str] = field(default_factory=list)
+    """Inline SVG figures shown after ``body``."""
+    after: str = ""
+    """HTML shown after the figures (e.g. a table)."""
+
+    def html(self) -> str:
+        figs = "".join(f'<figure class="plot">{f}</figure>' for f in self.figures)
+        grid = f'<div class="figs">{figs}</div>' if figs else ""
+        return (
+            f'<section id="{esc(self.id)}"><h2>{esc(self.title)}</h2>'
+            f"{self.body}{grid}{self.after}</section>"
+        )
+
+
+def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) -> str:
+    """The whole document."""
+    nav = " · ".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
+    body = "".join(s.html() for s in sections)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # no external resource of any kind may load: the report must work offline
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f'<header><h1>{esc(title)}</h1><p class="sub">{subtitle}</p><nav>{nav}</nav></header>'
+        f"<main>{body}</main><footer>{footer}</footer><script>{_JS}</script></body></html>\n"
+    )
+
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1a1a1a;background:#fff}
+header{padding:18px 28px 8px;border-bottom:1px solid #ddd;background:#f7f7f9}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #eee}
+.sub{margin:0 0 6px;color:#444}nav{font-size:13px}nav a{color:#0060a0}
+main{padding:0 28px 28px;max-width:1400px}footer{padding:12px 28px;color:#666;font-size:12px;border-top:1px solid #ddd}
+.verdict{padding:10px 14px;border-radius:6px;font-weight:600;margin:14px 0}
+.verdict.signal{background:#fde8dc;border-left:6px solid #D55E00}
+.verdict.clean{background:#e0f1ea;border-left:6px solid #009E73}
+.verdict.none{background:#eee;border-left:6px solid #888}
+table{border-collapse:collapse;font-size:13px;margin:6px 0}
+th,td{padding:4px 8px;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
+th{background:#f2f2f5;position:sticky;top:0}
+.tbl th{cursor:pointer;user-select:none;white-space:nowrap}
+.tbl th.asc::after{content:" ▲"}.tbl th.desc::after{content:" ▼"}
+td.k-num,td.k-int,td.k-pct,td.k-p,td.k-pair,th.k-num,th.k-int,th.k-pct,th.k-p,th.k-pair{text-align:right;font-variant-numeric:tabular-nums}
+.stats td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
+.tbl-bar input{padding:4px 8px;width:280px;font-size:14px}.tbl-count{color:#555;font-size:13px}
+.pager{margin:6px 0}.pager button{font-size:13px}
+.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr));gap:14px}
+figure.plot{margin:0}svg.fig{width:100%;height:auto}
+figcaption{font-size:12px;color:#444;max-width:640px}
+.caption,.note{color:#444;font-size:13px;max-width:1000px}
+td.q{max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+details{margin:8px 0}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
+.yes{color:#b34100;font-weight:600}
+"""
+
+_JS = r"""
+(function(){
+function fmt(v,k){
+  if(v===null||v===undefined)return "–";
+  if(k==="pair")return v[1];
+  if(k==="pct")return (100*v).toFixed(1)+"%";
+  if(k==="p")return v===0?"<1e-300":(v<1e-3?v.toExponential(2):v.toFixed(3));
+  if(k==="num")return (Math.abs(v)>=1000||Math.abs(v)<0.01&&v!==0)?v.toExponential(3):v.toFixed(3);
+  if(k==="bool")return v?"yes":"no";
+  return String(v);
+}
+function cmp(a,b){
+  if(Array.isArray(a))a=a[0];if(Array.isArray(b))b=b[0];
+  if(a===b)return 0;if(a===null||a===undefined)return 1;if(b===null||b===undefined)return -1;
+  if(typeof a==="number"&&typeof b==="number")return a-b;
+  if(typeof a==="boolean")return (a?1:0)-(b?1:0);
+  return String(a).localeCompare(String(b));
+}
+document.querySelectorAll(".tbl").forEach(function(box){
+  var id=box.getAttribute("data-table");
+  var d=JSON.parse(document.getElementById("data-"+id).textContent);
+  var cols=d.columns,all=d.rows,page=0,size=d.pageSize;
+  var text=all.map(function(r){return r.map(function(v){return v===null?"":String(v)}).join(" ").toLowerCase()});
+  var idx=all.map(function(_,i){return i}),view=idx.slice();
+  var ths=box.querySelectorAll("th"),tbody=box.querySelector("tbody");
+  var input=box.querySelector("input"),count=box.querySelector(".tbl-count"),pg=box.querySelector(".tbl-page");
+  var sortCol=null,asc=true;
+  function draw(){
+    var pages=Math.max(1,Math.ceil(view.length/size));if(page>=pages)page=pages-1;if(page<0)page=0;
+    var html=[],rows=view.slice(page*size,page*size+size);
+    for(var i=0;i<rows.length;i++){
+      var r=all[rows[i]],tds=[];
+      for(var j=0;j<cols.length;j++){
+        var k=cols[j].kind,v=r[j],s=fmt(v,k),cls="k-"+k+(cols[j].key==="question"?" q":"")+(k==="bool"&&v?" yes":"");
+        tds.push('<td class="'+cls+'" title="'+esc(s)+'">'+esc(s)+"</td>");
+      }
+      html.push("<tr>"+tds.join("")+"</tr>");
+    }
+    tbody.innerHTML=html.join("");
+    count.textContent=view.length+" of "+all.length+" rows";
+    pg.textContent="page "+(page+1)+" of "+pages;
+  }
+  function esc(s){return s.replace(/&/g,"&amp;").replace(/</g,"&lt;").replace(/"/g,"&quot;")}
+  function filter(){
+    var q=input.value.trim().toLowerCase();
+    view=q?idx.filter(function(i){return text[i].indexOf(q)>=0}):idx.slice();
+    if(sortCol!==null)order();page=0;draw();
+  }
+  function order(){
+    var c=sortCol,s=asc?1:-1;
+    view.sort(function(a,b){return s*cmp(all[a][c],all[b][c])||a-b});
+  }
+  function setSort(c,a){
+    sortCol=c;asc=a;ths.forEach(function(t){t.classList.remove("asc","desc")});
+    ths[c].classList.add(asc?"asc":"desc");order();page=0;draw();
+  }
+  ths.forEach(function(th){th.addEventListener("click",function(){
+    var c=+th.getAttribute("data-col");setSort(c,sortCol===c?!asc:true);
+  })});
+  box.querySelectorAll("button").forEach(function(b){b.addEventListener("click",function(){
+    page+= +b.getAttribute("data-go");draw();
+  })});
+  input.addEventListener("input",filter);
+  if(d.sort)setSort(d.sort[0],d.sort[1]);else draw();
+});
+window.__reportReady=true;window.__reportReadyAt=performance.now();
+})();
+"""

@@ -1,0 +1,229 @@
+"""The leakage leaderboard: models x benchmarks, each cell an excess over chance with its CI.
+
+Built from run folders only. Each method's report module says which number goes in the cell
+(:func:`estimate`); for the permutation test it is Algorithm 1's rate minus its exact chance rate,
+so 0 means "no more than a clean model" whatever the number of options.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..errors import ConfigError
+from .html import Column, Section, Table, esc, fmt_p, page
+from .methods import Estimate, method_module
+from .plots import OKABE_ITO, figure, to_svg
+from .rundata import load_run
+
+__all__ = ["LeaderboardEntry", "collect", "to_csv", "to_markdown", "to_html", "write_leaderboard"]
+
+FORMATS = ("html", "csv", "md")
+
+
+@dataclass(frozen=True)
+class LeaderboardEntry:
+    """One run's cell."""
+
+    model: str
+    """Model spec."""
+    benchmark: str
+    """Benchmark label (made unique when two runs share model, benchmark and method)."""
+    method: str
+    """Method title (one bar chart per method)."""
+    estimate: Estimate
+    """The cell's estimate with its CI and p-value."""
+    run_dir: Path
+    """Where it came from."""
+
+
+def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
+    """Read each run folder's summary; a folder that is not a finished run is an error."""
+    if not run_dirs:
+        raise ConfigError("give at least one RUN_DIR")
+    entries: list[LeaderboardEntry] = []
+    seen: set[tuple[str, str, str]] = set()
+    for d in run_dirs:
+        run = load_run(d)
+        mod = method_module(run)
+        est = mod.estimate(run)
+        if est is None:
+            continue
+        bench = run.benchmark
+        key = (run.model, bench, mod.TITLE)
+        if key in seen:
+            bench = f"{bench} [{run.path.name}]"
+            key = (run.model, bench, mod.TITLE)
+        seen.add(key)
+        entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path))
+    if not entries:
+        raise ConfigError("none of the run folders has statistics to rank")
+    return entries
+
+
+def _axes(entries: Sequence[LeaderboardEntry]) -> tuple[list[str], list[tuple[str, str]]]:
+    models = list(dict.fromkeys(e.model for e in entries))
+    cols = list(dict.fromkeys((e.method, e.benchmark) for e in entries))
+    return models, cols
+
+
+def _col_label(col: tuple[str, str], multi_method: bool) -> str:
+    return f"{col[1]} ({col[0]})" if multi_method else col[1]
+
+
+def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
+    """Long format: one row per run, numbers unformatted."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        ["model", "benchmark", "method", "statistic", "estimate", "ci_low", "ci_high",
+         "p_value", "n_items", "raw_rate", "chance", "run_dir"]
+    )  # fmt: skip
+    for e in entries:
+        s = e.estimate
+        w.writerow(
+            [e.model, e.benchmark, e.method, s.statistic, s.value,
+             s.ci[0] if s.ci else None, s.ci[1] if s.ci else None, s.p_value, s.n_items,
+             s.raw.get("rate"), s.raw.get("chance"), str(e.run_dir)]
+        )  # fmt: skip
+    return buf.getvalue()
+
+
+def to_markdown(entries: Sequence[LeaderboardEntry]) -> str:
+    """A pivot table for a README: rows are models, columns benchmarks."""
+    models, cols = _axes(entries)
+    multi = len({c[0] for c in cols}) > 1
+    cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}
+
+    def md(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    lines = [
+        "| model | " + " | ".join(md(_col_label(c, multi)) for c in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for m in models:
+        cells = []
+        for c in cols:
+            est = cell.get((m, c))
+            cells.append("" if est is None else md(est.text()))
+        lines.append(f"| {md(m)} | " + " | ".join(cells) + " |")
+    stats = sorted({e.estimate.statistic for e in entries})
+    lines.append("")
+    lines.append(
+        f"Cells: {'; '.join(stats)} (percentage points, 95% CI in brackets); 0 = what a model "
+        "that never saw the benchmark shows."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
+    rows = [e for e in entries if e.method == method and e.estimate.value is not None]
+    models = list(dict.fromkeys(e.model for e in rows))
+    benches = list(dict.fromkeys(e.benchmark for e in rows))
+    width = 0.8 / max(1, len(models))
+    percent = all(e.estimate.percent for e in rows)
+    scale = 100.0 if percent else 1.0
+    with figure(max(5.0, 1.3 * len(benches) * max(1, len(models)) ** 0.5 + 2), 3.8) as (fig, ax):
+        for j, m in enumerate(models):
+            xs, ys, lo, hi = [], [], [], []
+            for b_i, b in enumerate(benches):
+                e = next((e for e in rows if e.model == m and e.benchmark == b), None)
+                if e is None or e.estimate.value is None:
+                    continue
+                v = e.estimate.value * scale
+                ci = e.estimate.ci
+                xs.append(b_i - 0.4 + width * (j + 0.5))
+                ys.append(v)
+                lo.append(v - ci[0] * scale if ci else 0.0)
+                hi.append(ci[1] * scale - v if ci else 0.0)
+            colour = OKABE_ITO[j % len(OKABE_ITO)]
+            hatch = ["", "//", "..", "xx"][(j // len(OKABE_ITO)) % 4]
+            ax.bar(xs, ys, width=width * 0.95, color=colour, hatch=hatch, label=m,
+                   yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
+        ax.axhline(0, color="#000", lw=1)
+        ax.set_xticks(range(len(benches)))
+        ax.set_xticklabels([b if len(b) <= 28 else b[:27] + "…" for b in benches], fontsize=8)
+        stat = rows[0].estimate.statistic if rows else method
+        ax.set_ylabel(f"{stat}" + (" (pp)" if percent else ""), fontsize=9)
+        ax.set_xlabel("benchmark")
+        ax.set_title(f"{method}: leakage beyond chance, 95% CI")
+        ax.legend(fontsize=8, title="model", title_fontsize=8)
+        return to_svg(fig, f"{method} leaderboard bar chart")
+
+
+def to_html(entries: Sequence[LeaderboardEntry]) -> str:
+    """A sortable pivot table, one bar chart per method, and the long table with p-values."""
+    models, cols = _axes(entries)
+    multi = len({c[0] for c in cols}) > 1
+    cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}
+    columns = [Column("model", "model")] + [
+        Column(f"c{i}", _col_label(c, multi), "pair", help=c[0]) for i, c in enumerate(cols)
+    ]
+    rows = []
+    for m in models:
+        row: list[object] = [m]
+        for c in cols:
+            est = cell.get((m, c))
+            row.append(None if est is None or est.value is None else [est.value, est.text()])
+        rows.append(row)
+    pivot = Table("leaderboard", columns, rows, page_size=100)
+    long_rows = [
+        [e.model, e.benchmark, e.method, e.estimate.statistic,
+         [e.estimate.value, e.estimate.text()] if e.estimate.value is not None else None,
+         e.estimate.p_value, e.estimate.n_items, str(e.run_dir)]
+        for e in entries
+    ]  # fmt: skip
+    long = Table(
+        "runs",
+        [Column("model", "model"), Column("benchmark", "benchmark"), Column("method", "method"),
+         Column("statistic", "statistic"), Column("estimate", "estimate [95% CI]", "pair"),
+         Column("p", "p-value", "p", help="one-sided, H0: no leakage"),
+         Column("n", "items", "int"), Column("run", "run folder")],
+        long_rows, page_size=100, sort=(4, False),
+    )  # fmt: skip
+    methods = list(dict.fromkeys(e.method for e in entries))
+    charts = [_bar_chart(entries, m) for m in methods]
+    sections = [
+        Section(
+            "board",
+            "Leaderboard",
+            "<p class='note'>Each cell: the leakage estimate of that model on that benchmark, as "
+            "an excess over what chance gives a model that never saw it (percentage points), with "
+            "its 95% CI. A CI above 0 is evidence of leakage. Click a header to sort.</p>",
+            figures=charts,
+            after=pivot.html(),
+        ),
+        Section("runs", "Runs", "", after=long.html()),
+    ]
+    smallest = min((e.estimate.p_value for e in entries if e.estimate.p_value is not None),
+                   default=None)  # fmt: skip
+    return page(
+        "contamscope leakage leaderboard",
+        f"{len(models)} models × {len(cols)} benchmarks from {len(entries)} runs "
+        f"(smallest p-value {esc(fmt_p(smallest))})",
+        sections,
+        f"Generated by contamscope {esc(__version__)} from run folders only; works offline.",
+    )
+
+
+def write_leaderboard(
+    run_dirs: Sequence[Path | str], out: Path | None = None, fmt: str | None = None
+) -> tuple[str, Path | None]:
+    """Render the leaderboard as html/csv/md (from ``fmt`` or ``out``'s suffix); write it to
+    ``out`` when given. Returns (text, path)."""
+    if fmt is None:
+        suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
+        fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    entries = collect(run_dirs)
+    text = {"html": to_html, "csv": to_csv, "md": to_markdown}[fmt](entries)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return text, out

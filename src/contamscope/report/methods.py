@@ -1,0 +1,85 @@
+"""Which report module handles which run: dispatch on summary.json's schema (or method).
+
+A method plugs in by adding one module with:
+
+* ``TITLE``: a short name for headings (``"Option-permutation test"``);
+* ``sections(run, options) -> list[Section]``: its part of the HTML report;
+* ``estimate(run) -> Estimate | None``: its leaderboard cell (an excess over chance with a CI);
+
+and one line in :data:`METHOD_MODULES`. Modules are imported only when a run needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from ..errors import ConfigError
+from .rundata import RunData
+
+__all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module"]
+
+METHOD_MODULES: dict[str, str] = {
+    "contamscope.permutation.summary": "contamscope.report.permutation",
+}
+"""Summary schema (without its ``/version``) -> report module."""
+
+_BY_METHOD = {key.split(".")[1]: mod for key, mod in METHOD_MODULES.items()}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What to put in a report."""
+
+    top_cases: int = 8
+    """Case-study plots for this many of the most suspicious items."""
+    page_size: int = 50
+    """Rows per page of the per-item table."""
+    labels: dict[str, bool] | None = None
+    """Ground-truth leak labels by item id (validation runs): adds ROC and precision-recall."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One leaderboard cell: how much leakage a run shows, beyond what chance gives."""
+
+    statistic: str
+    """What the number is, e.g. 'Algorithm-1 excess over chance'."""
+    value: float | None
+    """The estimate (a fraction: 0.05 = 5 percentage points)."""
+    ci: tuple[float, float] | None
+    """Its 95% confidence interval."""
+    p_value: float | None
+    """One-sided p-value under the method's null hypothesis (no leakage)."""
+    n_items: int
+    """Items the estimate is based on."""
+    raw: dict[str, float | None] = field(default_factory=dict)
+    """Secondary numbers shown next to it (raw rate, chance level)."""
+    percent: bool = True
+    """True: ``value`` is a fraction shown in percentage points; False: shown as a number."""
+
+    def text(self) -> str:
+        """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""
+        if self.value is None:
+            return "n/a"
+
+        def f(x: float) -> str:
+            return f"{100 * x:+.1f}" if self.percent else f"{x:+.3g}"
+
+        unit = " pp" if self.percent else ""
+        ci = f" [{f(self.ci[0])}, {f(self.ci[1])}]" if self.ci else ""
+        return f"{f(self.value)}{unit}{ci}"
+
+
+def method_module(run: RunData) -> ModuleType:
+    """The report module for ``run``; a clear error for a run of an unknown kind."""
+    schema = run.schema.split("/")[0]
+    name = METHOD_MODULES.get(schema) or _BY_METHOD.get(run.method)
+    if name is None:
+        known = ", ".join(sorted(METHOD_MODULES))
+        raise ConfigError(
+            f"{run.path}: no report for runs of schema {run.schema or '?'!r} "
+            f"(method {run.method or '?'!r}); known: {known}"
+        )
+    return importlib.import_module(name)

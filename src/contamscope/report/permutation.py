@@ -1,0 +1,408 @@
+"""Report sections for option-permutation runs (``contamscope.permutation.summary/1``).
+
+Shows the verdict and its statistics (each with its 95% CI, what H0 predicts, i.e. the
+false-positive rate, and the p-value), then the evidence: where the original order ranks among
+the N orders against the uniform expectation, the distribution of log-prob gaps, dot-line plots
+of all N log-probs for the most suspicious items (original order highlighted, as in Ni et al.'s
+Figures 4-5), ROC/PR when leak labels are known, and a per-item table.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .html import Column, Section, Table, esc, fmt_ci, fmt_p, fmt_pct
+from .methods import Estimate, ReportOptions
+from .plots import BASE, HIGHLIGHT, figure, to_svg
+from .rundata import RunData
+from .validation import validation_section
+
+__all__ = ["TITLE", "sections", "estimate"]
+
+TITLE = "Option-permutation test"
+_QUESTION_CHARS = 160
+
+
+def estimate(run: RunData) -> Estimate | None:
+    """Leaderboard cell: Algorithm-1 rate minus its exact chance level, with the 95% CI."""
+    stats = run.summary.get("statistics") or {}
+    a1 = stats.get("alg1")
+    if not a1:
+        return None
+    ci = a1.get("excess_ci")
+    return Estimate(
+        statistic="Algorithm-1 excess over chance",
+        value=a1.get("excess"),
+        ci=(ci[0], ci[1]) if ci else None,
+        p_value=a1.get("p_value"),
+        n_items=int(stats.get("n_items") or 0),
+        raw={"rate": a1.get("rate"), "chance": a1.get("null_expected")},
+    )
+
+
+@dataclass
+class _Case:
+    """A suspicious item kept for a case-study plot."""
+
+    id: str
+    subject: str | None
+    question: str
+    logprobs: list[float]
+    orders: list[list[int]]
+    rank: int
+    p_value: float
+    gap: float
+
+
+def _letters(order: list[int]) -> str:
+    return "".join(chr(ord("A") + i) if i < 26 else "?" for i in order)
+
+
+def _question(rec: dict[str, Any]) -> str:
+    q = " ".join(str(rec.get("prefix") or "").split())
+    return q[:_QUESTION_CHARS] + ("…" if len(q) > _QUESTION_CHARS else "")
+
+
+def sections(run: RunData, options: ReportOptions) -> list[Section]:
+    summary = run.summary
+    stats = summary.get("statistics") or {}
+    alpha = stats.get("alpha", 0.05)
+    delta_keys = list((stats.get("alg2") or {}).keys())
+    d0 = delta_keys[0] if delta_keys else None
+    rows: list[list[Any]] = []
+    ranks: dict[int, Counter[int]] = {}
+    gaps: list[float] = []
+    label_pairs: list[tuple[bool, float, float]] = []
+    any_label = options.labels is not None
+    # the k most suspicious items: min-heap on (-p, gap, -index), so heap[0] is the mildest kept
+    heap: list[tuple[float, float, int, _Case]] = []
+    k = max(0, options.top_cases)
+    for i, rec in enumerate(run.iter_records()):
+        label = rec.get("leak_label")
+        if options.labels is not None:
+            label = options.labels.get(rec["id"], False)
+        any_label = any_label or label is not None
+        q = _question(rec)
+        if rec.get("excluded") or rec.get("rank") is None:
+            rows.append([rec["id"], rec.get("subject"), *[None] * 6, rec.get("excluded"), q, label])
+            continue
+        n_orders = int(rec["n_orders"])
+        p, gap = float(rec["p_value"]), float(rec["gap"])
+        ranks.setdefault(n_orders, Counter())[int(rec["rank"])] += 1
+        gaps.append(gap)
+        if label is not None:
+            label_pairs.append((bool(label), 1.0 - p, gap))
+        rows.append(
+            [
+                rec["id"],
+                rec.get("subject"),
+                f"{rec['rank']}/{n_orders}",
+                p,
+                gap,
+                rec["alg1"],
+                (rec.get("alg2") or {}).get(d0) if d0 else None,
+                rec.get("alg2_score"),
+                None,
+                q,
+                label,
+            ]
+        )
+        key = (-p, gap, -i)
+        if k and (len(heap) < k or key > heap[0][:3]):
+            case = _Case(
+                rec["id"],
+                rec.get("subject"),
+                q,
+                [float(x) for x in rec["logprobs"]],
+                rec["orders"],
+                int(rec["rank"]),
+                p,
+                gap,
+            )
+            if len(heap) < k:
+                heapq.heappush(heap, (*key, case))
+            else:
+                heapq.heapreplace(heap, (*key, case))
+    cases = [t[3] for t in sorted(heap, key=lambda t: t[:3], reverse=True)]
+    if not any_label:
+        rows = [r[:-1] for r in rows]
+    out = [
+        _verdict_section(run, stats),
+        _evidence_section(ranks, gaps, stats),
+        _cases_section(cases, len(gaps)),
+    ]
+    if label_pairs:
+        out.append(
+            validation_section(
+                [x[0] for x in label_pairs],
+                {
+                    "rank p-value (1 - p)": [x[1] for x in label_pairs],
+                    "log-prob gap": [x[2] for x in label_pairs],
+                },
+                what="analysed items",
+            )
+        )
+    out.append(_table_section(rows, options, alpha, d0, any_label))
+    out.append(_provenance_section(run))
+    return out
+
+
+def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
+    from ..cli.summary import verdict
+
+    signal, sentence = verdict(stats)
+    cls = "none" if signal is None else ("signal" if signal else "clean")
+    counts = run.summary.get("counts") or {}
+    excl = ", ".join(f"{v} {esc(k)}" for k, v in (counts.get("excluded") or {}).items()) or "none"
+    head = (
+        f'<div class="verdict {cls}">{esc(sentence)}</div>'
+        f'<p class="note">{counts.get("items_analysed", 0)} items analysed of '
+        f"{counts.get('items_selected', 0)} selected (excluded: {excl}; input rows skipped: "
+        f"{counts.get('rows_skipped', 0)}). <b>H0</b>: the model has not seen the items, so each "
+        "item's original option order is exchangeable with its other orders. The column "
+        "<i>expected under H0</i> is each statistic's false-positive rate: what a clean model "
+        "shows. The verdict combines the three calibrated tests (Algorithm-1 excess, rank-test "
+        "count, mean gap) with a Bonferroni correction at 5% overall.</p>"
+    )
+    if not stats.get("n_items"):
+        return Section("verdict", "Verdict", head)
+    rows: list[tuple[str, str, str, str, str]] = []
+    a1 = stats["alg1"]
+    rows.append(
+        (
+            "Algorithm 1 (paper): original order has the highest log-prob",
+            f"{fmt_pct(a1['rate'])} ({a1['count']})",
+            fmt_ci(a1["rate_ci"]),
+            fmt_pct(a1["null_expected"]),
+            fmt_p(a1["p_value"]),
+        )
+    )
+    rows.append(
+        (
+            "&nbsp;&nbsp;excess over chance",
+            fmt_pct(a1["excess"], signed=True),
+            fmt_ci(a1["excess_ci"], signed=True),
+            "+0.0%",
+            "",
+        )
+    )
+    r = stats["rank"]
+    rows.append(
+        (
+            f"Rank test: items with rank p-value ≤ {r['alpha']:g}",
+            f"{fmt_pct(r['rate'])} ({r['count']})",
+            fmt_ci(r["rate_ci"]),
+            fmt_pct(r["expected"]),
+            fmt_p(r["p_value"]),
+        )
+    )
+    g = stats["gap"]
+    if g.get("mean") is not None:
+        rows.append(
+            (
+                "Mean log-prob gap, original − mean of the others (nats)",
+                f"{g['mean']:+.3f}",
+                fmt_ci(g["ci"], pct=False),
+                "0",
+                fmt_p(g["p_value"]) if g.get("p_value") is not None else esc(g.get("reason")),
+            )
+        )
+    for key, d in (stats.get("alg2") or {}).items():
+        rows.append(
+            (
+                f"Algorithm 2 (paper), δ = {esc(key)}: the maximum is an outlier",
+                f"{fmt_pct(d['rate'])} ({d['count']})",
+                fmt_ci(d["rate_ci"]),
+                "unknown*",
+                "",
+            )
+        )
+        rows.append(
+            (
+                "&nbsp;&nbsp;… and the maximum is the original order",
+                f"{fmt_pct(d['anchored_rate'])} ({d['anchored_count']})",
+                "",
+                fmt_pct(d["anchored_null_expected"]),
+                fmt_p(d["anchored_p_value"]),
+            )
+        )
+    body = "".join(
+        f"<tr><td>{a}</td><td>{b}</td><td>{c}</td><td>{d}</td><td>{e}</td></tr>"
+        for a, b, c, d, e in rows
+    )
+    note = (
+        '<p class="note">* Algorithm 2 ignores which order is the original, so its '
+        "false-positive rate cannot be computed from the same items; measure it on items known "
+        "to be clean. The anchored row has an exact null rate.</p>"
+        if stats.get("alg2")
+        else ""
+    )
+    table = (
+        '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI</th>'
+        f"<th>expected under H0</th><th>p-value (one-sided)</th></tr>{body}</table>{note}"
+    )
+    return Section("verdict", "Verdict and statistics", head + table)
+
+
+def _evidence_section(
+    ranks: dict[int, Counter[int]], gaps: list[float], stats: dict[str, Any]
+) -> Section:
+    figs = []
+    note = ""
+    if ranks:
+        n_orders, counter = max(ranks.items(), key=lambda kv: sum(kv[1].values()))
+        n = sum(counter.values())
+        others = sum(sum(c.values()) for m, c in ranks.items() if m != n_orders)
+        with figure(6.4, 3.6) as (fig, ax):
+            xs = list(range(1, n_orders + 1))
+            ax.bar(xs, [counter.get(x, 0) for x in xs], color=BASE, width=0.85, label="observed")
+            ax.axhline(
+                n / n_orders,
+                color=HIGHLIGHT,
+                ls="--",
+                lw=2,
+                label=f"H0: uniform ({n / n_orders:.1f})",
+            )
+            ax.set(
+                xlabel=f"rank of the original order among {n_orders} orders (1 = highest log-prob)",
+                ylabel="items",
+            )
+            ax.set_title(f"Where the original order ranks ({n} items)")
+            if n_orders > 30:
+                ax.set_xlim(0.5, n_orders + 0.5)
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "histogram of the original order's rank"))
+        if others:
+            note += (
+                f"<p class='note'>The rank histogram shows the {n} items with {n_orders} orders; "
+                f"{others} items with another number of orders are in the table.</p>"
+            )
+    if gaps:
+        g = stats.get("gap") or {}
+        with figure(6.4, 3.6) as (fig, ax):
+            ax.hist(gaps, bins=min(60, max(10, len(gaps) // 10)), color=BASE, label="items")
+            ax.axvline(0, color="#000", ls="--", lw=1.5, label="H0 mean (0)")
+            if g.get("mean") is not None:
+                ax.axvline(
+                    g["mean"], color=HIGHLIGHT, lw=2, label=f"observed mean ({g['mean']:+.2f})"
+                )
+                if g.get("ci"):
+                    ax.axvspan(g["ci"][0], g["ci"][1], color=HIGHLIGHT, alpha=0.2, label="95% CI")
+            ax.set(xlabel="log-prob gap: original − mean of other orders (nats)", ylabel="items")
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            ax.set_title("Does the original order stand out?")
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "histogram of log-prob gaps"))
+    body = (
+        '<p class="note">Under H0 the original order\'s rank is uniform over 1..N (ties share a '
+        "rank) and the gap averages 0. A leak piles items up at rank 1 and shifts the gaps "
+        "right.</p>" + note
+    )
+    return Section("evidence", "Evidence", body, figs)
+
+
+def _cases_section(cases: list[_Case], n_items: int) -> Section:
+    if not cases:
+        return Section("cases", "Most suspicious items", "<p class='note'>No items analysed.</p>")
+    figs = []
+    for c in cases:
+        n = len(c.logprobs)
+        with figure(6.4, 3.4) as (fig, ax):
+            xs = list(range(1, n + 1))
+            ax.plot(
+                xs,
+                c.logprobs,
+                "-o",
+                color=BASE,
+                ms=4 if n <= 60 else 1.5,
+                lw=1,
+                label="other orders",
+            )
+            ax.plot(
+                [1],
+                [c.logprobs[0]],
+                "D",
+                color=HIGHLIGHT,
+                ms=10,
+                mec="#000",
+                label="original order",
+            )
+            if n <= 30:
+                ax.set_xticks(xs)
+                ax.set_xticklabels([_letters(o) for o in c.orders], rotation=90, fontsize=7)
+                ax.set_xlabel("option order (letters = original options in shown order)")
+            else:
+                ax.set_xlabel(f"order index (1 = original; {n} orders)")
+            ax.set_ylabel("log p(options | question) (nats)")
+            ax.set_title(
+                f"{c.id}: rank {c.rank}/{n}, p = {fmt_p(c.p_value)}, gap {c.gap:+.2f}", fontsize=10
+            )
+            ax.legend(fontsize=8, loc="lower right")
+            cap = f"<b>{esc(c.id)}</b>{' (' + esc(c.subject) + ')' if c.subject else ''}: "
+            figs.append(
+                to_svg(fig, f"log-probs of all orders of {c.id}")
+                + f"<figcaption>{cap}{esc(c.question)}</figcaption>"
+            )
+    body = (
+        f"<p class='note'>The {len(cases)} items (of {n_items}) with the smallest rank p-value "
+        "(then the largest gap): the log-probability of the option block under every order, the "
+        "original order as a diamond. A memorised item shows the original far above the rest.</p>"
+    )
+    return Section("cases", "Most suspicious items", body, figs)
+
+
+def _table_section(
+    rows: list[list[Any]], options: ReportOptions, alpha: float, d0: str | None, labels: bool
+) -> Section:
+    cols = [
+        Column("id", "item"),
+        Column("subject", "subject"),
+        Column("rank", "rank", help="rank of the original order among the N orders (1 = highest)"),
+        Column("p_value", "p-value", "p", help="exact rank p-value under H0"),
+        Column("gap", "gap (nats)", "num", help="original log-prob minus the mean of the others"),
+        Column("alg1", "Alg. 1", "bool", help="Algorithm 1: the original order is the unique max"),
+        Column("alg2", f"Alg. 2 (δ {d0})" if d0 else "Alg. 2", "bool", help="paper's flag"),
+        Column("alg2_score", "outlier score", "num", help="IsolationForest score of the max"),
+        Column("excluded", "excluded because"),
+        Column("question", "question"),
+    ]
+    if labels:
+        cols.append(Column("label", "known leak", "bool", help="ground-truth label"))
+    table = Table("items", cols, rows, page_size=options.page_size, sort=(3, True))
+    return Section(
+        "items",
+        "All items",
+        f"<p class='note'>{len(rows)} items; click a header to sort, type to search any column. "
+        f"Items with p-value ≤ {alpha:g} are suspicious one by one, but about {fmt_pct(alpha)} "
+        "of a clean benchmark's items also are (see the rank test above).</p>",
+        after=table.html(),
+    )
+
+
+def _provenance_section(run: RunData) -> Section:
+    s = run.summary
+    keep = {k: s.get(k) for k in ("model", "benchmark", "config", "timings", "versions")}
+    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created")})
+    lines = "".join(f"<li>{esc(x)}</li>" for x in (s.get("skipped_rows") or [])[:200])
+    excl = "".join(
+        f"<li>{esc(x.get('id'))}: {esc(x.get('reason'))}</li>"
+        for x in (s.get("excluded_items") or [])[:200]
+    )
+    body = (
+        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
+        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
+        f"<details><summary>model, data, settings, timings (summary.json)</summary>"
+        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False))}</pre></details>"
+        + (f"<details><summary>excluded items</summary><ul>{excl}</ul></details>" if excl else "")
+        + (
+            f"<details><summary>skipped input rows</summary><ul>{lines}</ul></details>"
+            if lines
+            else ""
+        )
+    )
+    return Section("provenance", "Provenance", body)

@@ -1,0 +1,82 @@
+"""Matplotlib figures rendered to inline SVG (no files, no network, Agg backend).
+
+Colours come from the Okabe-Ito palette, which stays distinguishable under the common forms of
+colour blindness; the highlighted series also differs in marker shape and size, not colour alone.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["OKABE_ITO", "HIGHLIGHT", "BASE", "figure", "to_svg", "require_matplotlib"]
+
+OKABE_ITO = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#D55E00",  # vermillion
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",
+)
+BASE = "#0072B2"
+"""Colour of ordinary data (blue)."""
+HIGHLIGHT = "#D55E00"
+"""Colour of the thing to look at (vermillion): the original order, H0's expectation."""
+
+
+def require_matplotlib() -> Any:
+    """Import matplotlib with the Agg backend, or say which extra installs it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("reports need matplotlib: pip install 'contamscope[report]'") from None
+    from cycler import cycler
+
+    matplotlib.use("Agg", force=True)
+    matplotlib.rcParams.update(
+        {
+            "svg.fonttype": "none",  # text stays text: smaller files, selectable labels
+            "svg.hashsalt": "contamscope",  # deterministic ids
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.prop_cycle": cycler(color=list(OKABE_ITO)),
+        }
+    )
+    return matplotlib
+
+
+@contextmanager
+def figure(width: float = 6.4, height: float = 3.6, **kw: Any) -> Iterator[Any]:
+    """A fresh (fig, ax) pair; always closed afterwards."""
+    require_matplotlib()
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), **kw)
+    try:
+        yield fig, ax
+    finally:
+        plt.close(fig)
+
+
+_SVG_HEAD = re.compile(r"^.*?(<svg\b)", re.S)
+
+
+def to_svg(fig: Any, title: str) -> str:
+    """The figure as an inline ``<svg>`` element with an accessible title."""
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = _SVG_HEAD.sub(r"\1", buf.getvalue(), count=1)  # drop the XML prolog and doctype
+    svg = svg.replace("<svg ", '<svg role="img" class="fig" ', 1)
+    from html import escape
+
+    return svg.replace(">", f"><title>{escape(title)}</title>", 1)

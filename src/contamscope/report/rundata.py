@@ -1,0 +1,105 @@
+"""Read a finished run folder (settings.json, summary.json, items.jsonl); nothing else.
+
+Reports never touch a model or the score cache: everything they show comes from these files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+
+__all__ = ["RunData", "load_run"]
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run folder, as written by a pipeline."""
+
+    path: Path
+    """The run folder."""
+    summary: dict[str, Any]
+    """Contents of summary.json (schema, provenance, counts, statistics)."""
+    settings: dict[str, Any]
+    """Contents of settings.json ({} when absent)."""
+
+    @property
+    def items_path(self) -> Path:
+        return self.path / "items.jsonl"
+
+    @property
+    def schema(self) -> str:
+        """The summary schema, e.g. ``contamscope.permutation.summary/1``."""
+        return str(self.summary.get("schema") or "")
+
+    @property
+    def method(self) -> str:
+        """Method name: settings' ``method``, else the second part of the schema."""
+        m = self.settings.get("method") or self.summary.get("method")
+        if m:
+            return str(m)
+        parts = self.schema.split(".")
+        return parts[1] if len(parts) > 2 else ""
+
+    @property
+    def model(self) -> str:
+        """The model spec as the user gave it."""
+        m = self.summary.get("model")
+        return str(m.get("spec") if isinstance(m, dict) else m or self.settings.get("model", "?"))
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark source as recorded."""
+        b = self.summary.get("benchmark")
+        src = b.get("source") if isinstance(b, dict) else b
+        return str(src or self.settings.get("benchmark", "?"))
+
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """Per-item records in file order; a malformed line is an error naming file:line."""
+        if not self.items_path.exists():
+            return
+        with open(self.items_path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise StoreError(f"{self.items_path}:{i}: not valid JSON ({exc.msg})") from None
+                if not isinstance(rec, dict):
+                    raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
+                yield rec
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read ({exc.strerror})") from None
+    if not isinstance(obj, dict):
+        raise StoreError(f"{path}: expected a JSON object")
+    return obj
+
+
+def load_run(path: Path | str) -> RunData:
+    """Open a run folder; refuse one without summary.json (unfinished or not a run)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise StoreError(f"{path}: no such run folder")
+    summary_path = path / "summary.json"
+    if not summary_path.exists():
+        hint = (
+            " (run interrupted? re-run its command to finish it)"
+            if (path / "items.jsonl").exists()
+            else ""
+        )
+        raise StoreError(f"{path}: no summary.json, not a finished run folder{hint}")
+    settings_path = path / "settings.json"
+    settings = _read_json(settings_path) if settings_path.exists() else {}
+    return RunData(path=path, summary=_read_json(summary_path), settings=settings)
