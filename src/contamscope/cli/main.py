@@ -6,7 +6,6 @@ import typer
 
 from .. import __version__
 from . import cache, permutation, report, validate
-from . import benbench, card
 
 app = typer.Typer(
     name="contamscope",
@@ -17,11 +16,9 @@ app = typer.Typer(
 )
 app.command("permutation", epilog=permutation.EPILOG, no_args_is_help=False)(permutation.command)
 app.add_typer(cache.app, name="cache")
+app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
 app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
-app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
-app.command("benbench", epilog=benbench.EPILOG, no_args_is_help=True)(benbench.command)
-app.command("card", epilog=card.EPILOG, no_args_is_help=True)(card.command)
 
 
 @app.command("formats")
