@@ -10,7 +10,7 @@ most requests seen in flight at once).
 Faults: ``--faults 429,500,drop,slow --fault-every N`` answers every N-th POST with the next
 fault in that cycle (``drop`` closes the connection without an answer, ``slow`` sleeps
 ``--slow-seconds`` first); ``--die-after N`` kills the process on the N+1-th POST; modes
-``--chat-only`` (no /v1/completions), ``--generated-logprobs-only`` (llama.cpp: ignores echo and
+``--api-key KEY`` (401 without it), ``--chat-only`` (no /v1/completions), ``--generated-logprobs-only`` (llama.cpp: ignores echo and
 gives log-probs of generated tokens only), ``--no-prompt-logprobs`` (rejects that parameter,
 like api.openai.com).
 """
@@ -159,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
                 fault = next(st.fault_cycle)
                 st.faults_sent[fault] = st.faults_sent.get(fault, 0) + 1
         try:
+            if st.args.api_key and self.headers.get("Authorization") != f"Bearer {st.args.api_key}":
+                return self._error(401, "invalid API key")
             if st.args.die_after is not None and n > st.args.die_after:
                 os._exit(17)
             if st.args.delay:
@@ -315,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--slow-seconds", type=float, default=3.0)
     p.add_argument("--delay", type=float, default=0.0, help="seconds added to every POST")
     p.add_argument("--die-after", type=int, default=None, help="exit on the POST after N")
+    p.add_argument("--api-key", default=None, help="require this bearer token on POSTs")
     p.add_argument("--chat-only", action="store_true")
     p.add_argument("--generated-logprobs-only", action="store_true")
     p.add_argument("--no-prompt-logprobs", action="store_true")

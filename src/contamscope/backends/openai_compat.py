@@ -112,6 +112,8 @@ class OpenAIBackend(Backend):
         self.refusal: str | None = None
         """Why prompt log-probs were refused by the live probe (None: not refused)."""
         self.probed = False
+        self.probe_report: Any = None
+        """The canary's :class:`~.probe.ProbeReport` once probed."""
         self._info: dict[str, Any] | None = None
 
     # --- construction -------------------------------------------------------------------
@@ -206,6 +208,7 @@ class OpenAIBackend(Backend):
             "max_connections": self.client.settings.max_connections,
             "requests_sent": self.client.sent,
             "requests_retried": self.client.retried,
+            "canary": None if self.probe_report is None else self.probe_report.numbers,
         }
 
     # --- prompt log-probs -------------------------------------------------------------------
@@ -309,6 +312,8 @@ class OpenAIBackend(Backend):
     def token_stats(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[TokenStats]:
+        if requests and self.mode == "auto":
+            self._resolve_mode(self._prepare(requests[0]))
         if not self.capabilities.token_stats:
             raise CapabilityError(
                 f"backend {self.spec!r} cannot return per-token statistics: they need token ids, "

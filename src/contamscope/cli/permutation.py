@@ -31,6 +31,8 @@ Examples:
 
   contamscope permutation --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label
 
+  contamscope permutation --model openai:http://localhost:8000/v1#HuggingFaceTB/SmolLM2-135M-Instruct -M bos='<|endoftext|>' -M max_connections=16
+
 Re-running the same command with the same --out resumes: finished items are not scored again.
 Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
 """
@@ -52,7 +54,9 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model spec: smollm2 (bundled), hf:PATH_OR_HUB_ID (folder, .gguf file, hub id).",
+        help="Model spec: smollm2 (bundled), hf:PATH_OR_HUB_ID (folder, .gguf file, hub id), "
+        "openai:BASE_URL#MODEL (OpenAI-compatible server; key from $CONTAMSCOPE_API_KEY or "
+        "$OPENAI_API_KEY), vllm:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
         "mmlu",
@@ -120,7 +124,10 @@ def command(
     model_opt: list[str] | None = typer.Option(
         None,
         "-M",
-        help="Model option key=value (bos=, max_batch_tokens=, revision=, trust_remote_code=, attn=). Repeatable.",
+        help="Model option key=value, repeatable. hf: bos=, max_batch_tokens=, revision=, "
+        "trust_remote_code=, attn=. openai: max_connections=8, timeout=120, retries=5, bos=, "
+        "logprobs=auto|echo|prompt_logprobs, canary=full|structural. vllm: "
+        "tensor_parallel_size=, gpu_memory_utilization=, max_model_len=. See docs/backends.md.",
     ),
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Score cache folder (default: user cache dir)."
@@ -152,6 +159,7 @@ def command(
 @user_errors
 def run(**kw: Any) -> None:
     from ..backends import load_backend, parse_model_options
+    from ..backends.probe import check_backend
     from ..data import FieldMap, load_benchmark
     from ..paths import default_score_db
     from ..perturb import get_template
@@ -195,6 +203,8 @@ def run(**kw: Any) -> None:
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
     with console.status(f"loading model {kw['model']} ..."):
         backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
+    with console.status("checking what the model can do ..."):
+        check_backend(backend, prompt_logprobs=True, method="the permutation test")
     cache = (
         None
         if kw["no_cache"]

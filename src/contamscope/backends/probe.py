@@ -1,0 +1,227 @@
+"""Capability checks before a run: declared capabilities, and a canary for live servers.
+
+:func:`check_backend` is called once before any work. For an ``openai:`` server it first scores
+canary texts and refuses prompt log-probs, with the reason, when the server
+
+- has no ``/completions`` endpoint (a chat-only API) or rejects the request,
+- does not return a log-prob for every prompt token (llama.cpp returns log-probs of generated
+  tokens only), or returns tokens that do not spell the prompt,
+- returns values that are not log-probabilities (positive, NaN), that change when the same text
+  is sent twice, or that change for earlier tokens when later text changes (not causal),
+- (``-M canary=full``, the default) does not clearly prefer a natural sentence to its own words
+  shuffled, in two of three canaries (see ``MARGIN``): the name or server points at something that is not a language model
+  (a random-weight test model fails this check; use ``-M canary=structural`` for it).
+
+A refusal is one line naming what is missing and which methods the backend can still run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CapabilityError, ContamscopeError
+from .base import Backend, Capabilities
+
+if TYPE_CHECKING:
+    from .openai_compat import OpenAIBackend
+
+__all__ = ["check_backend", "probe_server", "ProbeReport", "METHOD_NEEDS", "available_methods"]
+
+METHOD_NEEDS: Mapping[str, Capabilities] = {
+    "permutation": Capabilities(prompt_logprobs=True),
+    "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
+    "CAP": Capabilities(prompt_logprobs=False, generate=True),
+}
+"""What each method needs from a backend (CAP works black-box, from generated text only)."""
+
+CANARIES = (
+    (
+        "The capital of France is Paris, and the capital of Germany is Berlin.",
+        "Germany the Paris, capital is and France of Berlin. the The capital is of",
+    ),
+    (
+        "One, two, three, four, five, six, seven, eight, nine, ten.",
+        "four, nine, One, seven, ten. two, six, three, eight, five,",
+    ),
+    (
+        "Water freezes at zero degrees Celsius and boils at one hundred degrees.",
+        "degrees. at boils hundred Water and zero Celsius one freezes degrees at",
+    ),
+)
+MARGIN = 0.7
+"""A language model's mean log-prob per token on a natural sentence must be above ``MARGIN`` times
+that of its shuffled words (closer to zero by 30 %) in two of three canaries. Measured: SmolLM2-135M
+-2.0 vs -6.7, -1.6 vs -3.7, -3.0 vs -8.9 nats (ratios 0.30-0.43); the random-weight test model
+ratios 0.96-1.0."""
+TOLERANCE = 0.05
+"""Largest difference (nats per token) accepted between repeated or shared-prefix requests:
+servers batch requests and bf16 kernels are not bit-reproducible across batch shapes."""
+
+
+@dataclass
+class ProbeReport:
+    """What the canary found on a live server."""
+
+    prompt_logprobs: bool
+    """The server returns usable prompt log-probs."""
+    reason: str | None = None
+    """Why prompt log-probs were refused (None when accepted)."""
+    mode: str = ""
+    """How prompt log-probs are read: prompt_logprobs (vLLM) or echo."""
+    numbers: dict[str, Any] = field(default_factory=dict)
+    """Canary numbers: natural vs shuffled log-probs, repeat and prefix differences."""
+
+
+def available_methods(caps: Capabilities) -> list[str]:
+    """Methods whose needs ``caps`` meets."""
+    return [
+        name
+        for name, need in METHOD_NEEDS.items()
+        if (caps.prompt_logprobs or not need.prompt_logprobs)
+        and (caps.generate or not need.generate)
+        and (caps.token_stats or not need.token_stats)
+    ]
+
+
+def _refuse(backend: OpenAIBackend, report: ProbeReport, reason: str) -> ProbeReport:
+    report.prompt_logprobs = False
+    report.reason = reason
+    backend.refusal = reason
+    backend.capabilities = Capabilities(prompt_logprobs=False, generate=True, token_stats=False)
+    return report
+
+
+def probe_server(backend: OpenAIBackend) -> ProbeReport:
+    """Run the canary against a live ``openai:`` server and update its capabilities."""
+    from .http_client import HttpStatusError
+
+    backend.probed = True
+    report = ProbeReport(prompt_logprobs=True)
+    backend.probe_report = report
+    bos = backend.bos
+    natural, shuffled = CANARIES[0]
+    try:
+        first = backend.prompt_tokens(bos + natural)
+    except HttpStatusError as exc:
+        if exc.status in (404, 405, 501):
+            backend.chat_only = True
+            return _refuse(
+                backend,
+                report,
+                f"the server has no usable /completions endpoint ({exc.message[:120]}): "
+                "a chat-only API cannot score given text",
+            )
+        return _refuse(backend, report, f"the server rejects scoring requests ({exc})")
+    except ContamscopeError as exc:
+        return _refuse(backend, report, f"the server returned no prompt log-probs ({exc})")
+    report.mode = backend.mode
+    text = bos + natural
+    spelled = "".join(first.texts[1:])
+    later = first.logprobs[1:]
+    if (
+        len(first.texts) < 2
+        or any(x is None for x in later)
+        or not text.endswith(spelled)
+        or len(spelled) < 0.8 * len(natural)
+    ):
+        return _refuse(
+            backend,
+            report,
+            "the server does not return a log-prob for every prompt token (it gave "
+            f"{sum(x is not None for x in first.logprobs)} for a prompt of {len(natural)} "
+            "characters); servers such as llama.cpp return log-probs of generated tokens only",
+        )
+    values = [float(x) for x in later if x is not None]
+    if any(math.isnan(v) or v > 1e-4 for v in values):
+        return _refuse(backend, report, "the server's prompt log-probs are not log-probabilities")
+    again = backend.prompt_tokens(bos + natural)
+    repeat = max(
+        (abs(a - b) for a, b in zip(values, again.logprobs[1:]) if b is not None), default=0.0
+    )
+    report.numbers["repeat_max_diff"] = repeat
+    if len(again.logprobs) != len(first.logprobs) or repeat > TOLERANCE:
+        return _refuse(
+            backend,
+            report,
+            f"the same text scored twice differs by {repeat:.3f} nats/token (sampling or "
+            "non-deterministic prompt log-probs)",
+        )
+    cut = natural.index(", and")
+    other = backend.prompt_tokens(bos + natural[:cut] + ", but nobody asked.")
+    shared = 0
+    while (
+        shared < min(len(first.texts), len(other.texts)) - 1
+        and first.texts[shared] == other.texts[shared]
+    ):
+        shared += 1
+    causal = max(
+        (
+            abs(a - b)
+            for a, b in zip(first.logprobs[1:shared], other.logprobs[1:shared])
+            if a is not None and b is not None
+        ),
+        default=0.0,
+    )
+    report.numbers["shared_prefix_max_diff"] = causal
+    if causal > TOLERANCE:
+        return _refuse(
+            backend,
+            report,
+            f"log-probs of a prefix change by {causal:.3f} nats/token when later text changes "
+            "(not a causal language model's prompt log-probs)",
+        )
+    if backend.canary == "full":
+        pairs = [
+            (_mean_logprob(backend, bos + n), _mean_logprob(backend, bos + f)) for n, f in CANARIES
+        ]
+        report.numbers["natural_vs_shuffled"] = pairs
+        if sum(a > MARGIN * b for a, b in pairs) < 2:
+            return _refuse(
+                backend,
+                report,
+                "the model does not prefer natural sentences to their shuffled words (mean "
+                f"log-prob per token {', '.join(f'{a:.2f} vs {b:.2f}' for a, b in pairs)}): "
+                "check the model name after '#' (-M canary=structural for a random-weight model)",
+            )
+    return report
+
+
+def _mean_logprob(backend: OpenAIBackend, text: str) -> float:
+    values = [x for x in backend.prompt_tokens(text).logprobs[1:] if x is not None]
+    return sum(values) / max(len(values), 1)
+
+
+def check_backend(
+    backend: Backend,
+    *,
+    method: str,
+    prompt_logprobs: bool = False,
+    generate: bool = False,
+    token_stats: bool = False,
+) -> ProbeReport | None:
+    """Refuse, before any work, a backend that cannot serve ``method`` (one-line CapabilityError).
+
+    Live servers (``openai:``) are probed with the canary first when log-probs are needed.
+    """
+    report: ProbeReport | None = None
+    if backend.spec.startswith("openai:") and (prompt_logprobs or token_stats):
+        from .openai_compat import OpenAIBackend
+
+        if isinstance(backend, OpenAIBackend):
+            report = backend.probe_report if backend.probed else probe_server(backend)
+    try:
+        backend.require(
+            prompt_logprobs=prompt_logprobs,
+            generate=generate,
+            token_stats=token_stats,
+            method=method,
+        )
+    except CapabilityError as exc:
+        why = f": {report.reason}" if report is not None and report.reason else ""
+        left = available_methods(backend.capabilities)
+        still = ", ".join(left) if left else "none"
+        raise CapabilityError(f"{exc}{why}; methods this backend can run: {still}") from None
+    return report

@@ -1,0 +1,207 @@
+"""openai: backend against a real loopback server over the tiny model: numbers equal the local
+backend; concurrency limit, retries through injected faults, clear final errors, capability
+probe refusals."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pytest
+
+from contamscope.backends import GenerateRequest, ScoreRequest, load_backend
+from contamscope.backends.openai_compat import OpenAIBackend, split_continuation
+from contamscope.backends.probe import available_methods, check_backend
+from contamscope.errors import CapabilityError, ConfigError, ModelError
+
+BOS = "<|endoftext|>"
+REQUESTS = [
+    ScoreRequest("Question: what is 2+2?\nAnswer:", " 4"),
+    ScoreRequest("The sky", " is blue today."),
+    ScoreRequest("The sk", "y is"),  # a token straddles the boundary
+    ScoreRequest("Ein Café in Zürich:", " grüß Gott, naïve façade"),
+    ScoreRequest("A. one\nB. two\nAnswer:", " B. two\nA. one"),
+]
+
+
+def backend(url: str, **opts: str) -> OpenAIBackend:
+    options = {"bos": BOS, "canary": "structural", **opts}
+    b = load_backend(f"openai:{url}#tiny", options=options)
+    assert isinstance(b, OpenAIBackend)
+    return b
+
+
+def test_split_continuation_known_answers() -> None:
+    assert split_continuation(["<s>", "The", " sky", " is", " blue"], " is blue") == (3, 0)
+    assert split_continuation(["The", " sk", "y is"], "s") == (2, 3)
+    assert split_continuation(["a", "b"], "") == (2, 0)
+
+
+@pytest.mark.parametrize("mode", ["echo", "prompt_logprobs"])
+def test_scores_equal_local_backend(tiny_server: Any, tiny_backend: Any, mode: str) -> None:
+    b = backend(tiny_server.url, logprobs=mode)
+    got = b.score(REQUESTS)
+    want = tiny_backend.score(REQUESTS)
+    for g, w in zip(got, want):
+        assert g.n_tokens == w.n_tokens
+        assert g.boundary_chars == w.boundary_chars
+        assert g.logprob == pytest.approx(w.logprob, abs=1e-3)
+    assert want[2].boundary_chars == 3
+
+
+def test_auto_mode_uses_prompt_logprobs_and_token_stats_match(
+    tiny_server: Any, tiny_backend: Any
+) -> None:
+    b = backend(tiny_server.url)
+    got = b.token_stats(REQUESTS)
+    assert b.mode == "prompt_logprobs" and b.capabilities.token_stats
+    want = tiny_backend.token_stats(REQUESTS)
+    for g, w in zip(got, want):
+        assert g.tokens == w.tokens and g.greedy == w.greedy
+        assert g.logprobs == pytest.approx(w.logprobs, abs=1e-3)
+    assert b.decode(list(want[1].tokens)) == tiny_backend.decode(list(want[1].tokens))
+
+
+def test_generation_completions_and_chat_equal_local(tiny_server: Any, tiny_backend: Any) -> None:
+    reqs = [
+        GenerateRequest("Hello there", 6),
+        GenerateRequest("Say hi", 5, chat=True),
+        GenerateRequest("Hello there", 6),  # duplicate: sent once
+    ]
+    b = backend(tiny_server.url)
+    before = tiny_server.stats()["posts"]
+    got = b.generate(reqs)
+    assert tiny_server.stats()["posts"] - before == 2
+    assert got == tiny_backend.generate(reqs)
+
+
+def test_concurrency_is_bounded_and_used(serve: Any) -> None:
+    s = serve("--delay", "0.3")
+    b = backend(s.url, max_connections="4", logprobs="echo")
+    reqs = [ScoreRequest(f"Item {i}:", f" answer {i}") for i in range(16)]
+    t0 = time.perf_counter()
+    b.score(reqs)
+    wall = time.perf_counter() - t0
+    assert s.stats()["max_in_flight"] == 4
+    assert wall < 16 * 0.3 / 2  # sequential would take 4.8 s
+
+
+def test_retries_through_429_500_dropped_and_slow(serve: Any, tiny_backend: Any) -> None:
+    s = serve("--faults", "429,500,drop,slow", "--fault-every", "2", "--slow-seconds", "3")
+    b = backend(s.url, logprobs="echo", timeout="1", retries="6", backoff="0.01")
+    reqs = REQUESTS * 2 + [ScoreRequest(f"Q{i}:", " yes") for i in range(6)]
+    got = b.score(reqs)
+    want = tiny_backend.score(reqs)
+    assert [g.logprob for g in got] == pytest.approx([w.logprob for w in want], abs=1e-3)
+    faults = s.stats()["faults"]
+    assert set(faults) == {"429", "500", "drop", "slow"}
+    assert b.client.retried >= sum(faults.values())
+
+
+def test_final_error_names_the_request(serve: Any) -> None:
+    s = serve("--faults", "500", "--fault-every", "1")
+    b = OpenAIBackend(s.url, "tiny", bos=BOS, logprobs="echo")
+    b.client.settings = type(b.client.settings)(retries=2, backoff=0.01)
+    with pytest.raises(ModelError) as err:
+        b.score([ScoreRequest("Which planet?", " Jupiter")])
+    msg = str(err.value)
+    assert "scoring request 1 of 1" in msg and "Jupiter" in msg
+    assert "failed after 3 attempts: HTTP 500: injected internal error" in msg
+    assert "\n" not in msg
+
+
+def test_too_long_prompt_scores_nan_like_local(tiny_server: Any) -> None:
+    b = backend(tiny_server.url, logprobs="echo")
+    got = b.score([ScoreRequest("word " * 600, " end")])
+    assert math.isnan(got[0].logprob)
+
+
+def test_spec_and_option_errors(tiny_server: Any) -> None:
+    with pytest.raises(ModelError, match="name the served model after '#'"):
+        load_backend(f"openai:{tiny_server.url}")
+    with pytest.raises(ModelError, match="must start with http"):
+        load_backend("openai:localhost:8000/v1#m")
+    with pytest.raises(ModelError, match=r"does not serve model 'gpt-9' \(it serves: tiny\)"):
+        load_backend(f"openai:{tiny_server.url}#gpt-9")
+    with pytest.raises(ConfigError, match="-M max_batch_tokens: unknown option"):
+        load_backend(f"openai:{tiny_server.url}#tiny", options={"max_batch_tokens": "9"})
+    with pytest.raises(ConfigError, match="max_connections: must be at least 1"):
+        load_backend(f"openai:{tiny_server.url}#tiny", options={"max_connections": "0"})
+    with pytest.raises(ModelError, match="cannot reach http://127.0.0.1:9/v1/models"):
+        load_backend("openai:http://127.0.0.1:9/v1#m", options={"retries": "0"})
+
+
+def test_api_key_from_environment(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = serve("--api-key", "sekret")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("CONTAMSCOPE_API_KEY", raising=False)
+    with pytest.raises(ModelError, match="HTTP 401: invalid API key"):
+        backend(s.url, logprobs="echo").score(REQUESTS[:1])
+    monkeypatch.setenv("CONTAMSCOPE_API_KEY", "sekret")
+    assert backend(s.url, logprobs="echo").score(REQUESTS[:1])[0].n_tokens == 2
+    monkeypatch.setenv("MY_KEY", "sekret")
+    monkeypatch.delenv("CONTAMSCOPE_API_KEY")
+    b = backend(s.url, logprobs="echo", api_key_env="MY_KEY")
+    assert b.score(REQUESTS[:1])[0].n_tokens == 2
+
+
+def test_fingerprint_is_stable_across_restarts(serve: Any) -> None:
+    s = serve()
+    first = backend(s.url).fingerprint()
+    port = s.port
+    s.stop()
+    again = serve(port=port)
+    assert backend(again.url).fingerprint() == first
+    assert backend(again.url, bos="none").fingerprint() != first
+
+
+# --- capability probe ----------------------------------------------------------------------------
+
+
+def test_probe_accepts_a_scoring_server(tiny_server: Any) -> None:
+    b = backend(tiny_server.url)
+    report = check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert report is not None and report.prompt_logprobs and report.mode == "prompt_logprobs"
+    assert report.numbers["repeat_max_diff"] < 1e-4
+    assert report.numbers["shared_prefix_max_diff"] < 1e-4
+    assert available_methods(b.capabilities) == ["permutation", "BenBench", "CAP"]
+
+
+def test_probe_refuses_random_model_under_full_canary(tiny_server: Any) -> None:
+    b = backend(tiny_server.url, canary="full")
+    with pytest.raises(CapabilityError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    msg = str(err.value)
+    assert "does not prefer natural sentences to their shuffled words" in msg
+    assert "canary=structural" in msg and msg.endswith("methods this backend can run: CAP")
+
+
+def test_probe_refuses_chat_only_api_but_chat_generation_works(serve: Any) -> None:
+    s = serve("--chat-only")
+    b = backend(s.url)
+    with pytest.raises(CapabilityError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    msg = str(err.value)
+    assert "chat-only API cannot score given text" in msg
+    assert msg.endswith("methods this backend can run: CAP")
+    assert b.chat_only
+    check_backend(b, generate=True, method="CAP")
+    got = b.generate([GenerateRequest("Hi", 3)])  # sent as chat: the server has no completions
+    assert got[0].n_tokens == 3
+
+
+def test_probe_refuses_generated_token_logprobs_only(serve: Any) -> None:
+    s = serve("--generated-logprobs-only", "--no-prompt-logprobs")
+    b = backend(s.url)
+    with pytest.raises(CapabilityError, match="llama.cpp return log-probs of generated tokens"):
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+
+
+def test_echo_only_server_scores_but_refuses_token_stats(serve: Any) -> None:
+    s = serve("--no-prompt-logprobs")
+    b = backend(s.url)
+    check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert b.mode == "echo"
+    with pytest.raises(CapabilityError, match="needs per-token log-probs.*methods this backend"):
+        check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
