@@ -1,0 +1,137 @@
+"""`contamscope validate` end to end on the tiny random model (real CLI, real files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+QUESTIONS = [
+    ("Which gas do plants absorb", "CO2", "oxygen", "nitrogen", "helium"),
+    ("What is the capital of France", "Rome", "Paris", "Oslo", "Bern"),
+    ("Which metal is liquid at room temperature", "iron", "mercury", "tin", "lead"),
+    ("How many legs has a spider", "six", "eight", "ten", "four"),
+    ("Which planet is largest", "Mars", "Venus", "Jupiter", "Earth"),
+    ("What colour is the sky on a clear day", "blue", "green", "red", "yellow"),
+    ("Which animal is a mammal", "whale", "shark", "trout", "eel"),
+    ("What do bees make", "honey", "milk", "silk", "wax paper"),
+    ("Which of these are prime", "4", "6", "7", "None of the above"),
+]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=900,
+    )
+
+
+@pytest.fixture()
+def bench(tmp_path: Path) -> Path:
+    path = tmp_path / "toy_test.csv"
+    rows = [",".join([*q, "A"]) for q in QUESTIONS]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_validate_trains_scores_and_reports_then_reuses(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    out = tmp_path / "val"
+    args = [
+        "validate",
+        "--model",
+        f"hf:{tiny_model_path}",
+        "-M",
+        "bos=<|endoftext|>",
+        "--benchmark",
+        str(bench),
+        "--n-items",
+        "8",
+        "--epochs",
+        "1,2",
+        "--lr",
+        "3e-3",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+    first = run_cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "Traceback" not in first.stderr
+    assert "training a copy on 4 leaked items" in first.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "contamscope.validate.summary/1"
+    assert summary["method"] == "validate"
+    assert summary["git_commit"] is None or len(summary["git_commit"]) == 40
+    assert summary["split"] == {"n_items": 8, "n_leaked": 4, "n_clean": 4, "file": "split.json"}
+    assert [r["epochs"] for r in summary["results"]] == [0, 1, 2]
+    assert [t["epoch"] for t in summary["training"]] == [1, 2]
+    names = list(summary["results"][0]["detectors"])
+    assert names == [
+        "alg1",
+        "alg2@-0.2",
+        "alg2-anchored@-0.2",
+        "alg2@-0.17",
+        "alg2-anchored@-0.17",
+        "alg2@-0.15",
+        "alg2-anchored@-0.15",
+        "rank@0.05",
+    ]
+    for res in summary["results"]:
+        for m in res["detectors"].values():
+            assert m["n"] == 8 and m["tp"] + m["fn"] == 4 and m["fp"] + m["tn"] == 4
+            assert 0 <= m["accuracy"] <= 1 and 0 <= m["auc"] <= 1
+    split = json.loads((out / "split.json").read_text())
+    leaked = {x["id"] for x in split["leaked"]}
+    assert len(leaked) == 4 and not leaked & set(split["clean"])
+    assert all(x["training_order"] == [0, 1, 2, 3] for x in split["leaked"])
+    # the non-exchangeable item ('None of the above') is never drawn
+    records = [json.loads(x) for x in (out / "epoch-2" / "items.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and not any(r.get("excluded") for r in records)
+    # training raised the leaked items' original-order log-probs far more than the clean ones'
+    d0, d2 = summary["results"][0]["diagnostics"], summary["results"][2]["diagnostics"]
+    rise_leaked = d2["leaked"]["mean_original_logprob"] - d0["leaked"]["mean_original_logprob"]
+    rise_clean = d2["clean"]["mean_original_logprob"] - d0["clean"]["mean_original_logprob"]
+    assert rise_leaked > rise_clean + 5
+    assert (out / "checkpoints" / "epoch-2" / "config.json").is_file()
+    assert (out / "validation.png").stat().st_size > 1000
+    assert "alg2-anchored@-0.17" in first.stdout
+
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "training a copy" not in again.stderr  # finished checkpoints are reused
+    summary2 = json.loads((out / "summary.json").read_text())
+    assert summary2["results"] == summary["results"]
+    assert summary2["training"] == summary["training"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--epochs", "3,1"], "--epochs must be increasing"),
+        (["--epochs", "1,x"], "--epochs '1,x'"),
+        (["--n-items", "50"], "--n-items 50: only 8 usable items"),
+        (["--scenario", "c"], "--scenario 'c'"),
+        (["--method", "cap"], "only permutation can be validated"),
+    ],
+)
+def test_user_errors_are_one_line(
+    tmp_path: Path, bench: Path, extra: list[str], message: str
+) -> None:
+    res = run_cli(
+        "validate", "--model", "hf:/nonexistent", "--benchmark", str(bench), *extra, cwd=tmp_path
+    )
+    assert res.returncode == 2
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr
