@@ -1,0 +1,138 @@
+"""Injected-contamination validation of the permutation detectors (the paper's Tables 1 and 2).
+
+Draws N MMLU items with a seed, continues training a copy of the model on half of them for each
+epoch count, scores all N under every option order per checkpoint, and prints accuracy,
+precision, recall, F1, AUC and the clean-half false-positive rate per detector and epoch, then
+checks the issue's targets. The run folder resumes (finished checkpoints and scores are reused).
+
+    python benchmarks/validation.py                                  # SmolLM2, N=100, epochs 1,3,5
+    python benchmarks/validation.py --n-items 200 --epochs 1,2,3,5 --scenario b
+    python benchmarks/validation.py --from-summary runs/validate-x/summary.json   # table only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from contamscope.data import load_benchmark
+from contamscope.paths import default_score_db
+from contamscope.store import ScoreCache
+from contamscope.validate import (
+    TrainConfig,
+    ValidateConfig,
+    markdown_table,
+    plot_summary,
+    run_validation,
+)
+
+BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
+
+
+def check_targets(summary: dict[str, Any], alpha: float = 0.05) -> list[str]:
+    """The issue's targets, each as a PASS/FAIL line (scenario a)."""
+    lines = []
+    res = {r["epochs"]: r["detectors"] for r in summary["results"]}
+    trained = sorted(e for e in res if e > 0)
+    accs = [res[e]["alg1"]["accuracy"] for e in trained]
+    rising = all(b >= a for a, b in zip(accs, accs[1:]))
+    lines.append(
+        f"{'PASS' if rising else 'FAIL'} Algorithm 1 accuracy rises with epochs: "
+        + ", ".join(f"{e}: {a:.3f}" for e, a in zip(trained, accs))
+    )
+    if 5 in res:
+        f1 = res[5]["alg1"]["f1"] or 0.0
+        lines.append(
+            f"{'PASS' if f1 >= 0.85 else 'FAIL'} Algorithm 1 F1 at 5 epochs >= 0.85: {f1:.3f}"
+        )
+    rank = f"rank@{alpha:g}"
+    n_clean = summary["split"]["n_clean"]
+    bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / n_clean)  # nominal + 2 binomial SE
+    for e in sorted(res):
+        fpr = res[e][rank]["fpr"]
+        ok = fpr is not None and fpr <= bound
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'} {rank} false-positive rate at {e} epochs <= "
+            f"{alpha} + 2 SE ({bound:.3f}, n_clean={n_clean}): {fpr:.3f}"
+        )
+    return lines
+
+
+def print_report(summary: dict[str, Any]) -> None:
+    split = summary["split"]
+    print(
+        f"model {summary['model']['spec']} | benchmark {summary['benchmark']['source']} | "
+        f"{split['n_leaked']} leaked + {split['n_clean']} clean | scenario "
+        f"{summary['config']['scenario']} | lr {summary['config']['train']['lr']}"
+    )
+    for log in summary["training"]:
+        print(
+            f"  training epoch {log['epoch']}: loss {log['mean_loss']:.3f} nats/token, "
+            f"{log['steps']} steps, {log['tokens']} tokens, {log['seconds']:.0f} s"
+        )
+    for r in summary["results"]:
+        d = r["diagnostics"]
+        print(
+            f"  epoch {r['epochs']}: mean original-order log-prob leaked "
+            f"{d['leaked']['mean_original_logprob']:.2f} / clean {d['clean']['mean_original_logprob']:.2f}; "
+            f"mean gap leaked {d['leaked']['mean_gap']:.2f} / clean {d['clean']['mean_gap']:.2f}"
+        )
+    print()
+    print(markdown_table(summary))
+    print()
+    print("timings (s):", json.dumps(summary["timings"]))
+    if summary["config"]["scenario"] == "a":
+        print("\n".join(check_targets(summary)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--benchmark", default=str(BENCHDATA / "mmlu"), help="default: shared MMLU")
+    ap.add_argument("--n-items", type=int, default=100)
+    ap.add_argument("--epochs", default="1,3,5")
+    ap.add_argument("--scenario", default="a", choices=["a", "b"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
+    ap.add_argument("--no-baseline", action="store_true", help="skip the untrained model")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--from-summary", type=Path, default=None, help="print an existing run")
+    args = ap.parse_args(argv)
+    if args.from_summary:
+        print_report(json.loads(args.from_summary.read_text()))
+        return 0
+    if args.benchmark == str(BENCHDATA / "mmlu") and not BENCHDATA.is_dir():
+        args.benchmark = "mmlu"  # the bundled copy
+    config = ValidateConfig(
+        n_items=args.n_items,
+        epochs=tuple(int(x) for x in args.epochs.split(",")),
+        scenario=args.scenario,
+        seed=args.seed,
+        baseline=not args.no_baseline,
+        train=TrainConfig(lr=args.lr, seed=args.seed),
+    )
+    out = args.out or Path("runs") / f"bench-validate-n{args.n_items}-{args.scenario}"
+    loaded = load_benchmark(args.benchmark)
+    outcome = run_validation(
+        loaded,
+        args.model,
+        config,
+        out,
+        device=args.device,
+        cache=ScoreCache(default_score_db()),
+        on_phase=lambda text: print(f"[{text}]", file=sys.stderr, flush=True),
+    )
+    plot_summary(outcome.summary, out / "validation.png")
+    print_report(outcome.summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
