@@ -231,7 +231,11 @@ document.querySelectorAll(".tbl").forEach(function(box){
   }
   function order(){
     var c=sortCol,s=asc?1:-1;
-    view.sort(function(a,b){return s*cmp(all[a][c],all[b][c])||a-b});
+    view.sort(function(a,b){
+      var x=all[a][c],y=all[b][c],nx=x===null||x===undefined,ny=y===null||y===undefined;
+      if(nx||ny)return (nx-ny)||a-b;  // empty cells last in either direction
+      return s*cmp(x,y)||a-b;
+    });
   }
   function setSort(c,a){
     sortCol=c;asc=a;ths.forEach(function(t){t.classList.remove("asc","desc")});

@@ -65,10 +65,42 @@ def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
     return entries
 
 
+def _short(name: str) -> str:
+    """A local path shows as its last part: ``hf:/a/b/model`` -> ``hf:model``; hub ids, URLs and
+    names stay as they are."""
+    prefix, sep, rest = name.partition(":")
+    if not sep or not prefix.isalnum():
+        prefix, rest = "", name
+    if not rest.startswith(("/", "./", "../", "~")):
+        return name
+    base = rest.rstrip("/").rsplit("/", 1)[-1]
+    if not base:
+        return name
+    return f"{prefix}:{base}" if prefix else base
+
+
+def _display(names: Sequence[str]) -> dict[str, str]:
+    """Short labels for tables and charts, kept full where two would collide."""
+    short = {n: _short(n) for n in names}
+    counts: dict[str, int] = {}
+    for v in short.values():
+        counts[v] = counts.get(v, 0) + 1
+    return {n: (v if counts[v] == 1 else n) for n, v in short.items()}
+
+
 def _axes(entries: Sequence[LeaderboardEntry]) -> tuple[list[str], list[tuple[str, str]]]:
     models = list(dict.fromkeys(e.model for e in entries))
     cols = list(dict.fromkeys((e.method, e.benchmark) for e in entries))
     return models, cols
+
+
+def _shortened(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
+    """The entries with display labels for model and benchmark (CSV keeps the full ones)."""
+    from dataclasses import replace
+
+    m = _display(list(dict.fromkeys(e.model for e in entries)))
+    b = _display(list(dict.fromkeys(e.benchmark for e in entries)))
+    return [replace(e, model=m[e.model], benchmark=b[e.benchmark]) for e in entries]
 
 
 def _col_label(col: tuple[str, str], multi_method: bool) -> str:
@@ -95,6 +127,7 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
 
 def to_markdown(entries: Sequence[LeaderboardEntry]) -> str:
     """A pivot table for a README: rows are models, columns benchmarks."""
+    entries = _shortened(entries)
     models, cols = _axes(entries)
     multi = len({c[0] for c in cols}) > 1
     cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}
@@ -158,6 +191,7 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
 
 def to_html(entries: Sequence[LeaderboardEntry]) -> str:
     """A sortable pivot table, one bar chart per method, and the long table with p-values."""
+    entries = _shortened(entries)
     models, cols = _axes(entries)
     multi = len({c[0] for c in cols}) > 1
     cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}

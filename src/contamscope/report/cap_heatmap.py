@@ -1,0 +1,62 @@
+"""PCR heatmap (model x split) from CAP run summaries, like the paper's Figure 1(a).
+
+Reads only ``summary.json`` dicts; needs matplotlib (the ``report`` extra), imported lazily with
+the Agg backend so it works without a display.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["pcr_matrix", "plot_pcr_heatmap"]
+
+
+def pcr_matrix(
+    summaries: Sequence[dict[str, Any]], reader: str = "generate"
+) -> tuple[list[str], list[str], list[list[float]]]:
+    """(row labels, split names, PCR values; NaN where a split is missing or undefined)."""
+    rows: list[str] = []
+    cols: list[str] = []
+    for s in summaries:
+        for split in s["splits"]:
+            if split not in cols:
+                cols.append(split)
+    values: list[list[float]] = []
+    for s in summaries:
+        rows.append(f"{s['model'].get('spec', '?')} | {Path(s['benchmark']['source']).name}")
+        stats = s["statistics"].get(reader, {}).get("splits", {})
+        values.append(
+            [v if (v := stats.get(c, {}).get("pcr")) is not None else math.nan for c in cols]
+        )
+    return rows, cols, values
+
+
+def plot_pcr_heatmap(
+    summaries: Sequence[dict[str, Any]], path: Path, reader: str = "generate"
+) -> Path:
+    """Write a PNG heatmap of PCR per (model, benchmark) x split; raises ImportError without
+    matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, cols, values = pcr_matrix(summaries, reader)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(cols), 1.2 + 0.5 * len(rows)))
+    im = ax.imshow(values, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(cols)), labels=cols)
+    ax.set_yticks(range(len(rows)), labels=rows)
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            ax.text(j, i, "-" if math.isnan(v) else f"{v:.3f}", ha="center", va="center", color="w")
+    scale = summaries[0].get("analysis", {}).get("scale", "tanh") if summaries else "tanh"
+    ax.set_title(f"PCR ({scale}) per split")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

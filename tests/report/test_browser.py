@@ -1,0 +1,97 @@
+"""The report in a real browser: headless Chromium, no console errors, figures and table work.
+
+Skips with a reason where Debian's ``chromium`` is not installed (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.report import ReportOptions, build_report, write_leaderboard
+from contamscope.report.browser import check_page, find_chromium
+
+pytestmark = pytest.mark.skipif(
+    find_chromium() is None,
+    reason="chromium not installed (Debian package 'chromium'; .ci/run installs it): "
+    "browser tests of the HTML report skipped",
+)
+
+PROBES = {
+    "figures": 'document.querySelectorAll("svg.fig").length',
+    "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
+    "rows_on_page": 'document.querySelectorAll("#items tbody tr").length',
+    "count": 'document.querySelector("#items .tbl-count").textContent',
+    "page": 'document.querySelector("#items .tbl-page").textContent',
+    # search for one id: exactly one row left
+    "search": """(() => { const i = document.querySelector('#items input');
+        i.value = 'subj3-45'; i.dispatchEvent(new Event('input'));
+        const n = document.querySelectorAll('#items tbody tr').length;
+        const first = document.querySelector('#items tbody td').textContent;
+        i.value = ''; i.dispatchEvent(new Event('input')); return [n, first]; })()""",
+    # sort by gap, descending (two clicks): first row holds the largest gap
+    "sorted_gap": """(() => { const th = document.querySelector('#items th[data-col="4"]');
+        th.click(); th.click();
+        return document.querySelector('#items tbody tr').children[4].textContent; })()""",
+    "next_page": """(() => { document.querySelector('#items button[data-go="1"]').click();
+        return document.querySelector('#items .tbl-page').textContent; })()""",
+}
+
+
+def test_report_renders_without_errors(make_run, tmp_path: Path) -> None:
+    run = make_run(n_items=120, labels_in_records=True)
+    path = build_report(run, options=ReportOptions(page_size=50))
+    shot = tmp_path / "report.png"
+    res = check_page(path, probes=PROBES, screenshot=shot)
+    assert res.errors == []
+    assert res.probes["figures"] == 2 + 8 + 2  # rank, gap, 8 cases, ROC + PR
+    assert res.probes["sections"] == [
+        "verdict", "evidence", "cases", "validation", "items", "provenance"
+    ]  # fmt: skip
+    assert res.probes["rows_on_page"] == 50
+    assert res.probes["count"] == "120 of 120 rows"
+    assert res.probes["page"] == "page 1 of 3"
+    assert res.probes["search"] == [1, "subj3-45"]
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    top_gap = max(r["gap"] for r in records if not r.get("excluded"))
+    assert res.probes["sorted_gap"] == f"{top_gap:.3f}"
+    assert res.probes["next_page"] == "page 2 of 3"
+    assert shot.stat().st_size > 20_000 and shot.read_bytes()[:4] == b"\x89PNG"
+    assert res.ready_ms is not None and res.ready_ms < 10_000
+
+
+def test_large_report_opens_in_seconds(make_run, tmp_path: Path) -> None:
+    run = make_run(n_items=14_042, leaked_every=50)
+    path = build_report(run)
+    res = check_page(path, probes={"count": PROBES["count"]}, screenshot=tmp_path / "large.png")
+    assert res.errors == []
+    assert res.probes["count"] == "14042 of 14042 rows"
+    # measured about 0.5-0.7 s on a 2-core CPU; allow for a loaded CI machine
+    assert res.ready_ms is not None and res.ready_ms < 8_000, res.ready_ms
+
+
+def test_leaderboard_renders_without_errors(make_run, tmp_path: Path) -> None:
+    a = make_run("a", n_items=24, leaked_every=2)
+    b = make_run("b", n_items=24, leaked_every=1000)
+    out = tmp_path / "lb.html"
+    write_leaderboard([a, b], out)
+    res = check_page(
+        out,
+        probes={
+            "figures": 'document.querySelectorAll("svg.fig").length',
+            "rows": 'document.querySelectorAll("#board tbody tr").length',
+        },
+        screenshot=tmp_path / "leaderboard.png",
+    )
+    assert res.errors == []
+    assert res.probes == {"figures": 1, "rows": 1}  # same model name twice: one row, 2 columns
+
+
+def test_a_script_error_is_caught(tmp_path: Path) -> None:
+    """The check itself works: a page that throws is reported, not passed."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    res = check_page(bad, timeout=20)
+    assert any("undefinedFunction" in e for e in res.errors)

@@ -1,0 +1,159 @@
+"""The HTML report and the leaderboard, built from synthetic run folders (no browser)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from contamscope.errors import ConfigError, StoreError
+from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
+from contamscope.report.leaderboard import to_markdown
+
+
+def _table_data(html: str, table_id: str = "items") -> dict:
+    m = re.search(
+        rf'<script type="application/json" id="data-{table_id}">(.*?)</script>', html, re.S
+    )
+    assert m, f"no data for table {table_id}"
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def test_report_is_self_contained_with_figures_table_and_verdict(make_run) -> None:
+    run = make_run(n_items=40, exact_alg2=True)
+    path = build_report(run)
+    assert path == run / "report.html"
+    html = path.read_text(encoding="utf-8")
+    # nothing is fetched: no external scripts, styles, images or fonts
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
+    assert "@import" not in html and "url(http" not in html
+    for section in ("verdict", "evidence", "cases", "items", "provenance"):
+        assert f'<section id="{section}">' in html
+    # 1 rank histogram + 1 gap histogram + 8 case studies (default --top)
+    assert html.count('<svg role="img" class="fig"') == 10
+    # a third of the items leak: the verdict must say so, with the summary's numbers
+    assert "LEAKAGE SIGNAL" in html
+    summary = json.loads((run / "summary.json").read_text())
+    a1 = summary["statistics"]["alg1"]
+    assert f"{100 * a1['rate']:.1f}% ({a1['count']})" in html
+    assert f"{100 * a1['null_expected']:.1f}%" in html  # the false-positive rate, up front
+    data = _table_data(html)
+    assert len(data["rows"]) == 40  # every record, excluded ones too
+    excluded = [r for r in data["rows"] if r[8]]
+    assert len(excluded) == 2 and "not exchangeable" in excluded[0][8]
+    # user text is escaped: the synthetic questions contain </script> and <b>
+    assert "<b>&amp;</b> </script>" not in html
+    assert "Synthetic question number" in html
+
+
+def test_case_studies_are_the_most_suspicious_items(make_run) -> None:
+    run = make_run(n_items=30)
+    html = build_report(run, options=ReportOptions(top_cases=3)).read_text()
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    scored = [r for r in records if not r.get("excluded")]
+    want = sorted(scored, key=lambda r: (r["p_value"], -r["gap"]))[:3]
+    shown = re.findall(r"<title>log-probs of all orders of (.*?)</title>", html)
+    assert shown == [r["id"] for r in want]
+    assert html.count('<svg role="img" class="fig"') == 5
+
+
+def test_labels_add_roc_and_pr_with_auc(make_run, tmp_path: Path) -> None:
+    run = make_run(n_items=30, labels_in_records=True)
+    html = build_report(run).read_text()
+    assert '<section id="validation">' in html
+    assert "ROC AUC" in html and "<title>ROC curves</title>" in html
+    data = _table_data(html)
+    assert data["columns"][-1]["key"] == "label"
+    # AUC = Mann-Whitney U / (n_leaked * n_clean), computed independently
+    from scipy.stats import mannwhitneyu
+
+    recs = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    recs = [r for r in recs if not r.get("excluded")]
+    for name, key in (
+        ("rank p-value \\(1 - p\\)", lambda r: -r["p_value"]),
+        ("log-prob gap", lambda r: r["gap"]),
+    ):
+        pos = [key(r) for r in recs if r["leak_label"]]
+        neg = [key(r) for r in recs if not r["leak_label"]]
+        want = mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg))
+        assert re.search(rf"<td>{name}</td><td>{want:.3f}</td>", html), (name, want)
+
+
+def test_labels_from_validate_split_json(make_run, tmp_path: Path) -> None:
+    run = make_run("val/epoch-1", n_items=20)
+    leaked = [json.loads(x)["id"] for x in (run / "items.jsonl").read_text().splitlines()][2::3]
+    (tmp_path / "val" / "split.json").write_text(
+        json.dumps({"leaked": [{"id": i, "training_order": [0, 1, 2, 3]} for i in leaked]})
+    )
+    html = build_report(run).read_text()
+    assert f"{len(leaked)} of 18 analysed items are labelled leaked" in html
+
+
+def test_large_run_keeps_the_page_small(make_run) -> None:
+    run = make_run(n_items=3000)
+    path = build_report(run, options=ReportOptions(top_cases=8))
+    html = path.read_text()
+    assert html.count('<svg role="img" class="fig"') == 10  # plots stay bounded
+    assert len(_table_data(html)["rows"]) == 3000
+    assert path.stat().st_size < 3000 * 400 + 600_000  # continuations/logprobs not embedded
+
+
+def test_errors_name_the_file(make_run, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no such run folder"):
+        build_report(tmp_path / "missing")
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "items.jsonl").write_text("{}\n")
+    with pytest.raises(StoreError, match="no summary.json.*interrupted"):
+        build_report(half)
+    run = make_run(n_items=5, n_excluded=0)
+    with open(run / "items.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    with pytest.raises(StoreError, match=r"items\.jsonl:6: not valid JSON"):
+        build_report(run)
+    other = make_run("other", n_items=3, n_excluded=0)
+    s = json.loads((other / "summary.json").read_text())
+    s["schema"] = "contamscope.mystery.summary/1"
+    (other / "summary.json").write_text(json.dumps(s))
+    (other / "settings.json").write_text(json.dumps({"method": "mystery"}))
+    with pytest.raises(ConfigError, match="no report for runs of schema 'contamscope.mystery"):
+        build_report(other)
+
+
+def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
+    a = make_run("a", n_items=24, leaked_every=2)
+    b = make_run("b", n_items=24, leaked_every=1000)
+    sb = json.loads((b / "summary.json").read_text())
+    sb["model"]["spec"] = "hf:clean-model"
+    (b / "summary.json").write_text(json.dumps(sb))
+    entries = collect([a, b])
+    assert [e.model for e in entries] == ["hf:synthetic-model", "hf:clean-model"]
+    sa = json.loads((a / "summary.json").read_text())["statistics"]["alg1"]
+    assert entries[0].estimate.value == pytest.approx(sa["excess"])
+    assert entries[0].estimate.ci == pytest.approx(tuple(sa["excess_ci"]))
+
+    md = to_markdown(entries)
+    assert md.splitlines()[0] == "| model | synthetic.csv |"
+    excess = f"{100 * sa['excess']:+.1f} pp [{100 * sa['excess_ci'][0]:+.1f}, {100 * sa['excess_ci'][1]:+.1f}]"
+    assert f"| hf:synthetic-model | {excess} |" in md
+
+    text, _ = write_leaderboard([a, b], tmp_path / "lb.csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "lb.csv").read_text())))
+    assert [r["model"] for r in rows] == ["hf:synthetic-model", "hf:clean-model"]
+    assert float(rows[0]["estimate"]) == pytest.approx(sa["excess"])
+    assert float(rows[0]["p_value"]) == pytest.approx(sa["p_value"])
+
+    write_leaderboard([a, b], tmp_path / "lb.html")
+    html = (tmp_path / "lb.html").read_text()
+    assert "<title>Option-permutation test leaderboard bar chart</title>" in html
+    pivot = _table_data(html, "leaderboard")
+    assert [r[0] for r in pivot["rows"]] == ["hf:synthetic-model", "hf:clean-model"]
+    assert pivot["rows"][0][1][0] == pytest.approx(sa["excess"])
+
+    with pytest.raises(ConfigError, match="--format 'pdf'"):
+        write_leaderboard([a], tmp_path / "lb.pdf")
+    assert load_run(a).method == "permutation"

@@ -1,0 +1,70 @@
+"""`contamscope permutation --report`, `report` and `leaderboard` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROWS = [
+    "What is 2+2?,3,4,5,6,B",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+    "Which of these are mammals?,Whale,Bat,Dog,All of the above,D",
+]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_path: Path) -> None:
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    args = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench)]
+    res = run_cli(*args, "--out", str(out), "--device", "cpu", "--report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    report = out / "report.html"
+    assert f"report: {report}" in res.stdout
+    html = report.read_text(encoding="utf-8")
+    assert "Which planet is largest?" in html and "not exchangeable" in html
+    assert html.count('<svg role="img" class="fig"') == 2 + 3  # rank, gap, 3 scored items
+
+    # without --report the run says how to make one
+    again = run_cli(*args, "--out", str(out), "--device", "cpu", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"report: contamscope report {out}" in again.stdout
+
+    custom = tmp_path / "custom.html"
+    res = run_cli("report", str(out), "--out", str(custom), "--top", "1", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"report: {custom}"
+    assert custom.read_text().count('<svg role="img" class="fig"') == 3
+
+    res = run_cli("leaderboard", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("| model | toy_test.csv |")
+    res = run_cli("leaderboard", str(out), "--out", str(tmp_path / "lb.md"), cwd=tmp_path)
+    assert res.returncode == 0 and (tmp_path / "lb.md").read_text().startswith("| model |")
+
+
+def test_user_errors_are_one_line(tmp_path: Path) -> None:
+    res = run_cli("report", str(tmp_path / "nope"), cwd=tmp_path)
+    assert res.returncode == 2
+    assert "no such run folder" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("leaderboard", str(tmp_path), "--format", "pdf", cwd=tmp_path)
+    assert res.returncode == 2 and "--format 'pdf'" in res.stderr
+    labels = tmp_path / "empty.txt"
+    labels.write_text("\n# nothing\n")
+    res = run_cli("report", str(tmp_path), "--labels", str(labels), cwd=tmp_path)
+    assert res.returncode == 2 and "no item ids" in res.stderr
