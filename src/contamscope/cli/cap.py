@@ -1,0 +1,231 @@
+"""`contamscope cap`: CAP, the Performance Consistency Ratio, train versus test (Zhao et al.)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import ConfigError
+from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+
+EPILOG = """
+Examples:
+
+  contamscope cap --model smollm2 --benchmark ../shared/benchdata/cap/fineval --splits dev,val --limit 20
+
+  contamscope cap --model hf:./fin-model --benchmark cap/finqa --splits train,test --subset samples
+
+  contamscope cap --model openai:http://localhost:8000/v1#my-model --benchmark cap/ectsum --splits train,test --alpha 0.001
+
+  contamscope cap --model smollm2 --benchmark qa.jsonl --task qa --splits train,test --fields input=question,output=answer,split=part
+
+The first split is the one the model may have been fine-tuned on; each other split is compared
+with it. Re-running with the same --out resumes. Exit codes: 0 ok, 2 user error, 3 finished but
+some input rows were skipped (see summary.json).
+"""
+
+
+def command(
+    model: str = typer.Option("smollm2", "--model", "-m", help="Model spec (generation backend)."),
+    benchmark: str = typer.Option(
+        ..., "--benchmark", "-b", help="CAP data folder (ori/mod files), MCQ folder with split subfolders, or JSONL/CSV."
+    ),
+    splits: str = typer.Option(
+        "train,test", "--splits", help="Comma-separated splits; the first is the fine-tuning reference."
+    ),
+    task: str | None = typer.Option(None, "--task", help="mcq, qa or summary (detected when omitted)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Run folder (default runs/cap-<model>-<benchmark>)."),
+    subset: str | None = typer.Option(
+        None, "--subset", help="File set of a CAP folder: a file prefix (research, report) or 'samples'."
+    ),
+    fields: str | None = typer.Option(
+        None, "--fields", help="Generic files: input=F,output=F,split=F,id=F,modified=F."
+    ),
+    fmt: str | None = typer.Option(None, "--format", help="MCQ format of split subfolders (see `contamscope formats`)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="First N items of each split."),
+    sample: int | None = typer.Option(None, "--sample", min=1, help="Seeded random N items of each split."),
+    seed: int = typer.Option(0, "--seed", help="Seed of modifications, bootstrap and --sample."),
+    alpha: float = typer.Option(0.01, "--alpha", help="PCR smoothing constant (paper: 0.01; 0.001 for summaries)."),
+    scale: str = typer.Option("tanh", "--scale", help="PCR scale function: tanh, linear, sigmoid."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Generation length (default 8 mcq, 64 qa, 256 summary)."),
+    chat: bool = typer.Option(False, "--chat", help="Use the model's chat template."),
+    year_shift: int | None = typer.Option(None, "--year-shift", help="qa: years added (default: seeded +-20..40)."),
+    include_answer_changing: bool = typer.Option(
+        False, "--include-answer-changing", help="qa: keep items whose answer holds a year."
+    ),
+    paraphraser: str | None = typer.Option(None, "--paraphraser", help="summary: model spec that paraphrases (default: --model)."),
+    paraphrase_threshold: float = typer.Option(0.98, "--paraphrase-threshold", help="summary: min cosine of a kept paraphrase."),
+    similarity_threshold: float = typer.Option(0.95, "--similarity-threshold", help="summary: cosine above which two predictions agree."),
+    embedder: Path | None = typer.Option(None, "--embedder", help="Sentence-embedding model folder (default: bundled all-MiniLM-L6-v2)."),
+    mcq_metric: str = typer.Option("mapped", "--mcq-metric", help="mcq M: mapped (rules) or strict (output is the letter)."),
+    no_loglik: bool = typer.Option(False, "--no-loglik", help="mcq: skip the log-likelihood choice."),
+    n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples for the CI."),
+    min_diff: float = typer.Option(0.0, "--min-diff", help="Smallest |PCR difference| called evidence."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pcr_heatmap.png (needs matplotlib)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    model_opt: list[str] | None = typer.Option(None, "-M", help="Model option key=value. Repeatable."),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
+    strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    batch_items: int = typer.Option(16, "--batch-items", min=1, help="Items per generation batch."),
+) -> None:
+    """Fine-tuned on the training split, or contaminated by the test split? CAP's PCR, train vs test."""
+    run(**locals())
+
+
+def _select(items: list[Any], limit: int | None, sample: int | None, seed: int) -> list[Any]:
+    chosen = list(items)
+    if sample is not None and sample < len(chosen):
+        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
+        chosen = [it for i, it in enumerate(chosen) if i in keep]
+    return chosen[:limit] if limit is not None else chosen
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    from ..backends import load_backend, parse_model_options
+    from ..data.cap import CapFields, load_cap
+    from ..paths import default_score_db
+    from ..pipeline.cap import CapConfig, run_cap
+    from ..store import CachedScorer, RunDir, ScoreCache
+
+    split_names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
+    if len(split_names) < 2:
+        raise ConfigError("--splits: give at least two splits, e.g. train,test")
+    data = load_cap(
+        kw["benchmark"],
+        split_names,
+        task=kw["task"],
+        subset=kw["subset"],
+        fields=CapFields.parse(kw["fields"]) if kw["fields"] else None,
+        mcq_format=kw["fmt"],
+        strict=kw["strict"],
+    )
+    if data.task_detected:
+        err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
+    for p in data.problems[:10]:
+        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+    if len(data.problems) > 10:
+        err_console.print(f"[yellow]skipped[/] ... and {len(data.problems) - 10} more (summary.json)")
+    config = CapConfig(
+        task=data.task,  # type: ignore[arg-type]
+        alpha=kw["alpha"],
+        scale=kw["scale"],
+        seed=kw["seed"],
+        max_new_tokens=kw["max_new_tokens"],
+        chat=kw["chat"],
+        year_shift=kw["year_shift"],
+        include_answer_changing=kw["include_answer_changing"],
+        paraphrase_threshold=kw["paraphrase_threshold"],
+        similarity_threshold=kw["similarity_threshold"],
+        mcq_metric=kw["mcq_metric"],
+        loglik=not kw["no_loglik"],
+        n_boot=kw["n_boot"],
+        min_diff=kw["min_diff"],
+        batch_items=kw["batch_items"],
+    )
+    selected = {
+        s: _select(data.splits[s].items, kw["limit"], kw["sample"], kw["seed"]) for s in split_names
+    }
+    options = parse_model_options(kw["model_opt"])
+    embedder = None
+    if data.task == "summary":
+        from ..embed import SentenceEmbedder
+
+        embedder = SentenceEmbedder(kw["embedder"])
+    out = kw["out"] or Path("runs") / f"cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    with console.status(f"loading model {kw['model']} ..."):
+        backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
+        para_backend = None
+        if kw["paraphraser"] and kw["paraphraser"] != kw["model"] and data.task == "summary":
+            para_backend = load_backend(kw["paraphraser"], device=kw["device"], dtype=kw["dtype"])
+    cache = None
+    if not kw["no_cache"]:
+        cache = ScoreCache((kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db())
+    scorer = CachedScorer(backend, cache)
+    para = CachedScorer(para_backend, cache) if para_backend is not None else None
+    selection = {"splits": split_names, "limit": kw["limit"], "sample": kw["sample"], "seed": kw["seed"],
+                 "subset": kw["subset"], "n_items": {s: len(v) for s, v in selected.items()}}
+    progress = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console)
+    task: dict[str, Any] = {}
+
+    def on_start(total: int, done: int) -> None:
+        if done:
+            err_console.print(f"resuming: {done} of {total} items already done in {out}")
+        task["id"] = progress.add_task("generating", total=total, completed=done)
+
+    def on_items(n: int) -> None:
+        progress.advance(task["id"], n)
+
+    with progress:
+        outcome = run_cap(data, selected, scorer, RunDir(out), config, paraphraser=para,
+                          embedder=embedder, selection=selection, overwrite=kw["overwrite"],
+                          on_start=on_start, on_items=on_items)
+    print_cap_summary(outcome.summary)
+    if kw["plot"]:
+        from ..report.cap_heatmap import plot_pcr_heatmap
+
+        try:
+            path = plot_pcr_heatmap([outcome.summary], outcome.run_dir / "pcr_heatmap.png")
+            console.print(f"heatmap: {path}")
+        except ImportError:
+            err_console.print("no heatmap: matplotlib is missing (pip install 'contamscope[report]')")
+    console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    if data.problems:
+        err_console.print(f"[yellow]{len(data.problems)} input rows were skipped[/] (exit code 3; see summary.json)")
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _fmt(x: Any, nd: int = 4) -> str:
+    return "-" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def print_cap_summary(summary: dict[str, Any]) -> None:
+    """Terminal table: M, C, PCR and baselines per split, then the comparisons and verdict."""
+    a = summary["analysis"]
+    for reader, st in summary["statistics"].items():
+        t = Table(title=f"CAP ({reader}) - {summary['task']}: M = {summary['metric']}, C = {summary['consistency']}, "
+                  f"PCR = {a['scale']}((M+{a['alpha']:g})/(C+{a['alpha']:g}))")
+        for col in ("split", "items", "analysed", "M", "M mod", "C", "PCR", "Delta", "delta"):
+            t.add_column(col, justify="right" if col != "split" else "left")
+        for s, sc in st["splits"].items():
+            cnt = summary["counts"][s]
+            t.add_row(s, str(cnt["items"]), str(sc["n"]), _fmt(sc["m"]), _fmt(sc["m_modified"]), _fmt(sc["c"]),
+                      _fmt(sc["pcr"]), _fmt(sc["decline"]), _fmt(sc["relative_decline"]))
+        console.print(t)
+        for c in st["comparisons"]:
+            console.print(
+                f"  PCR_{c['reference']} - PCR_{c['other']} = {_fmt(c['pcr_diff'])}  95% CI "
+                f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]  p = {_fmt(c['p_value'], 3)}  "
+                f"(baselines: Delta diff {_fmt(c['decline_diff'])}, delta diff {_fmt(c['relative_decline_diff'])})  "
+                f"-> {c['verdict']}",
+                highlight=False,
+            )
+    for s, cnt in summary["counts"].items():
+        notes = []
+        if cnt["excluded"]:
+            notes.append("excluded " + ", ".join(f"{v} ({k})" for k, v in cnt["excluded"].items()))
+        e = cnt["empty_predictions"]
+        if e["original"] or e["modified"]:
+            notes.append(f"empty predictions {e['original']} original / {e['modified']} modified")
+        if cnt.get("unmapped_rate"):
+            notes.append(f"unmapped answers {cnt['unmapped_rate']:.1%}")
+        if cnt["no_reference"]:
+            notes.append(f"{cnt['no_reference']} without a reference answer")
+        if notes:
+            console.print(f"  {s}: " + "; ".join(notes), highlight=False)
+    v = summary["verdict"]
+    console.print(f"[bold]verdict: {v['label']}[/]  ({v['reasoning']})", highlight=False)
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
+    return keep.strip("-.")[:40] or "run"

@@ -1,0 +1,581 @@
+"""CAP end to end: items -> modified items -> greedy predictions (cached) -> M, C -> PCR per split.
+
+Each finished batch of items is appended to the run folder (resume), and the summary is always
+recomputed from the stored records, so a run can be re-analysed with another alpha, scale or
+threshold without the model (``build_cap_summary``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import __version__
+from ..backends.base import GenerateRequest, ScoreRequest
+from ..data.cap import FINEVAL_PROMPT, CapData
+from ..data.items import MCQItem, QAItem
+from ..detectors.cap import (
+    SCALES,
+    Scale,
+    compare_splits,
+    jaccard,
+    map_choice,
+    pcr,
+    rouge_l,
+    rouge_n,
+    split_score,
+)
+from ..errors import ConfigError
+from ..perturb.modify import (
+    draw_year_shift,
+    paraphrase_prompt,
+    reorder_options,
+    shift_item_years,
+    split_context,
+)
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from .permutation import _git_commit, _package_versions
+
+__all__ = ["CapConfig", "CapOutcome", "run_cap", "build_cap_summary", "CONSISTENCY"]
+
+CONSISTENCY = {"mcq": "factual", "qa": "logical", "summary": "semantic"}
+"""The consistency operation gamma used for each task (paper, section 3.5)."""
+_METRIC = {"mcq": "exact_match", "qa": "rouge_l", "summary": "rouge_2"}
+_MAX_NEW = {"mcq": 8, "qa": 64, "summary": 256}
+_STOP: dict[str, tuple[str, ...]] = {"mcq": ("\n",), "qa": ("\n\n",), "summary": ()}
+_LABELS = "ABCDEFGHIJ"
+
+
+@dataclass(frozen=True)
+class CapConfig:
+    """Settings of a CAP run (everything that changes the numbers or the verdict)."""
+
+    task: Literal["mcq", "qa", "summary"] = "mcq"
+    """Task type; sets the modification, M and C (mcq: factual / exact match / identical choice;
+    qa: logical / ROUGE-L / Jaccard; summary: semantic / ROUGE-2 / embedding cosine)."""
+    alpha: float = 0.01
+    """PCR smoothing constant (paper: 0.01; 0.001 for tasks with small C such as ECTSum)."""
+    scale: Scale = "tanh"
+    """PCR scale function: tanh (paper), linear, sigmoid."""
+    seed: int = 0
+    """Seed of the option re-orders, the year shift, the bootstrap and --sample."""
+    max_new_tokens: int | None = None
+    """Generation length; None = 8 (mcq), 64 (qa), 256 (summary)."""
+    chat: bool = False
+    """Wrap prompts in the model's chat template (instruct models)."""
+    year_shift: int | None = None
+    """Logical modification: years added; None = a seeded constant in +-[20, 40]."""
+    include_answer_changing: bool = False
+    """Logical: keep items whose reference answer holds a year (the edit changes the answer)."""
+    paraphrase_threshold: float = 0.98
+    """Semantic: a generated paraphrase is kept only if its cosine to the original is >= this."""
+    similarity_threshold: float = 0.95
+    """Semantic C: two predictions agree when their embedding cosine is above this (paper 0.95)."""
+    mcq_metric: Literal["mapped", "strict"] = "mapped"
+    """mcq M: mapped = the rule-mapped choice is the answer; strict = the output is the letter."""
+    loglik: bool = True
+    """mcq: also choose the answer letter by log-likelihood when the backend can score."""
+    n_boot: int = 2000
+    """Bootstrap resamples for the CI of PCR_train - PCR_test."""
+    min_diff: float = 0.0
+    """Smallest |PCR difference| called evidence (in addition to the CI excluding 0)."""
+    batch_items: int = 16
+    """Items per generation batch (results are saved after each)."""
+
+    def __post_init__(self) -> None:
+        if self.task not in CONSISTENCY:
+            raise ConfigError(f"--task {self.task!r}: expected mcq, qa or summary")
+        if self.scale not in SCALES:
+            raise ConfigError(f"--scale {self.scale!r}: expected one of {', '.join(SCALES)}")
+        if self.alpha < 0:
+            raise ConfigError("--alpha must be >= 0")
+        if not (0 < self.paraphrase_threshold <= 1 and 0 < self.similarity_threshold <= 1):
+            raise ConfigError("similarity thresholds must be in (0, 1]")
+        if self.mcq_metric not in ("mapped", "strict"):
+            raise ConfigError("--mcq-metric: expected mapped or strict")
+        if self.n_boot < 100:
+            raise ConfigError("--n-boot must be at least 100")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ConfigError("--max-new-tokens must be at least 1")
+
+    @property
+    def new_tokens(self) -> int:
+        return self.max_new_tokens or _MAX_NEW[self.task]
+
+    def settings(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("batch_items")
+        for k in ("alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric"):
+            d.pop(k)  # analysis-only: changing them re-analyses stored records, no re-run needed
+        d["consistency"] = CONSISTENCY[self.task]
+        d["metric"] = _METRIC[self.task]
+        d["max_new_tokens"] = self.new_tokens
+        return d
+
+
+@dataclass
+class CapOutcome:
+    summary: dict[str, Any]
+    run_dir: Path
+    generated_now: int = 0
+    resumed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def mcq_prompt(item: MCQItem) -> str:
+    """The prompt of a multiple-choice item: FinEval's layout for FinEval items, else English."""
+    if item.meta.get("prompt_style") == "fineval":
+        opts = ", ".join(f"'{_LABELS[i]}': {o}" for i, o in enumerate(item.options))
+        return FINEVAL_PROMPT.format(question=item.question, options=opts)
+    lines = [f"Question: {item.question}"]
+    lines += [f"{_LABELS[i]}. {o}" for i, o in enumerate(item.options)]
+    return "\n".join(lines) + "\nAnswer:"
+
+
+def _letter_cont(prompt: str, letter: str) -> str:
+    last = prompt[-1:] if prompt else ""
+    return letter if (not last or last.isspace() or not last.isascii()) else " " + letter
+
+
+@dataclass
+class _Plan:
+    split: str
+    item: Any
+    modified: Any | None
+    prompt: str
+    modified_prompt: str | None
+    modification: dict[str, Any]
+    excluded: str | None = None
+    para_req: GenerateRequest | None = None
+    head: str = ""
+
+
+def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: int) -> _Plan:
+    if cfg.task == "mcq":
+        if supplied is not None:
+            p0 = item.meta.get("input") or mcq_prompt(item)
+            p1 = supplied.meta.get("input") or mcq_prompt(supplied)
+            return _Plan(split, item, supplied, p0, p1, {"kind": "factual", "supplied": True})
+        mod, order = reorder_options(item, seed=cfg.seed)
+        what = {"kind": "factual", "supplied": False, "order": list(order)}
+        return _Plan(split, item, mod, mcq_prompt(item), mcq_prompt(mod), what)
+    if cfg.task == "qa":
+        if supplied is not None:
+            mod = QAItem(item.id, supplied.question, supplied.answer, split, meta=supplied.meta)
+            changes = (supplied.answer or "").strip() != (item.answer or "").strip()
+            what = {"kind": "logical", "supplied": True, "changes_answer": changes}
+        else:
+            mod, ys = shift_item_years(item, shift)
+            what = dict(ys.to_dict(), supplied=False)
+            changes = ys.changes_answer
+            if ys.n_input == 0:
+                what["note"] = "no year in the input: modified input equals the original"
+        plan = _Plan(split, item, mod, item.question, mod.question, what)
+        if changes and not cfg.include_answer_changing:
+            plan.excluded = "modification changes the reference answer"
+        return plan
+    if supplied is not None:
+        what = {"kind": "semantic", "supplied": True}
+        return _Plan(split, item, supplied, item.question, supplied.question, what)
+    head, passage = split_context(item.question)
+    req = GenerateRequest(
+        paraphrase_prompt(passage),
+        max_new_tokens=min(4096, len(passage) // 3 + 32),
+        chat=cfg.chat,
+    )
+    return _Plan(split, item, None, item.question, None, {"kind": "semantic", "supplied": False}, None, req, head)
+
+
+def _paraphrase(
+    plans: list[_Plan], paraphraser: CachedScorer, embedder: Any, cfg: CapConfig
+) -> None:
+    todo = [p for p in plans if p.para_req is not None and p.excluded is None]
+    if not todo:
+        return
+    gens = paraphraser.generate([p.para_req for p in todo])  # type: ignore[misc]
+    passages = [split_context(p.item.question)[1] for p in todo]
+    sims = embedder.similarity(passages, [g.text for g in gens])
+    for p, g, sim in zip(todo, gens, sims):
+        text = g.text.strip()
+        p.modification.update(similarity=round(sim, 6), paraphraser=paraphraser.backend.spec)
+        p.modified_prompt = p.head + text
+        p.modified = QAItem(p.item.id, p.modified_prompt, p.item.answer, p.split)
+        if not text:
+            p.excluded = "empty paraphrase"
+        elif sim < cfg.paraphrase_threshold:
+            p.excluded = f"paraphrase similarity {sim:.4f} below {cfg.paraphrase_threshold}"
+
+
+def _metrics(p: _Plan, g0: Any, g1: Any, cfg: CapConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if cfg.task == "mcq":
+        item, mod = p.item, p.modified
+        c0, c1 = map_choice(g0.text, item.options), map_choice(g1.text, mod.options)
+        out.update(choice=c0, modified_choice=c1)
+        out["strict_m"] = None if item.answer is None else float(g0.text.strip() == _LABELS[item.answer])
+        out["strict_m_modified"] = (
+            None if mod.answer is None else float(g1.text.strip() == _LABELS[mod.answer])
+        )
+        out["m"] = None if item.answer is None else float(c0 == item.answer)
+        out["m_modified"] = None if mod.answer is None else float(c1 == mod.answer)
+        same = c0 is not None and c1 is not None
+        out["c"] = float(same and item.options[c0].strip() == mod.options[c1].strip())
+    elif cfg.task == "qa":
+        ref = p.item.answer
+        out["m"] = None if ref is None else rouge_l(g0.text, ref)
+        mref = p.modified.answer
+        out["m_modified"] = None if mref is None else rouge_l(g1.text, mref)
+        out["c"] = jaccard(g0.text, g1.text)
+    else:
+        ref = p.item.answer
+        out["m"] = None if ref is None else rouge_n(g0.text, ref, 2)
+        out["m_modified"] = None if ref is None else rouge_n(g1.text, ref, 2)
+    return out
+
+
+def _record(p: _Plan) -> dict[str, Any]:
+    it = p.item
+    rec: dict[str, Any] = {
+        "id": f"{p.split}/{it.id}",
+        "split": p.split,
+        "item_id": it.id,
+        "source": it.source,
+        "line": it.line,
+        "input": p.prompt,
+        "modified_input": p.modified_prompt,
+        "modification": p.modification,
+        "excluded": p.excluded,
+    }
+    if isinstance(it, MCQItem):
+        rec["options"] = list(it.options)
+        rec["answer"] = it.answer
+        if p.modified is not None:
+            rec["modified_options"] = list(p.modified.options)
+            rec["modified_answer"] = p.modified.answer
+    else:
+        rec["reference"] = it.answer
+        if p.modified is not None and p.modified.answer != it.answer:
+            rec["modified_reference"] = p.modified.answer
+    return rec
+
+
+def run_cap(
+    data: CapData,
+    selected: dict[str, Sequence[Any]],
+    scorer: CachedScorer,
+    run_dir: RunDir,
+    config: CapConfig,
+    *,
+    paraphraser: CachedScorer | None = None,
+    embedder: Any = None,
+    selection: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_items: Callable[[int], None] | None = None,
+) -> CapOutcome:
+    """Generate predictions on original and modified inputs of every selected item; write records
+    and a summary. ``embedder`` (a :class:`~contamscope.embed.SentenceEmbedder`) is needed for
+    the summary task."""
+    backend = scorer.backend
+    backend.require(generate=True, method="CAP")
+    para = paraphraser or scorer
+    if config.task == "summary":
+        if embedder is None:
+            raise ConfigError("the summary task needs an embedding model (semantic consistency)")
+        if any(data.splits[s].modified is None for s in selected):
+            para.backend.require(generate=True, method="CAP paraphrasing")
+    shift = config.year_shift if config.year_shift is not None else draw_year_shift(config.seed)
+    use_loglik = config.task == "mcq" and config.loglik and backend.capabilities.prompt_logprobs
+    settings = {
+        "method": "cap",
+        "run_schema": RUN_SCHEMA_VERSION,
+        "model": backend.spec,
+        "model_fingerprint": scorer.fingerprint,
+        "paraphraser": para.fingerprint if config.task == "summary" else None,
+        "embedder": embedder.describe() if embedder is not None else None,
+        "benchmark": data.source,
+        "benchmark_hash": data.content_hash,
+        "selection": selection or {},
+        "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
+    }
+    done = run_dir.open(settings, overwrite=overwrite)
+    pairs = [(s, it) for s, items in selected.items() for it in items]
+    wanted = {f"{s}/{it.id}" for s, it in pairs}
+    done = {k: v for k, v in done.items() if k in wanted}
+    todo = [(s, it) for s, it in pairs if f"{s}/{it.id}" not in done]
+    if on_start is not None:
+        on_start(len(pairs), len(done))
+    t0 = time.perf_counter()
+    for b in range(0, len(todo), config.batch_items):
+        batch = todo[b : b + config.batch_items]
+        plans = []
+        for s, it in batch:
+            supplied = (data.splits[s].modified or {}).get(it.id)
+            plans.append(_plan(s, it, supplied, config, shift))
+        if config.task == "summary":
+            _paraphrase(plans, para, embedder, config)
+        live = [p for p in plans if p.excluded is None or config.task == "qa"]
+        reqs = [
+            GenerateRequest(t, config.new_tokens, _STOP[config.task], config.chat)
+            for p in live
+            for t in (p.prompt, p.modified_prompt or p.prompt)
+        ]
+        gens = scorer.generate(reqs) if reqs else []
+        ll: list[Any] = []
+        if use_loglik and live:
+            sreqs = [
+                ScoreRequest(t, _letter_cont(t, _LABELS[k]))
+                for p in live
+                for t, opts in ((p.prompt, p.item.options), (p.modified_prompt, p.modified.options))
+                for k in range(len(opts))
+            ]
+            ll = scorer.score(sreqs)
+        records = {id(p): _record(p) for p in plans}
+        pos = 0
+        for k, p in enumerate(live):
+            g0, g1 = gens[2 * k], gens[2 * k + 1]
+            rec = records[id(p)]
+            rec.update(
+                prediction=g0.text,
+                modified_prediction=g1.text,
+                finish_reasons=[g0.finish_reason, g1.finish_reason],
+                n_tokens=[g0.n_tokens, g1.n_tokens],
+            )
+            rec.update(_metrics(p, g0, g1, config))
+            if use_loglik:
+                n0, n1 = len(p.item.options), len(p.modified.options)
+                lp0 = [r.logprob for r in ll[pos : pos + n0]]
+                lp1 = [r.logprob for r in ll[pos + n0 : pos + n0 + n1]]
+                pos += n0 + n1
+                rec["loglik"] = {"original": lp0, "modified": lp1}
+        if config.task == "summary" and live:
+            a = [records[id(p)]["prediction"] for p in live if p.excluded is None]
+            bb = [records[id(p)]["modified_prediction"] for p in live if p.excluded is None]
+            sims = iter(embedder.similarity(a, bb) if a else [])
+            for p in live:
+                if p.excluded is None:
+                    records[id(p)]["similarity"] = round(next(sims), 6)
+        out = [records[id(p)] for p in plans]
+        run_dir.append(out)
+        for r in out:
+            done[r["id"]] = r
+        if on_items is not None:
+            on_items(len(batch))
+    elapsed = time.perf_counter() - t0
+    ordered = [done[f"{s}/{it.id}"] for s, it in pairs if f"{s}/{it.id}" in done]
+    summary = build_cap_summary(
+        ordered,
+        config,
+        splits=list(selected),
+        provenance={
+            "contamscope_version": __version__,
+            "git_commit": _git_commit(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "model": backend.describe(),
+            "paraphraser": para.backend.describe() if config.task == "summary" else None,
+            "embedder": settings["embedder"],
+            "benchmark": {
+                "source": data.source,
+                "format": data.format,
+                "content_hash": data.content_hash,
+                "task": data.task,
+                "task_detected": data.task_detected,
+                "files": {s: data.splits[s].files for s in selected},
+                "selection": settings["selection"],
+            },
+            "config": settings["config"],
+            "skipped_rows": [str(p) for p in data.problems],
+            "timings": {
+                "seconds": round(elapsed, 3),
+                "items_now": len(todo),
+                "items_resumed": len(pairs) - len(todo),
+                "requests_computed": scorer.computed,
+                "requests_from_cache": scorer.reused,
+            },
+            "versions": _package_versions(),
+        },
+    )
+    run_dir.write_summary(summary)
+    return CapOutcome(summary, run_dir.path, len(todo), len(pairs) - len(todo), [str(p) for p in data.problems])
+
+
+def _item_c(rec: dict[str, Any], cfg: CapConfig) -> float | None:
+    if cfg.task == "summary":
+        sim = rec.get("similarity")
+        return None if sim is None else float(sim > cfg.similarity_threshold)
+    c = rec.get("c")
+    return None if c is None else float(c)
+
+
+def _item_m(rec: dict[str, Any], cfg: CapConfig, key: str) -> float | None:
+    if cfg.task == "mcq" and cfg.mcq_metric == "strict":
+        key = "strict_" + key
+    v = rec.get(key)
+    return None if v is None else float(v)
+
+
+def _loglik_rows(rec: dict[str, Any]) -> tuple[float, float, float] | None:
+    ll = rec.get("loglik")
+    if not ll or rec.get("answer") is None:
+        return None
+    lo, lm = ll["original"], ll["modified"]
+    c0, c1 = lo.index(max(lo)), lm.index(max(lm))
+    m = float(c0 == rec["answer"])
+    mm = float(c1 == rec.get("modified_answer"))
+    c = float(rec["options"][c0].strip() == rec["modified_options"][c1].strip())
+    return m, mm, c
+
+
+def _reader_stats(
+    rows: dict[str, list[tuple[float, float | None, float]]], splits: list[str], cfg: CapConfig
+) -> dict[str, Any]:
+    scores = {}
+    for s in splits:
+        r = rows.get(s, [])
+        mods = [x[1] for x in r]
+        scores[s] = split_score(
+            [x[0] for x in r],
+            [x[2] for x in r],
+            [m for m in mods if m is not None] if r and all(m is not None for m in mods) else None,
+            alpha=cfg.alpha,
+            scale=cfg.scale,
+        )
+    comps = []
+    ref = splits[0]
+    for k, other in enumerate(splits[1:], start=1):
+        comps.append(
+            compare_splits(
+                ref,
+                other,
+                ([x[0] for x in rows.get(ref, [])], [x[2] for x in rows.get(ref, [])]),
+                ([x[0] for x in rows.get(other, [])], [x[2] for x in rows.get(other, [])]),
+                scores[ref],
+                scores[other],
+                alpha=cfg.alpha,
+                scale=cfg.scale,
+                n_boot=cfg.n_boot,
+                seed=cfg.seed + k,
+                min_diff=cfg.min_diff,
+            ).to_dict()
+        )
+    ablation = {
+        f"{scale}/alpha={a:g}": {
+            s: _finite(pcr(scores[s].m, scores[s].c, alpha=a, scale=scale)) if scores[s].n else None
+            for s in splits
+        }
+        for scale in SCALES
+        for a in (0.0, 0.001, 0.01, 0.1)
+    }
+    return {
+        "splits": {s: scores[s].to_dict() for s in splits},
+        "comparisons": comps,
+        "ablation": ablation,
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def overall_verdict(comparisons: list[dict[str, Any]]) -> tuple[str, str]:
+    """Top-line verdict: contamination of any compared split first, then fine-tuning."""
+    cont = [c for c in comparisons if c["verdict"].startswith("contaminated")]
+    tuned = [c for c in comparisons if c["verdict"].startswith("fine-tuned")]
+    if cont:
+        return f"likely contaminated by {', '.join(c['other'] for c in cont)}", cont[0]["reasoning"]
+    if tuned:
+        return f"likely fine-tuned on {tuned[0]['reference']}", tuned[0]["reasoning"]
+    if not comparisons:
+        return "no evidence", "only one split"
+    return "no evidence", "; ".join(c["reasoning"] for c in comparisons)
+
+
+def build_cap_summary(
+    records: Sequence[dict[str, Any]],
+    config: CapConfig,
+    *,
+    splits: list[str],
+    provenance: dict[str, Any],
+) -> dict[str, Any]:
+    """summary.json from stored records: counts, M / C / PCR per split, comparisons, verdict."""
+    counts: dict[str, Any] = {}
+    rows: dict[str, list[tuple[float, float | None, float]]] = {}
+    ll_rows: dict[str, list[tuple[float, float | None, float]]] = {}
+    for s in splits:
+        recs = [r for r in records if r["split"] == s]
+        excluded = Counter(r["excluded"] for r in recs if r.get("excluded"))
+        n_nom = 0
+        for r in recs:
+            if r.get("excluded"):
+                continue
+            m, c = _item_m(r, config, "m"), _item_c(r, config)
+            if m is None:
+                n_nom += 1
+                continue
+            if c is None:
+                continue
+            rows.setdefault(s, []).append((m, _item_m(r, config, "m_modified"), c))
+            lr = _loglik_rows(r)
+            if lr is not None:
+                ll_rows.setdefault(s, []).append(lr)
+        gen = [r for r in recs if "prediction" in r]
+        empty_o = sum(1 for r in gen if not r["prediction"].strip())
+        empty_m = sum(1 for r in gen if not r["modified_prediction"].strip())
+        c = {
+            "items": len(recs),
+            "analysed": len(rows.get(s, [])),
+            "excluded": dict(excluded),
+            "no_reference": n_nom,
+            "empty_predictions": {"original": empty_o, "modified": empty_m},
+            "truncated_predictions": sum(
+                1 for r in gen if "length" in r.get("finish_reasons", [])
+            ),
+        }
+        if config.task == "mcq":
+            unm_o = sum(1 for r in gen if r.get("choice") is None)
+            unm_m = sum(1 for r in gen if r.get("modified_choice") is None)
+            c["unmapped"] = {"original": unm_o, "modified": unm_m}
+            c["unmapped_rate"] = round((unm_o + unm_m) / (2 * len(gen)), 4) if gen else None
+        if config.task == "qa":
+            c["answer_changing"] = sum(
+                1 for r in recs if r.get("modification", {}).get("changes_answer")
+            )
+        if config.task == "summary":
+            sims = [
+                r["modification"]["similarity"]
+                for r in recs
+                if "similarity" in r.get("modification", {})
+            ]
+            c["paraphrases"] = {"generated": len(sims), "kept": sum(1 for x in sims if x >= config.paraphrase_threshold)}
+        counts[s] = c
+    stats = {"generate": _reader_stats(rows, splits, config)}
+    if ll_rows:
+        stats["loglik"] = _reader_stats(ll_rows, splits, config)
+    label, why = overall_verdict(stats["generate"]["comparisons"])
+    return {
+        "schema": "contamscope.cap.summary/1",
+        "method": "cap",
+        **provenance,
+        "task": config.task,
+        "consistency": CONSISTENCY[config.task],
+        "metric": _METRIC[config.task],
+        "analysis": {
+            "alpha": config.alpha,
+            "scale": config.scale,
+            "n_boot": config.n_boot,
+            "min_diff": config.min_diff,
+            "similarity_threshold": config.similarity_threshold if config.task == "summary" else None,
+            "mcq_metric": config.mcq_metric if config.task == "mcq" else None,
+            "reference_split": splits[0],
+            "null_hypothesis": "PCR_reference = PCR_other: both splits equally exposed to the model",
+        },
+        "splits": splits,
+        "counts": counts,
+        "statistics": stats,
+        "verdict": {"label": label, "reasoning": why},
+    }
