@@ -117,11 +117,58 @@ def test_errors_name_the_file(make_run, tmp_path: Path) -> None:
         build_report(run)
     other = make_run("other", n_items=3, n_excluded=0)
     s = json.loads((other / "summary.json").read_text())
-    s["schema"] = "contamscope.mystery.summary/1"
+    s["schema"] = "othertool.results/2"
     (other / "summary.json").write_text(json.dumps(s))
     (other / "settings.json").write_text(json.dumps({"method": "mystery"}))
-    with pytest.raises(ConfigError, match="no report for runs of schema 'contamscope.mystery"):
+    with pytest.raises(ConfigError, match="no report for runs of schema 'othertool.results/2'"):
         build_report(other)
+
+
+def test_contamscope_method_without_module_gets_the_generic_report(tmp_path: Path) -> None:
+    """BenBench/CAP-shaped runs: statistics and item fields as stored, no leaderboard cell."""
+    run = tmp_path / "bb"
+    run.mkdir()
+    summary = {
+        "schema": "contamscope.benbench.summary/1",
+        "method": "benbench",
+        "model": {"spec": "hf:tiny"},
+        "benchmark": {
+            "test": {"source": "gsm8k_test.jsonl"},
+            "train": {"source": "gsm8k_train.jsonl"},
+        },
+        "statistics": {
+            "splits": {"test": {"n_items": 2, "delta": {"ppl": {"mean": 1.25, "ci": [0.5, 2.0]}}}}
+        },
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "settings.json").write_text(json.dumps({"method": "benbench"}))
+    recs = [
+        {
+            "id": "q1",
+            "split": "test",
+            "metrics": {"original": {"ppl": 3.5}},
+            "flags": {"exact_all": True},
+        },
+        {
+            "id": "q2",
+            "split": "test",
+            "metrics": {"original": {"ppl": 7.0}},
+            "flags": {"exact_all": False},
+        },
+    ]
+    (run / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    html = build_report(run).read_text()
+    stats = _table_data(html, "statistics")["rows"]
+    assert ["splits.test.delta.ppl.mean", "1.25"] in stats
+    assert ["splits.test.delta.ppl.ci", "[0.5, 2]"] in stats
+    items = _table_data(html)
+    assert [c["key"] for c in items["columns"]] == [
+        "id", "split", "metrics.original.ppl", "flags.exact_all"
+    ]  # fmt: skip
+    assert items["rows"][1] == ["q2", "test", 7.0, False]
+    assert "gsm8k_test.jsonl + gsm8k_train.jsonl" in html
+    with pytest.raises(ConfigError, match="none of the run folders has statistics to rank"):
+        collect([run])
 
 
 def test_leaderboard_formats(make_run, tmp_path: Path) -> None:

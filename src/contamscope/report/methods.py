@@ -6,7 +6,10 @@ A method plugs in by adding one module with:
 * ``sections(run, options) -> list[Section]``: its part of the HTML report;
 * ``estimate(run) -> Estimate | None``: its leaderboard cell (an excess over chance with a CI);
 
-and one line in :data:`METHOD_MODULES`. Modules are imported only when a run needs them.
+and one line in :data:`METHOD_MODULES`. Modules are imported only when a run needs them. A
+contamscope run without a module (today: BenBench ``contamscope.benbench.summary/1`` and CAP
+``contamscope.cap.summary/1``) gets :mod:`contamscope.report.generic`: its statistics and item
+fields as tables.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ METHOD_MODULES: dict[str, str] = {
     "contamscope.permutation.summary": "contamscope.report.permutation",
 }
 """Summary schema (without its ``/version``) -> report module."""
+
+GENERIC_MODULE = "contamscope.report.generic"
+"""Fallback for contamscope runs whose method has no module here yet (BenBench, CAP for now):
+their statistics and per-item fields as stored, no figures, no leaderboard cell."""
 
 _BY_METHOD = {key.split(".")[1]: mod for key, mod in METHOD_MODULES.items()}
 
@@ -76,6 +83,8 @@ def method_module(run: RunData) -> ModuleType:
     """The report module for ``run``; a clear error for a run of an unknown kind."""
     schema = run.schema.split("/")[0]
     name = METHOD_MODULES.get(schema) or _BY_METHOD.get(run.method)
+    if name is None and schema.startswith("contamscope.") and schema.endswith(".summary"):
+        name = GENERIC_MODULE  # a contamscope method without its own section module yet
     if name is None:
         known = ", ".join(sorted(METHOD_MODULES))
         raise ConfigError(

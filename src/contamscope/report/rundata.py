@@ -56,6 +56,9 @@ class RunData:
         """The benchmark source as recorded."""
         b = self.summary.get("benchmark")
         src = b.get("source") if isinstance(b, dict) else b
+        if src is None and isinstance(b, dict):  # per-split benchmarks (BenBench: train/test)
+            srcs = [v.get("source") for v in b.values() if isinstance(v, dict)]
+            src = " + ".join(str(x) for x in srcs if x) or None
         return str(src or self.settings.get("benchmark", "?"))
 
     def iter_records(self) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,102 @@
+"""Fallback report for contamscope runs that have no dedicated section module yet.
+
+Shows the run's statistics (summary.json ``statistics``, flattened to one row per number) and a
+searchable table of each item's scalar fields, so a new method's runs are readable before its
+own figures exist. Leaderboard: no estimate (a method says itself which number is its leakage).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .html import Column, Section, Table, esc
+from .methods import Estimate, ReportOptions
+from .rundata import RunData
+
+__all__ = ["TITLE", "sections", "estimate", "flatten"]
+
+TITLE = "Contamination run"
+_MAX_COLUMNS = 24
+_TEXT_CHARS = 160
+
+
+def estimate(run: RunData) -> Estimate | None:
+    return None
+
+
+def flatten(obj: Any, prefix: str = "", depth: int = 4) -> dict[str, Any]:
+    """Scalars of a nested dict as ``{"a.b.c": value}``; a pair of numbers stays a CI pair;
+    longer lists become their length."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict) and depth > 0:
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k), depth - 1))
+    elif isinstance(obj, list):
+        if len(obj) == 2 and all(isinstance(x, (int, float)) for x in obj):
+            out[prefix] = f"[{obj[0]:.4g}, {obj[1]:.4g}]"
+        else:
+            out[prefix] = f"({len(obj)} entries)"
+    elif isinstance(obj, (dict, tuple)):
+        out[prefix] = json.dumps(obj)[:_TEXT_CHARS]
+    else:
+        out[prefix] = obj
+    return out
+
+
+def _kind(values: list[Any]) -> str:
+    vals = [v for v in values if v is not None]
+    if vals and all(isinstance(v, bool) for v in vals):
+        return "bool"
+    if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        return "num"
+    return "text"
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, str) and len(v) > _TEXT_CHARS:
+        return v[:_TEXT_CHARS] + "…"
+    return v
+
+
+def sections(run: RunData, options: ReportOptions) -> list[Section]:
+    stats = flatten(run.summary.get("statistics") or {}, depth=8)
+    stat_rows = [
+        [k, v if not isinstance(v, float) else float(f"{v:.6g}")] for k, v in stats.items()
+    ]
+    stat_table = Table(
+        "statistics",
+        [Column("statistic", "statistic"), Column("value", "value")],
+        [[k, "–" if v is None else str(v)] for k, v in stat_rows],
+        page_size=100,
+    )
+    records = [flatten(r, depth=3) for r in run.iter_records()]
+    keys: list[str] = []
+    for r in records[:200]:
+        for k in r:
+            if k not in keys and len(keys) < _MAX_COLUMNS:
+                keys.append(k)
+    cols = [Column(k, k, _kind([r.get(k) for r in records[:500]])) for k in keys]  # type: ignore[arg-type]
+    rows = [[_cell(r.get(k)) for k in keys] for r in records]
+    items = Table("items", cols, rows, page_size=options.page_size)
+    note = (
+        f"<p class='note'>This {esc(run.method or 'unknown')} run (schema "
+        f"<code>{esc(run.schema)}</code>) has no dedicated report section yet: its statistics and "
+        "per-item fields are shown as stored; summary.json documents their meaning.</p>"
+    )
+    prov = {k: run.summary.get(k) for k in ("model", "benchmark", "config", "timings", "versions")}
+    return [
+        Section("statistics", "Statistics", note, after=stat_table.html()),
+        Section(
+            "items",
+            "All items",
+            f"<p class='note'>{len(rows)} records; the first {len(keys)} scalar fields.</p>",
+            after=items.html(),
+        ),
+        Section(
+            "provenance",
+            "Provenance",
+            f"<details><summary>summary.json</summary><pre>"
+            f"{esc(json.dumps(prov, indent=2, ensure_ascii=False, default=str))}</pre></details>",
+        ),
+    ]
