@@ -74,7 +74,9 @@ class SentenceEmbedder:
         try:
             from transformers import AutoModel, AutoTokenizer
         except ImportError:
-            raise ConfigError("embeddings need transformers: pip install 'contamscope[hf]'") from None
+            raise ConfigError(
+                "embeddings need transformers: pip install 'contamscope[hf]'"
+            ) from None
         self._tok = AutoTokenizer.from_pretrained(str(self.path))
         self._model = AutoModel.from_pretrained(str(self.path)).to(self.device).eval()
 

@@ -33,43 +33,84 @@ some input rows were skipped (see summary.json).
 def command(
     model: str = typer.Option("smollm2", "--model", "-m", help="Model spec (generation backend)."),
     benchmark: str = typer.Option(
-        ..., "--benchmark", "-b", help="CAP data folder (ori/mod files), MCQ folder with split subfolders, or JSONL/CSV."
+        ...,
+        "--benchmark",
+        "-b",
+        help="CAP data folder (ori/mod files), MCQ folder with split subfolders, or JSONL/CSV.",
     ),
     splits: str = typer.Option(
-        "train,test", "--splits", help="Comma-separated splits; the first is the fine-tuning reference."
+        "train,test",
+        "--splits",
+        help="Comma-separated splits; the first is the fine-tuning reference.",
     ),
-    task: str | None = typer.Option(None, "--task", help="mcq, qa or summary (detected when omitted)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run folder (default runs/cap-<model>-<benchmark>)."),
+    task: str | None = typer.Option(
+        None, "--task", help="mcq, qa or summary (detected when omitted)."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run folder (default runs/cap-<model>-<benchmark>)."
+    ),
     subset: str | None = typer.Option(
-        None, "--subset", help="File set of a CAP folder: a file prefix (research, report) or 'samples'."
+        None,
+        "--subset",
+        help="File set of a CAP folder: a file prefix (research, report) or 'samples'.",
     ),
     fields: str | None = typer.Option(
         None, "--fields", help="Generic files: input=F,output=F,split=F,id=F,modified=F."
     ),
-    fmt: str | None = typer.Option(None, "--format", help="MCQ format of split subfolders (see `contamscope formats`)."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="MCQ format of split subfolders (see `contamscope formats`)."
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="First N items of each split."),
-    sample: int | None = typer.Option(None, "--sample", min=1, help="Seeded random N items of each split."),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="Seeded random N items of each split."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of modifications, bootstrap and --sample."),
-    alpha: float = typer.Option(0.01, "--alpha", help="PCR smoothing constant (paper: 0.01; 0.001 for summaries)."),
+    alpha: float = typer.Option(
+        0.01, "--alpha", help="PCR smoothing constant (paper: 0.01; 0.001 for summaries)."
+    ),
     scale: str = typer.Option("tanh", "--scale", help="PCR scale function: tanh, linear, sigmoid."),
-    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Generation length (default 8 mcq, 64 qa, 256 summary)."),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", help="Generation length (default 8 mcq, 64 qa, 256 summary)."
+    ),
     chat: bool = typer.Option(False, "--chat", help="Use the model's chat template."),
-    year_shift: int | None = typer.Option(None, "--year-shift", help="qa: years added (default: seeded +-20..40)."),
+    year_shift: int | None = typer.Option(
+        None, "--year-shift", help="qa: years added (default: seeded +-20..40)."
+    ),
     include_answer_changing: bool = typer.Option(
         False, "--include-answer-changing", help="qa: keep items whose answer holds a year."
     ),
-    paraphraser: str | None = typer.Option(None, "--paraphraser", help="summary: model spec that paraphrases (default: --model)."),
-    paraphrase_threshold: float = typer.Option(0.98, "--paraphrase-threshold", help="summary: min cosine of a kept paraphrase."),
-    similarity_threshold: float = typer.Option(0.95, "--similarity-threshold", help="summary: cosine above which two predictions agree."),
-    embedder: Path | None = typer.Option(None, "--embedder", help="Sentence-embedding model folder (default: bundled all-MiniLM-L6-v2)."),
-    mcq_metric: str = typer.Option("mapped", "--mcq-metric", help="mcq M: mapped (rules) or strict (output is the letter)."),
-    no_loglik: bool = typer.Option(False, "--no-loglik", help="mcq: skip the log-likelihood choice."),
+    paraphraser: str | None = typer.Option(
+        None, "--paraphraser", help="summary: model spec that paraphrases (default: --model)."
+    ),
+    paraphrase_threshold: float = typer.Option(
+        0.98, "--paraphrase-threshold", help="summary: min cosine of a kept paraphrase."
+    ),
+    similarity_threshold: float = typer.Option(
+        0.95, "--similarity-threshold", help="summary: cosine above which two predictions agree."
+    ),
+    embedder: Path | None = typer.Option(
+        None,
+        "--embedder",
+        help="Sentence-embedding model folder (default: bundled all-MiniLM-L6-v2).",
+    ),
+    mcq_metric: str = typer.Option(
+        "mapped", "--mcq-metric", help="mcq M: mapped (rules) or strict (output is the letter)."
+    ),
+    no_loglik: bool = typer.Option(
+        False, "--no-loglik", help="mcq: skip the log-likelihood choice."
+    ),
     n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples for the CI."),
-    min_diff: float = typer.Option(0.0, "--min-diff", help="Smallest |PCR difference| called evidence."),
-    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pcr_heatmap.png (needs matplotlib)."),
+    min_diff: float = typer.Option(
+        0.0, "--min-diff", help="Smallest |PCR difference| called evidence."
+    ),
+    plot: bool = typer.Option(
+        True, "--plot/--no-plot", help="Write pcr_heatmap.png (needs matplotlib)."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    model_opt: list[str] | None = typer.Option(None, "-M", help="Model option key=value. Repeatable."),
+    model_opt: list[str] | None = typer.Option(
+        None, "-M", help="Model option key=value. Repeatable."
+    ),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
@@ -113,7 +154,9 @@ def run(**kw: Any) -> None:
     for p in data.problems[:10]:
         err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
     if len(data.problems) > 10:
-        err_console.print(f"[yellow]skipped[/] ... and {len(data.problems) - 10} more (summary.json)")
+        err_console.print(
+            f"[yellow]skipped[/] ... and {len(data.problems) - 10} more (summary.json)"
+        )
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
         alpha=kw["alpha"],
@@ -148,13 +191,26 @@ def run(**kw: Any) -> None:
             para_backend = load_backend(kw["paraphraser"], device=kw["device"], dtype=kw["dtype"])
     cache = None
     if not kw["no_cache"]:
-        cache = ScoreCache((kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db())
+        cache = ScoreCache(
+            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
+        )
     scorer = CachedScorer(backend, cache)
     para = CachedScorer(para_backend, cache) if para_backend is not None else None
-    selection = {"splits": split_names, "limit": kw["limit"], "sample": kw["sample"], "seed": kw["seed"],
-                 "subset": kw["subset"], "n_items": {s: len(v) for s, v in selected.items()}}
-    progress = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err_console)
+    selection = {
+        "splits": split_names,
+        "limit": kw["limit"],
+        "sample": kw["sample"],
+        "seed": kw["seed"],
+        "subset": kw["subset"],
+        "n_items": {s: len(v) for s, v in selected.items()},
+    }
+    progress = Progress(
+        TextColumn("[bold]generating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
     task: dict[str, Any] = {}
 
     def on_start(total: int, done: int) -> None:
@@ -166,9 +222,19 @@ def run(**kw: Any) -> None:
         progress.advance(task["id"], n)
 
     with progress:
-        outcome = run_cap(data, selected, scorer, RunDir(out), config, paraphraser=para,
-                          embedder=embedder, selection=selection, overwrite=kw["overwrite"],
-                          on_start=on_start, on_items=on_items)
+        outcome = run_cap(
+            data,
+            selected,
+            scorer,
+            RunDir(out),
+            config,
+            paraphraser=para,
+            embedder=embedder,
+            selection=selection,
+            overwrite=kw["overwrite"],
+            on_start=on_start,
+            on_items=on_items,
+        )
     print_cap_summary(outcome.summary)
     if kw["plot"]:
         from ..report.cap_heatmap import plot_pcr_heatmap
@@ -177,10 +243,14 @@ def run(**kw: Any) -> None:
             path = plot_pcr_heatmap([outcome.summary], outcome.run_dir / "pcr_heatmap.png")
             console.print(f"heatmap: {path}")
         except ImportError:
-            err_console.print("no heatmap: matplotlib is missing (pip install 'contamscope[report]')")
+            err_console.print(
+                "no heatmap: matplotlib is missing (pip install 'contamscope[report]')"
+            )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     if data.problems:
-        err_console.print(f"[yellow]{len(data.problems)} input rows were skipped[/] (exit code 3; see summary.json)")
+        err_console.print(
+            f"[yellow]{len(data.problems)} input rows were skipped[/] (exit code 3; see summary.json)"
+        )
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
 
@@ -192,14 +262,25 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
     """Terminal table: M, C, PCR and baselines per split, then the comparisons and verdict."""
     a = summary["analysis"]
     for reader, st in summary["statistics"].items():
-        t = Table(title=f"CAP ({reader}) - {summary['task']}: M = {summary['metric']}, C = {summary['consistency']}, "
-                  f"PCR = {a['scale']}((M+{a['alpha']:g})/(C+{a['alpha']:g}))")
+        t = Table(
+            title=f"CAP ({reader}) - {summary['task']}: M = {summary['metric']}, C = {summary['consistency']}, "
+            f"PCR = {a['scale']}((M+{a['alpha']:g})/(C+{a['alpha']:g}))"
+        )
         for col in ("split", "items", "analysed", "M", "M mod", "C", "PCR", "Delta", "delta"):
             t.add_column(col, justify="right" if col != "split" else "left")
         for s, sc in st["splits"].items():
             cnt = summary["counts"][s]
-            t.add_row(s, str(cnt["items"]), str(sc["n"]), _fmt(sc["m"]), _fmt(sc["m_modified"]), _fmt(sc["c"]),
-                      _fmt(sc["pcr"]), _fmt(sc["decline"]), _fmt(sc["relative_decline"]))
+            t.add_row(
+                s,
+                str(cnt["items"]),
+                str(sc["n"]),
+                _fmt(sc["m"]),
+                _fmt(sc["m_modified"]),
+                _fmt(sc["c"]),
+                _fmt(sc["pcr"]),
+                _fmt(sc["decline"]),
+                _fmt(sc["relative_decline"]),
+            )
         console.print(t)
         for c in st["comparisons"]:
             console.print(

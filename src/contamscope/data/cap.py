@@ -15,13 +15,12 @@ Readable inputs:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
@@ -42,7 +41,7 @@ __all__ = [
 
 Task = Literal["mcq", "qa", "summary"]
 TASKS: tuple[str, ...] = ("mcq", "qa", "summary")
-CapItem = Union[MCQItem, QAItem]
+CapItem = MCQItem | QAItem
 
 FINEVAL_RE = re.compile(
     r"^请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: (?P<q>.*)\n ?选项：\['A': ?(?P<A>.*), "
@@ -270,7 +269,9 @@ def _collect(
             col.problem(str(path), line, str(e))
             continue
         if item.id in seen:
-            col.problem(str(path), line, f"duplicate id {item.id!r} (first at line {seen[item.id]})")
+            col.problem(
+                str(path), line, f"duplicate id {item.id!r} (first at line {seen[item.id]})"
+            )
             continue
         seen[item.id] = line
         items.append(item)
@@ -298,7 +299,9 @@ def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Pat
             k: v for k, v in with_ori.items() if k[0] == subset or (subset == "samples" and k[1])
         }
     if not with_ori:
-        found = sorted({m.group("split") for p in folder.iterdir() if (m := _PAIR_FILE.match(p.name))})
+        found = sorted(
+            {m.group("split") for p in folder.iterdir() if (m := _PAIR_FILE.match(p.name))}
+        )
         extra = f" with --subset {subset}" if subset else ""
         raise ConfigError(
             f"split {split!r}: no ori_{split}*.json in {folder}{extra} (splits there: {', '.join(found) or 'none'})"
@@ -307,7 +310,8 @@ def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Pat
         plain = [k for k in with_ori if k == (None, False)]
         if not plain:
             names = sorted(
-                f"{k[0] or ''}{'_' if k[0] else ''}{'samples' if k[1] else 'full'}" for k in with_ori
+                f"{k[0] or ''}{'_' if k[0] else ''}{'samples' if k[1] else 'full'}"
+                for k in with_ori
             )
             raise ConfigError(
                 f"split {split!r}: several file sets in {folder} ({', '.join(names)}); "
@@ -383,7 +387,9 @@ def _load_pairs(
     out: dict[str, CapSplit] = {}
     for s in splits:
         ori_path, mod_path = files[s]
-        items, _ = _collect(ori_path, texts[s], pair_cf, col, mcq=task == "mcq", split=s, want_split=False)
+        items, _ = _collect(
+            ori_path, texts[s], pair_cf, col, mcq=task == "mcq", split=s, want_split=False
+        )
         modified = None
         names = [str(ori_path)]
         if mod_path is not None:
@@ -419,7 +425,11 @@ def _pair_mods(
     for item in items:
         mod = by_line.get(item.line)
         if mod is None:
-            col.problem(str(mod_path), item.line, "modified record unusable; item uses a generated modification")
+            col.problem(
+                str(mod_path),
+                item.line,
+                "modified record unusable; item uses a generated modification",
+            )
             continue
         out[item.id] = mod
     return out
@@ -484,9 +494,13 @@ def _load_generic(
             items.extend(got)
             for it, mod in zip(got, mods):
                 if mod is not None and isinstance(it, QAItem):
-                    supplied[it.id] = QAItem(it.id, mod, it.answer, s, None, it.source, it.line, {"input": mod})
+                    supplied[it.id] = QAItem(
+                        it.id, mod, it.answer, s, None, it.source, it.line, {"input": mod}
+                    )
         if not items:
-            raise ConfigError(f"split {s!r}: no items in {path}" + (f" with {cf.split}={s}" if by_field else ""))
+            raise ConfigError(
+                f"split {s!r}: no items in {path}" + (f" with {cf.split}={s}" if by_field else "")
+            )
         modified = supplied if cf.modified is not None else None
         out[s] = CapSplit(s, items, modified, [str(p) for p in per_split[s]])
     detected = task is None
@@ -511,14 +525,3 @@ def _finish(
             raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
     return CapData(task, detected, splits, col.problems, source, fmt, digest.hexdigest())
 
-
-def iter_items(data: CapData) -> Iterable[tuple[str, CapItem]]:
-    """(split, item) over all splits in order."""
-    for name, s in data.splits.items():
-        for it in s.items:
-            yield name, it
-
-
-def dumps_item(item: CapItem) -> str:
-    """Compact JSON of an item for hashing / records."""
-    return json.dumps(item.question, ensure_ascii=False)

@@ -121,7 +121,7 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
 
     Rules, in order: (1) the answer starts with a letter label, optionally after "Answer:",
     "The answer is", "答案：", a bracket or a quote ("B", "(B)", "B. 1640", "答案：B"); a
-    lower-case single letter counts only when it stands alone; (2) the answer contains exactly
+    lower-case letter counts only when nothing follows it; (2) the answer contains exactly
     one option's text (stripped, at least 2 characters) and no other option's text.
 
     >>> map_choice(" B. 1640万元", ["1730万元", "1640万元", "1650万元", "1740万元"])
@@ -136,7 +136,8 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
     m = _LEAD.match(stripped)
     if m:
         letter = m.group(1)
-        if letter.isupper() or stripped.upper() == letter.upper():
+        rest = stripped[m.end() :].strip(" .):）】\"'")
+        if letter.isupper() or not rest:
             idx = ord(letter.upper()) - ord("A")
             if idx < n:
                 return idx
@@ -163,10 +164,7 @@ def pcr(m: float, c: float, *, alpha: float = 0.01, scale: Scale = "tanh") -> fl
     -0.038
     """
     num, den = m + alpha, c + alpha
-    if den == 0:
-        ratio = math.nan if num == 0 else math.inf
-    else:
-        ratio = num / den
+    ratio = (math.nan if num == 0 else math.inf) if den == 0 else num / den
     if scale == "tanh":
         return math.tanh(ratio)
     if scale == "linear":
@@ -331,8 +329,22 @@ def compare_splits(
     low = high = p = math.nan
     if ref_score.n and other_score.n:
         rng = np.random.default_rng(seed)
-        a = _boot_pcr(rng, np.asarray(ref_items[0], float), np.asarray(ref_items[1], float), n_boot, alpha, scale)
-        b = _boot_pcr(rng, np.asarray(other_items[0], float), np.asarray(other_items[1], float), n_boot, alpha, scale)
+        a = _boot_pcr(
+            rng,
+            np.asarray(ref_items[0], float),
+            np.asarray(ref_items[1], float),
+            n_boot,
+            alpha,
+            scale,
+        )
+        b = _boot_pcr(
+            rng,
+            np.asarray(other_items[0], float),
+            np.asarray(other_items[1], float),
+            n_boot,
+            alpha,
+            scale,
+        )
         d = a - b
         d = d[np.isfinite(d)]
         if len(d):

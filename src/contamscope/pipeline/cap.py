@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +49,7 @@ _METRIC = {"mcq": "exact_match", "qa": "rouge_l", "summary": "rouge_2"}
 _MAX_NEW = {"mcq": 8, "qa": 64, "summary": 256}
 _STOP: dict[str, tuple[str, ...]] = {"mcq": ("\n",), "qa": ("\n\n",), "summary": ()}
 _LABELS = "ABCDEFGHIJ"
+_SCALES: tuple[Scale, ...] = ("tanh", "linear", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,9 @@ def _letter_cont(prompt: str, letter: str) -> str:
 class _Plan:
     split: str
     item: Any
-    modified: Any | None
+    modified: Any
     prompt: str
-    modified_prompt: str | None
+    modified_prompt: Any
     modification: dict[str, Any]
     excluded: str | None = None
     para_req: GenerateRequest | None = None
@@ -161,12 +162,14 @@ def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: in
             p0 = item.meta.get("input") or mcq_prompt(item)
             p1 = supplied.meta.get("input") or mcq_prompt(supplied)
             return _Plan(split, item, supplied, p0, p1, {"kind": "factual", "supplied": True})
-        mod, order = reorder_options(item, seed=cfg.seed)
+        reordered, order = reorder_options(item, seed=cfg.seed)
         what = {"kind": "factual", "supplied": False, "order": list(order)}
-        return _Plan(split, item, mod, mcq_prompt(item), mcq_prompt(mod), what)
+        return _Plan(split, item, reordered, mcq_prompt(item), mcq_prompt(reordered), what)
     if cfg.task == "qa":
         if supplied is not None:
-            mod = QAItem(item.id, supplied.question, supplied.answer, split, meta=supplied.meta)
+            mod: Any = QAItem(
+                item.id, supplied.question, supplied.answer, split, meta=supplied.meta
+            )
             changes = (supplied.answer or "").strip() != (item.answer or "").strip()
             what = {"kind": "logical", "supplied": True, "changes_answer": changes}
         else:
@@ -188,7 +191,17 @@ def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: in
         max_new_tokens=min(4096, len(passage) // 3 + 32),
         chat=cfg.chat,
     )
-    return _Plan(split, item, None, item.question, None, {"kind": "semantic", "supplied": False}, None, req, head)
+    return _Plan(
+        split,
+        item,
+        None,
+        item.question,
+        None,
+        {"kind": "semantic", "supplied": False},
+        None,
+        req,
+        head,
+    )
 
 
 def _paraphrase(
@@ -217,7 +230,9 @@ def _metrics(p: _Plan, g0: Any, g1: Any, cfg: CapConfig) -> dict[str, Any]:
         item, mod = p.item, p.modified
         c0, c1 = map_choice(g0.text, item.options), map_choice(g1.text, mod.options)
         out.update(choice=c0, modified_choice=c1)
-        out["strict_m"] = None if item.answer is None else float(g0.text.strip() == _LABELS[item.answer])
+        out["strict_m"] = (
+            None if item.answer is None else float(g0.text.strip() == _LABELS[item.answer])
+        )
         out["strict_m_modified"] = (
             None if mod.answer is None else float(g1.text.strip() == _LABELS[mod.answer])
         )
@@ -266,7 +281,7 @@ def _record(p: _Plan) -> dict[str, Any]:
 
 def run_cap(
     data: CapData,
-    selected: dict[str, Sequence[Any]],
+    selected: Mapping[str, Sequence[Any]],
     scorer: CachedScorer,
     run_dir: RunDir,
     config: CapConfig,
@@ -401,7 +416,9 @@ def run_cap(
         },
     )
     run_dir.write_summary(summary)
-    return CapOutcome(summary, run_dir.path, len(todo), len(pairs) - len(todo), [str(p) for p in data.problems])
+    return CapOutcome(
+        summary, run_dir.path, len(todo), len(pairs) - len(todo), [str(p) for p in data.problems]
+    )
 
 
 def _item_c(rec: dict[str, Any], cfg: CapConfig) -> float | None:
@@ -468,7 +485,7 @@ def _reader_stats(
             s: _finite(pcr(scores[s].m, scores[s].c, alpha=a, scale=scale)) if scores[s].n else None
             for s in splits
         }
-        for scale in SCALES
+        for scale in _SCALES
         for a in (0.0, 0.001, 0.01, 0.1)
     }
     return {
@@ -513,28 +530,26 @@ def build_cap_summary(
         for r in recs:
             if r.get("excluded"):
                 continue
-            m, c = _item_m(r, config, "m"), _item_c(r, config)
+            m, cons = _item_m(r, config, "m"), _item_c(r, config)
             if m is None:
                 n_nom += 1
                 continue
-            if c is None:
+            if cons is None:
                 continue
-            rows.setdefault(s, []).append((m, _item_m(r, config, "m_modified"), c))
+            rows.setdefault(s, []).append((m, _item_m(r, config, "m_modified"), cons))
             lr = _loglik_rows(r)
             if lr is not None:
                 ll_rows.setdefault(s, []).append(lr)
         gen = [r for r in recs if "prediction" in r]
         empty_o = sum(1 for r in gen if not r["prediction"].strip())
         empty_m = sum(1 for r in gen if not r["modified_prediction"].strip())
-        c = {
+        c: dict[str, Any] = {
             "items": len(recs),
             "analysed": len(rows.get(s, [])),
             "excluded": dict(excluded),
             "no_reference": n_nom,
             "empty_predictions": {"original": empty_o, "modified": empty_m},
-            "truncated_predictions": sum(
-                1 for r in gen if "length" in r.get("finish_reasons", [])
-            ),
+            "truncated_predictions": sum(1 for r in gen if "length" in r.get("finish_reasons", [])),
         }
         if config.task == "mcq":
             unm_o = sum(1 for r in gen if r.get("choice") is None)
@@ -551,7 +566,10 @@ def build_cap_summary(
                 for r in recs
                 if "similarity" in r.get("modification", {})
             ]
-            c["paraphrases"] = {"generated": len(sims), "kept": sum(1 for x in sims if x >= config.paraphrase_threshold)}
+            c["paraphrases"] = {
+                "generated": len(sims),
+                "kept": sum(1 for x in sims if x >= config.paraphrase_threshold),
+            }
         counts[s] = c
     stats = {"generate": _reader_stats(rows, splits, config)}
     if ll_rows:
@@ -569,7 +587,9 @@ def build_cap_summary(
             "scale": config.scale,
             "n_boot": config.n_boot,
             "min_diff": config.min_diff,
-            "similarity_threshold": config.similarity_threshold if config.task == "summary" else None,
+            "similarity_threshold": config.similarity_threshold
+            if config.task == "summary"
+            else None,
             "mcq_metric": config.mcq_metric if config.task == "mcq" else None,
             "reference_split": splits[0],
             "null_hypothesis": "PCR_reference = PCR_other: both splits equally exposed to the model",

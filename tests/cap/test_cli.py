@@ -1,0 +1,120 @@
+"""`contamscope cap` as a subprocess: tiny model end to end, bad input, skipped rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", "cap", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        "--model",
+        f"hf:{tiny_model_path}",
+        "--benchmark",
+        str(fineval_dir),
+        "--splits",
+        "dev,val",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--n-boot",
+        "200",
+    ]
+    res = run_cli(*args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "task: mcq (detected" in res.stderr
+    assert "PCR_dev - PCR_val" in res.stdout and "verdict:" in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "contamscope.cap.summary/1"
+    assert len((out / "items.jsonl").read_text().splitlines()) == 6
+    assert (out / "pcr_heatmap.png").stat().st_size > 1000
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0 and "resuming: 6 of 6" in again.stderr
+
+
+def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:
+    res = run_cli("--benchmark", str(fineval_dir), "--splits", "train,test", cwd=tmp_path)
+    assert res.returncode == 2 and "split 'train'" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("--benchmark", str(tmp_path / "nope"), cwd=tmp_path)
+    assert res.returncode == 2 and "no such file or folder" in res.stderr
+    res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev", cwd=tmp_path)
+    assert res.returncode == 2 and "at least two splits" in res.stderr
+
+
+def test_cap_cli_skipped_rows_exit_3(
+    fineval_dir: Path, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    path = fineval_dir / "data" / "ori_val.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    rows[0]["input"] = "garbage"
+    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    res = run_cli(
+        "--model",
+        f"hf:{tiny_model_path}",
+        "--benchmark",
+        str(fineval_dir),
+        "--splits",
+        "dev,val",
+        "--out",
+        str(tmp_path / "r"),
+        "--device",
+        "cpu",
+        "--no-plot",
+        "--no-loglik",
+        "--n-boot",
+        "200",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 3, res.stderr
+    assert "ori_val.json:1: input is not a FinEval prompt" in res.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["skipped_rows"] == [f"{path}:1: input is not a FinEval prompt (README format)"]
+
+
+@pytest.mark.real_model
+def test_smollm2_on_fineval(benchdata: Path, smollm2_backend: object, tmp_path: Path) -> None:
+    """The bundled model on 2 real FinEval items per split (dev vs val), supplied mod files."""
+    from contamscope.data.cap import load_cap
+    from contamscope.pipeline.cap import CapConfig, run_cap
+    from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+    data = load_cap(str(benchdata / "cap" / "fineval"), ["dev", "val"])
+    sel = {s: data.splits[s].items[:2] for s in ("dev", "val")}
+    scorer = CachedScorer(smollm2_backend, ScoreCache(tmp_path / "c.sqlite"))  # type: ignore[arg-type]
+    out = run_cap(
+        data,
+        sel,
+        scorer,
+        RunDir(tmp_path / "run"),
+        CapConfig(task="mcq", max_new_tokens=4, n_boot=200),
+    )
+    s = out.summary
+    recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and all("prediction" in r and "loglik" in r for r in recs)
+    for split in ("dev", "val"):
+        st = s["statistics"]["loglik"]["splits"][split]
+        assert st["n"] == 2 and 0 <= st["m"] <= 1 and 0 <= st["c"] <= 1
+    assert s["verdict"]["label"] in (
+        "no evidence",
+        "likely fine-tuned on dev",
+        "likely contaminated by val",
+    )

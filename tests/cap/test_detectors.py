@@ -1,0 +1,165 @@
+"""Known-answer tests for CAP's M, C and PCR (paper's Tables 3, 4 and 7)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contamscope.detectors.cap import (
+    compare_splits,
+    jaccard,
+    map_choice,
+    pcr,
+    rouge_l,
+    rouge_n,
+    split_score,
+    tokens,
+    verdict,
+)
+
+# FinEval (Table 4): surface-level EM and consistency on dev and val.
+TABLE4 = {
+    "Baichuan-13B": ((0.4235, 0.4765), (0.4544, 0.4674)),
+    "Disc-Fin-13B": ((0.4647, 0.4824), (0.4327, 0.4083)),
+    "FinMA-NLP-7B": ((0.1176, 0.2765), (0.1095, 0.2407)),
+    "FinMA-Full-7B": ((0.1824, 0.2706), (0.1706, 0.2502)),
+    "LLaMA-8B": ((0.0, 0.6059), (0.0, 0.5308)),
+}
+# Table 3: PCR_dev - PCR_val per scale and alpha (0 where the paper prints 0 / blank).
+TABLE3 = {
+    "Baichuan-13B": {
+        "tanh": (-0.0389, -0.0388, -0.038, -0.0316),
+        "linear": (-0.0834, -0.0832, -0.0817, -0.069),
+        "sigmoid": (-0.0169, -0.0169, -0.0166, -0.0139),
+    },
+    "Disc-Fin-13B": {
+        "tanh": (-0.0398, -0.0397, -0.0389, -0.0325),
+        "linear": (-0.0965, -0.0962, -0.0943, -0.0784),
+        "sigmoid": (-0.0189, -0.0188, -0.0184, -0.0153),
+    },
+    "FinMA-NLP-7B": {
+        "tanh": (-0.0245, -0.0246, -0.0255, -0.0264),
+        "linear": (-0.0296, -0.0298, -0.0313, -0.037),
+        "sigmoid": (-0.0071, -0.0071, -0.0074, -0.0085),
+    },
+    "FinMA-Full-7B": {
+        "tanh": (-0.0051, -0.0051, -0.0054, -0.0062),
+        "linear": (-0.0078, -0.0079, -0.0084, -0.0107),
+        "sigmoid": (-0.0017, -0.0018, -0.0019, -0.0023),
+    },
+    "LLaMA-8B": {
+        "tanh": (0.0, -0.0002, -0.0023, -0.0165),
+        "linear": (0.0, -0.0002, -0.0023, -0.0169),
+        "sigmoid": (0.0, -0.0001, -0.0006, -0.0042),
+    },
+}
+ALPHAS = (0.0, 0.001, 0.01, 0.1)
+
+
+@pytest.mark.parametrize("model", sorted(TABLE3))
+@pytest.mark.parametrize("scale", ["tanh", "linear", "sigmoid"])
+def test_table3_ablation(model: str, scale: str) -> None:
+    (m_dev, c_dev), (m_val, c_val) = TABLE4[model]
+    for alpha, expected in zip(ALPHAS, TABLE3[model][scale]):
+        got = pcr(m_dev, c_dev, alpha=alpha, scale=scale) - pcr(  # type: ignore[arg-type]
+            m_val,
+            c_val,
+            alpha=alpha,
+            scale=scale,  # type: ignore[arg-type]
+        )
+        assert got == pytest.approx(expected, abs=1.5e-4), (alpha, got)
+
+
+@pytest.mark.parametrize(
+    ("m", "c", "expected"),
+    [  # FinQA, Table 7 (tanh, alpha 0.01)
+        (0.0021, 0.8326, 0.0144),
+        (0.2304, 0.727, 0.3151),
+        (0.0943, 0.5662, 0.1791),
+        (0.1481, 0.6993, 0.2193),
+        (0.0084, 0.2506, 0.0703),
+    ],
+)
+def test_table7_pcr(m: float, c: float, expected: float) -> None:
+    # inputs are printed to 4 decimals in the paper, hence the tolerance
+    assert pcr(m, c) == pytest.approx(expected, abs=3e-4)
+
+
+def test_pcr_edge_cases() -> None:
+    assert math.isnan(pcr(0, 0, alpha=0))
+    assert pcr(0.5, 0, alpha=0, scale="tanh") == 1.0
+    assert pcr(0.5, 0.5, alpha=0, scale="linear") == 1.0
+    assert pcr(0, 1, alpha=0, scale="sigmoid") == 0.5
+    with pytest.raises(ValueError):
+        pcr(0.1, 0.1, scale="cube")  # type: ignore[arg-type]
+
+
+def test_rouge_and_jaccard_known_answers() -> None:
+    # LCS "the cat on the mat" = 5 of 6 tokens each side -> F1 5/6
+    assert rouge_l("the cat sat on the mat", "the cat lay on the mat") == pytest.approx(5 / 6)
+    # bigrams: pred {the cat, cat sat, sat on}, ref {the cat, cat lay, lay on}: 1 of 3 -> 1/3
+    assert rouge_n("the cat sat on", "the cat lay on", 2) == pytest.approx(1 / 3)
+    assert rouge_n("a", "a", 2) == 0.0  # no bigrams
+    assert rouge_l("", "x") == 0.0
+    assert jaccard("a b c", "b c d") == pytest.approx(2 / 4)
+    assert jaccard("", "") == 1.0
+    assert jaccard("a", "") == 0.0
+    assert tokens("净利润 Rose") == ["净", "利", "润", "rose"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", 1),
+        (" b", 1),
+        ("(C) because", 2),
+        ("D. 1740万元", 3),
+        ("答案：A", 0),
+        ("The answer is C", 2),
+        ("Answer: b", 1),
+        ("1650万元", 2),
+        ("选B", 1),
+        ("", None),
+        ("all of them", None),
+        ("E", None),  # no option E
+        ("1640万元 or 1650万元", None),  # two options named
+    ],
+)
+def test_map_choice(text: str, expected: int | None) -> None:
+    assert map_choice(text, ["1730万元", "1640万元", "1650万元", "1740万元"]) == expected
+
+
+def test_map_choice_prefers_longest_contained_option() -> None:
+    assert map_choice("it is 100", ["10", "100", "7"]) == 1
+
+
+def test_split_score_and_baselines() -> None:
+    s = split_score([1, 1, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], alpha=0.01)
+    assert (s.m, s.c, s.m_modified) == (0.5, 0.25, 0.25)
+    assert s.decline == 0.25 and s.relative_decline == 0.5
+    assert s.pcr == pytest.approx(math.tanh(0.51 / 0.26))
+    z = split_score([0, 0], [1, 1], [0, 0])
+    assert z.relative_decline is None
+
+
+def test_compare_splits_directions() -> None:
+    # reference split: high M, low C (fine-tuned on it); other: low M, high C
+    hi = ([1.0] * 40 + [0.0] * 10, [0.0] * 30 + [1.0] * 20)
+    lo = ([1.0] * 10 + [0.0] * 40, [1.0] * 45 + [0.0] * 5)
+    a, b = split_score(*hi), split_score(*lo)
+    comp = compare_splits("train", "test", hi, lo, a, b, n_boot=500)
+    assert comp.pcr_diff > 0 and comp.ci_low > 0 and comp.verdict == "fine-tuned on train"
+    assert comp.p_value <= 0.01
+    back = compare_splits("train", "test", lo, hi, b, a, n_boot=500)
+    assert back.verdict == "contaminated by test" and back.ci_high < 0
+    same = compare_splits("train", "test", hi, hi, a, a, n_boot=500)
+    assert same.verdict == "no evidence" and same.ci_low <= 0 <= same.ci_high
+    # the bootstrap is seeded
+    again = compare_splits("train", "test", hi, lo, a, b, n_boot=500)
+    assert (again.ci_low, again.ci_high) == (comp.ci_low, comp.ci_high)
+
+
+def test_verdict_min_diff_and_undefined() -> None:
+    assert verdict("train", "test", 0.01, 0.005, 0.02, min_diff=0.05)[0] == "no evidence"
+    assert "undefined" in verdict("train", "test", math.nan, math.nan, math.nan)[1]

@@ -1,0 +1,112 @@
+"""CAP loaders: FinEval ori/mod pairs, generic files with a split field, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.data.cap import CapFields, load_cap, parse_fineval
+from contamscope.data.items import MCQItem, QAItem
+from contamscope.errors import ConfigError, DataError
+
+
+def test_fineval_pairs(fineval_dir: Path) -> None:
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    assert data.task == "mcq" and data.task_detected and data.format == "cap-pairs+fineval"
+    dev = data.splits["dev"]
+    assert [it.answer for it in dev.items] == [1, 0, 2]
+    it = dev.items[0]
+    assert isinstance(it, MCQItem) and it.options == ("1", "2", "3", "4")
+    assert it.question == "dev 1+1=____。" and it.line == 1
+    mod = dev.modified[it.id]  # type: ignore[index]
+    assert mod.options == ("4", "3", "2", "1") and mod.options[mod.answer] == "2"
+    assert mod.meta["input"].endswith("答案：")
+
+
+def test_split_without_answers_or_mod(fineval_dir: Path) -> None:
+    data = load_cap(str(fineval_dir / "data"), ["dev", "test"])
+    test = data.splits["test"]
+    assert test.modified is None and all(it.answer is None for it in test.items)
+
+
+def test_missing_split_names_what_exists(fineval_dir: Path) -> None:
+    with pytest.raises(ConfigError, match=r"split 'train'.*splits there: dev, test, val"):
+        load_cap(str(fineval_dir), ["train", "test"])
+    with pytest.raises(ConfigError, match="two or more"):
+        load_cap(str(fineval_dir), ["dev", "dev"])
+
+
+def test_malformed_rows_are_counted_and_strict_fails(fineval_dir: Path) -> None:
+    path = fineval_dir / "data" / "ori_val.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    rows[1]["input"] = "not a FinEval prompt"
+    rows[2]["output"] = "Z"
+    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    reasons = [str(p) for p in data.problems]
+    assert len(data.splits["val"].items) == 1
+    assert any("ori_val.json:2: input is not a FinEval prompt" in r for r in reasons)
+    assert any("ori_val.json:3: answer 'Z'" in r for r in reasons)
+    with pytest.raises(DataError, match="ori_val.json:2"):
+        load_cap(str(fineval_dir), ["dev", "val"], strict=True)
+
+
+def test_mod_file_must_pair(fineval_dir: Path) -> None:
+    path = fineval_dir / "data" / "mod_dev.json"
+    path.write_text(json.dumps(json.loads(path.read_text(encoding="utf-8"))[:2]), encoding="utf-8")
+    with pytest.raises(DataError, match="2 records but ori_dev.json has 3"):
+        load_cap(str(fineval_dir), ["dev", "val"])
+
+
+def test_not_json(tmp_path: Path) -> None:
+    d = tmp_path / "x"
+    d.mkdir()
+    (d / "ori_train.json").write_text("{oops", encoding="utf-8")
+    (d / "ori_test.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(DataError, match="ori_train.json: not JSON"):
+        load_cap(str(d), ["train", "test"])
+
+
+def test_generic_jsonl_with_split_field(qa_file: Path) -> None:
+    fields = CapFields.parse("input=question,output=answer,split=part")
+    data = load_cap(str(qa_file), ["train", "test"], fields=fields)
+    assert data.task == "qa" and data.format == "generic"
+    assert [len(data.splits[s].items) for s in ("train", "test")] == [3, 2]
+    it = data.splits["test"].items[0]
+    assert isinstance(it, QAItem) and it.split == "test" and it.line == 4
+    with pytest.raises(ConfigError, match="split 'val': no items"):
+        load_cap(str(qa_file), ["train", "val"], fields=fields)
+    with pytest.raises(ConfigError, match="--fields 'nope=x'"):
+        CapFields.parse("nope=x")
+
+
+def test_generic_folder_one_file_per_split(tmp_path: Path) -> None:
+    for s in ("train", "test"):
+        (tmp_path / f"{s}.csv").write_text(f"input,output\nQ {s} 2019?,A\nQ2,\n", encoding="utf-8")
+    data = load_cap(str(tmp_path), ["train", "test"], task="qa")
+    assert [it.answer for it in data.splits["train"].items] == ["A", None]
+
+
+def test_parse_fineval_rejects_other_text() -> None:
+    with pytest.raises(ValueError):
+        parse_fineval("hello")
+
+
+def test_real_cap_folders(benchdata: Path) -> None:
+    cap = benchdata / "cap"
+    fe = load_cap(str(cap / "fineval"), ["dev", "val"])
+    assert (len(fe.splits["dev"].items), len(fe.splits["val"].items)) == (170, 1151)
+    assert not fe.problems and len(fe.splits["val"].modified or {}) == 1151
+    # the mod files hold the same options re-ordered, answer re-mapped
+    for it in fe.splits["dev"].items[:20]:
+        mod = fe.splits["dev"].modified[it.id]  # type: ignore[index]
+        assert sorted(o.strip() for o in mod.options) == sorted(o.strip() for o in it.options)
+        assert mod.options[mod.answer].strip() == it.options[it.answer].strip()
+    fq = load_cap(str(cap / "finqa"), ["train", "test"], subset="samples")
+    assert fq.task == "qa" and len(fq.splits["train"].items) == 100
+    ec = load_cap(str(cap / "ectsum"), ["train", "test"])
+    assert ec.task == "summary"
+    with pytest.raises(ConfigError, match="--subset"):
+        load_cap(str(cap / "alphafin"), ["train", "eval"])

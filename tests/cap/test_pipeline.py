@@ -1,0 +1,248 @@
+"""CAP pipeline on the tiny random model: records, summary, resume, every task."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.backends.base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ScoreRequest,
+    ScoreResult,
+)
+from contamscope.data.cap import CapFields, load_cap
+from contamscope.pipeline.cap import CapConfig, build_cap_summary, run_cap
+from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+
+class StubEmbedder:
+    """Similarity = 1 for identical texts, else a fixed value (no model)."""
+
+    def __init__(self, other: float) -> None:
+        self.other = other
+
+    def describe(self) -> dict[str, Any]:
+        return {"stub": self.other}
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]) -> list[float]:
+        return [1.0 if x == y else self.other for x, y in zip(a, b)]
+
+
+class TextOnlyBackend(Backend):
+    """A black-box backend: generation only, echoes a fixed rewrite of the last line."""
+
+    spec = "fake:text-only"
+    capabilities = Capabilities(prompt_logprobs=False, generate=True)
+
+    def fingerprint(self) -> str:
+        return "fake-text-only-1"
+
+    def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> list[ScoreResult]:
+        raise AssertionError("a black-box backend is never asked for log-probs")
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: Any = None
+    ) -> list[Generation]:
+        out = []
+        for r in requests:
+            lines = [x for x in r.prompt.splitlines() if x.strip() and not x.rstrip().endswith(":")]
+            last = lines[-1] if lines else ""
+            out.append(Generation(f"{last} (rewritten)", 5, "stop"))
+        return out
+
+
+def _scorer(backend: Any, tmp_path: Path) -> CachedScorer:
+    return CachedScorer(backend, ScoreCache(tmp_path / "cache.sqlite"))
+
+
+def test_mcq_pairs_records_summary_resume(
+    fineval_dir: Path, tiny_backend: Any, tmp_path: Path
+) -> None:
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    cfg = CapConfig(task="mcq", n_boot=200)
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    run = RunDir(tmp_path / "run")
+    out = run_cap(data, sel, _scorer(tiny_backend, tmp_path), run, cfg)
+    s = out.summary
+    assert s["schema"] == "contamscope.cap.summary/1" and s["method"] == "cap"
+    assert s["model"]["spec"] == tiny_backend.spec and s["benchmark"]["task"] == "mcq"
+    recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    assert len(recs) == 6 and recs[0]["id"] == "dev/ori_dev-1"
+    r = recs[0]
+    assert r["input"].startswith("请回答") and r["modified_options"] == ["4", "3", "2", "1"]
+    assert r["modification"] == {"kind": "factual", "supplied": True}
+    for r in recs:  # M and C follow from the stored predictions
+        assert r["m"] == float(r["choice"] == r["answer"])
+        same = (
+            r["choice"] is not None
+            and r["modified_choice"] is not None
+            and (r["options"][r["choice"]] == r["modified_options"][r["modified_choice"]])
+        )
+        assert r["c"] == float(same)
+        assert len(r["loglik"]["original"]) == 4
+    dev = s["statistics"]["generate"]["splits"]["dev"]
+    assert dev["n"] == 3 and dev["m"] == pytest.approx(sum(r["m"] for r in recs[:3]) / 3)
+    assert "loglik" in s["statistics"]
+    comp = s["statistics"]["generate"]["comparisons"][0]
+    assert comp["reference"] == "dev" and comp["other"] == "val"
+    assert comp["pcr_diff"] == pytest.approx(
+        dev["pcr"] - s["statistics"]["generate"]["splits"]["val"]["pcr"]
+    )
+    assert s["verdict"]["label"] in (
+        "no evidence",
+        "likely fine-tuned on dev",
+        "likely contaminated by val",
+    )
+    assert "tanh/alpha=0.1" in s["statistics"]["generate"]["ablation"]
+    # resume: nothing generated again; a new run on the same cache reuses every generation
+    again = run_cap(data, sel, _scorer(tiny_backend, tmp_path), run, cfg)
+    assert again.generated_now == 0 and again.resumed == 6
+    scorer = _scorer(tiny_backend, tmp_path)
+    run_cap(data, sel, scorer, RunDir(tmp_path / "run2"), cfg)
+    assert scorer.computed == 0 and scorer.reused > 0
+    # re-analysis from records with another alpha / scale, no model
+    re = build_cap_summary(
+        recs,
+        CapConfig(task="mcq", alpha=0.1, scale="linear", n_boot=200),
+        splits=["dev", "val"],
+        provenance={},
+    )
+    assert re["statistics"]["generate"]["splits"]["dev"]["m"] == dev["m"]
+
+
+def test_mcq_generated_reorder_and_missing_answers(
+    fineval_dir: Path, tiny_backend: Any, tmp_path: Path
+) -> None:
+    data = load_cap(str(fineval_dir), ["dev", "test"])
+    sel = {s: data.splits[s].items[:2] for s in ("dev", "test")}
+    out = run_cap(
+        data,
+        sel,
+        _scorer(tiny_backend, tmp_path),
+        RunDir(tmp_path / "r"),
+        CapConfig(task="mcq", loglik=False, n_boot=200),
+    )
+    recs = [json.loads(x) for x in (tmp_path / "r" / "items.jsonl").read_text().splitlines()]
+    test = [r for r in recs if r["split"] == "test"]
+    assert all(r["modification"]["supplied"] is False and r["modification"]["order"] for r in test)
+    assert all(r["m"] is None for r in test)
+    assert out.summary["counts"]["test"]["no_reference"] == 2
+    assert out.summary["statistics"]["generate"]["splits"]["test"]["n"] == 0
+    assert out.summary["verdict"]["label"] == "no evidence"
+    assert "loglik" not in out.summary["statistics"]
+
+
+def test_qa_year_shift(qa_file: Path, tiny_backend: Any, tmp_path: Path) -> None:
+    data = load_cap(
+        str(qa_file),
+        ["train", "test"],
+        fields=CapFields.parse("input=question,output=answer,split=part"),
+    )
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    out = run_cap(
+        data,
+        sel,
+        _scorer(tiny_backend, tmp_path),
+        RunDir(tmp_path / "q"),
+        CapConfig(task="qa", year_shift=34, max_new_tokens=6, n_boot=200),
+    )
+    recs = [json.loads(x) for x in (tmp_path / "q" / "items.jsonl").read_text().splitlines()]
+    assert recs[0]["modified_input"] == "Sales were 5 in 2052 and 8 in 2053. What was the change?"
+    flagged = [r for r in recs if r["excluded"]]
+    assert [r["item_id"] for r in flagged] == ["qa-3"]
+    assert flagged[0]["modified_reference"] == "2053"
+    c = out.summary["counts"]["train"]
+    assert c["answer_changing"] == 1 and c["analysed"] == 2
+    from contamscope.detectors.cap import jaccard, rouge_l
+
+    r = recs[0]
+    assert r["m"] == pytest.approx(rouge_l(r["prediction"], "3"))
+    assert r["c"] == pytest.approx(jaccard(r["prediction"], r["modified_prediction"]))
+    assert out.summary["config"]["year_shift"] == 34
+
+
+def test_summary_paraphrase_threshold(tmp_path: Path) -> None:
+    backend = TextOnlyBackend()
+    rows = [
+        {
+            "input": f"Summarize.\nContext:Revenue was {i} million. Costs fell.",
+            "output": "x " * 150,
+            "split": s,
+        }
+        for i, s in enumerate(["train", "train", "test", "test"])
+    ]
+    p = tmp_path / "s.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    data = load_cap(str(p), ["train", "test"])
+    assert data.task == "summary"
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    cfg = CapConfig(task="summary", max_new_tokens=4, n_boot=200)
+    low = run_cap(
+        data,
+        sel,
+        _scorer(backend, tmp_path),
+        RunDir(tmp_path / "a"),
+        cfg,
+        embedder=StubEmbedder(0.5),
+    )
+    assert low.summary["counts"]["train"]["excluded"] == {
+        "paraphrase similarity 0.5000 below 0.98": 2
+    }
+    high = run_cap(
+        data,
+        sel,
+        _scorer(backend, tmp_path),
+        RunDir(tmp_path / "b"),
+        cfg,
+        embedder=StubEmbedder(0.99),
+    )
+    recs = [json.loads(x) for x in (tmp_path / "b" / "items.jsonl").read_text().splitlines()]
+    assert (
+        recs[0]["modified_input"]
+        == "Summarize.\nContext:Revenue was 0 million. Costs fell. (rewritten)"
+    )
+    assert all(r["modification"]["similarity"] == 0.99 for r in recs)
+    assert high.summary["counts"]["train"]["paraphrases"] == {"generated": 2, "kept": 2}
+    for r in recs:  # C: 1 when the two predictions agree (stub: identical, or 0.99 > 0.95)
+        assert r["similarity"] in (1.0, 0.99)
+    assert high.summary["statistics"]["generate"]["splits"]["train"]["c"] == 1.0
+
+
+def test_real_embedder_similarity() -> None:
+    pytest.importorskip("transformers")
+    from contamscope.embed import SentenceEmbedder
+    from contamscope.errors import ConfigError
+
+    try:
+        emb = SentenceEmbedder()
+    except ConfigError as e:
+        pytest.skip(str(e))
+    sims = emb.similarity(
+        ["Revenue rose 7% in the quarter.", "Revenue rose 7% in the quarter.", "", "a"],
+        ["Quarterly sales increased by 7%.", "The weather is cold in Oslo.", "", ""],
+    )
+    assert sims[0] > 0.6 > sims[1] and sims[2] == 1.0 and sims[3] == 0.0
+    assert emb.similarity(["same text"], ["same text"])[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_black_box_mcq(fineval_dir: Path, tmp_path: Path) -> None:
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    out = run_cap(
+        data,
+        sel,
+        _scorer(TextOnlyBackend(), tmp_path),
+        RunDir(tmp_path / "bb"),
+        CapConfig(task="mcq", n_boot=200),
+    )
+    counts = out.summary["counts"]["dev"]
+    assert counts["unmapped"] == {"original": 3, "modified": 3} and counts["unmapped_rate"] == 1.0
+    assert "loglik" not in out.summary["statistics"]
+    assert out.summary["statistics"]["generate"]["splits"]["dev"]["c"] == 0.0
