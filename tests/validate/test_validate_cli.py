@@ -108,12 +108,14 @@ def test_validate_trains_scores_and_reports_then_reuses(
     assert (out / "validation.png").stat().st_size > 1000
     assert "alg2-anchored@-0.17" in first.stdout
 
-    again = run_cli(*args, cwd=tmp_path)
+    # a re-run that drops the baseline and epoch 1 reuses the checkpoints and scores
+    again = run_cli(*args[:-8], "--epochs", "2", "--no-baseline", *args[-6:], cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "training a copy" not in again.stderr  # finished checkpoints are reused
+    assert "training a copy" not in again.stderr
     summary2 = json.loads((out / "summary.json").read_text())
-    assert summary2["results"] == summary["results"]
+    assert summary2["results"] == summary["results"][2:]
     assert summary2["training"] == summary["training"]
+    assert summary2["config"]["baseline"] is False and summary2["config"]["epochs"] == [2]
 
 
 @pytest.mark.parametrize(

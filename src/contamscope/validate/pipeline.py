@@ -86,12 +86,13 @@ class ValidateConfig:
             raise ConfigError(f"--scenario {self.scenario!r}: expected a or b")
 
     def settings(self) -> dict[str, Any]:
+        """What must match for a re-run to reuse the folder. ``epochs``, ``baseline`` and
+        ``keep_checkpoints`` only add or drop work (training is deterministic at a constant rate,
+        so a checkpoint does not depend on how many epochs follow it); a re-run may change them."""
         return {
             "n_items": self.n_items,
-            "epochs": list(self.epochs),
             "scenario": self.scenario,
             "seed": self.seed,
-            "baseline": self.baseline,
             "train": self.train.settings(),
             "permutation": self.permutation.settings(),
         }
@@ -326,7 +327,11 @@ def build_summary(
             "content_hash": loaded.content_hash,
             "items_loaded": len(loaded.items),
         },
-        "config": config.settings(),
+        "config": {
+            **config.settings(),
+            "epochs": list(config.epochs),
+            "baseline": config.baseline,
+        },
         "split": {
             "n_items": len(split.items),
             "n_leaked": len(split.leaked),
