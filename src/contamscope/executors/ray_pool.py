@@ -1,0 +1,355 @@
+"""The Ray executor: one model per Ray worker, shards scored there, results streamed back.
+
+Each worker is a Ray actor that loads the model once with :func:`load_backend` (the same fast
+engine, or the vLLM backend on GPU nodes) and scores shards of requests. The driver keeps the
+score cache: it sends only requests the cache lacks, and writes each shard's results as it
+arrives (:class:`~contamscope.executors.sharding.StreamingScorer`). A worker that dies (killed,
+out of memory, node lost) is replaced and its shard is queued again, to be taken by the next idle
+worker; a shard whose workers die ``max_retries + 1`` times fails the run with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ProgressFn,
+    ScoreRequest,
+    ScoreResult,
+    TokenStats,
+)
+from ..errors import ConfigError, ContamscopeError, ModelError
+from ..store import CachedScorer, ScoreCache
+from .base import Executor, ExecutorConfig
+from .sharding import StreamingScorer, plan_shards
+
+__all__ = ["RayExecutor", "RemoteBackend", "PoolStats", "ray_available"]
+
+INSTALL_HINT = "--executor ray needs Ray: pip install 'contamscope[ray]'"
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return ray
+
+
+class ScoringWorker:
+    """Body of one Ray actor: loads the model once, then scores shards."""
+
+    def __init__(self) -> None:
+        self.backend: Backend | None = None
+
+    def load(
+        self, spec: str, device: str, dtype: str, options: Mapping[str, str]
+    ) -> dict[str, Any]:
+        from ..backends import load_backend
+
+        self.backend = load_backend(spec, device=device, dtype=dtype, options=options)
+        caps = self.backend.capabilities
+        return {
+            "pid": os.getpid(),
+            "node": os.uname().nodename,
+            "spec": self.backend.spec,
+            "fingerprint": self.backend.fingerprint(),
+            "describe": self.backend.describe(),
+            "capabilities": (caps.prompt_logprobs, caps.generate, caps.token_stats),
+        }
+
+    def run(self, kind: str, requests: list[Any]) -> list[Any]:
+        assert self.backend is not None, "load() first"
+        fn = {
+            "score": self.backend.score,
+            "token_stats": self.backend.token_stats,
+            "generate": self.backend.generate,
+        }[kind]
+        return fn(requests)  # type: ignore[operator]
+
+    def decode(self, tokens: list[int]) -> str:
+        assert self.backend is not None, "load() first"
+        return self.backend.decode(tokens)
+
+
+@dataclass
+class PoolStats:
+    """What the pool did (benchmarks and tests read it)."""
+
+    shards: int = 0
+    """Shards finished."""
+    retried: int = 0
+    """Shards queued again because their worker died."""
+    replaced: int = 0
+    """Workers started to replace dead ones."""
+    requests: int = 0
+    """Requests scored by workers."""
+
+
+@dataclass
+class _Worker:
+    handle: Any
+    pid: int
+    node: str
+
+
+class _Pool:
+    """A fixed number of model-holding actors, with dead ones replaced."""
+
+    def __init__(
+        self,
+        ray: Any,
+        actor_cls: Any,
+        load_args: tuple[Any, ...],
+        n_workers: int,
+        config: ExecutorConfig,
+    ) -> None:
+        self.ray = ray
+        self.actor_cls = actor_cls
+        self.load_args = load_args
+        self.config = config
+        self.stats = PoolStats()
+        self.on_dispatch: Callable[[int, int, int], None] | None = None
+        """Test hook: called with (worker pid, shard number, attempt) right after a shard is sent."""
+        self.info: dict[str, Any] = {}
+        self.workers = self._start(n_workers)
+
+    def _start(self, n: int) -> list[_Worker]:
+        handles = [self.actor_cls.remote() for _ in range(n)]
+        infos = self._get([h.load.remote(*self.load_args) for h in handles])
+        fps = {i["fingerprint"] for i in infos}
+        if len(fps) > 1:
+            raise ModelError(
+                f"workers loaded {self.load_args[0]!r} with different fingerprints "
+                f"({', '.join(sorted(fps))}): mixed GPU types or library versions in the cluster; "
+                "pin --dtype or use a uniform cluster"
+            )
+        if self.info and infos and infos[0]["fingerprint"] != self.info["fingerprint"]:
+            raise ModelError("a replacement worker loaded the model with a different fingerprint")
+        if infos and not self.info:
+            self.info = infos[0]
+        return [_Worker(h, i["pid"], i["node"]) for h, i in zip(handles, infos)]
+
+    def _get(self, refs: Any) -> Any:
+        """``ray.get`` with a worker's own error (unknown model, missing extra) as one line."""
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, ContamscopeError):
+                raise cause from None
+            raise ModelError(f"a Ray worker failed: {cause or exc}") from None
+
+    def _died(self) -> tuple[type[BaseException], ...]:
+        ex = self.ray.exceptions
+        names = ("RayActorError", "WorkerCrashedError", "OutOfMemoryError", "ObjectLostError")
+        return tuple(getattr(ex, n) for n in names if hasattr(ex, n))
+
+    def stream(self, kind: str, requests: Sequence[Any]) -> Iterator[tuple[list[int], list[Any]]]:
+        """Score ``requests`` on the workers; yield (indices, results) per finished shard."""
+        cfg = self.config
+        shards = plan_shards(requests, 2 * len(self.workers), cfg.shard_requests)
+        queue: deque[int] = deque(range(len(shards)))
+        attempts = [0] * len(shards)
+        idle = list(self.workers)
+        inflight: dict[Any, tuple[int, _Worker]] = {}
+        died = self._died()
+        while queue or inflight:
+            while queue and idle:
+                w = idle.pop(0)
+                sid = queue.popleft()
+                ref = w.handle.run.remote(kind, [requests[i] for i in shards[sid]])
+                inflight[ref] = (sid, w)
+                if self.on_dispatch is not None:
+                    self.on_dispatch(w.pid, sid, attempts[sid])
+            ready, _ = self.ray.wait(list(inflight), num_returns=1)
+            ref = ready[0]
+            sid, w = inflight.pop(ref)
+            try:
+                results = self.ray.get(ref)
+            except died as exc:
+                attempts[sid] += 1
+                self.stats.retried += 1
+                if attempts[sid] > cfg.max_retries:
+                    raise ModelError(
+                        f"shard {sid} of {len(shards)}: its worker died {attempts[sid]} times "
+                        f"(last: {type(exc).__name__}); results so far are saved, re-run to resume"
+                    ) from None
+                queue.appendleft(sid)
+                idle.append(self._replace(w))
+                continue
+            except self.ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, ContamscopeError):
+                    raise cause from None
+                raise ModelError(f"a Ray worker failed on shard {sid}: {cause or exc}") from None
+            self.stats.shards += 1
+            self.stats.requests += len(shards[sid])
+            idle.append(w)
+            yield shards[sid], results
+
+    def _replace(self, dead: _Worker) -> _Worker:
+        self.workers.remove(dead)
+        with contextlib.suppress(Exception):  # already gone
+            self.ray.kill(dead.handle, no_restart=True)
+        (new,) = self._start(1)
+        self.workers.append(new)
+        self.stats.replaced += 1
+        return new
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return str(self._get(self.workers[0].handle.decode.remote(list(tokens))))
+
+    def close(self) -> None:
+        for w in self.workers:
+            with contextlib.suppress(Exception):
+                self.ray.kill(w.handle, no_restart=True)
+        self.workers = []
+
+
+class RemoteBackend(Backend):
+    """Driver-side stand-in for a model loaded in Ray workers: same spec, fingerprint and
+    capabilities; calls are scored by the pool (all shards collected)."""
+
+    def __init__(self, pool: _Pool, executor: dict[str, Any]) -> None:
+        self._pool = pool
+        info = pool.info
+        self.spec = info["spec"]
+        self.capabilities = Capabilities(*info["capabilities"])
+        self._fingerprint = info["fingerprint"]
+        self._describe = dict(info["describe"])
+        self._executor = executor
+
+    def fingerprint(self) -> str:
+        return str(self._fingerprint)
+
+    def describe(self) -> dict[str, object]:
+        return self._describe
+
+    def _collect(
+        self, kind: str, requests: Sequence[Any], progress: ProgressFn | None
+    ) -> list[Any]:
+        out: list[Any] = [None] * len(requests)
+        for idx, results in self._pool.stream(kind, requests):
+            for i, r in zip(idx, results):
+                out[i] = r
+            if progress is not None:
+                progress(len(idx))
+        return out
+
+    def score(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[ScoreResult]:
+        return self._collect("score", requests, progress)
+
+    def token_stats(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[TokenStats]:
+        self.require(token_stats=True, method="token_stats")
+        return self._collect("token_stats", requests, progress)
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
+    ) -> list[Generation]:
+        self.require(generate=True, method="generate")
+        return self._collect("generate", requests, progress)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._pool.decode(tokens)
+
+
+class RayExecutor(Executor):
+    """Scores on a Ray cluster: joins ``config.address`` (or starts a local cluster)."""
+
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+        self.ray = _import_ray()
+        self._started = False
+        self.pools: list[_Pool] = []
+        self.local = config.address is None
+        if not self.ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if config.address is not None:
+                kwargs["address"] = config.address
+            t0 = time.perf_counter()
+            try:
+                self.ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ConfigError(f"--ray-address {config.address!r}: {exc}") from None
+            self.init_seconds = time.perf_counter() - t0
+            self._started = True
+        else:
+            self.init_seconds = 0.0
+
+    def _n_workers(self) -> int:
+        res = self.ray.cluster_resources()
+        cfg = self.config
+        cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
+        if cfg.gpus_per_worker > 0:
+            fit = math.floor(gpus / cfg.gpus_per_worker + 1e-9)
+        else:
+            fit = math.floor(cpus / cfg.cpus_per_worker + 1e-9)
+        fit = min(fit, math.floor(cpus / cfg.cpus_per_worker + 1e-9))
+        want = cfg.workers if cfg.workers is not None else fit
+        if want < 1 or want > fit:
+            raise ConfigError(
+                f"the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs; {want} workers x "
+                f"{cfg.cpus_per_worker:g} CPUs x {cfg.gpus_per_worker:g} GPUs do not fit "
+                "(lower --workers or --gpus-per-worker)"
+            )
+        return want
+
+    def scorer(
+        self,
+        spec: str,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        options: Mapping[str, str] | None = None,
+        cache: ScoreCache | None = None,
+    ) -> CachedScorer:
+        cfg = self.config
+        n = self._n_workers()
+        actor_opts: dict[str, Any] = {
+            "num_cpus": cfg.cpus_per_worker,
+            "num_gpus": cfg.gpus_per_worker,
+            "max_restarts": 0,
+        }
+        if self.local:
+            env = {k: os.environ[k] for k in cfg.forward_env if k in os.environ}
+            if env:
+                actor_opts["runtime_env"] = {"env_vars": env}
+        actor_cls = self.ray.remote(ScoringWorker).options(**actor_opts)
+        if cfg.gpus_per_worker > 0 and device == "auto":
+            device = "cuda"
+        pool = _Pool(self.ray, actor_cls, (spec, device, dtype, dict(options or {})), n, cfg)
+        self.pools.append(pool)
+        backend = RemoteBackend(pool, cfg.describe())
+        return StreamingScorer(backend, cache, pool.stream)
+
+    def close(self) -> None:
+        for pool in self.pools:
+            pool.close()
+        self.pools = []
+        if self._started:
+            self.ray.shutdown()
+            self._started = False

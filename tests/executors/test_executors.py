@@ -1,0 +1,59 @@
+"""Executor plumbing without a cluster: shard planning, configuration errors, missing Ray."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from contamscope.backends.base import ScoreRequest
+from contamscope.errors import ConfigError
+from contamscope.executors import ExecutorConfig, make_executor, plan_shards
+
+
+def _reqs(groups: list[int]) -> list[ScoreRequest]:
+    return [ScoreRequest(f"Q{g}", f" o{j}") for g, n in enumerate(groups) for j in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("groups", "n_shards", "max_size"),
+    [
+        ([24] * 10, 4, None),
+        ([24] * 10, 3, 50),
+        ([1] * 7, 3, None),
+        ([100], 4, None),
+        ([5, 3], 9, 2),
+    ],
+)
+def test_shards_cover_every_request_once_in_order(
+    groups: list[int], n_shards: int, max_size: int | None
+) -> None:
+    reqs = _reqs(groups)
+    shards = plan_shards(reqs, n_shards, max_size)
+    assert [i for s in shards for i in s] == list(range(len(reqs)))
+    assert all(s for s in shards)
+
+
+def test_shards_cut_at_prefix_changes_when_possible() -> None:
+    reqs = _reqs([24] * 10)  # 240 requests, 4 shards of about 60 -> cut at multiples of 24
+    shards = plan_shards(reqs, 4)
+    for s in shards[:-1]:
+        assert reqs[s[-1]].prefix != reqs[s[-1] + 1].prefix
+    # a single huge prefix group is still split (size bound beats prefix locality)
+    assert len(plan_shards(_reqs([100]), 4)) == 4
+    assert plan_shards([], 3) == []
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="--executor 'spark'"):
+        ExecutorConfig(kind="spark")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="need --executor ray"):
+        ExecutorConfig(workers=2)
+    with pytest.raises(ConfigError, match="--workers"):
+        ExecutorConfig(kind="ray", workers=0)
+
+
+def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'contamscope\[ray\]'"):
+        make_executor(ExecutorConfig(kind="ray"))
