@@ -16,7 +16,15 @@ from rich.progress import (
 )
 
 from ..errors import ConfigError
+from ..executors import Executor
 from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .executor import (
+    EXECUTOR_OPT,
+    GPUS_PER_WORKER_OPT,
+    RAY_ADDRESS_OPT,
+    WORKERS_OPT,
+    executor_from,
+)
 from .report import report_after_run
 from .summary import print_permutation_summary
 
@@ -32,6 +40,8 @@ Examples:
   contamscope permutation --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label
 
   contamscope permutation --model openai:http://localhost:8000/v1#HuggingFaceTB/SmolLM2-135M-Instruct -M bos='<|endoftext|>' -M max_connections=16
+
+  contamscope permutation --model hf:./my-model --benchmark mmlu --executor ray --ray-address auto --gpus-per-worker 1
 
 Re-running the same command with the same --out resumes: finished items are not scored again.
 Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
@@ -151,6 +161,10 @@ def command(
     report: bool = typer.Option(
         False, "--report", help="Also write the HTML report (RUN_DIR/report.html)."
     ),
+    executor: str = EXECUTOR_OPT,
+    ray_address: str | None = RAY_ADDRESS_OPT,
+    workers: int | None = WORKERS_OPT,
+    gpus_per_worker: float = GPUS_PER_WORKER_OPT,
 ) -> None:
     """Has MODEL seen BENCHMARK? Scores every option order of each multiple-choice item."""
     run(**locals())
@@ -158,13 +172,19 @@ def command(
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import load_backend, parse_model_options
+    with executor_from(kw) as executor:
+        scan(kw, executor)
+
+
+def scan(kw: dict[str, Any], executor: Executor) -> None:
+    """One permutation run from the command's arguments, scored by ``executor``."""
+    from ..backends import parse_model_options
     from ..backends.probe import check_backend
     from ..data import FieldMap, load_benchmark
     from ..paths import default_score_db
     from ..perturb import get_template
     from ..pipeline import PermutationConfig, run_permutation, select_items
-    from ..store import CachedScorer, RunDir, ScoreCache
+    from ..store import RunDir, ScoreCache
 
     if kw["ties"] not in ("not_leaked", "leaked"):
         raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
@@ -201,10 +221,6 @@ def run(**kw: Any) -> None:
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
-    with console.status(f"loading model {kw['model']} ..."):
-        backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
-    with console.status("checking what the model can do ..."):
-        check_backend(backend, prompt_logprobs=True, method="the permutation test")
     cache = (
         None
         if kw["no_cache"]
@@ -212,7 +228,12 @@ def run(**kw: Any) -> None:
             (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
         )
     )
-    scorer = CachedScorer(backend, cache)
+    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+        scorer = executor.scorer(
+            kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
+        )
+    with console.status("checking what the model can do ..."):
+        check_backend(scorer.backend, prompt_logprobs=True, method="the permutation test")
     selection = {
         "subjects": subjects,
         "limit": kw["limit"],

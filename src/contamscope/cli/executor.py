@@ -1,0 +1,52 @@
+"""The ``--executor`` options shared by scanning commands, and building the executor from them.
+
+A command adds the four options as parameters (defaults below) and calls
+:func:`executor_from` with its keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import typer
+
+from ..executors import Executor, ExecutorConfig, make_executor
+
+__all__ = [
+    "EXECUTOR_OPT",
+    "RAY_ADDRESS_OPT",
+    "WORKERS_OPT",
+    "GPUS_PER_WORKER_OPT",
+    "executor_from",
+]
+
+EXECUTOR_OPT = typer.Option(
+    "local",
+    "--executor",
+    help="local (this process) or ray (one model per Ray worker; pip install 'contamscope[ray]'). "
+    "See docs/scaling.md.",
+)
+RAY_ADDRESS_OPT = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: auto (running cluster), ray://HOST:PORT; default starts a local one.",
+)
+WORKERS_OPT = typer.Option(
+    None, "--workers", min=1, help="Ray workers (default: as many as the cluster's GPUs/CPUs fit)."
+)
+GPUS_PER_WORKER_OPT = typer.Option(
+    0.0, "--gpus-per-worker", min=0.0, help="GPUs per Ray worker (0 on CPU clusters)."
+)
+
+
+def executor_from(kw: Mapping[str, Any]) -> Executor:
+    """The executor named by a command's ``executor``/``ray_address``/``workers``/
+    ``gpus_per_worker`` arguments (ConfigError names a bad combination)."""
+    config = ExecutorConfig(
+        kind=kw["executor"],
+        address=kw.get("ray_address"),
+        workers=kw.get("workers"),
+        gpus_per_worker=kw.get("gpus_per_worker") or 0.0,
+    )
+    return make_executor(config)
