@@ -62,7 +62,22 @@ def check_targets(summary: dict[str, Any], alpha: float = 0.05) -> list[str]:
     return lines
 
 
-def print_report(summary: dict[str, Any]) -> None:
+def clean_false_positives(run_dir: Path, summary: dict[str, Any]) -> list[str]:
+    """Clean items flagged by Algorithm 1 in the last evaluated model, with their option block
+    (to see WHY a never-trained item is flagged; exchangeability violations show up here)."""
+    last = summary["results"][-1]
+    clean = set(json.loads((run_dir / "split.json").read_text())["clean"])
+    out = []
+    with open(run_dir / last["run"] / "items.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            if r["id"] in clean and r.get("alg1"):
+                block = r["continuations"][0].replace("\n", " | ").strip(" |")
+                out.append(f"  {r['id']}: {block[:110]}")
+    return out
+
+
+def print_report(summary: dict[str, Any], run_dir: Path | None = None) -> None:
     split = summary["split"]
     print(
         f"model {summary['model']['spec']} | benchmark {summary['benchmark']['source']} | "
@@ -87,6 +102,12 @@ def print_report(summary: dict[str, Any]) -> None:
     print("timings (s):", json.dumps(summary["timings"]))
     if summary["config"]["scenario"] == "a":
         print("\n".join(check_targets(summary)))
+    if run_dir is not None:
+        fps = clean_false_positives(run_dir, summary)
+        print(
+            f"clean items flagged by alg1 after {summary['results'][-1]['epochs']} epochs: {len(fps)}"
+        )
+        print("\n".join(fps))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-summary", type=Path, default=None, help="print an existing run")
     args = ap.parse_args(argv)
     if args.from_summary:
-        print_report(json.loads(args.from_summary.read_text()))
+        print_report(json.loads(args.from_summary.read_text()), args.from_summary.parent)
         return 0
     if args.benchmark == str(BENCHDATA / "mmlu") and not BENCHDATA.is_dir():
         args.benchmark = "mmlu"  # the bundled copy
@@ -130,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         on_phase=lambda text: print(f"[{text}]", file=sys.stderr, flush=True),
     )
     plot_summary(outcome.summary, out / "validation.png")
-    print_report(outcome.summary)
+    print_report(outcome.summary, out)
     return 0
 
 
