@@ -1,0 +1,239 @@
+"""`contamscope sweep`: the leaderboard experiment, every (model, benchmark) pair a permutation run.
+
+Jobs run model by model (each model is loaded once, on this process or on the Ray workers, for
+all its benchmarks). Each pair writes its own run folder under ``--out``; a pair whose folder
+holds a summary.json is skipped on a re-run, and an unfinished one resumes. The leaderboard
+(``contamscope.report``) is built from all finished folders at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
+from .common import EXIT_ROWS_SKIPPED, EXIT_USER_ERROR, console, err_console, user_errors
+from .executor import (
+    EXECUTOR_OPT,
+    GPUS_PER_WORKER_OPT,
+    RAY_ADDRESS_OPT,
+    WORKERS_OPT,
+    executor_from,
+)
+
+EPILOG = """
+Examples:
+
+  contamscope sweep --models smollm2,hf:./tiny --benchmarks mmlu,./cmb.json --sample 50 --out runs/sweep
+
+  contamscope sweep --models hf:Qwen/Qwen2-7B,hf:meta-llama/Llama-3.1-8B --benchmarks mmlu,arc.jsonl --executor ray --ray-address auto --gpus-per-worker 1 --dtype bfloat16
+
+Re-running the same command skips finished pairs and resumes unfinished ones.
+Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
+Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped.
+"""
+
+SHARED = (
+    "fmt",
+    "split",
+    "subjects",
+    "limit",
+    "sample",
+    "seed",
+    "template",
+    "device",
+    "dtype",
+    "model_opt",
+    "batch_items",
+    "max_batch_tokens",
+)
+"""Permutation options the sweep passes to every job (recorded in OUT/sweep.json)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (model, benchmark) pair."""
+
+    model: str
+    """Model spec."""
+    benchmark: str
+    """Benchmark name or path."""
+    run_dir: Path
+    """Its run folder under --out."""
+
+
+def command(
+    models: str = typer.Option(..., "--models", help="Comma-separated model specs."),
+    benchmarks: str = typer.Option(
+        ..., "--benchmarks", help="Comma-separated benchmarks (mmlu, files, folders, hf:DATASET)."
+    ),
+    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="Sweep folder."),
+    fmt: str | None = typer.Option(None, "--format", help="Benchmark format for every benchmark."),
+    split: str | None = typer.Option(None, "--split", help="Sub-folder of benchmark folders."),
+    subjects: str | None = typer.Option(None, "--subjects", help="Subjects to keep."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="First N items per benchmark."),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="Seeded random sample of N items per benchmark."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample and Monte Carlo orders."),
+    template: str = typer.Option("paper", "--template", help="Prompt layout: paper or mmlu."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    model_opt: list[str] | None = typer.Option(
+        None, "-M", help="Model option key=value for every model, repeatable."
+    ),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
+    batch_items: int = typer.Option(32, "--batch-items", min=1, help="Items per scoring batch."),
+    max_batch_tokens: int | None = typer.Option(
+        None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
+    ),
+    report: bool = typer.Option(False, "--report", help="Also write each run's HTML report."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Start every pair afresh (and accept changed options)."
+    ),
+    executor: str = EXECUTOR_OPT,
+    ray_address: str | None = RAY_ADDRESS_OPT,
+    workers: int | None = WORKERS_OPT,
+    gpus_per_worker: float = GPUS_PER_WORKER_OPT,
+) -> None:
+    """Scan every model on every benchmark (permutation test), then build the leaderboard."""
+    run(**locals())
+
+
+def _split(text: str, option: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError(f"{option}: give at least one value")
+    if len(set(parts)) != len(parts):
+        raise ConfigError(f"{option}: a value is listed twice")
+    return parts
+
+
+def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
+    """Model-major job list; folder names made unique with a short hash when slugs collide."""
+    from .permutation import _slug
+
+    names = {m: _slug(m) for m in models} | {b: _slug(b) for b in benchmarks}
+    for values in (models, benchmarks):
+        seen: dict[str, int] = {}
+        for v in values:
+            seen[names[v]] = seen.get(names[v], 0) + 1
+        for v in values:
+            if seen[names[v]] > 1:
+                names[v] = f"{names[v]}-{hashlib.sha256(v.encode()).hexdigest()[:6]}"
+    return [Job(m, b, out / f"{names[m]}__{names[b]}") for m in models for b in benchmarks]
+
+
+def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
+    path = out / "sweep.json"
+    if path.exists() and not overwrite:
+        try:
+            old = json.loads(path.read_text(encoding="utf-8")).get("options", {})
+        except (OSError, json.JSONDecodeError):
+            raise ConfigError(f"{path}: unreadable; use --overwrite") from None
+        changed = sorted(k for k in set(old) | set(shared) if old.get(k) != shared.get(k))
+        if changed:
+            raise ConfigError(
+                f"{out} holds a sweep with other options ({', '.join(changed)}); "
+                "use another --out or --overwrite"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"options": shared}, indent=2) + "\n", encoding="utf-8")
+
+
+def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
+    """The permutation command's defaults, with the sweep's shared options and this pair."""
+    from . import permutation
+
+    params = inspect.signature(permutation.command).parameters
+    args = {name: getattr(p.default, "default", p.default) for name, p in params.items()}
+    args.update({k: kw[k] for k in SHARED})
+    args.update(
+        model=job.model,
+        benchmark=job.benchmark,
+        out=job.run_dir,
+        cache_dir=kw["cache_dir"],
+        overwrite=kw["overwrite"],
+        report=kw["report"],
+    )
+    return args
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    from .permutation import scan
+
+    models = _split(kw["models"], "--models")
+    benchmarks = _split(kw["benchmarks"], "--benchmarks")
+    out: Path = kw["out"]
+    jobs = plan_jobs(models, benchmarks, out)
+    shared = {k: kw[k] for k in SHARED}
+    _check_manifest(out, shared, kw["overwrite"])
+    status: dict[Job, str] = {}
+    todo = [j for j in jobs if kw["overwrite"] or not (j.run_dir / "summary.json").exists()]
+    for j in jobs:
+        if j not in todo:
+            status[j] = "finished earlier (skipped)"
+    console.print(
+        f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs, "
+        f"{len(jobs) - len(todo)} finished earlier, {len(todo)} to run ({kw['executor']} executor)",
+        highlight=False,
+    )
+    failed_models: dict[str, str] = {}
+    if todo:
+        with executor_from(kw) as ex:
+            for n, job in enumerate(todo, 1):
+                console.rule(f"[{n}/{len(todo)}] {job.model} on {job.benchmark}")
+                if job.model in failed_models:
+                    status[job] = f"failed: {failed_models[job.model]}"
+                    continue
+                try:
+                    scan(_job_kwargs(job, kw), ex)
+                    status[job] = "done"
+                except SystemExit as exc:
+                    if exc.code != EXIT_ROWS_SKIPPED:
+                        raise
+                    status[job] = "done (input rows skipped)"
+                except ContamscopeError as exc:
+                    err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+                    status[job] = f"failed: {exc}"
+                    if isinstance(exc, (ModelError, CapabilityError)):
+                        failed_models.setdefault(job.model, str(exc))  # skip its other pairs
+    _print_status(jobs, status)
+    finished = [j.run_dir for j in jobs if (j.run_dir / "summary.json").exists()]
+    if finished:
+        _leaderboard(finished, out)
+    if any(s.startswith("failed") for s in status.values()):
+        raise SystemExit(EXIT_USER_ERROR)
+    if any("rows skipped" in s for s in status.values()):
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
+    from rich.table import Table
+
+    table = Table(title="sweep", show_lines=False)
+    for col in ("model", "benchmark", "status", "run folder"):
+        table.add_column(col, overflow="fold")
+    for j in jobs:
+        table.add_row(j.model, j.benchmark, status.get(j, "not run"), str(j.run_dir))
+    console.print(table)
+
+
+def _leaderboard(run_dirs: list[Path], out: Path) -> None:
+    from ..report import write_leaderboard
+
+    try:
+        text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md")
+        console.print(text, highlight=False, markup=False)
+        write_leaderboard(run_dirs, out / "leaderboard.html", "html")
+    except (ContamscopeError, ImportError) as exc:
+        err_console.print(f"[yellow]leaderboard not fully written:[/] {exc}", highlight=False)
+        return
+    console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")

@@ -1,0 +1,109 @@
+"""`contamscope sweep`: every (model, benchmark) pair a run, finished pairs skipped on re-run,
+failures isolated, the leaderboard at the end; and the same sweep on Ray gives the same records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.cli.sweep import plan_jobs
+
+
+def _sweep(models: list[str], benches: list[Path | str], out: Path, *extra: str) -> Any:
+    cmd = [
+        sys.executable,
+        "-m",
+        "contamscope",
+        "sweep",
+        "--models",
+        ",".join(models),
+        "--benchmarks",
+        ",".join(str(b) for b in benches),
+        "--format",
+        "mmlu-csv",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        *extra,
+    ]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, COLUMNS="400")
+    )
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_plan_jobs_is_model_major_with_unique_folders(tmp_path: Path) -> None:
+    jobs = plan_jobs(["hf:/a/model", "hf:/b/model"], ["mmlu", "x/cmb.json"], tmp_path)
+    assert [(j.model, j.benchmark) for j in jobs] == [
+        ("hf:/a/model", "mmlu"),
+        ("hf:/a/model", "x/cmb.json"),
+        ("hf:/b/model", "mmlu"),
+        ("hf:/b/model", "x/cmb.json"),
+    ]
+    assert len({j.run_dir for j in jobs}) == 4
+    assert jobs[0].run_dir.name.startswith("model-") and jobs[0].run_dir.name.endswith("__mmlu")
+
+
+@pytest.fixture(scope="module")
+def two_models(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    d = tmp_path_factory.mktemp("models")
+    for name in ("tiny-a", "tiny-b"):
+        shutil.copytree(tiny_model_path, d / name)
+    return [f"hf:{d / 'tiny-a'}", f"hf:{d / 'tiny-b'}"]
+
+
+def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    benches = [write_bench(tmp_path / f"b{i}_test.csv", 4 + i) for i in range(2)]
+    out = tmp_path / "sweep"
+    first = _sweep(two_models, benches, out)
+    assert first.returncode == 0, first.stderr
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 4 and all((r / "summary.json").exists() for r in runs)
+    lb = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert "tiny-a" in lb and "tiny-b" in lb
+    assert (out / "leaderboard.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    mtimes = {r: (r / "summary.json").stat().st_mtime_ns for r in runs}
+
+    # re-run with one more benchmark that does not exist: 4 skipped, 2 failed, exit 2
+    again = _sweep(two_models, [*benches, tmp_path / "missing_test.csv"], out)
+    assert again.returncode == 2, again.stderr
+    assert "4 finished earlier, 2 to run" in again.stdout
+    assert again.stdout.count("finished earlier (skipped)") == 4
+    assert "missing_test.csv" in again.stderr and "Traceback" not in again.stderr
+    assert {r: (r / "summary.json").stat().st_mtime_ns for r in runs} == mtimes
+    assert (out / "leaderboard.md").exists()
+
+    # changed shared options are refused (results would mix settings)
+    changed = _sweep(two_models, benches, out, "--sample", "2")
+    assert changed.returncode == 2 and "other options (sample)" in changed.stderr
+
+
+def test_sweep_on_ray_equals_local(
+    ray_cluster: Any, tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    benches = [write_bench(tmp_path / f"r{i}_test.csv", 5) for i in range(2)]
+    local = _sweep(two_models[:1], benches, tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    ray = _sweep(two_models[:1], benches, tmp_path / "ray", "--executor", "ray", "--workers", "2")
+    assert ray.returncode == 0, ray.stderr
+    for run in sorted(p for p in (tmp_path / "local").iterdir() if p.is_dir()):
+        got, want = _records(tmp_path / "ray" / run.name), _records(run)
+        assert [r["id"] for r in got] == [r["id"] for r in want]
+        for g, w in zip(got, want):
+            assert g["logprobs"] == pytest.approx(w["logprobs"], abs=1e-4)
+            assert g["rank"] == w["rank"]
