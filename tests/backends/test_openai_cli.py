@@ -1,0 +1,118 @@
+"""`contamscope permutation --model openai:...` end to end: the server dies mid-run, the run
+resumes against a restarted server, and every record equals the local backend's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROWS = [
+    "What is 2+2?,3,4,5,6,B",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    '"A question, with a comma",alpha,beta,gamma,delta,A',
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def records(folder: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(x) for x in (folder / "items.jsonl").read_text().splitlines()]
+    return {r["id"]: r for r in rows}
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, abs=1e-3)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def test_server_dies_mid_run_resume_and_equal_to_local(
+    tmp_path: Path, serve: Any, tiny_model_path: Path
+) -> None:
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    # the probe sends 4 POSTs; each item 24: the server dies during the third item
+    server = serve("--die-after", "60")
+    port = server.port
+    common = ["--benchmark", str(bench), "--batch-items", "1"]
+    spec = f"openai:{server.url}#tiny"
+    opts = ["-M", "bos=<|endoftext|>", "-M", "canary=structural", "-M", "max_connections=4"]
+    out = tmp_path / "remote"
+    args = ["permutation", "--model", spec, *opts, *common, "--out", str(out)]
+    first = run_cli(*args, "-M", "retries=1", "-M", "backoff=0.01", cwd=tmp_path)
+    assert first.returncode == 2, first.stderr
+    assert "Traceback" not in first.stderr
+    assert "scoring request" in first.stderr and "failed after 2 attempts" in first.stderr
+    assert len(records(out)) == 2  # items finished before the server died are kept
+
+    serve(port=port)  # the same server, restarted
+    second = run_cli(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "resuming: 2 of 4 items already scored" in second.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["timings"]["items_resumed"] == 2
+
+    local = tmp_path / "local"
+    res = run_cli(
+        "permutation",
+        "--model",
+        f"hf:{tiny_model_path}",
+        "-M",
+        "bos=<|endoftext|>",
+        "--device",
+        "cpu",
+        *common,
+        "--out",
+        str(local),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    remote, here = records(out), records(local)
+    assert remote.keys() == here.keys()
+    for key in remote:
+        a = {k: v for k, v in remote[key].items() if k != "seconds"}
+        b = {k: v for k, v in here[key].items() if k != "seconds"}
+        assert same(a, b), key
+    s_local = json.loads((local / "summary.json").read_text())
+    assert same(summary["statistics"], s_local["statistics"])
+
+
+def test_chat_only_server_refused_before_any_work(tmp_path: Path, serve: Any) -> None:
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    server = serve("--chat-only")
+    res = run_cli(
+        "permutation",
+        "--model",
+        f"openai:{server.url}#tiny",
+        "--benchmark",
+        str(bench),
+        "--out",
+        str(tmp_path / "r"),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and "chat-only API" in line and "can run: CAP" in line
+    assert not (tmp_path / "r" / "items.jsonl").exists()
