@@ -6,8 +6,6 @@ import typer
 
 from .. import __version__
 from . import cache, permutation, report, validate
-from . import cap as cap_cli
-from . import sweep as sweep_cli
 
 app = typer.Typer(
     name="contamscope",
@@ -21,8 +19,6 @@ app.add_typer(cache.app, name="cache")
 app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
 app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
-app.command("cap", epilog=cap_cli.EPILOG, no_args_is_help=True)(cap_cli.command)
-app.command("sweep", epilog=sweep_cli.EPILOG, no_args_is_help=True)(sweep_cli.command)
 
 
 @app.command("formats")

@@ -272,7 +272,8 @@ def delta_stats(
     """Delta = mean(original) - mean(reference) over paired items, with bootstrap 95% CIs.
 
     ``original[i]`` and ``reference[i]`` belong to the same item (reference = the mean over the
-    item's paraphrases); items are resampled as pairs. ``relative_pct`` = 100 * Delta / mean(ref).
+    item's paraphrases); items are resampled as pairs. ``relative_pct`` = 100 * Delta / mean(ref);
+    its CI is None when some resample has a reference mean of 0 (undefined ratio).
     """
     if len(original) != len(reference):
         raise ValueError("original and reference must be paired")
@@ -316,8 +317,7 @@ def _pairs_ci(pairs: Any, statistic: Any, n_boot: int, seed: int) -> list[float]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
     vals = np.asarray(statistic(pairs[idx]), dtype=float)
-    vals = vals[np.isfinite(vals)]
-    if len(vals) == 0:
+    if not np.all(np.isfinite(vals)):  # e.g. a resample whose reference mean is 0
         return None
     lo, hi = np.quantile(vals, [0.025, 0.975])
     return [float(lo), float(hi)]
@@ -361,7 +361,6 @@ def delta_train_test(
         d = _mean_diff(ra[..., 0], ra[..., 1]) - _mean_diff(rb[..., 0], rb[..., 1])
         out["ci"] = [float(x) for x in np.quantile(d, [0.025, 0.975])]
         rel = _rel_diff(ra[..., 0], ra[..., 1]) - _rel_diff(rb[..., 0], rb[..., 1])
-        rel = rel[np.isfinite(rel)]
-        if len(rel):
+        if np.all(np.isfinite(rel)):
             out["relative_ci"] = [float(x) for x in np.quantile(rel, [0.025, 0.975])]
     return out

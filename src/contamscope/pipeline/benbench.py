@@ -481,6 +481,13 @@ def _split_stats(records: list[dict[str, Any]], cfg: BenBenchConfig) -> dict[str
     return out
 
 
+def _reason_kind(reason: str) -> str:
+    """A failure reason without its item-specific details (for counting)."""
+    return (
+        reason.split(":")[0] if reason.startswith("final answer changed") else reason.split(" (")[0]
+    )
+
+
 def build_summary(
     splits: Sequence[SplitInput],
     records: Sequence[dict[str, Any]],
@@ -501,7 +508,7 @@ def build_summary(
         recs = by_split.get(s.name, [])
         ids = [it.id for it in s.items]
         stats["splits"][s.name] = _split_stats(recs, config)
-        failures = Counter(f["reason"].split(":")[0] for r in recs for f in r["reference_failures"])
+        failures = Counter(_reason_kind(f["reason"]) for r in recs for f in r["reference_failures"])
         counts[s.name] = {
             "items_loaded": len(s.loaded.items),
             "items_selected": len(recs),

@@ -1,0 +1,360 @@
+"""`contamscope benbench`: perplexity and n-gram accuracy vs paraphrased references (Xu et al. 2024)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..errors import ConfigError
+from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+
+EPILOG = """
+Examples:
+
+  contamscope benbench --model smollm2 --benchmark ../shared/benchdata/gsm8k/test.jsonl --reference ../shared/benchdata/benbench/rewritten/GSM8K_rewritten-test-1.jsonl --limit 20
+
+  contamscope benbench --model hf:./my-model --benchmark gsm8k/test.jsonl --train gsm8k/train.jsonl --paraphraser hf:./instruct-model --sample 200
+
+  contamscope benbench --model smollm2 --benchmark my.jsonl --format qa-jsonl --fields question=prompt,answer=target --reference my_para.jsonl --no-lenient
+
+A BenBench rewritten file given as --benchmark carries its own paraphrases (used automatically).
+Re-running the same command with the same --out resumes. Exit codes: 0 ok, 2 user error,
+3 finished but some input rows were skipped (see summary.json).
+"""
+
+
+def command(
+    model: str = typer.Option(
+        "smollm2", "--model", "-m", help="Model spec: smollm2, hf:PATH_OR_ID."
+    ),
+    benchmark: str = typer.Option(
+        ...,
+        "--benchmark",
+        "-b",
+        help="Test split: GSM8K/MATH/MATH-500/BenBench JSONL, generic JSONL/CSV, hf:DATASET.",
+    ),
+    reference: list[str] | None = typer.Option(
+        None, "--reference", "-r", help="Paraphrased version of the test split (file). Repeatable."
+    ),
+    train: str | None = typer.Option(
+        None,
+        "--train",
+        help="Training split of the same benchmark (enables Delta_train - Delta_test).",
+    ),
+    train_reference: list[str] | None = typer.Option(
+        None,
+        "--train-reference",
+        help="Paraphrased version of the training split (file). Repeatable.",
+    ),
+    paraphraser: str | None = typer.Option(
+        None,
+        "--paraphraser",
+        help="Model that writes one paraphrase per item (chat template), e.g. smollm2.",
+    ),
+    pairing: str = typer.Option(
+        "auto", "--pairing", help="How reference rows match items: auto, question, id, order."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run folder (default: runs/benbench-<model>-<benchmark>)."
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="gsm8k-jsonl, math-jsonl, math500-jsonl, benbench-jsonl, qa-jsonl, qa-csv (detected when omitted).",
+    ),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Generic files: question=FIELD,answer=FIELD[,id=FIELD,subject=FIELD].",
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only the first N items of each split."
+    ),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="A seeded random sample of N items per split."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample and the bootstrap."),
+    n: int = typer.Option(5, "--n", help="n-gram length in tokens (paper: 5)."),
+    k: int = typer.Option(5, "--k", help="Starting points per text, evenly spaced (paper: 5)."),
+    ppl_prefix: str = typer.Option(
+        "{question} Answer:", "--ppl-prefix", help="Perplexity layout: conditioning text."
+    ),
+    ppl_continuation: str = typer.Option(
+        " {answer}", "--ppl-continuation", help="Perplexity layout: scored text."
+    ),
+    ngram_text: str = typer.Option(
+        "{question} {answer}", "--ngram-text", help="Text whose n-grams are predicted."
+    ),
+    lenient: bool = typer.Option(
+        True,
+        "--lenient/--no-lenient",
+        help="Also ROUGE-L / edit-similarity criteria (generates where needed).",
+    ),
+    rouge_threshold: float = typer.Option(
+        0.75, "--rouge-threshold", help="ROUGE-L F threshold (paper 0.75)."
+    ),
+    edit_threshold: float = typer.Option(
+        0.9, "--edit-threshold", help="Edit-similarity threshold (paper text 0.9; its code 0.75)."
+    ),
+    inclusive: bool = typer.Option(False, "--inclusive", help="Thresholds with >= instead of >."),
+    bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples for the 95% CIs."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    model_opt: list[str] | None = typer.Option(
+        None, "-M", help="Model option key=value. Repeatable."
+    ),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not read or write the score cache."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    batch_items: int = typer.Option(
+        16, "--batch-items", min=1, help="Items per batch (saved after each)."
+    ),
+) -> None:
+    """Has MODEL seen BENCHMARK? Compares perplexity and n-gram accuracy on original vs paraphrased items."""
+    run(**locals())
+
+
+def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str) -> Any:
+    from ..data import FieldMap
+    from ..data.qa import load_qa
+    from ..pipeline import select_items
+    from ..pipeline.benbench import SplitInput
+    from ..pipeline.benbench_refs import inline_reference, pair_reference
+
+    fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
+    loaded = load_qa(spec, format=kw["fmt"], field_map=fm, split=name, strict=kw["strict"])
+    for p in loaded.problems[:10]:
+        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+    if len(loaded.problems) > 10:
+        err_console.print(f"[yellow]skipped[/] ... and {len(loaded.problems) - 10} more rows")
+    references = []
+    inline = inline_reference(loaded)
+    if inline is not None:
+        references.append(inline)
+    for path in refs or []:
+        ref = load_qa(path, format=kw["fmt"], field_map=fm, strict=kw["strict"])
+        references.append(pair_reference(loaded, ref, name=Path(path).stem, pairing=kw["pairing"]))
+    items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
+    return SplitInput(name, loaded, list(items), references)  # type: ignore[arg-type]
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    from ..backends import load_backend, parse_model_options
+    from ..paths import default_score_db
+    from ..pipeline.benbench import BenBenchConfig, run_benbench
+    from ..store import CachedScorer, RunDir, ScoreCache
+
+    config = BenBenchConfig(
+        n=kw["n"],
+        k=kw["k"],
+        ppl_prefix=kw["ppl_prefix"],
+        ppl_continuation=kw["ppl_continuation"],
+        ngram_text=kw["ngram_text"],
+        lenient=kw["lenient"],
+        rouge_threshold=kw["rouge_threshold"],
+        edit_threshold=kw["edit_threshold"],
+        inclusive=kw["inclusive"],
+        n_boot=kw["bootstrap"],
+        seed=kw["seed"],
+        batch_items=kw["batch_items"],
+    )
+    if kw["train_reference"] and not kw["train"]:
+        raise ConfigError("--train-reference needs --train")
+    splits = [_load_split(kw, kw["benchmark"], kw["reference"], "test")]
+    if kw["train"]:
+        splits.append(_load_split(kw, kw["train"], kw["train_reference"], "train"))
+    if not any(s.references for s in splits) and not kw["paraphraser"]:
+        err_console.print(
+            "[yellow]no reference versions[/] (--reference, --paraphraser or a BenBench rewritten "
+            "file): only perplexity and n-gram accuracy are reported, no Delta"
+        )
+    options = parse_model_options(kw["model_opt"])
+    out = kw["out"] or Path("runs") / f"benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    cache = (
+        None
+        if kw["no_cache"]
+        else ScoreCache(
+            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
+        )
+    )
+    with console.status(f"loading model {kw['model']} ..."):
+        backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
+        scorer = CachedScorer(backend, cache)
+        para = None
+        if kw["paraphraser"]:
+            pb = (
+                backend
+                if kw["paraphraser"] == kw["model"]
+                else load_backend(kw["paraphraser"], device=kw["device"], dtype=kw["dtype"])
+            )
+            para = CachedScorer(pb, cache)
+    selection = {
+        "limit": kw["limit"],
+        "sample": kw["sample"],
+        "seed": kw["seed"],
+        "n_items": {s.name: len(s.items) for s in splits},
+    }
+    progress = Progress(
+        TextColumn("[bold]scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+    )
+    task: dict[str, Any] = {}
+
+    def on_start(total: int, done: int) -> None:
+        if done:
+            err_console.print(f"resuming: {done} of {total} items already scored in {out}")
+        task["id"] = progress.add_task("scoring", total=total, completed=done)
+
+    def on_items(count: int) -> None:
+        progress.advance(task["id"], count)
+
+    with progress:
+        outcome = run_benbench(
+            splits,
+            scorer,
+            RunDir(out),
+            config,
+            paraphraser=para,
+            selection=selection,
+            overwrite=kw["overwrite"],
+            on_start=on_start,
+            on_items=on_items,
+        )
+    print_benbench_summary(outcome.summary)
+    console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
+    if skipped:
+        err_console.print(
+            f"[yellow]{skipped} input rows were skipped[/] (exit code 3; see summary.json)"
+        )
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).stem or text)
+    return keep.strip("-.")[:40] or "run"
+
+
+def _num(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def _ci(ci: list[float] | None, pct: bool = False) -> str:
+    return "-" if not ci else f"[{_num(ci[0], pct)}, {_num(ci[1], pct)}]"
+
+
+_LABELS = {
+    "ppl": ("answer perplexity", False),
+    "nll": ("answer NLL (nats/token)", False),
+    "ngram_exact": ("n-gram accuracy, exact", True),
+    "ngram_rouge": ("n-gram accuracy, ROUGE-L", True),
+    "ngram_edit": ("n-gram accuracy, edit sim.", True),
+}
+
+
+def print_benbench_summary(summary: dict[str, Any]) -> None:
+    """Terminal table of a BenBench summary (reads only the summary dict)."""
+    cfg = summary["config"]
+    console.print(f"model      {summary['model']['spec']}")
+    for name, b in summary["benchmark"].items():
+        c = summary["counts"][name]
+        refs = (
+            ", ".join(
+                f"{r['name']} ({r['paraphrases_ok']} ok, {r['paraphrases_failed']} failed)"
+                for r in b["references"]
+            )
+            or "none"
+        )
+        console.print(
+            f"{name:10} {b['source']} ({b['format']}): {c['items_analysed']} analysed of "
+            f"{c['items_selected']}; rows skipped {c['rows_skipped']}; references: {refs}",
+            highlight=False,
+        )
+    for name, st in summary["statistics"]["splits"].items():
+        t = Table(
+            title=f"BenBench, {name} split: original vs paraphrase (Delta = original - paraphrase; "
+            f"n={cfg['n']}, k={cfg['k']})",
+            title_justify="left",
+        )
+        for col in ("metric", "original", "paraphrase", "Delta", "95% CI", "relative"):
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for key, (label, pct) in _LABELS.items():
+            if key in ("ngram_rouge", "ngram_edit") and not cfg["lenient"]:
+                continue
+            d = st["delta"][key]
+            t.add_row(
+                label,
+                _num(st["original"][key], pct),
+                _num((st["reference"] or {}).get(key), pct),
+                _num(d["delta"], pct) if d["n"] else "-",
+                _ci(d["ci"], pct),
+                "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
+            )
+        console.print(t)
+        inst = st["instances"]
+        parts = [
+            f"{crit.split('_')[0]} {v['count']}/{v['of']} (paraphrases {v['reference_count']}/{v['reference_of']})"
+            for crit, v in inst.items()
+            if v["of"]
+        ]
+        console.print(f"items with every n-gram predicted: {'; '.join(parts)}")
+    for name, c in summary["counts"].items():
+        if c["paraphrase_failures"]:
+            fails = ", ".join(f"{v} {k}" for k, v in c["paraphrase_failures"].items())
+            console.print(
+                f"[yellow]{name}: paraphrases not used[/] ({fails}; listed in summary.json)"
+            )
+    dtt = summary["statistics"].get("delta_train_test")
+    if dtt and any(v["value"] is not None for v in dtt.values()):
+        t = Table(
+            title="Delta_train - Delta_test (H0: same gap on both splits)", title_justify="left"
+        )
+        for col in ("metric", "value", "95% CI", "relative", "relative CI"):
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for key, (label, pct) in _LABELS.items():
+            v = dtt[key]
+            if v["value"] is None:
+                continue
+            t.add_row(
+                label,
+                _num(v["value"], pct),
+                _ci(v["ci"], pct),
+                "-" if v["relative_pct"] is None else f"{v['relative_pct']:+.2f}",
+                "-"
+                if not v["relative_ci"]
+                else f"[{v['relative_ci'][0]:+.2f}, {v['relative_ci'][1]:+.2f}]",
+            )
+        console.print(t)
+    console.print(
+        "[dim]Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier than "
+        "its paraphrase). A CI excluding 0 is evidence only if the paraphrases are as natural as "
+        "the originals; the train-test difference cancels that.[/]"
+    )
+    tm = summary["timings"]
+    if tm.get("items_per_second"):
+        console.print(
+            f"[dim]scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s; "
+            f"{tm['requests_from_cache']} requests from cache[/]"
+        )

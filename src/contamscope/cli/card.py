@@ -1,0 +1,198 @@
+"""`contamscope card`: a Benchmark Transparency Card (Xu et al. 2024) from BenBench run folders.
+
+The card lists which benchmarks and splits were checked and the measured signals, and leaves the
+fields only the model developer can fill in (was benchmark data used in training, augmented ...).
+Written as Markdown (``--out``) and as JSON next to it (same name, ``.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..errors import ConfigError, DataError
+from .common import console, user_errors
+
+EPILOG = """
+Examples:
+
+  contamscope card --run runs/benbench-smollm2-test --out card.md
+
+  contamscope card --run runs/gsm8k --run runs/math --model-name "My-7B" --out my-7b-card.md
+"""
+
+DEVELOPER_FIELDS = [
+    (
+        "benchmark_data_in_training",
+        "Was any split of this benchmark used in (pre-)training or fine-tuning? (no / train split / test split / both / unknown)",
+    ),
+    (
+        "splits_used",
+        "Which splits, and in which training stage (pre-training, continued pre-training, SFT, RL)?",
+    ),
+    (
+        "augmentation",
+        "Was benchmark data augmented (paraphrased, reformatted, synthetic variants) before use?",
+    ),
+    (
+        "decontamination",
+        "Was training data decontaminated against this benchmark? How (n-gram overlap, embedding)?",
+    ),
+    (
+        "evaluation_details",
+        "Evaluation settings used for reported scores (prompt, shots, decoding, answer extraction).",
+    ),
+]
+"""(key, question) of the card's fields the model developer fills in."""
+
+
+def _read(run: Path) -> dict[str, Any]:
+    path = run / "summary.json" if run.is_dir() else run
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no summary.json (finish the run first)") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if summary.get("method") != "benbench":
+        raise DataError(f"{path}: not a BenBench run (method {summary.get('method')!r})")
+    return summary
+
+
+def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[str, Any]:
+    """The card as a dict: model, checks per benchmark split, and empty developer fields."""
+    models = sorted({s["model"]["spec"] for s in summaries})
+    checks = []
+    for s in summaries:
+        for split, st in s["statistics"]["splits"].items():
+            b = s["benchmark"][split]
+            checks.append(
+                {
+                    "benchmark": b["source"],
+                    "split": split,
+                    "content_hash": b["content_hash"],
+                    "items": st["n_items"],
+                    "references": [r["name"] for r in b["references"]],
+                    "original": st["original"],
+                    "paraphrase": st["reference"],
+                    "delta": {
+                        k: {"value": v["delta"], "ci": v["ci"]} for k, v in st["delta"].items()
+                    },
+                    "instances_all_ngrams_exact": st["instances"]["exact_all"]["count"],
+                    "model_fingerprint": s["model"].get("fingerprint"),
+                    "run_created": s.get("created"),
+                }
+            )
+        dtt = s["statistics"].get("delta_train_test")
+        if dtt:
+            checks.append(
+                {
+                    "benchmark": s["benchmark"]["test"]["source"],
+                    "split": "train - test",
+                    "delta_train_test": {
+                        k: {"value": v["value"], "ci": v["ci"], "relative_pct": v["relative_pct"]}
+                        for k, v in dtt.items()
+                    },
+                }
+            )
+    return {
+        "schema": "contamscope.transparency_card/1",
+        "model": model_name or ", ".join(models),
+        "model_specs": models,
+        "method": "BenBench (Xu et al. 2024): perplexity and n-gram accuracy, original vs paraphrase",
+        "checks": checks,
+        "developer_fields": {key: None for key, _ in DEVELOPER_FIELDS},
+    }
+
+
+def _ci(v: dict[str, Any], pct: bool = False) -> str:
+    return "" if not v["ci"] else f" [{_f(v['ci'][0], pct)}, {_f(v['ci'][1], pct)}]"
+
+
+def _f(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def render_markdown(card: dict[str, Any]) -> str:
+    lines = [
+        f"# Benchmark Transparency Card: {card['model']}",
+        "",
+        f"Signals measured by contamscope ({card['method']}).",
+        "",
+        "## Benchmarks checked",
+        "",
+        "| benchmark | split | items | references | ppl orig / para | Delta ppl [95% CI] | "
+        "5-gram acc orig / para | Delta acc [95% CI] | items with all n-grams exact |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in card["checks"]:
+        if "delta_train_test" in c:
+            continue
+        d = c["delta"]
+        para = c["paraphrase"] or {}
+        lines.append(
+            f"| {c['benchmark']} | {c['split']} | {c['items']} | {', '.join(c['references']) or '-'} | "
+            f"{_f(c['original']['ppl'])} / {_f(para.get('ppl'))} | {_f(d['ppl']['value'])}{_ci(d['ppl'])} | "
+            f"{_f(c['original']['ngram_exact'], True)} / {_f(para.get('ngram_exact'), True)} | "
+            f"{_f(d['ngram_exact']['value'], True)}{_ci(d['ngram_exact'], True)} | "
+            f"{c['instances_all_ngrams_exact']} |"
+        )
+    dtts = [c for c in card["checks"] if "delta_train_test" in c]
+    if dtts:
+        lines += [
+            "",
+            "## Training split vs test split (Delta_train - Delta_test)",
+            "",
+            "| benchmark | metric | value | 95% CI |",
+            "|---|---|---|---|",
+        ]
+        for c in dtts:
+            for k, v in c["delta_train_test"].items():
+                if v["value"] is None:
+                    continue
+                ci = "-" if not v["ci"] else f"[{v['ci'][0]:.4g}, {v['ci'][1]:.4g}]"
+                lines.append(f"| {c['benchmark']} | {k} | {v['value']:.4g} | {ci} |")
+    lines += [
+        "",
+        "Leak direction: Delta ppl < 0 and Delta accuracy > 0 (the original is easier for the "
+        "model than its paraphrase). These are signals, not proof; see docs/benbench.md.",
+        "",
+        "## To be filled in by the model developer",
+        "",
+    ]
+    for _, question in DEVELOPER_FIELDS:
+        lines += [f"- **{question}**", "  - answer: _not stated_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def command(
+    run: list[Path] = typer.Option(
+        ..., "--run", help="BenBench run folder (or its summary.json). Repeatable."
+    ),
+    out: Path = typer.Option(
+        Path("card.md"), "--out", "-o", help="Markdown card; the JSON goes next to it."
+    ),
+    model_name: str | None = typer.Option(
+        None, "--model-name", help="Model name shown on the card."
+    ),
+) -> None:
+    """Write a Benchmark Transparency Card (Markdown + JSON) from BenBench runs."""
+    _write(run, out, model_name)
+
+
+@user_errors
+def _write(runs: list[Path], out: Path, model_name: str | None) -> None:
+    if not runs:
+        raise ConfigError("--run: give at least one BenBench run folder")
+    card = build_card([_read(r) for r in runs], model_name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_markdown(card), encoding="utf-8")
+    out.with_suffix(".json").write_text(
+        json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    console.print(f"wrote {out} and {out.with_suffix('.json')}")
