@@ -6,6 +6,9 @@ import typer
 
 from .. import __version__
 from . import cache, permutation, report, validate
+from . import benbench, card
+from . import cap as cap_cli
+from . import sweep as sweep_cli
 
 app = typer.Typer(
     name="contamscope",
@@ -19,6 +22,10 @@ app.add_typer(cache.app, name="cache")
 app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
 app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
+app.command("benbench", epilog=benbench.EPILOG, no_args_is_help=True)(benbench.command)
+app.command("card", epilog=card.EPILOG, no_args_is_help=True)(card.command)
+app.command("cap", epilog=cap_cli.EPILOG, no_args_is_help=True)(cap_cli.command)
+app.command("sweep", epilog=sweep_cli.EPILOG, no_args_is_help=True)(sweep_cli.command)
 
 
 @app.command("formats")
