@@ -1,0 +1,119 @@
+"""QA loaders, paraphrase checks and reference pairing (no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.data import FieldMap
+from contamscope.data.qa import boxed_answer, gsm8k_final, load_qa
+from contamscope.errors import ConfigError, DataError
+from contamscope.perturb.paraphrase import Paraphrase, paraphrase_prompt, same_final_answer
+from contamscope.pipeline.benbench_refs import inline_reference, pair_reference
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+GSM = [
+    {"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"},
+    {"question": "A box holds 1,000 pens; 1 is lost.", "answer": "1000 - 1 = 999\n#### 999"},
+]
+
+
+def test_gsm8k_and_bad_rows(tmp_path: Path) -> None:
+    rows = [*GSM, {"question": "no answer"}, {"question": "empty", "answer": "  "}, [1]]
+    f = write_jsonl(tmp_path / "gsm_test.jsonl", rows)
+    r = load_qa(str(f))
+    assert r.format == "gsm8k-jsonl" and len(r.items) == 2
+    assert r.items[0].id == "gsm_test-0" and r.items[0].split == "test"
+    assert r.items[1].meta["final_answer"] == "999"
+    reasons = [str(p) for p in r.problems]
+    assert reasons == [
+        f"{f}:3: missing answer",
+        f"{f}:4: empty answer",
+        f"{f}:5: expected a JSON object, got list",
+    ]
+    with pytest.raises(DataError, match=r"gsm_test.jsonl:3: missing answer"):
+        load_qa(str(f), strict=True)
+
+
+def test_math_and_math500(tmp_path: Path) -> None:
+    m = write_jsonl(
+        tmp_path / "math.jsonl",
+        [{"problem": "1+1?", "solution": "It is $\\boxed{2}$.", "level": "Level 1", "type": "Algebra"}],
+    )
+    item = load_qa(str(m)).items[0]
+    assert item.subject == "Algebra" and item.meta["final_answer"] == "2"
+    m5 = write_jsonl(
+        tmp_path / "m500.jsonl",
+        [{"problem": "p", "solution": "s \\boxed{\\frac{1}{2}}", "answer": "\\frac{1}{2}",
+          "subject": "Algebra", "level": 2, "unique_id": "test/algebra/1.json"}],
+    )
+    r = load_qa(str(m5))
+    assert r.format == "math500-jsonl" and r.items[0].id == "test/algebra/1.json"
+    assert boxed_answer("x \\boxed{a{b}c} y \\boxed{ 3 }") == "3"
+    assert gsm8k_final("#### $1,234") == "$1234"
+
+
+def test_generic_jsonl_and_csv(tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "my.jsonl", [{"q": "Q1", "a": "A1", "key": "x1"}])
+    fm = FieldMap.parse("question=q,answer=a,id=key")
+    r = load_qa(str(f), format="qa-jsonl", field_map=fm)
+    assert r.items[0].id == "x1" and r.items[0].answer == "A1"
+    c = tmp_path / "my.csv"
+    c.write_text("question,answer\nWhat?,This.\nEmpty?,\n", encoding="utf-8")
+    r = load_qa(str(c))
+    assert len(r.items) == 1 and str(r.problems[0]) == f"{c}:3: empty answer"
+    with pytest.raises(ConfigError, match="options"):
+        load_qa(str(f), field_map=FieldMap.parse("question=q,options=a|b"))
+    with pytest.raises(DataError, match="no such file"):
+        load_qa(str(tmp_path / "missing.jsonl"))
+
+
+def test_benbench_rewritten_inline(tmp_path: Path) -> None:
+    rows = [dict(GSM[0], rewritten_question="Tom had 3 apples, got 4 more. Total?",
+                 rewritten_answer="3 + 4 = 7\n#### 7")]
+    rows.append(dict(GSM[1], rewritten_question="Pens?", rewritten_answer="it is 998\n#### 998"))
+    r = load_qa(str(write_jsonl(tmp_path / "rw-test-1.jsonl", rows)))
+    assert r.format == "benbench-jsonl"
+    ref = inline_reference(r)
+    assert ref is not None
+    assert ref.pairs[r.items[0].id].ok
+    bad = ref.pairs[r.items[1].id]
+    assert not bad.ok and bad.reason == "final answer changed: '999' -> '998'"
+
+
+def test_pairing_by_question_id_order(tmp_path: Path) -> None:
+    bench = load_qa(str(write_jsonl(tmp_path / "b.jsonl", GSM)))
+    rw = [dict(GSM[1], rewritten_question="P?", rewritten_answer="x\n#### 999"),
+          {"question": "unrelated", "answer": "1\n#### 1", "rewritten_question": "u",
+           "rewritten_answer": "1\n#### 1"}]
+    ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "rw.jsonl", rw))), name="rw")
+    assert ref.pairing == "question" and list(ref.pairs) == ["b-1"]
+    assert ref.unmatched_rows == [f"{tmp_path / 'rw.jsonl'}:2"]
+    d = ref.describe(["b-0", "b-1"])
+    assert d["items_paired"] == 1 and d["items_unpaired"] == 1
+    para = [{"question": "Q0'", "answer": "7\n#### 7"}, {"question": "Q1'", "answer": "#### 999"}]
+    ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "p.jsonl", para))), name="p")
+    assert ref.pairing == "order" and all(p.ok for p in ref.pairs.values())
+    short = load_qa(str(write_jsonl(tmp_path / "s.jsonl", para[:1])))
+    with pytest.raises(ConfigError, match="cannot pair its 1 usable rows with the 2"):
+        pair_reference(bench, short, name="s")
+
+
+def test_paraphrase_prompt_and_check() -> None:
+    prompt = paraphrase_prompt(GSM[0]["question"], GSM[0]["answer"])
+    assert "'#### 7'" in prompt and GSM[0]["question"] in prompt
+    assert same_final_answer("a\n#### 7", "b\n#### 7.0") == (True, "")
+    assert same_final_answer("a\n#### 7", "no marker")[0] is False
+    ok, why = same_final_answer("free text", "other text")
+    assert ok and why.startswith("unchecked")
+    p = Paraphrase.from_reply("Sure! Question: New Q\nAnswer: 3+4=7\n#### 7", "x\n#### 7")
+    assert p.ok and p.question == "New Q"
+    assert not Paraphrase.from_reply("I cannot do that.", "x\n#### 7").ok
+    assert not Paraphrase.from_reply("Question: Q\nAnswer: 8\n#### 8", "x\n#### 7").ok
