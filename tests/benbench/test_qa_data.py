@@ -45,14 +45,29 @@ def test_gsm8k_and_bad_rows(tmp_path: Path) -> None:
 def test_math_and_math500(tmp_path: Path) -> None:
     m = write_jsonl(
         tmp_path / "math.jsonl",
-        [{"problem": "1+1?", "solution": "It is $\\boxed{2}$.", "level": "Level 1", "type": "Algebra"}],
+        [
+            {
+                "problem": "1+1?",
+                "solution": "It is $\\boxed{2}$.",
+                "level": "Level 1",
+                "type": "Algebra",
+            }
+        ],
     )
     item = load_qa(str(m)).items[0]
     assert item.subject == "Algebra" and item.meta["final_answer"] == "2"
     m5 = write_jsonl(
         tmp_path / "m500.jsonl",
-        [{"problem": "p", "solution": "s \\boxed{\\frac{1}{2}}", "answer": "\\frac{1}{2}",
-          "subject": "Algebra", "level": 2, "unique_id": "test/algebra/1.json"}],
+        [
+            {
+                "problem": "p",
+                "solution": "s \\boxed{\\frac{1}{2}}",
+                "answer": "\\frac{1}{2}",
+                "subject": "Algebra",
+                "level": 2,
+                "unique_id": "test/algebra/1.json",
+            }
+        ],
     )
     r = load_qa(str(m5))
     assert r.format == "math500-jsonl" and r.items[0].id == "test/algebra/1.json"
@@ -76,8 +91,13 @@ def test_generic_jsonl_and_csv(tmp_path: Path) -> None:
 
 
 def test_benbench_rewritten_inline(tmp_path: Path) -> None:
-    rows = [dict(GSM[0], rewritten_question="Tom had 3 apples, got 4 more. Total?",
-                 rewritten_answer="3 + 4 = 7\n#### 7")]
+    rows = [
+        dict(
+            GSM[0],
+            rewritten_question="Tom had 3 apples, got 4 more. Total?",
+            rewritten_answer="3 + 4 = 7\n#### 7",
+        )
+    ]
     rows.append(dict(GSM[1], rewritten_question="Pens?", rewritten_answer="it is 998\n#### 998"))
     r = load_qa(str(write_jsonl(tmp_path / "rw-test-1.jsonl", rows)))
     assert r.format == "benbench-jsonl"
@@ -90,9 +110,15 @@ def test_benbench_rewritten_inline(tmp_path: Path) -> None:
 
 def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     bench = load_qa(str(write_jsonl(tmp_path / "b.jsonl", GSM)))
-    rw = [dict(GSM[1], rewritten_question="P?", rewritten_answer="x\n#### 999"),
-          {"question": "unrelated", "answer": "1\n#### 1", "rewritten_question": "u",
-           "rewritten_answer": "1\n#### 1"}]
+    rw = [
+        dict(GSM[1], rewritten_question="P?", rewritten_answer="x\n#### 999"),
+        {
+            "question": "unrelated",
+            "answer": "1\n#### 1",
+            "rewritten_question": "u",
+            "rewritten_answer": "1\n#### 1",
+        },
+    ]
     ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "rw.jsonl", rw))), name="rw")
     assert ref.pairing == "question" and list(ref.pairs) == ["b-1"]
     assert ref.unmatched_rows == [f"{tmp_path / 'rw.jsonl'}:2"]

@@ -1,0 +1,194 @@
+"""BenBench pipeline and CLI on the tiny random model (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.backends.base import ScoreRequest
+from contamscope.data.qa import load_qa
+from contamscope.detectors.benbench import first_mismatch, starting_points
+from contamscope.pipeline.benbench import BenBenchConfig, SplitInput, run_benbench
+from contamscope.pipeline.benbench_refs import inline_reference
+from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+ROWS = [
+    {
+        "question": "Tom has 3 apples and buys 4 more apples at the shop.",
+        "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7",
+        "rewritten_question": "At the shop Tom buys 4 apples; he already had 3.",
+        "rewritten_answer": "In total 3 + 4 = 7 apples.\n#### 7",
+    },
+    {
+        "question": "A box holds 12 pens and 5 are taken out of it.",
+        "answer": "12 - 5 = 7 pens remain in the box.\n#### 7",
+        "rewritten_question": "Five pens leave a box of twelve.",
+        "rewritten_answer": "The box keeps 12 - 5 = 8 pens.\n#### 8",
+    },  # answer changed: not used
+    {"question": "Hi?", "answer": "7"},  # too short for any 5-gram? (checked below)
+]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _greedy_ids(backend, ids: list[int], n: int) -> list[int]:  # type: ignore[no-untyped-def]
+    import torch
+
+    with torch.inference_mode():
+        out = backend.model.generate(
+            input_ids=torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=n,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    return out[0, len(ids) :].tolist()
+
+
+def test_teacher_forced_exact_match_equals_generation(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """The whole point: exact-match decisions from one pass equal greedy generation's."""
+    bos = [tiny_backend.bos_id]
+    prompt = tiny_backend.tokenizer("Natalia sold clips to", add_special_tokens=False)["input_ids"]
+    own = prompt + _greedy_ids(tiny_backend, bos + prompt, 12)  # the model's own continuation
+    text = tiny_backend.decode(own)
+    st = tiny_backend.token_stats([ScoreRequest("", text)])[0]
+    if list(st.tokens) != own:
+        pytest.skip("the greedy continuation does not re-tokenise to itself")
+    other = "Natalia sold clips to 48 of her friends in April, and then half as many in May."
+    st2 = tiny_backend.token_stats([ScoreRequest("", other)])[0]
+    n = 3
+    decisions = []
+    for stats in (st, st2):
+        toks = list(stats.tokens)
+        for s in range(1, len(toks) - n + 1):
+            gen = _greedy_ids(tiny_backend, bos + toks[:s], n)
+            assert gen[0] == stats.greedy[s]
+            fast = first_mismatch(toks, stats.greedy, s, n) is None
+            assert fast == (gen == toks[s : s + n]), s
+            decisions.append(fast)
+    assert any(decisions) and not all(decisions)  # both outcomes exercised
+
+
+def _run(tmp_path: Path, scorer: CachedScorer, cfg: BenBenchConfig, **kw: Any):  # type: ignore[no-untyped-def]
+    bench = load_qa(str(write_jsonl(tmp_path / "toy-test.jsonl", ROWS)))
+    ref = inline_reference(bench)
+    assert ref is not None
+    split = SplitInput("test", bench, bench.items, [ref])
+    train = load_qa(str(write_jsonl(tmp_path / "toy-train.jsonl", ROWS[:2])))
+    tsplit = SplitInput("train", train, train.items, [inline_reference(train)])  # type: ignore[list-item]
+    return run_benbench([split, tsplit], scorer, RunDir(tmp_path / "run"), cfg, **kw)
+
+
+def test_pipeline_records_summary_and_resume(tmp_path: Path, tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    scorer = CachedScorer(tiny_backend, cache)
+    out = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))
+    s = out.summary
+    assert s["schema"] == "contamscope.benbench.summary/1" and s["method"] == "benbench"
+    assert s["model"]["fingerprint"] == scorer.fingerprint
+    assert s["benchmark"]["test"]["content_hash"]
+    recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in recs] == [
+        "test/toy-test-0",
+        "test/toy-test-1",
+        "test/toy-test-2",
+        "train/toy-train-0",
+        "train/toy-train-1",
+    ]
+    r0 = recs[0]
+    orig, para = r0["versions"]
+    assert orig["ppl"]["prefix"] == ROWS[0]["question"] + " Answer:"
+    assert orig["ppl"]["continuation"] == " " + ROWS[0]["answer"]
+    assert orig["ngram"]["text"] == ROWS[0]["question"] + " " + ROWS[0]["answer"]
+    n_tok = orig["ngram"]["n_tokens"]
+    assert orig["ngram"]["starts"] == starting_points(n_tok, n=5, k=5)
+    assert len(orig["ngram"]["results"]) == 5
+    for res in orig["ngram"]["results"]:
+        assert res["predicted"] is not None  # lenient: every prediction is known
+        assert res["exact"] == (res["predicted"] == res["original"]) or res["generated"]
+    assert para["name"] == "inline" and para["question"] == ROWS[0]["rewritten_question"]
+    assert r0["metrics"]["delta"]["ppl"] == pytest.approx(orig["ppl"]["ppl"] - para["ppl"]["ppl"])
+    # the paraphrase that changes the final answer is reported, not scored
+    assert len(recs[1]["versions"]) == 1
+    assert recs[1]["reference_failures"][0]["reason"] == "final answer changed: '7' -> '8'"
+    assert s["counts"]["test"]["paraphrase_failures"] == {"final answer changed": 1}
+    assert s["counts"]["test"]["items_without_reference"] >= 1
+    st = s["statistics"]["splits"]["test"]
+    assert st["n_paired"] == 1 and st["delta"]["ppl"]["n"] == 1
+    assert s["statistics"]["delta_train_test"]["ppl"]["value"] is not None
+    # second run: everything resumed from the run folder
+    again = _run(tmp_path, CachedScorer(tiny_backend, cache), BenBenchConfig(n_boot=200))
+    assert again.scored_now == 0 and again.summary["statistics"] == s["statistics"]
+    # a fresh folder reuses the cache: nothing computed
+    scorer3 = CachedScorer(tiny_backend, cache)
+    (tmp_path / "run").rename(tmp_path / "run-old")
+    _run(tmp_path, scorer3, BenBenchConfig(n_boot=200))
+    assert scorer3.computed == 0 and scorer3.reused > 0
+
+
+def test_short_answer_and_too_short_text(tmp_path: Path, tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    rows = [
+        {"question": "Q", "answer": "7"},
+        {"question": "What is three plus four, in words?", "answer": "7"},
+    ]
+    bench = load_qa(str(write_jsonl(tmp_path / "s.jsonl", rows)))
+    out = run_benbench(
+        [SplitInput("test", bench, bench.items)],
+        CachedScorer(tiny_backend, None),
+        RunDir(tmp_path / "r"),
+        BenBenchConfig(lenient=False, n_boot=200),
+    )
+    c = out.summary["counts"]["test"]
+    assert c["excluded"] == {"text shorter than n + 2 = 7 tokens": 1}
+    assert c["answer_shorter_than_n"] == 1
+    assert out.summary["statistics"]["splits"]["test"]["reference"] is None
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "contamscope", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
+    bench = write_jsonl(tmp_path / "toy-test.jsonl", [*ROWS[:2], {"question": "no answer"}])
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    r = run_cli(
+        "benbench", *model, "--benchmark", str(bench), "--out", "run", "--no-lenient", cwd=tmp_path
+    )
+    assert r.returncode == 3, r.stderr  # finished, one row skipped
+    assert "toy-test.jsonl:3: missing answer" in r.stderr
+    assert "answer perplexity" in r.stdout and "Traceback" not in r.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["test"]["rows_skipped"] == 1
+    assert summary["skipped_rows"]["test"] == [f"{bench}:3: missing answer"]
+    r = run_cli("card", "--run", "run", "--out", "card.md", "--model-name", "Tiny", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    card = (tmp_path / "card.md").read_text()
+    assert card.startswith("# Benchmark Transparency Card: Tiny")
+    assert "To be filled in by the model developer" in card
+    data = json.loads((tmp_path / "card.json").read_text())
+    assert data["checks"][0]["items"] == 2 and data["developer_fields"]["augmentation"] is None
+    # user errors: one line, exit 2
+    r = run_cli("benbench", *model, "--benchmark", "missing.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "missing.jsonl: no such file" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli("benbench", *model, "--benchmark", str(bench), "--n", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--n must be between" in r.stderr
+    r = run_cli("card", "--run", "nowhere", cwd=tmp_path)
+    assert r.returncode == 2 and "no summary.json" in r.stderr
