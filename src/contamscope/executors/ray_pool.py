@@ -31,7 +31,7 @@ from ..backends.base import (
 )
 from ..errors import ConfigError, ContamscopeError, ModelError
 from ..store import CachedScorer, ScoreCache
-from .base import Executor, ExecutorConfig
+from .base import Executor, ExecutorConfig, model_key
 from .sharding import StreamingScorer, plan_shards
 
 __all__ = ["RayExecutor", "RemoteBackend", "PoolStats", "ray_available"]
@@ -60,6 +60,8 @@ class ScoringWorker:
 
     def __init__(self) -> None:
         self.backend: Backend | None = None
+        self.busy = 0.0
+        """Seconds spent inside backend calls (benchmarks compare it with wall time)."""
 
     def load(
         self, spec: str, device: str, dtype: str, options: Mapping[str, str]
@@ -68,8 +70,14 @@ class ScoringWorker:
 
         self.backend = load_backend(spec, device=device, dtype=dtype, options=options)
         caps = self.backend.capabilities
+        threads = None
+        with contextlib.suppress(ImportError):
+            import torch
+
+            threads = torch.get_num_threads()
         return {
             "pid": os.getpid(),
+            "torch_threads": threads,
             "node": os.uname().nodename,
             "spec": self.backend.spec,
             "fingerprint": self.backend.fingerprint(),
@@ -84,7 +92,14 @@ class ScoringWorker:
             "token_stats": self.backend.token_stats,
             "generate": self.backend.generate,
         }[kind]
-        return fn(requests)  # type: ignore[operator]
+        t0 = time.perf_counter()
+        try:
+            return fn(requests)  # type: ignore[operator,no-any-return]
+        finally:
+            self.busy += time.perf_counter() - t0
+
+    def busy_seconds(self) -> float:
+        return self.busy
 
     def decode(self, tokens: list[int]) -> str:
         assert self.backend is not None, "load() first"
@@ -219,6 +234,10 @@ class _Pool:
     def decode(self, tokens: Sequence[int]) -> str:
         return str(self._get(self.workers[0].handle.decode.remote(list(tokens))))
 
+    def busy_seconds(self) -> list[float]:
+        """Seconds each live worker has spent scoring."""
+        return [float(x) for x in self._get([w.handle.busy_seconds.remote() for w in self.workers])]
+
     def close(self) -> None:
         for w in self.workers:
             with contextlib.suppress(Exception):
@@ -285,6 +304,8 @@ class RayExecutor(Executor):
         self.ray = _import_ray()
         self._started = False
         self.pools: list[_Pool] = []
+        """Worker pools; only the latest model's pool is kept alive."""
+        self._key: Any = None
         self.local = config.address is None
         if not self.ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -327,6 +348,13 @@ class RayExecutor(Executor):
         options: Mapping[str, str] | None = None,
         cache: ScoreCache | None = None,
     ) -> CachedScorer:
+        key = model_key(spec, device, dtype, options)
+        if self.pools and self._key == key:
+            pool = self.pools[-1]
+            return StreamingScorer(RemoteBackend(pool, self.config.describe()), cache, pool.stream)
+        for old in self.pools:  # one model on the workers at a time: free GPUs first
+            old.close()
+        self.pools = []
         cfg = self.config
         n = self._n_workers()
         actor_opts: dict[str, Any] = {
@@ -343,6 +371,7 @@ class RayExecutor(Executor):
             device = "cuda"
         pool = _Pool(self.ray, actor_cls, (spec, device, dtype, dict(options or {})), n, cfg)
         self.pools.append(pool)
+        self._key = key
         backend = RemoteBackend(pool, cfg.describe())
         return StreamingScorer(backend, cache, pool.stream)
 
