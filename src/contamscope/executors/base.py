@@ -107,11 +107,20 @@ class Executor(ABC):
         self.close()
 
 
+def model_key(
+    spec: str, device: str, dtype: str, options: Mapping[str, str] | None
+) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:
+    """What identifies a loaded model: asking again for the same key reuses it."""
+    return (spec, device, dtype, tuple(sorted((options or {}).items())))
+
+
 class LocalExecutor(Executor):
-    """The model is loaded in this process; scoring calls run inline."""
+    """The model is loaded in this process; scoring calls run inline. The last model loaded is
+    kept, so consecutive scorers for the same model (a sweep's benchmarks) load it once."""
 
     def __init__(self, config: ExecutorConfig | None = None) -> None:
         self.config = config or ExecutorConfig()
+        self._last: tuple[Any, Any] | None = None
 
     def scorer(
         self,
@@ -124,8 +133,14 @@ class LocalExecutor(Executor):
     ) -> CachedScorer:
         from ..backends import load_backend
 
-        backend = load_backend(spec, device=device, dtype=dtype, options=options)
-        return CachedScorer(backend, cache)
+        key = model_key(spec, device, dtype, options)
+        if self._last is None or self._last[0] != key:
+            self._last = None  # free the previous model before loading the next
+            self._last = (key, load_backend(spec, device=device, dtype=dtype, options=options))
+        return CachedScorer(self._last[1], cache)
+
+    def close(self) -> None:
+        self._last = None
 
 
 def make_executor(config: ExecutorConfig) -> Executor:
