@@ -25,6 +25,7 @@ from contamscope.detectors import (
     score_item,
     summarize,
 )
+from contamscope.pipeline.cap import CapConfig, build_cap_summary
 
 MakeRun = Callable[..., Path]
 
@@ -148,3 +149,134 @@ def make_run(tmp_path: Path) -> MakeRun:
         return write_run(tmp_path / name, n_items, **kw)
 
     return make
+
+
+# --------------------------------------------------------------------------- CAP runs
+# Records as ``contamscope cap`` writes them; the summary is computed by the pipeline's own
+# build_cap_summary. ``contaminated=True`` makes the model right but inconsistent on the test
+# split (M high, C low), the pattern CAP attributes to training on that split.
+
+
+def _mcq_record(split: str, i: int, right: bool, consistent: bool, rng: Any) -> dict[str, Any]:
+    opts = [f"opt{i}-{k} <b>&amp;</b>" for k in range(4)]
+    answer = int(rng.integers(0, 4))
+    order = [3, 2, 1, 0]
+    mod_opts = [opts[k] for k in order]
+    mod_answer = order.index(answer)
+    choice = answer if right else (answer + 1) % 4
+    # consistent: the same option text is chosen on the modified input
+    mod_choice = (
+        mod_opts.index(opts[choice]) if consistent else (mod_opts.index(opts[choice]) + 1) % 4
+    )
+    m = float(choice == answer)
+    mm = float(mod_choice == mod_answer)
+    c = float(opts[choice] == mod_opts[mod_choice])
+    letter, mod_letter = chr(65 + choice), chr(65 + mod_choice)
+    return {
+        "id": f"{split}/q{i}",
+        "split": split,
+        "item_id": f"q{i}",
+        "source": f"{split}.jsonl",
+        "line": i + 1,
+        "input": f"Question {i} about </script> topic {i % 5}?\nA: {opts[0]}\nAnswer:",
+        "modified_input": f"Question {i} about </script> topic {i % 5}?\nA: {mod_opts[0]}\nAnswer:",
+        "modification": {"kind": "factual", "supplied": False, "order": order},
+        "excluded": None,
+        "options": opts,
+        "answer": answer,
+        "modified_options": mod_opts,
+        "modified_answer": mod_answer,
+        "prediction": letter,
+        "modified_prediction": mod_letter,
+        "finish_reasons": ["stop", "stop"],
+        "n_tokens": [1, 1],
+        "choice": choice,
+        "modified_choice": mod_choice,
+        "strict_m": m,
+        "strict_m_modified": mm,
+        "m": m,
+        "m_modified": mm,
+        "c": c,
+    }
+
+
+def write_cap_run(
+    path: Path,
+    n_per_split: int = 40,
+    *,
+    contaminated: bool = True,
+    model: str = "hf:/models/synthetic-cap",
+    source: str = "/data/finbench",
+    seed: int = 0,
+) -> Path:
+    """A finished CAP run folder (mcq, splits train and test)."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for split in ("train", "test"):
+        for i in range(n_per_split):
+            if split == "test" and contaminated:
+                right, consistent = rng.random() < 0.9, rng.random() < 0.3
+            else:
+                right, consistent = rng.random() < 0.5, rng.random() < 0.8
+            records.append(_mcq_record(split, i, right, consistent, rng))
+    records.append(
+        {**_mcq_record("test", n_per_split, True, True, rng), "excluded": "no reference"}
+    )
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "items.jsonl", "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    provenance = {
+        "contamscope_version": "0.1.0",
+        "git_commit": None,
+        "created": "2026-01-01T00:00:00Z",
+        "model": {"spec": model, "fingerprint": "synthetic"},
+        "benchmark": {"source": source, "format": "jsonl", "content_hash": "0", "task": "mcq"},
+        "config": {"task": "mcq", "seed": seed},
+        "skipped_rows": ["train.jsonl:7: missing field 'output'"],
+        "timings": {},
+        "versions": {},
+    }
+    summary = build_cap_summary(
+        records, CapConfig(task="mcq", n_boot=500, seed=seed), splits=["train", "test"],
+        provenance=provenance,
+    )  # fmt: skip
+    (path / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    (path / "settings.json").write_text(json.dumps({"method": "cap", "model": model}))
+    return path
+
+
+@pytest.fixture()
+def make_cap_run(tmp_path: Path) -> MakeRun:
+    """``make_cap_run(name, n_per_split=40, contaminated=True, **kw)`` -> a CAP run folder."""
+
+    def make(name: str = "cap", n_per_split: int = 40, **kw: Any) -> Path:
+        return write_cap_run(tmp_path / name, n_per_split, **kw)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_cap_run(tiny_backend: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ``run_cap`` run of the tiny random model on 3 + 3 multiple-choice items (both the
+    generate and the loglik readers)."""
+    from contamscope.data.cap import load_cap
+    from contamscope.pipeline.cap import run_cap
+    from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+    root = tmp_path_factory.mktemp("tinycap")
+    rows = [
+        "What is 1+1 in {s}?,1,2,3,4,B",
+        "What is 2+2 in {s}?,4,5,6,7,A",
+        "What colour is the sky in {s}?,red,blue,green,black,B",
+    ]
+    for s in ("train", "test"):
+        (root / "data" / s).mkdir(parents=True)
+        text = "\n".join(r.format(s=s) for r in rows) + "\n"
+        (root / "data" / s / "arith_test.csv").write_text(text, encoding="utf-8")
+    data = load_cap(str(root / "data"), ["train", "test"])
+    selected = {s: data.splits[s].items for s in ("train", "test")}
+    scorer = CachedScorer(tiny_backend, ScoreCache(root / "cache.sqlite"))
+    cfg = CapConfig(task="mcq", n_boot=200, max_new_tokens=4)
+    run_cap(data, selected, scorer, RunDir(root / "run"), cfg)
+    return root / "run"

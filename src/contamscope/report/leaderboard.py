@@ -1,8 +1,11 @@
-"""The leakage leaderboard: models x benchmarks, each cell an excess over chance with its CI.
+"""The leakage leaderboard: models x benchmarks, each cell a leakage estimate with its CI.
 
 Built from run folders only. Each method's report module says which number goes in the cell
-(:func:`estimate`); for the permutation test it is Algorithm 1's rate minus its exact chance rate,
-so 0 means "no more than a clean model" whatever the number of options.
+(:func:`estimate`) and how to read it (``Estimate.legend``); for the permutation test it is
+Algorithm 1's rate minus its exact chance rate, so 0 means "no more than a clean model" whatever
+the number of options; for CAP PCR_train - PCR_test. Columns are (method, benchmark), so numbers
+of different methods never share a column or a ranking; a module may add figures over its runs
+(``leaderboard_figures``: CAP's PCR heatmap).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class LeaderboardEntry:
     """The cell's estimate with its CI and p-value."""
     run_dir: Path
     """Where it came from."""
+    module: str = ""
+    """The report module that made the cell (for method-specific leaderboard figures)."""
 
 
 def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
@@ -59,7 +64,7 @@ def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
             bench = f"{bench} [{run.path.name}]"
             key = (run.model, bench, mod.TITLE)
         seen.add(key)
-        entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path))
+        entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path, mod.__name__))
     if not entries:
         raise ConfigError("none of the run folders has statistics to rank")
     return entries
@@ -145,13 +150,26 @@ def to_markdown(entries: Sequence[LeaderboardEntry]) -> str:
             est = cell.get((m, c))
             cells.append("" if est is None else md(est.text()))
         lines.append(f"| {md(m)} | " + " | ".join(cells) + " |")
-    stats = sorted({e.estimate.statistic for e in entries})
     lines.append("")
-    lines.append(
-        f"Cells: {'; '.join(stats)} (percentage points, 95% CI in brackets); 0 = what a model "
-        "that never saw the benchmark shows."
-    )
+    lines.extend(f"- {x}" for x in _legends(entries, html=False))
     return "\n".join(lines) + "\n"
+
+
+def _legends(entries: Sequence[LeaderboardEntry], html: bool = True) -> list[str]:
+    """One line per method: what its cells are and how to read them."""
+    out = []
+    for method in dict.fromkeys(e.method for e in entries):
+        ests = [e.estimate for e in entries if e.method == method]
+        stats = ", ".join(dict.fromkeys(x.statistic for x in ests))
+        legend = next((x.legend for x in ests if x.legend), "")
+        if not legend:
+            legend = (
+                "percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
+                "never saw the benchmark shows; p-value one-sided, H0: no leakage."
+            )
+        out.append(f"<b>{esc(method)}</b> ({esc(stats)}): {esc(legend)}" if html
+                   else f"{method} ({stats}): {legend}")  # fmt: skip
+    return out
 
 
 def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
@@ -184,9 +202,27 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
         stat = rows[0].estimate.statistic if rows else method
         ax.set_ylabel(f"{stat}" + (" (pp)" if percent else ""), fontsize=9)
         ax.set_xlabel("benchmark")
-        ax.set_title(f"{method}: leakage beyond chance, 95% CI")
+        ax.set_title(
+            (f"{method}: leakage beyond chance" if percent else stat) + ", 95% CI",
+            fontsize=10,
+        )
         ax.legend(fontsize=8, title="model", title_fontsize=8)
         return to_svg(fig, f"{method} leaderboard bar chart")
+
+
+def _method_figures(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """Figures a method module adds over its runs (``leaderboard_figures``: CAP's heatmap)."""
+    import importlib
+
+    out: list[str] = []
+    for name in dict.fromkeys(e.module for e in entries if e.module):
+        make = getattr(importlib.import_module(name), "leaderboard_figures", None)
+        if make is None:
+            continue
+        runs = {e.run_dir: (load_run(e.run_dir), e.model) for e in entries if e.module == name}
+        labels = {run.model: short for run, short in runs.values()}
+        out.extend(make([run for run, _ in runs.values()], labels))
+    return out
 
 
 def to_html(entries: Sequence[LeaderboardEntry]) -> str:
@@ -206,29 +242,40 @@ def to_html(entries: Sequence[LeaderboardEntry]) -> str:
             row.append(None if est is None or est.value is None else [est.value, est.text()])
         rows.append(row)
     pivot = Table("leaderboard", columns, rows, page_size=100)
+    by_method = {m: i for i, m in enumerate(dict.fromkeys(e.method for e in entries))}
+    ordered = sorted(  # never rank one method's number against another's: method, then leakage
+        entries,
+        key=lambda e: (
+            by_method[e.method],
+            e.estimate.value is None,
+            -e.estimate.leak_sign * (e.estimate.value or 0.0),
+        ),
+    )
     long_rows = [
         [e.model, e.benchmark, e.method, e.estimate.statistic,
          [e.estimate.value, e.estimate.text()] if e.estimate.value is not None else None,
          e.estimate.p_value, e.estimate.n_items, str(e.run_dir)]
-        for e in entries
+        for e in ordered
     ]  # fmt: skip
     long = Table(
         "runs",
         [Column("model", "model"), Column("benchmark", "benchmark"), Column("method", "method"),
          Column("statistic", "statistic"), Column("estimate", "estimate [95% CI]", "pair"),
-         Column("p", "p-value", "p", help="one-sided, H0: no leakage"),
+         Column("p", "p-value", "p", help="H0: no leakage; sidedness in the legend"),
          Column("n", "items", "int"), Column("run", "run folder")],
-        long_rows, page_size=100, sort=(4, False),
+        long_rows, page_size=100, sort=None if len(by_method) > 1 else (4, False),
     )  # fmt: skip
     methods = list(dict.fromkeys(e.method for e in entries))
-    charts = [_bar_chart(entries, m) for m in methods]
+    charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
+    legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
     sections = [
         Section(
             "board",
             "Leaderboard",
-            "<p class='note'>Each cell: the leakage estimate of that model on that benchmark, as "
-            "an excess over what chance gives a model that never saw it (percentage points), with "
-            "its 95% CI. A CI above 0 is evidence of leakage. Click a header to sort.</p>",
+            "<p class='note'>Each cell: the leakage estimate of that model on that benchmark "
+            "with its 95% CI, in the method's own units: columns of different methods hold "
+            "different numbers and are not comparable. Click a header to sort.</p>"
+            f"<ul class='note'>{legend}</ul>",
             figures=charts,
             after=pivot.html(),
         ),

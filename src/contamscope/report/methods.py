@@ -4,11 +4,13 @@ A method plugs in by adding one module with:
 
 * ``TITLE``: a short name for headings (``"Option-permutation test"``);
 * ``sections(run, options) -> list[Section]``: its part of the HTML report;
-* ``estimate(run) -> Estimate | None``: its leaderboard cell (an excess over chance with a CI);
+* ``estimate(run) -> Estimate | None``: its leaderboard cell (its leakage estimate with a CI,
+  and a legend saying how to read it);
+* optionally ``leaderboard_figures(runs, labels) -> list[str]``: figures over all its runs in a
+  leaderboard (CAP: the PCR heatmap);
 
 and one line in :data:`METHOD_MODULES`. Modules are imported only when a run needs them. A
-contamscope run without a module (today: BenBench ``contamscope.benbench.summary/1`` and CAP
-``contamscope.cap.summary/1``) gets :mod:`contamscope.report.generic`: its statistics and item
+contamscope run without a module gets :mod:`contamscope.report.generic`: its statistics and item
 fields as tables.
 """
 
@@ -25,12 +27,13 @@ __all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module"]
 
 METHOD_MODULES: dict[str, str] = {
     "contamscope.permutation.summary": "contamscope.report.permutation",
+    "contamscope.cap.summary": "contamscope.report.cap",
 }
 """Summary schema (without its ``/version``) -> report module."""
 
 GENERIC_MODULE = "contamscope.report.generic"
-"""Fallback for contamscope runs whose method has no module here yet (BenBench, CAP for now):
-their statistics and per-item fields as stored, no figures, no leaderboard cell."""
+"""Fallback for contamscope runs whose method has no module here yet: their statistics and
+per-item fields as stored, no figures, no leaderboard cell."""
 
 _BY_METHOD = {key.split(".")[1]: mod for key, mod in METHOD_MODULES.items()}
 
@@ -58,13 +61,19 @@ class Estimate:
     ci: tuple[float, float] | None
     """Its 95% confidence interval."""
     p_value: float | None
-    """One-sided p-value under the method's null hypothesis (no leakage)."""
+    """p-value under the method's null hypothesis (no leakage); one-sided unless ``legend``
+    says otherwise."""
     n_items: int
     """Items the estimate is based on."""
     raw: dict[str, float | None] = field(default_factory=dict)
     """Secondary numbers shown next to it (raw rate, chance level)."""
     percent: bool = True
     """True: ``value`` is a fraction shown in percentage points; False: shown as a number."""
+    leak_sign: int = 1
+    """+1: larger values mean more leakage; -1: smaller ones do (CAP's PCR_train - PCR_test)."""
+    legend: str = ""
+    """How to read the cell (direction, H0, sidedness of the p-value); shown under the
+    leaderboard so cells of different methods are not read as the same number."""
 
     def text(self) -> str:
         """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""

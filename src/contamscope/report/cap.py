@@ -1,0 +1,605 @@
+"""Report sections for CAP runs (``contamscope.cap.summary/1``, ``contamscope cap``).
+
+Up front: the verdict, PCR_reference - PCR_other with its bootstrap CI and p-value (H0: both
+splits equally exposed), and per split M, M on the modified inputs, C and PCR with 95% CIs.
+Then the evidence: original vs modified performance and consistency per split, PCR per split,
+the difference with its CI, PCR heatmaps (readers x splits, and the scale/alpha ablation, drawn
+from :func:`contamscope.report.cap_heatmap.pcr_matrix`), per-item outcomes; the items answered
+well but inconsistently (the pattern training on an item leaves); a per-item table.
+
+The per-split CIs are computed here from the stored per-item values (Wilson for 0/1 values, a
+seeded percentile bootstrap otherwise); the comparison CI is the run's own (summary.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..detectors.stats import wilson_interval
+from .cap_heatmap import pcr_matrix
+from .html import Column, Section, Table, esc, fmt_p
+from .methods import Estimate, ReportOptions
+from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
+from .rundata import RunData
+
+__all__ = ["TITLE", "sections", "estimate", "leaderboard_figures", "split_values", "mean_ci"]
+
+TITLE = "CAP (consistency amplification)"
+READERS = ("generate", "loglik")
+_TEXT = 600
+_CELL = 160
+_N_BOOT = 2000
+LEGEND = (
+    "CAP: PCR_ref − PCR_other (reference split minus the compared split, e.g. train − test; "
+    "PCR = tanh((M+α)/(C+α)) by default, unitless). Below 0: the compared split looks trained "
+    "on (contamination); above 0: fine-tuned on the reference split. 95% bootstrap CI; p-value "
+    "two-sided, H0: both splits equally exposed."
+)
+
+
+def _comparison(run: RunData, reader: str = "generate") -> dict[str, Any] | None:
+    comps = ((run.summary.get("statistics") or {}).get(reader) or {}).get("comparisons") or []
+    return comps[0] if comps else None
+
+
+def estimate(run: RunData) -> Estimate | None:
+    """Leaderboard cell: PCR_reference - PCR_other of the generated answers, with its CI."""
+    c = _comparison(run)
+    if c is None:
+        return None
+    splits = ((run.summary.get("statistics") or {}).get("generate") or {}).get("splits") or {}
+    n = sum(int((splits.get(s) or {}).get("n") or 0) for s in (c["reference"], c["other"]))
+    ok = c.get("ci_low") is not None and c.get("ci_high") is not None
+    return Estimate(
+        statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']}",
+        value=c.get("pcr_diff"),
+        ci=(c["ci_low"], c["ci_high"]) if ok else None,
+        p_value=c.get("p_value"),
+        n_items=n,
+        raw={"pcr_" + s: (splits.get(s) or {}).get("pcr") for s in (c["reference"], c["other"])},
+        percent=False,
+        leak_sign=-1,
+        legend=LEGEND,
+    )
+
+
+# --------------------------------------------------------------------------- per-item values
+
+
+def _item_m(rec: dict[str, Any], task: str, metric: str, key: str) -> float | None:
+    if task == "mcq" and metric == "strict":
+        key = "strict_" + key
+    v = rec.get(key)
+    return None if v is None else float(v)
+
+
+def _item_c(rec: dict[str, Any], task: str, threshold: float | None) -> float | None:
+    if task == "summary":
+        sim = rec.get("similarity")
+        return None if sim is None else float(sim > (threshold if threshold is not None else 0.95))
+    c = rec.get("c")
+    return None if c is None else float(c)
+
+
+def _loglik(rec: dict[str, Any]) -> tuple[float, float, float] | None:
+    ll = rec.get("loglik")
+    if not ll or rec.get("answer") is None:
+        return None
+    lo, lm = ll["original"], ll["modified"]
+    c0, c1 = lo.index(max(lo)), lm.index(max(lm))
+    m = float(c0 == rec["answer"])
+    mm = float(c1 == rec.get("modified_answer"))
+    c = float(rec["options"][c0].strip() == rec["modified_options"][c1].strip())
+    return m, mm, c
+
+
+def split_values(
+    records: Sequence[dict[str, Any]], summary: dict[str, Any], reader: str = "generate"
+) -> dict[str, list[tuple[float, float | None, float]]]:
+    """Per split, the (M, M_modified, C) of each analysed item, selected as the pipeline's
+    summary selects them (not excluded, with a reference and a consistency value)."""
+    a = summary.get("analysis") or {}
+    task = str(summary.get("task") or (summary.get("config") or {}).get("task") or "mcq")
+    out: dict[str, list[tuple[float, float | None, float]]] = {}
+    for r in records:
+        if r.get("excluded"):
+            continue
+        m = _item_m(r, task, str(a.get("mcq_metric") or "mapped"), "m")
+        c = _item_c(r, task, a.get("similarity_threshold"))
+        if m is None or c is None:
+            continue
+        if reader == "loglik":
+            row = _loglik(r)
+            if row is None:
+                continue
+            out.setdefault(r["split"], []).append(row)
+        else:
+            mm = _item_m(r, task, str(a.get("mcq_metric") or "mapped"), "m_modified")
+            out.setdefault(r["split"], []).append((m, mm, c))
+    return out
+
+
+def mean_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float] | None:
+    """95% CI of a mean: Wilson for 0/1 values, else a seeded percentile bootstrap."""
+    if not values:
+        return None
+    if all(v in (0.0, 1.0) for v in values):
+        return wilson_interval(int(sum(values)), len(values))
+    x = np.asarray(values, float)
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(_N_BOOT, len(x)))
+    means = x[idx].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _pcr_ci(
+    rows: Sequence[tuple[float, float | None, float]], alpha: float, scale: str, seed: int = 0
+) -> tuple[float, float] | None:
+    if not rows:
+        return None
+    m = np.asarray([r[0] for r in rows], float)
+    c = np.asarray([r[2] for r in rows], float)
+    idx = np.random.default_rng(seed).integers(0, len(m), size=(_N_BOOT, len(m)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
+        if scale == "tanh":
+            vals = np.tanh(ratio)
+        elif scale == "sigmoid":
+            vals = 1.0 / (1.0 + np.exp(-ratio))
+        else:
+            vals = ratio
+    vals = vals[np.isfinite(vals)]
+    if not len(vals):
+        return None
+    return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+
+
+def _f(x: float | None, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _ci(pair: Sequence[float] | None, signed: bool = False) -> str:
+    return f"[{_f(pair[0], signed)}, {_f(pair[1], signed)}]" if pair else "–"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def sections(run: RunData, options: ReportOptions) -> list[Section]:
+    summary = run.summary
+    records = list(run.iter_records())
+    stats = summary.get("statistics") or {}
+    readers = [r for r in READERS if r in stats]
+    values = {r: split_values(records, summary, r) for r in readers}
+    return [
+        _verdict_section(run, readers, values),
+        _evidence_section(run, readers, values, records),
+        _cases_section(records, summary, options),
+        _table_section(records, summary, options),
+        _provenance_section(run),
+    ]
+
+
+def _verdict_section(
+    run: RunData, readers: list[str], values: dict[str, dict[str, list[Any]]]
+) -> Section:
+    s = run.summary
+    v = s.get("verdict") or {}
+    label = str(v.get("label") or "no evidence")
+    cls = "signal" if "contaminated" in label else ("clean" if label == "no evidence" else "none")
+    a = s.get("analysis") or {}
+    alpha, scale = a.get("alpha", 0.01), a.get("scale", "tanh")
+    head = (
+        f'<div class="verdict {cls}">CAP verdict: {esc(label)}</div>'
+        f"<p class='note'>{esc(v.get('reasoning') or '')}</p>"
+        f"<p class='note'><b>How to read it.</b> M is the model's performance on each split's "
+        f"original inputs ({esc(s.get('metric') or '?')}); C the consistency of its answers when "
+        f"the input is modified without changing the answer ({esc(s.get('consistency') or '?')} "
+        f"modification); PCR = {esc(scale)}((M + {alpha:g}) / (C + {alpha:g})). Training on a "
+        "split raises M more than C, so its PCR rises. <b>H0</b>: "
+        f"{esc(a.get('null_hypothesis') or 'both splits are equally exposed')}; under H0 the "
+        "difference is 0. CI below 0: the compared split looks trained on (contamination); CI "
+        "above 0: the model was fine-tuned on the reference split. The verdict uses the "
+        "generated answers; the log-likelihood reader (answer letter with the highest "
+        "log-prob) is shown beside it.</p>"
+    )
+    rows = []
+    for reader in readers:
+        for c in s["statistics"][reader].get("comparisons") or []:
+            rows.append(
+                "<tr>"
+                f"<td>PCR_{esc(c['reference'])} − PCR_{esc(c['other'])} ({esc(reader)})</td>"
+                f"<td>{_f(c.get('pcr_diff'), True)}</td>"
+                f"<td>{_ci((c['ci_low'], c['ci_high']) if c.get('ci_low') is not None else None, True)}</td>"
+                f"<td>0</td><td>{fmt_p(c.get('p_value'))}</td>"
+                f"<td>{_f(c.get('decline_diff'), True)}</td>"
+                f"<td>{_f(c.get('relative_decline_diff'), True)}</td>"
+                f"<td>{esc(c.get('verdict'))}</td></tr>"
+            )
+    comp = (
+        '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI (bootstrap)</th>'
+        "<th>expected under H0</th><th>p-value (two-sided)</th><th>baseline Δ diff</th>"
+        f"<th>baseline δ diff</th><th>verdict</th></tr>{''.join(rows)}</table>"
+        "<p class='note'>Baselines (paper, section 4.1): Δ = M_original − M_modified per split "
+        "and δ = Δ / M_original; shown as reference minus other, without a test.</p>"
+        if rows
+        else "<p class='note'>No comparison: a single split, or no analysed items.</p>"
+    )
+    split_rows = []
+    counts = s.get("counts") or {}
+    for reader in readers:
+        rstats = s["statistics"][reader].get("splits") or {}
+        for split in s.get("splits") or list(rstats):
+            st = rstats.get(split) or {}
+            vals = values[reader].get(split, [])
+            cnt = counts.get(split) or {}
+            excl = sum((cnt.get("excluded") or {}).values())
+            mm = [x[1] for x in vals if x[1] is not None]
+            split_rows.append(
+                f"<tr><td>{esc(split)}</td><td>{esc(reader)}</td>"
+                f"<td>{st.get('n', 0)} / {cnt.get('items', '?')}</td>"
+                f"<td>{_f(st.get('m'))} {_ci(mean_ci([x[0] for x in vals]))}</td>"
+                f"<td>{_f(st.get('m_modified'))} {_ci(mean_ci(mm))}</td>"
+                f"<td>{_f(st.get('c'))} {_ci(mean_ci([x[2] for x in vals]))}</td>"
+                f"<td>{_f(st.get('pcr'))} {_ci(_pcr_ci(vals, alpha, scale))}</td>"
+                f"<td>{_f(st.get('decline'), True)}</td>"
+                f"<td>{_f(st.get('relative_decline'), True)}</td>"
+                f"<td>{excl}</td><td>{_unmapped(cnt) if reader == 'generate' else '–'}</td></tr>"
+            )
+    per_split = (
+        '<table class="stats"><tr><th>split</th><th>reader</th><th>analysed / items</th>'
+        "<th>M [95% CI]</th><th>M modified [95% CI]</th><th>C [95% CI]</th>"
+        "<th>PCR [95% CI]</th><th>Δ</th><th>δ</th><th>excluded</th><th>unmapped answers</th>"
+        f"</tr>{''.join(split_rows)}</table><p class='note'>Per-split CIs: Wilson for 0/1 "
+        f"values, else a percentile bootstrap ({_N_BOOT} resamples, seed 0), computed by the "
+        "report from the stored per-item values. The first split is the reference.</p>"
+    )
+    return Section("verdict", "Verdict and statistics", head + comp + per_split)
+
+
+def _unmapped(cnt: dict[str, Any]) -> str:
+    rate = cnt.get("unmapped_rate")
+    return "–" if rate is None else f"{100 * rate:.1f}%"
+
+
+def _heatmap(rows: list[str], cols: list[str], values: list[list[float]], title: str) -> str:
+    with figure(max(5.0, 2.4 + 1.2 * len(cols)), 1.6 + 0.4 * len(rows)) as (fig, ax):
+        arr = np.ma.masked_invalid(np.asarray(values, float))
+        im = ax.imshow(arr, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(cols)), labels=cols)
+        ax.set_yticks(range(len(rows)), labels=rows, fontsize=8)
+        for i, row in enumerate(values):
+            for j, v in enumerate(row):
+                txt = "–" if math.isnan(v) else f"{v:.3f}"
+                ax.text(j, i, txt, ha="center", va="center", color="w", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(im, ax=ax)
+        return to_svg(fig, title)
+
+
+def _evidence_section(
+    run: RunData,
+    readers: list[str],
+    values: dict[str, dict[str, list[tuple[float, float | None, float]]]],
+    records: list[dict[str, Any]],
+) -> Section:
+    s = run.summary
+    splits = list(s.get("splits") or [])
+    a = s.get("analysis") or {}
+    alpha, scale = a.get("alpha", 0.01), a.get("scale", "tanh")
+    figs: list[str] = []
+    gen = values.get("generate") or {}
+    if any(gen.get(sp) for sp in splits):
+        with figure(6.4, 3.6) as (fig, ax):
+            series = [("M original", 0), ("M modified", 1), ("C consistency", 2)]
+            w = 0.8 / len(series)
+            for k, (name, pos) in enumerate(series):
+                xs, ys, lo, hi = [], [], [], []
+                for i, sp in enumerate(splits):
+                    vals = [float(v) for x in gen.get(sp, []) if (v := x[pos]) is not None]
+                    if not vals:
+                        continue
+                    mu = float(np.mean(vals))
+                    ci = mean_ci(vals) or (mu, mu)
+                    xs.append(i - 0.4 + w * (k + 0.5))
+                    ys.append(mu)
+                    lo.append(max(0.0, mu - ci[0]))
+                    hi.append(max(0.0, ci[1] - mu))
+                ax.bar(xs, ys, width=w * 0.95, color=OKABE_ITO[k], label=name,
+                       hatch=["", "//", ".."][k], yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
+            ax.set_xticks(range(len(splits)), labels=splits)
+            ax.set(ylabel="mean over analysed items", xlabel="split")
+            ax.set_ylim(0, 1.05)
+            ax.set_title("Original vs modified inputs (generated answers, 95% CI)")
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "performance on original and modified inputs per split"))
+    if readers:
+        with figure(6.4, 3.6) as (fig, ax):
+            w = 0.8 / len(readers)
+            for k, reader in enumerate(readers):
+                rs = s["statistics"][reader].get("splits") or {}
+                xs, ys, lo, hi = [], [], [], []
+                for i, sp in enumerate(splits):
+                    p = (rs.get(sp) or {}).get("pcr")
+                    if p is None:
+                        continue
+                    ci = _pcr_ci(values[reader].get(sp, []), alpha, scale) or (p, p)
+                    xs.append(i - 0.4 + w * (k + 0.5))
+                    ys.append(p)
+                    lo.append(max(0.0, p - ci[0]))
+                    hi.append(max(0.0, ci[1] - p))
+                ax.bar(xs, ys, width=w * 0.95, color=[BASE, OKABE_ITO[1]][k % 2], label=reader,
+                       hatch=["", "//"][k % 2], yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
+            ax.set_xticks(range(len(splits)), labels=splits)
+            ax.set(ylabel=f"PCR ({scale}, α={alpha:g})", xlabel="split")
+            ax.set_title("PCR per split (95% bootstrap CI)")
+            ax.legend(fontsize=8, title="reader", title_fontsize=8)
+            figs.append(to_svg(fig, "PCR per split"))
+    comps = [(r, c) for r in readers for c in (s["statistics"][r].get("comparisons") or [])]
+    comps = [(r, c) for r, c in comps if c.get("pcr_diff") is not None]
+    if comps:
+        with figure(6.4, 1.6 + 0.5 * len(comps)) as (fig, ax):
+            for i, (_reader, c) in enumerate(comps):
+                d = c["pcr_diff"]
+                if c.get("ci_low") is not None:
+                    ax.plot([c["ci_low"], c["ci_high"]], [i, i], color=BASE, lw=3)
+                ax.plot([d], [i], "D", color=HIGHLIGHT, ms=9, mec="#000")
+            ax.axvline(0, color="#000", ls="--", lw=1.2, label="H0: 0 (equal exposure)")
+            ax.set_yticks(
+                range(len(comps)),
+                labels=[f"{c['reference']} − {c['other']} ({r})" for r, c in comps],
+            )
+            ax.set_ylim(-0.7, len(comps) - 0.3)
+            ax.set_xlabel("PCR_ref − PCR_other (< 0: other split contaminated; > 0: fine-tuned)")
+            ax.set_title("PCR difference with its 95% CI")
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "PCR difference with its confidence interval"))
+    heat_rows: list[str] = []
+    heat_vals: list[list[float]] = []
+    cols: list[str] = splits
+    for reader in readers:
+        _, cols, matrix = pcr_matrix([_for_heatmap(s)], reader)
+        heat_rows.append(reader)
+        heat_vals.append(matrix[0])
+    if heat_rows and cols:
+        figs.append(_heatmap(heat_rows, cols, heat_vals, f"PCR ({scale}) per reader and split"))
+    abl = (s["statistics"].get("generate") or {}).get("ablation") or {}
+    if abl and splits:
+        names = list(abl)
+        grid = [[_nan((abl[k] or {}).get(sp)) for sp in splits] for k in names]
+        figs.append(_heatmap(names, splits, grid, "PCR ablation: scale / α (generated answers)"))
+    outcome = _outcome_figure(gen, splits)
+    if outcome:
+        figs.append(outcome)
+    body = (
+        "<p class='note'>A trained-on split shows M above C (right answers that change when the "
+        "input is modified without changing the answer), hence a higher PCR. The heatmaps show "
+        "the same PCRs per reader and, for the generated answers, under every scale and α of "
+        "the paper's ablation (a conclusion that flips with α is fragile).</p>"
+    )
+    return Section("evidence", "Evidence", body, figs)
+
+
+def _nan(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _for_heatmap(s: dict[str, Any]) -> dict[str, Any]:
+    """pcr_matrix needs ``model.spec`` and ``benchmark.source``; a run always has both, but
+    tolerate hand-written summaries."""
+    out = dict(s)
+    out.setdefault("model", {})
+    out["benchmark"] = s.get("benchmark") if isinstance(s.get("benchmark"), dict) else {}
+    out["benchmark"] = {"source": "?", **out["benchmark"]}
+    out["model"] = s["model"] if isinstance(s.get("model"), dict) else {"spec": str(s.get("model"))}
+    return out
+
+
+def _outcome_figure(
+    gen: dict[str, list[tuple[float, float | None, float]]], splits: list[str]
+) -> str | None:
+    rows = [x for sp in splits for x in gen.get(sp, [])]
+    if not rows:
+        return None
+    binary = all(x[0] in (0.0, 1.0) and x[2] in (0.0, 1.0) for x in rows)
+    with figure(6.4, 3.6) as (fig, ax):
+        if binary:
+            cats = [
+                ("right, consistent", 1.0, 1.0),
+                ("right, inconsistent", 1.0, 0.0),
+                ("wrong, consistent", 0.0, 1.0),
+                ("wrong, inconsistent", 0.0, 0.0),
+            ]
+            bottom = np.zeros(len(splits))
+            for k, (name, m, c) in enumerate(cats):
+                frac = np.array(
+                    [
+                        sum(1 for x in gen.get(sp, []) if x[0] == m and x[2] == c)
+                        / max(1, len(gen.get(sp, [])))
+                        for sp in splits
+                    ]
+                )
+                ax.bar(range(len(splits)), frac, bottom=bottom, color=OKABE_ITO[k], label=name,
+                       hatch=["", "//", "..", "xx"][k])  # fmt: skip
+                bottom += frac
+            ax.set_xticks(range(len(splits)), labels=splits)
+            ax.set(ylabel="fraction of analysed items", xlabel="split")
+            ax.set_title("Per-item outcome (generated answers)")
+        else:
+            for k, sp in enumerate(splits):
+                xs = [x[2] for x in gen.get(sp, [])]
+                ys = [x[0] for x in gen.get(sp, [])]
+                ax.scatter(xs, ys, s=18, color=OKABE_ITO[k % len(OKABE_ITO)],
+                           marker="os^Dv"[k % 5], alpha=0.7, label=sp)  # fmt: skip
+            ax.plot([0, 1], [0, 1], color="#000", ls="--", lw=1, label="M = C")
+            ax.set(xlabel="item consistency C", ylabel="item performance M")
+            ax.set_title("Per-item performance vs consistency")
+        ax.legend(fontsize=8)
+        return to_svg(fig, "per-item outcomes")
+
+
+def _clip(x: Any, n: int = _TEXT) -> str:
+    t = "" if x is None else str(x)
+    return t[:n] + ("…" if len(t) > n else "")
+
+
+def _ref(rec: dict[str, Any]) -> str:
+    if rec.get("options") is not None and rec.get("answer") is not None:
+        a = int(rec["answer"])
+        return f"{chr(65 + a)}: {rec['options'][a]}"
+    return str(rec.get("reference") or "")
+
+
+def _choice(rec: dict[str, Any], key: str, opts: str) -> str | None:
+    ch = rec.get(key)
+    if ch is None or rec.get(opts) is None:
+        return None
+    return f"{chr(65 + int(ch))}: {rec[opts][int(ch)]}"
+
+
+def _cases_section(
+    records: list[dict[str, Any]], summary: dict[str, Any], options: ReportOptions
+) -> Section:
+    a = summary.get("analysis") or {}
+    task = str(summary.get("task") or "mcq")
+    scored = []
+    for i, r in enumerate(records):
+        if r.get("excluded"):
+            continue
+        m = _item_m(r, task, str(a.get("mcq_metric") or "mapped"), "m")
+        c = _item_c(r, task, a.get("similarity_threshold"))
+        if m is not None and c is not None and m > c:
+            scored.append((m - c, -i, r, m, c))
+    scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
+    top = scored[: max(0, options.top_cases)]
+    if not top:
+        return Section(
+            "cases",
+            "Right but inconsistent items",
+            "<p class='note'>No analysed item scored higher on performance than on consistency "
+            "(no right-but-inconsistent answers).</p>",
+        )
+    blocks = []
+    for _, _, r, m, c in top:
+        rows = [
+            ("input", r.get("input")),
+            ("modified input", r.get("modified_input")),
+            ("reference", _ref(r)),
+            ("prediction", r.get("prediction")),
+            ("→ mapped to", _choice(r, "choice", "options")),
+            ("prediction on modified input", r.get("modified_prediction")),
+            ("→ mapped to", _choice(r, "modified_choice", "modified_options")),
+        ]
+        body = "".join(
+            f"<tr><th>{esc(k)}</th><td><pre>{esc(_clip(v))}</pre></td></tr>"
+            for k, v in rows
+            if v is not None
+        )
+        blocks.append(
+            f"<details open><summary><b>{esc(r['id'])}</b> (split {esc(r.get('split'))}): "
+            f"M = {m:.3f}, C = {c:.3f}</summary><table>{body}</table></details>"
+        )
+    body = (
+        f"<p class='note'>The {len(top)} analysed items (of {len(scored)} with M &gt; C) where "
+        "performance exceeds consistency the most: right on the original input, but the answer "
+        "changes when the input is modified in a way that keeps it right. Memorised items "
+        "behave like this; so do items the model guesses right by chance.</p>"
+    )
+    return Section("cases", "Right but inconsistent items", body + "".join(blocks))
+
+
+def _table_section(
+    records: list[dict[str, Any]], summary: dict[str, Any], options: ReportOptions
+) -> Section:
+    mcq = str(summary.get("task") or "") == "mcq"
+    cols = [
+        Column("id", "item"),
+        Column("split", "split"),
+        Column("m", "M", "num", help="performance on the original input"),
+        Column("m_modified", "M modified", "num", help="performance on the modified input"),
+        Column("c", "C", "num", help="consistency of the two predictions"),
+    ]
+    if mcq:
+        cols += [
+            Column("answer", "answer", help="reference option"),
+            Column("choice", "chosen", help="option the generated answer maps to (– unmapped)"),
+            Column("modified_choice", "chosen (modified)", help="same, on the modified input"),
+        ]
+    else:
+        cols += [
+            Column("reference", "reference"),
+            Column("similarity", "similarity", "num", help="summary: embedding cosine"),
+        ]
+    cols += [
+        Column("prediction", "prediction"),
+        Column("modified_prediction", "prediction (modified)"),
+        Column("excluded", "excluded because"),
+        Column("modification", "modification", help="what gamma did"),
+        Column("question", "input"),
+    ]
+    rows = []
+    for r in records:
+        mod = r.get("modification") or {}
+        row: list[Any] = [r.get("id"), r.get("split"), r.get("m"), r.get("m_modified"), r.get("c")]
+        if mcq:
+            row += [_ref(r) or None, _choice(r, "choice", "options"),
+                    _choice(r, "modified_choice", "modified_options")]  # fmt: skip
+        else:
+            row += [_clip(r.get("reference"), _CELL), r.get("similarity")]
+        row += [
+            _clip(r.get("prediction"), _CELL),
+            _clip(r.get("modified_prediction"), _CELL),
+            r.get("excluded"),
+            ", ".join(f"{k}={v}" for k, v in mod.items() if k != "order") or None,
+            " ".join(_clip(r.get("input"), _CELL).split()),
+        ]
+        rows.append(row)
+    table = Table("items", cols, rows, page_size=options.page_size)
+    return Section(
+        "items",
+        "All items",
+        f"<p class='note'>{len(rows)} records (one per item and split); click a header to sort, "
+        "type to search any column. The full prompts and predictions are in items.jsonl.</p>",
+        after=table.html(),
+    )
+
+
+def _provenance_section(run: RunData) -> Section:
+    s = run.summary
+    keep = {k: s.get(k) for k in ("model", "benchmark", "config", "analysis", "counts")}
+    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
+    skipped = "".join(f"<li>{esc(x)}</li>" for x in (s.get("skipped_rows") or [])[:200])
+    body = (
+        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
+        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
+        "<details><summary>model, data, settings, counts (summary.json)</summary>"
+        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False, default=str))}</pre></details>"
+        + (
+            f"<details><summary>skipped input rows</summary><ul>{skipped}</ul></details>"
+            if skipped
+            else ""
+        )  # fmt: skip
+    )
+    return Section("provenance", "Provenance", body)
+
+
+def leaderboard_figures(runs: Sequence[RunData], labels: dict[str, str]) -> list[str]:
+    """A PCR heatmap over CAP runs (rows: model | benchmark, columns: splits), as in the
+    paper's Figure 1(a). ``labels`` maps full model specs to display names."""
+    summaries = [_for_heatmap(r.summary) for r in runs]
+    if not summaries:
+        return []
+    rows, cols, vals = pcr_matrix(summaries, "generate")
+    short = [
+        f"{labels.get(str(sm['model'].get('spec')), str(sm['model'].get('spec')))} | "
+        f"{r.split(' | ', 1)[1]}"
+        for sm, r in zip(summaries, rows)
+    ]
+    scale = (summaries[0].get("analysis") or {}).get("scale", "tanh")
+    return [_heatmap(short, cols, vals, f"CAP: PCR ({scale}) per run and split")]

@@ -1,0 +1,87 @@
+"""CAP (and BenBench) reports and a mixed-method leaderboard in headless Chromium: no console
+errors, the figures are drawn, the item table searches and pages.
+
+Skips with a reason where Debian's ``chromium`` is not installed (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contamscope.report import ReportOptions, build_report, write_leaderboard
+from contamscope.report.browser import check_page, find_chromium
+
+pytestmark = pytest.mark.skipif(
+    find_chromium() is None,
+    reason="chromium not installed (Debian package 'chromium'; .ci/run installs it): "
+    "browser tests of the HTML report skipped",
+)
+
+
+def probes(search: str) -> dict[str, str]:
+    return {
+        "figures": 'document.querySelectorAll("svg.fig").length',
+        "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
+        "rows_on_page": 'document.querySelectorAll("#items tbody tr").length',
+        "count": 'document.querySelector("#items .tbl-count").textContent',
+        "search": f"""(() => {{ const i = document.querySelector('#items input');
+            i.value = {search!r}; i.dispatchEvent(new Event('input'));
+            const n = document.querySelectorAll('#items tbody tr').length;
+            const first = document.querySelector('#items tbody td').textContent;
+            i.value = ''; i.dispatchEvent(new Event('input')); return [n, first]; }})()""",
+        "next_page": """(() => { document.querySelector('#items button[data-go="1"]').click();
+            return document.querySelector('#items .tbl-page').textContent; })()""",
+    }
+
+
+def test_cap_report_in_browser(make_cap_run, tmp_path: Path) -> None:
+    run = make_cap_run(n_per_split=40)
+    path = build_report(run, options=ReportOptions(page_size=25))
+    shot = tmp_path / "cap.png"
+    res = check_page(path, probes=probes("test/q17"), screenshot=shot)
+    assert res.errors == []
+    assert res.probes["figures"] == 6
+    assert res.probes["sections"] == ["verdict", "evidence", "cases", "items", "provenance"]
+    assert res.probes["rows_on_page"] == 25
+    assert res.probes["count"] == "81 of 81 rows"
+    assert res.probes["search"] == [1, "test/q17"]
+    assert res.probes["next_page"] == "page 2 of 4"
+    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 20_000
+
+
+def test_tiny_model_cap_report_in_browser(tiny_cap_run: Path, tmp_path: Path) -> None:
+    path = build_report(tiny_cap_run, out=tmp_path / "tiny_cap.html")
+    res = check_page(path, probes=probes("test/"), screenshot=tmp_path / "tiny_cap.png")
+    assert res.errors == []
+    assert res.probes["figures"] == 6
+    assert res.probes["count"] == "6 of 6 rows"
+    assert res.probes["search"][0] == 3
+
+
+def test_mixed_leaderboard_in_browser(make_run, make_cap_run, tmp_path: Path) -> None:
+    runs = [
+        make_run("perm", n_items=24, leaked_every=2),
+        make_cap_run("cap_a"),
+        make_cap_run("cap_b", contaminated=False, model="hf:/models/other", seed=2),
+    ]
+    out = tmp_path / "lb.html"
+    write_leaderboard(runs, out)
+    res = check_page(
+        out,
+        probes={
+            "figures": 'document.querySelectorAll("svg.fig").length',
+            "rows": 'document.querySelectorAll("#board tbody tr").length',
+            "heads": 'Array.from(document.querySelectorAll("#board th")).map(t => t.textContent)',
+        },
+        screenshot=tmp_path / "lb.png",
+    )
+    assert res.errors == []
+    assert res.probes["figures"] == 3
+    assert res.probes["rows"] == 3
+    assert res.probes["heads"] == [
+        "model",
+        "synthetic.csv (Option-permutation test)",
+        "finbench (CAP (consistency amplification))",
+    ]

@@ -1,0 +1,150 @@
+"""CAP report sections and leaderboard cells: synthetic runs with known statistics (summary from
+the pipeline's own build_cap_summary) and a real tiny-model run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.detectors.stats import wilson_interval
+from contamscope.report import build_report, collect, load_run, write_leaderboard
+from contamscope.report.cap import estimate, mean_ci, split_values
+from contamscope.report.leaderboard import to_csv, to_markdown
+
+
+def _table_data(html: str, table: str = "items") -> dict[str, Any]:
+    m = re.search(rf'<script type="application/json" id="data-{table}">(.*?)</script>', html, re.S)
+    assert m, f"no table {table}"
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+
+
+def test_contaminated_run_report(make_cap_run) -> None:
+    run = make_cap_run(n_per_split=40, contaminated=True)
+    s = json.loads((run / "summary.json").read_text())
+    comp = s["statistics"]["generate"]["comparisons"][0]
+    assert s["verdict"]["label"] == "likely contaminated by test" and comp["ci_high"] < 0
+
+    html = build_report(run).read_text()
+    sections = re.findall(r'<section id="([a-z-]+)">', html)
+    assert sections == ["verdict", "evidence", "cases", "items", "provenance"]
+    assert "CAP verdict: likely contaminated by test" in html
+    assert f"PCR_train − PCR_test (generate)</td><td>{comp['pcr_diff']:+.3f}</td>" in html
+    assert f"[{comp['ci_low']:+.3f}, {comp['ci_high']:+.3f}]" in html
+    assert "H0</b>: PCR_reference = PCR_other" in html
+    # figures: original vs modified, PCR per split, difference, reader heatmap, ablation, outcome
+    assert html.count('<svg role="img" class="fig"') == 6
+    for title in (
+        "performance on original and modified inputs per split",
+        "PCR difference with its confidence interval",
+        "PCR ablation: scale / α (generated answers)",
+    ):
+        assert f"<title>{title}</title>" in html
+    # per-item table: every record, user text escaped inside the JSON block
+    items = _table_data(html)
+    assert len(items["rows"]) == len(_records(run)) == 81
+    assert "</script> topic" not in html and "&lt;b&gt;&amp;amp;&lt;/b&gt;" in html
+    first = items["rows"][0]
+    rec = _records(run)[0]
+    assert first[:5] == [rec["id"], "train", rec["m"], rec["m_modified"], rec["c"]]
+    assert first[5] == f"{chr(65 + rec['answer'])}: {rec['options'][rec['answer']]}"
+    assert "no reference" in json.dumps(items["rows"][-1])
+    # cases: right but inconsistent items, at most top_cases
+    cases = re.findall(r"<details open><summary><b>([^<]+)</b>", html)
+    assert 0 < len(cases) <= 8
+    by_id = {r["id"]: r for r in _records(run)}
+    assert all(by_id[c]["m"] == 1.0 and by_id[c]["c"] == 0.0 for c in cases)
+    assert "train.jsonl:7: missing field" in html  # skipped rows in provenance
+
+
+def test_per_split_values_and_cis_match_the_summary(make_cap_run) -> None:
+    run = make_cap_run(n_per_split=30, contaminated=True, seed=3)
+    data = load_run(run)
+    vals = split_values(list(data.iter_records()), data.summary)
+    for split in ("train", "test"):
+        st = data.summary["statistics"]["generate"]["splits"][split]
+        ms = [x[0] for x in vals[split]]
+        assert len(ms) == st["n"]
+        assert sum(ms) / len(ms) == pytest.approx(st["m"])
+        assert sum(x[2] for x in vals[split]) / len(ms) == pytest.approx(st["c"])
+        assert mean_ci(ms) == wilson_interval(int(sum(ms)), len(ms))
+    # continuous values: a bootstrap interval around the mean
+    lo, hi = mean_ci([0.1, 0.4, 0.35, 0.8, 0.5, 0.6])  # type: ignore[misc]
+    assert lo < 0.458 < hi and lo > 0 and hi < 0.8
+    assert mean_ci([]) is None
+
+
+def test_estimate_is_the_pcr_difference_with_its_ci(make_cap_run) -> None:
+    run = make_cap_run(n_per_split=20)
+    s = json.loads((run / "summary.json").read_text())
+    comp = s["statistics"]["generate"]["comparisons"][0]
+    est = estimate(load_run(run))
+    assert est is not None
+    assert est.statistic == "CAP PCR_train − PCR_test"
+    assert est.value == comp["pcr_diff"] and est.ci == (comp["ci_low"], comp["ci_high"])
+    assert est.p_value == comp["p_value"] and est.n_items == 40 and est.percent is False
+    assert est.leak_sign == -1
+    assert est.text() == f"{comp['pcr_diff']:+.3g} [{comp['ci_low']:+.3g}, {comp['ci_high']:+.3g}]"
+    assert "two-sided" in est.legend and "Below 0" in est.legend
+
+
+def test_clean_run_shows_no_evidence(make_cap_run) -> None:
+    run = make_cap_run(n_per_split=40, contaminated=False, seed=1)
+    html = build_report(run).read_text()
+    s = json.loads((run / "summary.json").read_text())
+    assert s["verdict"]["label"] == "no evidence"
+    assert '<div class="verdict clean">CAP verdict: no evidence</div>' in html
+
+
+def test_leaderboard_mixes_methods_without_comparing_them(make_run, make_cap_run, tmp_path) -> None:
+    perm = make_run("perm", n_items=24, leaked_every=2)
+    cap_a = make_cap_run("cap_a", contaminated=True)
+    cap_b = make_cap_run("cap_b", contaminated=False, model="hf:/models/other", seed=2)
+    entries = collect([perm, cap_a, cap_b])
+    assert [e.method for e in entries] == [
+        "Option-permutation test", "CAP (consistency amplification)",
+        "CAP (consistency amplification)",
+    ]  # fmt: skip
+    assert entries[1].module == "contamscope.report.cap"
+    md = to_markdown(entries)
+    head = md.splitlines()[0]
+    assert "synthetic.csv (Option-permutation test)" in head
+    assert "finbench (CAP (consistency amplification))" in head
+    assert "- CAP (consistency amplification) (CAP PCR_train − PCR_test): CAP: PCR_ref" in md
+    assert "- Option-permutation test (Algorithm-1 excess over chance): percentage points" in md
+    e1 = entries[1].estimate
+    assert f"| {e1.text()} |" in md.splitlines()[3] + " |"
+    csv_text = to_csv(entries)
+    assert "CAP PCR_train − PCR_test" in csv_text
+    write_leaderboard([perm, cap_a, cap_b], tmp_path / "lb.html")
+    html = (tmp_path / "lb.html").read_text()
+    assert "<title>CAP: PCR (tanh) per run and split</title>" in html
+    assert "hf:synthetic-cap | finbench" in html and "hf:other | finbench" in html
+    assert html.count('<svg role="img" class="fig"') == 3  # 2 bar charts + CAP heatmap
+    runs = _table_data(html, "runs")
+    methods = [r[2] for r in runs["rows"]]
+    assert methods == sorted(methods, key=lambda m: m != "Option-permutation test")
+    caps = [r[4][0] for r in runs["rows"] if r[2].startswith("CAP")]
+    assert caps == sorted(caps) and runs["sort"] is None  # most negative (most leakage) first
+    assert "not comparable" in html and "two-sided" in html
+
+
+def test_tiny_model_cap_run_report(tiny_cap_run: Path) -> None:
+    s = json.loads((tiny_cap_run / "summary.json").read_text())
+    assert set(s["statistics"]) == {"generate", "loglik"}
+    html = build_report(tiny_cap_run).read_text()
+    assert "CAP verdict: " + s["verdict"]["label"] in html
+    assert "PCR_train − PCR_test (loglik)" in html
+    assert html.count('<svg role="img" class="fig"') == 6
+    assert len(_table_data(html)["rows"]) == 6
+    est = estimate(load_run(tiny_cap_run))
+    assert (
+        est is not None and est.value == s["statistics"]["generate"]["comparisons"][0]["pcr_diff"]
+    )
