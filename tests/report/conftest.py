@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,162 @@ def tiny_cap_run(tiny_backend: Any, tmp_path_factory: pytest.TempPathFactory) ->
     cfg = CapConfig(task="mcq", n_boot=200, max_new_tokens=4)
     run_cap(data, selected, scorer, RunDir(root / "run"), cfg)
     return root / "run"
+
+
+# --------------------------------------------------------------------------- BenBench runs
+BENBENCH_ROWS = [
+    {
+        "question": "Tom has 3 apples and buys 4 more apples at the shop.",
+        "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7",
+        "rewritten_question": "At the shop Tom buys 4 apples; he already had 3.",
+        "rewritten_answer": "In total 3 + 4 = 7 apples.\n#### 7",
+    },
+    {
+        "question": "A box holds 12 pens and 5 are taken out of it <b>now</b>.",
+        "answer": "12 - 5 = 7 pens remain in the box.\n#### 7",
+        "rewritten_question": "Five pens leave a box of twelve.",
+        "rewritten_answer": "The box keeps 12 - 5 = 8 pens.\n#### 8",
+    },  # the paraphrase changes the final answer: reported, not scored
+    {
+        "question": "Ann reads 10 pages a day for 3 days in a row.",
+        "answer": "She reads 10 * 3 = 30 pages.\n#### 30",
+        "rewritten_question": "For three days Ann reads ten pages daily.",
+        "rewritten_answer": "Ann reads 3 * 10 = 30 pages.\n#### 30",
+    },
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_benbench_run(tiny_backend: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ``run_benbench`` run of the tiny random model: test (3 items) and train (2 items),
+    inline paraphrases as references."""
+    from contamscope.data.qa import load_qa
+    from contamscope.pipeline.benbench import BenBenchConfig, SplitInput, run_benbench
+    from contamscope.pipeline.benbench_refs import inline_reference
+    from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+    root = tmp_path_factory.mktemp("tinybb")
+    splits = []
+    for name, rows in (("test", BENBENCH_ROWS), ("train", BENBENCH_ROWS[:2])):
+        path = root / f"toy-{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+        bench = load_qa(str(path))
+        ref = inline_reference(bench)
+        assert ref is not None
+        splits.append(SplitInput(name, bench, bench.items, [ref]))
+    scorer = CachedScorer(tiny_backend, ScoreCache(root / "cache.sqlite"))
+    run_benbench(splits, scorer, RunDir(root / "run"), BenBenchConfig(n_boot=200))
+    return root / "run"
+
+
+def _bb_version(name: str, q: str, a: str, nll: float, hits: list[bool]) -> dict[str, Any]:
+    results = [
+        {
+            "start": 2 + 6 * j,
+            "original": f" true gram {j}",
+            "predicted": f" true gram {j}" if h else f" other {j} </script>",
+            "exact": h,
+            "mismatch_at": None if h else 0,
+            "rouge_l": 1.0 if h else 0.2,
+            "edit_sim": 1.0 if h else 0.3,
+            "generated": not h,
+        }
+        for j, h in enumerate(hits)
+    ]
+    acc = sum(hits) / len(hits)
+    return {
+        "name": name,
+        "question": q,
+        "answer": a,
+        "ppl": {"prefix": q, "continuation": a, "n_tokens": 20, "nll": nll, "ppl": math.exp(nll)},
+        "ngram": {
+            "text": f"{q} {a}",
+            "n_tokens": 40,
+            "starts": [x["start"] for x in results],
+            "exact": acc,
+            "rouge": acc,
+            "edit": acc,
+            "all_exact": all(hits),
+            "all_rouge": all(hits),
+            "all_edit": all(hits),
+            "results": results,
+        },
+    }
+
+
+def write_benbench_run(
+    path: Path, n_per_split: int = 30, *, leaked: bool = True, seed: int = 0
+) -> Path:
+    """A BenBench run folder: records shaped like run_benbench's, the summary from the pipeline's
+    own build_summary. ``leaked``: test originals are predicted far better than paraphrases."""
+    from types import SimpleNamespace
+
+    from contamscope.pipeline.benbench import (
+        BenBenchConfig,
+        SplitInput,
+        _item_metrics,
+        build_summary,
+    )
+
+    rng = np.random.default_rng(seed)
+    records: list[dict[str, Any]] = []
+    splits = []
+    for split in ("test", "train"):
+        ids = []
+        for i in range(n_per_split):
+            q, a = f"{split} question {i} <b>bold</b>?", f"The answer is {i}.\n#### {i}"
+            p_hit = 0.9 if (leaked and split == "test") else 0.3
+            orig_hits = [bool(rng.random() < p_hit) for _ in range(5)]
+            para_hits = [bool(rng.random() < 0.3) for _ in range(5)]
+            nll_o = 2.0 - (1.0 if leaked and split == "test" else 0.0) + rng.normal(0, 0.3)
+            nll_p = 2.0 + rng.normal(0, 0.3)
+            rec: dict[str, Any] = {
+                "id": f"{split}/item-{i}",
+                "item_id": f"item-{i}",
+                "split": split,
+                "source": f"{split}.jsonl",
+                "line": i + 1,
+                "subject": None,
+                "final_answer": str(i),
+                "excluded": None,
+                "reference_failures": [],
+                "references_unchecked": [],
+                "versions": [
+                    _bb_version("original", q, a, nll_o, orig_hits),
+                    _bb_version("inline", f"Reworded {q}", a, nll_p, para_hits),
+                ],
+            }
+            if i == 0:  # one paraphrase that changed the answer: reported, not scored
+                rec["versions"] = rec["versions"][:1]
+                rec["reference_failures"] = [
+                    {"reference": "inline", "reason": "final answer changed: '0' -> '1'"}
+                ]
+            _item_metrics(rec)
+            records.append(rec)
+            ids.append(SimpleNamespace(id=f"item-{i}"))
+        loaded = SimpleNamespace(
+            items=ids, problems=[], source=f"/data/gsm8k_{split}.jsonl", format="jsonl",
+            content_hash="0", files=[f"{split}.jsonl"],
+        )  # fmt: skip
+        splits.append(SplitInput(split, loaded, ids, []))  # type: ignore[arg-type]
+    cfg = BenBenchConfig(n_boot=400, seed=seed)
+    scorer = SimpleNamespace(backend=SimpleNamespace(describe=lambda: {"spec": "hf:/m/bb-model"}))
+    settings = {"selection": {}, "config": {"n": 5, "k": 5, "lenient": True, "n_boot": 400}}
+    summary = build_summary(splits, records, settings, cfg, scorer, None, {})  # type: ignore[arg-type]
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "items.jsonl", "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+    (path / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    (path / "settings.json").write_text(json.dumps({"method": "benbench"}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def make_benbench_run(tmp_path: Path) -> MakeRun:
+    """``make_benbench_run(name, n_per_split=30, leaked=True)`` -> a BenBench run folder."""
+
+    def make(name: str = "bb", n_per_split: int = 30, **kw: Any) -> Path:
+        return write_benbench_run(tmp_path / name, n_per_split, **kw)
+
+    return make

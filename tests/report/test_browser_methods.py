@@ -1,4 +1,4 @@
-"""CAP (and BenBench) reports and a mixed-method leaderboard in headless Chromium: no console
+"""CAP and BenBench reports and a mixed-method leaderboard in headless Chromium: no console
 errors, the figures are drawn, the item table searches and pages.
 
 Skips with a reason where Debian's ``chromium`` is not installed (``.ci/run`` installs it).
@@ -60,11 +60,34 @@ def test_tiny_model_cap_report_in_browser(tiny_cap_run: Path, tmp_path: Path) ->
     assert res.probes["search"][0] == 3
 
 
-def test_mixed_leaderboard_in_browser(make_run, make_cap_run, tmp_path: Path) -> None:
+def test_benbench_report_in_browser(make_benbench_run, tmp_path: Path) -> None:
+    run = make_benbench_run(n_per_split=30)
+    path = build_report(run, options=ReportOptions(page_size=25))
+    res = check_page(path, probes=probes("train/item-7"), screenshot=tmp_path / "bb.png")
+    assert res.errors == []
+    assert res.probes["figures"] == 5
+    assert res.probes["sections"] == ["verdict", "evidence", "hits", "items", "provenance"]
+    assert res.probes["rows_on_page"] == 25
+    assert res.probes["count"] == "60 of 60 rows"
+    assert res.probes["search"] == [1, "train/item-7"]
+    assert res.probes["next_page"] == "page 2 of 3"
+
+
+def test_tiny_model_benbench_report_in_browser(tiny_benbench_run: Path, tmp_path: Path) -> None:
+    path = build_report(tiny_benbench_run, out=tmp_path / "tiny_bb.html")
+    res = check_page(path, probes=probes("train/"), screenshot=tmp_path / "tiny_bb.png")
+    assert res.errors == []
+    assert res.probes["figures"] == 5
+    assert res.probes["count"] == "5 of 5 rows"
+    assert res.probes["search"][0] == 2
+
+
+def test_mixed_leaderboard_in_browser(make_run, make_cap_run, make_benbench_run, tmp_path) -> None:
     runs = [
         make_run("perm", n_items=24, leaked_every=2),
         make_cap_run("cap_a"),
         make_cap_run("cap_b", contaminated=False, model="hf:/models/other", seed=2),
+        make_benbench_run("bb"),
     ]
     out = tmp_path / "lb.html"
     write_leaderboard(runs, out)
@@ -78,10 +101,11 @@ def test_mixed_leaderboard_in_browser(make_run, make_cap_run, tmp_path: Path) ->
         screenshot=tmp_path / "lb.png",
     )
     assert res.errors == []
-    assert res.probes["figures"] == 3
-    assert res.probes["rows"] == 3
+    assert res.probes["figures"] == 4  # 3 bar charts + CAP heatmap
+    assert res.probes["rows"] == 4
     assert res.probes["heads"] == [
         "model",
         "synthetic.csv (Option-permutation test)",
         "finbench (CAP (consistency amplification))",
+        "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))",
     ]

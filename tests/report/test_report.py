@@ -125,12 +125,13 @@ def test_errors_name_the_file(make_run, tmp_path: Path) -> None:
 
 
 def test_contamscope_method_without_module_gets_the_generic_report(tmp_path: Path) -> None:
-    """BenBench/CAP-shaped runs: statistics and item fields as stored, no leaderboard cell."""
+    """A contamscope method without a report module yet: statistics and item fields as stored,
+    no leaderboard cell."""
     run = tmp_path / "bb"
     run.mkdir()
     summary = {
-        "schema": "contamscope.benbench.summary/1",
-        "method": "benbench",
+        "schema": "contamscope.futuremethod.summary/1",
+        "method": "futuremethod",
         "model": {"spec": "hf:tiny"},
         "benchmark": {
             "test": {"source": "gsm8k_test.jsonl"},
@@ -141,7 +142,7 @@ def test_contamscope_method_without_module_gets_the_generic_report(tmp_path: Pat
         },
     }
     (run / "summary.json").write_text(json.dumps(summary))
-    (run / "settings.json").write_text(json.dumps({"method": "benbench"}))
+    (run / "settings.json").write_text(json.dumps({"method": "futuremethod"}))
     recs = [
         {
             "id": "q1",

@@ -124,11 +124,15 @@ def split_values(
     return out
 
 
-def mean_ci(values: Sequence[float], seed: int = 0) -> tuple[float, float] | None:
-    """95% CI of a mean: Wilson for 0/1 values, else a seeded percentile bootstrap."""
+def mean_ci(
+    values: Sequence[float], seed: int = 0, binary: bool | None = None
+) -> tuple[float, float] | None:
+    """95% CI of a mean: Wilson for 0/1 outcomes, else a seeded percentile bootstrap.
+    ``binary=None`` decides from the values; pass False for fractions that happen to be 0 or 1
+    (a per-item mean over several n-grams is not one Bernoulli outcome)."""
     if not values:
         return None
-    if all(v in (0.0, 1.0) for v in values):
+    if binary if binary is not None else all(v in (0.0, 1.0) for v in values):
         return wilson_interval(int(sum(values)), len(values))
     x = np.asarray(values, float)
     idx = np.random.default_rng(seed).integers(0, len(x), size=(_N_BOOT, len(x)))

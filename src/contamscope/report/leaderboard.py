@@ -72,7 +72,9 @@ def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
 
 def _short(name: str) -> str:
     """A local path shows as its last part: ``hf:/a/b/model`` -> ``hf:model``; hub ids, URLs and
-    names stay as they are."""
+    names stay as they are; each part of a per-split ``a + b`` benchmark is shortened."""
+    if " + " in name:
+        return " + ".join(_short(part) for part in name.split(" + "))
     prefix, sep, rest = name.partition(":")
     if not sep or not prefix.isalnum():
         prefix, rest = "", name

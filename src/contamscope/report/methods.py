@@ -28,6 +28,7 @@ __all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module"]
 METHOD_MODULES: dict[str, str] = {
     "contamscope.permutation.summary": "contamscope.report.permutation",
     "contamscope.cap.summary": "contamscope.report.cap",
+    "contamscope.benbench.summary": "contamscope.report.benbench",
 }
 """Summary schema (without its ``/version``) -> report module."""
 

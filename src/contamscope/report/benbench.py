@@ -1,0 +1,494 @@
+"""Report sections for BenBench runs (``contamscope.benbench.summary/1``, ``contamscope benbench``).
+
+Up front: the test split's Delta (original minus paraphrase) of n-gram accuracy and perplexity
+with their paired-bootstrap 95% CIs, Delta_train - Delta_test when both splits were run, and the
+instance-level counts (items with every n-gram predicted). Then the evidence: original vs
+paraphrase metrics per split, the Deltas with their CIs, per-item NLL original vs paraphrase,
+the distribution of per-item n-gram accuracy; the instance-level hits with predicted vs true
+n-grams; a per-item table.
+
+Leak direction (Xu et al. 2024): the model predicts the original wording better than a
+paraphrase of it, i.e. n-gram accuracy Delta > 0 and perplexity/NLL Delta < 0. This is evidence
+only if the paraphrases are as natural as the originals; Delta_train - Delta_test cancels that.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .cap import mean_ci
+from .html import Column, Section, Table, esc
+from .methods import Estimate, ReportOptions
+from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
+from .rundata import RunData
+
+__all__ = ["TITLE", "sections", "estimate", "PRIMARY"]
+
+TITLE = "BenBench (n-gram accuracy, perplexity)"
+PRIMARY = "ngram_exact"
+"""The leaderboard's and the verdict's metric: exact-match n-gram accuracy."""
+LABELS: dict[str, tuple[str, bool]] = {
+    "ppl": ("answer perplexity", False),
+    "nll": ("answer NLL (nats/token)", False),
+    "ngram_exact": ("n-gram accuracy, exact", True),
+    "ngram_rouge": ("n-gram accuracy, ROUGE-L", True),
+    "ngram_edit": ("n-gram accuracy, edit sim.", True),
+}
+"""Metric -> (label, shown in percent)."""
+_NGRAMS = ("ngram_exact", "ngram_rouge", "ngram_edit")
+_CELL = 160
+LEGEND = (
+    "BenBench: Δ n-gram exact-match accuracy on the test split, original − paraphrase "
+    "(percentage points; split named in the statistic). Above 0: the model predicts the "
+    "original wording better than a paraphrase of it, a test-leak signal if the paraphrases are "
+    "as natural as the originals. 95% paired-bootstrap CI; no p-value."
+)
+
+
+def _split_of_interest(stats: dict[str, Any]) -> str | None:
+    splits = stats.get("splits") or {}
+    if "test" in splits:
+        return "test"
+    return next(iter(splits), None)
+
+
+def estimate(run: RunData) -> Estimate | None:
+    """Leaderboard cell: Delta of exact n-gram accuracy (original - paraphrase) on the test
+    split, with its paired-bootstrap CI."""
+    stats = run.summary.get("statistics") or {}
+    split = _split_of_interest(stats)
+    if split is None:
+        return None
+    d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
+    if not d.get("n"):
+        return None
+    ci = d.get("ci")
+    n = int(run.summary.get("config", {}).get("n", 5))
+    return Estimate(
+        statistic=f"BenBench Δ {n}-gram accuracy ({split})",
+        value=d.get("delta"),
+        ci=(ci[0], ci[1]) if ci else None,
+        p_value=None,
+        n_items=int(d["n"]),
+        raw={"rate": d.get("original"), "chance": d.get("reference")},
+        legend=LEGEND,
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    if pct:
+        return f"{100 * x:+.1f} pp" if signed else f"{100 * x:.1f}%"
+    return f"{x:+.4g}" if signed else f"{x:.4g}"
+
+
+def _ci(pair: Sequence[float] | None, pct: bool) -> str:
+    if not pair:
+        return "–"
+    if pct:
+        return f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
+    return f"[{pair[0]:+.4g}, {pair[1]:+.4g}]"
+
+
+def _metric_keys(summary: dict[str, Any]) -> list[str]:
+    lenient = (summary.get("config") or {}).get("lenient", True)
+    return [k for k in LABELS if lenient or k not in ("ngram_rouge", "ngram_edit")]
+
+
+def _signal(d: dict[str, Any] | None, key: str) -> bool:
+    """The CI excludes 0 in the leak direction (accuracy up, perplexity/NLL down)."""
+    ci = (d or {}).get("ci")
+    if not ci:
+        return False
+    return ci[0] > 0 if key.startswith("ngram") else ci[1] < 0
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def sections(run: RunData, options: ReportOptions) -> list[Section]:
+    records = list(run.iter_records())
+    return [
+        _verdict_section(run),
+        _evidence_section(run, records),
+        _hits_section(run, records, options),
+        _table_section(run, records, options),
+        _provenance_section(run),
+    ]
+
+
+def _verdict_section(run: RunData) -> Section:
+    s = run.summary
+    stats = s.get("statistics") or {}
+    cfg = s.get("config") or {}
+    n, k = cfg.get("n", 5), cfg.get("k", 5)
+    split = _split_of_interest(stats)
+    keys = _metric_keys(s)
+    if split is None:
+        return Section("verdict", "Verdict and statistics", "<p class='note'>No split.</p>")
+    st = stats["splits"][split]
+    d = (st.get("delta") or {}).get(PRIMARY) or {}
+    inst = (st.get("instances") or {}).get("exact_all") or {}
+    if not d.get("n"):
+        cls, sentence = "none", f"no items of the {split} split have a usable paraphrase"
+    elif _signal(d, PRIMARY):
+        cls = "signal"
+        sentence = (
+            f"LEAK SIGNAL on {split}: the model predicts the original {n}-grams better than "
+            f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, 95% CI "
+            f"{_ci(d['ci'], True)})"
+        )
+    else:
+        cls = "clean"
+        sentence = (
+            f"no evidence on {split}: Δ {n}-gram accuracy {_fmt(d.get('delta'), True, True)}, "
+            f"95% CI {_ci(d.get('ci'), True)} (absence of evidence is not proof of absence)"
+        )
+    ppl_sig = _signal((st.get("delta") or {}).get("nll"), "nll")
+    head = (
+        f'<div class="verdict {cls}">{esc(sentence)}</div>'
+        f"<p class='note'>{inst.get('count', 0)} of {inst.get('of', 0)} {esc(split)} items have "
+        f"every one of their {k} {n}-grams predicted exactly (paraphrases: "
+        f"{inst.get('reference_count', 0)} of {inst.get('reference_of', 0)}). The NLL Δ "
+        f"{'also lies below 0' if ppl_sig else 'does not lie below 0'} at 95%.</p>"
+        "<p class='note'><b>How to read it.</b> Each item (question + answer) is scored as "
+        "written and as paraphrased (same final answer). Perplexity/NLL: how surprised the model "
+        f"is by the answer (lower = more familiar). {n}-gram accuracy: at {k} evenly spaced "
+        f"points, does the model predict the next {n} tokens (exactly; leniently by ROUGE-L or "
+        "edit similarity)? Δ = original − paraphrase, paired by item. <b>H0</b>: the model has "
+        "not seen the original wording, so original and paraphrase are equally familiar and Δ "
+        "= 0. A leak makes accuracy Δ &gt; 0 and perplexity Δ &lt; 0. The paraphrases may be "
+        "less natural than the originals, which biases Δ the same way; Δ_train − Δ_test "
+        "(below, when both splits were run) cancels that.</p>"
+    )
+    tables = []
+    for name, sp in (stats.get("splits") or {}).items():
+        rows = []
+        for key in keys:
+            label, pct = LABELS[key]
+            dd = (sp.get("delta") or {}).get(key) or {}
+            rel = dd.get("relative_pct")
+            rci = dd.get("relative_ci")
+            rows.append(
+                f"<tr><td>{esc(label)}</td><td>{_fmt(sp['original'].get(key), pct)}</td>"
+                f"<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
+                f"<td>{_fmt(dd.get('delta'), pct, True) if dd.get('n') else '–'}</td>"
+                f"<td>{_ci(dd.get('ci'), pct)}</td><td>0</td>"
+                f"<td>{'–' if rel is None else f'{rel:+.1f}%'}"
+                f"{'' if not rci else f' [{rci[0]:+.1f}, {rci[1]:+.1f}]'}</td>"
+                f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
+            )
+        tables.append(
+            f"<h3>{esc(name)} split: {sp.get('n_items', 0)} items analysed, "
+            f"{sp.get('n_paired', 0)} with a usable paraphrase</h3><p class='note'>original: "
+            "mean over all analysed items; paraphrase, Δ and its paired-bootstrap CI: over the "
+            "items with a usable paraphrase.</p>"
+            '<table class="stats"><tr><th>metric</th><th>original</th><th>paraphrase</th>'
+            "<th>Δ</th><th>95% CI</th><th>expected under H0</th><th>relative [95% CI]</th>"
+            f"<th>CI in leak direction</th></tr>{''.join(rows)}</table>"
+        )
+    dtt = stats.get("delta_train_test")
+    if dtt and any(v.get("value") is not None for v in dtt.values()):
+        rows = []
+        for key in keys:
+            v = dtt.get(key) or {}
+            if v.get("value") is None:
+                continue
+            label, pct = LABELS[key]
+            rows.append(
+                f"<tr><td>{esc(label)}</td><td>{_fmt(v['value'], pct, True)}</td>"
+                f"<td>{_ci(v.get('ci'), pct)}</td><td>0</td>"
+                f"<td>{v.get('n_train')} / {v.get('n_test')}</td></tr>"
+            )
+        tables.append(
+            "<h3>Δ_train − Δ_test</h3><p class='note'><b>H0</b>: the original-vs-paraphrase gap "
+            "is the same on both splits (no preferential exposure to one split). Above 0 for "
+            "accuracy (below 0 for perplexity): the training split looks more familiar, as "
+            "training on it predicts; the opposite sign points at the test split. Train and test "
+            "items are resampled independently.</p>"
+            '<table class="stats"><tr><th>metric</th><th>Δ_train − Δ_test</th><th>95% CI</th>'
+            f"<th>expected under H0</th><th>items train / test</th></tr>{''.join(rows)}</table>"
+        )
+    return Section("verdict", "Verdict and statistics", head + "".join(tables))
+
+
+def _per_item(records: list[dict[str, Any]], split: str, key: str) -> list[tuple[float, float]]:
+    out = []
+    for r in records:
+        m = r.get("metrics") or {}
+        if r.get("split") != split or r.get("excluded") or not m.get("reference"):
+            continue
+        o, p = (m.get("original") or {}).get(key), m["reference"].get(key)
+        if o is not None and p is not None:
+            out.append((float(o), float(p)))
+    return out
+
+
+def _forest(rows: list[tuple[str, float, Sequence[float] | None]], xlabel: str, title: str) -> str:
+    with figure(6.4, 1.5 + 0.45 * len(rows)) as (fig, ax):
+        for i, (_, v, ci) in enumerate(rows):
+            if ci:
+                ax.plot([ci[0], ci[1]], [i, i], color=BASE, lw=3)
+            ax.plot([v], [i], "D", color=HIGHLIGHT, ms=8, mec="#000")
+        ax.axvline(0, color="#000", ls="--", lw=1.2, label="H0: 0")
+        ax.set_yticks(range(len(rows)), labels=[r[0] for r in rows], fontsize=8)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_xlabel(xlabel)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        return to_svg(fig, title)
+
+
+def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
+    s = run.summary
+    stats = s.get("statistics") or {}
+    splits = list((stats.get("splits") or {}).keys())
+    cfg = s.get("config") or {}
+    n = cfg.get("n", 5)
+    keys = [k for k in _metric_keys(s) if k in _NGRAMS]
+    figs: list[str] = []
+    # original vs paraphrase n-gram accuracy per split (paired items), 95% CI of each mean
+    if any(_per_item(records, sp, PRIMARY) for sp in splits):
+        with figure(6.4, 3.6) as (fig, ax):
+            groups = [(sp, key) for sp in splits for key in keys]
+            for j, (which, hatch) in enumerate((("original", ""), ("paraphrase", "//"))):
+                xs, ys, lo, hi = [], [], [], []
+                for g, (sp, key) in enumerate(groups):
+                    vals = [p[j] for p in _per_item(records, sp, key)]
+                    if not vals:
+                        continue
+                    mu = float(np.mean(vals))
+                    ci = mean_ci(vals, binary=False) or (mu, mu)
+                    xs.append(g + (j - 0.5) * 0.4)
+                    ys.append(100 * mu)
+                    lo.append(100 * max(0.0, mu - ci[0]))
+                    hi.append(100 * max(0.0, ci[1] - mu))
+                ax.bar(xs, ys, width=0.38, color=[BASE, OKABE_ITO[1]][j], hatch=hatch,
+                       label=which, yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
+            ax.set_xticks(
+                range(len(groups)),
+                labels=[f"{sp}\n{LABELS[k][0].split(', ')[1]}" for sp, k in groups],
+                fontsize=8,
+            )
+            ax.set_ylabel(f"{n}-gram accuracy (%)")
+            ax.set_title("Original vs paraphrase: n-gram accuracy (paired items, 95% CI)")
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "n-gram accuracy of originals and paraphrases per split"))
+    acc_rows: list[tuple[str, float, Sequence[float] | None]] = []
+    nll_rows: list[tuple[str, float, Sequence[float] | None]] = []
+    for sp in splits:
+        for key in keys + ["nll"]:
+            d = ((stats["splits"][sp].get("delta") or {}).get(key)) or {}
+            if not d.get("n") or d.get("delta") is None:
+                continue
+            scale = 100.0 if key != "nll" else 1.0
+            dci = [scale * x for x in d["ci"]] if d.get("ci") else None
+            row = (f"{sp}: {LABELS[key][0]}", scale * d["delta"], dci)
+            (nll_rows if key == "nll" else acc_rows).append(row)
+    dtt = stats.get("delta_train_test") or {}
+    for key in keys + ["nll"]:
+        v = dtt.get(key) or {}
+        if v.get("value") is None:
+            continue
+        scale = 100.0 if key != "nll" else 1.0
+        vci = [scale * x for x in v["ci"]] if v.get("ci") else None
+        row = (f"Δ_train − Δ_test: {LABELS[key][0]}", scale * v["value"], vci)
+        (nll_rows if key == "nll" else acc_rows).append(row)
+    if acc_rows:
+        figs.append(
+            _forest(
+                acc_rows,
+                "Δ n-gram accuracy, original − paraphrase (pp; > 0: leak direction)",
+                "Δ n-gram accuracy with 95% CIs",
+            )
+        )
+    if nll_rows:
+        figs.append(
+            _forest(
+                nll_rows,
+                "Δ NLL, original − paraphrase (nats/token; < 0: leak direction)",
+                "Δ answer NLL with 95% CIs",
+            )
+        )
+    pts = {sp: _per_item(records, sp, "nll") for sp in splits}
+    if any(pts.values()):
+        with figure(5.2, 4.4) as (fig, ax):
+            allv = [v for p in pts.values() for xy in p for v in xy]
+            ax.plot(
+                [min(allv), max(allv)],
+                [min(allv), max(allv)],
+                color="#000",
+                ls="--",
+                lw=1,
+                label="original = paraphrase",
+            )
+            for k, (sp, p) in enumerate(pts.items()):
+                if p:
+                    ax.scatter([x[1] for x in p], [x[0] for x in p], s=20,
+                               color=OKABE_ITO[k % len(OKABE_ITO)], marker="os^Dv"[k % 5],
+                               alpha=0.75, label=sp)  # fmt: skip
+            ax.set(xlabel="paraphrase NLL (nats/token)", ylabel="original NLL (nats/token)")
+            ax.set_title("Per item: below the diagonal = original more familiar", fontsize=10)
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "per-item NLL of original vs paraphrase"))
+    hist = {
+        sp: [
+            float(r["metrics"]["original"][PRIMARY])
+            for r in records
+            if r.get("split") == sp
+            and not r.get("excluded")
+            and (r.get("metrics") or {}).get("original")
+            and r["metrics"]["original"].get(PRIMARY) is not None
+        ]
+        for sp in splits
+    }
+    if any(hist.values()):
+        k = int(cfg.get("k", 5))
+        with figure(6.4, 3.4) as (fig, ax):
+            bins = np.linspace(-0.5 / k, 1 + 0.5 / k, k + 2)
+            ax.hist([hist[sp] for sp in splits], bins=bins, label=splits,
+                    color=[OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(splits))])  # fmt: skip
+            ax.set(xlabel=f"per-item exact {n}-gram accuracy of the original", ylabel="items")
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            ax.set_title(f"Items by exact {n}-gram accuracy (1.0 = every n-gram predicted)")
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, "distribution of per-item n-gram accuracy"))
+    body = (
+        "<p class='note'>Under H0 originals and paraphrases are equally familiar: the bars "
+        "match, the Δ intervals cover 0 and the points scatter around the diagonal. Items at "
+        "accuracy 1.0 had every sampled n-gram predicted exactly (the paper's instance-level "
+        "signal).</p>"
+    )
+    return Section("evidence", "Evidence", body, figs)
+
+
+def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOptions) -> Section:
+    cand = []
+    for i, r in enumerate(records):
+        m = (r.get("metrics") or {}).get("original")
+        if r.get("excluded") or not m or m.get(PRIMARY) is None:
+            continue
+        cand.append((m[PRIMARY], -(m.get("nll") or 0.0), -i, r))
+    cand.sort(key=lambda t: t[:3], reverse=True)
+    top = [t[3] for t in cand[: max(0, options.top_cases)]]
+    if not top:
+        return Section("hits", "Instance-level hits", "<p class='note'>No items scored.</p>")
+    blocks = []
+    for r in top:
+        vers = r.get("versions") or []
+        parts = []
+        for v in vers:
+            ng = v.get("ngram") or {}
+            if v.get("excluded") or not ng.get("results"):
+                continue
+            rows = "".join(
+                f"<tr><td>{res.get('start')}</td><td><pre>{esc(res.get('original'))}</pre></td>"
+                f"<td><pre>{esc(res.get('predicted'))}</pre></td>"
+                f"<td class='{'yes' if res.get('exact') else ''}'>"
+                f"{'yes' if res.get('exact') else 'no'}</td>"
+                f"<td>{_fmt(res.get('rouge_l'), False)}</td><td>{_fmt(res.get('edit_sim'), False)}"
+                "</td></tr>"
+                for res in ng["results"]
+            )
+            nll = (v.get("ppl") or {}).get("nll")
+            parts.append(
+                f"<p class='note'><b>{esc(v.get('name'))}</b>: exact {_fmt(ng.get('exact'), True)}"
+                f", NLL {_fmt(nll, False)} nats/token</p>"
+                "<table><tr><th>token</th><th>true n-gram</th><th>predicted</th><th>exact</th>"
+                f"<th>ROUGE-L</th><th>edit sim.</th></tr>{rows}</table>"
+            )
+        q = " ".join(str((vers[0] if vers else {}).get("question") or "").split())
+        acc = r["metrics"]["original"][PRIMARY]
+        blocks.append(
+            f"<details open><summary><b>{esc(r['id'])}</b> (split {esc(r.get('split'))}): exact "
+            f"{_fmt(acc, True)} — {esc(q[:_CELL])}</summary>{''.join(parts)}</details>"
+        )
+    body = (
+        f"<p class='note'>The {len(top)} items (of {len(cand)}) with the highest exact n-gram "
+        "accuracy on the original, then the lowest NLL: each sampled n-gram as written "
+        "(true) and as the model predicted it, for the original and its paraphrases.</p>"
+    )
+    return Section("hits", "Instance-level hits", body + "".join(blocks))
+
+
+def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportOptions) -> Section:
+    pct_keys = [k for k in _metric_keys(run.summary) if k in _NGRAMS]
+    cols = [
+        Column("id", "item"),
+        Column("split", "split"),
+        Column("final_answer", "final answer"),
+        Column("ppl", "ppl original", "num", help="answer perplexity, original"),
+        Column("ppl_ref", "ppl paraphrase", "num", help="mean over the item's paraphrases"),
+        Column("d_nll", "Δ NLL", "num", help="original − paraphrase (< 0: original easier)"),
+    ]
+    for k in pct_keys:
+        short = LABELS[k][0].split(", ")[1]
+        cols.append(Column(k, f"acc. {short}", "pct", help=f"{LABELS[k][0]}, original"))
+        cols.append(Column(k + "_ref", f"acc. {short} (para.)", "pct", help="paraphrase mean"))
+    cols += [
+        Column("all_exact", "all exact", "bool", help="every sampled n-gram predicted exactly"),
+        Column("n_refs", "paraphrases", "int", help="usable paraphrases"),
+        Column("excluded", "excluded / paraphrase problems"),
+        Column("question", "question"),
+    ]
+    rows = []
+    for r in records:
+        m = r.get("metrics") or {}
+        o, p, d = m.get("original") or {}, m.get("reference") or {}, m.get("delta") or {}
+        q = " ".join(str((r.get("versions") or [{}])[0].get("question") or "").split())
+        problems = [str(r["excluded"])] if r.get("excluded") else []
+        problems += [
+            f"{f.get('reference')}: {f.get('reason')}" for f in r.get("reference_failures") or []
+        ]
+        row: list[Any] = [r.get("id"), r.get("split"), r.get("final_answer"), o.get("ppl"),
+                          p.get("ppl"), d.get("nll")]  # fmt: skip
+        for k in pct_keys:
+            row += [o.get(k), p.get(k)]
+        row += [
+            (r.get("flags") or {}).get("exact_all"),
+            m.get("n_references"),
+            "; ".join(problems) or None,
+            q[:_CELL] + ("…" if len(q) > _CELL else ""),
+        ]
+        rows.append(row)
+    table = Table("items", cols, rows, page_size=options.page_size)
+    return Section(
+        "items",
+        "All items",
+        f"<p class='note'>{len(rows)} items; click a header to sort, type to search any column. "
+        "Every n-gram and prediction is in items.jsonl.</p>",
+        after=table.html(),
+    )
+
+
+def _provenance_section(run: RunData) -> Section:
+    s = run.summary
+    keep = {k: s.get(k) for k in ("model", "paraphraser", "benchmark", "config", "counts")}
+    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
+    fails = "".join(
+        f"<li>{esc(f.get('id'))} ({esc(f.get('reference'))}): {esc(f.get('reason'))}</li>"
+        for f in (s.get("paraphrase_failures") or [])[:200]
+    )
+    skipped = "".join(
+        f"<li>{esc(x)}</li>" for v in (s.get("skipped_rows") or {}).values() for x in v[:200]
+    )
+    body = (
+        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
+        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
+        "<details><summary>model, data, settings, counts (summary.json)</summary>"
+        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False, default=str))}</pre></details>"
+        + (f"<details><summary>paraphrases not used</summary><ul>{fails}</ul></details>"
+           if fails else "")
+        + (f"<details><summary>skipped input rows</summary><ul>{skipped}</ul></details>"
+           if skipped else "")
+    )  # fmt: skip
+    return Section("provenance", "Provenance", body)

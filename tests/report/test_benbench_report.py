@@ -1,0 +1,90 @@
+"""BenBench report sections and leaderboard cells: synthetic runs (summary from the pipeline's own
+build_summary) with known Deltas, and a real tiny-model run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.report import build_report, collect, load_run
+from contamscope.report.benbench import estimate
+from contamscope.report.leaderboard import to_markdown
+
+
+def _table_data(html: str, table: str = "items") -> dict[str, Any]:
+    m = re.search(rf'<script type="application/json" id="data-{table}">(.*?)</script>', html, re.S)
+    assert m, f"no table {table}"
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def test_leaked_run_report(make_benbench_run) -> None:
+    run = make_benbench_run(n_per_split=30, leaked=True)
+    s = json.loads((run / "summary.json").read_text())
+    d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
+    assert d["ci"][0] > 0 and d["n"] == 29  # item 0 lost its paraphrase
+    html = build_report(run).read_text()
+    sections = re.findall(r'<section id="([a-z-]+)">', html)
+    assert sections == ["verdict", "evidence", "hits", "items", "provenance"]
+    assert '<div class="verdict signal">LEAK SIGNAL on test' in html
+    assert f"Δ {100 * d['delta']:+.1f} pp, 95% CI [{100 * d['ci'][0]:+.1f}, " in html
+    inst = s["statistics"]["splits"]["test"]["instances"]["exact_all"]
+    assert f"{inst['count']} of {inst['of']} test items have every one of their 5 5-grams" in html
+    assert "<h3>Δ_train − Δ_test</h3>" in html
+    dtt = s["statistics"]["delta_train_test"]["ngram_exact"]
+    assert f"<td>{100 * dtt['value']:+.1f} pp</td>" in html
+    # accuracy bars, Δ accuracy forest, Δ NLL forest, per-item NLL scatter, accuracy histogram
+    assert html.count('<svg role="img" class="fig"') == 5
+    # instance-level hits: true vs predicted n-grams of the best-predicted items
+    hits = re.findall(r"<details open><summary><b>([^<]+)</b>", html)
+    assert len(hits) == 8 and all(h.startswith("test/") for h in hits[:3])
+    assert "<pre> true gram 0</pre>" in html and "other 1 &lt;/script&gt;" in html
+    items = _table_data(html)
+    assert len(items["rows"]) == 60
+    first = items["rows"][0]
+    rec = json.loads((run / "items.jsonl").read_text().splitlines()[0])
+    assert first[0] == "test/item-0" and first[3] == pytest.approx(
+        rec["metrics"]["original"]["ppl"]
+    )
+    assert "final answer changed" in first[-2]
+    assert "<b>bold</b>" not in html  # user text escaped
+
+
+def test_estimate_and_clean_run(make_benbench_run) -> None:
+    run = make_benbench_run("clean", leaked=False, seed=4)
+    s = json.loads((run / "summary.json").read_text())
+    d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
+    est = estimate(load_run(run))
+    assert est is not None
+    assert est.statistic == "BenBench Δ 5-gram accuracy (test)"
+    assert est.value == d["delta"] and est.ci == tuple(d["ci"]) and est.n_items == d["n"]
+    assert est.p_value is None and est.percent is True and est.leak_sign == 1
+    assert "original − paraphrase" in est.legend
+    html = build_report(run).read_text()
+    assert d["ci"][0] <= 0 <= d["ci"][1]
+    assert '<div class="verdict clean">no evidence on test' in html
+
+
+def test_leaderboard_with_all_three_methods(make_run, make_cap_run, make_benbench_run) -> None:
+    runs = [make_run("perm", n_items=24), make_cap_run("cap"), make_benbench_run("bb")]
+    entries = collect(runs)
+    assert [e.module.rsplit(".", 1)[1] for e in entries] == ["permutation", "cap", "benbench"]
+    md = to_markdown(entries)
+    head = md.splitlines()[0]
+    assert "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))" in head
+    assert "- BenBench (n-gram accuracy, perplexity) (BenBench Δ 5-gram accuracy (test))" in md
+    assert entries[2].estimate.text() in md
+
+
+def test_tiny_model_benbench_run_report(tiny_benbench_run: Path) -> None:
+    s = json.loads((tiny_benbench_run / "summary.json").read_text())
+    html = build_report(tiny_benbench_run).read_text()
+    assert "test split: 3 items analysed, 2 with a usable paraphrase" in html
+    assert html.count('<svg role="img" class="fig"') == 5
+    assert len(_table_data(html)["rows"]) == 5
+    est = estimate(load_run(tiny_benbench_run))
+    d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
+    assert est is not None and est.value == d["delta"] and est.n_items == 2
