@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import cache, permutation, report, validate
-from . import benbench, card
+from . import benbench, cache, card, permutation, report, validate
 from . import cap as cap_cli
 from . import sweep as sweep_cli
 

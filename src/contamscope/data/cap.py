@@ -524,4 +524,3 @@ def _finish(
             first = col.problems[0] if col.problems else "no records"
             raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
     return CapData(task, detected, splits, col.problems, source, fmt, digest.hexdigest())
-
