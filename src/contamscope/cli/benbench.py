@@ -17,7 +17,15 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import ConfigError
+from ..executors import Executor, LocalExecutor
 from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .executor import (
+    EXECUTOR_OPT,
+    GPUS_PER_WORKER_OPT,
+    RAY_ADDRESS_OPT,
+    WORKERS_OPT,
+    executor_from,
+)
 
 EPILOG = """
 Examples:
@@ -27,6 +35,8 @@ Examples:
   contamscope benbench --model hf:./my-model --benchmark gsm8k/test.jsonl --train gsm8k/train.jsonl --paraphraser hf:./instruct-model --sample 200
 
   contamscope benbench --model smollm2 --benchmark my.jsonl --format qa-jsonl --fields question=prompt,answer=target --reference my_para.jsonl --no-lenient
+
+  contamscope benbench --model hf:./my-model --benchmark gsm8k/test.jsonl --reference para.jsonl --executor ray --ray-address auto --gpus-per-worker 1
 
 A BenBench rewritten file given as --benchmark carries its own paraphrases (used automatically).
 Re-running the same command with the same --out resumes. Exit codes: 0 ok, 2 user error,
@@ -123,6 +133,10 @@ def command(
     batch_items: int = typer.Option(
         16, "--batch-items", min=1, help="Items per batch (saved after each)."
     ),
+    executor: str = EXECUTOR_OPT,
+    ray_address: str | None = RAY_ADDRESS_OPT,
+    workers: int | None = WORKERS_OPT,
+    gpus_per_worker: float = GPUS_PER_WORKER_OPT,
 ) -> None:
     """Has MODEL seen BENCHMARK? Compares perplexity and n-gram accuracy on original vs paraphrased items."""
     run(**locals())
@@ -154,10 +168,17 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import load_backend, parse_model_options
+    with executor_from(kw) as executor:
+        scan(kw, executor)
+
+
+def scan(kw: dict[str, Any], executor: Executor) -> None:
+    """One BenBench run from the command's arguments, scored by ``executor``."""
+    from ..backends import parse_model_options
+    from ..backends.probe import check_backend
     from ..paths import default_score_db
     from ..pipeline.benbench import BenBenchConfig, run_benbench
-    from ..store import CachedScorer, RunDir, ScoreCache
+    from ..store import RunDir, ScoreCache
 
     config = BenBenchConfig(
         n=kw["n"],
@@ -192,17 +213,29 @@ def run(**kw: Any) -> None:
             (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
         )
     )
-    with console.status(f"loading model {kw['model']} ..."):
-        backend = load_backend(kw["model"], device=kw["device"], dtype=kw["dtype"], options=options)
-        scorer = CachedScorer(backend, cache)
-        para = None
-        if kw["paraphraser"]:
-            pb = (
-                backend
-                if kw["paraphraser"] == kw["model"]
-                else load_backend(kw["paraphraser"], device=kw["device"], dtype=kw["dtype"])
+    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+        scorer = executor.scorer(
+            kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
+        )
+    with console.status("checking what the model can do ..."):
+        check_backend(scorer.backend, prompt_logprobs=True, token_stats=True, method="BenBench")
+        if kw["lenient"]:
+            check_backend(
+                scorer.backend,
+                generate=True,
+                method="BenBench's lenient n-gram criteria (--no-lenient)",
             )
-            para = CachedScorer(pb, cache)
+    para = None
+    if kw["paraphraser"]:
+        if kw["paraphraser"] == kw["model"]:  # the model already loaded, its own counters
+            para = executor.scorer(
+                kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
+            )
+        else:  # an executor holds one model at a time: a second one is loaded in this process
+            para = LocalExecutor().scorer(
+                kw["paraphraser"], device=kw["device"], dtype=kw["dtype"], cache=cache
+            )
+        check_backend(para.backend, generate=True, method="--paraphraser")
     selection = {
         "limit": kw["limit"],
         "sample": kw["sample"],
