@@ -566,20 +566,28 @@ class HFBackend(Backend):
         return sums
 
     def _chunks(
-        self, sizes: list[tuple[int, int]], budget: int | None = None, max_pad: float = 0.1
+        self,
+        sizes: list[tuple[int, int]],
+        budget: int | None = None,
+        max_pad: float = 0.1,
+        extra: dict[int, int] | None = None,
     ) -> list[list[int]]:
-        """Batches of (index, length), sorted by length: rows x longest <= budget, and no row
-        padded by more than ``max_pad`` of the batch's shortest (plus 16 tokens)."""
+        """Batches of (index, length), sorted by length: rows x (longest + largest ``extra``)
+        <= budget, and no row padded by more than ``max_pad`` of the batch's shortest (plus 16
+        tokens). ``extra`` adds per-row memory that is not padded to a common width (e.g. a
+        share of the row's prefix KV copy) to the budget only, not to the padding rule."""
         budget = budget or self.max_batch_tokens
         batches: list[list[int]] = []
-        first = 0
+        first = widest = 0
         for i, length in sorted(sizes, key=lambda x: x[1]):
-            fits = batches and (len(batches[-1]) + 1) * length <= budget
+            more = extra.get(i, 0) if extra else 0
+            fits = batches and (len(batches[-1]) + 1) * (length + max(widest, more)) <= budget
             if fits and length <= first * (1 + max_pad) + 16:
                 batches[-1].append(i)
+                widest = max(widest, more)
             else:
                 batches.append([i])
-                first = length
+                first, widest = length, more
         return batches
 
     def score(
@@ -625,9 +633,11 @@ class HFBackend(Backend):
                         else:  # empty continuations: log p = 0
                             for m in t.members:
                                 values[m] = 0.0
-                # a row also carries a copy of its prefix's KV cache: count a quarter of it
-                sizes = [(r, len(t.tokens) + len(t.prefix) // 4) for r, (t, _) in enumerate(rows)]
-                for batch in self._chunks(sizes):
+                # rows are bucketed by their own token count (the padded width); a row also
+                # carries a copy of its prefix's KV cache, counted (a quarter) in the budget only
+                sizes = [(r, len(t.tokens)) for r, (t, _) in enumerate(rows)]
+                kv_share = {r: len(t.prefix) // 4 for r, (t, _) in enumerate(rows)}
+                for batch in self._chunks(sizes, extra=kv_share):
                     picked = [rows[r] for r in batch]
                     for (tree, _), sums in zip(picked, self._run_trees(picked, kv)):
                         for m, v in zip(tree.members, sums.tolist()):
