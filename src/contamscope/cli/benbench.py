@@ -6,19 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
-from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -242,26 +234,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "seed": kw["seed"],
         "n_items": {s.name: len(s.items) for s in splits},
     }
-    progress = Progress(
-        TextColumn("[bold]scoring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=err_console,
-    )
-    task: dict[str, Any] = {}
-
-    def on_start(total: int, done: int) -> None:
-        if done:
-            err_console.print(f"resuming: {done} of {total} items already scored in {out}")
-        task["id"] = progress.add_task("scoring", total=total, completed=done)
-
-    def on_items(count: int) -> None:
-        progress.advance(task["id"], count)
-
-    with progress:
+    with ItemProgress("scoring", out) as bar:
         outcome = run_benbench(
             splits,
             scorer,
@@ -270,8 +243,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             paraphraser=para,
             selection=selection,
             overwrite=kw["overwrite"],
-            on_start=on_start,
-            on_items=on_items,
+            on_start=bar.on_start,
+            on_items=bar.on_items,
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")

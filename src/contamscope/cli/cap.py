@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
-from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -242,24 +241,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "subset": kw["subset"],
         "n_items": {s: len(v) for s, v in selected.items()},
     }
-    progress = Progress(
-        TextColumn("[bold]generating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-    )
-    task: dict[str, Any] = {}
-
-    def on_start(total: int, done: int) -> None:
-        if done:
-            err_console.print(f"resuming: {done} of {total} items already done in {out}")
-        task["id"] = progress.add_task("generating", total=total, completed=done)
-
-    def on_items(n: int) -> None:
-        progress.advance(task["id"], n)
-
-    with progress:
+    with ItemProgress("generating", out) as bar:
         outcome = run_cap(
             data,
             selected,
@@ -270,8 +252,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             embedder=embedder,
             selection=selection,
             overwrite=kw["overwrite"],
-            on_start=on_start,
-            on_items=on_items,
+            on_start=bar.on_start,
+            on_items=bar.on_items,
         )
     print_cap_summary(outcome.summary)
     if kw["plot"]:

@@ -49,3 +49,49 @@ def user_errors(fn: F) -> F:
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+class ItemProgress:
+    """Progress bar of a resumable per-item run, with the pipelines' ``on_start``/``on_items``.
+
+    ``with ItemProgress("scoring", out) as bar: run(..., on_start=bar.on_start,
+    on_items=bar.on_items)``; a resumed run says how many items were already done.
+    """
+
+    def __init__(self, verb: str, out: object, *, eta: bool = True) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        columns: list[Any] = [
+            TextColumn(f"[bold]{verb}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        ]
+        if eta:
+            columns += [TextColumn("ETA"), TimeRemainingColumn()]
+        self.progress = Progress(*columns, console=err_console)
+        self.verb = verb
+        self.out = out
+        self._task: Any = None
+
+    def on_start(self, total: int, done: int) -> None:
+        if done:
+            err_console.print(f"resuming: {done} of {total} items already done in {self.out}")
+        self._task = self.progress.add_task(self.verb, total=total, completed=done)
+
+    def on_items(self, n: int) -> None:
+        self.progress.advance(self._task, n)
+
+    def __enter__(self) -> ItemProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
