@@ -8,7 +8,12 @@ from pathlib import Path
 # Tests never use the network; set before huggingface_hub is imported (it reads this at import).
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import sys
+
 import pytest
+
+# test modules import shared helpers (cli_runner) from this folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
 

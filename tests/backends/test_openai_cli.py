@@ -4,13 +4,11 @@ resumes against a restarted server, and every record equals the local backend's.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run_cli
 
 ROWS = [
     "What is 2+2?,3,4,5,6,B",
@@ -18,18 +16,6 @@ ROWS = [
     '"A question, with a comma",alpha,beta,gamma,delta,A',
     "Pick the colour of the sky,blue,green,red,yellow,A",
 ]
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 def records(folder: Path) -> dict[str, dict[str, Any]]:

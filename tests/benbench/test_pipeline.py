@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run_cli
 
 from contamscope.backends.base import ScoreRequest
 from contamscope.data.qa import load_qa
@@ -151,18 +149,6 @@ def test_short_answer_and_too_short_text(tmp_path: Path, tiny_backend) -> None: 
     assert c["excluded"] == {"text shorter than n + 2 = 7 tokens": 1}
     assert c["answer_shorter_than_n"] == 1
     assert out.summary["statistics"]["splits"]["test"]["reference"] is None
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli as run_contamscope
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", "cap", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
+    return run_contamscope("cap", *args, cwd=cwd)
 
 
 def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: Path) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 ROWS = [
     "What is 2+2?,3,4,5,6,B",
@@ -17,18 +15,6 @@ ROWS = [
     "Which of these are mammals?,Whale,Bat,Dog,All of the above,D",
     "Pick the colour of the sky,blue,green,red,yellow,A",
 ]
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 @pytest.fixture()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_runner import run_cli
 
 ROWS = [
     "What is 2+2?,3,4,5,6,B",
@@ -13,18 +12,6 @@ ROWS = [
     "Pick the colour of the sky,blue,green,red,yellow,A",
     "Which of these are mammals?,Whale,Bat,Dog,All of the above,D",
 ]
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_path: Path) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 QUESTIONS = [
     ("Which gas do plants absorb", "CO2", "oxygen", "nitrogen", "helium"),
@@ -21,18 +19,6 @@ QUESTIONS = [
     ("What do bees make", "honey", "milk", "silk", "wax paper"),
     ("Which of these are prime", "4", "6", "7", "None of the above"),
 ]
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "contamscope", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=900,
-    )
 
 
 @pytest.fixture()
