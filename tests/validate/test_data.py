@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from contamscope.data.items import MCQItem
+from contamscope.data.items import MCQItem, QAItem
 from contamscope.errors import ConfigError
 from contamscope.perturb import TEMPLATES
-from contamscope.validate import split_items, training_order, training_text
+from contamscope.validate import option_set_key, split_items, training_order, training_text
 
 
 def _items(n: int) -> list[MCQItem]:
     return [
-        MCQItem(id=f"q{i}", question=f"Question {i}?", options=("w", "x", "y", "z"), answer=0)
+        MCQItem(id=f"q{i}", question=f"Question {i}?", options=(f"w{i}", "x", "y", "z"), answer=0)
         for i in range(n)
     ]
 
@@ -53,6 +53,42 @@ def test_training_orders_and_text() -> None:
     text = training_text(item, tpl, (0, 1, 2, 3))
     # exactly the prefix + continuation the permutation pipeline scores
     assert text == tpl.prefix(item) + tpl.continuation(item, (0, 1, 2, 3))
-    assert text == "Question 0?:\nA:w\nB:x\nC:y\nD:z\n"
+    assert text == "Question 0?:\nA:w0\nB:x\nC:y\nD:z\n"
     with pytest.raises(ConfigError):
         training_order(item, "c", 0)  # type: ignore[arg-type]
+
+
+def test_items_sharing_an_option_set_are_one_unit() -> None:
+    # moral_scenarios-style: one option block shared by many questions, in any order and case
+    block = ("Wrong, Wrong", "Wrong, Not wrong", "Not wrong, Wrong", "Not wrong, Not wrong")
+    shared = [
+        MCQItem(
+            id=f"m{i}",
+            question=f"Scenario {i}",
+            options=block[i % 4 :] + block[: i % 4] if i % 2 else tuple(o.upper() for o in block),
+            answer=0,
+        )
+        for i in range(8)
+    ]
+    items = _items(24) + shared
+    for seed in range(30):
+        s = split_items(items, 32, seed=seed)
+        leaked_m = {it.id for it in s.leaked if it.id.startswith("m")}
+        clean_m = {it.id for it in s.clean if it.id.startswith("m")}
+        assert not (leaked_m and clean_m), seed
+        assert len(s.leaked) + len(s.clean) == 32
+        # never a leaked and a clean item with the same option set
+        keys = {option_set_key(it) for it in s.leaked}
+        assert not keys & {option_set_key(it) for it in s.clean}
+    # singletons only: exactly half, as before the grouping
+    s = split_items(_items(30), 10, seed=5)
+    assert (len(s.leaked), len(s.clean)) == (5, 5)
+    with pytest.raises(ConfigError, match="none is left clean"):
+        split_items(shared, 4, seed=0)
+
+
+def test_qa_items_split_each_on_their_own() -> None:
+    qa = [QAItem(id=f"g{i}", question=f"What is {i} + 1?", answer=str(i + 1)) for i in range(20)]
+    s = split_items(qa, 9, seed=2)
+    assert (len(s.leaked), len(s.clean)) == (5, 4)
+    assert s.leaked_ids.isdisjoint(it.id for it in s.clean)

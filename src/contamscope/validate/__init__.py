@@ -5,7 +5,14 @@ after each epoch count and scored against the known ground truth (the permutatio
 Tables 1 and 2, for any model that fits).
 """
 
-from contamscope.validate.data import Scenario, Split, split_items, training_order, training_text
+from contamscope.validate.data import (
+    Scenario,
+    Split,
+    option_set_key,
+    split_items,
+    training_order,
+    training_text,
+)
 from contamscope.validate.metrics import (
     BinaryMetrics,
     Detector,
@@ -40,6 +47,7 @@ __all__ = [
     "detectors_for",
     "evaluate_records",
     "markdown_table",
+    "option_set_key",
     "plot_summary",
     "run_validation",
     "split_items",

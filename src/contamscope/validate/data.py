@@ -12,14 +12,21 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..data.items import MCQItem
 from ..errors import ConfigError
 from ..perturb import PromptTemplate
 from ..perturb.exchangeability import non_exchangeable_reason
 
-__all__ = ["Scenario", "Split", "split_items", "training_order", "training_text"]
+__all__ = [
+    "Scenario",
+    "Split",
+    "option_set_key",
+    "split_items",
+    "training_order",
+    "training_text",
+]
 
 Scenario = Literal["a", "b"]
 """``a``: trained in the original option order; ``b``: in a random order per item."""
@@ -29,20 +36,38 @@ Scenario = Literal["a", "b"]
 class Split:
     """The evaluated items and their ground truth."""
 
-    items: tuple[MCQItem, ...]
-    """All evaluated items, in benchmark order."""
-    leaked: tuple[MCQItem, ...]
-    """The half written into the training data."""
-    clean: tuple[MCQItem, ...]
-    """The half never trained on."""
+    items: tuple[Any, ...]
+    """All evaluated items, in benchmark order (``MCQItem`` or ``QAItem``)."""
+    leaked: tuple[Any, ...]
+    """The part written into the training data."""
+    clean: tuple[Any, ...]
+    """The part never trained on."""
 
     @property
     def leaked_ids(self) -> set[str]:
         return {it.id for it in self.leaked}
 
 
+def option_set_key(item: Any) -> tuple[str, ...] | None:
+    """The normalised option set of a multiple-choice item (None for items without options).
+
+    Case, surrounding and repeated whitespace and the order of the options are ignored, so two
+    items whose option blocks hold the same texts get the same key.
+
+    >>> from contamscope.data.items import MCQItem
+    >>> a = MCQItem(id="a", question="?", options=("Wrong, Wrong", "Not wrong,  wrong"), answer=0)
+    >>> b = MCQItem(id="b", question="!", options=("not wrong, wrong", "Wrong, Wrong"), answer=1)
+    >>> option_set_key(a) == option_set_key(b)
+    True
+    """
+    options = getattr(item, "options", None)
+    if not options:
+        return None
+    return tuple(sorted(" ".join(str(o).split()).casefold() for o in options))
+
+
 def split_items(
-    items: Sequence[MCQItem],
+    items: Sequence[Any],
     n_items: int,
     *,
     seed: int = 0,
@@ -51,20 +76,33 @@ def split_items(
     """Draw ``n_items`` items with ``seed`` and split them in half (leaked gets the extra one).
 
     Items whose options refer to each other ('All of the above') are left out of the draw unless
-    ``include_non_exchangeable``, since the permutation pipeline would exclude them.
+    ``include_non_exchangeable``, since the permutation pipeline would exclude them. Drawn items
+    that share an identical option set (MMLU ``moral_scenarios``: the same four-option block for
+    every question) are one unit: the whole group is leaked or the whole group is clean, since
+    training on one of them teaches the others' option order. Groups are assigned in a seeded
+    order until the leaked part holds half of the items, so with large groups the halves can be
+    unequal. Items without options (QA) are each their own unit.
 
     >>> from contamscope.data.items import MCQItem
-    >>> its = [MCQItem(id=f"q{i}", question="?", options=("x", "y"), answer=0) for i in range(10)]
+    >>> its = [MCQItem(id=f"q{i}", question="?", options=(f"x{i}", "y"), answer=0) for i in range(10)]
     >>> s = split_items(its, 6, seed=1)
     >>> len(s.items), len(s.leaked), len(s.clean), s.leaked_ids.isdisjoint(c.id for c in s.clean)
     (6, 3, 3, True)
+    >>> its += [MCQItem(id=f"m{i}", question="?", options=("Wrong", "Not wrong"), answer=0)
+    ...         for i in range(6)]
+    >>> s = split_items(its, 16, seed=0)
+    >>> leaked_m = {it.id for it in s.leaked if it.id.startswith("m")}
+    >>> leaked_m in (set(), {f"m{i}" for i in range(6)})  # the shared block stays together
+    True
     """
     if n_items < 2:
         raise ConfigError("--n-items must be at least 2 (one leaked, one clean)")
     pool = [
         it
         for it in items
-        if include_non_exchangeable or non_exchangeable_reason(it.options) is None
+        if include_non_exchangeable
+        or not getattr(it, "options", None)
+        or non_exchangeable_reason(it.options) is None
     ]
     if len(pool) < n_items:
         raise ConfigError(
@@ -77,7 +115,19 @@ def split_items(
     shuffled = picked[:]
     rng.shuffle(shuffled)
     half = (n_items + 1) // 2
-    leaked_ids = {it.id for it in shuffled[:half]}
+    groups: dict[Any, list[Any]] = {}
+    for it in shuffled:  # groups in the seeded order of their first member
+        key = option_set_key(it)
+        groups.setdefault(("options", key) if key is not None else ("id", it.id), []).append(it)
+    leaked_ids: set[str] = set()
+    for members in groups.values():
+        if len(leaked_ids) >= half:
+            break
+        leaked_ids.update(it.id for it in members)
+    if len(leaked_ids) == n_items:
+        raise ConfigError(
+            f"--n-items {n_items}: the drawn items share one option set, so none is left clean"
+        )
     return Split(
         items=tuple(picked),
         leaked=tuple(it for it in picked if it.id in leaked_ids),
