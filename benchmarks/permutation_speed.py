@@ -10,6 +10,14 @@ order, a float64 log-softmax over the whole vocabulary, and per-token host copie
 
     python benchmarks/permutation_speed.py                       # MMLU mix, long passages, CMB
     python benchmarks/permutation_speed.py --items 60 --long-items 10 --cmb-items 6
+
+On a GPU, where no 0.5B-1B checkpoint may be at hand (an offline machine), ``--random-init SHAPE``
+builds a model of a published architecture's shape with random weights and the tokenizer from
+``--tokenizer DIR``: speed does not depend on the weights' values, and both methods score the same
+model, so the log-prob difference is still a real check. Shapes: %s.
+
+    python benchmarks/permutation_speed.py --device cuda --dtype bfloat16 \\
+        --random-init llama-1b --tokenizer DIR --items 200 --long-items 30 --cmb-items 20
 """
 
 from __future__ import annotations
@@ -35,10 +43,50 @@ LONG_SUBJECTS = [
 ]
 
 
+# Shapes of published models, with the SmolLM2 tokenizer's vocabulary (49,152) and tied embeddings.
+SHAPES: dict[str, dict[str, int]] = {
+    # SmolLM2-360M: 362M parameters
+    "smollm2-360m": dict(
+        hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
+        num_attention_heads=15, num_key_value_heads=5,
+    ),
+    # Qwen2.5-0.5B's layer stack (its own vocabulary is 151k): 0.40B with this vocabulary
+    "qwen2.5-0.5b": dict(
+        hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2,
+    ),
+    # Llama-3.2-1B's layer stack: 1.07B with this vocabulary
+    "llama-1b": dict(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+        num_attention_heads=32, num_key_value_heads=8,
+    ),
+}
+__doc__ = __doc__ % ", ".join(SHAPES)  # noqa: A001
+
+
+def random_init_backend(shape: str, tokenizer_dir: str, device: str, dtype: str) -> HFBackend:
+    """A random-weight model of a published shape (for timing on machines without checkpoints)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from contamscope.backends.hf import resolve_device, resolve_dtype
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    dev = resolve_device(device)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok), max_position_embeddings=8192, tie_word_embeddings=True, **SHAPES[shape]
+    )
+    model = LlamaForCausalLM(config).to(dtype=resolve_dtype(dtype, dev), device=dev)
+    return HFBackend(
+        model, tok, spec=f"random:{shape}", identity=f"random:{shape}", bos="<|endoftext|>"
+    )
+
+
 def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float = 3.0) -> float:
     """Best dense matmul FLOP/s over a few square sizes."""
     best = 0.0
-    for n in (1024, 2048, 3072):
+    sizes = (4096, 8192) if device.type == "cuda" else (1024, 2048, 3072)
+    for n in sizes:
         a = torch.randn(n, n, dtype=dtype, device=device)
         b = torch.randn(n, n, dtype=dtype, device=device)
         torch.matmul(a, b)
@@ -74,19 +122,29 @@ def requests_for(items: list[MCQItem]) -> list[ScoreRequest]:
 
 
 def compare(
-    name: str, backend: HFBackend, items: list[MCQItem], peak: float, params: int
+    name: str,
+    backend: HFBackend,
+    items: list[MCQItem],
+    peak: float,
+    params: int,
+    repeats: int = 1,
 ) -> dict[str, float]:
     reqs = requests_for(items)
     t0 = time.perf_counter()
     ref = [reference_logprob(backend, r.prefix, r.continuation) for r in reqs]
     t_ref = time.perf_counter() - t0
     ref_tokens = sum(len(backend.encode(r).prefix) + len(backend.encode(r).cont) for r in reqs)
-    backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
-    t0 = time.perf_counter()
-    got = backend.score(reqs)
-    if backend.device.type == "cuda":
-        torch.cuda.synchronize()
-    t_eng = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):  # median of several runs (GPU runs are short)
+        backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
+        if backend.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        got = backend.score(reqs)
+        if backend.device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    t_eng = sorted(times)[len(times) // 2]
     diff = max(abs(a - g.logprob) for a, g in zip(ref, got))
     useful = backend.tokens_min
     eff = 2 * params * useful / t_eng / peak
@@ -122,12 +180,25 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--benchdata", type=Path, default=BENCHDATA, help="folder with mmlu/ and CMB")
+    ap.add_argument("--random-init", choices=sorted(SHAPES), help="random-weight model shape")
+    ap.add_argument("--tokenizer", help="tokenizer folder for --random-init")
+    ap.add_argument("--repeats", type=int, default=0, help="engine timings (median); 0: 3 on GPU")
     args = ap.parse_args()
-    if not BENCHDATA.is_dir():
-        print("needs ../shared/benchdata (MMLU, CMB files)", file=sys.stderr)
+    if not args.benchdata.is_dir():
+        print(f"needs {args.benchdata} (MMLU, CMB files)", file=sys.stderr)
         return 2
-    backend = load_backend(args.model, device=args.device, dtype=args.dtype)
-    assert isinstance(backend, HFBackend)
+    if args.random_init:
+        if not args.tokenizer:
+            print("--random-init needs --tokenizer DIR", file=sys.stderr)
+            return 2
+        backend = random_init_backend(args.random_init, args.tokenizer, args.device, args.dtype)
+        args.model = f"random-init {args.random_init}"
+    else:
+        loaded = load_backend(args.model, device=args.device, dtype=args.dtype)
+        assert isinstance(loaded, HFBackend)
+        backend = loaded
+    repeats = args.repeats or (3 if backend.device.type == "cuda" else 1)
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
     print(
@@ -136,18 +207,18 @@ def main() -> int:
     )
     print(f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s")
     rng = random.Random(args.seed)
-    mmlu = load_benchmark(str(BENCHDATA / "mmlu" / "test")).items
+    mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
     mix = rng.sample(mmlu, args.items)
     longp = rng.sample([it for it in mmlu if it.subject in LONG_SUBJECTS], args.long_items)
-    cmb = rng.sample(load_benchmark(str(BENCHDATA / "cmb_example_1000.json")).items, args.cmb_items)
+    cmb = rng.sample(load_benchmark(str(args.benchdata / "cmb_example_1000.json")).items, args.cmb_items)
     cmb = [it for it in cmb if it.n_options == 5]
-    backend.score(requests_for(mix[:1]))  # warm-up
+    backend.score(requests_for(mix[:8]))  # warm-up
     if args.items:
-        compare("MMLU mix (4 options)", backend, mix, peak, params)
+        compare("MMLU mix (4 options)", backend, mix, peak, params, repeats)
     if args.long_items:
-        compare("MMLU long passages", backend, longp, peak, params)
+        compare("MMLU long passages", backend, longp, peak, params, repeats)
     if cmb:
-        compare("CMB (5 options, 120 orders)", backend, cmb, peak, params)
+        compare("CMB (5 options, 120 orders)", backend, cmb, peak, params, repeats)
     return 0
 
 

@@ -39,10 +39,17 @@ def benchdata() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():  # type: ignore[no-untyped-def]
-    """The SmolLM2 tokenizer, read from the bundled GGUF (about 6 s, once per session)."""
+    """The SmolLM2 tokenizer, read from the bundled GGUF (about 6 s, once per session).
+
+    CONTAMSCOPE_TEST_TOKENIZER=DIR reads a saved copy instead (machines without the bundled
+    model package, such as a GPU box that runs only the CUDA tests)."""
     from transformers import AutoTokenizer
 
     from contamscope.backends.bundled import smollm2_gguf_path
+
+    saved = os.environ.get("CONTAMSCOPE_TEST_TOKENIZER")
+    if saved:
+        return AutoTokenizer.from_pretrained(saved)
 
     gguf = smollm2_gguf_path()
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

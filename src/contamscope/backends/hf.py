@@ -79,6 +79,16 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 
 @dataclass
+class _Held:
+    """KV caches of a group of prefixes, padded to the longest: per layer [slots, heads, width,
+    dim], and each prefix's last final state [slots, hidden]."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    last: torch.Tensor
+
+
+@dataclass
 class _Encoded:
     prefix: tuple[int, ...]
     cont: list[int]
@@ -241,6 +251,9 @@ class HFBackend(Backend):
         head = model.get_output_embeddings()
         self._head_w = head.weight.detach().float() if head is not None else None
         self._head_b = getattr(head, "bias", None)
+        self._head_half: torch.Tensor | None = None
+        if head is not None and self.device.type == "cuda" and self.dtype != torch.float32:
+            self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         self._split_head = self._decoder is not None and self._head_w is not None
         if self._split_head and not self._split_head_matches():
@@ -428,21 +441,33 @@ class HFBackend(Backend):
         are reported in ``boundary_chars``), so every order of an item scores the same span
         rule and no token is searched for by value.
         """
-        text = req.prefix + req.continuation
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids: list[int] = list(enc["input_ids"])
-        offsets = enc["offset_mapping"]
-        cut = len(req.prefix)
-        split = len(ids)
-        for i, (_start, end) in enumerate(offsets):
-            if end > cut:
-                split = i
-                break
-        boundary = max(0, cut - offsets[split][0]) if split < len(ids) else 0
-        prefix = ([self.bos_id] if self.bos_id is not None else []) + ids[:split]
-        if not prefix:
-            raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
-        return _Encoded(tuple(prefix), ids[split:], boundary)
+        return self.encode_many([req])[0]
+
+    def encode_many(self, requests: Sequence[ScoreRequest]) -> list[_Encoded]:
+        """:meth:`encode` for many requests, tokenised in one batch call (the fast tokenizer
+        runs them in parallel)."""
+        if not requests:
+            return []
+        enc = self.tokenizer(
+            [r.prefix + r.continuation for r in requests],
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+        )
+        bos = [self.bos_id] if self.bos_id is not None else []
+        out = []
+        for req, ids, offsets in zip(requests, enc["input_ids"], enc["offset_mapping"]):
+            cut = len(req.prefix)
+            split = len(ids)
+            for i, (_start, end) in enumerate(offsets):
+                if end > cut:
+                    split = i
+                    break
+            boundary = max(0, cut - offsets[split][0]) if split < len(ids) else 0
+            prefix = bos + list(ids[:split])
+            if not prefix:
+                raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
+            out.append(_Encoded(tuple(prefix), list(ids[split:]), boundary))
+        return out
 
     # --- scoring ------------------------------------------------------------------------------
     def _token_logprobs(
@@ -455,12 +480,10 @@ class HFBackend(Backend):
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         assert self._head_w is not None
         step = _HEAD_ROWS
+        if hidden.device.type == "cuda":  # about 256 MB of float32 logits at a time
+            step = max(_HEAD_ROWS, (1 << 26) // self._head_w.shape[0])
         for s in range(0, hidden.shape[0], step):
-            logits = torch.nn.functional.linear(
-                hidden[s : s + step].float(),
-                self._head_w,
-                None if self._head_b is None else self._head_b.float(),
-            )
+            logits = self._head_logits(hidden[s : s + step])
             if self._softcap:
                 logits = torch.tanh(logits / self._softcap) * self._softcap
             lse = torch.logsumexp(logits, dim=-1)
@@ -468,6 +491,23 @@ class HFBackend(Backend):
             if argmax is not None:
                 argmax[s : s + step] = logits.argmax(-1)
         return out
+
+    def _head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 vocabulary logits of final hidden states.
+
+        On CUDA with a bfloat16/float16 model the product runs on the half-precision operands
+        with float32 output (``torch.mm(out_dtype=float32)``): the products of half values are
+        exact in float32 and the sums accumulate in float32, so this equals the float32 product
+        of the same values at the half-precision matmul rate."""
+        assert self._head_w is not None
+        bias = None if self._head_b is None else self._head_b.float()
+        if self._head_half is not None:
+            try:
+                logits = torch.mm(hidden, self._head_half.t(), out_dtype=torch.float32)
+                return logits if bias is None else logits + bias
+            except (RuntimeError, TypeError):  # no mm(out_dtype) in this torch build
+                self._head_half = None
+        return torch.nn.functional.linear(hidden.float(), self._head_w, bias)
 
     def _node_logprobs(
         self, states: torch.Tensor, targets: torch.Tensor, argmax: torch.Tensor | None = None
@@ -487,10 +527,9 @@ class HFBackend(Backend):
         out = self.model(ids, **kw)
         return out.logits, out.past_key_values
 
-    def _run_prefixes(
-        self, prefixes: list[tuple[int, ...]]
-    ) -> list[tuple[list[Any], torch.Tensor]]:
-        """Run prefixes once (right-padded batch); per prefix its KV (per layer) and last state."""
+    def _run_prefixes(self, prefixes: list[tuple[int, ...]]) -> tuple[list[Any], torch.Tensor]:
+        """Run prefixes once (right-padded batch): the per-layer (keys, values) of the batch, each
+        [rows, heads, width, dim], and each prefix's last final state [rows, hidden]."""
         dev = self.device
         width = max(len(p) for p in prefixes)
         ids = torch.zeros((len(prefixes), width), dtype=torch.long)
@@ -501,69 +540,95 @@ class HFBackend(Backend):
         states, cache = self._forward(ids.to(dev), attention_mask=attn.to(dev), use_cache=True)
         self.tokens_run += ids.numel()
         self.tokens_useful += sum(len(p) for p in prefixes)
-        return [
-            (
-                [
-                    (layer.keys[r, :, : len(p)], layer.values[r, :, : len(p)])
-                    for layer in cache.layers
-                ],
-                states[r, len(p) - 1],
-            )
-            for r, p in enumerate(prefixes)
-        ]
+        last = torch.tensor([len(p) - 1 for p in prefixes], device=dev)
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        return layers, states[torch.arange(len(prefixes), device=dev), last]
+
+    def _hold_prefixes(self, prefixes: list[tuple[int, ...]]) -> _Held:
+        """Run a group of prefixes in length-bucketed batches and gather their KV caches into
+        one padded tensor per layer (slot = position in ``prefixes``)."""
+        n, width = len(prefixes), max(len(p) for p in prefixes)
+        keys: list[torch.Tensor] = []
+        values: list[torch.Tensor] = []
+        lasts: list[torch.Tensor] = []
+        slots: list[int] = []
+        for batch in self._chunks([(i, len(p)) for i, p in enumerate(prefixes)]):
+            layers, last = self._run_prefixes([prefixes[i] for i in batch])
+            if not keys:
+                for k, v in layers:
+                    keys.append(k.new_zeros((n, k.shape[1], width, k.shape[3])))
+                    values.append(v.new_zeros((n, v.shape[1], width, v.shape[3])))
+            rows = torch.tensor(batch, device=self.device)
+            for i, (k, v) in enumerate(layers):
+                keys[i][rows, :, : k.shape[2]] = k
+                values[i][rows, :, : v.shape[2]] = v
+            lasts.append(last)
+            slots.extend(batch)
+        order = torch.empty(n, dtype=torch.long, device=self.device)
+        order[torch.tensor(slots, device=self.device)] = torch.arange(n, device=self.device)
+        return _Held(keys, values, torch.cat(lasts)[order])
 
     def _run_trees(
-        self, rows: list[tuple[_Tree, int]], prefix_kv: list[tuple[list[Any], torch.Tensor]]
-    ) -> list[torch.Tensor]:
-        """One forward pass of subtree rows over their cached prefixes; log-prob sums per member."""
+        self, rows: list[tuple[_Tree, int]], held: _Held
+    ) -> tuple[torch.Tensor, list[int]]:
+        """One forward pass of subtree rows over their cached prefixes: the log-prob sum of
+        every member of every row (on the device) and the request index of each."""
         from transformers import DynamicCache
 
-        dev = self.device
         n, width = len(rows), max(len(t.tokens) for t, _ in rows)
         pw = max(len(t.prefix) for t, _ in rows)
+        slots = self._upload(np.asarray([slot for _, slot in rows], dtype=np.int64))
         kv = DynamicCache(config=self.model.config)
-        for i in range(len(prefix_kv[rows[0][1]][0])):
-            k0, v0 = prefix_kv[rows[0][1]][0][i]
-            keys = k0.new_zeros((n, k0.shape[0], pw, k0.shape[-1]))
-            values = v0.new_zeros((n, v0.shape[0], pw, v0.shape[-1]))
-            for r, (_, slot) in enumerate(rows):
-                k, v = prefix_kv[slot][0][i]
-                keys[r, :, : k.shape[1]] = k
-                values[r, :, : v.shape[1]] = v
-            kv.update(keys, values, i)
-        last = torch.stack([prefix_kv[slot][1] for _, slot in rows])
-        ids = torch.zeros((n, width), dtype=torch.long)
-        pos = torch.zeros((n, width), dtype=torch.long)
-        mask = torch.zeros((n, 1, width, pw + width), dtype=torch.bool)
+        for i, (hk, hv) in enumerate(zip(held.keys, held.values)):
+            kv.update(hk[:, :, :pw].index_select(0, slots), hv[:, :, :pw].index_select(0, slots), i)
+        ids = np.zeros((n, width), dtype=np.int64)
+        pos = np.zeros((n, width), dtype=np.int64)
+        mask = np.zeros((n, 1, width, pw + width), dtype=bool)
+        src: list[int] = []
+        depth = max(max(len(x) for x in t.paths) for t, _ in rows)
+        members: list[int] = []
+        paths: list[np.ndarray] = []
+        total = sum(len(t.tokens) for t, _ in rows)
+        offset = 0
         for r, (t, _) in enumerate(rows):
             k, p = len(t.tokens), len(t.prefix)
-            ids[r, :k] = torch.tensor(t.tokens)
-            pos[r, :k] = torch.tensor(t.depths) + p
+            ids[r, :k] = t.tokens
+            pos[r, :k] = np.asarray(t.depths) + p
             mask[r, 0, :k, :p] = True
-            mask[r, 0, :k, pw : pw + k] = torch.from_numpy(t.mask())
-            mask[r, 0, k:, pw + k :] = torch.eye(width - k, dtype=torch.bool)  # padding rows
+            mask[r, 0, :k, pw : pw + k] = t.mask()
+            mask[r, 0, k:, pw + k :] = np.eye(width - k, dtype=bool)  # padding rows
+            # the state predicting node k: its parent's row in this batch, or the prefix's last
+            src.extend(r * width + q if q >= 0 else n * width + r for q in t.parents)
+            pm = t.path_matrix()
+            paths.append(np.where(pm >= 0, pm + offset, total))  # `total` -> a zero
+            members.extend(t.members)
+            offset += k
         states, _ = self._forward(
-            ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), past_key_values=kv
+            self._upload(ids),
+            attention_mask=self._upload(mask),
+            position_ids=self._upload(pos),
+            past_key_values=kv,
         )
-        # the state predicting node k: its parent's row in this batch, or the prefix's last token
-        flat = torch.cat([states.reshape(n * width, -1), last])
-        src = torch.cat(
-            [
-                torch.tensor([r * width + q if q >= 0 else n * width + r for q in t.parents])
-                for r, (t, _) in enumerate(rows)
-            ]
-        )
-        tgt = torch.cat([torch.tensor(t.tokens) for t, _ in rows])
-        node_lp = self._node_logprobs(flat[src.to(dev)], tgt.to(dev)).double()
+        flat = torch.cat([states.reshape(n * width, -1), held.last.index_select(0, slots)])
+        tgt = self._upload(np.concatenate([np.asarray(t.tokens) for t, _ in rows]))
+        node_lp = self._node_logprobs(flat[self._upload(np.asarray(src))], tgt).double()
+        node_lp = torch.cat([node_lp, node_lp.new_zeros(1)])
+        index = np.full((len(members), depth), total, dtype=np.int64)
+        row = 0
+        for pm in paths:
+            index[row : row + pm.shape[0], : pm.shape[1]] = pm
+            row += pm.shape[0]
         self.tokens_run += n * width
-        self.tokens_useful += sum(len(t.tokens) for t, _ in rows)
-        sums, offset = [], 0
-        zero = torch.zeros(1, dtype=torch.float64, device=dev)
-        for t, _ in rows:
-            lp = torch.cat([node_lp[offset : offset + len(t.tokens)], zero])
-            sums.append(lp[torch.from_numpy(t.path_matrix()).to(dev)].sum(-1))  # -1 -> the zero
-            offset += len(t.tokens)
-        return sums
+        self.tokens_useful += total
+        return node_lp[self._upload(index)].sum(-1), members
+
+    def _upload(self, array: np.ndarray) -> torch.Tensor:
+        """A host array on the model's device; on CUDA through pinned memory without waiting
+        for the device, so the host prepares the next batch while this one runs."""
+        t = torch.from_numpy(array)
+        if self.device.type != "cuda":
+            return t
+        return t.pin_memory().to(self.device, non_blocking=True)
 
     def _chunks(
         self,
@@ -593,7 +658,7 @@ class HFBackend(Backend):
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
-        encoded = [self.encode(r) for r in requests]
+        encoded = self.encode_many(requests)
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, e in enumerate(encoded):
             groups.setdefault(e.prefix, []).append(i)
@@ -620,13 +685,9 @@ class HFBackend(Backend):
                 max_pad=1e9,
             )
             for group in held:
-                kv: list[tuple[list[Any], torch.Tensor]] = []
-                order: list[int] = []
-                for batch in self._chunks([(i, len(prefixes[i])) for i in group]):
-                    kv.extend(self._run_prefixes([prefixes[i] for i in batch]))
-                    order.extend(batch)
+                hold = self._hold_prefixes([prefixes[i] for i in group])
                 rows = []
-                for slot, i in enumerate(order):
+                for slot, i in enumerate(group):
                     for t in trees[prefixes[i]]:
                         if t.tokens:
                             rows.append((t, slot))
@@ -637,13 +698,15 @@ class HFBackend(Backend):
                 # carries a copy of its prefix's KV cache, counted (a quarter) in the budget only
                 sizes = [(r, len(t.tokens)) for r, (t, _) in enumerate(rows)]
                 kv_share = {r: len(t.prefix) // 4 for r, (t, _) in enumerate(rows)}
+                pending = []  # read back after the group: the device runs ahead of the host
                 for batch in self._chunks(sizes, extra=kv_share):
-                    picked = [rows[r] for r in batch]
-                    for (tree, _), sums in zip(picked, self._run_trees(picked, kv)):
-                        for m, v in zip(tree.members, sums.tolist()):
-                            values[m] = v
-                        if progress is not None:
-                            progress(len(tree.members))
+                    pending.append(self._run_trees([rows[r] for r in batch], hold))
+                    if progress is not None:
+                        progress(len(pending[-1][1]))
+                for sums, members in pending:
+                    for m, v in zip(members, sums.tolist()):
+                        values[m] = v
+                del hold, pending
         return [ScoreResult(v, len(e.cont), e.boundary_chars) for v, e in zip(values, encoded)]
 
     def token_stats(
