@@ -111,7 +111,7 @@ def test_validate_trains_scores_and_reports_then_reuses(
         (["--epochs", "1,x"], "--epochs '1,x'"),
         (["--n-items", "50"], "--n-items 50: only 8 usable items"),
         (["--scenario", "c"], "--scenario 'c'"),
-        (["--method", "cap"], "only permutation can be validated"),
+        (["--method", "mink"], "--method 'mink': expected one of permutation, benbench, cap"),
     ],
 )
 def test_user_errors_are_one_line(

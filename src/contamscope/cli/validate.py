@@ -29,10 +29,16 @@ Examples:
 
   contamscope validate --model hf:Qwen/Qwen2-0.5B --benchmark mmlu --n-items 1000 --epochs 1,2,3,5,10 --device cuda
 
+  contamscope validate --method benbench --benchmark ../shared/benchdata/gsm8k/test.jsonl --n-items 100 --epochs 1,3
+
+  contamscope validate --method cap --benchmark ../shared/benchdata/mmlu --splits dev,test --train-split test --n-items 20 --epochs 1,3
+
 Half of the drawn items are trained on (leaked), half are not (clean); each detector is scored
 against that ground truth after every epoch count (epoch 0 = the untrained model).
+permutation: items sharing an option set are leaked or clean together. benbench: QA items,
+trained on as question + answer; instance-level n-gram flags, perplexity AUC and gap. cap:
+N items from each of two splits, only --train-split trained on; does the verdict name it?
 Re-running the same command with the same --out reuses finished checkpoints and scores.
-Only the permutation method is validated so far (BenBench and CAP: not yet).
 Exit codes: 0 ok, 2 user error, 130 interrupted.
 """
 
@@ -54,7 +60,7 @@ def command(
         "mmlu", "--benchmark", "-b", help="mmlu (bundled), a file or folder, or hf:DATASET."
     ),
     method: str = typer.Option(
-        "permutation", "--method", help="Detection method to validate (permutation)."
+        "permutation", "--method", help="Detection method to validate: permutation, benbench, cap."
     ),
     n_items: int = typer.Option(
         100, "--n-items", "-n", min=2, help="Items drawn; half leaked, half clean."
@@ -65,7 +71,7 @@ def command(
     scenario: str = typer.Option(
         "a",
         "--scenario",
-        help="a: train in the original option order; b: a random order per item.",
+        help="permutation: a = train in the original option order; b = a random order per item.",
     ),
     out: Path | None = typer.Option(
         None,
@@ -99,11 +105,32 @@ def command(
     subjects: str | None = typer.Option(
         None, "--subjects", help="Comma-separated subjects to keep."
     ),
-    template: str = typer.Option("paper", "--template", help="Prompt layout: paper or mmlu."),
+    template: str = typer.Option(
+        "paper", "--template", help="permutation: prompt layout, paper or mmlu."
+    ),
     deltas: str | None = typer.Option(
         None, "--deltas", help="Algorithm 2 thresholds (default: the paper's -0.2,-0.17,-0.15)."
     ),
     alpha: float = typer.Option(0.05, "--alpha", help="Level of the calibrated rank test."),
+    lenient: bool = typer.Option(
+        True,
+        "--lenient/--no-lenient",
+        help="benbench: also the ROUGE-L / edit-similarity flags (generates where needed).",
+    ),
+    splits: str = typer.Option(
+        "train,test", "--splits", help="cap: the two splits; the first is CAP's reference."
+    ),
+    train_split: str | None = typer.Option(
+        None, "--train-split", help="cap: the split trained on (default: the second)."
+    ),
+    task: str | None = typer.Option(None, "--task", help="cap: mcq or qa (detected)."),
+    subset: str | None = typer.Option(None, "--subset", help="cap: file set of a CAP folder."),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", help="cap: generation length (default 8 mcq, 64 qa)."
+    ),
+    no_loglik: bool = typer.Option(
+        False, "--no-loglik", help="cap: skip the log-likelihood reader (mcq)."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="Scoring dtype (training is float32)."),
     model_opt: list[str] | None = typer.Option(None, "-M", help="Model option key=value."),
@@ -115,26 +142,88 @@ def command(
     run(**locals())
 
 
+def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
+    from ..data import load_benchmark
+    from ..perturb import get_template
+    from ..pipeline import PermutationConfig
+    from ..validate import PAPER_DELTAS, PermutationValidation
+    from .permutation import _parse_deltas, _slug
+
+    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+    loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
+    if loaded.problems:
+        err_console.print(f"[yellow]{len(loaded.problems)} input rows skipped[/] while loading")
+    method = PermutationValidation(
+        loaded,
+        scenario=kw["scenario"],
+        permutation=PermutationConfig(
+            template=get_template(kw["template"]),
+            seed=kw["seed"],
+            deltas=_parse_deltas(kw["deltas"]) or PAPER_DELTAS,
+            alpha=kw["alpha"],
+        ),
+        seed=kw["seed"],
+    )
+    return method, f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
+
+
+def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
+    from ..data.qa import load_qa
+    from ..pipeline.benbench import BenBenchConfig
+    from ..validate import BenBenchValidation
+    from .permutation import _slug
+
+    loaded = load_qa(kw["benchmark"], format=kw["fmt"], split="test")
+    if loaded.problems:
+        err_console.print(f"[yellow]{len(loaded.problems)} input rows skipped[/] while loading")
+    method = BenBenchValidation(
+        loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
+    )
+    return method, f"validate-benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+
+
+def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
+    from ..data.cap import load_cap
+    from ..pipeline.cap import CapConfig
+    from ..validate import CapValidation
+    from .permutation import _slug
+
+    names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
+    if len(names) != 2:
+        raise ConfigError(f"--splits {kw['splits']!r}: give exactly two splits, e.g. dev,test")
+    data = load_cap(
+        kw["benchmark"], names, task=kw["task"], subset=kw["subset"], mcq_format=kw["fmt"]
+    )
+    if data.problems:
+        err_console.print(f"[yellow]{len(data.problems)} input rows skipped[/] while loading")
+    trained = kw["train_split"] or names[1]
+    config = CapConfig(
+        task=data.task,  # type: ignore[arg-type]
+        seed=kw["seed"],
+        max_new_tokens=kw["max_new_tokens"],
+        loglik=not kw["no_loglik"],
+        batch_items=8,
+    )
+    method = CapValidation(data, trained, config)
+    return method, f"validate-cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{trained}"
+
+
+_METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
+
+
 @user_errors
 def run(**kw: Any) -> None:
     from ..backends import parse_model_options
-    from ..data import load_benchmark
     from ..paths import default_score_db
-    from ..perturb import get_template
-    from ..pipeline import PermutationConfig
     from ..store import ScoreCache
-    from ..validate import PAPER_DELTAS, TrainConfig, ValidateConfig, plot_summary, run_validation
-    from .permutation import _parse_deltas, _slug
+    from ..validate import TrainConfig, ValidateConfig, plot_summary, run_validation
 
-    if kw["method"] != "permutation":
-        raise ConfigError(
-            f"--method {kw['method']!r}: only permutation can be validated so far "
-            "(BenBench and CAP validation are not implemented yet)"
-        )
+    build = _METHODS.get(kw["method"])
+    if build is None:
+        raise ConfigError(f"--method {kw['method']!r}: expected one of {', '.join(_METHODS)}")
     config = ValidateConfig(
         n_items=kw["n_items"],
         epochs=_parse_epochs(kw["epochs"]),
-        scenario=kw["scenario"],
         seed=kw["seed"],
         baseline=not kw["no_baseline"],
         keep_checkpoints=not kw["delete_checkpoints"],
@@ -144,20 +233,9 @@ def run(**kw: Any) -> None:
             max_batch_tokens=kw["train_batch_tokens"],
             seed=kw["seed"],
         ),
-        permutation=PermutationConfig(
-            template=get_template(kw["template"]),
-            seed=kw["seed"],
-            deltas=_parse_deltas(kw["deltas"]) or PAPER_DELTAS,
-            alpha=kw["alpha"],
-        ),
     )
-    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
-    loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
-    if loaded.problems:
-        err_console.print(f"[yellow]{len(loaded.problems)} input rows skipped[/] while loading")
-    out = kw["out"] or Path("runs") / (
-        f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
-    )
+    method, default_name = build(kw)
+    out = kw["out"] or Path("runs") / default_name
     cache = (
         None
         if kw["no_cache"]
@@ -190,7 +268,7 @@ def run(**kw: Any) -> None:
 
     with progress:
         outcome = run_validation(
-            loaded,
+            method,
             kw["model"],
             config,
             out,
@@ -215,39 +293,34 @@ def run(**kw: Any) -> None:
     )
 
 
-def _f(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
-
-
 def print_validation_summary(summary: dict[str, Any]) -> None:
+    from ..validate.report import tables
+
     split = summary["split"]
+    method = summary.get("validated_method", "permutation")
+    what = (
+        f"scenario {summary['config']['scenario']}"
+        if method == "permutation"
+        else f"method {method}"
+        + (f", trained on {split['trained_split']}" if "trained_split" in split else "")
+    )
     console.print(
         f"model {summary['model']['spec']}, benchmark {summary['benchmark']['source']}: "
-        f"{split['n_leaked']} leaked + {split['n_clean']} clean items, "
-        f"scenario {summary['config']['scenario']}"
+        f"{split['n_leaked']} leaked + {split['n_clean']} clean items, {what}"
     )
     for log in summary["training"]:
         console.print(
             f"  epoch {log['epoch']}: mean training loss {log['mean_loss']:.3f} nats/token "
             f"({log['steps']} steps, {log['seconds']:.0f} s)"
         )
-    t = Table(
-        title="Detector accuracy vs training epochs (positive = leaked; FPR on the clean half)",
-        title_justify="left",
-        box=box.SIMPLE,
-        pad_edge=False,
-    )
-    t.add_column("ep", justify="right")
-    t.add_column("detector", no_wrap=True, min_width=19)
-    for col in ("acc", "prec", "recall", "F1", "AUC", "FPR"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for res in summary["results"]:
-        for name, m in res["detectors"].items():
-            t.add_row(
-                str(res["epochs"]),
-                name,
-                *(_f(m[k]) for k in ("accuracy", "precision", "recall", "f1", "auc", "fpr")),
-            )
-        t.add_section()
-    console.print(t)
-    console.print("95% intervals of the false-positive rates are in summary.json (fpr_ci).")
+    for title, head, body in tables(summary):
+        t = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+        for k, col in enumerate(head):
+            t.add_column(col, justify="left" if k in (1,) else "right", no_wrap=k == 1)
+        last = None
+        for row in body:
+            if last is not None and row[0] != last:
+                t.add_section()
+            last = row[0]
+            t.add_row(*row)
+        console.print(t)

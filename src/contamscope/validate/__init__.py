@@ -1,10 +1,14 @@
 """contamscope.validate: injected-contamination experiments that measure detector accuracy.
 
-A copy of the model is trained on half of N benchmark items; the detectors are run on all N
-after each epoch count and scored against the known ground truth (the permutation paper's
-Tables 1 and 2, for any model that fits).
+A copy of the model is trained on some benchmark items; the method's detectors are run after
+each epoch count and scored against the known ground truth: the permutation detectors (the
+paper's Tables 1 and 2), BenBench's instance-level n-gram flags and perplexity gap, and CAP's
+split-level verdict. One shared pipeline (split, training, checkpoints, resume, summary); each
+method supplies a :class:`ValidationMethod`.
 """
 
+from contamscope.validate.benbench import BenBenchValidation
+from contamscope.validate.cap import CapValidation, cap_training_text
 from contamscope.validate.data import (
     Scenario,
     Split,
@@ -20,11 +24,13 @@ from contamscope.validate.metrics import (
     binary_metrics,
     detectors_for,
     evaluate_records,
+    mean_gap,
 )
+from contamscope.validate.permutation import PAPER_DELTAS, PermutationValidation
 from contamscope.validate.pipeline import (
-    PAPER_DELTAS,
     SUMMARY_SCHEMA,
     ValidateConfig,
+    ValidationMethod,
     ValidationOutcome,
     run_validation,
 )
@@ -32,21 +38,27 @@ from contamscope.validate.report import markdown_table, plot_summary
 from contamscope.validate.train import EpochLog, TrainConfig, train_epochs
 
 __all__ = [
+    "BenBenchValidation",
     "BinaryMetrics",
+    "CapValidation",
     "Detector",
     "EpochLog",
     "PAPER_DELTAS",
+    "PermutationValidation",
     "SUMMARY_SCHEMA",
     "Scenario",
     "Split",
     "TrainConfig",
     "ValidateConfig",
+    "ValidationMethod",
     "ValidationOutcome",
     "auc",
     "binary_metrics",
+    "cap_training_text",
     "detectors_for",
     "evaluate_records",
     "markdown_table",
+    "mean_gap",
     "option_set_key",
     "plot_summary",
     "run_validation",

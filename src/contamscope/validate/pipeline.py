@@ -1,10 +1,12 @@
-"""Injected-contamination validation of the permutation detectors, end to end.
+"""Injected-contamination validation, end to end, for any detection method.
 
-Draw N items, split them in half, score the untouched model (epoch 0), continue training a copy
-on the leaked half and save a checkpoint at each requested epoch count, score every checkpoint
-on all N items with the permutation pipeline, and measure each detector against the known
-ground truth. Every stage writes into the run folder and is skipped on a re-run when finished
-(complete checkpoints are reused, scoring runs resume item by item).
+Draw N items, split them into leaked and clean, score the untouched model (epoch 0), continue
+training a copy on the leaked items and save a checkpoint at each requested epoch count, run the
+method's own pipeline on every checkpoint, and measure its detectors against the known ground
+truth. What is method-specific (which items, the training text, the scoring pipeline and the
+per-epoch evaluation) lives in a :class:`ValidationMethod`; the split, training, checkpoints,
+resume and the summary are shared. Every stage writes into the run folder and is skipped on a
+re-run when finished (complete checkpoints are reused, scoring runs resume item by item).
 """
 
 from __future__ import annotations
@@ -14,22 +16,19 @@ import gc
 import json
 import shutil
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import __version__
 from ..backends import load_backend
 from ..backends.base import Backend
-from ..data.items import LoadResult
-from ..detectors import delta_key
 from ..errors import ConfigError
-from ..pipeline import PermutationConfig, run_permutation
 from ..pipeline.permutation import _git_commit, _package_versions
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache
-from .data import Scenario, Split, split_items, training_order, training_text
-from .metrics import detectors_for, evaluate_records
+from .data import Split
 from .train import (
     EpochLog,
     TrainConfig,
@@ -41,61 +40,125 @@ from .train import (
 
 __all__ = [
     "ValidateConfig",
+    "ValidationMethod",
     "ValidationOutcome",
+    "ScoreHooks",
     "run_validation",
     "SUMMARY_SCHEMA",
-    "PAPER_DELTAS",
+    "read_records",
 ]
 
 SUMMARY_SCHEMA = "contamscope.validate.summary/1"
-PAPER_DELTAS = (-0.2, -0.17, -0.15)
-"""The outlier thresholds of the permutation paper's Table 2."""
-
-
-def _default_permutation() -> PermutationConfig:
-    return PermutationConfig(deltas=PAPER_DELTAS)
 
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    """Settings of an injected-contamination experiment."""
+    """Settings of an injected-contamination experiment shared by every method."""
 
     n_items: int = 100
-    """Items drawn from the benchmark; half are trained on (leaked), half are not (clean)."""
+    """Items drawn from the benchmark; about half are trained on (leaked), half are not (clean).
+    CAP: items drawn from each split (the trained split's are all trained on)."""
     epochs: tuple[int, ...] = (1, 2, 3, 5)
     """Epoch counts at which the trained copy is checkpointed and evaluated."""
-    scenario: Scenario = "a"
-    """``a``: leaked items trained in their original option order; ``b``: in a random order."""
     seed: int = 0
-    """Seed of the item draw, the leaked/clean split and the scenario-b orders."""
+    """Seed of the item draw, the leaked/clean split and the method's own randomness."""
     baseline: bool = True
     """Also evaluate the untrained model (reported as epoch 0)."""
     keep_checkpoints: bool = True
     """Keep the checkpoint folders after scoring (needed to resume without retraining)."""
     train: TrainConfig = field(default_factory=TrainConfig)
     """Continued-training settings."""
-    permutation: PermutationConfig = field(default_factory=_default_permutation)
-    """Scoring and detector settings (the paper's three Algorithm-2 deltas by default)."""
 
     def __post_init__(self) -> None:
+        if self.n_items < 2:
+            raise ConfigError("--n-items must be at least 2 (one leaked, one clean)")
         if not self.epochs or any(e < 1 for e in self.epochs):
             raise ConfigError("--epochs must be positive integers, e.g. 1,2,3,5")
         if list(self.epochs) != sorted(set(self.epochs)):
             raise ConfigError("--epochs must be increasing and distinct, e.g. 1,2,3,5")
-        if self.scenario not in ("a", "b"):
-            raise ConfigError(f"--scenario {self.scenario!r}: expected a or b")
 
     def settings(self) -> dict[str, Any]:
         """What must match for a re-run to reuse the folder. ``epochs``, ``baseline`` and
         ``keep_checkpoints`` only add or drop work (training is deterministic at a constant rate,
         so a checkpoint does not depend on how many epochs follow it); a re-run may change them."""
+        return {"n_items": self.n_items, "seed": self.seed, "train": self.train.settings()}
+
+
+@dataclass
+class ScoreHooks:
+    """Progress callbacks handed to a method's scoring pipeline."""
+
+    on_start: Callable[[int, int], None] | None = None
+    """``(total items, items already done)``."""
+    on_items: Callable[[int], None] | None = None
+    """``(items finished now)``."""
+
+
+class ValidationMethod(ABC):
+    """What one detection method contributes to a validation experiment."""
+
+    name: ClassVar[str]
+    """The validated method (``permutation``, ``benbench``, ``cap``)."""
+
+    @abstractmethod
+    def benchmark(self) -> dict[str, Any]:
+        """``source``, ``format``, ``content_hash`` and ``items_loaded`` of the data."""
+
+    @abstractmethod
+    def settings(self) -> dict[str, Any]:
+        """Method settings that change the numbers (a re-run must match them)."""
+
+    @abstractmethod
+    def draw(self, n_items: int, seed: int) -> Split:
+        """The evaluated items and which of them are trained on."""
+
+    @abstractmethod
+    def split_record(self, split: Split) -> dict[str, Any]:
+        """Contents of ``split.json`` (``leaked`` and ``clean`` item ids at least)."""
+
+    @abstractmethod
+    def training_texts(self, split: Split) -> list[str]:
+        """The plain texts the copy is trained on, in the layout the method's pipeline reads."""
+
+    @abstractmethod
+    def score(
+        self,
+        scorer: CachedScorer,
+        run_dir: RunDir,
+        split: Split,
+        *,
+        overwrite: bool,
+        hooks: ScoreHooks,
+    ) -> list[dict[str, Any]]:
+        """Run the method's pipeline on the evaluated items into ``run_dir``; return its records."""
+
+    @abstractmethod
+    def evaluate(self, records: list[dict[str, Any]], split: Split) -> dict[str, Any]:
+        """The per-epoch result: detector metrics against the ground truth (pure)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """What each reported detector / statistic is (summary.json ``detectors``)."""
+
+    def require(self, backend: Backend) -> None:  # noqa: B027 - optional hook
+        """Refuse a backend that cannot run the method (before any work)."""
+
+    def split_counts(self, split: Split) -> dict[str, Any]:
         return {
-            "n_items": self.n_items,
-            "scenario": self.scenario,
-            "seed": self.seed,
-            "train": self.train.settings(),
-            "permutation": self.permutation.settings(),
+            "n_items": len(split.items),
+            "n_leaked": len(split.leaked),
+            "n_clean": len(split.clean),
         }
+
+    def summary_extras(self) -> dict[str, Any]:
+        """Extra top-level summary fields."""
+        return {}
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a finished scoring run (``items.jsonl``), in file order."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
 @dataclass
@@ -104,31 +167,8 @@ class ValidationOutcome:
     run_dir: Path
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
-def _diagnostics(records: list[dict[str, Any]], leaked: set[str]) -> dict[str, Any]:
-    """Mean log-prob of the original order and mean gap, leaked vs clean (training's effect)."""
-    used = [r for r in records if not r.get("excluded")]
-    out: dict[str, Any] = {}
-    for name, keep in (("leaked", True), ("clean", False)):
-        part = [r for r in used if (r["id"] in leaked) == keep]
-        out[name] = {
-            "n": len(part),
-            "mean_original_logprob": _mean([r["logprobs"][0] for r in part]),
-            "mean_gap": _mean([r["gap"] for r in part]),
-        }
-    return out
-
-
 def run_validation(
-    loaded: LoadResult,
+    method: ValidationMethod,
     model: str,
     config: ValidateConfig,
     out: Path,
@@ -151,21 +191,15 @@ def run_validation(
     """
     t_start = time.perf_counter()
     phase = on_phase or (lambda _text: None)
-    split = split_items(
-        loaded.items,
-        config.n_items,
-        seed=config.seed,
-        include_non_exchangeable=config.permutation.include_non_exchangeable,
-    )
-    template = config.permutation.template
-    orders = {it.id: training_order(it, config.scenario, config.seed) for it in split.leaked}
+    split = method.draw(config.n_items, config.seed)
+    bench = method.benchmark()
     settings = {
         "method": "validate",
         "run_schema": RUN_SCHEMA_VERSION,
         "model": model,
-        "benchmark": loaded.source,
-        "benchmark_hash": loaded.content_hash,
-        "config": config.settings(),
+        "benchmark": bench["source"],
+        "benchmark_hash": bench["content_hash"],
+        "config": {**config.settings(), **method.settings()},
     }
     out = Path(out)
     root = RunDir(out)
@@ -174,17 +208,7 @@ def run_validation(
             shutil.rmtree(sub, ignore_errors=True)
     root.open(settings, overwrite=overwrite)
     (out / "split.json").write_text(
-        json.dumps(
-            {
-                "leaked": [
-                    {"id": it.id, "training_order": list(orders[it.id])} for it in split.leaked
-                ],
-                "clean": [it.id for it in split.clean],
-            },
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
+        json.dumps(method.split_record(split), indent=1) + "\n", encoding="utf-8"
     )
 
     phase(f"loading model {model}")
@@ -192,29 +216,24 @@ def run_validation(
     hf: Any = backend
     if not all(hasattr(hf, a) for a in ("model", "tokenizer", "bos_id")):
         raise ConfigError(f"--model {model}: validation needs a local transformers model to train")
+    method.require(backend)
     bos_token = "none" if hf.bos_id is None else str(hf.tokenizer.convert_ids_to_tokens(hf.bos_id))
     ckpt_options = dict(options or {}, bos=bos_token)
-    selection = {"n_items": len(split.items), "seed": config.seed, "validate": True}
     timings: dict[str, float] = {}
 
     def score(label: str, be: Backend) -> list[dict[str, Any]]:
-        scorer = CachedScorer(be, cache)
-        t0 = time.perf_counter()
-        run_permutation(
-            loaded,
-            split.items,
-            scorer,
-            RunDir(out / label),
-            config.permutation,
-            selection=selection,
-            overwrite=overwrite,
+        hooks = ScoreHooks(
             on_start=(lambda total, done: on_score_start(label, total, done))
             if on_score_start
             else None,
             on_items=on_items,
         )
+        t0 = time.perf_counter()
+        recs = method.score(
+            CachedScorer(be, cache), RunDir(out / label), split, overwrite=overwrite, hooks=hooks
+        )
         timings[f"scoring_{label}_seconds"] = round(time.perf_counter() - t0, 3)
-        return _read_records(out / label / "items.jsonl")
+        return recs
 
     records: dict[int, list[dict[str, Any]]] = {}
     model_info = backend.describe()
@@ -227,10 +246,10 @@ def run_validation(
     missing = [e for e in config.epochs if not checkpoint_complete(ckdir[e])]
     train_logs: list[dict[str, Any]]
     if missing:
-        phase(f"training a copy on {len(split.leaked)} leaked items for {max(missing)} epochs")
+        texts = method.training_texts(split)
+        phase(f"training a copy on {len(texts)} leaked items for {max(missing)} epochs")
         train_model = copy.deepcopy(hf.model).float()
         tokenizer = hf.tokenizer
-        texts = [training_text(it, template, orders[it.id]) for it in split.leaked]
         seqs = tokenize_texts(tokenizer, texts, hf.bos_id)
         del backend
         hf = None
@@ -277,70 +296,50 @@ def run_validation(
         if not config.keep_checkpoints:
             shutil.rmtree(ckdir[e], ignore_errors=True)
 
-    deltas = config.permutation.deltas or PAPER_DELTAS
-    detectors = detectors_for(deltas, config.permutation.alpha)
-    leaked_ids = split.leaked_ids
-    results = []
-    for e in sorted(records):
-        metrics = evaluate_records(records[e], leaked_ids, detectors)
-        results.append(
-            {
-                "epochs": e,
-                "run": f"epoch-{e}",
-                "detectors": {k: m.to_dict() for k, m in metrics.items()},
-                "diagnostics": _diagnostics(records[e], leaked_ids),
-                "excluded": sum(1 for r in records[e] if r.get("excluded")),
-            }
-        )
+    results = [
+        {"epochs": e, "run": f"epoch-{e}", **method.evaluate(records[e], split)}
+        for e in sorted(records)
+    ]
     timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
     summary = build_summary(
-        loaded, model, model_info, config, split, results, train_logs, detectors, timings
+        method, bench, model, model_info, config, settings, split, results, train_logs, timings
     )
-    summary["deltas"] = [delta_key(d) for d in deltas]
     root.write_summary(summary)
     return ValidationOutcome(summary, out)
 
 
 def build_summary(
-    loaded: LoadResult,
+    method: ValidationMethod,
+    bench: dict[str, Any],
     model: str,
     model_info: dict[str, Any],
     config: ValidateConfig,
+    settings: dict[str, Any],
     split: Split,
     results: list[dict[str, Any]],
     train_logs: list[dict[str, Any]],
-    detectors: list[Any],
     timings: dict[str, float],
 ) -> dict[str, Any]:
     """summary.json of a validation run: provenance, the split, training, metrics per epoch."""
     return {
         "schema": SUMMARY_SCHEMA,
         "method": "validate",
-        "validated_method": "permutation",
+        "validated_method": method.name,
         "contamscope_version": __version__,
         "git_commit": _git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": {"spec": model, **{k: v for k, v in model_info.items() if k != "spec"}},
-        "benchmark": {
-            "source": loaded.source,
-            "format": loaded.format,
-            "content_hash": loaded.content_hash,
-            "items_loaded": len(loaded.items),
-        },
+        "benchmark": bench,
         "config": {
-            **config.settings(),
+            **settings["config"],
             "epochs": list(config.epochs),
             "baseline": config.baseline,
         },
-        "split": {
-            "n_items": len(split.items),
-            "n_leaked": len(split.leaked),
-            "n_clean": len(split.clean),
-            "file": "split.json",
-        },
+        "split": {**method.split_counts(split), "file": "split.json"},
         "training": train_logs,
-        "detectors": {d.name: d.description for d in detectors},
+        "detectors": method.describe(),
         "results": results,
         "timings": timings,
         "versions": _package_versions(),
+        **method.summary_extras(),
     }

@@ -1,11 +1,16 @@
-"""Tables and plots of a validation summary (read only the summary dict)."""
+"""Tables and plots of a validation summary (read only the summary dict).
+
+Permutation and BenBench runs report item-level detectors (accuracy ... FPR per epoch); BenBench
+adds the AUC of perplexity and the dataset-level gaps; CAP runs report PCR per split, the PCR
+difference and the verdict per epoch and reader.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METRICS", "markdown_table", "rows", "plot_summary"]
+__all__ = ["METRICS", "markdown_table", "rows", "tables", "plot_summary"]
 
 METRICS = ("accuracy", "precision", "recall", "f1", "auc", "fpr")
 """Columns of the table, in order."""
@@ -24,21 +29,125 @@ def rows(summary: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
     ]
 
 
+Table = tuple[str, list[str], list[list[str]]]
+"""(title, column headers, rows of cells)."""
+
+
+def _ci(ci: list[float] | None) -> str:
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+
+
+def _detector_table(summary: dict[str, Any], detectors: list[str] | None) -> Table:
+    head = ["epochs", "detector", "accuracy", "precision", "recall", "F1", "AUC"]
+    head.append("FPR (clean half) [95% CI]")
+    out = []
+    for res in summary["results"]:
+        for name, m in res["detectors"].items():
+            if detectors is not None and name not in detectors:
+                continue
+            out.append(
+                [str(res["epochs"]), name]
+                + [_fmt(m[k]) for k in ("accuracy", "precision", "recall", "f1", "auc")]
+                + [_fmt(m["fpr"]) + _ci(m.get("fpr_ci"))]
+            )
+        for name, sc in res.get("scores", {}).items():
+            if detectors is None or name in detectors:
+                out.append(
+                    [str(res["epochs"]), f"{name} (score)", *["-"] * 4, _fmt(sc["auc"]), "-"]
+                )
+    title = "Detector accuracy vs training epochs (positive = leaked; FPR on the clean half)"
+    return title, head, out
+
+
+def _gap_table(summary: dict[str, Any]) -> Table:
+    head = ["epochs", "statistic", "leaked mean", "clean mean", "gap (leaked - clean) [95% CI]"]
+    labels = {"ppl": "answer perplexity", "nll": "answer NLL", "ngram_exact": "n-gram acc. exact"}
+    out = [
+        [str(res["epochs"]), labels.get(k, k), _fmt(g["leaked"]), _fmt(g["clean"])]
+        + [_fmt(g["gap"]) + _ci(g["ci"])]
+        for res in summary["results"]
+        for k, g in res["gaps"].items()
+    ]
+    return "Dataset level: leaked vs clean means", head, out
+
+
+def _cap_table(summary: dict[str, Any]) -> Table:
+    a, b = summary["config"]["splits"]
+    head = ["epochs", "reader", f"M {a}", f"C {a}", f"PCR {a}", f"M {b}", f"C {b}", f"PCR {b}"]
+    head += [f"PCR {a} - PCR {b} [95% CI]", "p", "verdict", "names trained split"]
+    out = []
+    for res in summary["results"]:
+        for reader, r in res["readers"].items():
+            sp = r["splits"]
+            out.append(
+                [str(res["epochs"]), reader]
+                + [_fmt(sp[s][k]) for s in (a, b) for k in ("m", "c", "pcr")]
+                + [_fmt(r["pcr_diff"]) + _ci(r["ci"] if r["ci"][0] is not None else None)]
+                + [_fmt(r["p_value"]), r["verdict"], "yes" if r["names_trained_split"] else "no"]
+            )
+    title = (
+        f"CAP verdict vs training epochs (trained on {summary['split']['trained_split']}; "
+        f"expected: {summary['expected_verdict']})"
+    )
+    return title, head, out
+
+
+def tables(summary: dict[str, Any], detectors: list[str] | None = None) -> list[Table]:
+    """The tables of a validation summary, by validated method."""
+    method = summary.get("validated_method", "permutation")
+    if method == "cap":
+        return [_cap_table(summary)]
+    out = [_detector_table(summary, detectors)]
+    if method == "benbench":
+        out.append(_gap_table(summary))
+    return out
+
+
 def markdown_table(summary: dict[str, Any], detectors: list[str] | None = None) -> str:
-    """The per-epoch, per-detector table as Markdown (FPR = false-positive rate on the clean half,
-    with its 95% Wilson interval)."""
-    head = "| epochs | detector | accuracy | precision | recall | F1 | AUC | FPR (clean half) [95% CI] |"
-    lines = [head, "|---|---|---|---|---|---|---|---|"]
-    for epochs, name, m in rows(summary):
-        if detectors is not None and name not in detectors:
-            continue
-        ci = m.get("fpr_ci")
-        fpr = _fmt(m["fpr"]) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-        lines.append(
-            f"| {epochs} | {name} | {_fmt(m['accuracy'])} | {_fmt(m['precision'])} | "
-            f"{_fmt(m['recall'])} | {_fmt(m['f1'])} | {_fmt(m['auc'])} | {fpr} |"
-        )
-    return "\n".join(lines)
+    """The summary's tables as Markdown (detector runs: FPR = false-positive rate on the clean
+    half, with its 95% Wilson interval; CAP: PCR per split and the verdict per epoch)."""
+    parts = []
+    for _title, head, body in tables(summary, detectors):
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _plot_cap(summary: dict[str, Any], path: Path, plt: Any) -> Path:
+    epochs = [r["epochs"] for r in summary["results"]]
+    readers = list(summary["results"][0]["readers"]) if summary["results"] else []
+    fig, axes = plt.subplots(1, max(1, len(readers)), figsize=(6 * max(1, len(readers)), 4.2))
+    axes = list(axes) if len(readers) > 1 else [axes]
+    for ax, reader in zip(axes, readers):
+        for s in summary["config"]["splits"]:
+            ys = [r["readers"][reader]["splits"][s]["pcr"] for r in summary["results"]]
+            ax.plot(epochs, [float("nan") if y is None else y for y in ys], marker="o", label=s)
+        for e, r in zip(epochs, summary["results"]):
+            v = r["readers"][reader]
+            ax.annotate(
+                "names it" if v["names_trained_split"] else v["verdict"],
+                (e, 0.02),
+                fontsize=7,
+                ha="center",
+                rotation=90,
+                va="bottom",
+            )
+        ax.set_title(f"PCR per split ({reader})")
+        ax.set_xticks(epochs)
+        ax.set_xlabel(f"training epochs on {summary['split']['trained_split']}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        f"{summary['model']['spec']} on {summary['benchmark']['source']}: CAP, "
+        f"{summary['split']['n_leaked']} items per split",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
@@ -50,6 +159,8 @@ def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    if summary.get("validated_method") == "cap":
+        return _plot_cap(summary, path, plt)
     names = list(summary["results"][0]["detectors"]) if summary["results"] else []
     epochs = [r["epochs"] for r in summary["results"]]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
@@ -62,18 +173,32 @@ def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
                 marker="o",
                 label=name,
             )
+        if metric == "auc":
+            for sname in summary["results"][0].get("scores", {}) if summary["results"] else []:
+                ys = [r["scores"][sname]["auc"] for r in summary["results"]]
+                ax.plot(
+                    epochs,
+                    [float("nan") if y is None else y for y in ys],
+                    marker="s",
+                    ls="--",
+                    label=f"{sname} (score)",
+                )
         ax.set_title("false-positive rate (clean half)" if metric == "fpr" else metric)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xticks(epochs)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("training epochs on the leaked half")
-    axes.flat[0].legend(fontsize=7)
+    axes.flat[4].legend(fontsize=7)
     split = summary["split"]
+    what = (
+        f"scenario {summary['config']['scenario']}"
+        if "scenario" in summary["config"]
+        else summary.get("validated_method", "")
+    )
     fig.suptitle(
         f"{summary['model']['spec']} on {summary['benchmark']['source']}: "
-        f"{split['n_leaked']} leaked / {split['n_clean']} clean items, "
-        f"scenario {summary['config']['scenario']}",
+        f"{split['n_leaked']} leaked / {split['n_clean']} clean items, {what}",
         fontsize=10,
     )
     fig.tight_layout()
