@@ -167,7 +167,7 @@ def test_cap_validation_end_to_end_and_reuse(
         assert set(res["readers"]) == {"generate", "loglik"}
         recs = _records(out / res["run"] / "items.jsonl")
         assert {r["split"] for r in recs} == {"dev", "test"} and len(recs) == 8
-        for reader, r in res["readers"].items():
+        for r in res["readers"].values():
             assert r["names_trained_split"] == (r["verdict"] == "contaminated by test")
             assert r["verdict"] in ("contaminated by test", "fine-tuned on dev", "no evidence")
         # generation reader's PCR recomputed from the stored records
