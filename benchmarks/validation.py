@@ -1,12 +1,17 @@
-"""Injected-contamination validation of the permutation detectors (the paper's Tables 1 and 2).
+"""Injected-contamination validation: permutation (the paper's Tables 1 and 2), BenBench, CAP.
 
-Draws N MMLU items with a seed, continues training a copy of the model on half of them for each
-epoch count, scores all N under every option order per checkpoint, and prints accuracy,
-precision, recall, F1, AUC and the clean-half false-positive rate per detector and epoch, then
-checks the issue's targets. The run folder resumes (finished checkpoints and scores are reused).
+permutation: draws N MMLU items with a seed, continues training a copy of the model on half of
+them for each epoch count, scores all N under every option order per checkpoint, and prints
+accuracy, precision, recall, F1, AUC and the clean-half false-positive rate per detector and
+epoch, then checks the issue's targets. benbench: the same on GSM8K test items (instance-level
+n-gram flags, perplexity AUC, leaked-vs-clean gaps). cap: N items from each of two MMLU splits,
+trained on one; prints PCR per split and whether the verdict names the trained split. The run
+folder resumes (finished checkpoints and scores are reused).
 
     python benchmarks/validation.py                                  # SmolLM2, N=100, epochs 1,3,5
     python benchmarks/validation.py --n-items 200 --epochs 1,2,3,5 --scenario b
+    python benchmarks/validation.py --method benbench --n-items 100 --epochs 1,3
+    python benchmarks/validation.py --method cap --n-items 20 --epochs 1,3   # dev vs test, trains test
     python benchmarks/validation.py --from-summary runs/validate-x/summary.json   # table only
 """
 
@@ -20,11 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from contamscope.data import load_benchmark
+from contamscope.data.cap import load_cap
+from contamscope.data.qa import load_qa
 from contamscope.paths import default_score_db
+from contamscope.pipeline.benbench import BenBenchConfig
+from contamscope.pipeline.cap import CapConfig
 from contamscope.store import ScoreCache
 from contamscope.validate import (
+    BenBenchValidation,
+    CapValidation,
+    PermutationValidation,
     TrainConfig,
     ValidateConfig,
+    ValidationMethod,
     markdown_table,
     plot_summary,
     run_validation,
@@ -77,7 +90,37 @@ def clean_false_positives(run_dir: Path, summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def print_method_report(summary: dict[str, Any]) -> None:
+    """BenBench and CAP runs: training log, the tables, timings and the verdict lines."""
+    split = summary["split"]
+    print(
+        f"model {summary['model']['spec']} | benchmark {summary['benchmark']['source']} | "
+        f"method {summary['validated_method']} | {split['n_leaked']} leaked + "
+        f"{split['n_clean']} clean | lr {summary['config']['train']['lr']}"
+    )
+    for log in summary["training"]:
+        print(
+            f"  training epoch {log['epoch']}: loss {log['mean_loss']:.3f} nats/token, "
+            f"{log['steps']} steps, {log['tokens']} tokens, {log['seconds']:.0f} s"
+        )
+    print()
+    print(markdown_table(summary))
+    print()
+    print("timings (s):", json.dumps(summary["timings"]))
+    if summary["validated_method"] == "cap":
+        for r in summary["results"]:
+            for reader, v in r["readers"].items():
+                ok = "PASS" if v["names_trained_split"] else ("-" if r["epochs"] == 0 else "FAIL")
+                print(
+                    f"{ok} epoch {r['epochs']} {reader}: verdict '{v['verdict']}' "
+                    f"(expected after training: '{summary['expected_verdict']}')"
+                )
+
+
 def print_report(summary: dict[str, Any], run_dir: Path | None = None) -> None:
+    if summary.get("validated_method", "permutation") != "permutation":
+        print_method_report(summary)
+        return
     split = summary["split"]
     print(
         f"model {summary['model']['spec']} | benchmark {summary['benchmark']['source']} | "
@@ -114,8 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    ap.add_argument("--method", default="permutation", choices=["permutation", "benbench", "cap"])
     ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--benchmark", default=str(BENCHDATA / "mmlu"), help="default: shared MMLU")
+    ap.add_argument(
+        "--benchmark",
+        default=None,
+        help="default: shared MMLU (permutation, cap) or GSM8K test (benbench)",
+    )
+    ap.add_argument("--splits", default="dev,test", help="cap: the two splits (first = reference)")
+    ap.add_argument("--train-split", default="test", help="cap: the split trained on")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="cap: generation length")
     ap.add_argument("--n-items", type=int, default=100)
     ap.add_argument("--epochs", default="1,3,5")
     ap.add_argument("--scenario", default="a", choices=["a", "b"])
@@ -129,20 +180,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_summary:
         print_report(json.loads(args.from_summary.read_text()), args.from_summary.parent)
         return 0
-    if args.benchmark == str(BENCHDATA / "mmlu") and not BENCHDATA.is_dir():
-        args.benchmark = "mmlu"  # the bundled copy
+    method: ValidationMethod
+    if args.method == "benbench":
+        bench = args.benchmark or str(BENCHDATA / "gsm8k" / "test.jsonl")
+        method = BenBenchValidation(load_qa(bench, split="test"), BenBenchConfig(seed=args.seed))
+    elif args.method == "cap":
+        bench = args.benchmark or str(BENCHDATA / "mmlu")
+        data = load_cap(bench, args.splits.split(","))
+        cap = CapConfig(task=data.task, seed=args.seed, max_new_tokens=args.max_new_tokens)  # type: ignore[arg-type]
+        method = CapValidation(data, args.train_split, cap)
+    else:
+        bench = args.benchmark or str(BENCHDATA / "mmlu")
+        if bench == str(BENCHDATA / "mmlu") and not BENCHDATA.is_dir():
+            bench = "mmlu"  # the bundled copy
+        method = PermutationValidation(load_benchmark(bench), args.scenario, seed=args.seed)
     config = ValidateConfig(
         n_items=args.n_items,
         epochs=tuple(int(x) for x in args.epochs.split(",")),
-        scenario=args.scenario,
         seed=args.seed,
         baseline=not args.no_baseline,
         train=TrainConfig(lr=args.lr, seed=args.seed),
     )
-    out = args.out or Path("runs") / f"bench-validate-n{args.n_items}-{args.scenario}"
-    loaded = load_benchmark(args.benchmark)
+    name = args.scenario if args.method == "permutation" else args.method
+    out = args.out or Path("runs") / f"bench-validate-n{args.n_items}-{name}"
     outcome = run_validation(
-        loaded,
+        method,
         args.model,
         config,
         out,
