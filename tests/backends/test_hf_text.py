@@ -103,3 +103,98 @@ def test_cache_keeps_token_stats_and_generations(tiny_backend, tmp_path: Path) -
     again.generate([GenerateRequest("Hello", max_new_tokens=5)])
     assert again.computed == 1
     assert cache.info().entries == len(TEXTS) + 2
+
+
+def _naive_vocab_moments(backend, req: ScoreRequest) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
+    """Mean and std of log p over the whole vocabulary, float64, one full forward pass."""
+    e = backend.encode(req)
+    ids = torch.tensor([list(e.prefix) + e.cont])
+    with torch.inference_mode():
+        logp = torch.log_softmax(backend.model(ids).logits.double(), -1)[0]
+    p = len(e.prefix)
+    rows = logp[p - 1 : p - 1 + len(e.cont)]
+    mean = (rows.exp() * rows).sum(-1)
+    var = (rows.exp() * (rows - mean[:, None]) ** 2).sum(-1)
+    return mean.tolist(), var.sqrt().tolist()
+
+
+@pytest.fixture(scope="module")
+def spread_backend(tmp_path_factory, smollm2_tokenizer):  # type: ignore[no-untyped-def]
+    """A tiny random model whose next-token distributions are spread out (std of log p about
+    1-3 nats; the shared tiny model, built for varied log-probs, is almost one-hot)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from contamscope.backends.hf import HFBackend
+
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=len(smollm2_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.normal_(0, 0.25)
+    path = tmp_path_factory.mktemp("spread") / "spread-llama"
+    model.save_pretrained(path)
+    smollm2_tokenizer.save_pretrained(path)
+    return HFBackend.from_pretrained(
+        str(path),
+        spec=f"hf:{path}",
+        identity="spread",
+        device="cpu",
+        dtype="float32",
+        options={"bos": "<|endoftext|>"},
+    )
+
+
+@pytest.mark.parametrize("which", ["tiny", "spread"])
+@pytest.mark.parametrize("split_head", [True, False], ids=["split-head", "logits-fallback"])
+def test_vocab_moments_match_naive_float64(which: str, split_head: bool, request) -> None:  # type: ignore[no-untyped-def]
+    backend = request.getfixturevalue(f"{which}_backend")
+    old = backend._split_head
+    try:
+        backend._split_head = split_head and old
+        got = backend.token_stats(TEXTS)
+    finally:
+        backend._split_head = old
+    spread = []
+    for req, st in zip(TEXTS, got):
+        mean, std = _naive_vocab_moments(backend, req)
+        assert st.mean_logprob is not None and st.std_logprob is not None
+        assert len(st.mean_logprob) == len(st.tokens) == len(st.std_logprob)
+        assert list(st.mean_logprob) == pytest.approx(mean, abs=1e-4)
+        assert list(st.std_logprob) == pytest.approx(std, abs=1e-4)
+        spread += std
+    if which == "spread":  # the check covers wide distributions, not only near one-hot ones
+        assert min(spread) > 0.5
+
+
+def test_vocab_moments_in_small_head_chunks(tiny_backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import contamscope.backends.hf as hf
+
+    ref = tiny_backend.token_stats(TEXTS[:2])
+    monkeypatch.setattr(hf, "_HEAD_ROWS", 3)  # many head chunks per batch
+    small = tiny_backend.token_stats(TEXTS[:2])
+    for a, b in zip(ref, small):
+        assert list(a.std_logprob) == pytest.approx(list(b.std_logprob), abs=1e-5)
+        assert list(a.mean_logprob) == pytest.approx(list(b.mean_logprob), abs=1e-5)
+
+
+def test_cache_never_serves_blobs_without_vocab_stats(tiny_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    plain = CachedScorer(tiny_backend, cache).token_stats(TEXTS)  # old-style blobs
+    assert all(st.mean_logprob is None for st in plain)
+    need = CachedScorer(tiny_backend, cache)
+    full = need.token_stats(TEXTS, vocab_stats=True)
+    assert need.computed == len(TEXTS) and need.reused == 0  # old blobs not served
+    assert all(st.mean_logprob is not None and st.std_logprob is not None for st in full)
+    again = CachedScorer(tiny_backend, ScoreCache(tmp_path / "c.sqlite"))
+    assert again.token_stats(TEXTS, vocab_stats=True) == full
+    assert again.computed == 0 and again.reused == len(TEXTS)
+    assert [st.logprobs for st in full] == [st.logprobs for st in plain]

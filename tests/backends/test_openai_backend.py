@@ -165,7 +165,7 @@ def test_probe_accepts_a_scoring_server(tiny_server: Any) -> None:
     assert report is not None and report.prompt_logprobs and report.mode == "prompt_logprobs"
     assert report.numbers["repeat_max_diff"] < 1e-4
     assert report.numbers["shared_prefix_max_diff"] < 1e-4
-    assert available_methods(b.capabilities) == ["permutation", "BenBench", "CAP"]
+    assert available_methods(b.capabilities) == ["permutation", "BenBench", "CAP", "membership"]
 
 
 def test_probe_refuses_random_model_under_full_canary(tiny_server: Any) -> None:

@@ -65,6 +65,12 @@ class TokenStats:
     """The model's most likely token at each position (its greedy prediction)."""
     boundary_chars: int = 0
     """As in :class:`ScoreResult`: prefix characters sharing the first scored token."""
+    mean_logprob: tuple[float, ...] | None = None
+    """Per position, the mean of log p over the vocabulary under the model's own next-token
+    distribution, E_{z~p}[log p(z)] (minus its entropy); None when the backend cannot give it."""
+    std_logprob: tuple[float, ...] | None = None
+    """Per position, sqrt(E_{z~p}[(log p(z) - mean)^2]); with ``mean_logprob`` what Min-K%++
+    (Zhang et al. 2024) normalises each token's log-prob by. None when not available."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,9 @@ class Capabilities:
     """Free-text generation (needed by CAP, BenBench's lenient n-gram modes, paraphrasing)."""
     token_stats: bool = False
     """Per-token log-probs and greedy predictions of given text (BenBench's n-gram accuracy)."""
+    vocab_stats: bool = False
+    """``token_stats`` also carries each position's mean and std of log p over the vocabulary
+    (``TokenStats.mean_logprob`` / ``std_logprob``; the Min-K%++ membership statistic)."""
 
 
 class Backend(ABC):
@@ -144,6 +153,7 @@ class Backend(ABC):
         prompt_logprobs: bool = False,
         generate: bool = False,
         token_stats: bool = False,
+        vocab_stats: bool = False,
         method: str,
     ) -> None:
         """Refuse, with a one-line reason, a method this backend cannot serve."""
@@ -157,4 +167,10 @@ class Backend(ABC):
             raise CapabilityError(
                 f"{method} needs per-token log-probs and greedy predictions, which backend "
                 f"{self.spec!r} cannot return"
+            )
+        if vocab_stats and not self.capabilities.vocab_stats:
+            raise CapabilityError(
+                f"{method} needs each position's mean and std of log-probs over the vocabulary, "
+                f"which backend {self.spec!r} cannot return (it needs the full next-token "
+                "distribution: use an hf: model)"
             )

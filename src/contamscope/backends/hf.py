@@ -209,6 +209,19 @@ def _build_trees(
     return [t for t in trees if t.members] + ([empty] if empty.members else []), len(tokens)
 
 
+def _vocab_moments(logp: torch.Tensor) -> torch.Tensor:
+    """[rows, 2]: mean and std of log p over the vocabulary under p itself, per row of float32
+    log-probs [rows, vocab] (overwritten: it is used as scratch space, so one extra buffer of
+    its size is the only memory added). The variance is computed around the mean, not as
+    E[(log p)^2] - mean^2, which cancels catastrophically in float32 for flat distributions.
+    """
+    p = torch.exp(logp)
+    mean = torch.einsum("rv,rv->r", p, logp)
+    logp.sub_(mean[:, None]).square_()
+    var = torch.einsum("rv,rv->r", p, logp)
+    return torch.stack([mean, var.clamp_min(0).sqrt()], dim=-1)
+
+
 def _local_identity(path: Path) -> str:
     """Content identity of a local model folder or file (sizes, mtimes, config hash)."""
     h = hashlib.sha256(str(path.resolve()).encode())
@@ -224,7 +237,9 @@ def _local_identity(path: Path) -> str:
 class HFBackend(Backend):
     """Scores text with a local transformers causal LM."""
 
-    capabilities = Capabilities(prompt_logprobs=True, generate=True, token_stats=True)
+    capabilities = Capabilities(
+        prompt_logprobs=True, generate=True, token_stats=True, vocab_stats=True
+    )
 
     def __init__(
         self,
@@ -471,12 +486,17 @@ class HFBackend(Backend):
 
     # --- scoring ------------------------------------------------------------------------------
     def _token_logprobs(
-        self, hidden: torch.Tensor, targets: torch.Tensor, argmax: torch.Tensor | None = None
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        argmax: torch.Tensor | None = None,
+        moments: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """log p(target) for rows of final hidden states, in float32, chunked over rows.
 
         When ``argmax`` (a long tensor, one entry per row) is given, the most likely token of
-        each row is written into it."""
+        each row is written into it; when ``moments`` (float32 [rows, 2]) is given, each row's
+        mean and std of log p over the vocabulary (:func:`_vocab_moments`, same logits chunk)."""
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         assert self._head_w is not None
         step = _HEAD_ROWS
@@ -490,6 +510,8 @@ class HFBackend(Backend):
             out[s : s + step] = logits.gather(-1, targets[s : s + step, None]).squeeze(-1) - lse
             if argmax is not None:
                 argmax[s : s + step] = logits.argmax(-1)
+            if moments is not None:
+                moments[s : s + step] = _vocab_moments(logits.sub_(lse[:, None]))
         return out
 
     def _head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -510,14 +532,24 @@ class HFBackend(Backend):
         return torch.nn.functional.linear(hidden.float(), self._head_w, bias)
 
     def _node_logprobs(
-        self, states: torch.Tensor, targets: torch.Tensor, argmax: torch.Tensor | None = None
+        self,
+        states: torch.Tensor,
+        targets: torch.Tensor,
+        argmax: torch.Tensor | None = None,
+        moments: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """log p(target) from final hidden states (split head) or from logits (fallback)."""
+        """log p(target) from final hidden states (split head) or from logits (fallback);
+        ``argmax`` and ``moments`` as in :meth:`_token_logprobs`."""
         if self._split_head:
-            return self._token_logprobs(states, targets, argmax)
+            return self._token_logprobs(states, targets, argmax, moments)
         if argmax is not None:
             argmax[:] = states.argmax(-1)
-        return torch.log_softmax(states.float(), -1).gather(-1, targets[:, None]).squeeze(-1)
+        logp = torch.log_softmax(states.float(), -1)
+        out = logp.gather(-1, targets[:, None]).squeeze(-1)
+        if moments is not None:
+            for s in range(0, logp.shape[0], _HEAD_ROWS):
+                moments[s : s + _HEAD_ROWS] = _vocab_moments(logp[s : s + _HEAD_ROWS])
+        return out
 
     def _forward(self, ids: torch.Tensor, **kw: Any) -> tuple[torch.Tensor, Any]:
         """Final hidden states (or logits, on the fallback path) and the KV cache."""

@@ -2,7 +2,8 @@
 
 ``token_stats`` runs each full text once, teacher-forced, and reads at every continuation
 position the log-probability of the true token and the model's argmax: that decides
-exact-match n-gram prediction at every starting point without any generation.
+exact-match n-gram prediction at every starting point without any generation. From the same
+float32 logits it reads the mean and std of log p over the vocabulary (Min-K%++).
 ``generate`` runs batched greedy decoding (left-padded, length-bucketed under the token budget).
 """
 
@@ -33,9 +34,8 @@ def token_stats(
         n = len(e.prefix) + len(e.cont)
         if not e.cont or (backend.max_length is not None and n > backend.max_length):
             # nothing to score, or too long for the model: NaN log-probs, greedy -1
-            out[i] = TokenStats(
-                tuple(e.cont), (math.nan,) * len(e.cont), (-1,) * len(e.cont), e.boundary_chars
-            )
+            nan = (math.nan,) * len(e.cont)
+            out[i] = TokenStats(tuple(e.cont), nan, (-1,) * len(e.cont), e.boundary_chars, nan, nan)
         else:
             runnable.append((i, n))
     if progress is not None and len(runnable) < len(requests):
@@ -59,8 +59,10 @@ def token_stats(
             flat = states.reshape(len(seqs) * width, -1)[torch.tensor(rows, device=dev)]
             tgt = torch.tensor(targets, device=dev)
             best = torch.empty_like(tgt)
-            lp = backend._node_logprobs(flat, tgt, best).tolist()
+            moments = torch.empty((len(targets), 2), dtype=torch.float32, device=dev)
+            lp = backend._node_logprobs(flat, tgt, best, moments).tolist()
             greedy = best.tolist()
+            mean, std = moments.T.tolist()
             backend.tokens_run += ids.numel()
             backend.tokens_useful += int(attn.sum())
             offset = 0
@@ -72,6 +74,8 @@ def token_stats(
                     tuple(lp[offset : offset + k]),
                     tuple(greedy[offset : offset + k]),
                     e.boundary_chars,
+                    tuple(mean[offset : offset + k]),
+                    tuple(std[offset : offset + k]),
                 )
                 offset += k
             if progress is not None:

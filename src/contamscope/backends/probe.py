@@ -34,6 +34,8 @@ METHOD_NEEDS: Mapping[str, Capabilities] = {
     "permutation": Capabilities(prompt_logprobs=True),
     "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
     "CAP": Capabilities(prompt_logprobs=False, generate=True),
+    "membership": Capabilities(prompt_logprobs=True, token_stats=True),
+    "membership (min_k_pp)": Capabilities(prompt_logprobs=True, token_stats=True, vocab_stats=True),
 }
 """What each method needs from a backend (CAP works black-box, from generated text only)."""
 
@@ -83,6 +85,7 @@ def available_methods(caps: Capabilities) -> list[str]:
         if (caps.prompt_logprobs or not need.prompt_logprobs)
         and (caps.generate or not need.generate)
         and (caps.token_stats or not need.token_stats)
+        and (caps.vocab_stats or not need.vocab_stats)
     ]
 
 
@@ -201,6 +204,7 @@ def check_backend(
     prompt_logprobs: bool = False,
     generate: bool = False,
     token_stats: bool = False,
+    vocab_stats: bool = False,
 ) -> ProbeReport | None:
     """Refuse, before any work, a backend that cannot serve ``method`` (one-line CapabilityError).
 
@@ -217,6 +221,7 @@ def check_backend(
             prompt_logprobs=prompt_logprobs,
             generate=generate,
             token_stats=token_stats,
+            vocab_stats=vocab_stats,
             method=method,
         )
     except CapabilityError as exc:

@@ -82,7 +82,12 @@ class ScoringWorker:
             "spec": self.backend.spec,
             "fingerprint": self.backend.fingerprint(),
             "describe": self.backend.describe(),
-            "capabilities": (caps.prompt_logprobs, caps.generate, caps.token_stats),
+            "capabilities": (
+                caps.prompt_logprobs,
+                caps.generate,
+                caps.token_stats,
+                caps.vocab_stats,
+            ),
         }
 
     def run(self, kind: str, requests: list[Any]) -> list[Any]:

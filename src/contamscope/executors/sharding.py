@@ -24,7 +24,15 @@ from ..backends.base import (
     TokenStats,
 )
 from ..store import CachedScorer, ScoreCache
-from ..store.cache import blob_key, score_key
+from ..store.cache import (
+    blob_key,
+    dump_stats,
+    load_stats,
+    score_key,
+    stats_keep,
+    stats_kind,
+    strip_vocab,
+)
 
 __all__ = ["plan_shards", "StreamingScorer", "ShardStream"]
 
@@ -95,10 +103,6 @@ def plan_shards(
     return shards
 
 
-def _stats_ok(st: TokenStats) -> bool:
-    return all(x == x for x in st.logprobs)
-
-
 class StreamingScorer(CachedScorer):
     """A :class:`CachedScorer` whose missing requests run through ``stream`` (e.g. Ray workers);
     each returned shard is written to the cache before the next one is awaited."""
@@ -147,30 +151,32 @@ class StreamingScorer(CachedScorer):
         return self._cached("score", requests, keys, found, write, progress)
 
     def token_stats(
-        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+        self,
+        requests: Sequence[ScoreRequest],
+        progress: ProgressFn | None = None,
+        *,
+        vocab_stats: bool = False,
     ) -> list[TokenStats]:
-        keys = [blob_key(self.fingerprint, "token_stats", r) for r in requests]
+        if vocab_stats:
+            self.backend.require(token_stats=True, vocab_stats=True, method="vocabulary statistics")
+        kind = stats_kind(vocab_stats)
+        keys = [blob_key(self.fingerprint, kind, r) for r in requests]
         found: dict[str, Any] = {}
         cache = self.cache
         if cache is not None:
-            found = {
-                k: TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3])
-                for k, v in cache.get_blobs(keys).items()
-            }
+            found = {k: load_stats(v) for k, v in cache.get_blobs(keys).items()}
+        keep = stats_keep(vocab_stats)
 
         def write(pairs: list[tuple[str, Any]]) -> None:
             assert cache is not None
             cache.put_blobs(
                 self.fingerprint,
-                "token_stats",
-                (
-                    (k, [list(st.tokens), list(st.logprobs), list(st.greedy), st.boundary_chars])
-                    for k, st in pairs
-                    if _stats_ok(st)
-                ),
+                kind,
+                ((k, dump_stats(st, vocab_stats)) for k, st in pairs if keep(st)),
             )
 
-        return self._cached("token_stats", requests, keys, found, write, progress)
+        out = self._cached("token_stats", requests, keys, found, write, progress)
+        return out if vocab_stats else [strip_vocab(st) for st in out]
 
     def generate(
         self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None

@@ -6,7 +6,9 @@ only where it would be recomputed identically. Writes are one transaction per ba
 
 Besides log-prob sums (table ``scores``) the cache holds per-token statistics and greedy
 generations (table ``blobs``, JSON values keyed the same way plus the kind of result and, for
-generations, every request field), so BenBench and CAP reruns reuse them too.
+generations, every request field), so BenBench and CAP reruns reuse them too. Per-token
+statistics that carry the vocabulary mean/std (Min-K%++) are a kind of their own
+(``token_stats+vocab``), so older blobs without them are never served where they are needed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +32,19 @@ from ..backends.base import (
 )
 from ..errors import StoreError
 
-__all__ = ["ScoreCache", "CacheInfo", "CachedScorer", "score_key", "blob_key", "SCHEMA_VERSION"]
+__all__ = [
+    "ScoreCache",
+    "CacheInfo",
+    "CachedScorer",
+    "score_key",
+    "blob_key",
+    "stats_kind",
+    "dump_stats",
+    "load_stats",
+    "stats_keep",
+    "strip_vocab",
+    "SCHEMA_VERSION",
+]
 
 R = TypeVar("R")
 Q = TypeVar("Q")
@@ -149,6 +163,48 @@ def _stats_ok(st: TokenStats) -> bool:
     return all(x == x for x in st.logprobs)  # never store NaN (too long for the model)
 
 
+def stats_kind(vocab_stats: bool) -> str:
+    """Blob kind of per-token statistics. Blobs that carry the vocabulary mean/std have their
+    own kind (so their own keys): a blob written before those fields existed, or by a call
+    that did not need them, is never served to a request that needs them."""
+    return "token_stats+vocab" if vocab_stats else "token_stats"
+
+
+def dump_stats(st: TokenStats, vocab_stats: bool) -> list[Any]:
+    """JSON value of a :class:`TokenStats` blob of kind :func:`stats_kind` (``vocab_stats``)."""
+    out: list[Any] = [list(st.tokens), list(st.logprobs), list(st.greedy), st.boundary_chars]
+    if vocab_stats:
+        assert st.mean_logprob is not None and st.std_logprob is not None
+        out += [list(st.mean_logprob), list(st.std_logprob)]
+    return out
+
+
+def load_stats(v: list[Any]) -> TokenStats:
+    """Inverse of :func:`dump_stats`."""
+    vocab = (tuple(v[4]), tuple(v[5])) if len(v) > 4 else (None, None)
+    return TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3], *vocab)
+
+
+def strip_vocab(st: TokenStats) -> TokenStats:
+    """``st`` without the vocabulary mean/std: what a call that did not ask for them returns,
+    computed now or read from the cache alike."""
+    if st.mean_logprob is None and st.std_logprob is None:
+        return st
+    return replace(st, mean_logprob=None, std_logprob=None)
+
+
+def stats_keep(vocab_stats: bool) -> Callable[[TokenStats], bool]:
+    """Which results may be stored: no NaN (too long for the model), and with ``vocab_stats``
+    only those that carry the vocabulary mean/std."""
+
+    def keep(st: TokenStats) -> bool:
+        if not _stats_ok(st):
+            return False
+        return not vocab_stats or (st.mean_logprob is not None and st.std_logprob is not None)
+
+    return keep
+
+
 class CachedScorer:
     """Calls a backend through the cache: scores, per-token statistics and generations.
 
@@ -214,17 +270,27 @@ class CachedScorer:
         return [found[k] for k in keys]
 
     def token_stats(
-        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+        self,
+        requests: Sequence[ScoreRequest],
+        progress: ProgressFn | None = None,
+        *,
+        vocab_stats: bool = False,
     ) -> list[TokenStats]:
-        return self._through(
-            "token_stats",
+        """Per-token statistics through the cache. ``vocab_stats=True``: the results must carry
+        the vocabulary mean/std (checked with ``Backend.require`` first); they are cached under
+        their own blob kind (:func:`stats_kind`)."""
+        if vocab_stats:
+            self.backend.require(token_stats=True, vocab_stats=True, method="vocabulary statistics")
+        out = self._through(
+            stats_kind(vocab_stats),
             requests,
             self.backend.token_stats,
-            lambda st: [list(st.tokens), list(st.logprobs), list(st.greedy), st.boundary_chars],
-            lambda v: TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3]),
-            _stats_ok,
+            lambda st: dump_stats(st, vocab_stats),
+            load_stats,
+            stats_keep(vocab_stats),
             progress,
         )
+        return out if vocab_stats else [strip_vocab(st) for st in out]
 
     def generate(
         self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
