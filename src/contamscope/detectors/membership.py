@@ -1,0 +1,353 @@
+"""Reference-calibrated membership test: is the model more familiar with an item's text than
+with texts it cannot have seen?
+
+Per item, a *familiarity statistic* of its original text (higher = more familiar) is computed
+from teacher-forced per-token log-probs (:func:`item_statistics`):
+
+* ``loss``: mean token log-prob (the negative of the usual loss);
+* ``min_k``: Min-K% (Shi et al. 2024), mean of the lowest ``k`` fraction of token log-probs;
+* ``min_k_pp``: Min-K%++ (Zhang et al. 2024), each token's log-prob standardised by the mean and
+  std of log p over the vocabulary at its position, then the mean of the lowest ``k`` fraction;
+* ``zlib``: sum of token log-probs divided by the zlib-compressed length of the text in bytes
+  (Carlini et al. 2021's zlib ratio, signed so that higher = more familiar).
+
+The same statistic on *reference items* (texts the model cannot have seen, e.g. written after its
+training cut-off) calibrates it. For one benchmark item with statistic ``s`` and references
+``r_1 .. r_R``:
+
+    H0 (item): s is exchangeable with r_1 .. r_R (the model is no more familiar with the item
+    than with unseen items of the same kind).
+
+The conformal p-value ``p = (1 + #{j: r_j >= s}) / (R + 1)`` is super-uniform under H0, so
+flagging at ``p <= alpha`` has false-positive rate ``<= alpha`` (marginally over the draw of the
+references; exactly ``floor(alpha (R+1)) / (R+1)`` without ties). The p-values of many items share
+one reference set, so they are positively dependent (PRDS); Benjamini-Hochberg on them still
+controls the false-discovery rate (Bates et al. 2023, "Testing for outliers with conformal
+p-values").
+
+Dataset level (:func:`mann_whitney`):
+
+    H0 (dataset): the benchmark items' statistics and the references' are draws from one
+    distribution; H1: benchmark items are stochastically larger (more familiar).
+
+One-sided Mann-Whitney U test, with the AUC ``P(bench > ref) + P(tie)/2`` as effect size and a
+stratified bootstrap percentile CI. Pure numpy/scipy: no model, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats as sps
+
+from ..errors import ConfigError
+
+__all__ = [
+    "STATISTICS",
+    "ITEM_NULL",
+    "DATASET_NULL",
+    "MembershipTest",
+    "MembershipResult",
+    "DatasetTest",
+    "item_statistics",
+    "lowest_k_mean",
+    "conformal_p_values",
+    "benjamini_hochberg",
+    "mann_whitney",
+]
+
+STATISTICS = ("min_k_pp", "min_k", "loss", "zlib")
+"""Familiarity statistics (higher = more familiar); ``min_k_pp`` needs vocabulary mean/std."""
+
+ITEM_NULL = (
+    "H0 (per item): the item's statistic is exchangeable with the reference items' statistics "
+    "(the model is no more familiar with it than with texts it cannot have seen)"
+)
+DATASET_NULL = (
+    "H0 (dataset): benchmark and reference statistics come from one distribution; H1: benchmark "
+    "items are stochastically more familiar (one-sided Mann-Whitney U)"
+)
+_STD_FLOOR = 1e-6
+"""Min-K%++ divides by the std of log p; a (near) one-hot distribution has std ~ 0."""
+
+
+def lowest_k_mean(values: Sequence[float] | NDArray[Any], k: float) -> float:
+    """Mean of the lowest ``max(1, floor(k * n))`` values (Min-K%'s selection; NaN if empty).
+
+    >>> lowest_k_mean([-1.0, -5.0, -2.0, -0.5, -3.0], 0.4)
+    -4.0
+    >>> lowest_k_mean([-1.0, -2.0], 0.2)
+    -2.0
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    if x.size == 0:
+        return math.nan
+    n = max(1, int(math.floor(k * x.size + 1e-9)))
+    return float(x[:n].mean())
+
+
+def item_statistics(
+    logprobs: Sequence[float],
+    text: str,
+    *,
+    mean_logprob: Sequence[float] | None = None,
+    std_logprob: Sequence[float] | None = None,
+    k: float = 0.2,
+) -> dict[str, float | None]:
+    """Every familiarity statistic of one text from its per-token log-probs (higher = more
+    familiar). ``min_k_pp`` is None without the vocabulary mean/std.
+
+    >>> s = item_statistics([-1.0, -3.0, -2.0, -0.5, -4.0], "abc", k=0.4)
+    >>> s["loss"], s["min_k"], round(s["zlib"], 4), s["min_k_pp"]
+    (-2.1, -3.5, -0.9545, None)
+    >>> item_statistics([-1.0, -3.0], "ab", mean_logprob=[-2.0, -2.0],
+    ...                 std_logprob=[1.0, 0.5], k=0.5)["min_k_pp"]
+    -2.0
+    """
+    if not 0 < k <= 1:
+        raise ConfigError(f"--k {k}: expected a fraction in (0, 1]")
+    lp = np.asarray(logprobs, dtype=np.float64)
+    if lp.size == 0 or not np.isfinite(lp).all():
+        return {name: None for name in STATISTICS}
+    out: dict[str, float | None] = {
+        "loss": float(lp.mean()),
+        "min_k": lowest_k_mean(lp, k),
+        "zlib": float(lp.sum()) / len(zlib.compress(text.encode("utf-8"))),
+        "min_k_pp": None,
+    }
+    if mean_logprob is not None and std_logprob is not None:
+        mu = np.asarray(mean_logprob, dtype=np.float64)
+        sd = np.maximum(np.asarray(std_logprob, dtype=np.float64), _STD_FLOOR)
+        if mu.shape != lp.shape or sd.shape != lp.shape:
+            raise ValueError("mean_logprob / std_logprob must have one value per token")
+        out["min_k_pp"] = lowest_k_mean((lp - mu) / sd, k)
+    return out
+
+
+def conformal_p_values(
+    scores: Sequence[float] | NDArray[Any], reference: Sequence[float] | NDArray[Any]
+) -> NDArray[np.float64]:
+    """``p_i = (1 + #{j: reference_j >= scores_i}) / (R + 1)`` (one-sided: large = familiar).
+
+    Under H0 (``scores_i`` exchangeable with the references) ``P(p_i <= a) <= a`` for every a.
+
+    >>> conformal_p_values([0.5, 3.0, -9.0], [0.0, 1.0, 2.0, 0.5])
+    array([0.8, 0.2, 1. ])
+    """
+    ref = np.sort(np.asarray(reference, dtype=np.float64))
+    s = np.asarray(scores, dtype=np.float64)
+    if ref.size == 0:
+        raise ConfigError("the reference set is empty: no p-values can be computed")
+    at_least = ref.size - np.searchsorted(ref, s, side="left")
+    return np.asarray((1.0 + at_least) / (ref.size + 1.0), dtype=np.float64)
+
+
+def benjamini_hochberg(p_values: Sequence[float] | NDArray[Any]) -> NDArray[np.float64]:
+    """Benjamini-Hochberg adjusted p-values (q-values): flag ``q <= alpha`` for FDR <= alpha.
+
+    >>> benjamini_hochberg([0.01, 0.04, 0.03, 0.5]).round(4).tolist()
+    [0.04, 0.0533, 0.0533, 0.5]
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    n = p.size
+    if n == 0:
+        return p.copy()
+    order = np.argsort(p)
+    ranked = p[order] * n / np.arange(1, n + 1)
+    q = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(n)
+    out[order] = np.minimum(q, 1.0)
+    return out
+
+
+def _auc(x: NDArray[np.float64], y_sorted: NDArray[np.float64]) -> float:
+    """P(X > Y) + P(X = Y) / 2 against sorted ``y``."""
+    below = np.searchsorted(y_sorted, x, side="left")
+    upto = np.searchsorted(y_sorted, x, side="right")
+    return float((below + upto).sum() / (2.0 * x.size * y_sorted.size))
+
+
+@dataclass(frozen=True)
+class DatasetTest:
+    """One-sided Mann-Whitney U test of benchmark vs reference statistics."""
+
+    n_benchmark: int
+    n_reference: int
+    u: float
+    """U statistic of the benchmark sample (pairs bench > ref, ties counted half)."""
+    p_value: float
+    """One-sided (benchmark more familiar) p-value under :data:`DATASET_NULL`."""
+    auc: float
+    """U / (n_benchmark n_reference): P(bench > ref) + P(tie)/2; 0.5 under H0."""
+    auc_ci: tuple[float, float]
+    """Stratified bootstrap percentile interval of the AUC."""
+    confidence: float
+    n_boot: int
+    method: str
+    """How the p-value was computed (scipy's exact or asymptotic, tie-corrected)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "null_hypothesis": DATASET_NULL,
+            "test": "Mann-Whitney U, one-sided (benchmark > reference)",
+            "n_benchmark": self.n_benchmark,
+            "n_reference": self.n_reference,
+            "u": self.u,
+            "p_value": self.p_value,
+            "p_value_method": self.method,
+            "auc": self.auc,
+            "auc_ci": list(self.auc_ci),
+            "auc_ci_level": self.confidence,
+            "auc_ci_method": f"stratified bootstrap percentile, {self.n_boot} resamples",
+        }
+
+
+def mann_whitney(
+    benchmark: Sequence[float] | NDArray[Any],
+    reference: Sequence[float] | NDArray[Any],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> DatasetTest:
+    """Dataset-level test of :data:`DATASET_NULL` with the AUC and its bootstrap CI.
+
+    >>> t = mann_whitney([3.0, 4.0, 5.0], [0.0, 1.0, 2.0], n_boot=200)
+    >>> t.auc, round(t.p_value, 4), t.auc_ci
+    (1.0, 0.05, (1.0, 1.0))
+    """
+    x = np.asarray(benchmark, dtype=np.float64)
+    y = np.asarray(reference, dtype=np.float64)
+    if x.size == 0 or y.size == 0:
+        raise ConfigError("the Mann-Whitney test needs at least one benchmark and one reference")
+    ties = np.unique(np.r_[x, y]).size < x.size + y.size
+    # scipy's own rule for method="auto", made explicit so that the record says which was used
+    method = "asymptotic" if (x.size > 8 and y.size > 8) or ties else "exact"
+    res = sps.mannwhitneyu(x, y, alternative="greater", method=method)
+    if method == "asymptotic":
+        method = "asymptotic (normal, tie-corrected, continuity-corrected)"
+    auc = _auc(x, np.sort(y))
+    rng = np.random.default_rng(seed)
+    boots = np.empty(n_boot)
+    for b in range(n_boot):
+        xb = x[rng.integers(0, x.size, x.size)]
+        yb = np.sort(y[rng.integers(0, y.size, y.size)])
+        boots[b] = _auc(xb, yb)
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(boots, [tail, 1 - tail])
+    return DatasetTest(
+        n_benchmark=int(x.size),
+        n_reference=int(y.size),
+        u=float(res.statistic),
+        p_value=float(res.pvalue),
+        auc=auc,
+        auc_ci=(float(lo), float(hi)),
+        confidence=confidence,
+        n_boot=n_boot,
+        method=method,
+    )
+
+
+@dataclass(frozen=True)
+class MembershipResult:
+    """Per-item p-values and flags, and the dataset-level test."""
+
+    p_values: NDArray[np.float64]
+    """Conformal p-values, one per benchmark item (order of the input)."""
+    q_values: NDArray[np.float64] | None
+    """Benjamini-Hochberg q-values (None unless the test was built with ``fdr=True``)."""
+    flags: NDArray[np.bool_]
+    """``p <= alpha`` (or ``q <= alpha`` with ``fdr``)."""
+    alpha: float
+    fdr: bool
+    n_reference: int
+    dataset: DatasetTest
+
+    @property
+    def min_p(self) -> float:
+        """Smallest attainable p-value, 1 / (R + 1): with ``alpha`` below it nothing can be
+        flagged."""
+        return 1.0 / (self.n_reference + 1)
+
+    def error_rate_statement(self) -> str:
+        n = int(self.p_values.size)
+        if self.fdr:
+            return (
+                f"flag = Benjamini-Hochberg q <= {self.alpha:g}: among flagged items, the expected "
+                f"fraction that are not more familiar than unseen text is <= {self.alpha:g} "
+                "(conformal p-values sharing one reference set are PRDS)"
+            )
+        text = (
+            f"flag = conformal p <= {self.alpha:g}: each item the model is no more familiar with "
+            f"than with the references is flagged with probability <= {self.alpha:g} "
+            f"(false-positive rate; about {self.alpha * n:.1f} of {n} items flagged if none leaked)"
+        )
+        if self.alpha < self.min_p:
+            text += (
+                f"; with {self.n_reference} references the smallest p-value is "
+                f"{self.min_p:.3g} > alpha, so no item can be flagged"
+            )
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        n = int(self.p_values.size)
+        flagged = int(self.flags.sum())
+        return {
+            "null_hypothesis": ITEM_NULL,
+            "p_value": "conformal: (1 + #{reference >= s}) / (R + 1), one-sided",
+            "alpha": self.alpha,
+            "fdr": self.fdr,
+            "error_rate": self.error_rate_statement(),
+            "n_items": n,
+            "n_reference": self.n_reference,
+            "min_attainable_p": self.min_p,
+            "flagged": flagged,
+            "flagged_fraction": flagged / n if n else None,
+            "expected_false_flags_under_h0_at_most": None if self.fdr else self.alpha * n,
+            "dataset_test": self.dataset.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class MembershipTest:
+    """Reference-calibrated membership test (scikit-learn shape: settings here, ``score``).
+
+    >>> r = MembershipTest(alpha=0.25, n_boot=200).score([9.0, 0.5], [0.0, 1.0, 2.0])
+    >>> r.p_values.tolist(), r.flags.tolist()
+    ([0.25, 0.75], [True, False])
+    """
+
+    alpha: float = 0.05
+    """Per-item level: false-positive rate (or FDR with ``fdr``) of the flags."""
+    fdr: bool = False
+    """Flag by Benjamini-Hochberg q-values instead of raw p-values."""
+    n_boot: int = 2000
+    """Bootstrap resamples of the AUC's CI."""
+    seed: int = 0
+    """Seed of the bootstrap."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"--alpha {self.alpha}: expected a level in (0, 1)")
+        if self.n_boot < 100:
+            raise ConfigError("--bootstrap must be at least 100")
+
+    def score(
+        self, benchmark: Sequence[float] | NDArray[Any], reference: Sequence[float] | NDArray[Any]
+    ) -> MembershipResult:
+        """Test every benchmark statistic against the reference statistics (finite values)."""
+        x = np.asarray(benchmark, dtype=np.float64)
+        y = np.asarray(reference, dtype=np.float64)
+        if not (np.isfinite(x).all() and np.isfinite(y).all()):
+            raise ValueError("statistics must be finite (drop excluded items first)")
+        p = conformal_p_values(x, y)
+        q = benjamini_hochberg(p) if self.fdr else None
+        flags = (q if q is not None else p) <= self.alpha + 1e-12
+        dataset = mann_whitney(x, y, n_boot=self.n_boot, seed=self.seed)
+        return MembershipResult(p, q, flags, self.alpha, self.fdr, int(y.size), dataset)
