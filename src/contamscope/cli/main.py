@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import benbench, cache, card, permutation, report, validate
+from . import benbench, cache, card, membership, permutation, report, validate
 from . import cap as cap_cli
 from . import sweep as sweep_cli
 
@@ -25,6 +25,7 @@ app.command("benbench", epilog=benbench.EPILOG, no_args_is_help=True)(benbench.c
 app.command("card", epilog=card.EPILOG, no_args_is_help=True)(card.command)
 app.command("cap", epilog=cap_cli.EPILOG, no_args_is_help=True)(cap_cli.command)
 app.command("sweep", epilog=sweep_cli.EPILOG, no_args_is_help=True)(sweep_cli.command)
+app.command("membership", epilog=membership.EPILOG, no_args_is_help=True)(membership.command)
 
 
 @app.command("formats")

@@ -84,6 +84,16 @@ class RunDir:
             fh.flush()
             os.fsync(fh.fileno())
 
+    def replace_records(self, records: Iterable[dict[str, Any]]) -> None:
+        """Rewrite ``items.jsonl`` atomically (a method whose per-item results depend on the
+        whole run, e.g. p-values against a reference set, adds them once every item is done)."""
+        tmp = self.items_path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.items_path)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._atomic_write(self.summary_path, summary)
 

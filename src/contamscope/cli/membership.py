@@ -1,0 +1,281 @@
+"""`contamscope membership`: reference-calibrated membership test (Min-K%++, Min-K%, loss, zlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..errors import ConfigError, DataError
+from ..executors import Executor
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
+from .executor import (
+    EXECUTOR_OPT,
+    GPUS_PER_WORKER_OPT,
+    RAY_ADDRESS_OPT,
+    WORKERS_OPT,
+    executor_from,
+)
+
+EPILOG = """
+Examples:
+
+  contamscope membership --model smollm2 --benchmark mmlu --subjects anatomy --reference fresh_anatomy.jsonl
+
+  contamscope membership --model hf:./my-model --benchmark ../shared/benchdata/mmlu/test --reference private_rewrites/ --statistic min_k --alpha 0.01 --fdr
+
+  contamscope membership --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label --reference new.jsonl --out runs/mem
+
+The reference items must be texts the model cannot have seen (written after its training
+cut-off, a private re-written split), in the benchmark's format. Each item's text is the
+permutation template with the options in their original order. Flags have false-positive rate
+<= --alpha per item (see docs/methods.md). Re-running the same command with the same --out
+resumes; changing only --statistic/--alpha/--fdr/--bootstrap re-analyses without scoring.
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
+"""
+
+
+def command(
+    model: str = typer.Option(
+        "smollm2", "--model", "-m", help="Model spec: smollm2, hf:PATH_OR_ID, vllm:, openai:."
+    ),
+    benchmark: str = typer.Option(
+        ...,
+        "--benchmark",
+        "-b",
+        help="Multiple-choice benchmark: mmlu, a file or folder, hf:DATASET.",
+    ),
+    reference: str = typer.Option(
+        ...,
+        "--reference",
+        "-r",
+        help="Reference items the model cannot have seen, in the benchmark's format (file or folder).",
+    ),
+    statistic: str = typer.Option(
+        "min_k_pp", "--statistic", help="Familiarity statistic: min_k_pp, min_k, loss, zlib."
+    ),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Per-item level: false-positive rate of the flags."
+    ),
+    fdr: bool = typer.Option(
+        False, "--fdr", help="Flag by Benjamini-Hochberg q-values (FDR <= alpha) instead."
+    ),
+    k: float = typer.Option(0.2, "--k", help="Fraction of lowest tokens for Min-K% / Min-K%++."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Run folder (default: runs/membership-<model>-<benchmark>)."
+    ),
+    fmt: str | None = typer.Option(
+        None, "--format", help="Benchmark format (detected when omitted); `contamscope formats`."
+    ),
+    reference_format: str | None = typer.Option(
+        None,
+        "--reference-format",
+        help="Read --reference in this format (default: the benchmark's; a different detected "
+        "format is an error).",
+    ),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Field mapping for generic jsonl/csv/json (both files), e.g. question=stem,options=a|b|c|d,answer=label.",
+    ),
+    split: str | None = typer.Option(
+        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
+    ),
+    subjects: str | None = typer.Option(
+        None, "--subjects", help="Comma-separated benchmark subjects to keep."
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only the first N benchmark items."
+    ),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="A seeded random sample of N benchmark items."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample and the bootstrap."),
+    template: str = typer.Option(
+        "paper", "--template", help="Text layout: paper or mmlu (the permutation templates)."
+    ),
+    bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples of the AUC CI."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
+    model_opt: list[str] | None = typer.Option(
+        None, "-M", help="Model option key=value. Repeatable."
+    ),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not read or write the score cache."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    batch_items: int = typer.Option(
+        32, "--batch-items", min=1, help="Items per batch (saved after each)."
+    ),
+    executor: str = EXECUTOR_OPT,
+    ray_address: str | None = RAY_ADDRESS_OPT,
+    workers: int | None = WORKERS_OPT,
+    gpus_per_worker: float = GPUS_PER_WORKER_OPT,
+) -> None:
+    """Is MODEL more familiar with BENCHMARK's items than with unseen REFERENCE items?"""
+    run(**locals())
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    with executor_from(kw) as executor:
+        scan(kw, executor)
+
+
+def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
+    from ..data import FieldMap, load_benchmark
+
+    fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
+    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+    bench = load_benchmark(
+        kw["benchmark"],
+        format=kw["fmt"],
+        subjects=subjects,
+        split=kw["split"],
+        field_map=fm,
+        strict=kw["strict"],
+    )
+    ref_fmt = kw["reference_format"] or kw["fmt"]
+    try:
+        ref = load_benchmark(
+            kw["reference"],
+            format=ref_fmt,
+            split=kw["split"],
+            field_map=fm,
+            strict=kw["strict"],
+        )
+    except DataError as exc:
+        raise DataError(f"--reference {exc}") from None
+    if kw["reference_format"] is None and ref.format != bench.format:
+        raise ConfigError(
+            f"--reference {kw['reference']}: format {ref.format!r}, the benchmark's is "
+            f"{bench.format!r}; reference items must be written like the benchmark's "
+            "(--reference-format FORMAT to read it as another format on purpose)"
+        )
+    for name, loaded in (("benchmark", bench), ("reference", ref)):
+        for p in loaded.problems[:10]:
+            err_console.print(f"[yellow]skipped ({name})[/] {p}", highlight=False)
+        if len(loaded.problems) > 10:
+            err_console.print(
+                f"[yellow]skipped ({name})[/] ... and {len(loaded.problems) - 10} more rows "
+                "(listed in summary.json)"
+            )
+    return bench, ref
+
+
+def scan(kw: dict[str, Any], executor: Executor) -> None:
+    """One membership run from the command's arguments, scored by ``executor``."""
+    from ..backends import parse_model_options
+    from ..backends.probe import check_backend
+    from ..paths import default_score_db
+    from ..perturb import get_template
+    from ..pipeline import select_items
+    from ..pipeline.membership import MembershipConfig, run_membership
+    from ..store import RunDir, ScoreCache
+
+    config = MembershipConfig(
+        statistic=kw["statistic"],
+        k=kw["k"],
+        alpha=kw["alpha"],
+        fdr=kw["fdr"],
+        template=get_template(kw["template"]),
+        n_boot=kw["bootstrap"],
+        seed=kw["seed"],
+        batch_items=kw["batch_items"],
+    )
+    if Path(kw["reference"]).expanduser().resolve() == Path(kw["benchmark"]).expanduser().resolve():
+        raise ConfigError("--reference is the benchmark itself: it must hold other (unseen) items")
+    bench, ref = _load(kw)
+    items = select_items(bench.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
+    if not items:
+        raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
+    options = parse_model_options(kw["model_opt"])
+    out = kw["out"] or Path("runs") / f"membership-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    cache = (
+        None
+        if kw["no_cache"]
+        else ScoreCache(
+            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
+        )
+    )
+    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+        scorer = executor.scorer(
+            kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
+        )
+    with console.status("checking what the model can do ..."):
+        check_backend(
+            scorer.backend,
+            prompt_logprobs=True,
+            token_stats=True,
+            vocab_stats=config.statistic == "min_k_pp",
+            method=f"the membership test (--statistic {config.statistic})",
+        )
+    selection = {
+        "subjects": kw["subjects"],
+        "split": kw["split"],
+        "limit": kw["limit"],
+        "sample": kw["sample"],
+        "seed": kw["seed"],
+        "n_items": len(items),
+        "n_reference": len(ref.items),
+    }
+    with ItemProgress("scoring", out) as bar:
+        outcome = run_membership(
+            bench,
+            items,
+            ref,
+            ref.items,
+            scorer,
+            RunDir(out),
+            config,
+            selection=selection,
+            overwrite=kw["overwrite"],
+            on_start=bar.on_start,
+            on_items=bar.on_items,
+        )
+    print_membership_summary(outcome.summary)
+    console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
+    if skipped:
+        err_console.print(
+            f"[yellow]{skipped} input rows were skipped[/] (exit code 3; see summary.json)"
+        )
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
+    return keep.strip("-.")[:40] or "run"
+
+
+def print_membership_summary(summary: dict[str, Any]) -> None:
+    """A few lines: what was compared, the dataset-level test, the flags and their error rate."""
+    st = summary["statistics"]
+    c = summary["counts"]
+    d = st["dataset_test"]
+    console.print(f"model      {summary['model']['spec']}", highlight=False)
+    for role in ("benchmark", "reference"):
+        console.print(
+            f"{role:10} {summary[role]['source']} ({summary[role]['format']}): "
+            f"{c[role]['items_analysed']} analysed of {c[role]['items_selected']}",
+            highlight=False,
+        )
+    console.print(
+        f"statistic  {st['statistic']} (higher = more familiar; k={summary['config']['k']})",
+        highlight=False,
+    )
+    console.print(
+        f"dataset    AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}] "
+        f"(0.5 = no more familiar than the references), one-sided Mann-Whitney p = "
+        f"{d['p_value']:.3g}",
+        highlight=False,
+    )
+    q = "q" if st["fdr"] else "p"
+    console.print(
+        f"flagged    {st['flagged']} of {st['n_items']} items at {q} <= {st['alpha']:g}",
+        highlight=False,
+    )
+    console.print(f"[dim]{st['error_rate']}[/]", highlight=False)

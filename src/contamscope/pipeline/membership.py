@@ -1,0 +1,339 @@
+"""The reference-calibrated membership test, end to end: benchmark and reference items ->
+original text -> per-token statistics (one teacher-forced pass per text, through the score
+cache) -> familiarity statistics -> conformal p-values, flags and the dataset-level test.
+
+Each item's text is the permutation template's original-order text (prefix + continuation,
+exactly as the permutation pipeline writes them), scored as one text from the model's BOS
+token. Records of both sets are appended to the run folder after each batch (resume); once every
+item is done the p-values and flags are computed from the stored records and ``items.jsonl`` is
+rewritten with them. What is scored (model, data, template, k) is the run's settings; what is
+only analysis (statistic, alpha, FDR, bootstrap) may change on a re-run of the same folder,
+which then scores nothing and re-analyses.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..backends.base import ScoreRequest
+from ..data.items import LoadResult, MCQItem
+from ..detectors.membership import (
+    DATASET_NULL,
+    ITEM_NULL,
+    STATISTICS,
+    MembershipTest,
+    item_statistics,
+    mann_whitney,
+)
+from ..errors import ConfigError
+from ..perturb import TEMPLATES, PromptTemplate
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from .permutation import _git_commit, _package_versions
+
+__all__ = ["MembershipConfig", "MembershipOutcome", "item_request", "run_membership", "SCHEMA"]
+
+SCHEMA = "contamscope.membership.summary/1"
+ROLES = ("benchmark", "reference")
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    """Settings of a membership run."""
+
+    statistic: str = "min_k_pp"
+    """Familiarity statistic tested: min_k_pp, min_k, loss or zlib (all are recorded)."""
+    k: float = 0.2
+    """Fraction of lowest-scoring tokens averaged by Min-K% and Min-K%++."""
+    alpha: float = 0.05
+    """Per-item level: flags have false-positive rate <= alpha (FDR with ``fdr``)."""
+    fdr: bool = False
+    """Flag by Benjamini-Hochberg q-values (false-discovery rate) instead of p-values."""
+    template: PromptTemplate = TEMPLATES["paper"]
+    """How an item becomes text (the permutation template, original option order)."""
+    n_boot: int = 2000
+    """Bootstrap resamples of the AUC's confidence interval."""
+    seed: int = 0
+    """Seed of the bootstrap (and of ``--sample``)."""
+    batch_items: int = 32
+    """Items per scoring batch (results are saved after each)."""
+
+    def __post_init__(self) -> None:
+        if self.statistic not in STATISTICS:
+            raise ConfigError(
+                f"--statistic {self.statistic!r}: expected one of {', '.join(STATISTICS)}"
+            )
+        if not 0 < self.k <= 1:
+            raise ConfigError(f"--k {self.k}: expected a fraction in (0, 1]")
+        if self.batch_items < 1:
+            raise ConfigError("--batch-items must be at least 1")
+        MembershipTest(alpha=self.alpha, fdr=self.fdr, n_boot=self.n_boot, seed=self.seed)
+
+    def scoring_settings(self) -> dict[str, Any]:
+        """What the stored records depend on (a run folder keeps them fixed)."""
+        return {"template": self.template.describe(), "k": self.k}
+
+    def analysis_settings(self) -> dict[str, Any]:
+        """What only the analysis depends on (may change between runs of one folder)."""
+        return {
+            "statistic": self.statistic,
+            "alpha": self.alpha,
+            "fdr": self.fdr,
+            "n_boot": self.n_boot,
+            "seed": self.seed,
+        }
+
+
+@dataclass
+class MembershipOutcome:
+    summary: dict[str, Any]
+    run_dir: Path
+    scored_now: int = 0
+    resumed: int = 0
+
+
+def item_request(item: MCQItem, template: PromptTemplate) -> ScoreRequest:
+    """The item's original text, prefix + continuation in the published option order, scored
+    as one text (empty prefix: every token, from the BOS token on)."""
+    order = tuple(range(item.n_options))
+    return ScoreRequest("", template.prefix(item) + template.continuation(item, order))
+
+
+def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": f"{role}/{item.id}",
+        "item_id": item.id,
+        "role": role,
+        "subject": item.subject,
+        "source": item.source,
+        "line": item.line,
+        "n_options": item.n_options,
+        "n_chars": len(req.continuation),
+        "n_tokens": len(st.tokens),
+        "excluded": None,
+    }
+    if not st.tokens or any(math.isnan(x) for x in st.logprobs):
+        rec["excluded"] = "no tokens" if not st.tokens else "longer than the model's context window"
+        rec["statistics"] = None
+        return rec
+    rec["statistics"] = item_statistics(
+        st.logprobs,
+        req.continuation,
+        mean_logprob=st.mean_logprob,
+        std_logprob=st.std_logprob,
+        k=k,
+    )
+    return rec
+
+
+def run_membership(
+    benchmark: LoadResult[MCQItem],
+    items: Sequence[MCQItem],
+    reference: LoadResult[MCQItem],
+    reference_items: Sequence[MCQItem],
+    scorer: CachedScorer,
+    run_dir: RunDir,
+    config: MembershipConfig,
+    *,
+    selection: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_items: Callable[[int], None] | None = None,
+) -> MembershipOutcome:
+    """Score benchmark and reference items, test each benchmark item against the references,
+    write records (with p-values and flags) and the summary."""
+    backend = scorer.backend
+    method = f"the membership test (--statistic {config.statistic})"
+    backend.require(
+        prompt_logprobs=True,
+        token_stats=True,
+        vocab_stats=config.statistic == "min_k_pp",
+        method=method,
+    )
+    if not reference_items:
+        raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
+    vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
+    settings = {
+        "method": "membership",
+        "run_schema": RUN_SCHEMA_VERSION,
+        "model": backend.spec,
+        "model_fingerprint": scorer.fingerprint,
+        "benchmark": benchmark.source,
+        "benchmark_hash": benchmark.content_hash,
+        "reference": reference.source,
+        "reference_hash": reference.content_hash,
+        "selection": selection or {},
+        "config": config.scoring_settings(),
+        "vocab_stats": vocab,
+    }
+    done = run_dir.open(settings, overwrite=overwrite)
+    wanted = [("benchmark", it) for it in items] + [("reference", it) for it in reference_items]
+    ids = [f"{role}/{it.id}" for role, it in wanted]
+    dupes = [i for i, n in Counter(ids).items() if n > 1]
+    if dupes:
+        raise ConfigError(f"item id {dupes[0]!r} occurs twice: ids must be unique within a file")
+    done = {k: v for k, v in done.items() if k in set(ids)}
+    todo = [(role, it) for role, it in wanted if f"{role}/{it.id}" not in done]
+    if on_start is not None:
+        on_start(len(wanted), len(done))
+    t0 = time.perf_counter()
+    tokens = 0
+    for b in range(0, len(todo), config.batch_items):
+        batch = todo[b : b + config.batch_items]
+        reqs = [item_request(it, config.template) for _, it in batch]
+        stats = scorer.token_stats(reqs, vocab_stats=vocab)
+        records = [
+            _record(role, it, req, st, config.k) for (role, it), req, st in zip(batch, reqs, stats)
+        ]
+        tokens += sum(len(st.tokens) for st in stats)
+        run_dir.append(records)
+        for r in records:
+            done[r["id"]] = r
+        if on_items is not None:
+            on_items(len(batch))
+    elapsed = time.perf_counter() - t0
+    ordered = [done[i] for i in ids]
+    test = analyse(ordered, config)
+    run_dir.replace_records(ordered)
+    timing = {
+        "scoring_seconds": round(elapsed, 3),
+        "items_scored_now": len(todo),
+        "items_resumed": len(wanted) - len(todo),
+        "items_per_second": round(len(todo) / elapsed, 3) if elapsed > 0 and todo else None,
+        "tokens_scored_now": tokens,
+        "requests_computed": scorer.computed,
+        "requests_from_cache": scorer.reused,
+    }
+    summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
+    run_dir.write_summary(summary)
+    return MembershipOutcome(summary, run_dir.path, len(todo), len(wanted) - len(todo))
+
+
+def _usable(rec: dict[str, Any], statistic: str) -> bool:
+    return not rec.get("excluded") and (rec["statistics"] or {}).get(statistic) is not None
+
+
+def _describe(records: list[dict[str, Any]], name: str, config: MembershipConfig) -> dict[str, Any]:
+    """Means, medians and the dataset-level test of one statistic. Only ``config.statistic`` is
+    the run's declared test; the others are shown for exploration (not multiplicity-corrected)."""
+    vals = {
+        role: [r["statistics"][name] for r in records if r["role"] == role and _usable(r, name)]
+        for role in ROLES
+    }
+    out: dict[str, Any] = {"declared": name == config.statistic}
+    for role, v in vals.items():
+        out[f"{role}_n"] = len(v)
+        out[f"{role}_mean"] = float(np.mean(v)) if v else None
+        out[f"{role}_median"] = float(np.median(v)) if v else None
+    if vals["benchmark"] and vals["reference"]:
+        t = mann_whitney(
+            vals["benchmark"], vals["reference"], n_boot=config.n_boot, seed=config.seed
+        )
+        out.update(auc=t.auc, auc_ci=list(t.auc_ci), p_value=t.p_value)
+    return out
+
+
+def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str, Any]:
+    """p-values, q-values and flags into the benchmark records (in place); the test as a dict.
+
+    Records whose statistic is missing (excluded items) get ``p_value`` None and no flag."""
+    stat = config.statistic
+    bench = [r for r in records if r["role"] == "benchmark"]
+    ref = [r for r in records if r["role"] == "reference" and _usable(r, stat)]
+    scored = [r for r in bench if _usable(r, stat)]
+    for r in bench:
+        r["p_value"] = r["q_value"] = r["flag"] = None
+    if not ref:
+        raise ConfigError(
+            "--reference: no reference item could be scored (all excluded: too long or empty)"
+        )
+    if not scored:
+        raise ConfigError("--benchmark: no benchmark item could be scored (all excluded)")
+    test = MembershipTest(
+        alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
+    ).score(
+        np.array([r["statistics"][stat] for r in scored]),
+        np.array([r["statistics"][stat] for r in ref]),
+    )
+    for i, r in enumerate(scored):
+        r["p_value"] = float(test.p_values[i])
+        r["q_value"] = None if test.q_values is None else float(test.q_values[i])
+        r["flag"] = bool(test.flags[i])
+    out = test.to_dict()
+    out["statistic"] = stat
+    out["flagged_items"] = [r["id"] for r in scored if r["flag"]]
+    out["by_statistic"] = {name: _describe(records, name, config) for name in STATISTICS}
+    return out
+
+
+def build_summary(
+    benchmark: LoadResult[MCQItem],
+    reference: LoadResult[MCQItem],
+    records: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+    config: MembershipConfig,
+    scorer: CachedScorer,
+    test: dict[str, Any],
+    timing: dict[str, Any],
+) -> dict[str, Any]:
+    """summary.json: provenance, the null hypotheses, alpha and the FPR statement, counts, and
+    the per-item and dataset-level tests."""
+    counts: dict[str, Any] = {}
+    for role, loaded in (("benchmark", benchmark), ("reference", reference)):
+        recs = [r for r in records if r["role"] == role]
+        counts[role] = {
+            "items_loaded": len(loaded.items),
+            "items_selected": len(recs),
+            "items_analysed": sum(1 for r in recs if _usable(r, config.statistic)),
+            "excluded": dict(Counter(r["excluded"] for r in recs if r.get("excluded"))),
+            "rows_skipped": len(loaded.problems),
+        }
+    return {
+        "schema": SCHEMA,
+        "method": "membership",
+        "contamscope_version": __version__,
+        "git_commit": _git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": scorer.backend.describe(),
+        "benchmark": {
+            "source": benchmark.source,
+            "format": benchmark.format,
+            "content_hash": benchmark.content_hash,
+            "files": len(benchmark.files),
+        },
+        "reference": {
+            "source": reference.source,
+            "format": reference.format,
+            "content_hash": reference.content_hash,
+            "files": len(reference.files),
+        },
+        "selection": settings["selection"],
+        "config": config.scoring_settings() | config.analysis_settings(),
+        "text": "permutation template, original option order, scored from BOS (question and options)",
+        "null_hypothesis": {"item": ITEM_NULL, "dataset": DATASET_NULL},
+        "alpha": config.alpha,
+        "error_rate": test["error_rate"],
+        "assumption": (
+            "the reference items are texts the model cannot have seen, drawn like the benchmark "
+            "items (same kind, format and length); a leaked reference makes the test conservative"
+        ),
+        "counts": counts,
+        "skipped_rows": {
+            "benchmark": [str(p) for p in benchmark.problems],
+            "reference": [str(p) for p in reference.problems],
+        },
+        "excluded_items": [
+            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
+        ],
+        "statistics": test,
+        "timings": timing,
+        "versions": _package_versions(),
+    }

