@@ -36,3 +36,35 @@ def test_non_exchangeable_items_are_excluded_unless_included(tmp_path: Path, tin
     assert included[1]["excluded"] is None and len(included[1]["logprobs"]) == 24
     assert "All of the above" in included[1]["non_exchangeable"]
     assert "non_exchangeable" not in included[0]
+
+
+NATURAL_ROWS = (
+    "How many legs has a spider?,2,4,6,8,D\n"  # sorted numbers: a natural order
+    "Which city is in France?,Rome,Paris,Oslo,Lima,B\n"
+    "Which is a metal?,Wood,Glass,Iron,Clay,C\n"
+)
+
+
+def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.cli.summary import verdict
+
+    bench = tmp_path / "nat_test.csv"
+    bench.write_text(NATURAL_ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    outcome = run_permutation(
+        loaded,
+        loaded.items,
+        CachedScorer(tiny_backend, None),
+        RunDir(tmp_path / "run"),
+        PermutationConfig(),
+    )
+    nat = outcome.summary["natural_order"]
+    records = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    spider = next(r for r in records if r["id"] == nat["ids"][0])
+    assert nat["n_items"] == 1 and nat["reasons"] == {"numbers in increasing order": 1}
+    assert nat["alg1_count"] == int(spider["alg1"]) and nat["alg1_chance"] == 1 / 24
+    # all three items are analysed; the verdict's statistics use the two others
+    assert outcome.summary["statistics"]["n_items"] == 3
+    assert nat["statistics_without"]["n_items"] == 2
+    _, sentence = verdict(outcome.summary["statistics"], nat)
+    assert "1 items with a natural option order (numbers in increasing order)" in sentence

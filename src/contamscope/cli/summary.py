@@ -29,12 +29,31 @@ def _p(p: float | None) -> str:
     return "<1e-300" if p == 0 else (f"{p:.2e}" if p < 1e-3 else f"{p:.3f}")
 
 
-def verdict(stats: dict[str, Any]) -> tuple[bool | None, str]:
+def verdict(
+    stats: dict[str, Any], natural: dict[str, Any] | None = None
+) -> tuple[bool | None, str]:
     """Dataset verdict from the three calibrated tests, Bonferroni-corrected at 5% overall.
 
     H0 for all three: no order of any item was seen, so the original order is exchangeable with
     the others. Returns (signal, sentence); signal is None when there is nothing to test.
+
+    With ``natural`` (the summary's ``natural_order`` block), items whose published order is a
+    natural one (sorted numbers, a fixed truth-table block, ...) are set aside: H0 fails for them
+    without any leak, since a model that never saw them may prefer the natural order too. The
+    verdict then rests on the other items and says how often Algorithm 1 flagged the set-aside
+    ones.
     """
+    if natural and natural.get("n_items"):
+        rest = natural.get("statistics_without") or {}
+        if rest.get("n_items"):
+            signal, sentence = verdict(rest)
+            reasons = ", ".join(natural.get("reasons") or {})
+            return signal, (
+                f"{sentence}. {natural['n_items']} items with a natural option order ({reasons}) "
+                f"are set aside: Algorithm 1 flags {_pct(natural['alg1_rate'])} of them "
+                f"({natural['alg1_count']}; chance {_pct(natural['alg1_chance'])}), which a "
+                "clean model's preference for the natural order explains"
+            )
     if not stats.get("n_items"):
         return None, "no items analysed"
     ps = {
@@ -128,7 +147,17 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             "[dim]* Algorithm 2 ignores which order is the original, so its false-positive "
             "rate cannot be estimated from the same items; the anchored row has an exact null.[/]"
         )
-    signal, sentence = verdict(stats)
+    natural = summary.get("natural_order")
+    if natural and natural.get("n_items"):
+        rest = natural["statistics_without"]
+        if rest.get("n_items"):
+            a = rest["alg1"]
+            console.print(
+                f"Without the {natural['n_items']} naturally ordered items: Algorithm 1 "
+                f"{_pct(a['rate'])} ({a['count']} of {rest['n_items']}; expected under H0 "
+                f"{_pct(a['null_expected'])}, p = {_p(a['p_value'])})"
+            )
+    signal, sentence = verdict(stats, natural)
     console.print(f"[bold {'red' if signal else 'green'}]{sentence}[/]")
     tm = summary["timings"]
     if tm.get("items_per_second"):

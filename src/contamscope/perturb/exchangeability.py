@@ -66,7 +66,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["non_exchangeable_reason"]
+__all__ = ["non_exchangeable_reason", "natural_order_reason"]
 
 _LETTERS = "ABCDEFGHIJ"
 
@@ -306,4 +306,83 @@ def non_exchangeable_reason(options: Sequence[str]) -> str | None:
         if found is not None:
             label = _LETTERS[i] if i < len(_LETTERS) else str(i + 1)
             return f"option {label} refers to other options: {found.strip()!r}"
+    return None
+
+
+# --------------------------------------------------------------------------- natural orders
+
+_NUMBER = re.compile(r"^\s*[(\[]?\s*[-+−]?\s*[$£€¥]?\s*([-+−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+_TRUTH_WORDS = (
+    ("true", "false"),
+    ("wrong", "not wrong"),
+    ("yes", "no"),
+    ("correct", "incorrect"),
+    ("valid", "invalid"),
+)
+_ROMAN_COMBO = re.compile(
+    r"^\s*(?:\(?(?:i{1,3}|iv|v|vi{0,3})\)?[\s,]*(?:and|or|&)?\s*)+(?:only)?\s*\.?\s*$",
+    re.IGNORECASE,
+)
+
+
+def _leading_number(option: str) -> float | None:
+    m = _NUMBER.match(option.replace("−", "-"))
+    if not m:
+        return None
+    try:
+        return float(m.group(1).replace(",", "").replace("−", "-"))
+    except ValueError:
+        return None
+
+
+def natural_order_reason(options: Sequence[object]) -> str | None:
+    """Why the published order of these options is a *natural* one, or None.
+
+    Unlike :func:`non_exchangeable_reason`, every order of these options keeps the question's
+    meaning, but writers put such options in a conventional order, and a model that never saw the
+    item may prefer that order too. Algorithm 1 then flags the item more often than its null rate
+    of ``1/n!`` without any leak (H0 of the permutation test, exchangeability of the published
+    order, does not hold for them). Rules:
+
+    1. **Sorted numbers**: every option starts with a number (signs, currency, thousands commas,
+       decimals, exponents) and the values are distinct and strictly increasing or decreasing in
+       the published order. In the MMLU test set 740 of the 1,091 items whose options are all
+       distinct numbers are sorted (68%, where a random order would be sorted 8% of the time).
+    2. **A truth-table block**: every option is a comma-separated pair of verdicts from one
+       two-word vocabulary (True/False, Wrong/Not wrong, Yes/No, Correct/Incorrect,
+       Valid/Invalid), e.g. MMLU's ``Wrong, Wrong / Wrong, Not wrong / Not wrong, Wrong / ...``.
+    3. **Statement combinations**: every option is a combination of Roman-numeral statements
+       ("I only", "II and III", "(i), (ii), and (iii) only").
+
+    >>> natural_order_reason(["1", "2", "5", "11"])
+    'numbers in increasing order'
+    >>> natural_order_reason(["400 kJ/min.", "200 kJ/min.", "80 kJ/min.", "40 kJ/min."])
+    'numbers in decreasing order'
+    >>> natural_order_reason(["0", "4", "2", "6"]) is None
+    True
+    >>> natural_order_reason(["True, True", "False, False", "True, False", "False, True"])
+    'a fixed truth-table block (true/false)'
+    >>> natural_order_reason(["I only", "II only", "III only", "I and II only"])
+    'combinations of numbered statements'
+    >>> natural_order_reason(["Paris", "London", "Rome", "Berlin"]) is None
+    True
+    """
+    texts = [str(o).strip() for o in options]
+    if len(texts) < 2:
+        return None
+    values = [_leading_number(t) for t in texts]
+    if all(v is not None for v in values):
+        vs = [float(v) for v in values if v is not None]
+        if len(set(vs)) == len(vs):
+            if all(a < b for a, b in zip(vs, vs[1:])):
+                return "numbers in increasing order"
+            if all(a > b for a, b in zip(vs, vs[1:])):
+                return "numbers in decreasing order"
+    for yes, no in _TRUTH_WORDS:
+        words = {yes, no}
+        parts = [[p.strip().rstrip(".").lower() for p in t.split(",")] for t in texts]
+        if all(len(p) >= 2 and all(w in words for w in p) for p in parts):
+            return f"a fixed truth-table block ({yes}/{no})"
+    if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
+        return "combinations of numbered statements"
     return None

@@ -14,7 +14,7 @@ import random
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +24,7 @@ from ..backends.base import Backend, ScoreRequest
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, score_item, summarize
 from ..perturb import TEMPLATES, PromptTemplate, option_orders
-from ..perturb.exchangeability import non_exchangeable_reason
+from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
 
 __all__ = ["PermutationConfig", "run_permutation", "select_items", "RunOutcome"]
@@ -276,6 +276,39 @@ def run_permutation(
     )
 
 
+def natural_order_summary(
+    records: Sequence[dict[str, Any]], items: Mapping[str, Any], alpha: float
+) -> dict[str, Any]:
+    """Items whose published option order is a natural one (sorted numbers, a fixed truth-table
+    block, statement combinations; :func:`natural_order_reason`), how often Algorithm 1 flags
+    them, and the calibrated statistics of the remaining items, which the verdict uses: for
+    naturally ordered items H0 (exchangeability) fails without any leak."""
+    from ..detectors import item_score_from_dict
+
+    natural: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
+    reasons: Counter[str] = Counter()
+    for r in records:
+        item = items.get(r["id"])
+        reason = natural_order_reason(item.options) if item is not None else None
+        (natural if reason else rest).append(r)
+        if reason:
+            reasons[reason] += 1
+    scores = [item_score_from_dict(r) for r in natural]
+    k = sum(s.alg1 for s in scores)
+    return {
+        "n_items": len(natural),
+        "reasons": dict(reasons.most_common()),
+        "alg1_count": k,
+        "alg1_rate": k / len(natural) if natural else None,
+        "alg1_chance": sum(1.0 / s.n_orders for s in scores) / len(scores) if scores else None,
+        "ids": [r["id"] for r in natural],
+        "statistics_without": summarize(
+            [item_score_from_dict(r) for r in rest], alpha=alpha
+        ).to_dict(),
+    }
+
+
 def build_summary(
     loaded: LoadResult,
     records: Sequence[dict[str, Any]],
@@ -291,6 +324,7 @@ def build_summary(
     included = [r for r in records if not r.get("excluded")]
     excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
     stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha)
+    by_id = {it.id: it for it in loaded.items}
     return {
         "schema": "contamscope.permutation.summary/1",
         "contamscope_version": __version__,
@@ -318,6 +352,7 @@ def build_summary(
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],
         "statistics": stats.to_dict(),
+        "natural_order": natural_order_summary(included, by_id, config.alpha),
         "timings": timing,
         "versions": _package_versions(),
     }

@@ -154,7 +154,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
 def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     from ..cli.summary import verdict
 
-    signal, sentence = verdict(stats)
+    signal, sentence = verdict(stats, run.summary.get("natural_order"))
     cls = "none" if signal is None else ("signal" if signal else "clean")
     counts = run.summary.get("counts") or {}
     excl = ", ".join(f"{v} {esc(k)}" for k, v in (counts.get("excluded") or {}).items()) or "none"
