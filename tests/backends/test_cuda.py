@@ -31,3 +31,43 @@ def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # t
     tol = 1e-3 if dtype == "float32" else 0.5  # bfloat16 hidden states vs float64 reference
     for r, g in zip(reqs, got):
         assert g.logprob == pytest.approx(backend.naive_logprob(r), abs=tol)
+
+
+def _check_vocab_moments(backend, tol: float) -> None:  # type: ignore[no-untyped-def]
+    """token_stats' vocabulary mean/std against float64 from the backend's own final hidden
+    states (so a half-precision model is checked on the head computation, not on its body)."""
+    from contamscope.backends import ScoreRequest
+
+    reqs = [
+        ScoreRequest("", "Which one of these is the largest planet?"),
+        ScoreRequest("Q:", " x y"),
+    ]
+    for req, st in zip(reqs, backend.token_stats(reqs)):
+        e = backend.encode(req)
+        ids = torch.tensor([list(e.prefix) + e.cont], device=backend.device)
+        with torch.inference_mode():
+            hidden = backend._decoder(ids).last_hidden_state[0].double()
+            logp = torch.log_softmax(hidden @ backend._head_w.double().T, -1)
+        p = len(e.prefix)
+        rows = logp[p - 1 : p - 1 + len(e.cont)]
+        mean = (rows.exp() * rows).sum(-1)
+        std = (rows.exp() * (rows - mean[:, None]) ** 2).sum(-1).sqrt()
+        assert list(st.mean_logprob) == pytest.approx(mean.tolist(), abs=tol)
+        assert list(st.std_logprob) == pytest.approx(std.tolist(), abs=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_vocab_moments_on_cuda(tiny_model_path, dtype: str) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.backends.hf import HFBackend
+
+    backend = HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec="tiny",
+        identity="tiny",
+        device="cuda",
+        dtype=dtype,
+        options={"bos": "<|endoftext|>"},
+    )
+    # bfloat16: the head multiplies the same bf16 operands with float32 sums (only the
+    # summation order differs from the float64 reference)
+    _check_vocab_moments(backend, 1e-4 if dtype == "float32" else 1e-3)
