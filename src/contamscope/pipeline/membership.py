@@ -180,7 +180,8 @@ def run_membership(
     dupes = [i for i, n in Counter(ids).items() if n > 1]
     if dupes:
         raise ConfigError(f"item id {dupes[0]!r} occurs twice: ids must be unique within a file")
-    done = {k: v for k, v in done.items() if k in set(ids)}
+    wanted_ids = set(ids)
+    done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [(role, it) for role, it in wanted if f"{role}/{it.id}" not in done]
     if on_start is not None:
         on_start(len(wanted), len(done))
