@@ -111,7 +111,21 @@ def command(
     deltas: str | None = typer.Option(
         None, "--deltas", help="Algorithm 2 thresholds (default: the paper's -0.2,-0.17,-0.15)."
     ),
-    alpha: float = typer.Option(0.05, "--alpha", help="Level of the calibrated rank test."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Level of the calibrated rank test and of the membership test."
+    ),
+    reference_items: int | None = typer.Option(
+        None,
+        "--reference-items",
+        min=0,
+        help="permutation: clean reference items (never trained, not evaluated) that calibrate "
+        "the membership detectors; 0 leaves them out (default: up to 100 available).",
+    ),
+    statistic: str = typer.Option(
+        "min_k_pp",
+        "--statistic",
+        help="permutation: the membership test's declared statistic (all four are reported).",
+    ),
     lenient: bool = typer.Option(
         True,
         "--lenient/--no-lenient",
@@ -146,6 +160,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data import load_benchmark
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
+    from ..pipeline.membership import MembershipConfig
     from ..validate import PAPER_DELTAS, PermutationValidation
     from .permutation import _parse_deltas, _slug
 
@@ -163,6 +178,10 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
             alpha=kw["alpha"],
         ),
         seed=kw["seed"],
+        reference_items=kw["reference_items"],
+        membership=MembershipConfig(
+            statistic=kw["statistic"], alpha=kw["alpha"], template=get_template(kw["template"])
+        ),
     )
     return method, f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
 
@@ -324,3 +343,24 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
             last = row[0]
             t.add_row(*row)
         console.print(t)
+    for res in summary["results"]:
+        ds = res.get("dataset") or {}
+        mem = ds.get("membership")
+        nat = ds.get("permutation_natural_order") or {}
+        rest = (ds.get("permutation_without_natural_order") or {}).get("alg1") or {}
+        parts = []
+        if mem:
+            lo, hi = mem["auc_ci"]
+            parts.append(
+                f"membership ({mem['statistic']}) evaluated vs reference items: AUC "
+                f"{mem['auc']:.2f} [{lo:.2f}, {hi:.2f}], p = {mem['p_value']:.2e}"
+            )
+        if nat.get("n_items"):
+            parts.append(
+                f"{nat['n_items']} naturally ordered items (Algorithm 1 flags "
+                f"{nat['alg1_count']}); Algorithm 1 on the others {rest.get('count')} of "
+                f"{(ds.get('permutation_without_natural_order') or {}).get('n_items')} "
+                f"(p = {rest.get('p_value', float('nan')):.2e})"
+            )
+        if parts:
+            console.print(f"epoch {res['epochs']}: " + "; ".join(parts))

@@ -23,6 +23,7 @@ __all__ = [
     "Scenario",
     "Split",
     "option_set_key",
+    "draw_reference",
     "split_items",
     "training_order",
     "training_text",
@@ -133,6 +134,52 @@ def split_items(
         leaked=tuple(it for it in picked if it.id in leaked_ids),
         clean=tuple(it for it in picked if it.id not in leaked_ids),
     )
+
+
+def draw_reference(
+    items: Sequence[Any],
+    split: Split,
+    k: int | None,
+    *,
+    seed: int = 0,
+    include_non_exchangeable: bool = False,
+) -> tuple[Any, ...]:
+    """``k`` reference items for the membership test: never trained on, not evaluated, and not
+    sharing an option set with any evaluated item (training on a shared block would make them
+    familiar). They stand for items the model cannot have seen (written after its cut-off); drawn
+    with their own seed stream, so the evaluated split does not depend on ``k``. ``k=None``
+    returns every candidate.
+
+    >>> from contamscope.data.items import MCQItem
+    >>> its = [MCQItem(id=f"q{i}", question="?", options=(f"x{i}", "y"), answer=0) for i in range(20)]
+    >>> s = split_items(its, 6, seed=1)
+    >>> ref = draw_reference(its, s, 5, seed=1)
+    >>> len(ref), {r.id for r in ref}.isdisjoint(it.id for it in s.items)
+    (5, True)
+    """
+    if k is not None and k <= 0:
+        return ()
+    taken = {it.id for it in split.items}
+    keys = {option_set_key(it) for it in split.items} - {None}
+    pool = [
+        it
+        for it in items
+        if it.id not in taken
+        and option_set_key(it) not in keys
+        and (
+            include_non_exchangeable
+            or not getattr(it, "options", None)
+            or non_exchangeable_reason(it.options) is None
+        )
+    ]
+    if k is None:
+        return tuple(pool)
+    if len(pool) < k:
+        raise ConfigError(
+            f"--reference-items {k}: only {len(pool)} items are left outside the evaluated ones"
+        )
+    rng = random.Random(f"reference:{seed}")
+    return tuple(pool[i] for i in sorted(rng.sample(range(len(pool)), k)))
 
 
 def training_order(item: MCQItem, scenario: Scenario, seed: int) -> tuple[int, ...]:

@@ -208,6 +208,36 @@ def detectors_for(deltas: Sequence[float], alpha: float) -> list[Detector]:
     return out
 
 
+def roc_points(
+    scores: Sequence[float], labels: Sequence[bool], max_points: int = 101
+) -> list[list[float]] | None:
+    """ROC curve of ``scores`` (higher = leaked) as ``[fpr, tpr]`` pairs from (0, 0) to (1, 1),
+    one per distinct threshold (thinned to about ``max_points``); None when a class is empty.
+
+    >>> roc_points([0.9, 0.8, 0.3, 0.1], [True, False, True, False])
+    [[0.0, 0.0], [0.0, 0.5], [0.5, 0.5], [0.5, 1.0], [1.0, 1.0]]
+    """
+    pos = sum(1 for y in labels if y)
+    neg = len(labels) - pos
+    if not pos or not neg:
+        return None
+    pairs = sorted(
+        ((s if math.isfinite(s) else -1e300, bool(y)) for s, y in zip(scores, labels)),
+        key=lambda x: -x[0],
+    )
+    points = [[0.0, 0.0]]
+    tp = fp = 0
+    for i, (s, y) in enumerate(pairs):
+        tp += y
+        fp += not y
+        if i + 1 == len(pairs) or pairs[i + 1][0] != s:
+            points.append([fp / neg, tp / pos])
+    if len(points) > max_points:
+        step = (len(points) - 1) / (max_points - 1)
+        points = [points[round(i * step)] for i in range(max_points)]
+    return points
+
+
 def evaluate_records(
     records: Sequence[Mapping[str, Any]],
     leaked_ids: set[str],

@@ -8,19 +8,35 @@ all N items are scored under every option order per checkpoint, and Algorithm 1,
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends.base import Backend
 from ..data.items import LoadResult
 from ..detectors import delta_key
+from ..detectors.membership import STATISTICS, conformal_p_values, mann_whitney
 from ..errors import ConfigError
 from ..pipeline import PermutationConfig, run_permutation
+from ..pipeline.membership import MembershipConfig, run_membership
+from ..pipeline.permutation import natural_order_summary
 from ..store import CachedScorer, RunDir
-from .data import Scenario, Split, split_items, training_order, training_text
-from .metrics import detectors_for, evaluate_records
+from .data import (
+    Scenario,
+    Split,
+    draw_reference,
+    split_items,
+    training_order,
+    training_text,
+)
+from .metrics import Detector, detectors_for, evaluate_records, roc_points
 from .pipeline import ScoreHooks, ValidationMethod, read_records
 
 __all__ = ["PAPER_DELTAS", "PermutationValidation"]
+
+AUTO_REFERENCE_ITEMS = 100
+"""Reference items drawn by default for the membership detectors."""
 
 PAPER_DELTAS = (-0.2, -0.17, -0.15)
 """The outlier thresholds of the permutation paper's Table 2."""
@@ -48,6 +64,47 @@ def _diagnostics(records: list[dict[str, Any]], leaked: set[str]) -> dict[str, A
     return out
 
 
+def _has(r: dict[str, Any], stat: str) -> bool:
+    m = r.get("membership") or {}
+    v = m.get(stat)
+    return v is not None and math.isfinite(v)
+
+
+def _with_membership_p_values(
+    evaluated: list[dict[str, Any]], reference: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Copies of the evaluated records with ``membership_p[stat]``: each statistic's conformal
+    p-value among the reference items' values (None where the statistic is missing)."""
+    out = [dict(r, membership_p={}) for r in evaluated]
+    for stat in STATISTICS:
+        refs = [r["membership"][stat] for r in reference if _has(r, stat)]
+        if not refs:
+            continue
+        for r in out:
+            if _has(r, stat):
+                r["membership_p"][stat] = float(
+                    conformal_p_values([r["membership"][stat]], refs)[0]
+                )
+    return out
+
+
+def _membership_flag(stat: str, alpha: float) -> Callable[[Mapping[str, Any]], bool]:
+    def flag(r: Mapping[str, Any]) -> bool:
+        p = (r.get("membership_p") or {}).get(stat)
+        return p is not None and p <= alpha
+
+    return flag
+
+
+def _membership_score(stat: str) -> Callable[[Mapping[str, Any]], float]:
+    def score(r: Mapping[str, Any]) -> float:
+        m = r.get("membership") or {}
+        v = m.get(stat)
+        return float(v) if v is not None else -math.inf
+
+    return score
+
+
 @dataclass
 class PermutationValidation(ValidationMethod):
     """Permutation detectors on a multiple-choice benchmark."""
@@ -60,8 +117,16 @@ class PermutationValidation(ValidationMethod):
     """Scoring and detector settings (the paper's three Algorithm-2 deltas by default)."""
     seed: int = 0
     """Seed of the scenario-b orders (the experiment's seed)."""
+    reference_items: int | None = None
+    """Clean reference items for the membership test (never trained on, not evaluated, no
+    option set shared with an evaluated item); 0 leaves the membership detectors out. None:
+    up to :data:`AUTO_REFERENCE_ITEMS` of those available, left out when fewer than
+    ``1/alpha`` are (no p-value could then reach alpha)."""
+    membership: MembershipConfig = field(default_factory=MembershipConfig)
+    """Settings of the membership test (its declared statistic, k, alpha)."""
 
     name = "permutation"
+    _reference: tuple[Any, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.scenario not in ("a", "b"):
@@ -76,15 +141,56 @@ class PermutationValidation(ValidationMethod):
         }
 
     def settings(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "permutation": self.permutation.settings()}
+        out: dict[str, Any] = {
+            "scenario": self.scenario,
+            "permutation": self.permutation.settings(),
+        }
+        if self.reference_items != 0:
+            out["reference_items"] = self.reference_items
+            out["membership"] = self.membership.scoring_settings()
+        return out
 
     def draw(self, n_items: int, seed: int) -> Split:
-        return split_items(
+        split = split_items(
             self.loaded.items,
             n_items,
             seed=seed,
             include_non_exchangeable=self.permutation.include_non_exchangeable,
         )
+        k = self.reference_items
+        if k is None:  # auto: as many as available up to the default, if enough to reach alpha
+            avail = len(
+                draw_reference(
+                    self.loaded.items,
+                    split,
+                    None,
+                    seed=seed,
+                    include_non_exchangeable=self.permutation.include_non_exchangeable,
+                )
+            )
+            k = min(AUTO_REFERENCE_ITEMS, avail)
+            if k + 1 < 1 / self.membership.alpha:
+                k = 0
+        self._reference = draw_reference(
+            self.loaded.items,
+            split,
+            k,
+            seed=seed,
+            include_non_exchangeable=self.permutation.include_non_exchangeable,
+        )
+        return split
+
+    def require(self, backend: Backend) -> None:
+        if self._reference:
+            backend.require(
+                prompt_logprobs=True,
+                token_stats=True,
+                vocab_stats=self.membership.statistic == "min_k_pp",
+                method="validate (membership detectors; --reference-items 0 leaves them out)",
+            )
+
+    def split_counts(self, split: Split) -> dict[str, Any]:
+        return {**super().split_counts(split), "n_reference": len(self._reference)}
 
     def _orders(self, split: Split) -> dict[str, tuple[int, ...]]:
         return {it.id: training_order(it, self.scenario, self.seed) for it in split.leaked}
@@ -94,6 +200,7 @@ class PermutationValidation(ValidationMethod):
         return {
             "leaked": [{"id": it.id, "training_order": list(orders[it.id])} for it in split.leaked],
             "clean": [it.id for it in split.clean],
+            "reference": [it.id for it in self._reference],
         }
 
     def training_texts(self, split: Split) -> list[str]:
@@ -121,21 +228,95 @@ class PermutationValidation(ValidationMethod):
             on_start=hooks.on_start,
             on_items=hooks.on_items,
         )
-        return read_records(run_dir.items_path)
+        records = read_records(run_dir.items_path)
+        if not self._reference:
+            return records
+        # the membership test: token statistics of the original text, evaluated + reference
+        mdir = RunDir(run_dir.path / "membership")
+        run_membership(
+            self.loaded,
+            list(split.items),
+            self.loaded,
+            list(self._reference),
+            scorer,
+            mdir,
+            self.membership,
+            selection={"validate": True},
+            overwrite=overwrite,
+        )
+        stats = {r["id"]: r.get("statistics") for r in read_records(mdir.items_path)}
+        for r in records:
+            r["membership"] = stats.get(f"benchmark/{r['id']}")
+        records.extend(
+            {
+                "id": it.id,
+                "role": "reference",
+                "excluded": "reference item (membership calibration)",
+                "membership": stats.get(f"reference/{it.id}"),
+            }
+            for it in self._reference
+        )
+        return records
 
     def _detectors(self) -> list[Any]:
         return detectors_for(self.permutation.deltas or PAPER_DELTAS, self.permutation.alpha)
 
+    def _membership_detectors(self) -> list[Detector]:
+        a = self.membership.alpha
+        out = []
+        for stat in STATISTICS:
+            declared = " (the membership command's declared statistic)" * (
+                stat == self.membership.statistic
+            )
+            out.append(
+                Detector(
+                    f"membership-{stat}@{a:g}",
+                    f"Reference-calibrated membership test on {stat}{declared}: conformal "
+                    f"p-value of the item's {stat} among the reference items' <= {a:g} (H0: the "
+                    "item is exchangeable with items the model never saw; false-positive rate "
+                    f"<= {a:g}). AUC from the statistic.",
+                    _membership_flag(stat, a),
+                    _membership_score(stat),
+                )
+            )
+        return out
+
     def evaluate(self, records: list[dict[str, Any]], split: Split) -> dict[str, Any]:
-        metrics = evaluate_records(records, split.leaked_ids, self._detectors())
+        evaluated = [r for r in records if r.get("role") != "reference"]
+        reference = [r for r in records if r.get("role") == "reference" and r.get("membership")]
+        detectors = self._detectors()
+        dataset: dict[str, Any] = {}
+        if reference:
+            evaluated = _with_membership_p_values(evaluated, reference)
+            detectors = detectors + self._membership_detectors()
+            stat = self.membership.statistic
+            bench = [r["membership"][stat] for r in evaluated if _has(r, stat)]
+            refs = [r["membership"][stat] for r in reference if _has(r, stat)]
+            if bench and refs:
+                dataset["membership"] = {
+                    "statistic": stat,
+                    **mann_whitney(bench, refs, seed=self.seed).to_dict(),
+                }
+        by_id = {it.id: it for it in split.items}
+        used = [r for r in evaluated if not r.get("excluded")]
+        natural = natural_order_summary(used, by_id, self.permutation.alpha)
+        dataset["permutation_natural_order"] = {
+            k: v for k, v in natural.items() if k != "statistics_without"
+        }
+        dataset["permutation_without_natural_order"] = natural["statistics_without"]
+        metrics = evaluate_records(evaluated, split.leaked_ids, detectors)
+        labels = [r["id"] in split.leaked_ids for r in used]
         return {
             "detectors": {k: m.to_dict() for k, m in metrics.items()},
-            "diagnostics": _diagnostics(records, split.leaked_ids),
-            "excluded": sum(1 for r in records if r.get("excluded")),
+            "roc": {d.name: roc_points([d.score(r) for r in used], labels) for d in detectors},
+            "dataset": dataset,
+            "diagnostics": _diagnostics(evaluated, split.leaked_ids),
+            "excluded": sum(1 for r in evaluated if r.get("excluded")),
         }
 
     def describe(self) -> dict[str, str]:
-        return {d.name: d.description for d in self._detectors()}
+        dets = self._detectors() + (self._membership_detectors() if self._reference else [])
+        return {d.name: d.description for d in dets}
 
     def summary_extras(self) -> dict[str, Any]:
         return {"deltas": [delta_key(d) for d in self.permutation.deltas or PAPER_DELTAS]}
