@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,10 +29,22 @@ def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # t
     reqs = [
         ScoreRequest("Which one?:\n", c) for c in ("A:x\nB:yy\n", "A:yy\nB:x\n", "A:zzz\nB:x\n")
     ]
+    # a second item with 24 orders and a long prefix, planned in several chunks
+    long = ScoreRequest("Question: " + "which of these is right? " * 20 + ":\n", "")
+    reqs += [
+        ScoreRequest(long.prefix, "".join(f"{L}:{w}\n" for L, w in zip("ABCD", o)))
+        for o in itertools.permutations(["ant", "bee", "cat", "dog"])
+    ]
+    backend.plan_chunk_tokens = 64  # several planning units, planned in the planning process
+    backend.plan_workers = 1
     got = backend.score(reqs)
     tol = 1e-3 if dtype == "float32" else 0.5  # bfloat16 hidden states vs float64 reference
     for r, g in zip(reqs, got):
         assert g.logprob == pytest.approx(backend.naive_logprob(r), abs=tol)
+    from contamscope.backends import cuda_kernels
+
+    # the one-pass log-softmax kernel is used wherever Triton is there
+    assert (backend._lse_kernel is not None) == cuda_kernels.available()
 
 
 def _check_vocab_moments(backend, tol: float) -> None:  # type: ignore[no-untyped-def]
@@ -71,3 +85,25 @@ def test_vocab_moments_on_cuda(tiny_model_path, dtype: str) -> None:  # type: ig
     # bfloat16: the head multiplies the same bf16 operands with float32 sums (only the
     # summation order differs from the float64 reference)
     _check_vocab_moments(backend, 1e-4 if dtype == "float32" else 1e-3)
+
+
+def test_lse_gather_kernel_matches_float64() -> None:
+    from contamscope.backends import cuda_kernels
+
+    if not cuda_kernels.available():
+        pytest.skip("Triton is not installed: the engine uses PyTorch's logsumexp")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for rows, vocab in [(1, 7), (300, 49152), (1000, 151_936)]:
+        logits = torch.randn((rows, vocab), generator=gen, device="cuda") * 12
+        logits[:, 0] += 30  # one dominant entry, as in real next-token distributions
+        targets = torch.randint(0, vocab, (rows,), generator=gen, device="cuda")
+        want = torch.log_softmax(logits.double(), -1).gather(-1, targets[:, None]).squeeze(-1)
+        got = cuda_kernels.lse_gather(logits, targets)
+        assert got.dtype == torch.float32
+        assert torch.allclose(got.double(), want, atol=1e-4, rtol=0)
+        # a strided view (a chunk of a wider buffer) is read correctly too
+        wide = torch.zeros((rows, vocab + 5), device="cuda")
+        wide[:, :vocab] = logits
+        assert torch.allclose(
+            cuda_kernels.lse_gather(wide[:, :vocab], targets).double(), want, atol=1e-4
+        )

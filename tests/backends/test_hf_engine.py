@@ -100,7 +100,7 @@ def test_spec_and_option_errors_are_one_line() -> None:
 
 
 def test_tree_split_runs_each_branch_once_and_keeps_paths() -> None:
-    from contamscope.backends.hf import _build_trees
+    from contamscope.backends.tree_plan import build_trees as _build_trees
 
     # three continuations: two share the first two tokens, the third shares only the first
     conts = [(0, [1, 2, 3]), (1, [1, 2, 4]), (2, [1, 5, 6]), (3, [1, 2, 3]), (4, [])]
@@ -126,3 +126,92 @@ def test_engine_with_tiny_subtrees_matches_naive(tiny_backend) -> None:  # type:
     finally:
         tiny_backend.max_tree_nodes = old
     assert got[:-1] == pytest.approx(ref, abs=1e-3) and got[-1] == 0.0
+
+
+def test_chunked_plan_in_a_planning_process_gives_same_numbers(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """The CUDA plan (small planning chunks, planned in a spawned process while earlier units
+    run, read back one unit late) gives the numbers of the one-shot CPU plan, in request order,
+    and counts progress."""
+    reqs = REQUESTS + [ScoreRequest("Q:", ""), ScoreRequest("word " * 600, "A:x\n")]
+    ref = tiny_backend.score(reqs)
+    old = tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers
+    seen: list[int] = []
+    try:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = 1, 1  # a chunk a prefix
+        got = tiny_backend.score(reqs, progress=seen.append)
+        assert tiny_backend._pool is not None  # the planning process was used
+        again = tiny_backend.score(reqs[:2])  # and is reused
+    finally:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = old
+    assert [g.logprob for g in got[:-1]] == pytest.approx([r.logprob for r in ref[:-1]], abs=1e-4)
+    assert math.isnan(got[-1].logprob) and got[-2].logprob == 0.0
+    assert [(g.n_tokens, g.boundary_chars) for g in got] == [
+        (r.n_tokens, r.boundary_chars) for r in ref
+    ]
+    assert sum(seen) == len(reqs) - 1  # the empty continuation needs no work
+    assert [g.logprob for g in again] == pytest.approx([r.logprob for r in ref[:2]], abs=1e-4)
+
+
+def test_planning_process_hands_over_errors(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    old = tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers, tiny_backend.bos_id
+    try:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = 1, 1
+        tiny_backend.bos_id = None  # an empty prefix cannot be scored without a BOS token
+        with pytest.raises(ConfigError, match="empty prefix and no BOS token"):
+            tiny_backend.score([ScoreRequest("", "A:x\n")])
+    finally:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers, tiny_backend.bos_id = old
+
+
+def test_span_masks_are_the_ancestor_masks() -> None:
+    """Nodes are in pre-order, so a node's ancestors are found by intervals; checked against the
+    ancestor closure from the parents, on random tries cut into subtrees of several sizes, and
+    the batch mask (built with tensors) against a row-by-row construction."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from contamscope.backends.tree_plan import build_trees, prepare_batch, tree_mask
+
+    rng = random.Random(3)
+    for max_nodes in (3, 8, 40, 1000):
+        conts = [(m, [rng.randrange(4) for _ in range(rng.randrange(0, 9))]) for m in range(30)]
+        trees, total = build_trees((7, 8, 9), conts, max_nodes=max_nodes)
+        # the trie has one node per distinct non-empty prefix of a continuation
+        assert total == len({tuple(c[:i]) for _, c in conts for i in range(1, len(c) + 1)})
+        seen = []
+        for t in trees:
+            for m, path in zip(t.members, t.paths):
+                seen.append(m)
+                assert [t.tokens[k] for k in path] == dict(conts)[m]
+                assert [t.parents[k] for k in path] == [-1, *path[:-1]][: len(path)]  # a chain
+                assert [t.depths[k] for k in path] == list(range(len(path)))
+            assert len(t.tokens) <= max(max_nodes, max(t.depths, default=0) + 1) or not t.tokens
+        assert sorted(seen) == list(range(30))
+        rows = []
+        for slot, t in enumerate(x for x in trees if x.tokens):
+            n = len(t.tokens)
+            closure = np.zeros((n, n), dtype=bool)
+            for k, q in enumerate(t.parents):
+                if q >= 0:
+                    closure[k] = closure[q]
+                closure[k, k] = True
+            assert (t.mask() == closure).all()
+            rows.append((t, slot))
+        if not rows:
+            continue
+        b = prepare_batch(rows)
+        got = tree_mask(
+            b,
+            torch.from_numpy(b.spans),
+            torch.from_numpy(b.lengths),
+            torch.from_numpy(b.prefix_lengths),
+        ).numpy()
+        want = np.zeros((len(rows), 1, b.width, b.prefix_width + b.width), dtype=bool)
+        for r, (t, _) in enumerate(rows):
+            k, p, pw = len(t.tokens), len(t.prefix), b.prefix_width
+            want[r, 0, :k, :p] = True
+            want[r, 0, :k, pw : pw + k] = t.mask()
+            want[r, 0, k:, pw + k :] = np.eye(b.width - k, dtype=bool)  # padding: itself
+        assert (got == want).all()

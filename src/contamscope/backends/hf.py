@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,17 @@ from .base import (
     ScoreRequest,
     ScoreResult,
     TokenStats,
+)
+from .tree_plan import (
+    Batch,
+    Encoded,
+    Planner,
+    Unit,
+    bucket,
+    filled_cache,
+    plan_in_process,
+    planning_pool,
+    tree_mask,
 )
 
 __all__ = ["HFBackend", "resolve_device", "resolve_dtype", "quiet_transformers"]
@@ -86,127 +97,6 @@ class _Held:
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
     last: torch.Tensor
-
-
-@dataclass
-class _Encoded:
-    prefix: tuple[int, ...]
-    cont: list[int]
-    boundary_chars: int
-
-
-@dataclass
-class _Tree:
-    """A token trie over continuations of one prefix (or a subtree of it).
-
-    Node ``k`` attends to the whole (cached) prefix and to its own ancestors, at position
-    ``len(prefix) + depth``. Its log-prob is read from the hidden state of its parent, or of the
-    last prefix token for a first token (``parent == -1``).
-    """
-
-    prefix: tuple[int, ...]
-    tokens: list[int]
-    parents: list[int]  # parent node index, -1 = the prefix
-    depths: list[int]
-    members: list[int]  # request indices
-    paths: list[list[int]]  # node indices of each member's continuation
-
-    def mask(self) -> np.ndarray:
-        """[nodes, nodes] boolean: node i may attend to node j (ancestors and itself)."""
-        n = len(self.tokens)
-        m = np.zeros((n, n), dtype=bool)
-        for k, q in enumerate(self.parents):
-            if q >= 0:
-                m[k] = m[q]
-            m[k, k] = True
-        return m
-
-    def path_matrix(self) -> np.ndarray:
-        depth = max((len(x) for x in self.paths), default=0)
-        out = np.full((len(self.paths), max(depth, 1)), -1, dtype=np.int64)
-        for r, path in enumerate(self.paths):
-            out[r, : len(path)] = path
-        return out
-
-
-def _build_trees(
-    prefix: tuple[int, ...], conts: list[tuple[int, list[int]]], max_nodes: int
-) -> tuple[list[_Tree], int]:
-    """Split the token trie of ``conts`` (request index, tokens) into subtrees to run.
-
-    The trie is cut at branch points: a subtree larger than ``max_nodes`` is replaced by the
-    subtrees of its children, each carrying the short trunk above it. Only trunk tokens at branch
-    points are run twice. Returns the subtrees and the size of the whole trie (the minimum).
-    """
-    tokens: list[int] = []
-    parents: list[int] = []
-    depths: list[int] = []
-    children: list[list[int]] = []
-    roots: list[int] = []
-    index: dict[tuple[int, int], int] = {}
-    ends: list[tuple[int, int]] = []  # (request, end node); -1 for an empty continuation
-    for member, cont in conts:
-        node = -1
-        for tok in cont:
-            nxt = index.get((node, tok))
-            if nxt is None:
-                nxt = len(tokens)
-                index[(node, tok)] = nxt
-                tokens.append(tok)
-                parents.append(node)
-                depths.append(depths[node] + 1 if node >= 0 else 0)
-                children.append([])
-                (children[node] if node >= 0 else roots).append(nxt)
-            node = nxt
-        ends.append((member, node))
-    size = [1] * len(tokens)
-    for k in range(len(tokens) - 1, -1, -1):
-        if parents[k] >= 0:
-            size[parents[k]] += size[k]
-
-    units: list[list[int]] = []  # node ids of each subtree, trunk first, parents before children
-
-    def collect(node: int) -> list[int]:
-        out, stack = [], [node]
-        while stack:
-            k = stack.pop()
-            out.append(k)
-            stack.extend(reversed(children[k]))
-        return out
-
-    def emit(node: int, trunk: list[int]) -> None:
-        if size[node] + len(trunk) <= max_nodes or not children[node]:
-            units.append(trunk + collect(node))
-            return
-        if len(children[node]) == 1:
-            emit(children[node][0], trunk + [node])
-            return
-        for child in children[node]:
-            emit(child, trunk + [node])
-
-    for r in roots:
-        emit(r, [])
-    owner: dict[int, int] = {}
-    for u, nodes in enumerate(units):
-        for k in nodes:
-            owner.setdefault(k, u)
-    trees = [_Tree(prefix, [], [], [], [], []) for _ in units]
-    local = [{k: i for i, k in enumerate(nodes)} for nodes in units]
-    for u, nodes in enumerate(units):
-        t = trees[u]
-        t.tokens = [tokens[k] for k in nodes]
-        t.parents = [local[u].get(parents[k], -1) for k in nodes]
-        t.depths = [depths[k] for k in nodes]
-    empty = _Tree(prefix, [], [], [], [], [])
-    for member, end in ends:
-        t = empty if end < 0 else trees[owner[end]]
-        path, k = [], end
-        while k >= 0:
-            path.append(local[owner[end]][k])
-            k = parents[k]
-        t.members.append(member)
-        t.paths.append(path[::-1])
-    return [t for t in trees if t.members] + ([empty] if empty.members else []), len(tokens)
 
 
 def _vocab_moments(logp: torch.Tensor) -> torch.Tensor:
@@ -259,8 +149,21 @@ class HFBackend(Backend):
         self.dtype = next(model.parameters()).dtype
         self.bos_id = self._resolve_bos(bos)
         self.max_batch_tokens = max_batch_tokens or self._default_budget()
-        self.max_tree_nodes = 256
-        """Order trees are split into subtrees of at most this many tokens (attention blocks)."""
+        cuda = self.device.type == "cuda"
+        self.max_tree_nodes = 1024 if cuda else 256
+        """Order trees are split into subtrees of at most this many tokens (attention blocks;
+        a GPU runs a whole MMLU question's 24 orders as one row)."""
+        self.plan_chunk_tokens = 2 * self.max_batch_tokens if cuda else 0
+        """Requests are planned (tokenised, tries, batch arrays) in chunks of about this many
+        tokens; 0 plans a whole call at once."""
+        self.plan_workers = 0
+        """1: plan chunks in a planning process while the device runs the previous ones (a GPU
+        option, ``-M plan_workers=1``; not yet measured on a GPU); 0: plan in line."""
+        self._pool: Any = None
+        self.pad_tolerance = 0.5 if cuda else 0.1
+        """Rows of a scoring batch may be padded by this fraction of its shortest (+16 tokens).
+        A CPU computes padding at full cost; a GPU runs wide batches nearly as fast as narrow
+        ones and pays per forward pass (kernel launches), so there the budget alone decides."""
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self._decoder: Any = model.get_decoder() if hasattr(model, "get_decoder") else None
         head = model.get_output_embeddings()
@@ -271,6 +174,14 @@ class HFBackend(Backend):
             self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         self._split_head = self._decoder is not None and self._head_w is not None
+        self._lse_kernel: Any = None
+        """One-pass log-softmax-at-target kernel (CUDA with Triton, checked once; else None)."""
+        if self._split_head and cuda and os.environ.get("CONTAMSCOPE_NO_TRITON") != "1":
+            from . import cuda_kernels
+
+            assert self._head_w is not None
+            if cuda_kernels.check_lse_gather(self.device, self._head_w.shape[0]):
+                self._lse_kernel = cuda_kernels.lse_gather
         if self._split_head and not self._split_head_matches():
             self._split_head = False
         self._fingerprint: str | None = None
@@ -333,6 +244,7 @@ class HFBackend(Backend):
             "revision",
             "trust_remote_code",
             "attn",
+            "plan_workers",
         }
         unknown = sorted(set(opts) - known)
         if unknown:
@@ -364,7 +276,7 @@ class HFBackend(Backend):
         model.to(dev)
         try:
             max_bt = int(opts["max_batch_tokens"]) if opts.get("max_batch_tokens") else None
-            max_tree = int(opts.get("max_tree_nodes", "256"))
+            max_tree = int(opts["max_tree_nodes"]) if opts.get("max_tree_nodes") else None
         except ValueError:
             raise ConfigError("-M max_batch_tokens / max_tree_nodes: expected an integer") from None
         backend = cls(
@@ -375,7 +287,12 @@ class HFBackend(Backend):
             bos=opts.get("bos", default_bos),
             max_batch_tokens=max_bt,
         )
-        backend.max_tree_nodes = max(8, max_tree)
+        if max_tree is not None:
+            backend.max_tree_nodes = max(8, max_tree)
+        if opts.get("plan_workers"):
+            if opts["plan_workers"] not in ("0", "1"):
+                raise ConfigError("-M plan_workers: expected 0 or 1")
+            backend.plan_workers = int(opts["plan_workers"])
         return backend
 
     def _resolve_bos(self, bos: str) -> int | None:
@@ -405,7 +322,7 @@ class HFBackend(Backend):
             cfg, "num_attention_heads", 16
         )
         per_token = (2 * layers * kv * head_dim + 12 * hidden + 3 * inter) * 4
-        return int(min(max(free * 0.4 / per_token, 1024), 65536))
+        return int(min(max(free * 0.4 / per_token, 1024), 131072))
 
     def _split_head_matches(self) -> bool:
         """Check once that decoder + output head reproduces the model's own logits."""
@@ -449,7 +366,7 @@ class HFBackend(Backend):
         }
 
     # --- tokenisation -----------------------------------------------------------------------
-    def encode(self, req: ScoreRequest) -> _Encoded:
+    def encode(self, req: ScoreRequest) -> Encoded:
         """Tokenise prefix+continuation as one text; split at the prefix's character offset.
 
         A token that straddles the boundary belongs to the continuation (its prefix characters
@@ -458,31 +375,30 @@ class HFBackend(Backend):
         """
         return self.encode_many([req])[0]
 
-    def encode_many(self, requests: Sequence[ScoreRequest]) -> list[_Encoded]:
+    def encode_many(self, requests: Sequence[ScoreRequest]) -> list[Encoded]:
         """:meth:`encode` for many requests, tokenised in one batch call (the fast tokenizer
         runs them in parallel)."""
-        if not requests:
-            return []
-        enc = self.tokenizer(
-            [r.prefix + r.continuation for r in requests],
-            add_special_tokens=False,
-            return_offsets_mapping=True,
+        return self.planner().encode(requests)
+
+    def planner(self) -> Planner:
+        """The host side of :meth:`score` with the current settings."""
+        return Planner(
+            tokenizer=self._fast_tokenizer() or self.tokenizer,
+            bos_id=self.bos_id,
+            max_length=self.max_length,
+            max_tree_nodes=self.max_tree_nodes,
+            max_batch_tokens=self.max_batch_tokens,
+            pad_tolerance=self.pad_tolerance,
+            chunk_tokens=self.plan_chunk_tokens,
         )
-        bos = [self.bos_id] if self.bos_id is not None else []
-        out = []
-        for req, ids, offsets in zip(requests, enc["input_ids"], enc["offset_mapping"]):
-            cut = len(req.prefix)
-            split = len(ids)
-            for i, (_start, end) in enumerate(offsets):
-                if end > cut:
-                    split = i
-                    break
-            boundary = max(0, cut - offsets[split][0]) if split < len(ids) else 0
-            prefix = bos + list(ids[:split])
-            if not prefix:
-                raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
-            out.append(_Encoded(tuple(prefix), list(ids[split:]), boundary))
-        return out
+
+    def _fast_tokenizer(self) -> Any:
+        """The ``tokenizers.Tokenizer`` behind a fast tokenizer when calling it directly gives
+        what the transformers wrapper gives (no truncation or padding set), else None."""
+        rust = getattr(self.tokenizer, "_tokenizer", None)
+        if rust is None or not hasattr(rust, "encode_batch"):
+            return None
+        return rust if rust.truncation is None and rust.padding is None else None
 
     # --- scoring ------------------------------------------------------------------------------
     def _token_logprobs(
@@ -506,6 +422,9 @@ class HFBackend(Backend):
             logits = self._head_logits(hidden[s : s + step])
             if self._softcap:
                 logits = torch.tanh(logits / self._softcap) * self._softcap
+            if self._lse_kernel is not None and argmax is None and moments is None:
+                out[s : s + step] = self._lse_kernel(logits, targets[s : s + step])
+                continue
             lse = torch.logsumexp(logits, dim=-1)
             out[s : s + step] = logits.gather(-1, targets[s : s + step, None]).squeeze(-1) - lse
             if argmax is not None:
@@ -584,7 +503,8 @@ class HFBackend(Backend):
         values: list[torch.Tensor] = []
         lasts: list[torch.Tensor] = []
         slots: list[int] = []
-        for batch in self._chunks([(i, len(p)) for i, p in enumerate(prefixes)]):
+        sizes = [(i, len(p)) for i, p in enumerate(prefixes)]
+        for batch in self._chunks(sizes, max_pad=self.pad_tolerance):
             layers, last = self._run_prefixes([prefixes[i] for i in batch])
             if not keys:
                 for k, v in layers:
@@ -600,59 +520,31 @@ class HFBackend(Backend):
         order[torch.tensor(slots, device=self.device)] = torch.arange(n, device=self.device)
         return _Held(keys, values, torch.cat(lasts)[order])
 
-    def _run_trees(
-        self, rows: list[tuple[_Tree, int]], held: _Held
-    ) -> tuple[torch.Tensor, list[int]]:
+    def _run_batch(self, batch: Batch, held: _Held) -> torch.Tensor:
         """One forward pass of subtree rows over their cached prefixes: the log-prob sum of
-        every member of every row (on the device) and the request index of each."""
-        from transformers import DynamicCache
-
-        n, width = len(rows), max(len(t.tokens) for t, _ in rows)
-        pw = max(len(t.prefix) for t, _ in rows)
-        slots = self._upload(np.asarray([slot for _, slot in rows], dtype=np.int64))
-        kv = DynamicCache(config=self.model.config)
-        for i, (hk, hv) in enumerate(zip(held.keys, held.values)):
-            kv.update(hk[:, :, :pw].index_select(0, slots), hv[:, :, :pw].index_select(0, slots), i)
-        ids = np.zeros((n, width), dtype=np.int64)
-        pos = np.zeros((n, width), dtype=np.int64)
-        mask = np.zeros((n, 1, width, pw + width), dtype=bool)
-        src: list[int] = []
-        depth = max(max(len(x) for x in t.paths) for t, _ in rows)
-        members: list[int] = []
-        paths: list[np.ndarray] = []
-        total = sum(len(t.tokens) for t, _ in rows)
-        offset = 0
-        for r, (t, _) in enumerate(rows):
-            k, p = len(t.tokens), len(t.prefix)
-            ids[r, :k] = t.tokens
-            pos[r, :k] = np.asarray(t.depths) + p
-            mask[r, 0, :k, :p] = True
-            mask[r, 0, :k, pw : pw + k] = t.mask()
-            mask[r, 0, k:, pw + k :] = np.eye(width - k, dtype=bool)  # padding rows
-            # the state predicting node k: its parent's row in this batch, or the prefix's last
-            src.extend(r * width + q if q >= 0 else n * width + r for q in t.parents)
-            pm = t.path_matrix()
-            paths.append(np.where(pm >= 0, pm + offset, total))  # `total` -> a zero
-            members.extend(t.members)
-            offset += k
+        every member (on the device, in ``batch.members`` order)."""
+        n, width, pw = len(batch.slots), batch.width, batch.prefix_width
+        slots = self._upload(batch.slots)
+        kv = filled_cache(self.model.config, held.keys, held.values, slots, pw, width)
+        mask = tree_mask(
+            batch,
+            self._upload(batch.spans),
+            self._upload(batch.lengths),
+            self._upload(batch.prefix_lengths),
+        )
         states, _ = self._forward(
-            self._upload(ids),
-            attention_mask=self._upload(mask),
-            position_ids=self._upload(pos),
+            self._upload(batch.ids),
+            attention_mask=mask,
+            position_ids=self._upload(batch.pos),
             past_key_values=kv,
         )
         flat = torch.cat([states.reshape(n * width, -1), held.last.index_select(0, slots)])
-        tgt = self._upload(np.concatenate([np.asarray(t.tokens) for t, _ in rows]))
-        node_lp = self._node_logprobs(flat[self._upload(np.asarray(src))], tgt).double()
+        tgt = self._upload(batch.targets)
+        node_lp = self._node_logprobs(flat[self._upload(batch.src)], tgt).double()
         node_lp = torch.cat([node_lp, node_lp.new_zeros(1)])
-        index = np.full((len(members), depth), total, dtype=np.int64)
-        row = 0
-        for pm in paths:
-            index[row : row + pm.shape[0], : pm.shape[1]] = pm
-            row += pm.shape[0]
         self.tokens_run += n * width
-        self.tokens_useful += total
-        return node_lp[self._upload(index)].sum(-1), members
+        self.tokens_useful += batch.nodes
+        return node_lp[self._upload(batch.index)].sum(-1)
 
     def _upload(self, array: np.ndarray) -> torch.Tensor:
         """A host array on the model's device; on CUDA through pinned memory without waiting
@@ -669,77 +561,82 @@ class HFBackend(Backend):
         max_pad: float = 0.1,
         extra: dict[int, int] | None = None,
     ) -> list[list[int]]:
-        """Batches of (index, length), sorted by length: rows x (longest + largest ``extra``)
-        <= budget, and no row padded by more than ``max_pad`` of the batch's shortest (plus 16
-        tokens). ``extra`` adds per-row memory that is not padded to a common width (e.g. a
-        share of the row's prefix KV copy) to the budget only, not to the padding rule."""
-        budget = budget or self.max_batch_tokens
-        batches: list[list[int]] = []
-        first = widest = 0
-        for i, length in sorted(sizes, key=lambda x: x[1]):
-            more = extra.get(i, 0) if extra else 0
-            fits = batches and (len(batches[-1]) + 1) * (length + max(widest, more)) <= budget
-            if fits and length <= first * (1 + max_pad) + 16:
-                batches[-1].append(i)
-                widest = max(widest, more)
-            else:
-                batches.append([i])
-                first, widest = length, more
-        return batches
+        """:func:`~.tree_plan.bucket` under this backend's budget by default."""
+        return bucket(sizes, budget or self.max_batch_tokens, max_pad, extra)
 
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
-        encoded = self.encode_many(requests)
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for i, e in enumerate(encoded):
-            groups.setdefault(e.prefix, []).append(i)
-        values = [math.nan] * len(requests)
-        prefixes = list(groups)
-        trees: dict[tuple[int, ...], list[_Tree]] = {}
-        for prefix, members in groups.items():
-            ok = [
-                i
-                for i in members
-                if self.max_length is None or len(prefix) + len(encoded[i].cont) <= self.max_length
-            ]
-            trees[prefix], trie_nodes = _build_trees(
-                prefix, [(i, encoded[i].cont) for i in ok], max_nodes=self.max_tree_nodes
+        n = len(requests)
+        values = [math.nan] * n
+        lengths = [0] * n
+        boundaries = [0] * n
+        planner = self.planner()
+        units: Iterator[Unit]
+        if (
+            self.plan_workers
+            and planner.chunk_tokens
+            and hasattr(planner.tokenizer, "encode_batch")
+        ):
+            if self._pool is None:
+                self._pool = planning_pool(planner.tokenizer)
+            units = plan_in_process(self._pool, planner, requests)
+        else:
+            units = (
+                u
+                for chunk in planner.chunks(requests)
+                for u in planner.plan([requests[i] for i in chunk], chunk)
             )
-            self.tokens_min += len(prefix) + trie_nodes
-            if progress is not None and len(ok) < len(members):
-                progress(len(members) - len(ok))
+        # one unit's sums are read back after the next unit is queued: the device runs ahead
+        waiting: tuple[torch.Tensor, list[int], Any] | None = None
         with torch.inference_mode():
-            # groups of prefixes whose KV caches are held at once (bounded memory)
-            held = self._chunks(
-                [(i, len(p)) for i, p in enumerate(prefixes)],
-                budget=8 * self.max_batch_tokens,
-                max_pad=1e9,
-            )
-            for group in held:
-                hold = self._hold_prefixes([prefixes[i] for i in group])
-                rows = []
-                for slot, i in enumerate(group):
-                    for t in trees[prefixes[i]]:
-                        if t.tokens:
-                            rows.append((t, slot))
-                        else:  # empty continuations: log p = 0
-                            for m in t.members:
-                                values[m] = 0.0
-                # rows are bucketed by their own token count (the padded width); a row also
-                # carries a copy of its prefix's KV cache, counted (a quarter) in the budget only
-                sizes = [(r, len(t.tokens)) for r, (t, _) in enumerate(rows)]
-                kv_share = {r: len(t.prefix) // 4 for r, (t, _) in enumerate(rows)}
-                pending = []  # read back after the group: the device runs ahead of the host
-                for batch in self._chunks(sizes, extra=kv_share):
-                    pending.append(self._run_trees([rows[r] for r in batch], hold))
-                    if progress is not None:
-                        progress(len(pending[-1][1]))
-                for sums, members in pending:
-                    for m, v in zip(members, sums.tolist()):
-                        values[m] = v
-                del hold, pending
-        return [ScoreResult(v, len(e.cont), e.boundary_chars) for v, e in zip(values, encoded)]
+            for unit in units:
+                for i, k, b in unit.meta:
+                    lengths[i], boundaries[i] = k, b
+                self.tokens_min += unit.minimum
+                if progress is not None and unit.skipped:
+                    progress(unit.skipped)
+                for m in unit.zeros:
+                    values[m] = 0.0
+                if not unit.batches:
+                    continue
+                held = self._hold_prefixes(unit.prefixes)
+                sums = [self._run_batch(b, held) for b in unit.batches]
+                del held
+                members = [m for b in unit.batches for m in b.members]
+                queued = self._start_read(torch.cat(sums), members)
+                if waiting is not None:
+                    self._finish_read(waiting, values, progress)
+                waiting = queued
+            if waiting is not None:
+                self._finish_read(waiting, values, progress)
+        return [ScoreResult(v, k, b) for v, k, b in zip(values, lengths, boundaries)]
+
+    def _start_read(
+        self, sums: torch.Tensor, members: list[int]
+    ) -> tuple[torch.Tensor, list[int], Any]:
+        """Start copying ``sums`` to the host (asynchronously on CUDA)."""
+        if self.device.type != "cuda":
+            return sums, members, None
+        host = torch.empty(sums.shape, dtype=sums.dtype, pin_memory=True)
+        host.copy_(sums, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        return host, members, event
+
+    @staticmethod
+    def _finish_read(
+        read: tuple[torch.Tensor, list[int], Any],
+        values: list[float],
+        progress: ProgressFn | None,
+    ) -> None:
+        host, members, event = read
+        if event is not None:
+            event.synchronize()
+        for m, v in zip(members, host.tolist()):
+            values[m] = v
+        if progress is not None:
+            progress(len(members))
 
     def token_stats(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
