@@ -68,3 +68,29 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
     assert nat["statistics_without"]["n_items"] == 2
     _, sentence = verdict(outcome.summary["statistics"], nat)
     assert "1 items with a natural option order (numbers in increasing order)" in sentence
+
+
+def test_detectors_in_worker_processes_give_the_inline_records(
+    tmp_path: Path, tiny_backend
+) -> None:  # type: ignore[no-untyped-def]
+    """Detectors run in spawned worker processes while the next batch is scored (the GPU
+    default) and write exactly the records of the inline run, in item order."""
+    bench = tmp_path / "mix_test.csv"
+    bench.write_text(ROWS + NATURAL_ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    runs = {}
+    for workers in (0, 2):
+        out = tmp_path / f"w{workers}"
+        seen: list[int] = []
+        run_permutation(
+            loaded,
+            loaded.items,
+            CachedScorer(tiny_backend, None),
+            RunDir(out),
+            PermutationConfig(batch_items=2, detector_workers=workers),
+            on_items=seen.append,
+        )
+        assert seen == [2, 2, 1]
+        runs[workers] = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in runs[2]] == [it.id for it in loaded.items]
+    assert runs[2] == runs[0]

@@ -155,8 +155,18 @@ def command(
         min=64,
         help="Token budget of one forward pass (memory bound); default: 4096 on CPU, from free memory on GPU.",
     ),
-    batch_items: int = typer.Option(
-        32, "--batch-items", min=1, help="Items per scoring batch (results saved after each)."
+    batch_items: int | None = typer.Option(
+        None,
+        "--batch-items",
+        min=1,
+        help="Items per scoring batch (results saved after each); default 32, 256 on a GPU.",
+    ),
+    detector_workers: int | None = typer.Option(
+        None,
+        "--detector-workers",
+        min=0,
+        help="Processes running the per-item detectors while the next batch is scored; 0: "
+        "inline (default: inline on CPU, one per spare core with a GPU or served model).",
     ),
     report: bool = typer.Option(
         False, "--report", help="Also write the HTML report (RUN_DIR/report.html)."
@@ -198,6 +208,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         alpha=kw["alpha"],
         include_non_exchangeable=kw["include_non_exchangeable"],
         batch_items=kw["batch_items"],
+        detector_workers=kw["detector_workers"],
     )
     options = parse_model_options(kw["model_opt"])
     if kw["max_batch_tokens"]:

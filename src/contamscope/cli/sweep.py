@@ -89,7 +89,9 @@ def command(
         None, "-M", help="Model option key=value for every model, repeatable."
     ),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
-    batch_items: int = typer.Option(32, "--batch-items", min=1, help="Items per scoring batch."),
+    batch_items: int | None = typer.Option(
+        None, "--batch-items", min=1, help="Items per scoring batch (default 32, 256 on a GPU)."
+    ),
     max_batch_tokens: int | None = typer.Option(
         None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
     ),

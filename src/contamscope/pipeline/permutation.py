@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import platform
 import random
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from ..detectors import Algorithm1, Algorithm2, score_item, summarize
 from ..perturb import TEMPLATES, PromptTemplate, option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from ..workers import SpawnPool
 
 __all__ = ["PermutationConfig", "run_permutation", "select_items", "RunOutcome"]
 
@@ -50,8 +52,13 @@ class PermutationConfig:
     """Score and count items whose options refer to each other ('All of the above')."""
     alpha: float = 0.05
     """Level of the per-item calibrated rank test."""
-    batch_items: int = 32
-    """Items scored per backend call (results are saved after each batch)."""
+    batch_items: int | None = None
+    """Items scored per backend call (results are saved after each batch); None: 32, or 256
+    when the model runs on a GPU (larger calls keep the device busy)."""
+    detector_workers: int | None = None
+    """Processes that run the per-item detectors (Algorithm 2's IsolationForest costs 0.1-0.2 s
+    an item) while the next batch is scored; 0 runs them inline. None: inline when the model
+    runs on this machine's CPU, else one per spare core (at most 16)."""
 
     def __post_init__(self) -> None:
         from ..errors import ConfigError
@@ -62,14 +69,17 @@ class PermutationConfig:
             raise ConfigError("--mc-orders must be at least 1")
         if not 0 < self.alpha < 1:
             raise ConfigError("--alpha must be between 0 and 1")
-        if self.batch_items < 1:
+        if self.batch_items is not None and self.batch_items < 1:
             raise ConfigError("--batch-items must be at least 1")
+        if self.detector_workers is not None and self.detector_workers < 0:
+            raise ConfigError("--detector-workers must be at least 0")
 
     def settings(self) -> dict[str, Any]:
         d = asdict(self)
         d["template"] = self.template.describe()
         d["deltas"] = list(self.deltas) if self.deltas is not None else None
         d.pop("batch_items")
+        d.pop("detector_workers")
         return d
 
 
@@ -160,6 +170,71 @@ def _record(
     return rec
 
 
+def _scores_off_cpu(backend: Backend) -> bool:
+    """Whether the model computes somewhere other than this machine's CPU cores (a GPU, or a
+    served model), leaving them free for the detectors."""
+    device = getattr(backend, "device", None)
+    if device is not None:
+        return str(device).startswith("cuda")
+    return not backend.spec.startswith(("smollm2", "hf:"))
+
+
+def _records_of(jobs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    return [_record(*job) for job in jobs]
+
+
+@contextlib.contextmanager
+def _detector_pool(workers: int) -> Iterator[SpawnPool | None]:
+    """Worker processes for the detectors, or None to run them inline."""
+    if workers <= 0:
+        yield None
+        return
+    with SpawnPool(workers) as pool:
+        yield pool
+
+
+def _submit(pool: SpawnPool | None, jobs: list[tuple[Any, ...]], workers: int) -> list[Any]:
+    """The records of ``jobs``: computed now (no pool) or futures of chunks of them (about two
+    chunks a worker, at most 8 items each)."""
+    if pool is None:
+        return [_records_of(jobs)]
+    size = max(1, min(8, -(-len(jobs) // (2 * workers))))
+    return [pool.submit(_records_of, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+
+
+@dataclass
+class _Finished:
+    """A scored batch whose detector records are being computed."""
+
+    batch: list[MCQItem]
+    excluded: list[dict[str, Any]]
+    reasons: list[str | None]
+    parts: list[Any]
+
+    def write(
+        self,
+        run_dir: RunDir,
+        done: dict[str, dict[str, Any]],
+        on_items: Callable[[int], None] | None,
+    ) -> int:
+        records = list(self.excluded)
+        scored = [
+            r for part in self.parts for r in (part if isinstance(part, list) else part.result())
+        ]
+        for rec, reason in zip(scored, self.reasons):
+            if reason:  # scored anyway: --include-non-exchangeable
+                rec["non_exchangeable"] = reason
+            records.append(rec)
+        order = {it.id: i for i, it in enumerate(self.batch)}
+        records.sort(key=lambda r: order[r["id"]])
+        run_dir.append(records)
+        for r in records:
+            done[r["id"]] = r
+        if on_items is not None:
+            on_items(len(self.batch))
+        return len(self.batch)
+
+
 def run_permutation(
     loaded: LoadResult,
     items: Sequence[MCQItem],
@@ -196,55 +271,67 @@ def run_permutation(
         on_start(len(items), len(done))
     alg1 = Algorithm1(ties=config.ties)
     alg2 = Algorithm2(deltas=config.deltas)
+    offloaded = _scores_off_cpu(backend)
+    batch_items = config.batch_items or (256 if offloaded else 32)
+    workers = config.detector_workers
+    if workers is None:
+        workers = min(16, (os.cpu_count() or 1) - 1) if offloaded else 0
     t0 = time.perf_counter()
     scored_now = 0
     tokens = 0
-    for s in range(0, len(todo), config.batch_items):
-        batch = todo[s : s + config.batch_items]
-        plans = []
-        requests: list[ScoreRequest] = []
-        records: list[dict[str, Any]] = []
-        for item in batch:
-            reason = non_exchangeable_reason(item.options)
-            if reason and not config.include_non_exchangeable:
-                records.append(
-                    {
-                        "id": item.id,
-                        "subject": item.subject,
-                        "n_options": item.n_options,
-                        "source": item.source,
-                        "line": item.line,
-                        "excluded": f"options not exchangeable: {reason}",
-                    }
+    # a batch's detectors run in the pool while the next batch is scored; its records are
+    # appended once they are done (its scores are in the cache already, so a kill loses none)
+    pending: _Finished | None = None
+    with _detector_pool(workers) as pool:
+        for s in range(0, len(todo), batch_items):
+            batch = todo[s : s + batch_items]
+            plans = []
+            requests: list[ScoreRequest] = []
+            records: list[dict[str, Any]] = []
+            for item in batch:
+                reason = non_exchangeable_reason(item.options)
+                if reason and not config.include_non_exchangeable:
+                    records.append(
+                        {
+                            "id": item.id,
+                            "subject": item.subject,
+                            "n_options": item.n_options,
+                            "source": item.source,
+                            "line": item.line,
+                            "excluded": f"options not exchangeable: {reason}",
+                        }
+                    )
+                    continue
+                orders = option_orders(
+                    item.n_options,
+                    max_exhaustive=config.max_exhaustive,
+                    mc_orders=config.mc_orders,
+                    seed=config.seed,
+                    key=item.id,
                 )
-                continue
-            orders = option_orders(
-                item.n_options,
-                max_exhaustive=config.max_exhaustive,
-                mc_orders=config.mc_orders,
-                seed=config.seed,
-                key=item.id,
+                prefix = config.template.prefix(item)
+                conts = [config.template.continuation(item, o) for o in orders.orders]
+                plans.append((item, orders, prefix, conts, len(requests), reason))
+                requests.extend(ScoreRequest(prefix, c) for c in conts)
+            try:
+                results = scorer.score(requests) if requests else []
+            except BaseException:
+                if pending is not None:  # keep the previous batch's records
+                    pending.write(run_dir, done, on_items)
+                raise
+            jobs = []
+            for item, orders, prefix, conts, start, _reason in plans:
+                res = results[start : start + len(conts)]
+                tokens += sum(r.n_tokens for r in res)
+                jobs.append((item, alg1, alg2, prefix, orders, conts, res))
+            finished = _Finished(
+                batch, records, [p[5] for p in plans], _submit(pool, jobs, workers)
             )
-            prefix = config.template.prefix(item)
-            conts = [config.template.continuation(item, o) for o in orders.orders]
-            plans.append((item, orders, prefix, conts, len(requests), reason))
-            requests.extend(ScoreRequest(prefix, c) for c in conts)
-        results = scorer.score(requests) if requests else []
-        for item, orders, prefix, conts, start, reason in plans:
-            res = results[start : start + len(conts)]
-            tokens += sum(r.n_tokens for r in res)
-            rec = _record(item, alg1, alg2, prefix, orders, conts, res)
-            if reason:  # scored anyway: --include-non-exchangeable
-                rec["non_exchangeable"] = reason
-            records.append(rec)
-        order = {it.id: i for i, it in enumerate(batch)}
-        records.sort(key=lambda r: order[r["id"]])
-        run_dir.append(records)
-        for r in records:
-            done[r["id"]] = r
-        scored_now += len(batch)
-        if on_items is not None:
-            on_items(len(batch))
+            if pending is not None:
+                scored_now += pending.write(run_dir, done, on_items)
+            pending = finished
+        if pending is not None:
+            scored_now += pending.write(run_dir, done, on_items)
     elapsed = time.perf_counter() - t0
     ordered = [done[it.id] for it in items if it.id in done]
     summary = build_summary(
