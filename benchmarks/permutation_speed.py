@@ -47,18 +47,27 @@ LONG_SUBJECTS = [
 SHAPES: dict[str, dict[str, int]] = {
     # SmolLM2-360M: 362M parameters
     "smollm2-360m": dict(
-        hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
-        num_attention_heads=15, num_key_value_heads=5,
+        hidden_size=960,
+        intermediate_size=2560,
+        num_hidden_layers=32,
+        num_attention_heads=15,
+        num_key_value_heads=5,
     ),
     # Qwen2.5-0.5B's layer stack (its own vocabulary is 151k): 0.40B with this vocabulary
     "qwen2.5-0.5b": dict(
-        hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-        num_attention_heads=14, num_key_value_heads=2,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
     ),
     # Llama-3.2-1B's layer stack: 1.07B with this vocabulary
     "llama-1b": dict(
-        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-        num_attention_heads=32, num_key_value_heads=8,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
     ),
 }
 __doc__ = __doc__ % ", ".join(SHAPES)  # noqa: A001
@@ -184,6 +193,10 @@ def main() -> int:
     ap.add_argument("--random-init", choices=sorted(SHAPES), help="random-weight model shape")
     ap.add_argument("--tokenizer", help="tokenizer folder for --random-init")
     ap.add_argument("--repeats", type=int, default=0, help="engine timings (median); 0: 3 on GPU")
+    ap.add_argument("--tree-nodes", type=int, help="engine subtree size (default: the backend's)")
+    ap.add_argument(
+        "--max-batch-tokens", type=int, help="engine batch budget (default: the backend's)"
+    )
     args = ap.parse_args()
     if not args.benchdata.is_dir():
         print(f"needs {args.benchdata} (MMLU, CMB files)", file=sys.stderr)
@@ -198,19 +211,27 @@ def main() -> int:
         loaded = load_backend(args.model, device=args.device, dtype=args.dtype)
         assert isinstance(loaded, HFBackend)
         backend = loaded
+    if args.tree_nodes:
+        backend.max_tree_nodes = args.tree_nodes
+    if args.max_batch_tokens:
+        backend.max_batch_tokens = args.max_batch_tokens
+        backend.plan_chunk_tokens = 2 * args.max_batch_tokens if backend.plan_chunk_tokens else 0
     repeats = args.repeats or (3 if backend.device.type == "cuda" else 1)
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
     print(
         f"model {args.model}: {params / 1e6:.1f}M parameters, {backend.dtype}, {backend.device}, "
-        f"threads {torch.get_num_threads()}, batch budget {backend.max_batch_tokens} tokens"
+        f"threads {torch.get_num_threads()}, batch budget {backend.max_batch_tokens} tokens, "
+        f"subtrees of at most {backend.max_tree_nodes} tokens"
     )
     print(f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s")
     rng = random.Random(args.seed)
     mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
     mix = rng.sample(mmlu, args.items)
     longp = rng.sample([it for it in mmlu if it.subject in LONG_SUBJECTS], args.long_items)
-    cmb = rng.sample(load_benchmark(str(args.benchdata / "cmb_example_1000.json")).items, args.cmb_items)
+    cmb = rng.sample(
+        load_benchmark(str(args.benchdata / "cmb_example_1000.json")).items, args.cmb_items
+    )
     cmb = [it for it in cmb if it.n_options == 5]
     backend.score(requests_for(mix[:8]))  # warm-up
     if args.items:

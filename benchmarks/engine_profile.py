@@ -1,0 +1,183 @@
+"""Where the scoring engine's time goes: host preparation, device work, and the top kernels.
+
+Scores the same MMLU items with :class:`~contamscope.backends.hf.HFBackend` several ways in one
+process and prints, per variant (batch budget, subtree size):
+
+* wall time per call (median of ``--repeats``), items/s and efficiency (useful FLOP/s over the
+  dense matmul peak measured here, as in ``permutation_speed.py``);
+* a synchronised breakdown: tokenisation, trie building, prefix runs, subtree runs (each timed
+  with the device synchronised around it, so the parts add up to device + host time);
+* with ``--kernels``, the top device kernels by time (torch.profiler) for one call.
+
+    python benchmarks/engine_profile.py --device cuda --dtype bfloat16 --random-init llama-1b \\
+        --tokenizer DIR --items 200 --variants 65536:256,131072:256 --kernels
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from permutation_speed import (  # noqa: E402
+    BENCHDATA,
+    SHAPES,
+    matmul_peak,
+    random_init_backend,
+    requests_for,
+)
+
+from contamscope.backends import (
+    load_backend,  # noqa: E402
+    tree_plan,  # noqa: E402
+)
+from contamscope.backends.hf import HFBackend  # noqa: E402
+from contamscope.data import load_benchmark  # noqa: E402
+
+
+def _sync(backend: HFBackend) -> None:
+    if backend.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+@contextmanager
+def breakdown(backend: HFBackend, totals: dict[str, float]) -> Iterator[None]:
+    """Time the engine's phases with the device synchronised around each (patched in place)."""
+    patched: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        orig = getattr(owner, name)
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            _sync(backend)
+            t0 = time.perf_counter()
+            out = orig(*a, **kw)
+            _sync(backend)
+            totals[label] += time.perf_counter() - t0
+            return out
+
+        patched.append((owner, name, orig))
+        setattr(owner, name, timed)
+
+    wrap(tree_plan.Planner, "encode", "tokenise")
+    wrap(tree_plan, "build_trees", "tries")
+    wrap(tree_plan, "prepare_batch", "batch arrays")
+    wrap(backend, "_hold_prefixes", "prefixes")
+    wrap(backend, "_run_batch", "subtrees")
+    workers, backend.plan_workers = backend.plan_workers, 0  # one process, in order
+    try:
+        yield
+    finally:
+        backend.plan_workers = workers
+        for owner, name, orig in reversed(patched):
+            setattr(owner, name, orig)
+
+
+def timed_calls(fn: Callable[[], Any], backend: HFBackend, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        _sync(backend)
+        t0 = time.perf_counter()
+        fn()
+        _sync(backend)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--random-init", choices=sorted(SHAPES))
+    ap.add_argument("--tokenizer")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--items", type=int, default=200)
+    ap.add_argument("--subjects", default="", help="comma list: only these MMLU subjects")
+    ap.add_argument("--benchdata", type=Path, default=BENCHDATA)
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="BUDGET:TREE_NODES[:PAD[:PLAN_WORKERS]],... (default: as loaded)",
+    )
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--kernels", action="store_true", help="top kernels by device time")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.random_init:
+        backend = random_init_backend(args.random_init, args.tokenizer, args.device, args.dtype)
+    else:
+        loaded = load_backend(args.model, device=args.device, dtype=args.dtype)
+        assert isinstance(loaded, HFBackend)
+        backend = loaded
+    params = sum(p.numel() for p in backend.model.parameters())
+    peak = matmul_peak(backend.dtype, backend.device)
+    print(
+        f"{params / 1e6:.0f}M parameters, {backend.dtype}, {backend.device}, "
+        f"matmul peak {peak / 1e12:.2f} TFLOP/s, threads {torch.get_num_threads()}"
+    )
+    mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
+    if args.subjects:
+        keep = set(args.subjects.split(","))
+        mmlu = [it for it in mmlu if it.subject in keep]
+    items = random.Random(args.seed).sample(mmlu, min(args.items, len(mmlu)))
+    reqs = requests_for(items)
+    backend.score(requests_for(items[:16]))  # warm-up
+    variants = [
+        tuple(float(x) for x in v.split(":")) for v in args.variants.split(",") if v.strip()
+    ] or [(backend.max_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]
+    for variant in variants:
+        budget, nodes = int(variant[0]), int(variant[1])
+        backend.max_batch_tokens, backend.max_tree_nodes = budget, nodes
+        if len(variant) > 2:
+            backend.pad_tolerance = variant[2]
+        if len(variant) > 3:
+            backend.plan_workers = int(variant[3])
+        if backend.plan_chunk_tokens:
+            backend.plan_chunk_tokens = 2 * budget
+        backend.score(reqs[: 24 * 16])  # warm-up at this shape
+        backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
+        wall = timed_calls(lambda: backend.score(reqs), backend, args.repeats)
+        useful = backend.tokens_min / args.repeats
+        over = backend.tokens_run / max(backend.tokens_min, 1) - 1
+        eff = 2 * params * useful / wall / peak
+        totals: dict[str, float] = defaultdict(float)
+        with breakdown(backend, totals):
+            synced = timed_calls(lambda: backend.score(reqs), backend, 1)
+        parts = ", ".join(f"{k} {v:.3f}s" for k, v in totals.items())
+        rest = synced - sum(totals.values())
+        print(
+            f"budget {budget:6d} nodes {nodes:4d} pad {backend.pad_tolerance:g} planning "
+            f"processes {backend.plan_workers}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
+            f" efficiency {100 * eff:.1f}%, beyond bound {100 * over:.0f}% | synchronised "
+            f"{synced:.3f}s: {parts}, other {rest:.3f}s",
+            flush=True,
+        )
+    if args.kernels and backend.device.type == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            backend.score(reqs)
+            torch.cuda.synchronize()
+        print(
+            prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=25, max_name_column_width=60
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
