@@ -228,3 +228,45 @@ def test_backend_without_vocab_stats_is_refused_for_min_k_pp_only(
     recs = _records(out)
     assert all(x["statistics"]["min_k_pp"] is None for x in recs)
     assert all(x["statistics"]["min_k"] is not None for x in recs)
+
+
+def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
+    tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path, tiny_backend: Any
+) -> None:
+    from contamscope.backends import ScoreRequest
+    from contamscope.detectors.combined import pooled_rank_p_values
+    from contamscope.perturb import TEMPLATES, option_orders
+
+    bench, ref = files
+    out = tmp_path / "comb"
+    r = run_cli(*_args(tiny_model_path, bench, ref, out, "--statistic", "combined"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "permutation gap and Min-K%++" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    st = summary["statistics"]
+    assert st["statistic"] == "combined" and st["components"] == ["gap", "min_k_pp"]
+    assert summary["null_hypothesis"]["item"].startswith("H0 (per item): the item's (permutation")
+    assert "orders" in summary["config"] and "gap" in st["by_statistic"]
+    recs = _records(out)
+    # the gap is the permutation test's: the original order's log-prob minus the others' mean
+    t = TEMPLATES["paper"]
+    from contamscope.data import load_benchmark
+
+    item = load_benchmark(str(bench)).items[0]
+    lps = [
+        x.logprob
+        for x in tiny_backend.score(
+            [ScoreRequest(t.prefix(item), t.continuation(item, o)) for o in option_orders(4).orders]
+        )
+    ]
+    assert recs[0]["statistics"]["gap"] == pytest.approx(lps[0] - sum(lps[1:]) / 23, abs=1e-3)
+    # p-values are the pooled-rank ones of (gap, min_k_pp) against the references
+    pairs = [[x["statistics"]["gap"], x["statistics"]["min_k_pp"]] for x in recs]
+    p, _ = pooled_rank_p_values(pairs[:5], pairs[5:])
+    assert [x["p_value"] for x in recs[:5]] == pytest.approx(list(p))
+    assert all(x["combined_score"] is not None for x in recs[:5])
+    # switching an existing min_k_pp folder to combined is refused in one line (orders missing)
+    plain = tmp_path / "plain"
+    assert run_cli(*_args(tiny_model_path, bench, ref, plain), cwd=tmp_path).returncode == 0
+    bad = run_cli(*_args(tiny_model_path, bench, ref, plain, "--statistic", "gap"), cwd=tmp_path)
+    assert "use another --out or --overwrite" in _error_line(bad)

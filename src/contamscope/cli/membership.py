@@ -1,4 +1,5 @@
-"""`contamscope membership`: reference-calibrated membership test (Min-K%++, Min-K%, loss, zlib)."""
+"""`contamscope membership`: reference-calibrated membership test (Min-K%++, Min-K%, loss, zlib,
+the permutation gap, and the combined test of the gap and Min-K%++)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,14 @@ Examples:
 
   contamscope membership --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label --reference new.jsonl --out runs/mem
 
+  contamscope membership --model smollm2 --benchmark mmlu --subjects anatomy --reference fresh_anatomy.jsonl --statistic combined
+
 The reference items must be texts the model cannot have seen (written after its training
 cut-off, a private re-written split), in the benchmark's format. Each item's text is the
 permutation template with the options in their original order. Flags have false-positive rate
 <= --alpha per item (see docs/methods.md). Re-running the same command with the same --out
-resumes; changing only --statistic/--alpha/--fdr/--bootstrap re-analyses without scoring.
+resumes; changing only --statistic/--alpha/--fdr/--bootstrap re-analyses without scoring
+(except a change to gap/combined, which also scores every option order: another --out).
 Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
 """
 
@@ -53,7 +57,11 @@ def command(
         help="Reference items the model cannot have seen, in the benchmark's format (file or folder).",
     ),
     statistic: str = typer.Option(
-        "min_k_pp", "--statistic", help="Familiarity statistic: min_k_pp, min_k, loss, zlib."
+        "min_k_pp",
+        "--statistic",
+        help="Familiarity statistic: min_k_pp, min_k, loss, zlib (the original text), gap (the "
+        "permutation gap) or combined (gap + min_k_pp, the most powerful for a single exposure; "
+        "gap and combined also score every option order).",
     ),
     alpha: float = typer.Option(
         0.05, "--alpha", help="Per-item level: false-positive rate of the flags."
@@ -210,7 +218,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             scorer.backend,
             prompt_logprobs=True,
             token_stats=True,
-            vocab_stats=config.statistic == "min_k_pp",
+            vocab_stats=config.needs_vocab,
             method=f"the membership test (--statistic {config.statistic})",
         )
     selection = {
@@ -263,9 +271,13 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
             f"{c[role]['items_analysed']} analysed of {c[role]['items_selected']}",
             highlight=False,
         )
+    what = (
+        "permutation gap and Min-K%++, ranked together with the references"
+        if st["statistic"] == "combined"
+        else "higher = more familiar"
+    )
     console.print(
-        f"statistic  {st['statistic']} (higher = more familiar; k={summary['config']['k']})",
-        highlight=False,
+        f"statistic  {st['statistic']} ({what}; k={summary['config']['k']})", highlight=False
     )
     console.print(
         f"dataset    AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}] "

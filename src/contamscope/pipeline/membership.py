@@ -26,23 +26,38 @@ import numpy as np
 from .. import __version__
 from ..backends.base import ScoreRequest
 from ..data.items import LoadResult, MCQItem
+from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedResult, CombinedTest
 from ..detectors.membership import (
     DATASET_NULL,
     ITEM_NULL,
     STATISTICS,
+    MembershipResult,
     MembershipTest,
     item_statistics,
     mann_whitney,
 )
+from ..detectors.permutation import gap
 from ..errors import ConfigError
-from ..perturb import TEMPLATES, PromptTemplate
+from ..perturb import TEMPLATES, PromptTemplate, option_orders
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
 from .permutation import _git_commit, _package_versions
 
-__all__ = ["MembershipConfig", "MembershipOutcome", "item_request", "run_membership", "SCHEMA"]
+__all__ = [
+    "MembershipConfig",
+    "MembershipOutcome",
+    "item_request",
+    "run_membership",
+    "SCHEMA",
+    "ALL_STATISTICS",
+    "ORDER_STATISTICS",
+]
 
 SCHEMA = "contamscope.membership.summary/1"
 ROLES = ("benchmark", "reference")
+ORDER_STATISTICS = ("gap", "combined")
+"""Statistics that need every option order scored too: the permutation gap (the original
+order's log-prob minus the other orders' mean) and the combined test (gap + Min-K%++)."""
+ALL_STATISTICS = (*STATISTICS, *ORDER_STATISTICS)
 
 
 @dataclass(frozen=True)
@@ -50,7 +65,8 @@ class MembershipConfig:
     """Settings of a membership run."""
 
     statistic: str = "min_k_pp"
-    """Familiarity statistic tested: min_k_pp, min_k, loss or zlib (all are recorded)."""
+    """Familiarity statistic tested: min_k_pp, min_k, loss, zlib (all four are recorded), gap or
+    combined (these two also score every option order; gap is then recorded too)."""
     k: float = 0.2
     """Fraction of lowest-scoring tokens averaged by Min-K% and Min-K%++."""
     alpha: float = 0.05
@@ -67,9 +83,9 @@ class MembershipConfig:
     """Items per scoring batch (results are saved after each)."""
 
     def __post_init__(self) -> None:
-        if self.statistic not in STATISTICS:
+        if self.statistic not in ALL_STATISTICS:
             raise ConfigError(
-                f"--statistic {self.statistic!r}: expected one of {', '.join(STATISTICS)}"
+                f"--statistic {self.statistic!r}: expected one of {', '.join(ALL_STATISTICS)}"
             )
         if not 0 < self.k <= 1:
             raise ConfigError(f"--k {self.k}: expected a fraction in (0, 1]")
@@ -77,9 +93,22 @@ class MembershipConfig:
             raise ConfigError("--batch-items must be at least 1")
         MembershipTest(alpha=self.alpha, fdr=self.fdr, n_boot=self.n_boot, seed=self.seed)
 
+    @property
+    def orders(self) -> bool:
+        """Whether every option order is scored too (``gap``, ``combined``)."""
+        return self.statistic in ORDER_STATISTICS
+
+    @property
+    def needs_vocab(self) -> bool:
+        """Whether the declared statistic needs the vocabulary mean/std (Min-K%++)."""
+        return self.statistic in ("min_k_pp", "combined")
+
     def scoring_settings(self) -> dict[str, Any]:
         """What the stored records depend on (a run folder keeps them fixed)."""
-        return {"template": self.template.describe(), "k": self.k}
+        out: dict[str, Any] = {"template": self.template.describe(), "k": self.k}
+        if self.orders:
+            out["orders"] = "all orders up to 6 options (720), else 719 seeded random ones"
+        return out
 
     def analysis_settings(self) -> dict[str, Any]:
         """What only the analysis depends on (may change between runs of one folder)."""
@@ -134,6 +163,24 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
     return rec
 
 
+def _order_requests(item: MCQItem, template: PromptTemplate) -> list[ScoreRequest]:
+    """The permutation test's requests for ``item``: the original order first."""
+    orders = option_orders(item.n_options, key=item.id)
+    prefix = template.prefix(item)
+    return [ScoreRequest(prefix, template.continuation(item, o)) for o in orders.orders]
+
+
+def _add_gaps(records: list[dict[str, Any]], results: list[list[float]]) -> None:
+    """The permutation gap of each record from its orders' log-probs (in place)."""
+    for rec, lps in zip(records, results):
+        if rec["statistics"] is None:
+            continue
+        if len(lps) < 2 or any(math.isnan(x) for x in lps):
+            rec["statistics"]["gap"] = None
+        else:
+            rec["statistics"]["gap"] = gap(lps)
+
+
 def run_membership(
     benchmark: LoadResult[MCQItem],
     items: Sequence[MCQItem],
@@ -155,7 +202,7 @@ def run_membership(
     backend.require(
         prompt_logprobs=True,
         token_stats=True,
-        vocab_stats=config.statistic == "min_k_pp",
+        vocab_stats=config.needs_vocab,
         method=method,
     )
     if not reference_items:
@@ -195,6 +242,14 @@ def run_membership(
             _record(role, it, req, st, config.k) for (role, it), req, st in zip(batch, reqs, stats)
         ]
         tokens += sum(len(st.tokens) for st in stats)
+        if config.orders:
+            per_item = [_order_requests(it, config.template) for _, it in batch]
+            flat = scorer.score([r for reqs_i in per_item for r in reqs_i])
+            lps, start = [], 0
+            for reqs_i in per_item:
+                lps.append([x.logprob for x in flat[start : start + len(reqs_i)]])
+                start += len(reqs_i)
+            _add_gaps(records, lps)
         run_dir.append(records)
         for r in records:
             done[r["id"]] = r
@@ -218,8 +273,9 @@ def run_membership(
     return MembershipOutcome(summary, run_dir.path, len(todo), len(wanted) - len(todo))
 
 
-def _usable(rec: dict[str, Any], statistic: str) -> bool:
-    return not rec.get("excluded") and (rec["statistics"] or {}).get(statistic) is not None
+def _usable(rec: dict[str, Any], *statistics: str) -> bool:
+    stats = rec["statistics"] or {}
+    return not rec.get("excluded") and all(stats.get(s) is not None for s in statistics)
 
 
 def _describe(records: list[dict[str, Any]], name: str, config: MembershipConfig) -> dict[str, Any]:
@@ -247,23 +303,37 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
 
     Records whose statistic is missing (excluded items) get ``p_value`` None and no flag."""
     stat = config.statistic
+    parts = COMBINED_COMPONENTS if stat == "combined" else (stat,)
     bench = [r for r in records if r["role"] == "benchmark"]
-    ref = [r for r in records if r["role"] == "reference" and _usable(r, stat)]
-    scored = [r for r in bench if _usable(r, stat)]
+    ref = [r for r in records if r["role"] == "reference" and _usable(r, *parts)]
+    scored = [r for r in bench if _usable(r, *parts)]
     for r in bench:
         r["p_value"] = r["q_value"] = r["flag"] = None
+        r.pop("combined_score", None)
+    if any(r["statistics"] and "gap" not in r["statistics"] for r in records) and "gap" in parts:
+        raise ConfigError(
+            f"--statistic {stat} needs every option order scored, and this run folder was "
+            "scored without them: use another --out, or --overwrite (cached scores are reused)"
+        )
     if not ref:
         raise ConfigError(
             "--reference: no reference item could be scored (all excluded: too long or empty)"
         )
     if not scored:
         raise ConfigError("--benchmark: no benchmark item could be scored (all excluded)")
-    test = MembershipTest(
-        alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
-    ).score(
-        np.array([r["statistics"][stat] for r in scored]),
-        np.array([r["statistics"][stat] for r in ref]),
-    )
+    rows = np.array([[r["statistics"][c] for c in parts] for r in scored])
+    ref_rows = np.array([[r["statistics"][c] for c in parts] for r in ref])
+    test: MembershipResult | CombinedResult
+    if stat == "combined":
+        test = CombinedTest(
+            alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
+        ).score(rows, ref_rows)
+        for r, score in zip(scored, test.scores):
+            r["combined_score"] = float(score)
+    else:
+        test = MembershipTest(
+            alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
+        ).score(rows[:, 0], ref_rows[:, 0])
     for i, r in enumerate(scored):
         r["p_value"] = float(test.p_values[i])
         r["q_value"] = None if test.q_values is None else float(test.q_values[i])
@@ -271,7 +341,8 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
     out = test.to_dict()
     out["statistic"] = stat
     out["flagged_items"] = [r["id"] for r in scored if r["flag"]]
-    out["by_statistic"] = {name: _describe(records, name, config) for name in STATISTICS}
+    shown = [*STATISTICS, "gap"] if config.orders else list(STATISTICS)
+    out["by_statistic"] = {name: _describe(records, name, config) for name in shown}
     return out
 
 
@@ -293,7 +364,18 @@ def build_summary(
         counts[role] = {
             "items_loaded": len(loaded.items),
             "items_selected": len(recs),
-            "items_analysed": sum(1 for r in recs if _usable(r, config.statistic)),
+            "items_analysed": sum(
+                1
+                for r in recs
+                if _usable(
+                    r,
+                    *(
+                        COMBINED_COMPONENTS
+                        if config.statistic == "combined"
+                        else (config.statistic,)
+                    ),
+                )
+            ),
             "excluded": dict(Counter(r["excluded"] for r in recs if r.get("excluded"))),
             "rows_skipped": len(loaded.problems),
         }
@@ -318,8 +400,14 @@ def build_summary(
         },
         "selection": settings["selection"],
         "config": config.scoring_settings() | config.analysis_settings(),
-        "text": "permutation template, original option order, scored from BOS (question and options)",
-        "null_hypothesis": {"item": ITEM_NULL, "dataset": DATASET_NULL},
+        "text": "permutation template, original option order, scored from BOS (question and options)"
+        + (
+            "; and every option order, scored as the permutation test does" if config.orders else ""
+        ),
+        "null_hypothesis": {
+            "item": COMBINED_NULL if config.statistic == "combined" else ITEM_NULL,
+            "dataset": DATASET_NULL,
+        },
         "alpha": config.alpha,
         "error_rate": test["error_rate"],
         "assumption": (
