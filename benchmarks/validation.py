@@ -42,6 +42,7 @@ from contamscope.validate import (
     plot_summary,
     run_validation,
 )
+from contamscope.validate.report import plot_roc
 
 BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
 
@@ -71,6 +72,44 @@ def check_targets(summary: dict[str, Any], alpha: float = 0.05) -> list[str]:
         lines.append(
             f"{'PASS' if ok else 'FAIL'} {rank} false-positive rate at {e} epochs <= "
             f"{alpha} + 2 SE ({bound:.3f}, n_clean={n_clean}): {fpr:.3f}"
+        )
+    comb = f"combined@{alpha:g}"
+    if all(comb in res[e] for e in res):
+        lines += _combined_targets(summary, res, comb, alpha)
+    return lines
+
+
+def _combined_targets(
+    summary: dict[str, Any], res: dict[int, Any], comb: str, alpha: float
+) -> list[str]:
+    """Issue 10: the combined test at one exposure, against Algorithm 1 later, and the
+    dataset-level verdicts."""
+    lines = []
+    if 1 in res:
+        m = res[1][comb]
+        ok = (m["f1"] or 0) >= 0.55 and m["fpr"] <= alpha
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'} {comb} at 1 epoch: F1 {m['f1'] or 0:.3f} >= 0.55 with "
+            f"FPR {m['fpr']:.3f} <= {alpha} (recall {m['recall']:.3f})"
+        )
+    for e in (3, 5):
+        if e in res:
+            a, c = res[e]["alg1"]["f1"] or 0, res[e][comb]["f1"] or 0
+            lines.append(
+                f"{'PASS' if c >= a else 'FAIL'} {comb} F1 at {e} epochs >= Algorithm 1's: "
+                f"{c:.3f} vs {a:.3f}"
+            )
+    for r in summary["results"]:
+        d = (r.get("dataset") or {}).get("combined")
+        if not d:
+            continue
+        if r["epochs"] == 0:
+            ok, want = d["p_value"] > 0.05, "not contaminated (p > 0.05)"
+        else:
+            ok, want = d["p_value"] < 1e-3, "contaminated (p < 0.001)"
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'} dataset-level combined test at {r['epochs']} epochs "
+            f"says {want}: p = {d['p_value']:.2e}, AUC {d['auc']:.3f}"
         )
     return lines
 
@@ -213,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         on_phase=lambda text: print(f"[{text}]", file=sys.stderr, flush=True),
     )
     plot_summary(outcome.summary, out / "validation.png")
+    plot_roc(outcome.summary, out / "validation-roc.png")
     print_report(outcome.summary, out)
     return 0
 

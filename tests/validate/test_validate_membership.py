@@ -59,11 +59,22 @@ def test_membership_detectors_are_calibrated_on_reference_items(
             assert m["n"] == 8 and m["tp"] + m["fn"] == 4
             roc = res_e["roc"][f"membership-{stat}@0.05"]
             assert roc[0] == [0.0, 0.0] and roc[-1] == [1.0, 1.0]
+        for name in ("combined@0.05", "gap-ref@0.05"):
+            m = dets[name]
+            assert m["n"] == 8 and m["tp"] + m["fn"] == 4
+            assert res_e["roc"][name][-1] == [1.0, 1.0]
+        comb = res_e["dataset"]["combined"]
+        assert comb["n_benchmark"] == 8 and comb["n_reference"] == 20
+        assert 0 <= comb["p_value"] <= 1 and "pooled ranks" in comb["statistic"]
         mem = res_e["dataset"]["membership"]
         assert mem["statistic"] == "min_k_pp" and mem["n_reference"] == 20
         assert mem["n_benchmark"] == 8 and 0 <= mem["p_value"] <= 1
 
-    # the reference items were scored (token statistics only) next to the evaluated ones
+    # the reference items were scored under every order too (their gaps calibrate gap-ref)
+    ref_perm = (out / "epoch-2" / "reference" / "items.jsonl").read_text().splitlines()
+    assert len(ref_perm) == 20 and all(len(json.loads(x)["logprobs"]) == 24 for x in ref_perm)
+
+    # and their token statistics next to the evaluated ones
     def losses(epoch: int) -> dict[str, float]:
         path = out / f"epoch-{epoch}" / "membership" / "items.jsonl"
         recs = [json.loads(x) for x in path.read_text().splitlines()]

@@ -303,12 +303,17 @@ def run(**kw: Any) -> None:
             on_items=advance,
         )
     print_validation_summary(outcome.summary)
+    from ..validate.report import plot_roc
+
     plot = plot_summary(outcome.summary, outcome.run_dir / "validation.png")
+    roc = plot_roc(outcome.summary, outcome.run_dir / "validation-roc.png")
     if plot is None:
         err_console.print("matplotlib is not installed: no plot (pip install matplotlib)")
     console.print(
         f"run folder: {outcome.run_dir} (summary.json, split.json, epoch-*/"
-        + (", validation.png)" if plot else ")")
+        + (", validation.png" if plot else "")
+        + (", validation-roc.png" if roc else "")
+        + ")"
     )
 
 
@@ -349,6 +354,13 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
         nat = ds.get("permutation_natural_order") or {}
         rest = (ds.get("permutation_without_natural_order") or {}).get("alg1") or {}
         parts = []
+        comb = ds.get("combined")
+        if comb:
+            lo, hi = comb["auc_ci"]
+            parts.append(
+                f"combined (gap + Min-K%++) evaluated vs reference items: AUC {comb['auc']:.2f} "
+                f"[{lo:.2f}, {hi:.2f}], p = {comb['p_value']:.2e}"
+            )
         if mem:
             lo, hi = mem["auc_ci"]
             parts.append(

@@ -16,7 +16,9 @@ from typing import Any
 from ..backends.base import Backend
 from ..data.items import LoadResult
 from ..detectors import delta_key
+from ..detectors.combined import CombinedTest, pooled_rank_p_values
 from ..detectors.membership import STATISTICS, conformal_p_values, mann_whitney
+from ..detectors.permutation import gap
 from ..errors import ConfigError
 from ..pipeline import PermutationConfig, run_permutation
 from ..pipeline.membership import MembershipConfig, run_membership
@@ -70,12 +72,29 @@ def _has(r: dict[str, Any], stat: str) -> bool:
     return v is not None and math.isfinite(v)
 
 
-def _with_membership_p_values(
+def _gap(r: Mapping[str, Any]) -> float | None:
+    lp = r.get("logprobs")
+    return gap(lp) if lp and len(lp) > 1 else None
+
+
+def _pairs(records: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(gap, Min-K%++) of the records that have both."""
+    out = []
+    for r in records:
+        g = _gap(r)
+        if g is not None and _has(r, "min_k_pp"):
+            out.append((g, float(r["membership"]["min_k_pp"])))
+    return out
+
+
+def _with_reference_p_values(
     evaluated: list[dict[str, Any]], reference: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Copies of the evaluated records with ``membership_p[stat]``: each statistic's conformal
-    p-value among the reference items' values (None where the statistic is missing)."""
-    out = [dict(r, membership_p={}) for r in evaluated]
+    """Copies of the evaluated records with ``membership_p[stat]``: each membership statistic's
+    and the permutation gap's conformal p-value among the reference items' values, and the
+    combined test's (gap + Min-K%++, pooled ranks) p-value and score (None where missing)."""
+    out = [dict(r, membership_p={}, gap=_gap(r)) for r in evaluated]
+    ref_gap = [_gap(r) for r in reference]
     for stat in STATISTICS:
         refs = [r["membership"][stat] for r in reference if _has(r, stat)]
         if not refs:
@@ -85,6 +104,20 @@ def _with_membership_p_values(
                 r["membership_p"][stat] = float(
                     conformal_p_values([r["membership"][stat]], refs)[0]
                 )
+    gaps = [g for g in ref_gap if g is not None]
+    if gaps:
+        for r in out:
+            if r["gap"] is not None:
+                r["membership_p"]["gap"] = float(conformal_p_values([r["gap"]], gaps)[0])
+    pairs = _pairs(reference)
+    testable = [r for r in out if r["gap"] is not None and _has(r, "min_k_pp")]
+    if pairs and testable:
+        p, t = pooled_rank_p_values(
+            [(r["gap"], r["membership"]["min_k_pp"]) for r in testable], pairs
+        )
+        for r, pv, tv in zip(testable, p, t):
+            r["membership_p"]["combined"] = float(pv)
+            r["combined_score"] = float(tv)
     return out
 
 
@@ -98,8 +131,10 @@ def _membership_flag(stat: str, alpha: float) -> Callable[[Mapping[str, Any]], b
 
 def _membership_score(stat: str) -> Callable[[Mapping[str, Any]], float]:
     def score(r: Mapping[str, Any]) -> float:
-        m = r.get("membership") or {}
-        v = m.get(stat)
+        if stat in ("gap", "combined"):
+            v = r.get("gap" if stat == "gap" else "combined_score")
+        else:
+            v = (r.get("membership") or {}).get(stat)
         return float(v) if v is not None else -math.inf
 
     return score
@@ -217,6 +252,14 @@ class PermutationValidation(ValidationMethod):
         overwrite: bool,
         hooks: ScoreHooks,
     ) -> list[dict[str, Any]]:
+        ref_dir = RunDir(run_dir.path / "reference")
+        n_ref = len(self._reference)
+        ref_done = len(read_records(ref_dir.items_path)) if ref_dir.items_path.is_file() else 0
+
+        def on_start(total: int, done: int) -> None:  # one bar: evaluated + reference items
+            if hooks.on_start is not None:
+                hooks.on_start(total + n_ref, done + min(ref_done, n_ref))
+
         run_permutation(
             self.loaded,
             list(split.items),
@@ -225,12 +268,25 @@ class PermutationValidation(ValidationMethod):
             self.permutation,
             selection={"n_items": len(split.items), "seed": self.seed, "validate": True},
             overwrite=overwrite,
-            on_start=hooks.on_start,
+            on_start=on_start,
             on_items=hooks.on_items,
         )
         records = read_records(run_dir.items_path)
         if not self._reference:
             return records
+        # the reference items under every order too (their original orders' gaps are the
+        # empirical null of the reference-calibrated permutation detectors)
+        run_permutation(
+            self.loaded,
+            list(self._reference),
+            scorer,
+            ref_dir,
+            self.permutation,
+            selection={"reference_items": n_ref, "seed": self.seed, "validate": True},
+            overwrite=overwrite,
+            on_items=hooks.on_items,
+        )
+        ref_perm = {r["id"]: r for r in read_records(ref_dir.items_path)}
         # the membership test: token statistics of the original text, evaluated + reference
         mdir = RunDir(run_dir.path / "membership")
         run_membership(
@@ -249,9 +305,9 @@ class PermutationValidation(ValidationMethod):
             r["membership"] = stats.get(f"benchmark/{r['id']}")
         records.extend(
             {
-                "id": it.id,
+                **ref_perm.get(it.id, {"id": it.id}),
                 "role": "reference",
-                "excluded": "reference item (membership calibration)",
+                "excluded": "reference item (calibration)",
                 "membership": stats.get(f"reference/{it.id}"),
             }
             for it in self._reference
@@ -263,7 +319,26 @@ class PermutationValidation(ValidationMethod):
 
     def _membership_detectors(self) -> list[Detector]:
         a = self.membership.alpha
-        out = []
+        out = [
+            Detector(
+                f"combined@{a:g}",
+                "Reference-calibrated combined test (docs/methods.md): the permutation gap "
+                "(original order's log-prob minus the other orders' mean) and Min-K%++ of the "
+                "original text, ranked together with the reference items'; full-conformal "
+                f"p-value <= {a:g} (H0: the item's pair is exchangeable with the references'; "
+                f"false-positive rate <= {a:g}). AUC from the item's pooled-rank score.",
+                _membership_flag("combined", a),
+                _membership_score("combined"),
+            ),
+            Detector(
+                f"gap-ref@{a:g}",
+                "Permutation gap calibrated on the reference items: conformal p-value of the "
+                f"item's gap among the references' gaps <= {a:g} (H0: exchangeable with the "
+                f"references; false-positive rate <= {a:g}). AUC from the gap.",
+                _membership_flag("gap", a),
+                _membership_score("gap"),
+            ),
+        ]
         for stat in STATISTICS:
             declared = " (the membership command's declared statistic)" * (
                 stat == self.membership.statistic
@@ -287,7 +362,7 @@ class PermutationValidation(ValidationMethod):
         detectors = self._detectors()
         dataset: dict[str, Any] = {}
         if reference:
-            evaluated = _with_membership_p_values(evaluated, reference)
+            evaluated = _with_reference_p_values(evaluated, reference)
             detectors = detectors + self._membership_detectors()
             stat = self.membership.statistic
             bench = [r["membership"][stat] for r in evaluated if _has(r, stat)]
@@ -296,6 +371,16 @@ class PermutationValidation(ValidationMethod):
                 dataset["membership"] = {
                     "statistic": stat,
                     **mann_whitney(bench, refs, seed=self.seed).to_dict(),
+                }
+            bench_pairs, ref_pairs = _pairs(evaluated), _pairs(reference)
+            if bench_pairs and ref_pairs:
+                test = CombinedTest(alpha=self.membership.alpha, seed=self.seed)
+                res = test.score(bench_pairs, ref_pairs)
+                dataset["combined"] = {
+                    "statistic": "combined (gap + min_k_pp, pooled ranks)",
+                    **res.dataset.to_dict(),
+                    "flagged": int(res.flags.sum()),
+                    "n_items": int(res.flags.size),
                 }
         by_id = {it.id: it for it in split.items}
         used = [r for r in evaluated if not r.get("excluded")]

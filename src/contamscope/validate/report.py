@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METRICS", "markdown_table", "rows", "tables", "plot_summary"]
+__all__ = ["METRICS", "markdown_table", "rows", "tables", "plot_summary", "plot_roc"]
 
 METRICS = ("accuracy", "precision", "recall", "f1", "auc", "fpr")
 """Columns of the table, in order."""
@@ -201,6 +201,50 @@ def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
         f"{split['n_leaked']} leaked / {split['n_clean']} clean items, {what}",
         fontsize=10,
     )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+ROC_DETECTORS = ("alg1", "alg2@-0.2", "rank@0.05", "gap-ref@0.05", "combined@0.05")
+"""Detectors drawn in the ROC figure when present (plus every ``membership-*`` one)."""
+
+
+def plot_roc(summary: dict[str, Any], path: Path) -> Path | None:
+    """ROC curves of the item-level detectors, one panel per epoch count, with each detector's
+    operating point (FPR, recall) at its own threshold marked; None without matplotlib or when
+    the summary holds no ROC points (CAP, or a run without both classes)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    results = [r for r in summary.get("results", []) if r.get("roc")]
+    if not results:
+        return None
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4.4), squeeze=False)
+    for ax, res in zip(axes[0], results):
+        names = [n for n in res["roc"] if n in ROC_DETECTORS or n.startswith("membership-min_k_pp")]
+        for name in names:
+            pts = res["roc"][name]
+            if not pts:
+                continue
+            m = res["detectors"][name]
+            (line,) = ax.plot(
+                [p[0] for p in pts], [p[1] for p in pts], lw=1.6, label=f"{name} ({m['auc']:.2f})"
+            )
+            ax.plot([m["fpr"]], [m["recall"]], "o", color=line.get_color(), ms=5)
+        ax.plot([0, 1], [0, 1], ls="--", color="#777", lw=1)
+        ax.axvline(0.05, ls=":", color="#999", lw=1)
+        ax.set(xlim=(-0.01, 1.01), ylim=(-0.01, 1.01), xlabel="false-positive rate (clean half)")
+        ax.set_title(f"{res['epochs']} epochs")
+        ax.legend(fontsize=7, loc="lower right", title="detector (AUC)", title_fontsize=7)
+    axes[0][0].set_ylabel("recall (leaked half)")
+    fig.suptitle("ROC per epoch; dots: each detector's own threshold", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
