@@ -28,7 +28,7 @@ one-sided Mann-Whitney test of benchmark vs reference scores is valid. Pure nump
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ..errors import ConfigError
-from .membership import DatasetTest, benjamini_hochberg, mann_whitney
+from .membership import MembershipResult, MembershipTest, benjamini_hochberg, mann_whitney
 
 __all__ = [
     "COMBINED_COMPONENTS",
@@ -121,42 +121,20 @@ def pooled_rank_scores(
 
 
 @dataclass(frozen=True)
-class CombinedResult:
-    """Per-item p-values, scores and flags, and the dataset-level test."""
+class CombinedResult(MembershipResult):
+    """Per-item p-values, flags and the dataset-level test (as a membership result), and each
+    item's combined score."""
 
-    p_values: NDArray[np.float64]
-    scores: NDArray[np.float64]
+    scores: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     """Each item's combined score in its own pool (higher = more familiar)."""
-    q_values: NDArray[np.float64] | None
-    flags: NDArray[np.bool_]
-    alpha: float
-    fdr: bool
-    n_reference: int
-    dataset: DatasetTest
 
     def to_dict(self) -> dict[str, Any]:
-        n = int(self.p_values.size)
-        flagged = int(self.flags.sum())
-        rule = (
-            f"Benjamini-Hochberg q <= {self.alpha:g} (false-discovery rate <= {self.alpha:g})"
-            if self.fdr
-            else f"p <= {self.alpha:g}: each item the model is no more familiar with than with "
-            f"the references is flagged with probability <= {self.alpha:g} (false-positive rate)"
-        )
         return {
+            **super().to_dict(),
             "null_hypothesis": COMBINED_NULL,
             "components": list(COMBINED_COMPONENTS),
             "p_value": "full conformal on pooled ranks: #{z in pool: T(z) >= T(x)} / (R + 1), "
             "T = sum of the item's ranks among itself and the references",
-            "alpha": self.alpha,
-            "fdr": self.fdr,
-            "error_rate": f"flag = {rule}",
-            "n_items": n,
-            "n_reference": self.n_reference,
-            "min_attainable_p": 1.0 / (self.n_reference + 1),
-            "flagged": flagged,
-            "flagged_fraction": flagged / n if n else None,
-            "expected_false_flags_under_h0_at_most": None if self.fdr else self.alpha * n,
             "dataset_test": {
                 **self.dataset.to_dict(),
                 "statistic": "combined score T over the pool of all benchmark and reference items",
@@ -165,8 +143,9 @@ class CombinedResult:
 
 
 @dataclass(frozen=True)
-class CombinedTest:
-    """The reference-calibrated combined test (scikit-learn shape: settings here, ``score``).
+class CombinedTest(MembershipTest):
+    """The reference-calibrated combined test (settings as :class:`MembershipTest`; ``score`` takes
+    one row of component statistics per item).
 
     >>> ref = [[float(i), float(-i)] for i in range(40)]
     >>> r = CombinedTest(alpha=0.05, n_boot=200).score([[99.0, 99.0], [20.0, -20.0]], ref)
@@ -174,19 +153,8 @@ class CombinedTest:
     ([True, False], 0.0244)
     """
 
-    alpha: float = 0.05
-    fdr: bool = False
-    n_boot: int = 2000
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise ConfigError(f"--alpha {self.alpha}: expected a level in (0, 1)")
-
     def score(
-        self,
-        benchmark: Sequence[Sequence[float]] | NDArray[Any],
-        reference: Sequence[Sequence[float]] | NDArray[Any],
+        self, benchmark: Sequence[Any] | NDArray[Any], reference: Sequence[Any] | NDArray[Any]
     ) -> CombinedResult:
         """Test every benchmark row (one value per component) against the reference rows."""
         p, t = pooled_rank_p_values(benchmark, reference)
@@ -195,4 +163,4 @@ class CombinedTest:
         tb, tr = pooled_rank_scores(benchmark, reference)
         dataset = mann_whitney(tb, tr, n_boot=self.n_boot, seed=self.seed)
         n_ref = int(np.asarray(reference, dtype=np.float64).shape[0])
-        return CombinedResult(p, t, q, flags, self.alpha, self.fdr, n_ref, dataset)
+        return CombinedResult(p, q, flags, self.alpha, self.fdr, n_ref, dataset, scores=t)
