@@ -129,6 +129,35 @@ def clean_false_positives(run_dir: Path, summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def dataset_line(result: dict[str, Any]) -> str:
+    """One evaluated model's dataset-level verdicts: Algorithm 1 against chance on all items and
+    without the naturally ordered ones, and the reference-calibrated tests."""
+    d = result.get("dataset") or {}
+    parts = [f"epoch {result['epochs']} dataset:"]
+    nat = d.get("permutation_natural_order")
+    rest = (d.get("permutation_without_natural_order") or {}).get("alg1")
+    if nat:
+        rate = nat["alg1_rate"]
+        parts.append(
+            f"{nat['n_items']} naturally ordered items, Algorithm 1 flags "
+            f"{nat['alg1_count']} ({'-' if rate is None else f'{rate:.2f}'}, chance "
+            f"{nat['alg1_chance'] or 0:.3f});"
+        )
+    if rest:
+        parts.append(
+            f"the other items: Algorithm 1 rate {rest['rate']:.3f} vs chance {rest['chance']:.3f}, "
+            f"p = {rest['p_value']:.2e};"
+        )
+    for key in ("membership", "combined"):
+        if key in d:
+            t = d[key]
+            parts.append(
+                f"{key} ({t['statistic']}) vs reference: AUC {t['auc']:.3f}, "
+                f"p = {t['p_value']:.2e};"
+            )
+    return " ".join(parts).rstrip(";")
+
+
 def print_method_report(summary: dict[str, Any]) -> None:
     """BenBench and CAP runs: training log, the tables, timings and the verdict lines."""
     split = summary["split"]
@@ -181,6 +210,8 @@ def print_report(summary: dict[str, Any], run_dir: Path | None = None) -> None:
     print()
     print(markdown_table(summary))
     print()
+    for r in summary["results"]:
+        print(dataset_line(r))
     print("timings (s):", json.dumps(summary["timings"]))
     if summary["config"]["scenario"] == "a":
         print("\n".join(check_targets(summary)))
