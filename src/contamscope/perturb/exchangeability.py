@@ -325,10 +325,62 @@ _ROMAN_COMBO = re.compile(
 )
 
 
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate(
+        ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+    )
+}
+_NUMBER_WORD = re.compile(
+    r"^\s*(?:("
+    + "|".join(_TENS)
+    + r")(?:[-\s]("
+    + "|".join(_UNITS[1:10])
+    + r"))?|("
+    + "|".join(_UNITS)
+    + r"))\b",
+    re.IGNORECASE,
+)
+
+
+def _number_word(option: str) -> float | None:
+    """The value of a leading spelled-out English number below 100 ("seven", "twenty-one")."""
+    m = _NUMBER_WORD.match(option)
+    if not m:
+        return None
+    if m.group(3):
+        return float(_UNITS.index(m.group(3).lower()))
+    return float(
+        _TENS[m.group(1).lower()] + (_UNITS.index(m.group(2).lower()) if m.group(2) else 0)
+    )
+
+
 def _leading_number(option: str) -> float | None:
     m = _NUMBER.match(option.replace("−", "-"))
     if not m:
-        return None
+        return _number_word(option)
     try:
         return float(m.group(1).replace(",", "").replace("−", "-"))
     except ValueError:
@@ -345,7 +397,7 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     order, does not hold for them). Rules:
 
     1. **Sorted numbers**: every option starts with a number (signs, currency, thousands commas,
-       decimals, exponents) and the values are distinct and strictly increasing or decreasing in
+       decimals, exponents, or an English number word below 100: "seven", "twenty-one") and the values are distinct and strictly increasing or decreasing in
        the published order. In the MMLU test set 740 of the 1,091 items whose options are all
        distinct numbers are sorted (68%, where a random order would be sorted 8% of the time).
     2. **A truth-table block**: every option is a comma-separated pair of verdicts from one
@@ -359,6 +411,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     >>> natural_order_reason(["400 kJ/min.", "200 kJ/min.", "80 kJ/min.", "40 kJ/min."])
     'numbers in decreasing order'
     >>> natural_order_reason(["0", "4", "2", "6"]) is None
+    True
+    >>> natural_order_reason(["seven", "eight", "nine", "ten"])
+    'numbers in increasing order'
+    >>> natural_order_reason(["One of them", "Ten of them", "Three", "Twenty-one"]) is None
     True
     >>> natural_order_reason(["True, True", "False, False", "True, False", "False, True"])
     'a fixed truth-table block (true/false)'
