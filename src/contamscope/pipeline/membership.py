@@ -26,7 +26,7 @@ import numpy as np
 from .. import __version__
 from ..backends.base import ScoreRequest
 from ..data.items import LoadResult, MCQItem
-from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedResult, CombinedTest
+from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedTest
 from ..detectors.membership import (
     DATASET_NULL,
     ITEM_NULL,
@@ -97,6 +97,11 @@ class MembershipConfig:
     def orders(self) -> bool:
         """Whether every option order is scored too (``gap``, ``combined``)."""
         return self.statistic in ORDER_STATISTICS
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The statistics the declared test reads from each record."""
+        return COMBINED_COMPONENTS if self.statistic == "combined" else (self.statistic,)
 
     @property
     def needs_vocab(self) -> bool:
@@ -303,7 +308,7 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
 
     Records whose statistic is missing (excluded items) get ``p_value`` None and no flag."""
     stat = config.statistic
-    parts = COMBINED_COMPONENTS if stat == "combined" else (stat,)
+    parts = config.components
     bench = [r for r in records if r["role"] == "benchmark"]
     ref = [r for r in records if r["role"] == "reference" and _usable(r, *parts)]
     scored = [r for r in bench if _usable(r, *parts)]
@@ -323,17 +328,19 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
         raise ConfigError("--benchmark: no benchmark item could be scored (all excluded)")
     rows = np.array([[r["statistics"][c] for c in parts] for r in scored])
     ref_rows = np.array([[r["statistics"][c] for c in parts] for r in ref])
-    test: MembershipResult | CombinedResult
+    test_settings: dict[str, Any] = {
+        "alpha": config.alpha,
+        "fdr": config.fdr,
+        "n_boot": config.n_boot,
+        "seed": config.seed,
+    }
+    test: MembershipResult
     if stat == "combined":
-        test = CombinedTest(
-            alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
-        ).score(rows, ref_rows)
+        test = CombinedTest(**test_settings).score(rows, ref_rows)
         for r, score in zip(scored, test.scores):
             r["combined_score"] = float(score)
     else:
-        test = MembershipTest(
-            alpha=config.alpha, fdr=config.fdr, n_boot=config.n_boot, seed=config.seed
-        ).score(rows[:, 0], ref_rows[:, 0])
+        test = MembershipTest(**test_settings).score(rows[:, 0], ref_rows[:, 0])
     for i, r in enumerate(scored):
         r["p_value"] = float(test.p_values[i])
         r["q_value"] = None if test.q_values is None else float(test.q_values[i])
@@ -364,18 +371,7 @@ def build_summary(
         counts[role] = {
             "items_loaded": len(loaded.items),
             "items_selected": len(recs),
-            "items_analysed": sum(
-                1
-                for r in recs
-                if _usable(
-                    r,
-                    *(
-                        COMBINED_COMPONENTS
-                        if config.statistic == "combined"
-                        else (config.statistic,)
-                    ),
-                )
-            ),
+            "items_analysed": sum(1 for r in recs if _usable(r, *config.components)),
             "excluded": dict(Counter(r["excluded"] for r in recs if r.get("excluded"))),
             "rows_skipped": len(loaded.problems),
         }

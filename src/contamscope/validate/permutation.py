@@ -16,9 +16,8 @@ from typing import Any
 from ..backends.base import Backend
 from ..data.items import LoadResult
 from ..detectors import delta_key
-from ..detectors.combined import CombinedTest, pooled_rank_p_values
+from ..detectors.combined import CombinedResult, CombinedTest
 from ..detectors.membership import STATISTICS, conformal_p_values, mann_whitney
-from ..detectors.permutation import gap
 from ..errors import ConfigError
 from ..pipeline import PermutationConfig, run_permutation
 from ..pipeline.membership import MembershipConfig, run_membership
@@ -66,59 +65,47 @@ def _diagnostics(records: list[dict[str, Any]], leaked: set[str]) -> dict[str, A
     return out
 
 
-def _has(r: dict[str, Any], stat: str) -> bool:
-    m = r.get("membership") or {}
-    v = m.get(stat)
-    return v is not None and math.isfinite(v)
+def _value(r: Mapping[str, Any], stat: str) -> float | None:
+    """A record's finite value of ``stat``: the permutation gap (its own field), the combined
+    score (set by :func:`_with_reference_p_values`) or a membership statistic."""
+    own = stat in ("gap", "combined_score")
+    v = r.get(stat) if own else (r.get("membership") or {}).get(stat)
+    return float(v) if v is not None and math.isfinite(v) else None
 
 
-def _gap(r: Mapping[str, Any]) -> float | None:
-    lp = r.get("logprobs")
-    return gap(lp) if lp and len(lp) > 1 else None
+def _values(records: list[dict[str, Any]], stat: str) -> list[float]:
+    return [v for v in (_value(r, stat) for r in records) if v is not None]
 
 
-def _pairs(records: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(gap, Min-K%++) of the records that have both."""
-    out = []
-    for r in records:
-        g = _gap(r)
-        if g is not None and _has(r, "min_k_pp"):
-            out.append((g, float(r["membership"]["min_k_pp"])))
-    return out
+def _pair(r: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(gap, Min-K%++) of a record that has both."""
+    g, m = _value(r, "gap"), _value(r, "min_k_pp")
+    return None if g is None or m is None else (g, m)
 
 
 def _with_reference_p_values(
-    evaluated: list[dict[str, Any]], reference: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    evaluated: list[dict[str, Any]], reference: list[dict[str, Any]], combined: CombinedTest
+) -> tuple[list[dict[str, Any]], CombinedResult | None]:
     """Copies of the evaluated records with ``membership_p[stat]``: each membership statistic's
     and the permutation gap's conformal p-value among the reference items' values, and the
-    combined test's (gap + Min-K%++, pooled ranks) p-value and score (None where missing)."""
-    out = [dict(r, membership_p={}, gap=_gap(r)) for r in evaluated]
-    ref_gap = [_gap(r) for r in reference]
-    for stat in STATISTICS:
-        refs = [r["membership"][stat] for r in reference if _has(r, stat)]
-        if not refs:
-            continue
+    combined test's (gap + Min-K%++, pooled ranks) p-value and ``combined_score`` (absent where
+    missing); and the combined test's result (None without items that have both)."""
+    out = [dict(r, membership_p={}) for r in evaluated]
+    for stat in (*STATISTICS, "gap"):
+        refs = _values(reference, stat)
         for r in out:
-            if _has(r, stat):
-                r["membership_p"][stat] = float(
-                    conformal_p_values([r["membership"][stat]], refs)[0]
-                )
-    gaps = [g for g in ref_gap if g is not None]
-    if gaps:
-        for r in out:
-            if r["gap"] is not None:
-                r["membership_p"]["gap"] = float(conformal_p_values([r["gap"]], gaps)[0])
-    pairs = _pairs(reference)
-    testable = [r for r in out if r["gap"] is not None and _has(r, "min_k_pp")]
-    if pairs and testable:
-        p, t = pooled_rank_p_values(
-            [(r["gap"], r["membership"]["min_k_pp"]) for r in testable], pairs
-        )
-        for r, pv, tv in zip(testable, p, t):
-            r["membership_p"]["combined"] = float(pv)
-            r["combined_score"] = float(tv)
-    return out
+            v = _value(r, stat)
+            if refs and v is not None:
+                r["membership_p"][stat] = float(conformal_p_values([v], refs)[0])
+    ref_pairs = [p for p in map(_pair, reference) if p is not None]
+    testable = [(r, p) for r in out if (p := _pair(r)) is not None]
+    if not ref_pairs or not testable:
+        return out, None
+    result = combined.score([p for _, p in testable], ref_pairs)
+    for (r, _), pv, tv in zip(testable, result.p_values, result.scores):
+        r["membership_p"]["combined"] = float(pv)
+        r["combined_score"] = float(tv)
+    return out, result
 
 
 def _membership_flag(stat: str, alpha: float) -> Callable[[Mapping[str, Any]], bool]:
@@ -130,12 +117,11 @@ def _membership_flag(stat: str, alpha: float) -> Callable[[Mapping[str, Any]], b
 
 
 def _membership_score(stat: str) -> Callable[[Mapping[str, Any]], float]:
+    key = "combined_score" if stat == "combined" else stat
+
     def score(r: Mapping[str, Any]) -> float:
-        if stat in ("gap", "combined"):
-            v = r.get("gap" if stat == "gap" else "combined_score")
-        else:
-            v = (r.get("membership") or {}).get(stat)
-        return float(v) if v is not None else -math.inf
+        v = _value(r, key)
+        return -math.inf if v is None else v
 
     return score
 
@@ -362,20 +348,17 @@ class PermutationValidation(ValidationMethod):
         detectors = self._detectors()
         dataset: dict[str, Any] = {}
         if reference:
-            evaluated = _with_reference_p_values(evaluated, reference)
+            combined = CombinedTest(alpha=self.membership.alpha, seed=self.seed)
+            evaluated, res = _with_reference_p_values(evaluated, reference, combined)
             detectors = detectors + self._membership_detectors()
             stat = self.membership.statistic
-            bench = [r["membership"][stat] for r in evaluated if _has(r, stat)]
-            refs = [r["membership"][stat] for r in reference if _has(r, stat)]
+            bench, refs = _values(evaluated, stat), _values(reference, stat)
             if bench and refs:
                 dataset["membership"] = {
                     "statistic": stat,
                     **mann_whitney(bench, refs, seed=self.seed).to_dict(),
                 }
-            bench_pairs, ref_pairs = _pairs(evaluated), _pairs(reference)
-            if bench_pairs and ref_pairs:
-                test = CombinedTest(alpha=self.membership.alpha, seed=self.seed)
-                res = test.score(bench_pairs, ref_pairs)
+            if res is not None:
                 dataset["combined"] = {
                     "statistic": "combined (gap + min_k_pp, pooled ranks)",
                     **res.dataset.to_dict(),
