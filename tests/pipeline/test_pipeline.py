@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from contamscope.data import load_benchmark
@@ -94,3 +95,41 @@ def test_detectors_in_worker_processes_give_the_inline_records(
         runs[workers] = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert [r["id"] for r in runs[2]] == [it.id for it in loaded.items]
     assert runs[2] == runs[0]
+
+
+def test_detector_processes_only_when_the_model_leaves_the_cpu_free(
+    tmp_path: Path, tiny_backend
+) -> None:  # type: ignore[no-untyped-def]
+    """A model computing on this machine's CPU keeps the detectors inline (32 items a call);
+    a model elsewhere (a server, a GPU) gets detector processes and 256-item calls."""
+    from contamscope.backends.base import Backend
+
+    class Served(Backend):
+        spec = "served"
+        capabilities = tiny_backend.capabilities
+
+        def fingerprint(self) -> str:
+            return tiny_backend.fingerprint()
+
+        def score(self, requests, progress=None):  # type: ignore[no-untyped-def]
+            return tiny_backend.score(requests, progress)
+
+    assert tiny_backend.computes_on_local_cpu and not Served().computes_on_local_cpu
+    bench = tmp_path / "mix_test.csv"
+    bench.write_text(ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    used = {}
+    for name, backend in (("cpu", tiny_backend), ("served", Served())):
+        outcome = run_permutation(
+            loaded,
+            loaded.items,
+            CachedScorer(backend, None),
+            RunDir(tmp_path / name),
+            PermutationConfig(),
+        )
+        used[name] = {k: outcome.summary["timings"][k] for k in ("batch_items", "detector_workers")}
+    assert used["cpu"] == {"batch_items": 32, "detector_workers": 0}
+    assert used["served"] == {
+        "batch_items": 256,
+        "detector_workers": min(16, (os.cpu_count() or 1) - 1),
+    }

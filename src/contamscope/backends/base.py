@@ -147,6 +147,12 @@ class Backend(ABC):
         """Provenance for run records."""
         return {"spec": self.spec, "fingerprint": self.fingerprint()}
 
+    @property
+    def computes_on_local_cpu(self) -> bool:
+        """Whether the model's arithmetic runs on this machine's CPU cores, which are then not
+        free for other work (a served model or a GPU leaves them free)."""
+        return False
+
     def require(
         self,
         *,

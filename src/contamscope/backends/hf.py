@@ -354,6 +354,10 @@ class HFBackend(Backend):
             self._fingerprint = "|".join(parts)
         return self._fingerprint
 
+    @property
+    def computes_on_local_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
     def describe(self) -> dict[str, object]:
         return {
             "spec": self.spec,

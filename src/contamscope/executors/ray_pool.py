@@ -82,6 +82,7 @@ class ScoringWorker:
             "spec": self.backend.spec,
             "fingerprint": self.backend.fingerprint(),
             "describe": self.backend.describe(),
+            "local_cpu": self.backend.computes_on_local_cpu,
             "capabilities": (
                 caps.prompt_logprobs,
                 caps.generate,
@@ -262,6 +263,12 @@ class RemoteBackend(Backend):
         self._fingerprint = info["fingerprint"]
         self._describe = dict(info["describe"])
         self._executor = executor
+        # a worker on the CPU of this driver's node competes with it for the same cores
+        self._local_cpu = bool(info.get("local_cpu")) and info.get("node") == os.uname().nodename
+
+    @property
+    def computes_on_local_cpu(self) -> bool:
+        return self._local_cpu
 
     def fingerprint(self) -> str:
         return str(self._fingerprint)

@@ -170,13 +170,60 @@ def _record(
     return rec
 
 
-def _scores_off_cpu(backend: Backend) -> bool:
-    """Whether the model computes somewhere other than this machine's CPU cores (a GPU, or a
-    served model), leaving them free for the detectors."""
-    device = getattr(backend, "device", None)
-    if device is not None:
-        return str(device).startswith("cuda")
-    return not backend.spec.startswith(("smollm2", "hf:"))
+@dataclass
+class _PlannedItem:
+    """One item's orders and the slice of its requests in the batch's request list."""
+
+    item: MCQItem
+    orders: Any
+    prefix: str
+    continuations: list[str]
+    start: int
+    reason: str | None
+    """Why its options are not exchangeable (scored anyway: ``include_non_exchangeable``)."""
+
+
+@dataclass
+class _PlannedBatch:
+    items: list[_PlannedItem]
+    requests: list[ScoreRequest]
+    excluded: list[dict[str, Any]]
+    """Records of items left out without scoring (options that refer to each other)."""
+
+
+def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _PlannedBatch:
+    """The score requests of ``batch``: each item's prefix with the continuation of each of its
+    orders; items whose options are not exchangeable become excluded records unless
+    ``config.include_non_exchangeable``."""
+    planned = _PlannedBatch([], [], [])
+    for item in batch:
+        reason = non_exchangeable_reason(item.options)
+        if reason and not config.include_non_exchangeable:
+            planned.excluded.append(
+                {
+                    "id": item.id,
+                    "subject": item.subject,
+                    "n_options": item.n_options,
+                    "source": item.source,
+                    "line": item.line,
+                    "excluded": f"options not exchangeable: {reason}",
+                }
+            )
+            continue
+        orders = option_orders(
+            item.n_options,
+            max_exhaustive=config.max_exhaustive,
+            mc_orders=config.mc_orders,
+            seed=config.seed,
+            key=item.id,
+        )
+        prefix = config.template.prefix(item)
+        conts = [config.template.continuation(item, o) for o in orders.orders]
+        planned.items.append(
+            _PlannedItem(item, orders, prefix, conts, len(planned.requests), reason)
+        )
+        planned.requests.extend(ScoreRequest(prefix, c) for c in conts)
+    return planned
 
 
 def _records_of(jobs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
@@ -271,7 +318,7 @@ def run_permutation(
         on_start(len(items), len(done))
     alg1 = Algorithm1(ties=config.ties)
     alg2 = Algorithm2(deltas=config.deltas)
-    offloaded = _scores_off_cpu(backend)
+    offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)
     workers = config.detector_workers
     if workers is None:
@@ -285,48 +332,20 @@ def run_permutation(
     with _detector_pool(workers) as pool:
         for s in range(0, len(todo), batch_items):
             batch = todo[s : s + batch_items]
-            plans = []
-            requests: list[ScoreRequest] = []
-            records: list[dict[str, Any]] = []
-            for item in batch:
-                reason = non_exchangeable_reason(item.options)
-                if reason and not config.include_non_exchangeable:
-                    records.append(
-                        {
-                            "id": item.id,
-                            "subject": item.subject,
-                            "n_options": item.n_options,
-                            "source": item.source,
-                            "line": item.line,
-                            "excluded": f"options not exchangeable: {reason}",
-                        }
-                    )
-                    continue
-                orders = option_orders(
-                    item.n_options,
-                    max_exhaustive=config.max_exhaustive,
-                    mc_orders=config.mc_orders,
-                    seed=config.seed,
-                    key=item.id,
-                )
-                prefix = config.template.prefix(item)
-                conts = [config.template.continuation(item, o) for o in orders.orders]
-                plans.append((item, orders, prefix, conts, len(requests), reason))
-                requests.extend(ScoreRequest(prefix, c) for c in conts)
+            planned = _plan_batch(batch, config)
             try:
-                results = scorer.score(requests) if requests else []
+                results = scorer.score(planned.requests) if planned.requests else []
             except BaseException:
                 if pending is not None:  # keep the previous batch's records
                     pending.write(run_dir, done, on_items)
                 raise
             jobs = []
-            for item, orders, prefix, conts, start, _reason in plans:
-                res = results[start : start + len(conts)]
+            for p in planned.items:
+                res = results[p.start : p.start + len(p.continuations)]
                 tokens += sum(r.n_tokens for r in res)
-                jobs.append((item, alg1, alg2, prefix, orders, conts, res))
-            finished = _Finished(
-                batch, records, [p[5] for p in plans], _submit(pool, jobs, workers)
-            )
+                jobs.append((p.item, alg1, alg2, p.prefix, p.orders, p.continuations, res))
+            reasons = [p.reason for p in planned.items]
+            finished = _Finished(batch, planned.excluded, reasons, _submit(pool, jobs, workers))
             if pending is not None:
                 scored_now += pending.write(run_dir, done, on_items)
             pending = finished
@@ -351,6 +370,8 @@ def run_permutation(
             "continuation_tokens_scored_now": tokens,
             "scores_computed": scorer.computed,
             "scores_from_cache": scorer.reused,
+            "batch_items": batch_items,
+            "detector_workers": workers,
         },
     )
     run_dir.write_summary(summary)
