@@ -215,3 +215,32 @@ def test_span_masks_are_the_ancestor_masks() -> None:
             want[r, 0, :k, pw : pw + k] = t.mask()
             want[r, 0, k:, pw + k :] = np.eye(b.width - k, dtype=bool)  # padding: itself
         assert (got == want).all()
+
+
+def test_split_from_the_char_map_equals_the_split_from_all_offsets(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The planner splits a fast tokenizer's encoding at the prefix's end from the token holding
+    that character; that equals the first token ending after it (all offsets), also for a
+    boundary inside a token, a leading space, Chinese characters split into byte tokens, an
+    empty continuation and the bundled MMLU items."""
+    from contamscope.backends.tree_plan import _split_encoding, _split_offsets
+    from contamscope.data import load_benchmark
+    from contamscope.perturb import TEMPLATES
+
+    fast = smollm2_tokenizer.backend_tokenizer
+    pairs = [
+        ("Question: 2+2=", "4\nA. four"),
+        ("The answ", "er is\nA. x"),  # boundary inside a token
+        ("Options:", " foo bar"),  # leading space (trimmed offsets leave it outside)
+        ("Options: ", "foo"),
+        ("以下哪项是", "正确的\nA. 𠀋"),  # CJK and a 4-byte character
+        ("tail", ""),
+        ("a  ", "  b"),
+    ]
+    template = TEMPLATES["paper"]
+    for item in load_benchmark("mmlu").items[::700]:
+        pairs.append((template.prefix(item), template.continuation(item, (3, 1, 0, 2))))
+    encs = fast.encode_batch([p + c for p, c in pairs], add_special_tokens=False)
+    for (prefix, _), enc in zip(pairs, encs):
+        ids, split, boundary = _split_encoding(enc, len(prefix))
+        assert ids == enc.ids
+        assert (split, boundary) == _split_offsets(enc.offsets, len(prefix)), prefix

@@ -277,6 +277,24 @@ def _end(offset: tuple[int, int]) -> int:
     return offset[1]
 
 
+def _split_offsets(offsets: Sequence[tuple[int, int]], cut: int) -> tuple[int, int]:
+    """(index of the first token ending after character ``cut``, characters before ``cut``
+    that it covers); token ends never decrease."""
+    split = bisect.bisect_right(offsets, cut, key=_end)
+    return split, (max(0, cut - offsets[split][0]) if split < len(offsets) else 0)
+
+
+def _split_encoding(enc: Any, cut: int) -> tuple[list[int], int, int]:
+    """(ids, split, boundary characters) of a ``tokenizers`` encoding, as
+    :func:`_split_offsets` computes them from all offsets, but from the token holding character
+    ``cut`` alone where there is one (the offsets are copied only when there is not: an empty
+    continuation, or a character that trimmed offsets leave outside every token)."""
+    token = enc.char_to_token(cut)
+    if token is None:
+        return enc.ids, *_split_offsets(enc.offsets, cut)
+    return enc.ids, token, max(0, cut - enc.token_to_chars(token)[0])
+
+
 def bucket(
     sizes: list[tuple[int, int]],
     budget: int,
@@ -330,21 +348,22 @@ class Planner:
         if not requests:
             return []
         texts = [r.prefix + r.continuation for r in requests]
+        cuts = [len(r.prefix) for r in requests]
         if hasattr(self.tokenizer, "encode_batch"):
             # the fast tokenizer's own batch call: what the transformers wrapper returns for
-            # add_special_tokens=False, without converting every encoding to a dict first
+            # add_special_tokens=False; the split comes from the encoding's own char-to-token
+            # map (one call) rather than from a Python copy of all its offsets
             encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-            pairs = [(e.ids, e.offsets) for e in encs]
+            splits = [_split_encoding(e, cut) for e, cut in zip(encs, cuts)]
         else:
             enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-            pairs = list(zip(enc["input_ids"], enc["offset_mapping"]))
+            splits = [
+                (ids, *_split_offsets(offsets, cut))
+                for ids, offsets, cut in zip(enc["input_ids"], enc["offset_mapping"], cuts)
+            ]
         bos = [self.bos_id] if self.bos_id is not None else []
         out = []
-        for req, (ids, offsets) in zip(requests, pairs):
-            cut = len(req.prefix)
-            # the first token ending after the prefix (token ends never decrease)
-            split = bisect.bisect_right(offsets, cut, key=_end)
-            boundary = max(0, cut - offsets[split][0]) if split < len(ids) else 0
+        for ids, split, boundary in splits:
             prefix = bos + list(ids[:split])
             if not prefix:
                 from ..errors import ConfigError
