@@ -95,3 +95,36 @@ def test_a_script_error_is_caught(tmp_path: Path) -> None:
     bad.write_text("<html><body><script>undefinedFunction();</script></body></html>")
     res = check_page(bad, timeout=20)
     assert any("undefinedFunction" in e for e in res.errors)
+
+
+def test_report_tables_sort_ranks_as_numbers_search_shown_text_and_fit_a_phone(
+    make_run, tmp_path: Path
+) -> None:
+    """The rank column sorts by the number (8/24 before 22/24), the search finds what a cell
+    shows ("yes" of the Algorithm-1 column), and at a 400-pixel viewport the page does not
+    scroll sideways (wide tables scroll in their own box, figures shrink)."""
+    run = make_run(n_items=60)
+    path = build_report(run, options=ReportOptions(page_size=100))
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    flagged = sum(1 for r in records if r.get("alg1"))
+    probes = {
+        "ranks": """(() => { const th = document.querySelector('#items th[data-col="2"]');
+            th.click();
+            return Array.from(document.querySelectorAll('#items tbody tr'))
+              .map(r => r.children[2].textContent); })()""",
+        "yes": """(() => { const i = document.querySelector('#items input');
+            i.value = 'yes'; i.dispatchEvent(new Event('input'));
+            const n = document.querySelectorAll('#items tbody tr').length;
+            i.value = ''; i.dispatchEvent(new Event('input')); return n; })()""",
+        "page_width": "document.documentElement.scrollWidth",
+        "figure_width": 'document.querySelector("svg.fig").getBoundingClientRect().width',
+    }
+    res = check_page(path, probes=probes, width=400, height=900)
+    assert res.errors == []
+    shown = [int(x.split("/")[0]) for x in res.probes["ranks"] if x != "–"]
+    assert len(shown) == sum(1 for r in records if not r.get("excluded"))
+    assert shown == sorted(shown) and len(set(shown)) > 1
+    # "yes" only appears in the Alg. 1 / Alg. 2 columns; every Algorithm-1 flag is found
+    assert res.probes["yes"] >= flagged > 0
+    assert res.probes["page_width"] <= 400
+    assert 0 < res.probes["figure_width"] <= 400

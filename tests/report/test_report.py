@@ -205,3 +205,28 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--format 'pdf'"):
         write_leaderboard([a], tmp_path / "lb.pdf")
     assert load_run(a).method == "permutation"
+
+
+def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
+    make_run, tmp_path: Path
+) -> None:
+    """A run whose CI starts a rounding error above its estimate (no item flagged: the Wilson
+    interval's lower end was 5.6e-17, not 0) still draws its bar; runs restricted to subjects are
+    told apart by them, and paths show their last two parts."""
+    runs = []
+    for name, subjects in (("a", None), ("b", ["anatomy", "virology"])):
+        run = make_run(name, n_items=24)
+        s = json.loads((run / "summary.json").read_text())
+        alg1 = s["statistics"]["alg1"]
+        alg1["excess_ci"][0] = alg1["excess"] + 5.6e-17  # as written before the fix
+        s["benchmark"]["source"] = "/data/cmmlu/test"
+        s["benchmark"]["selection"] = {"subjects": subjects, "sample": 3}
+        (run / "summary.json").write_text(json.dumps(s))
+        runs.append(run)
+    text, _ = write_leaderboard(runs, tmp_path / "lb.html")
+    assert "1 model × 2 benchmarks from 2 runs" in text
+    heads = re.findall(r'<th data-col="\d+" title="[^"]*" class="k-pair">([^<]*)</th>', text)
+    assert heads[:2] == ["cmmlu/test", "cmmlu/test [anatomy, virology]"]
+    from contamscope.detectors.stats import wilson_interval
+
+    assert wilson_interval(0, 24)[0] == 0.0 and wilson_interval(24, 24)[1] == 1.0

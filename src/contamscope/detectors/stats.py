@@ -52,6 +52,8 @@ def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     >>> lo, hi = wilson_interval(5, 100)
     >>> round(lo, 4), round(hi, 4)
     (0.0215, 0.1118)
+    >>> wilson_interval(0, 24)[0], wilson_interval(3, 3)[1]
+    (0.0, 1.0)
     """
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
@@ -64,7 +66,11 @@ def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     denom = 1.0 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
     half = z * math.sqrt(phat * (1.0 - phat) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the ends are exactly 0 at k = 0 and 1 at k = n (rounding would leave 5e-17 above the
+    # estimate, an interval that does not contain it)
+    lo = 0.0 if k == 0 else max(0.0, centre - half)
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:

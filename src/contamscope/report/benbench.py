@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .cap import mean_ci
-from .html import Column, Section, Table, esc
+from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
@@ -88,7 +88,14 @@ def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
         return "–"
     if pct:
         return f"{100 * x:+.1f} pp" if signed else f"{100 * x:.1f}%"
-    return f"{x:+.4g}" if signed else f"{x:.4g}"
+    return _num(x, signed)
+
+
+def _num(x: float, signed: bool) -> str:
+    """Three decimals (one precision down a column), or 4 significant digits when large."""
+    if abs(x) >= 1000:
+        return f"{x:+.4g}" if signed else f"{x:.4g}"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
 def _ci(pair: Sequence[float] | None, pct: bool) -> str:
@@ -96,7 +103,7 @@ def _ci(pair: Sequence[float] | None, pct: bool) -> str:
         return "–"
     if pct:
         return f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
-    return f"[{pair[0]:+.4g}, {pair[1]:+.4g}]"
+    return f"[{_num(pair[0], True)}, {_num(pair[1], True)}]"
 
 
 def _metric_keys(summary: dict[str, Any]) -> list[str]:
@@ -234,7 +241,9 @@ def _per_item(records: list[dict[str, Any]], split: str, key: str) -> list[tuple
 
 
 def _forest(rows: list[tuple[str, float, Sequence[float] | None]], xlabel: str, title: str) -> str:
-    with figure(6.4, 1.5 + 0.45 * len(rows)) as (fig, ax):
+    from matplotlib.ticker import MaxNLocator
+
+    with figure(6.4, 1.7 + 0.45 * len(rows)) as (fig, ax):
         for i, (_, v, ci) in enumerate(rows):
             if ci:
                 ax.plot([ci[0], ci[1]], [i, i], color=BASE, lw=3)
@@ -242,7 +251,8 @@ def _forest(rows: list[tuple[str, float, Sequence[float] | None]], xlabel: str, 
         ax.axvline(0, color="#000", ls="--", lw=1.2, label="H0: 0")
         ax.set_yticks(range(len(rows)), labels=[r[0] for r in rows], fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # long tick labels must not collide
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
         return to_svg(fig, title)
@@ -307,7 +317,7 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
         figs.append(
             _forest(
                 acc_rows,
-                "Δ n-gram accuracy, original − paraphrase (pp; > 0: leak direction)",
+                "Δ n-gram accuracy, original − paraphrase (pp)\n> 0: leak direction",
                 "Δ n-gram accuracy with 95% CIs",
             )
         )
@@ -315,7 +325,7 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
         figs.append(
             _forest(
                 nll_rows,
-                "Δ NLL, original − paraphrase (nats/token; < 0: leak direction)",
+                "Δ NLL, original − paraphrase (nats/token)\n< 0: leak direction",
                 "Δ answer NLL with 95% CIs",
             )
         )
@@ -406,11 +416,11 @@ def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOp
                 "<table><tr><th>token</th><th>true n-gram</th><th>predicted</th><th>exact</th>"
                 f"<th>ROUGE-L</th><th>edit sim.</th></tr>{rows}</table>"
             )
-        q = " ".join(str((vers[0] if vers else {}).get("question") or "").split())
+        q = clip((vers[0] if vers else {}).get("question"), _CELL)
         acc = r["metrics"]["original"][PRIMARY]
         blocks.append(
             f"<details open><summary><b>{esc(r['id'])}</b> (split {esc(r.get('split'))}): exact "
-            f"{_fmt(acc, True)} — {esc(q[:_CELL])}</summary>{''.join(parts)}</details>"
+            f"{_fmt(acc, True)} — {esc(q)}</summary>{''.join(parts)}</details>"
         )
     body = (
         f"<p class='note'>The {len(top)} items (of {len(cand)}) with the highest exact n-gram "
@@ -457,7 +467,7 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
             (r.get("flags") or {}).get("exact_all"),
             m.get("n_references"),
             "; ".join(problems) or None,
-            q[:_CELL] + ("…" if len(q) > _CELL else ""),
+            clip(q, _CELL),
         ]
         rows.append(row)
     table = Table("items", cols, rows, page_size=options.page_size)

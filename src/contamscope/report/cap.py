@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,9 +23,9 @@ import numpy as np
 
 from ..detectors.stats import wilson_interval
 from .cap_heatmap import pcr_matrix
-from .html import Column, Section, Table, esc, fmt_p
+from .html import Column, Section, Table, clip, esc, fmt_p
 from .methods import Estimate, ReportOptions
-from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
+from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, legend_outside, text_colour, to_svg
 from .rundata import RunData
 
 __all__ = ["TITLE", "sections", "estimate", "leaderboard_figures", "split_values", "mean_ci"]
@@ -281,7 +282,8 @@ def _heatmap(rows: list[str], cols: list[str], values: list[list[float]], title:
         for i, row in enumerate(values):
             for j, v in enumerate(row):
                 txt = "–" if math.isnan(v) else f"{v:.3f}"
-                ax.text(j, i, txt, ha="center", va="center", color="w", fontsize=8)
+                colour = "#000" if math.isnan(v) else text_colour(im, v)
+                ax.text(j, i, txt, ha="center", va="center", color=colour, fontsize=8)
         ax.set_title(title, fontsize=10)
         fig.colorbar(im, ax=ax)
         return to_svg(fig, title)
@@ -385,7 +387,8 @@ def _evidence_section(
         "<p class='note'>A trained-on split shows M above C (right answers that change when the "
         "input is modified without changing the answer), hence a higher PCR. The heatmaps show "
         "the same PCRs per reader and, for the generated answers, under every scale and α of "
-        "the paper's ablation (a conclusion that flips with α is fragile).</p>"
+        "the paper's ablation (a conclusion that flips with α is fragile). A cell shown as "
+        "– is undefined: an empty split, or α = 0 with zero consistency (C = 0 divides by 0).</p>"
     )
     return Section("evidence", "Evidence", body, figs)
 
@@ -444,11 +447,12 @@ def _outcome_figure(
             ax.plot([0, 1], [0, 1], color="#000", ls="--", lw=1, label="M = C")
             ax.set(xlabel="item consistency C", ylabel="item performance M")
             ax.set_title("Per-item performance vs consistency")
-        ax.legend(fontsize=8)
+        legend_outside(ax)
         return to_svg(fig, "per-item outcomes")
 
 
 def _clip(x: Any, n: int = _TEXT) -> str:
+    """A cell's text (line breaks kept: the details blocks show it preformatted)."""
     t = "" if x is None else str(x)
     return t[:n] + ("…" if len(t) > n else "")
 
@@ -518,10 +522,24 @@ def _cases_section(
     return Section("cases", "Right but inconsistent items", body + "".join(blocks))
 
 
+def _shared_lines(texts: list[str]) -> str:
+    """The whole lines that every one of several texts starts with (a prompt's instruction),
+    so that a table cell can show what differs; "" when there is none.
+
+    >>> _shared_lines(["Answer.\\nQ: 1+1", "Answer.\\nQ: 2+2"])
+    'Answer.\\n'
+    """
+    if len(texts) < 2:
+        return ""
+    common = os.path.commonprefix(texts)
+    return common[: common.rfind("\n") + 1]
+
+
 def _table_section(
     records: list[dict[str, Any]], summary: dict[str, Any], options: ReportOptions
 ) -> Section:
     mcq = str(summary.get("task") or "") == "mcq"
+    shared = _shared_lines([str(r.get("input") or "") for r in records])
     cols = [
         Column("id", "item"),
         Column("split", "split"),
@@ -545,7 +563,11 @@ def _table_section(
         Column("modified_prediction", "prediction (modified)"),
         Column("excluded", "excluded because"),
         Column("modification", "modification", help="what gamma did"),
-        Column("question", "input"),
+        Column(
+            "question",
+            "input, after the instruction all share" if shared else "input",
+            help=clip(shared, 300),
+        ),
     ]
     rows = []
     for r in records:
@@ -561,7 +583,7 @@ def _table_section(
             _clip(r.get("modified_prediction"), _CELL),
             r.get("excluded"),
             ", ".join(f"{k}={v}" for k, v in mod.items() if k != "order") or None,
-            " ".join(_clip(r.get("input"), _CELL).split()),
+            clip(str(r.get("input") or "")[len(shared) :], _CELL),
         ]
         rows.append(row)
     table = Table("items", cols, rows, page_size=options.page_size)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .plots import text_colour
+
 __all__ = ["pcr_matrix", "plot_pcr_heatmap"]
 
 
@@ -51,7 +53,10 @@ def plot_pcr_heatmap(
     ax.set_yticks(range(len(rows)), labels=rows)
     for i, row in enumerate(values):
         for j, v in enumerate(row):
-            ax.text(j, i, "-" if math.isnan(v) else f"{v:.3f}", ha="center", va="center", color="w")
+            colour = "#000" if math.isnan(v) else text_colour(im, v)
+            ax.text(
+                j, i, "-" if math.isnan(v) else f"{v:.3f}", ha="center", va="center", color=colour
+            )
     scale = summaries[0].get("analysis", {}).get("scale", "tanh") if summaries else "tanh"
     ax.set_title(f"PCR ({scale}) per split")
     fig.colorbar(im, ax=ax)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .html import Column, Section, Table, esc
+from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
 from .rundata import RunData
 
@@ -54,9 +54,7 @@ def _kind(values: list[Any]) -> str:
 
 
 def _cell(v: Any) -> Any:
-    if isinstance(v, str) and len(v) > _TEXT_CHARS:
-        return v[:_TEXT_CHARS] + "…"
-    return v
+    return clip(v, _TEXT_CHARS) if isinstance(v, str) else v
 
 
 def sections(run: RunData, options: ReportOptions) -> list[Section]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Literal
 
-__all__ = ["Column", "Section", "Table", "fmt_ci", "fmt_p", "fmt_pct", "page", "esc"]
+__all__ = ["Column", "Section", "Table", "clip", "fmt_ci", "fmt_p", "fmt_pct", "page", "esc"]
 
 ColumnKind = Literal["text", "num", "int", "pct", "p", "bool", "pair"]
 
@@ -91,13 +91,30 @@ class Table:
             f'{cap}<div class="tbl" data-table="{esc(self.id)}">'
             f'<div class="tbl-bar"><input type="search" placeholder="search…" '
             f'aria-label="search the table"> <span class="tbl-count"></span></div>'
-            f"<table><thead><tr>{head}</tr></thead><tbody></tbody></table>"
+            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody></tbody></table></div>'
             f'<div class="pager"><button data-go="-1">‹ prev</button> <span class="tbl-page">'
             f'</span> <button data-go="1">next ›</button></div>'
             f"<noscript>the table needs JavaScript; the same data is in items.jsonl</noscript>"
             f'</div><script type="application/json" id="data-{esc(self.id)}">'
             f"{_json_for_script(data)}</script>"
         )
+
+
+def clip(text: Any, limit: int) -> str:
+    """``text`` with its whitespace collapsed, cut to at most ``limit`` characters at a word
+    boundary where one is near the end, with an ellipsis when cut ("" for None).
+
+    >>> clip("How  much\\npaint is needed for the wall?", 20)
+    'How much paint is…'
+    """
+    t = " ".join(str(text).split()) if text is not None else ""
+    if len(t) <= limit:
+        return t
+    cut = t[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit - 20:  # no word boundary near the end (e.g. Chinese): cut anywhere
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 def _clean(v: Any) -> Any:
@@ -156,8 +173,8 @@ def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) ->
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1a1a1a;background:#fff}
 header{padding:18px 28px 8px;border-bottom:1px solid #ddd;background:#f7f7f9}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #eee}
-.sub{margin:0 0 6px;color:#444}nav{font-size:13px}nav a{color:#0060a0}
+h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #eee}
+.sub{margin:0 0 6px;color:#444;overflow-wrap:anywhere}nav{font-size:13px}nav a{color:#0060a0}
 main{padding:0 28px 28px;max-width:1400px}footer{padding:12px 28px;color:#666;font-size:12px;border-top:1px solid #ddd}
 .verdict{padding:10px 14px;border-radius:6px;font-weight:600;margin:14px 0}
 .verdict.signal{background:#fde8dc;border-left:6px solid #D55E00}
@@ -172,7 +189,10 @@ td.k-num,td.k-int,td.k-pct,td.k-p,td.k-pair,th.k-num,th.k-int,th.k-pct,th.k-p,th
 .stats td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
 .tbl-bar input{padding:4px 8px;width:280px;font-size:14px}.tbl-count{color:#555;font-size:13px}
 .pager{margin:6px 0}.pager button{font-size:13px}
-.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr));gap:14px}
+.figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(480px,100%),1fr));gap:14px}
+.scroll{overflow-x:auto;max-width:100%}
+main table:not(.tbl table){display:block;overflow-x:auto;max-width:100%}
+@media (max-width:600px){header,main,footer{padding-left:10px;padding-right:10px}.tbl-bar input{width:100%;box-sizing:border-box}}
 figure.plot{margin:0}svg.fig{width:100%;height:auto}
 figcaption{font-size:12px;color:#444;max-width:640px}
 .caption,.note{color:#444;font-size:13px;max-width:1000px}
@@ -203,7 +223,11 @@ document.querySelectorAll(".tbl").forEach(function(box){
   var id=box.getAttribute("data-table");
   var d=JSON.parse(document.getElementById("data-"+id).textContent);
   var cols=d.columns,all=d.rows,page=0,size=d.pageSize;
-  var text=all.map(function(r){return r.map(function(v){return v===null?"":String(v)}).join(" ").toLowerCase()});
+  // search both what is shown ("yes", "20.0%") and the stored value (full question texts)
+  var text=all.map(function(r){return r.map(function(v,j){
+    if(v===null||v===undefined)return "–";
+    var raw=Array.isArray(v)?"":String(v);return fmt(v,cols[j].kind)+" "+raw;
+  }).join(" ").toLowerCase()});
   var idx=all.map(function(_,i){return i}),view=idx.slice();
   var ths=box.querySelectorAll("th"),tbody=box.querySelector("tbody");
   var input=box.querySelector("input"),count=box.querySelector(".tbl-count"),pg=box.querySelector(".tbl-page");

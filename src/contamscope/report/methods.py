@@ -83,7 +83,9 @@ class Estimate:
             return "n/a"
 
         def f(x: float) -> str:
-            return f"{100 * x:+.1f}" if self.percent else f"{x:+.3g}"
+            if self.percent:
+                return f"{100 * x:+.1f}"
+            return f"{x:+.3f}" if abs(x) < 100 else f"{x:+.4g}"  # one precision per column
 
         unit = " pp" if self.percent else ""
         ci = f" [{f(self.ci[0])}, {f(self.ci[1])}]" if self.ci else ""

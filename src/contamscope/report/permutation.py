@@ -15,16 +15,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .html import Column, Section, Table, esc, fmt_ci, fmt_p, fmt_pct
+from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct
 from .methods import Estimate, ReportOptions
-from .plots import BASE, HIGHLIGHT, figure, to_svg
+from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
 from .validation import validation_section
 
 __all__ = ["TITLE", "sections", "estimate"]
 
 TITLE = "Option-permutation test"
-_QUESTION_CHARS = 160
+_QUESTION_CHARS = 600  # the cell shows one line; hovering and the search see this much
 
 
 def estimate(run: RunData) -> Estimate | None:
@@ -63,8 +63,7 @@ def _letters(order: list[int]) -> str:
 
 
 def _question(rec: dict[str, Any]) -> str:
-    q = " ".join(str(rec.get("prefix") or "").split())
-    return q[:_QUESTION_CHARS] + ("…" if len(q) > _QUESTION_CHARS else "")
+    return clip(rec.get("prefix"), _QUESTION_CHARS)
 
 
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
@@ -100,7 +99,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
             [
                 rec["id"],
                 rec.get("subject"),
-                f"{rec['rank']}/{n_orders}",
+                [int(rec["rank"]), f"{rec['rank']}/{n_orders}"],  # sorted as a number
                 p,
                 gap,
                 rec["alg1"],
@@ -265,7 +264,7 @@ def _evidence_section(
                 color=HIGHLIGHT,
                 ls="--",
                 lw=2,
-                label=f"H0: uniform ({n / n_orders:.1f})",
+                label=f"H0: uniform ({n / n_orders:.3g} items a rank)",
             )
             ax.set(
                 xlabel=f"rank of the original order among {n_orders} orders (1 = highest log-prob)",
@@ -342,7 +341,7 @@ def _cases_section(cases: list[_Case], n_items: int) -> Section:
             ax.set_title(
                 f"{c.id}: rank {c.rank}/{n}, p = {fmt_p(c.p_value)}, gap {c.gap:+.2f}", fontsize=10
             )
-            ax.legend(fontsize=8, loc="lower right")
+            legend_outside(ax)
             cap = f"<b>{esc(c.id)}</b>{' (' + esc(c.subject) + ')' if c.subject else ''}: "
             figs.append(
                 to_svg(fig, f"log-probs of all orders of {c.id}")
@@ -362,7 +361,12 @@ def _table_section(
     cols = [
         Column("id", "item"),
         Column("subject", "subject"),
-        Column("rank", "rank", help="rank of the original order among the N orders (1 = highest)"),
+        Column(
+            "rank",
+            "rank",
+            "pair",
+            help="rank of the original order among the N orders (1 = highest)",
+        ),
         Column("p_value", "p-value", "p", help="exact rank p-value under H0"),
         Column("gap", "gap (nats)", "num", help="original log-prob minus the mean of the others"),
         Column("alg1", "Alg. 1", "bool", help="Algorithm 1: the original order is the unique max"),

@@ -14,7 +14,16 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["OKABE_ITO", "HIGHLIGHT", "BASE", "figure", "to_svg", "require_matplotlib"]
+__all__ = [
+    "OKABE_ITO",
+    "HIGHLIGHT",
+    "BASE",
+    "figure",
+    "to_svg",
+    "require_matplotlib",
+    "text_colour",
+    "legend_outside",
+]
 
 OKABE_ITO = (
     "#0072B2",  # blue
@@ -65,6 +74,19 @@ def figure(width: float = 6.4, height: float = 3.6, **kw: Any) -> Iterator[Any]:
         yield fig, ax
     finally:
         plt.close(fig)
+
+
+def text_colour(image: Any, value: float) -> str:
+    """Black or white, whichever reads on ``image``'s colour for ``value`` (a heatmap cell):
+    black on light colours (viridis' yellow end), white on dark ones."""
+    r, g, b, _ = image.cmap(image.norm(value))
+    return "#000" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "#fff"
+
+
+def legend_outside(ax: Any) -> None:
+    """The legend to the right of the axes, where it cannot hide data (to_svg's tight layout
+    makes room for it)."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 _SVG_HEAD = re.compile(r"^.*?(<svg\b)", re.S)

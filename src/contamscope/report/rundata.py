@@ -61,6 +61,14 @@ class RunData:
             src = " + ".join(str(x) for x in srcs if x) or None
         return str(src or self.settings.get("benchmark", "?"))
 
+    @property
+    def subjects(self) -> list[str]:
+        """The subjects the run was restricted to (``--subjects``); [] for all."""
+        b = self.summary.get("benchmark")
+        sel = (b.get("selection") if isinstance(b, dict) else None) or {}
+        subjects = sel.get("subjects") if isinstance(sel, dict) else None
+        return [str(x) for x in subjects] if isinstance(subjects, list) else []
+
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """Per-item records in file order; a malformed line is an error naming file:line."""
         if not self.items_path.exists():
