@@ -9,7 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_root", "default_score_db", "model_cache_dir"]
+__all__ = [
+    "cache_root",
+    "default_score_db",
+    "model_cache_dir",
+    "make_folder",
+    "check_output_file",
+    "check_output_folder",
+    "write_text_atomic",
+]
 
 
 def cache_root() -> Path:
@@ -33,3 +41,65 @@ def model_cache_dir() -> Path:
     """
     env = os.environ.get("CONTAMSCOPE_MODEL_DIR")
     return Path(env).expanduser() if env else cache_root() / "models"
+
+
+def make_folder(path: Path, what: str = "--out") -> Path:
+    """Create folder ``path`` (and its parents), or say in one line why it cannot be one: a file
+    of that name, a file where a parent folder should be, no permission."""
+    from .errors import StoreError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"{what} {path}: is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        parent = next((p for p in path.parents if p.exists() and not p.is_dir()), path)
+        raise StoreError(f"{what} {path}: {parent} is a file, not a folder") from None
+    except OSError as exc:
+        raise StoreError(f"{what} {path}: cannot create it ({exc.strerror})") from None
+    return path
+
+
+def check_output_file(path: Path, what: str = "--out") -> Path:
+    """``path`` can be written as a file: not a folder, and no file where a parent folder
+    should be (checked before any work, so a bad --out fails at once)."""
+    from .errors import StoreError
+
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{what} {path}: is a folder; give a file name")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StoreError(f"{what} {path}: {parent} is a file, not a folder")
+    return path
+
+
+def check_output_folder(path: Path, what: str = "--out") -> Path:
+    """``path`` can be (or already is) a folder: checked before any work, nothing created."""
+    from .errors import StoreError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"{what} {path}: is a file, not a folder")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StoreError(f"{what} {path}: {parent} is a file, not a folder")
+    return path
+
+
+def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
+    """Write ``text`` to ``path`` through a temporary file renamed over it (a reader never sees
+    half a file); on failure, one line naming ``what`` and no temporary file left behind."""
+    from .errors import StoreError
+
+    path = check_output_file(path, what)
+    make_folder(path.parent, what)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
+    return path

@@ -124,6 +124,15 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--template", "fancy"], "--template"),
         (["-M", "bogus=1"], "-M bogus"),
         (["--benchmark", "missing.csv"], "missing.csv"),
+        # brackets in a path are text, not console markup
+        (["--benchmark", "d[/]x[bold]y.csv"], "d[/]x[bold]y.csv: no such file"),
+        (["-M", "attn=foo"], "-M attn=foo: expected sdpa or eager"),
+        (["-M", "max_batch_tokens=0"], "-M max_batch_tokens=0: must be at least 64"),
+        (["-M", "max_tree_nodes=x"], "-M max_tree_nodes=x: expected an integer"),
+        (["-M", "trust_remote_code=maybe"], "-M trust_remote_code=maybe"),
+        (["--out", "toy_test.csv"], "--out toy_test.csv: is a file, not a folder"),
+        (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
+        (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(

@@ -55,3 +55,32 @@ def test_user_errors_are_one_line(tmp_path: Path) -> None:
     labels.write_text("\n# nothing\n")
     res = run_cli("report", str(tmp_path), "--labels", str(labels), cwd=tmp_path)
     assert res.returncode == 2 and "no item ids" in res.stderr
+
+
+def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
+    make_run, tmp_path: Path
+) -> None:
+    """A folder or a path under a file as --out, a summary.json that is not UTF-8 and a binary
+    --labels file: one line on stderr, exit 2, no traceback and no temporary file left."""
+    run = make_run("good", n_items=8)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "board.html").mkdir()
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    utf16 = make_run("utf16", n_items=8)
+    summary = utf16 / "summary.json"
+    summary.write_bytes(summary.read_text(encoding="utf-8").encode("utf-16"))
+    (tmp_path / "labels.bin").write_bytes(b"\xff\xfe\x00bad")
+    cases = [
+        (["report", str(run), "--out", "folder"], "--out folder: is a folder"),
+        (["report", str(run), "--out", "afile/x.html"], "afile is a file, not a folder"),
+        (["leaderboard", str(run), "--out", "board.html"], "--out board.html: is a folder"),
+        (["report", str(utf16)], "summary.json: not UTF-8 text"),
+        (["leaderboard", str(run), str(utf16)], "summary.json: not UTF-8 text"),
+        (["report", str(run), "--labels", "labels.bin"], "--labels labels.bin: not UTF-8"),
+    ]
+    for args, needle in cases:
+        res = run_cli(*args, cwd=tmp_path)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, res.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    assert list((tmp_path / "folder").iterdir()) == []

@@ -68,6 +68,19 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
+def _int_option(opts: dict[str, str], key: str, least: int) -> int | None:
+    """``-M key=N`` as an integer of at least ``least``; None when not given."""
+    if not opts.get(key):
+        return None
+    try:
+        value = int(opts[key])
+    except ValueError:
+        raise ConfigError(f"-M {key}={opts[key]}: expected an integer") from None
+    if value < least:
+        raise ConfigError(f"-M {key}={value}: must be at least {least}")
+    return value
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -251,6 +264,13 @@ class HFBackend(Backend):
             raise ConfigError(
                 f"-M {unknown[0]}: unknown model option; known: {', '.join(sorted(known))}"
             )
+        max_bt = _int_option(opts, "max_batch_tokens", 64)
+        max_tree = _int_option(opts, "max_tree_nodes", 8)
+        for key, allowed in (("attn", ("sdpa", "eager")), ("trust_remote_code", ("true", "false"))):
+            if key in opts and opts[key].lower() not in allowed:
+                raise ConfigError(f"-M {key}={opts[key]}: expected {' or '.join(allowed)}")
+        if opts.get("plan_workers", "0") not in ("0", "1"):
+            raise ConfigError("-M plan_workers: expected 0 or 1")
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         kwargs: dict[str, Any] = {
@@ -258,7 +278,7 @@ class HFBackend(Backend):
             "trust_remote_code": opts.get("trust_remote_code", "false").lower() == "true",
         }
         if opts.get("attn"):
-            kwargs["attn_implementation"] = opts["attn"]
+            kwargs["attn_implementation"] = opts["attn"].lower()
         try:
             tok = AutoTokenizer.from_pretrained(name, revision=kwargs["revision"])
             model: Any = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, **kwargs)
@@ -274,11 +294,6 @@ class HFBackend(Backend):
         if revision and identity.startswith("hub:"):
             identity += f"@{revision}"
         model.to(dev)
-        try:
-            max_bt = int(opts["max_batch_tokens"]) if opts.get("max_batch_tokens") else None
-            max_tree = int(opts["max_tree_nodes"]) if opts.get("max_tree_nodes") else None
-        except ValueError:
-            raise ConfigError("-M max_batch_tokens / max_tree_nodes: expected an integer") from None
         backend = cls(
             model,
             tok,
@@ -288,10 +303,8 @@ class HFBackend(Backend):
             max_batch_tokens=max_bt,
         )
         if max_tree is not None:
-            backend.max_tree_nodes = max(8, max_tree)
+            backend.max_tree_nodes = max_tree
         if opts.get("plan_workers"):
-            if opts["plan_workers"] not in ("0", "1"):
-                raise ConfigError("-M plan_workers: expected 0 or 1")
             backend.plan_workers = int(opts["plan_workers"])
         return backend
 

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
+from ..paths import check_output_folder
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -86,7 +87,7 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="A seeded random sample of N items per split."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for --sample and the bootstrap."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and the bootstrap."),
     n: int = typer.Option(5, "--n", help="n-gram length in tokens (paper: 5)."),
     k: int = typer.Option(5, "--k", help="Starting points per text, evenly spaced (paper: 5)."),
     ppl_prefix: str = typer.Option(
@@ -144,9 +145,11 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
     loaded = load_qa(spec, format=kw["fmt"], field_map=fm, split=name, strict=kw["strict"])
     for p in loaded.problems[:10]:
-        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
     if len(loaded.problems) > 10:
-        err_console.print(f"[yellow]skipped[/] ... and {len(loaded.problems) - 10} more rows")
+        err_console.print(
+            styled("yellow", "skipped", f" ... and {len(loaded.problems) - 10} more rows")
+        )
     references = []
     inline = inline_reference(loaded)
     if inline is not None:
@@ -193,11 +196,16 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         splits.append(_load_split(kw, kw["train"], kw["train_reference"], "train"))
     if not any(s.references for s in splits) and not kw["paraphraser"]:
         err_console.print(
-            "[yellow]no reference versions[/] (--reference, --paraphraser or a BenBench rewritten "
-            "file): only perplexity and n-gram accuracy are reported, no Delta"
+            styled(
+                "yellow",
+                "no reference versions",
+                " (--reference, --paraphraser or a BenBench rewritten file): only perplexity and "
+                "n-gram accuracy are reported, no Delta",
+            )
         )
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    check_output_folder(out)
     cache = (
         None
         if kw["no_cache"]
@@ -251,7 +259,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
     if skipped:
         err_console.print(
-            f"[yellow]{skipped} input rows were skipped[/] (exit code 3; see summary.json)"
+            styled(
+                "yellow", f"{skipped} input rows were skipped", " (exit code 3; see summary.json)"
+            )
         )
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
@@ -330,7 +340,9 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         if c["paraphrase_failures"]:
             fails = ", ".join(f"{v} {k}" for k, v in c["paraphrase_failures"].items())
             console.print(
-                f"[yellow]{name}: paraphrases not used[/] ({fails}; listed in summary.json)"
+                styled(
+                    "yellow", f"{name}: paraphrases not used", f" ({fails}; listed in summary.json)"
+                )
             )
     dtt = summary["statistics"].get("delta_train_test")
     if dtt and any(v["value"] is not None for v in dtt.values()):
@@ -354,13 +366,19 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             )
         console.print(t)
     console.print(
-        "[dim]Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier than "
-        "its paraphrase). A CI excluding 0 is evidence only if the paraphrases are as natural as "
-        "the originals; the train-test difference cancels that.[/]"
+        styled(
+            "dim",
+            "Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier than "
+            "its paraphrase). A CI excluding 0 is evidence only if the paraphrases are as natural "
+            "as the originals; the train-test difference cancels that.",
+        )
     )
     tm = summary["timings"]
     if tm.get("items_per_second"):
         console.print(
-            f"[dim]scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s; "
-            f"{tm['requests_from_cache']} requests from cache[/]"
+            styled(
+                "dim",
+                f"scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s; "
+                f"{tm['requests_from_cache']} requests from cache",
+            )
         )

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
+from ..paths import check_output_folder
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -73,7 +74,7 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="Seeded random N items of each split."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of modifications, bootstrap and --sample."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of modifications, bootstrap and --sample."),
     alpha: float = typer.Option(
         0.01, "--alpha", help="PCR smoothing constant (paper: 0.01; 0.001 for summaries)."
     ),
@@ -172,10 +173,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if data.task_detected:
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     for p in data.problems[:10]:
-        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
     if len(data.problems) > 10:
         err_console.print(
-            f"[yellow]skipped[/] ... and {len(data.problems) - 10} more (summary.json)"
+            styled("yellow", "skipped", f" ... and {len(data.problems) - 10} more (summary.json)")
         )
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
@@ -204,6 +205,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
 
         embedder = SentenceEmbedder(kw["embedder"])
     out = kw["out"] or Path("runs") / f"cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    check_output_folder(out)
     cache = None
     if not kw["no_cache"]:
         cache = ScoreCache(
@@ -222,8 +224,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 )
             except CapabilityError as exc:
                 err_console.print(
-                    f"[yellow]no log-likelihood reader[/] ({str(exc).split(';')[0]}); "
-                    "CAP goes on from generated text",
+                    styled(
+                        "yellow",
+                        "no log-likelihood reader",
+                        f" ({str(exc).split(';')[0]}); CAP goes on from generated text",
+                    ),
                     highlight=False,
                 )
     para = None
@@ -269,7 +274,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     if data.problems:
         err_console.print(
-            f"[yellow]{len(data.problems)} input rows were skipped[/] (exit code 3; see summary.json)"
+            styled(
+                "yellow",
+                f"{len(data.problems)} input rows were skipped",
+                " (exit code 3; see summary.json)",
+            )
         )
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
@@ -324,7 +333,9 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
         if notes:
             console.print(f"  {s}: " + "; ".join(notes), highlight=False)
     v = summary["verdict"]
-    console.print(f"[bold]verdict: {v['label']}[/]  ({v['reasoning']})", highlight=False)
+    console.print(
+        styled("bold", f"verdict: {v['label']}", f"  ({v['reasoning']})"), highlight=False
+    )
 
 
 def _slug(text: str) -> str:

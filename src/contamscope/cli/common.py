@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..errors import ContamscopeError
 
@@ -28,8 +29,16 @@ EXIT_ROWS_SKIPPED = 3
 """The run finished, but some input rows were skipped (listed in summary.json)."""
 EXIT_INTERRUPTED = 130
 
-console = Console()
-err_console = Console(stderr=True)
+# no markup: file names, row text and model names may hold brackets ("d/x[/]y.csv"); styles
+# come from :func:`styled`
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
+
+
+def styled(style: str, text: str, rest: str = "") -> Text:
+    """``text`` in ``style`` followed by ``rest`` unstyled, neither read as markup."""
+    return Text.assemble((text, style), rest)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,7 +51,9 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ContamscopeError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(
+                styled("bold red", "error:", f" {exc}"), highlight=False, soft_wrap=True
+            )
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err_console.print("interrupted; re-run the same command to resume", highlight=False)

@@ -10,7 +10,8 @@ import typer
 
 from ..errors import ConfigError, DataError
 from ..executors import Executor
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, user_errors
+from ..paths import check_output_folder
+from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -99,7 +100,7 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="A seeded random sample of N benchmark items."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for --sample and the bootstrap."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and the bootstrap."),
     template: str = typer.Option(
         "paper", "--template", help="Text layout: paper or mmlu (the permutation templates)."
     ),
@@ -165,11 +166,14 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
         )
     for name, loaded in (("benchmark", bench), ("reference", ref)):
         for p in loaded.problems[:10]:
-            err_console.print(f"[yellow]skipped ({name})[/] {p}", highlight=False)
+            err_console.print(styled("yellow", f"skipped ({name})", f" {p}"), highlight=False)
         if len(loaded.problems) > 10:
             err_console.print(
-                f"[yellow]skipped ({name})[/] ... and {len(loaded.problems) - 10} more rows "
-                "(listed in summary.json)"
+                styled(
+                    "yellow",
+                    f"skipped ({name})",
+                    f" ... and {len(loaded.problems) - 10} more rows (listed in summary.json)",
+                )
             )
     return bench, ref
 
@@ -202,6 +206,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"membership-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    check_output_folder(out)
     cache = (
         None
         if kw["no_cache"]
@@ -249,7 +254,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
     if skipped:
         err_console.print(
-            f"[yellow]{skipped} input rows were skipped[/] (exit code 3; see summary.json)"
+            styled(
+                "yellow", f"{skipped} input rows were skipped", " (exit code 3; see summary.json)"
+            )
         )
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
@@ -290,4 +297,4 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
         f"flagged    {st['flagged']} of {st['n_items']} items at {q} <= {st['alpha']:g}",
         highlight=False,
     )
-    console.print(f"[dim]{st['error_rate']}[/]", highlight=False)
+    console.print(styled("dim", str(st["error_rate"])), highlight=False)

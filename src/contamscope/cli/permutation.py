@@ -17,7 +17,8 @@ from rich.progress import (
 
 from ..errors import ConfigError
 from ..executors import Executor
-from .common import EXIT_ROWS_SKIPPED, console, err_console, user_errors
+from ..paths import check_output_folder
+from .common import EXIT_ROWS_SKIPPED, console, err_console, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -97,7 +98,7 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="Score a seeded random sample of N items."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for --sample and Monte Carlo orders."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
     template: str = typer.Option(
         "paper", "--template", help="Prompt layout: paper (the paper's code) or mmlu."
     ),
@@ -223,15 +224,20 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         strict=kw["strict"],
     )
     for p in loaded.problems[:10]:
-        err_console.print(f"[yellow]skipped[/] {p}", highlight=False)
+        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
     if len(loaded.problems) > 10:
         err_console.print(
-            f"[yellow]skipped[/] ... and {len(loaded.problems) - 10} more rows (listed in summary.json)"
+            styled(
+                "yellow",
+                "skipped",
+                f" ... and {len(loaded.problems) - 10} more rows (listed in summary.json)",
+            )
         )
     items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    check_output_folder(out)
     cache = (
         None
         if kw["no_cache"]
@@ -293,7 +299,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     report_after_run(outcome.run_dir, write=kw["report"])
     if loaded.problems:
         err_console.print(
-            f"[yellow]{len(loaded.problems)} input rows were skipped[/] (exit code 3; see summary.json)"
+            styled(
+                "yellow",
+                f"{len(loaded.problems)} input rows were skipped",
+                " (exit code 3; see summary.json)",
+            )
         )
         raise SystemExit(EXIT_ROWS_SKIPPED)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, err_console, user_errors
+from .common import console, err_console, styled, user_errors
 
 REPORT_EPILOG = """
 Examples:
@@ -106,6 +106,8 @@ def report_after_run(run_dir: Path, *, write: bool) -> None:
     try:
         path = build_report(run_dir)
     except ContamscopeError as exc:
-        err_console.print(f"[yellow]report not written:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(
+            styled("yellow", "report not written:", f" {exc}"), highlight=False, soft_wrap=True
+        )
         return
     console.print(f"report: {path}", highlight=False, soft_wrap=True)

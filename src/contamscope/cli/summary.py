@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .common import console
+from .common import console, styled
 
 __all__ = ["print_permutation_summary", "verdict"]
 
@@ -92,7 +92,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     )
     console.print(head)
     if not stats.get("n_items"):
-        console.print("[yellow]no items analysed[/]")
+        console.print(styled("yellow", "no items analysed"))
         return
     t = Table(
         title="Option-permutation test (H0: the original order is exchangeable with the others)",
@@ -144,8 +144,11 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     console.print(t)
     if stats["alg2"]:
         console.print(
-            "[dim]* Algorithm 2 ignores which order is the original, so its false-positive "
-            "rate cannot be estimated from the same items; the anchored row has an exact null.[/]"
+            styled(
+                "dim",
+                "* Algorithm 2 ignores which order is the original, so its false-positive "
+                "rate cannot be estimated from the same items; the anchored row has an exact null.",
+            )
         )
     natural = summary.get("natural_order")
     if natural and natural.get("n_items"):
@@ -158,10 +161,13 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"{_pct(a['null_expected'])}, p = {_p(a['p_value'])})"
             )
     signal, sentence = verdict(stats, natural)
-    console.print(f"[bold {'red' if signal else 'green'}]{sentence}[/]")
+    console.print(styled(f"bold {'red' if signal else 'green'}", f"{sentence}"))
     tm = summary["timings"]
     if tm.get("items_per_second"):
         console.print(
-            f"[dim]scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s "
-            f"({tm['items_per_second']:.2f} items/s); {tm['scores_from_cache']} scores from cache[/]"
+            styled(
+                "dim",
+                f"scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s "
+                f"({tm['items_per_second']:.2f} items/s); {tm['scores_from_cache']} scores from cache",
+            )
         )

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
-from .common import EXIT_ROWS_SKIPPED, EXIT_USER_ERROR, console, err_console, user_errors
+from .common import EXIT_ROWS_SKIPPED, EXIT_USER_ERROR, console, err_console, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -81,7 +81,7 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="Seeded random sample of N items per benchmark."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed for --sample and Monte Carlo orders."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
     template: str = typer.Option("paper", "--template", help="Prompt layout: paper or mmlu."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
@@ -203,7 +203,7 @@ def run(**kw: Any) -> None:
                         raise
                     status[job] = "done (input rows skipped)"
                 except ContamscopeError as exc:
-                    err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+                    err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
                     status[job] = f"failed: {exc}"
                     if isinstance(exc, (ModelError, CapabilityError)):
                         failed_models.setdefault(job.model, str(exc))  # skip its other pairs
@@ -236,6 +236,8 @@ def _leaderboard(run_dirs: list[Path], out: Path) -> None:
         console.print(text, highlight=False, markup=False)
         write_leaderboard(run_dirs, out / "leaderboard.html", "html")
     except (ContamscopeError, ImportError) as exc:
-        err_console.print(f"[yellow]leaderboard not fully written:[/] {exc}", highlight=False)
+        err_console.print(
+            styled("yellow", "leaderboard not fully written:", f" {exc}"), highlight=False
+        )
         return
     console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")

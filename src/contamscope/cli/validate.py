@@ -18,7 +18,8 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import console, err_console, user_errors
+from ..paths import check_output_folder
+from .common import console, err_console, styled, user_errors
 
 EPILOG = """
 Examples:
@@ -79,7 +80,7 @@ def command(
         "-o",
         help="Run folder (default: runs/validate-<model>-<benchmark>-<scenario>).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the draw, split, orders and training."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the draw, split, orders and training."),
     lr: float = typer.Option(1e-4, "--lr", help="AdamW learning rate (constant)."),
     train_batch_items: int = typer.Option(
         8, "--train-batch-items", min=1, help="Texts per optimizer step."
@@ -167,7 +168,9 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
     if loaded.problems:
-        err_console.print(f"[yellow]{len(loaded.problems)} input rows skipped[/] while loading")
+        err_console.print(
+            styled("yellow", f"{len(loaded.problems)} input rows skipped", " while loading")
+        )
     method = PermutationValidation(
         loaded,
         scenario=kw["scenario"],
@@ -194,7 +197,9 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
 
     loaded = load_qa(kw["benchmark"], format=kw["fmt"], split="test")
     if loaded.problems:
-        err_console.print(f"[yellow]{len(loaded.problems)} input rows skipped[/] while loading")
+        err_console.print(
+            styled("yellow", f"{len(loaded.problems)} input rows skipped", " while loading")
+        )
     method = BenBenchValidation(
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )
@@ -214,7 +219,9 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
         kw["benchmark"], names, task=kw["task"], subset=kw["subset"], mcq_format=kw["fmt"]
     )
     if data.problems:
-        err_console.print(f"[yellow]{len(data.problems)} input rows skipped[/] while loading")
+        err_console.print(
+            styled("yellow", f"{len(data.problems)} input rows skipped", " while loading")
+        )
     trained = kw["train_split"] or names[1]
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
@@ -255,6 +262,7 @@ def run(**kw: Any) -> None:
     )
     method, default_name = build(kw)
     out = kw["out"] or Path("runs") / default_name
+    check_output_folder(out)
     cache = (
         None
         if kw["no_cache"]
@@ -274,7 +282,7 @@ def run(**kw: Any) -> None:
     current: dict[str, Any] = {}
 
     def on_phase(text: str) -> None:
-        progress.console.print(f"[dim]{text} ...[/]")
+        progress.console.print(styled("dim", f"{text} ..."))
 
     def on_train_start(total: int) -> None:
         current["id"] = progress.add_task("training", total=total)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__
+from ..paths import write_text_atomic
 from .html import esc, page
 from .methods import ReportOptions, method_module
 from .rundata import load_run
@@ -50,8 +50,4 @@ def build_report(
     )
     html = page(title, subtitle, sections, footer)
     target = Path(out) if out is not None else default_report_path(run.path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return write_text_atomic(target, html)

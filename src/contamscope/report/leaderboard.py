@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import ConfigError
+from ..paths import check_output_file, write_text_atomic
 from .html import Column, Section, Table, esc, fmt_p, page
 from .methods import Estimate, method_module
 from .plots import OKABE_ITO, figure, to_svg
@@ -341,9 +342,10 @@ def write_leaderboard(
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if out is not None:
+        check_output_file(out)
     entries = collect(run_dirs)
     text = {"html": to_html, "csv": to_csv, "md": to_markdown}[fmt](entries)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text_atomic(out, text)
     return text, out

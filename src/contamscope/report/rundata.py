@@ -73,8 +73,8 @@ class RunData:
         """Per-item records in file order; a malformed line is an error naming file:line."""
         if not self.items_path.exists():
             return
-        with open(self.items_path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
+        with open(self.items_path, encoding="utf-8", errors="strict") as fh:
+            for i, line in _lines(fh, self.items_path):
                 if not line.strip():
                     continue
                 try:
@@ -86,11 +86,23 @@ class RunData:
                 yield rec
 
 
+def _lines(fh: Any, path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a text file; a byte that is not UTF-8 is an error naming file:line."""
+    i = 0
+    try:
+        for i, line in enumerate(fh, 1):  # noqa: B007 (i names the failing line)
+            yield i, line
+    except UnicodeDecodeError:
+        raise StoreError(f"{path}:{i + 1}: not UTF-8 text") from None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise StoreError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
     except OSError as exc:
         raise StoreError(f"{path}: cannot read ({exc.strerror})") from None
     if not isinstance(obj, dict):

@@ -54,6 +54,8 @@ def read_labels(path: Path) -> LabelMap:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--labels {path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--labels {path}: not UTF-8 text (byte offset {exc.start})") from None
     if text.lstrip().startswith("{"):
         try:
             ids = _split_ids(json.loads(text))

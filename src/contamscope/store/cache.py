@@ -31,6 +31,7 @@ from ..backends.base import (
     TokenStats,
 )
 from ..errors import StoreError
+from ..paths import make_folder
 
 __all__ = [
     "ScoreCache",
@@ -76,7 +77,9 @@ class ScoreCache:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a folder, not a score cache file")
+        make_folder(self.path.parent, "--cache-dir")
         try:
             self._db = sqlite3.connect(self.path, timeout=60)
             self._db.execute("PRAGMA journal_mode=WAL")

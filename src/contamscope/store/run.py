@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from ..paths import make_folder
 
 __all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
 
@@ -35,7 +36,7 @@ class RunDir:
 
         A folder holding a run with different settings is refused unless ``overwrite``.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path)
         if self.settings_path.exists() and not overwrite:
             try:
                 old = json.loads(self.settings_path.read_text(encoding="utf-8"))
