@@ -106,3 +106,19 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
     with pytest.raises(StoreError, match="seed"):
         RunDir(tmp_path / "run").open({"model": "a", "seed": 1})
     assert RunDir(tmp_path / "run").open({"model": "a", "seed": 1}, overwrite=True) == {}
+
+
+def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: Path) -> None:
+    """`cache clear --yes` on a file that is not a score cache removes it (a user would
+    otherwise be stuck: every run refuses it); `cache info --cache-dir FILE` says it is a file."""
+    from cli_runner import run_cli
+
+    damaged = tmp_path / "c" / "scores.sqlite"
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"not a database at all" * 100)
+    res = run_cli("cache", "clear", "--cache-dir", "c", "--yes", cwd=tmp_path)
+    assert res.returncode == 0 and "not a usable score cache" in res.stdout, res.stderr
+    assert not damaged.exists()
+    (tmp_path / "f").write_text("x", encoding="utf-8")
+    res = run_cli("cache", "info", "--cache-dir", "f", cwd=tmp_path)
+    assert res.returncode == 2 and "--cache-dir f: is a file, not a folder" in res.stderr

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import typer
 
-from ..paths import default_score_db
+from ..errors import StoreError
+from ..paths import check_output_folder, default_score_db
 from ..store import ScoreCache
-from .common import console, user_errors
+from .common import console, err_console, user_errors
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -23,7 +24,9 @@ CacheDir = typer.Option(
 
 
 def cache_path(cache_dir: Path | None) -> Path:
-    return (cache_dir / "scores.sqlite") if cache_dir else default_score_db()
+    if cache_dir is None:
+        return default_score_db()
+    return check_output_folder(cache_dir, "--cache-dir") / "scores.sqlite"
 
 
 @app.command("info")
@@ -59,6 +62,15 @@ def clear(
         console.print(f"{path}: nothing to clear")
         return
     if not yes and not typer.confirm(f"delete all cached scores in {path}?"):
+        err_console.print("nothing deleted")
         raise typer.Exit(1)
-    n = ScoreCache(path).clear()
+    try:
+        n = ScoreCache(path).clear()
+    except StoreError as exc:  # not a readable cache (damaged, other schema): remove the file
+        if path.is_dir():
+            raise
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            p.unlink(missing_ok=True)
+        console.print(f"removed {path}, which was not a usable score cache ({exc})")
+        return
     console.print(f"deleted {n:,} scores from {path}")

@@ -74,7 +74,9 @@ def command(
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="Seeded random N items of each split."
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of modifications, bootstrap and --sample."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, help="Seed of modifications, bootstrap and --sample."
+    ),
     alpha: float = typer.Option(
         0.01, "--alpha", help="PCR smoothing constant (paper: 0.01; 0.001 for summaries)."
     ),

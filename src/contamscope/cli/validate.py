@@ -80,7 +80,9 @@ def command(
         "-o",
         help="Run folder (default: runs/validate-<model>-<benchmark>-<scenario>).",
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the draw, split, orders and training."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, help="Seed of the draw, split, orders and training."
+    ),
     lr: float = typer.Option(1e-4, "--lr", help="AdamW learning rate (constant)."),
     train_batch_items: int = typer.Option(
         8, "--train-batch-items", min=1, help="Texts per optimizer step."
