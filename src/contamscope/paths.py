@@ -43,22 +43,13 @@ def model_cache_dir() -> Path:
     return Path(env).expanduser() if env else cache_root() / "models"
 
 
-def make_folder(path: Path, what: str = "--out") -> Path:
-    """Create folder ``path`` (and its parents), or say in one line why it cannot be one: a file
-    of that name, a file where a parent folder should be, no permission."""
+def _no_file_above(path: Path, what: str) -> None:
+    """No existing file stands where one of ``path``'s parent folders should be."""
     from .errors import StoreError
 
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise StoreError(f"{what} {path}: is a file, not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        parent = next((p for p in path.parents if p.exists() and not p.is_dir()), path)
-        raise StoreError(f"{what} {path}: {parent} is a file, not a folder") from None
-    except OSError as exc:
-        raise StoreError(f"{what} {path}: cannot create it ({exc.strerror})") from None
-    return path
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StoreError(f"{what} {path}: {parent} is a file, not a folder")
 
 
 def check_output_file(path: Path, what: str = "--out") -> Path:
@@ -69,9 +60,7 @@ def check_output_file(path: Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{what} {path}: is a folder; give a file name")
-    parent = next((p for p in path.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise StoreError(f"{what} {path}: {parent} is a file, not a folder")
+    _no_file_above(path, what)
     return path
 
 
@@ -82,9 +71,20 @@ def check_output_folder(path: Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise StoreError(f"{what} {path}: is a file, not a folder")
-    parent = next((p for p in path.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise StoreError(f"{what} {path}: {parent} is a file, not a folder")
+    _no_file_above(path, what)
+    return path
+
+
+def make_folder(path: Path, what: str = "--out") -> Path:
+    """Create folder ``path`` (and its parents), or say in one line why it cannot be one: a file
+    of that name, a file where a parent folder should be, no permission."""
+    from .errors import StoreError
+
+    path = check_output_folder(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{what} {path}: cannot create it ({exc.strerror})") from None
     return path
 
 

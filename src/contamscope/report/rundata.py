@@ -73,8 +73,12 @@ class RunData:
         """Per-item records in file order; a malformed line is an error naming file:line."""
         if not self.items_path.exists():
             return
-        with open(self.items_path, encoding="utf-8", errors="strict") as fh:
-            for i, line in _lines(fh, self.items_path):
+        with open(self.items_path, "rb") as fh:  # decoded line by line: errors name their line
+            for i, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise StoreError(f"{self.items_path}:{i}: not UTF-8 text") from None
                 if not line.strip():
                     continue
                 try:
@@ -84,16 +88,6 @@ class RunData:
                 if not isinstance(rec, dict):
                     raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
                 yield rec
-
-
-def _lines(fh: Any, path: Path) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a text file; a byte that is not UTF-8 is an error naming file:line."""
-    i = 0
-    try:
-        for i, line in enumerate(fh, 1):  # noqa: B007 (i names the failing line)
-            yield i, line
-    except UnicodeDecodeError:
-        raise StoreError(f"{path}:{i + 1}: not UTF-8 text") from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

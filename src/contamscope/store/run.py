@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ..paths import make_folder
+from ..paths import make_folder, write_text_atomic
 
 __all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
 
@@ -100,6 +100,4 @@ class RunDir:
 
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", "run folder")
