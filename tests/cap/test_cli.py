@@ -29,10 +29,17 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
         "cpu",
         "--n-boot",
         "200",
+        *("--year-shift", "30", "--similarity-threshold", "0.9", "--mcq-metric", "mapped"),
     ]
     res = run_cli(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "task: mcq (detected" in res.stderr
+    # options of other tasks are named as ignored; --mcq-metric (this task's, default) is not
+    ignored = [ln for ln in res.stderr.splitlines() if ln.startswith("ignored")]
+    assert ignored == [
+        "ignored --similarity-threshold: it applies to summary tasks; this is mcq",
+        "ignored --year-shift: it applies to qa tasks; this is mcq",
+    ]
     assert "PCR_dev - PCR_val" in res.stdout and "verdict:" in res.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["schema"] == "contamscope.cap.summary/1"

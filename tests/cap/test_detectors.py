@@ -163,3 +163,17 @@ def test_compare_splits_directions() -> None:
 def test_verdict_min_diff_and_undefined() -> None:
     assert verdict("train", "test", 0.01, 0.005, 0.02, min_diff=0.05)[0] == "no evidence"
     assert "undefined" in verdict("train", "test", math.nan, math.nan, math.nan)[1]
+
+
+def test_compare_splits_alpha_zero_undefined_ratio_warns_nothing() -> None:
+    import warnings
+
+    zero_c = ([1.0, 0.0, 1.0], [0.0, 0.0, 0.0])  # C = 0: (M + 0) / (0 + 0) is undefined
+    some_c = ([1.0, 0.0, 1.0], [1.0, 1.0, 0.0])
+    a = split_score(*zero_c, alpha=0)
+    b = split_score(*some_c, alpha=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "divide by zero" would fail the test
+        comp = compare_splits("train", "test", zero_c, some_c, a, b, alpha=0, n_boot=200)
+    assert comp.pcr_diff == pytest.approx(1 - math.tanh(1.0))  # tanh(inf) = 1 for C = 0
+    assert comp.ci_low <= 0 <= comp.ci_high and comp.verdict == "no evidence"

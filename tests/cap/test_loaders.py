@@ -82,6 +82,17 @@ def test_generic_jsonl_with_split_field(qa_file: Path) -> None:
         CapFields.parse("nope=x")
 
 
+def test_one_file_with_every_split_reports_each_bad_row_once(qa_file: Path) -> None:
+    lines = qa_file.read_text(encoding="utf-8").splitlines()
+    lines[1:1] = ["{not json", json.dumps({"question": "No split here?", "answer": "1"})]
+    qa_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fields = CapFields.parse("input=question,output=answer,split=part")
+    data = load_cap(str(qa_file), ["train", "test"], fields=fields)
+    assert [p.line for p in data.problems] == [2, 3]  # once each, not once per split
+    assert data.problems[1].reason == "missing split field 'part'"
+    assert [len(data.splits[s].items) for s in ("train", "test")] == [3, 2]
+
+
 def test_generic_folder_one_file_per_split(tmp_path: Path) -> None:
     for s in ("train", "test"):
         (tmp_path / f"{s}.csv").write_text(f"input,output\nQ {s} 2019?,A\nQ2,\n", encoding="utf-8")
@@ -110,3 +121,15 @@ def test_real_cap_folders(benchdata: Path) -> None:
     assert ec.task == "summary"
     with pytest.raises(ConfigError, match="--subset"):
         load_cap(str(cap / "alphafin"), ["train", "eval"])
+
+
+def test_options_this_kind_of_data_never_reads_are_refused(
+    fineval_dir: Path, qa_file: Path
+) -> None:
+    fields = CapFields.parse("input=question,output=answer,split=part")
+    with pytest.raises(ConfigError, match=r"--format is read only for a folder of multiple-choice"):
+        load_cap(str(qa_file), ["train", "test"], fields=fields, mcq_format="mmlu-csv")
+    with pytest.raises(ConfigError, match=r"--subset is read only for a CAP folder.*one file"):
+        load_cap(str(qa_file), ["train", "test"], fields=fields, subset="samples")
+    with pytest.raises(ConfigError, match=r"--format .* is a CAP folder of ori/mod files"):
+        load_cap(str(fineval_dir), ["dev", "val"], mcq_format="bogus")

@@ -11,7 +11,15 @@ from rich.table import Table
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
+from .common import (
+    ItemProgress,
+    console,
+    err_console,
+    exit_if_skipped,
+    list_skipped,
+    styled,
+    user_errors,
+)
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -144,12 +152,7 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
     loaded = load_qa(spec, format=kw["fmt"], field_map=fm, split=name, strict=kw["strict"])
-    for p in loaded.problems[:10]:
-        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
-    if len(loaded.problems) > 10:
-        err_console.print(
-            styled("yellow", "skipped", f" ... and {len(loaded.problems) - 10} more rows")
-        )
+    list_skipped(loaded.problems)
     references = []
     inline = inline_reference(loaded)
     if inline is not None:
@@ -256,14 +259,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
-    if skipped:
-        err_console.print(
-            styled(
-                "yellow", f"{skipped} input rows were skipped", " (exit code 3; see summary.json)"
-            )
-        )
-        raise SystemExit(EXIT_ROWS_SKIPPED)
+    exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
 
 
 def _slug(text: str) -> str:

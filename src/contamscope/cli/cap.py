@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,15 @@ from rich.table import Table
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
+from .common import (
+    ItemProgress,
+    console,
+    err_console,
+    exit_if_skipped,
+    list_skipped,
+    styled,
+    user_errors,
+)
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -137,6 +146,24 @@ def command(
     run(**locals())
 
 
+_TASK_ONLY = {
+    "--embedder": "summary",
+    "--paraphraser": "summary",
+    "--paraphrase-threshold": "summary",
+    "--similarity-threshold": "summary",
+    "--year-shift": "qa",
+    "--include-answer-changing": "qa",
+    "--mcq-metric": "mcq",
+    "--no-loglik": "mcq",
+}
+"""Options read by one task only: given for another, they are reported as ignored."""
+
+
+def _default(key: str) -> Any:
+    """The command's own default of option ``key`` (typer keeps it in the OptionInfo)."""
+    return inspect.signature(command).parameters[key].default.default
+
+
 def _select(items: list[Any], limit: int | None, sample: int | None, seed: int) -> list[Any]:
     chosen = list(items)
     if sample is not None and sample < len(chosen):
@@ -174,12 +201,16 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     if data.task_detected:
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
-    for p in data.problems[:10]:
-        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
-    if len(data.problems) > 10:
-        err_console.print(
-            styled("yellow", "skipped", f" ... and {len(data.problems) - 10} more (summary.json)")
-        )
+    list_skipped(data.problems)
+    for opt, task in _TASK_ONLY.items():
+        key = opt.lstrip("-").replace("-", "_")
+        if task != data.task and kw[key] != _default(key):
+            err_console.print(
+                styled(
+                    "yellow", "ignored", f" {opt}: it applies to {task} tasks; this is {data.task}"
+                ),
+                highlight=False,
+            )
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
         alpha=kw["alpha"],
@@ -274,15 +305,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 "no heatmap: matplotlib is missing (pip install 'contamscope[report]')"
             )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    if data.problems:
-        err_console.print(
-            styled(
-                "yellow",
-                f"{len(data.problems)} input rows were skipped",
-                " (exit code 3; see summary.json)",
-            )
-        )
-        raise SystemExit(EXIT_ROWS_SKIPPED)
+    exit_if_skipped(len(data.problems))
 
 
 def _fmt(x: Any, nd: int = 4) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
@@ -20,6 +20,8 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USER_ERROR",
     "EXIT_ROWS_SKIPPED",
+    "list_skipped",
+    "exit_if_skipped",
 ]
 
 EXIT_OK = 0
@@ -38,6 +40,33 @@ err_console = Console(stderr=True, markup=False)
 def styled(style: str, text: str, rest: str = "") -> Text:
     """``text`` in ``style`` followed by ``rest`` unstyled, neither read as markup."""
     return Text.assemble((text, style), rest)
+
+
+def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int = 10) -> None:
+    """The first ``shown`` skipped input rows (``file:line: reason``), one line each, on stderr."""
+    for p in problems[:shown]:
+        err_console.print(styled("yellow", label, f" {p}"), highlight=False, soft_wrap=True)
+    if len(problems) > shown:
+        err_console.print(
+            styled(
+                "yellow",
+                label,
+                f" ... and {len(problems) - shown} more rows (listed in summary.json)",
+            )
+        )
+
+
+def exit_if_skipped(n: int) -> None:
+    """End a finished run with exit code 3 when ``n`` input rows were skipped."""
+    if n:
+        err_console.print(
+            styled(
+                "yellow",
+                f"{n} input row{'s were' if n != 1 else ' was'} skipped",
+                " (exit code 3; see summary.json)",
+            )
+        )
+        raise SystemExit(EXIT_ROWS_SKIPPED)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

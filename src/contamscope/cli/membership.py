@@ -11,7 +11,7 @@ import typer
 from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..paths import check_output_folder
-from .common import EXIT_ROWS_SKIPPED, ItemProgress, console, err_console, styled, user_errors
+from .common import ItemProgress, console, exit_if_skipped, list_skipped, styled, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -165,16 +165,7 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
             "(--reference-format FORMAT to read it as another format on purpose)"
         )
     for name, loaded in (("benchmark", bench), ("reference", ref)):
-        for p in loaded.problems[:10]:
-            err_console.print(styled("yellow", f"skipped ({name})", f" {p}"), highlight=False)
-        if len(loaded.problems) > 10:
-            err_console.print(
-                styled(
-                    "yellow",
-                    f"skipped ({name})",
-                    f" ... and {len(loaded.problems) - 10} more rows (listed in summary.json)",
-                )
-            )
+        list_skipped(loaded.problems, f"skipped ({name})")
     return bench, ref
 
 
@@ -251,14 +242,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_membership_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    skipped = sum(c["rows_skipped"] for c in outcome.summary["counts"].values())
-    if skipped:
-        err_console.print(
-            styled(
-                "yellow", f"{skipped} input rows were skipped", " (exit code 3; see summary.json)"
-            )
-        )
-        raise SystemExit(EXIT_ROWS_SKIPPED)
+    exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
 
 
 def _slug(text: str) -> str:

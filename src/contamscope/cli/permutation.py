@@ -18,7 +18,7 @@ from rich.progress import (
 from ..errors import ConfigError
 from ..executors import Executor
 from ..paths import check_output_folder
-from .common import EXIT_ROWS_SKIPPED, console, err_console, styled, user_errors
+from .common import console, err_console, exit_if_skipped, list_skipped, user_errors
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -223,16 +223,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         field_map=FieldMap.parse(kw["fields"]) if kw["fields"] else None,
         strict=kw["strict"],
     )
-    for p in loaded.problems[:10]:
-        err_console.print(styled("yellow", "skipped", f" {p}"), highlight=False)
-    if len(loaded.problems) > 10:
-        err_console.print(
-            styled(
-                "yellow",
-                "skipped",
-                f" ... and {len(loaded.problems) - 10} more rows (listed in summary.json)",
-            )
-        )
+    list_skipped(loaded.problems)
     items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
@@ -297,15 +288,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     print_permutation_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
-    if loaded.problems:
-        err_console.print(
-            styled(
-                "yellow",
-                f"{len(loaded.problems)} input rows were skipped",
-                " (exit code 3; see summary.json)",
-            )
-        )
-        raise SystemExit(EXIT_ROWS_SKIPPED)
+    exit_if_skipped(len(loaded.problems))
 
 
 def _slug(text: str) -> str:

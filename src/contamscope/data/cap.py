@@ -233,27 +233,34 @@ def _make_item(
     return QAItem(item_id, prompt, output, split, None, source, line, meta)
 
 
+def _by_split(
+    path: Path, records: list[tuple[int, dict[str, Any]]], cf: CapFields, col: _Collector
+) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """The records of a file that holds every split, grouped by their split field (a record
+    without one is a problem, reported once whatever the number of splits asked for)."""
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for line, rec in records:
+        if cf.split is None or cf.split not in rec:
+            col.problem(str(path), line, f"missing split field {cf.split!r}")
+            continue
+        out.setdefault(str(rec[cf.split]).strip(), []).append((line, rec))
+    return out
+
+
 def _collect(
     path: Path,
-    text: str,
+    records: list[tuple[int, dict[str, Any]]],
     cf: CapFields,
     col: _Collector,
     *,
     mcq: bool,
     split: str,
-    want_split: bool,
 ) -> tuple[list[CapItem], list[str | None]]:
-    """Items of one file (filtered to ``split`` when ``want_split``) and their supplied mods."""
+    """Items of one file's records (all of split ``split``) and their supplied modifications."""
     items: list[CapItem] = []
     mods: list[str | None] = []
     seen: dict[str, int] = {}
-    for line, rec in _records(path, text, col):
-        if want_split:
-            if cf.split is None or cf.split not in rec:
-                col.problem(str(path), line, f"missing split field {cf.split!r}")
-                continue
-            if str(rec[cf.split]).strip() != split:
-                continue
+    for line, rec in records:
         try:
             item = _make_item(
                 rec,
@@ -359,10 +366,28 @@ def load_cap(
     digest = hashlib.sha256()
     folder = _cap_folder(path) if path.is_dir() else None
     if folder is not None:
+        kind = "a CAP folder of ori/mod files"
+        _unused(spec, kind, ("--format", mcq_format))
         return _load_pairs(folder, splits, task, subset, cf, col, digest)
     if path.is_dir() and any((path / s).is_dir() for s in splits):
+        kind = "a folder of multiple-choice split subfolders"
+        _unused(spec, kind, ("--subset", subset), ("--fields", fields))
         return _load_mcq_folders(path, splits, task, mcq_format, strict)
+    kind = "a folder of split files" if path.is_dir() else "one file"
+    _unused(spec, kind, ("--format", mcq_format), ("--subset", subset))
     return _load_generic(path, splits, task, cf, col, digest)
+
+
+def _unused(spec: str, kind: str, *given: tuple[str, object]) -> None:
+    """An option this kind of CAP data never reads is a user error, not silently dropped."""
+    for name, value in given:
+        if value is not None:
+            what = {
+                "--format": "a folder of multiple-choice split subfolders",
+                "--subset": "a CAP folder of ori/mod files",
+                "--fields": "CAP ori/mod files and generic JSONL/CSV/JSON files",
+            }[name]
+            raise ConfigError(f"{name} is read only for {what}; {spec} is {kind}")
 
 
 def _load_pairs(
@@ -388,7 +413,7 @@ def _load_pairs(
     for s in splits:
         ori_path, mod_path = files[s]
         items, _ = _collect(
-            ori_path, texts[s], pair_cf, col, mcq=task == "mcq", split=s, want_split=False
+            ori_path, _records(ori_path, texts[s], col), pair_cf, col, mcq=task == "mcq", split=s
         )
         modified = None
         names = [str(ori_path)]
@@ -413,7 +438,7 @@ def _pair_mods(
     """Modified items keyed by the original's id; records are paired by position."""
     text = _read(mod_path, digest)
     ori_n = len(load_json_list(ori_path, _read(ori_path, hashlib.sha256())))
-    mods, _ = _collect(mod_path, text, cf, col, mcq=mcq, split=split, want_split=False)
+    mods, _ = _collect(mod_path, _records(mod_path, text, col), cf, col, mcq=mcq, split=split)
     by_line = {m.line: m for m in mods}
     n_mod = len(load_json_list(mod_path, text))
     if n_mod != ori_n:
@@ -482,15 +507,19 @@ def _load_generic(
     else:
         per_split = {s: [path] for s in splits}
         by_field = True
-    texts: dict[Path, str] = {}
+    parsed: dict[Path, list[tuple[int, dict[str, Any]]]] = {}
+    grouped: dict[Path, dict[str, list[tuple[int, dict[str, Any]]]]] = {}
     out: dict[str, CapSplit] = {}
     for s in splits:
         items: list[CapItem] = []
         supplied: dict[str, Any] = {}
         for p in per_split[s]:
-            if p not in texts:
-                texts[p] = _read(p, digest)
-            got, mods = _collect(p, texts[p], cf, col, mcq=False, split=s, want_split=by_field)
+            if p not in parsed:  # each file read and its bad rows reported once
+                parsed[p] = _records(p, _read(p, digest), col)
+                if by_field:
+                    grouped[p] = _by_split(p, parsed[p], cf, col)
+            records = grouped[p].get(s, []) if by_field else parsed[p]
+            got, mods = _collect(p, records, cf, col, mcq=False, split=s)
             items.extend(got)
             for it, mod in zip(got, mods):
                 if mod is not None and isinstance(it, QAItem):

@@ -265,8 +265,8 @@ def _boot_pcr(
     rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_boot: int, alpha: float, scale: Scale
 ) -> np.ndarray:
     idx = rng.integers(0, len(m), size=(n_boot, len(m)))
-    ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # alpha 0, C 0: NaN/inf
+        ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
         if scale == "tanh":
             return np.tanh(ratio)
         if scale == "sigmoid":
