@@ -178,3 +178,30 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert r.returncode == 2 and "--n must be between" in r.stderr
     r = run_cli("card", "--run", "nowhere", cwd=tmp_path)
     assert r.returncode == 2 and "no summary.json" in r.stderr
+
+
+def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    plain = [{"question": r["question"], "answer": r["answer"]} for r in ROWS[:2]]
+    bench = write_jsonl(tmp_path / "toy-test.jsonl", plain)
+    ref = tmp_path / "para.jsonl"  # a BenBench rewritten file: row 1 pairs, row 2 is broken
+    ref.write_text(json.dumps(ROWS[0]) + "\n{oops\n", encoding="utf-8")
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    args = ["benbench", *model, "--benchmark", str(bench), "--no-lenient", "--reference"]
+    r = run_cli(*args, str(ref), "--out", "run", cwd=tmp_path)
+    assert r.returncode == 3, r.stderr  # finished; the reference's broken row was skipped
+    assert f"skipped (reference para) {ref}:2: invalid JSON" in r.stderr
+    assert "paraphrases 1 of the 2 selected items; 1 of its rows was skipped" in r.stderr
+    assert "para (1 paired: 1 ok, 0 failed; 1 row skipped)" in " ".join(r.stdout.split())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["test"]["reference_rows_skipped"] == 1
+    assert summary["skipped_rows"]["test"][0].startswith(f"{ref}:2: invalid JSON")
+    # a reference of other questions pairs with nothing: a user error before the model loads
+    other = write_jsonl(tmp_path / "other.jsonl", [dict(ROWS[0], question="Unrelated?")])
+    r = run_cli(*args, str(other), "--out", "run2", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "paraphrases none of the 2 selected items" in r.stderr
+    assert f"first {other}:1" in r.stderr and not (tmp_path / "run2").exists()
+    r = run_cli("benbench", *model, "--benchmark", str(bench), "--pairing", "row", cwd=tmp_path)
+    assert r.returncode == 2 and "--pairing 'row': expected one of" in r.stderr

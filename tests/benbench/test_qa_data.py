@@ -124,12 +124,29 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     assert ref.unmatched_rows == [f"{tmp_path / 'rw.jsonl'}:2"]
     d = ref.describe(["b-0", "b-1"])
     assert d["items_paired"] == 1 and d["items_unpaired"] == 1
+    warning = ref.check_pairs(["b-0", "b-1"], "--reference")
+    assert warning is not None and "paraphrases 1 of the 2 selected items" in warning
+    assert f"1 of its rows match no benchmark item, first {tmp_path / 'rw.jsonl'}:2" in warning
+    assert ref.check_pairs(["b-1"], "--reference") is None
+    with pytest.raises(ConfigError, match=r"paraphrases none of the 1 selected items"):
+        ref.check_pairs(["b-0"], "--reference")
     para = [{"question": "Q0'", "answer": "7\n#### 7"}, {"question": "Q1'", "answer": "#### 999"}]
     ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "p.jsonl", para))), name="p")
     assert ref.pairing == "order" and all(p.ok for p in ref.pairs.values())
     short = load_qa(str(write_jsonl(tmp_path / "s.jsonl", para[:1])))
     with pytest.raises(ConfigError, match="cannot pair its 1 usable rows with the 2"):
         pair_reference(bench, short, name="s")
+    # a malformed row: kept as a skipped row of the reference; by position it would shift
+    # every later row, so order pairing refuses and names it
+    (tmp_path / "bad.jsonl").write_text('{"question": oops\n' + json.dumps(para[1]) + "\n")
+    bad = load_qa(str(tmp_path / "bad.jsonl"))
+    with pytest.raises(ConfigError, match=r"a skipped row shifts the rest: .*bad.jsonl:1: invalid"):
+        pair_reference(bench, bad, name="bad")
+    by_id = pair_reference(bench, bad, name="bad", pairing="id")
+    assert by_id.skipped_rows[0].startswith(f"{tmp_path / 'bad.jsonl'}:1: invalid JSON")
+    assert by_id.describe(["b-0"])["rows_skipped"] == 1
+    with pytest.raises(ConfigError, match="--pairing 'bogus': expected one of auto, question"):
+        pair_reference(bench, short, name="s", pairing="bogus")
 
 
 def test_paraphrase_prompt_and_check() -> None:

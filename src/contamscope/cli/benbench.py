@@ -160,7 +160,13 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
     for path in refs or []:
         ref = load_qa(path, format=kw["fmt"], field_map=fm, strict=kw["strict"])
         references.append(pair_reference(loaded, ref, name=Path(path).stem, pairing=kw["pairing"]))
+        list_skipped(ref.problems, f"skipped (reference {references[-1].name})")
     items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
+    option = "--reference" if name == "test" else "--train-reference"
+    for r in references:
+        warning = r.check_pairs([it.id for it in items], option) if r.pairing != "inline" else None
+        if warning:
+            err_console.print(styled("yellow", "partly paired", f" {warning}"), highlight=False)
     return SplitInput(name, loaded, list(items), references)  # type: ignore[arg-type]
 
 
@@ -176,6 +182,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends.probe import check_backend
     from ..paths import default_score_db
     from ..pipeline.benbench import BenBenchConfig, run_benbench
+    from ..pipeline.benbench_refs import check_pairing
     from ..store import RunDir, ScoreCache
 
     config = BenBenchConfig(
@@ -194,6 +201,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     if kw["train_reference"] and not kw["train"]:
         raise ConfigError("--train-reference needs --train")
+    check_pairing(kw["pairing"])
     splits = [_load_split(kw, kw["benchmark"], kw["reference"], "test")]
     if kw["train"]:
         splits.append(_load_split(kw, kw["train"], kw["train_reference"], "train"))
@@ -259,7 +267,16 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
+    exit_if_skipped(
+        sum(
+            c["rows_skipped"] + c.get("reference_rows_skipped", 0)
+            for c in outcome.summary["counts"].values()
+        )
+    )
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" + ("s" if n != 1 else "")
 
 
 def _slug(text: str) -> str:
@@ -294,7 +311,10 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         c = summary["counts"][name]
         refs = (
             ", ".join(
-                f"{r['name']} ({r['paraphrases_ok']} ok, {r['paraphrases_failed']} failed)"
+                f"{r['name']} ({r['items_paired']} paired: {r['paraphrases_ok']} ok, "
+                f"{r['paraphrases_failed']} failed"
+                + (f"; {_rows(r['rows_skipped'])} skipped" if r.get("rows_skipped") else "")
+                + ")"
                 for r in b["references"]
             )
             or "none"

@@ -517,6 +517,7 @@ def build_summary(
                 Counter(r["excluded"].split(":")[0] for r in recs if r.get("excluded"))
             ),
             "rows_skipped": len(s.loaded.problems),
+            "reference_rows_skipped": sum(len(r.skipped_rows) for r in s.references),
             "answer_shorter_than_n": sum(1 for r in recs if r.get("answer_shorter_than_n")),
             "items_without_reference": sum(
                 1 for r in recs if not r.get("excluded") and r["metrics"]["n_references"] == 0
@@ -569,7 +570,11 @@ def build_summary(
         "config": settings["config"],
         "metrics": METRICS,
         "counts": counts,
-        "skipped_rows": {s.name: [str(p) for p in s.loaded.problems] for s in splits},
+        "skipped_rows": {
+            s.name: [str(p) for p in s.loaded.problems]
+            + [row for r in s.references for row in r.skipped_rows]
+            for s in splits
+        },
         "excluded_items": [
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],

@@ -20,7 +20,9 @@ from ..data.items import LoadResult, QAItem
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase
 
-__all__ = ["ReferenceSet", "inline_reference", "pair_reference"]
+__all__ = ["PAIRINGS", "ReferenceSet", "check_pairing", "inline_reference", "pair_reference"]
+
+PAIRINGS = ("auto", "question", "id", "order")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class ReferenceSet:
     """Benchmark item id -> paraphrase (``ok`` False: reported, not used)."""
     unmatched_rows: list[str] = field(default_factory=list)
     """Reference rows that paraphrase no benchmark item (``file:line``)."""
+    skipped_rows: list[str] = field(default_factory=list)
+    """Reference rows that could not be read (``file:line: reason``), as the benchmark's are."""
 
     def describe(self, item_ids: Sequence[str]) -> dict[str, Any]:
         """Provenance and pairing counts over the selected items."""
@@ -54,7 +58,37 @@ class ReferenceSet:
             "paraphrases_failed": sum(p is not None and not p.ok for p in got),
             "unchecked": sum(p is not None and p.reason.startswith("unchecked") for p in got),
             "unmatched_reference_rows": len(self.unmatched_rows),
+            "rows_skipped": len(self.skipped_rows),
         }
+
+    def check_pairs(self, item_ids: Sequence[str], option: str) -> str | None:
+        """A user error when this reference pairs with none of ``item_ids`` (the wrong file for
+        this benchmark, or another split); otherwise a warning line when it pairs with only some
+        of them (None when it pairs with all)."""
+        n = sum(i in self.pairs for i in item_ids)
+        if n == len(item_ids):
+            return None
+        where = f"{option} {self.source} (pairing by {self.pairing})"
+        if self.unmatched_rows:
+            rows = (
+                f"{len(self.unmatched_rows)} of its rows match no benchmark item, first "
+                f"{self.unmatched_rows[0]}"
+            )
+        elif self.skipped_rows:
+            bad = len(self.skipped_rows)
+            rows = (
+                f"{bad} of its rows {'was' if bad == 1 else 'were'} skipped, first "
+                f"{self.skipped_rows[0]}"
+            )
+        else:
+            rows = f"no row of it paraphrases the other {len(item_ids) - n}"
+        if n == 0:
+            raise ConfigError(
+                f"{where}: paraphrases none of the {len(item_ids)} selected items; {rows}. "
+                "Is it a version of this benchmark and split? (--pairing id with --fields "
+                "id=FIELD if both files carry ids)"
+            )
+        return f"{where}: paraphrases {n} of the {len(item_ids)} selected items; {rows}"
 
 
 def inline_reference(bench: LoadResult[QAItem]) -> ReferenceSet | None:
@@ -79,6 +113,7 @@ def pair_reference(
     bench: LoadResult[QAItem], ref: LoadResult[QAItem], *, name: str, pairing: str = "auto"
 ) -> ReferenceSet:
     """Pair a loaded reference file with the benchmark's items (see the module docstring)."""
+    check_pairing(pairing)
     items = bench.items
     rows = ref.items
     if pairing == "auto":
@@ -88,7 +123,13 @@ def pair_reference(
             pairing = "id"
         else:
             pairing = "order"
-    out = ReferenceSet(name=name, source=ref.source, content_hash=ref.content_hash, pairing=pairing)
+    out = ReferenceSet(
+        name=name,
+        source=ref.source,
+        content_hash=ref.content_hash,
+        pairing=pairing,
+        skipped_rows=[str(p) for p in ref.problems],
+    )
 
     def para(row: QAItem, original: QAItem) -> Paraphrase:
         if "paraphrase" in row.meta:  # BenBench rewritten row: the paraphrase is in its meta
@@ -118,13 +159,20 @@ def pair_reference(
                 out.pairs[match.id] = para(row, match)
     elif pairing == "order":
         if len(rows) != len(items) or ref.problems or bench.problems:
+            skipped = (ref.problems or bench.problems)[:1]
             raise ConfigError(
                 f"--reference {ref.source}: cannot pair its {len(rows)} usable rows with the "
-                f"{len(items)} benchmark items by position (counts or skipped rows differ); "
-                "give both files an id field (--fields id=...) or use BenBench rewritten files"
+                f"{len(items)} benchmark items by position ("
+                + (f"a skipped row shifts the rest: {skipped[0]}" if skipped else "counts differ")
+                + "); give both files an id field (--fields id=...) or use BenBench rewritten "
+                "files"
             )
         for row, it in zip(rows, items):
             out.pairs[it.id] = para(row, it)
-    else:
-        raise ConfigError(f"--pairing {pairing!r}: expected auto, question, id or order")
     return out
+
+
+def check_pairing(pairing: str) -> None:
+    """``--pairing`` is one of :data:`PAIRINGS` (checked before any file is read)."""
+    if pairing not in PAIRINGS:
+        raise ConfigError(f"--pairing {pairing!r}: expected one of {', '.join(PAIRINGS)}")
