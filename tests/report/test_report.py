@@ -12,7 +12,7 @@ import pytest
 
 from contamscope.errors import ConfigError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
-from contamscope.report.leaderboard import to_markdown
+from contamscope.report.leaderboard import LeftOut, to_markdown
 
 
 def _table_data(html: str, table_id: str = "items") -> dict:
@@ -230,3 +230,25 @@ def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
     from contamscope.detectors.stats import wilson_interval
 
     assert wilson_interval(0, 24)[0] == 0.0 and wilson_interval(24, 24)[1] == 1.0
+
+
+def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> None:
+    a = make_run("a", n_items=24, leaked_every=2)
+    empty = make_run("empty", n_items=24)
+    s = json.loads((empty / "summary.json").read_text())
+    del s["statistics"]["alg1"]  # as a run with no analysed item writes it
+    (empty / "summary.json").write_text(json.dumps(s))
+    (tmp_path / "x").mkdir()
+    again = tmp_path / "x" / ".." / "a"  # the same folder, spelt differently
+    left: list[LeftOut] = []
+    text, _ = write_leaderboard([a, empty, again], None, "md", left)
+    assert [(x.run_dir.name, x.reason) for x in left] == [
+        ("empty", "Option-permutation test run, no item analysed, so no Algorithm-1 rate"),
+        ("a", "given twice (one cell)"),
+    ]
+    assert len(text.splitlines()[0].split("|")) == 4  # model + one benchmark column
+    assert f"- left out: {empty}: Option-permutation test run, no item analysed" in text
+    html, _ = write_leaderboard([a, empty], None, "html")
+    assert "left out: " + str(empty) in html and "1 model × 1 benchmark from 1 run" in html
+    with pytest.raises(ConfigError, match=r"none of the run folders.*empty: Option-permutation"):
+        collect([empty])

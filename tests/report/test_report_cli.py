@@ -43,6 +43,9 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert res.stdout.startswith("| model | toy_test.csv |")
     res = run_cli("leaderboard", str(out), "--out", str(tmp_path / "lb.md"), cwd=tmp_path)
     assert res.returncode == 0 and (tmp_path / "lb.md").read_text().startswith("| model |")
+    res = run_cli("leaderboard", str(out), "run", cwd=tmp_path)  # the same run twice
+    assert res.returncode == 0 and res.stdout.startswith("| model | toy_test.csv |\n")
+    assert res.stderr.strip() == "left out run: given twice (one cell)"
 
 
 def test_user_errors_are_one_line(tmp_path: Path) -> None:

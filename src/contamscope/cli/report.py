@@ -84,8 +84,12 @@ def leaderboard_command(
 @user_errors
 def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> None:
     from ..report import write_leaderboard
+    from ..report.leaderboard import LeftOut
 
-    text, path = write_leaderboard(run_dirs, out, fmt)
+    left: list[LeftOut] = []
+    text, path = write_leaderboard(run_dirs, out, fmt, left)
+    for x in left:
+        err_console.print(styled("yellow", "left out", f" {x}"), highlight=False, soft_wrap=True)
     if path is None:
         typer.echo(text, nl=False)
     else:

@@ -27,9 +27,11 @@ from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
 
-__all__ = ["TITLE", "sections", "estimate", "PRIMARY"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "PRIMARY"]
 
 TITLE = "BenBench (n-gram accuracy, perplexity)"
+UNRANKED = "no Delta: no item had a usable paraphrase (--reference or --paraphraser)"
+"""Why a run gets no leaderboard cell (said when it is left out)."""
 PRIMARY = "ngram_exact"
 """The leaderboard's and the verdict's metric: exact-match n-gram accuracy."""
 LABELS: dict[str, tuple[str, bool]] = {

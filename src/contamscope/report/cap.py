@@ -28,9 +28,19 @@ from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, legend_outside, text_colour, to_svg
 from .rundata import RunData
 
-__all__ = ["TITLE", "sections", "estimate", "leaderboard_figures", "split_values", "mean_ci"]
+__all__ = [
+    "TITLE",
+    "UNRANKED",
+    "sections",
+    "estimate",
+    "leaderboard_figures",
+    "split_values",
+    "mean_ci",
+]
 
 TITLE = "CAP (consistency amplification)"
+UNRANKED = "no PCR comparison between two splits"
+"""Why a run gets no leaderboard cell (said when it is left out)."""
 READERS = ("generate", "loglik")
 _TEXT = 600
 _CELL = 160

@@ -14,9 +14,11 @@ from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
 from .rundata import RunData
 
-__all__ = ["TITLE", "sections", "estimate", "flatten"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "flatten"]
 
 TITLE = "Contamination run"
+UNRANKED = "a method with no leaderboard statistic yet (its report has its numbers)"
+"""Why a run of this module gets no leaderboard cell (said when it is left out)."""
 _MAX_COLUMNS = 24
 _TEXT_CHARS = 160
 

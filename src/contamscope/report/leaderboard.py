@@ -24,7 +24,15 @@ from .methods import Estimate, method_module
 from .plots import OKABE_ITO, figure, to_svg
 from .rundata import load_run
 
-__all__ = ["LeaderboardEntry", "collect", "to_csv", "to_markdown", "to_html", "write_leaderboard"]
+__all__ = [
+    "LeaderboardEntry",
+    "LeftOut",
+    "collect",
+    "to_csv",
+    "to_markdown",
+    "to_html",
+    "write_leaderboard",
+]
 
 FORMATS = ("html", "csv", "md")
 
@@ -47,17 +55,42 @@ class LeaderboardEntry:
     """The report module that made the cell (for method-specific leaderboard figures)."""
 
 
-def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
-    """Read each run folder's summary; a folder that is not a finished run is an error."""
+@dataclass(frozen=True)
+class LeftOut:
+    """A finished run folder that has no cell, and why (said on the terminal and the page)."""
+
+    run_dir: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.run_dir}: {self.reason}"
+
+
+def collect(
+    run_dirs: Sequence[Path | str], left_out: list[LeftOut] | None = None
+) -> list[LeaderboardEntry]:
+    """Read each run folder's summary; a folder that is not a finished run is an error.
+
+    A finished run without the statistic its method ranks (a BenBench run without references,
+    a method with no leaderboard statistic) and a folder given twice get no cell; they are
+    appended to ``left_out`` with the reason."""
     if not run_dirs:
         raise ConfigError("give at least one RUN_DIR")
+    left = left_out if left_out is not None else []
     entries: list[LeaderboardEntry] = []
     seen: set[tuple[str, str, str]] = set()
+    given: set[Path] = set()
     for d in run_dirs:
         run = load_run(d)
+        if run.path.resolve() in given:
+            left.append(LeftOut(run.path, "given twice (one cell)"))
+            continue
+        given.add(run.path.resolve())
         mod = method_module(run)
         est = mod.estimate(run)
         if est is None:
+            why = getattr(mod, "UNRANKED", "no statistic to rank")
+            left.append(LeftOut(run.path, f"{mod.TITLE} run, {why}"))
             continue
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
@@ -69,7 +102,12 @@ def collect(run_dirs: Sequence[Path | str]) -> list[LeaderboardEntry]:
         seen.add(key)
         entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path, mod.__name__))
     if not entries:
-        raise ConfigError("none of the run folders has statistics to rank")
+        raise ConfigError(
+            "none of the run folders has statistics to rank ("
+            + "; ".join(str(x) for x in left[:3])
+            + (f"; ... {len(left) - 3} more" if len(left) > 3 else "")
+            + ")"
+        )
     return entries
 
 
@@ -168,7 +206,7 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
     return buf.getvalue()
 
 
-def to_markdown(entries: Sequence[LeaderboardEntry]) -> str:
+def to_markdown(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()) -> str:
     """A pivot table for a README: rows are models, columns benchmarks."""
     entries = _shortened(entries)
     models, cols = _axes(entries)
@@ -190,6 +228,7 @@ def to_markdown(entries: Sequence[LeaderboardEntry]) -> str:
         lines.append(f"| {md(m)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"- {x}" for x in _legends(entries, html=False))
+    lines.extend(f"- left out: {md(str(x))}" for x in left_out)
     return "\n".join(lines) + "\n"
 
 
@@ -260,7 +299,7 @@ def _method_figures(entries: Sequence[LeaderboardEntry]) -> list[str]:
     return out
 
 
-def to_html(entries: Sequence[LeaderboardEntry]) -> str:
+def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()) -> str:
     """A sortable pivot table, one bar chart per method, and the long table with p-values."""
     entries = _shortened(entries)
     models, cols = _axes(entries)
@@ -303,6 +342,7 @@ def to_html(entries: Sequence[LeaderboardEntry]) -> str:
     methods = list(dict.fromkeys(e.method for e in entries))
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
     legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
+    legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
         Section(
             "board",
@@ -333,10 +373,14 @@ def _count(n: int, noun: str) -> str:
 
 
 def write_leaderboard(
-    run_dirs: Sequence[Path | str], out: Path | None = None, fmt: str | None = None
+    run_dirs: Sequence[Path | str],
+    out: Path | None = None,
+    fmt: str | None = None,
+    left_out: list[LeftOut] | None = None,
 ) -> tuple[str, Path | None]:
     """Render the leaderboard as html/csv/md (from ``fmt`` or ``out``'s suffix); write it to
-    ``out`` when given. Returns (text, path)."""
+    ``out`` when given. Returns (text, path); runs without a cell are appended to ``left_out``
+    (and named on the html and md pages)."""
     if fmt is None:
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
@@ -344,8 +388,13 @@ def write_leaderboard(
         raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if out is not None:
         check_output_file(out)
-    entries = collect(run_dirs)
-    text = {"html": to_html, "csv": to_csv, "md": to_markdown}[fmt](entries)
+    left = left_out if left_out is not None else []
+    entries = collect(run_dirs, left)
+    text = (
+        to_csv(entries)
+        if fmt == "csv"
+        else {"html": to_html, "md": to_markdown}[fmt](entries, left)
+    )
     if out is not None:
         write_text_atomic(out, text)
     return text, out

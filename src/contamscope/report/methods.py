@@ -5,7 +5,8 @@ A method plugs in by adding one module with:
 * ``TITLE``: a short name for headings (``"Option-permutation test"``);
 * ``sections(run, options) -> list[Section]``: its part of the HTML report;
 * ``estimate(run) -> Estimate | None``: its leaderboard cell (its leakage estimate with a CI,
-  and a legend saying how to read it);
+  and a legend saying how to read it), and ``UNRANKED``: why a run may have none (said when
+  the leaderboard leaves it out);
 * optionally ``leaderboard_figures(runs, labels) -> list[str]``: figures over all its runs in a
   leaderboard (CAP: the PCR heatmap);
 

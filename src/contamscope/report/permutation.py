@@ -21,9 +21,11 @@ from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
 from .validation import validation_section
 
-__all__ = ["TITLE", "sections", "estimate"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate"]
 
 TITLE = "Option-permutation test"
+UNRANKED = "no item analysed, so no Algorithm-1 rate"
+"""Why a run gets no leaderboard cell (said when it is left out)."""
 _QUESTION_CHARS = 600  # the cell shows one line; hovering and the search see this much
 
 
