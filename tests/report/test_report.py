@@ -252,3 +252,12 @@ def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> N
     assert "left out: " + str(empty) in html and "1 model × 1 benchmark from 1 run" in html
     with pytest.raises(ConfigError, match=r"none of the run folders.*empty: Option-permutation"):
         collect([empty])
+
+
+def test_summary_of_a_newer_schema_version_is_refused(make_run) -> None:
+    run = make_run("new", n_items=8)
+    s = json.loads((run / "summary.json").read_text())
+    s["schema"] = "contamscope.permutation.summary/2"
+    (run / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ConfigError, match=r"schema 'contamscope.permutation.summary/2', newer"):
+        build_report(run)

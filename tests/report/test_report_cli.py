@@ -87,3 +87,21 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
         assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, res.stderr)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     assert list((tmp_path / "folder").iterdir()) == []
+
+
+def test_report_labels_of_other_items_and_a_run_without_items(make_run, tmp_path: Path) -> None:
+    run = make_run("r", n_items=8)  # item ids excl-0, excl-1, subj{i % 7}-{i} for i >= 2
+    some = tmp_path / "some.txt"
+    some.write_text("subj3-3\nsubj2-2\nnot-an-item\n", encoding="utf-8")
+    res = run_cli("report", str(run), "--labels", str(some), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 of its 3 item ids is not an item of" in res.stderr and "'not-an-item'" in res.stderr
+    other = tmp_path / "other.txt"
+    other.write_text("q1\nq2\n", encoding="utf-8")
+    res = run_cli("report", str(run), "--labels", str(other), cwd=tmp_path)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1
+    assert "none of its 2 item ids is an item of" in lines[0] and "(first: 'q1')" in lines[0]
+    (run / "items.jsonl").unlink()
+    res = run_cli("report", str(run), cwd=tmp_path)
+    assert res.returncode == 0 and "items.jsonl is missing: the report has" in res.stderr

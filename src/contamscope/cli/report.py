@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import typer
 
+from ..errors import ConfigError
 from .common import console, err_console, styled, user_errors
 
 REPORT_EPILOG = """
@@ -58,14 +60,42 @@ def report_command(
 
 @user_errors
 def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page_size: int) -> None:
-    from ..report import ReportOptions, build_report
+    from ..report import ReportOptions, build_report, load_run
     from ..report.validation import read_labels
 
     label_map = read_labels(labels) if labels is not None else None
+    run = load_run(run_dir)
+    if label_map is not None:
+        _check_labels(label_map, {str(r.get("id")) for r in run.iter_records()}, labels, run_dir)
     path = build_report(
         run_dir, out, ReportOptions(top_cases=top, page_size=page_size, labels=label_map)
     )
+    if not run.items_path.exists():
+        _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
     console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run: Path) -> None:
+    """--labels lists leaked item ids: none of them in the run is a user error (the labels of
+    another benchmark or selection); some of them missing is said, as they cannot count."""
+    listed = set(leaked)
+    unknown, n = sorted(listed - ids), len(listed)
+    if unknown and len(unknown) == n:
+        raise ConfigError(
+            f"--labels {labels}: none of its {n} item ids is an item of {run} "
+            f"(first: {unknown[0]!r}); labels must name the run's item ids"
+        )
+    if unknown:
+        _warn(
+            f"--labels {labels}: {len(unknown)} of its {n} item ids "
+            + ("is not an item" if len(unknown) == 1 else "are not items")
+            + f" of {run} "
+            f"(first: {unknown[0]!r}); they are not counted"
+        )
+
+
+def _warn(text: str) -> None:
+    err_console.print(styled("yellow", "warning:", f" {text}"), highlight=False, soft_wrap=True)
 
 
 def leaderboard_command(

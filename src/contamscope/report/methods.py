@@ -21,6 +21,7 @@ import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from .. import __version__
 from ..errors import ConfigError
 from .rundata import RunData
 
@@ -33,6 +34,9 @@ METHOD_MODULES: dict[str, str] = {
     "contamscope.membership.summary": "contamscope.report.generic",
 }
 """Summary schema (without its ``/version``) -> report module."""
+
+SUMMARY_VERSION = 1
+"""The newest summary.json schema version (the ``/N`` of ``schema``) this version reads."""
 
 GENERIC_MODULE = "contamscope.report.generic"
 """Fallback for contamscope runs whose method has no module here yet: their statistics and
@@ -95,7 +99,12 @@ class Estimate:
 
 def method_module(run: RunData) -> ModuleType:
     """The report module for ``run``; a clear error for a run of an unknown kind."""
-    schema = run.schema.split("/")[0]
+    schema, _, version = run.schema.partition("/")
+    if version and (not version.isdigit() or int(version) > SUMMARY_VERSION):
+        raise ConfigError(
+            f"{run.path}: summary.json has schema {run.schema!r}, newer than this contamscope "
+            f"{__version__} reads (version {SUMMARY_VERSION}); upgrade contamscope to report it"
+        )
     name = METHOD_MODULES.get(schema) or _BY_METHOD.get(run.method)
     if name is None and schema.startswith("contamscope.") and schema.endswith(".summary"):
         name = GENERIC_MODULE  # a contamscope method without its own section module yet
