@@ -133,6 +133,11 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--out", "toy_test.csv"], "--out toy_test.csv: is a file, not a folder"),
         (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
         (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),
+        # usage errors found while parsing the command line: one line too, naming the help
+        (["--seed", "-1"], "Invalid value for '--seed'"),
+        (["--batch-items", "x"], "Invalid value for '--batch-items'"),
+        (["--no-such-flag"], "No such option: --no-such-flag"),
+        (["--seed", "-1"], "contamscope permutation --help')"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(

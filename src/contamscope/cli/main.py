@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from .. import __version__
 from . import benbench, cache, card, membership, permutation, report, validate
 from . import cap as cap_cli
 from . import sweep as sweep_cli
+from .common import EXIT_USER_ERROR, err_console, styled
 
 app = typer.Typer(
     name="contamscope",
@@ -56,4 +59,22 @@ def _root(
 
 
 def main() -> None:
-    app()
+    """The console script: usage errors (an unknown option, a value out of range) are one line
+    naming the option and the help command, exit 2, like every other user error."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # typer's own click errors (it vendors click)
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())  # a command that needs arguments got none: its help
+            sys.exit(EXIT_USER_ERROR)
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err_console.print(
+            styled("bold red", "error:", f" {message}{where}"), highlight=False, soft_wrap=True
+        )
+        sys.exit(getattr(exc, "exit_code", EXIT_USER_ERROR))
+    except typer.Abort:  # Ctrl-C or end of input at a prompt
+        err_console.print("aborted", highlight=False)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
