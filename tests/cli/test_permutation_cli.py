@@ -130,6 +130,7 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["-M", "max_batch_tokens=0"], "-M max_batch_tokens=0: must be at least 64"),
         (["-M", "max_tree_nodes=x"], "-M max_tree_nodes=x: expected an integer"),
         (["-M", "trust_remote_code=maybe"], "-M trust_remote_code=maybe"),
+        (["-M", "revision=v2"], "-M revision=v2: a revision picks a version of a hub model"),
         (["--out", "toy_test.csv"], "--out toy_test.csv: is a file, not a folder"),
         (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
         (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),

@@ -271,6 +271,11 @@ class HFBackend(Backend):
                 raise ConfigError(f"-M {key}={opts[key]}: expected {' or '.join(allowed)}")
         if opts.get("plan_workers", "0") not in ("0", "1"):
             raise ConfigError("-M plan_workers: expected 0 or 1")
+        if "revision" in opts and not identity.startswith("hub:"):
+            raise ConfigError(
+                f"-M revision={opts['revision']}: a revision picks a version of a hub model "
+                f"(hf:ORG/NAME); {spec} is read from local files"
+            )
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         kwargs: dict[str, Any] = {
