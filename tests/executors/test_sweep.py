@@ -79,12 +79,21 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     assert (out / "leaderboard.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     mtimes = {r: (r / "summary.json").stat().st_mtime_ns for r in runs}
 
-    # re-run with one more benchmark that does not exist: 4 skipped, 2 failed, exit 2
-    again = _sweep(two_models, [*benches, tmp_path / "missing_test.csv"], out)
+    # a benchmark that does not exist is refused before any model loads
+    missing = _sweep(two_models, [*benches, tmp_path / "missing_test.csv"], out)
+    assert missing.returncode == 2 and "to run" not in missing.stdout
+    assert (
+        missing.stderr.strip() == f"error: {tmp_path / 'missing_test.csv'}: no such file or folder"
+    )
+
+    # re-run with one more benchmark that has no usable row: 4 skipped, 2 failed, exit 2
+    broken = tmp_path / "broken_test.csv"
+    broken.write_text("only a question,\n", encoding="utf-8")
+    again = _sweep(two_models, [*benches, broken], out)
     assert again.returncode == 2, again.stderr
     assert "4 finished earlier, 2 to run" in again.stdout
     assert again.stdout.count("finished earlier (skipped)") == 4
-    assert "missing_test.csv" in again.stderr and "Traceback" not in again.stderr
+    assert "broken_test.csv" in again.stderr and "Traceback" not in again.stderr
     assert {r: (r / "summary.json").stat().st_mtime_ns for r in runs} == mtimes
     assert (out / "leaderboard.md").exists()
 

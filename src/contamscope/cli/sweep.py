@@ -169,10 +169,13 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
 
 @user_errors
 def run(**kw: Any) -> None:
+    from ..data.loaders import check_benchmark_spec
     from .permutation import scan
 
     models = _split(kw["models"], "--models")
     benchmarks = _split(kw["benchmarks"], "--benchmarks")
+    for b in benchmarks:  # a typo in the last benchmark is found before hours of scoring
+        check_benchmark_spec(b, split=kw["split"], format=kw["fmt"])
     out: Path = kw["out"]
     jobs = plan_jobs(models, benchmarks, out)
     shared = {k: kw[k] for k in SHARED}

@@ -20,7 +20,7 @@ from contamscope.data.items import LoadResult
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
 
-__all__ = ["load_benchmark", "bundled_mmlu_path", "BUNDLED_SPEC"]
+__all__ = ["load_benchmark", "check_benchmark_spec", "bundled_mmlu_path", "BUNDLED_SPEC"]
 
 BUNDLED_SPEC = "mmlu"
 """The spec that loads the bundled MMLU test set."""
@@ -106,6 +106,14 @@ def load_benchmark(
             files, format=format, field_map=field_map, strict=strict, source=source
         )
     return _filter_subjects(result, subjects)
+
+
+def check_benchmark_spec(spec: str, *, split: str | None = None, format: str | None = None) -> None:
+    """Fail now, with the error :func:`load_benchmark` would give, when ``spec`` names no file or
+    folder (or no ``split`` of one); reads no rows (``mmlu`` and ``hf:`` specs are not checked).
+    For commands that load a model before each benchmark (``sweep``)."""
+    if spec != BUNDLED_SPEC and not spec.startswith("hf:"):
+        _resolve_path(spec, split=split, format=format)
 
 
 # ---------------------------------------------------------------- files and folders
