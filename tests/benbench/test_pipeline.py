@@ -177,7 +177,7 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     r = run_cli("benbench", *model, "--benchmark", str(bench), "--n", "0", cwd=tmp_path)
     assert r.returncode == 2 and "--n must be between" in r.stderr
     r = run_cli("card", "--run", "nowhere", cwd=tmp_path)
-    assert r.returncode == 2 and "no summary.json" in r.stderr
+    assert r.returncode == 2 and "nowhere: no such run folder or summary.json" in r.stderr
 
 
 def test_cli_reference_rows_skipped_partly_paired_and_unpaired(

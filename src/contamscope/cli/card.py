@@ -54,8 +54,9 @@ def _read(run: Path) -> dict[str, Any]:
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        what = f"{run}: no summary.json" if run.is_dir() else f"{path}: no such file"
-        raise DataError(f"{what} (finish the run first)") from None
+        if run.is_dir():
+            raise DataError(f"{run}: no summary.json (finish the run first)") from None
+        raise DataError(f"{run}: no such run folder or summary.json") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     if summary.get("method") != "benbench":
