@@ -100,7 +100,8 @@ class Estimate:
 def method_module(run: RunData) -> ModuleType:
     """The report module for ``run``; a clear error for a run of an unknown kind."""
     schema, _, version = run.schema.partition("/")
-    if version and (not version.isdigit() or int(version) > SUMMARY_VERSION):
+    newer = version and (not version.isdigit() or int(version) > SUMMARY_VERSION)
+    if newer and schema.startswith("contamscope."):
         raise ConfigError(
             f"{run.path}: summary.json has schema {run.schema!r}, newer than this contamscope "
             f"{__version__} reads (version {SUMMARY_VERSION}); upgrade contamscope to report it"
