@@ -177,3 +177,16 @@ def test_compare_splits_alpha_zero_undefined_ratio_warns_nothing() -> None:
         comp = compare_splits("train", "test", zero_c, some_c, a, b, alpha=0, n_boot=200)
     assert comp.pcr_diff == pytest.approx(1 - math.tanh(1.0))  # tanh(inf) = 1 for C = 0
     assert comp.ci_low <= 0 <= comp.ci_high and comp.verdict == "no evidence"
+
+
+def test_compare_splits_says_how_many_resamples_were_undefined() -> None:
+    # alpha 0: a resample without the one consistent item has M = C = 0, PCR 0/0 undefined;
+    # about (2/3)^3 = 30% of them. The CI rests on the others, and the result says so.
+    ref = ([0.0, 0.0, 1.0], [0.0, 0.0, 1.0])
+    other = ([1.0, 0.0, 1.0], [1.0, 1.0, 0.0])
+    a, b = split_score(*ref, alpha=0), split_score(*other, alpha=0)
+    comp = compare_splits("train", "test", ref, other, a, b, alpha=0, n_boot=1000)
+    assert 550 < comp.n_boot < 850
+    assert f"({1000 - comp.n_boot} of 1000 resamples had an undefined PCR" in comp.reasoning
+    full = compare_splits("train", "test", other, other, b, b, alpha=0, n_boot=1000)
+    assert full.n_boot == 1000 and "undefined" not in full.reasoning

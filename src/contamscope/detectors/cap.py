@@ -247,7 +247,9 @@ class Comparison:
     p_value: float
     """Two-sided bootstrap p-value for H0: PCR_reference = PCR_other (equal exposure)."""
     n_boot: int
-    """Bootstrap resamples (items resampled with replacement within each split)."""
+    """Bootstrap resamples the CI and p-value rest on (items resampled with replacement within
+    each split); fewer than asked when some resamples have an undefined PCR (``alpha`` 0 and a
+    resample with zero consistency), which ``reasoning`` then says."""
     decline_diff: float | None
     """Baseline: Delta_reference - Delta_other."""
     relative_decline_diff: float | None
@@ -327,6 +329,7 @@ def compare_splits(
     """
     diff = ref_score.pcr - other_score.pcr
     low = high = p = math.nan
+    used = 0
     if ref_score.n and other_score.n:
         rng = np.random.default_rng(seed)
         a = _boot_pcr(
@@ -347,11 +350,14 @@ def compare_splits(
         )
         d = a - b
         d = d[np.isfinite(d)]
+        used = len(d)
         if len(d):
             low, high = (float(x) for x in np.percentile(d, [2.5, 97.5]))
             tail = min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))
             p = min(1.0, max(2 * tail, 1.0 / len(d)))
     label, why = verdict(reference, other, diff, low, high, min_diff)
+    if 0 < used < n_boot:
+        why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
     dd = (
         ref_score.decline - other_score.decline
         if ref_score.decline is not None and other_score.decline is not None
@@ -362,4 +368,4 @@ def compare_splits(
         if ref_score.relative_decline is not None and other_score.relative_decline is not None
         else None
     )
-    return Comparison(reference, other, diff, low, high, p, n_boot, dd, rd, label, why)
+    return Comparison(reference, other, diff, low, high, p, used or n_boot, dd, rd, label, why)
