@@ -26,6 +26,16 @@ def test_spec_errors_need_no_vllm() -> None:
         load_backend("vllm:some/model", options={"bogus": "1"})
     with pytest.raises(ConfigError, match="--device cpu: vllm: models run on CUDA"):
         load_backend("vllm:some/model", device="cpu")
+    for key, value, needle in [
+        ("tensor_parallel_size", "two", "expected an integer"),
+        ("tensor_parallel_size", "0", "must be at least 1"),
+        ("max_model_len", "4k", "expected an integer"),
+        ("gpu_memory_utilization", "90", "expected a fraction"),
+        ("gpu_memory_utilization", "x", "expected a fraction"),
+        ("enforce_eager", "yes", "expected true or false"),
+    ]:
+        with pytest.raises(ConfigError, match=f"-M {key}=.*{needle}"):
+            load_backend("vllm:some/model", options={key: value})
 
 
 @pytest.mark.skipif(vllm_available() is None, reason="vLLM is installed and a GPU is present")

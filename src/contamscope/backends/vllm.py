@@ -48,6 +48,27 @@ _KNOWN = {
 }
 
 
+def _check_options(opts: dict[str, str]) -> None:
+    """The -M values have the type vLLM wants, each error naming its option."""
+    from .hf import _int_option
+
+    _int_option(opts, "tensor_parallel_size", 1)
+    _int_option(opts, "max_model_len", 16)
+    if "gpu_memory_utilization" in opts:
+        try:
+            share = float(opts["gpu_memory_utilization"])
+        except ValueError:
+            share = -1.0
+        if not 0 < share <= 1:
+            raise ConfigError(
+                f"-M gpu_memory_utilization={opts['gpu_memory_utilization']}: expected a "
+                "fraction of the GPU's memory in (0, 1]"
+            )
+    for key in ("enforce_eager", "trust_remote_code"):
+        if key in opts and opts[key].lower() not in ("true", "false"):
+            raise ConfigError(f"-M {key}={opts[key]}: expected true or false")
+
+
 def vllm_available() -> str | None:
     """None when vLLM can run here, else the reason it cannot (missing package or no GPU)."""
     try:
@@ -92,6 +113,7 @@ class VLLMBackend(Backend):
             )
         if device not in ("auto", "cuda"):
             raise ConfigError(f"--device {device}: vllm: models run on CUDA (use auto or cuda)")
+        _check_options(opts)  # before the (slow) engine start, which would fail far from here
         reason = vllm_available()
         if reason is not None:
             raise ConfigError(f"vllm:{rest}: {reason}")
