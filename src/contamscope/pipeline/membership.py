@@ -43,6 +43,7 @@ from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
 from .permutation import _git_commit, _package_versions
 
 __all__ = [
+    "unseen_references",
     "MembershipConfig",
     "MembershipOutcome",
     "item_request",
@@ -132,6 +133,32 @@ class MembershipOutcome:
     run_dir: Path
     scored_now: int = 0
     resumed: int = 0
+
+
+def _content_key(item: MCQItem) -> tuple[str, ...]:
+    def norm(text: str) -> str:
+        return " ".join(text.split()).casefold()
+
+    return (norm(item.question), *sorted(norm(o) for o in item.options))
+
+
+def unseen_references(
+    benchmark: Sequence[MCQItem], references: Sequence[MCQItem]
+) -> tuple[list[MCQItem], list[MCQItem]]:
+    """The reference items that are not benchmark items, and those that are (the same question
+    and set of options, whitespace and case aside, in any order).
+
+    The test calibrates on the references as items the model never saw; a benchmark item among
+    them is one it may have seen, which would hide the very leakage being tested for.
+
+    >>> a = MCQItem("a", "2+2?", ("3", "4"))
+    >>> unseen_references([a], [MCQItem("r", " 2+2? ", ("4", "3")), MCQItem("s", "3+3?", ("6", "5"))])[1][0].id
+    'r'
+    """
+    seen = {_content_key(it) for it in benchmark}
+    kept = [it for it in references if _content_key(it) not in seen]
+    dropped = [it for it in references if _content_key(it) in seen]
+    return kept, dropped
 
 
 def item_request(item: MCQItem, template: PromptTemplate) -> ScoreRequest:
