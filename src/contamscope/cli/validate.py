@@ -19,7 +19,7 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..paths import check_output_folder
-from .common import console, err_console, styled, user_errors
+from .common import console, err_console, list_skipped, styled, user_errors
 
 EPILOG = """
 Examples:
@@ -169,10 +169,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
 
     subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
-    if loaded.problems:
-        err_console.print(
-            styled("yellow", f"{len(loaded.problems)} input rows skipped", " while loading")
-        )
+    list_skipped(loaded.problems)
     method = PermutationValidation(
         loaded,
         scenario=kw["scenario"],
@@ -198,10 +195,7 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
     from .permutation import _slug
 
     loaded = load_qa(kw["benchmark"], format=kw["fmt"], split="test")
-    if loaded.problems:
-        err_console.print(
-            styled("yellow", f"{len(loaded.problems)} input rows skipped", " while loading")
-        )
+    list_skipped(loaded.problems)
     method = BenBenchValidation(
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )
@@ -220,10 +214,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
     data = load_cap(
         kw["benchmark"], names, task=kw["task"], subset=kw["subset"], mcq_format=kw["fmt"]
     )
-    if data.problems:
-        err_console.print(
-            styled("yellow", f"{len(data.problems)} input rows skipped", " while loading")
-        )
+    list_skipped(data.problems)
     trained = kw["train_split"] or names[1]
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
