@@ -122,3 +122,41 @@ def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: P
     (tmp_path / "f").write_text("x", encoding="utf-8")
     res = run_cli("cache", "info", "--cache-dir", "f", cwd=tmp_path)
     assert res.returncode == 2 and "--cache-dir f: is a file, not a folder" in res.stderr
+
+
+class OtherBackend(CountingBackend):
+    spec = "hf:./other"
+
+    def fingerprint(self) -> str:
+        return "local:other:abc|bfloat16|tok=1|bos=0|engine=3"
+
+
+def test_cache_names_model_setups_and_clears_one(tmp_path: Path) -> None:
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    cache = ScoreCache(path)
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", c) for c in "ab"])
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", c) for c in "abc"])
+    # an entry written before set-ups were recorded: named from its fingerprint
+    cache.put_many("bundled:old|float32|tok=2", [("k-legacy", ScoreResult(-1.0, 1))])
+    by_model = {(m.spec, m.fingerprint.split("|")[0]): m.entries for m in cache.models()}
+    assert by_model == {("counting", "counting-v1"): 2, ("hf:./other", "local:other:abc"): 3,
+                        (None, "bundled:old"): 1}  # fmt: skip
+    res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = [" ".join(ln.split()) for ln in res.stdout.splitlines()]
+    assert any(r.startswith("│ hf:./other │ bfloat16|tok=1|bos=0|engine=3 │ 3 │ 20") for r in rows)
+    assert any(r.startswith("│ bundled:old │ float32|tok=2 │ 1 │ - │") for r in rows)
+    res = run_cli("cache", "clear", "--cache-dir", "c", "--model", "hf:./gone", cwd=tmp_path)
+    assert res.returncode == 2 and "--model hf:./gone: no such model set-up" in res.stderr
+    assert "(models: bundled:old, counting, hf:./other)" in res.stderr
+    res = run_cli("cache", "clear", "--cache-dir", "c", "--model", "hf:./other", "-y", cwd=tmp_path)
+    assert res.returncode == 0 and "deleted 3 scores of hf:./other" in res.stdout
+    res = run_cli(
+        "cache", "clear", "--cache-dir", "c", "--model", "bundled:old", "-y", cwd=tmp_path
+    )
+    assert res.returncode == 0 and "deleted 1 score of bundled:old" in res.stdout
+    left = ScoreCache(path)
+    assert [(m.spec, m.entries) for m in left.models()] == [("counting", 2)]
+    assert left.info().entries == 2

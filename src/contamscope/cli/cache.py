@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..paths import check_output_folder, default_score_db
 from ..store import ScoreCache
 from .common import console, err_console, user_errors
@@ -40,11 +41,21 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     if not path.exists():
         console.print(f"{path}: empty (no cache yet)")
         return
-    c = ScoreCache(path).info()
+    cache = ScoreCache(path)
+    c = cache.info()
     console.print(
         f"path: {c.path}\nscores: {c.entries:,}\nmodel set-ups: {c.models}\n"
         f"size: {c.size_bytes / 1e6:.1f} MB"
     )
+    setups = cache.models()
+    if setups:
+        t = Table(title="model set-ups (`contamscope cache clear --model MODEL` deletes one)")
+        for col in ("model", "set-up (fingerprint)", "entries", "last used"):
+            t.add_column(col, justify="right" if col == "entries" else "left", overflow="fold")
+        for m in setups:
+            identity, _, rest = m.fingerprint.partition("|")
+            t.add_row(m.spec or identity, rest, f"{m.entries:,}", m.last_used or "-")
+        console.print(t)
 
 
 @app.command("clear")
@@ -52,14 +63,24 @@ def info(cache_dir: Path | None = CacheDir) -> None:
 def clear(
     cache_dir: Path | None = CacheDir,
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Delete only this model's scores: its spec as given to the run, or the model "
+        "column of `cache info`.",
+    ),
 ) -> None:
-    """Delete every cached score (run folders are not touched).
+    """Delete every cached score, or one model's (run folders are not touched).
 
-    Example: contamscope cache clear --yes
+    Examples: contamscope cache clear --yes; contamscope cache clear --model hf:./old-model
     """
     path = cache_path(cache_dir)
     if not path.exists():
         console.print(f"{path}: nothing to clear")
+        return
+    if model is not None:
+        _clear_model(path, model, yes)
         return
     if not yes and not typer.confirm(f"delete all cached scores in {path}?"):
         err_console.print("nothing deleted")
@@ -73,4 +94,24 @@ def clear(
             p.unlink(missing_ok=True)
         console.print(f"removed {path}, which was not a usable score cache ({exc})")
         return
-    console.print(f"deleted {n:,} scores from {path}")
+    console.print(f"deleted {_scores(n)} from {path}")
+
+
+def _clear_model(path: Path, model: str, yes: bool) -> None:
+    cache = ScoreCache(path)
+    setups = cache.models()
+    chosen = [m for m in setups if model in (m.spec, m.fingerprint.partition("|")[0])]
+    if not chosen:
+        known = ", ".join(sorted({m.spec or m.fingerprint.partition("|")[0] for m in setups}))
+        raise ConfigError(f"--model {model}: no such model set-up in {path} (models: {known})")
+    n_entries = sum(m.entries for m in chosen)
+    what = f"{_scores(n_entries)} of {model} (cached)"
+    if not yes and not typer.confirm(f"delete {what} from {path}?"):
+        err_console.print("nothing deleted")
+        raise typer.Exit(1)
+    n = cache.clear([m.fingerprint for m in chosen])
+    console.print(f"deleted {_scores(n)} of {model} from {path}")
+
+
+def _scores(n: int) -> str:
+    return f"{n:,} score" + ("" if n == 1 else "s")

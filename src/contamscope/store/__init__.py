@@ -1,11 +1,12 @@
 """Score cache and run records."""
 
-from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ScoreCache, score_key
+from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ModelSetup, ScoreCache, score_key
 from .run import RUN_SCHEMA_VERSION, RunDir
 
 __all__ = [
     "ScoreCache",
     "CacheInfo",
+    "ModelSetup",
     "CachedScorer",
     "score_key",
     "SCHEMA_VERSION",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -72,6 +73,20 @@ class CacheInfo:
     size_bytes: int
 
 
+@dataclass(frozen=True)
+class ModelSetup:
+    """One model set-up in the cache: everything that changes its numbers, hashed."""
+
+    fingerprint: str
+    spec: str | None
+    """The model spec as given (None for entries written before set-ups were recorded)."""
+    detail: dict[str, Any]
+    """The backend's description when it was last used (device, dtype, ...)."""
+    last_used: str | None
+    """UTC time a run last opened it."""
+    entries: int
+
+
 class ScoreCache:
     """SQLite store of computed scores. Safe to share between processes (WAL mode)."""
 
@@ -103,6 +118,12 @@ class ScoreCache:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, fingerprint TEXT, "
                 "kind TEXT NOT NULL, value TEXT NOT NULL)"
+            )
+            # names of the model set-ups (the entries carry only the fingerprint); added in the
+            # same schema version: a cache written before simply has no names for its set-ups
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS models (fingerprint TEXT PRIMARY KEY, spec TEXT, "
+                "detail TEXT, last_used TEXT)"
             )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable score cache ({exc})") from None
@@ -151,10 +172,49 @@ class ScoreCache:
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
         return CacheInfo(str(self.path), entries, models, size)
 
-    def clear(self) -> int:
+    def note_model(self, fingerprint: str, description: dict[str, Any]) -> None:
+        """Record which model set-up ``fingerprint`` is (for ``cache info`` / ``clear --model``)."""
+        spec = str(description.get("spec") or "") or None
+        detail = json.dumps(description, sort_keys=True, default=str)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with self._db:
-            n = self._db.execute("DELETE FROM scores").rowcount
-            n += self._db.execute("DELETE FROM blobs").rowcount
+            self._db.execute(
+                "INSERT OR REPLACE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, now)
+            )
+
+    def models(self) -> list[ModelSetup]:
+        """Every model set-up with entries or a record, most recently used first."""
+        counts = dict(
+            self._db.execute(
+                "SELECT fingerprint, COUNT(*) FROM (SELECT fingerprint FROM scores "
+                "UNION ALL SELECT fingerprint FROM blobs) GROUP BY fingerprint"
+            ).fetchall()
+        )
+        named = {
+            fp: (spec, detail, used)
+            for fp, spec, detail, used in self._db.execute("SELECT * FROM models")
+        }
+        out = []
+        for fp in set(counts) | set(named):
+            spec, detail, used = named.get(fp, (None, None, None))
+            out.append(
+                ModelSetup(fp, spec, json.loads(detail) if detail else {}, used, counts.get(fp, 0))
+            )
+        return sorted(out, key=lambda m: (m.last_used or "", m.entries), reverse=True)
+
+    def clear(self, fingerprints: Sequence[str] | None = None) -> int:
+        """Delete every entry, or those of the given model set-ups; returns how many."""
+        groups: list[tuple[str, ...]]
+        if fingerprints is None:
+            where, groups = "", [()]
+        else:
+            where, groups = " WHERE fingerprint = ?", [(fp,) for fp in fingerprints]
+        n = 0
+        with self._db:
+            for params in groups:
+                for table in ("scores", "blobs"):
+                    n += self._db.execute(f"DELETE FROM {table}{where}", params).rowcount
+                self._db.execute(f"DELETE FROM models{where}", params)
         self._db.execute("VACUUM")
         return int(n)
 
@@ -218,6 +278,8 @@ class CachedScorer:
         self.backend = backend
         self.cache = cache
         self.fingerprint = backend.fingerprint()
+        if cache is not None:
+            cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
         self.reused = 0
 
