@@ -14,6 +14,7 @@ from ..paths import check_output_folder
 from .common import (
     ItemProgress,
     console,
+    counted,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -275,10 +276,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
 
 
-def _rows(n: int) -> str:
-    return f"{n} row" + ("s" if n != 1 else "")
-
-
 def _slug(text: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).stem or text)
     return keep.strip("-.")[:40] or "run"
@@ -313,7 +310,11 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             ", ".join(
                 f"{r['name']} ({r['items_paired']} paired: {r['paraphrases_ok']} ok, "
                 f"{r['paraphrases_failed']} failed"
-                + (f"; {_rows(r['rows_skipped'])} skipped" if r.get("rows_skipped") else "")
+                + (
+                    f"; {counted(r['rows_skipped'], 'row')} skipped"
+                    if r.get("rows_skipped")
+                    else ""
+                )
                 + ")"
                 for r in b["references"]
             )

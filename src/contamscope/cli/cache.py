@@ -10,7 +10,7 @@ from rich.table import Table
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_folder, default_score_db
 from ..store import ScoreCache
-from .common import console, err_console, user_errors
+from .common import console, counted, err_console, user_errors
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -53,8 +53,8 @@ def info(cache_dir: Path | None = CacheDir) -> None:
         for col in ("model", "set-up (fingerprint)", "entries", "last used"):
             t.add_column(col, justify="right" if col == "entries" else "left", overflow="fold")
         for m in setups:
-            identity, _, rest = m.fingerprint.partition("|")
-            t.add_row(m.spec or identity, rest, f"{m.entries:,}", m.last_used or "-")
+            setup = m.fingerprint.partition("|")[2]
+            t.add_row(m.name, setup, f"{m.entries:,}", m.last_used or "-")
         console.print(t)
 
 
@@ -94,24 +94,20 @@ def clear(
             p.unlink(missing_ok=True)
         console.print(f"removed {path}, which was not a usable score cache ({exc})")
         return
-    console.print(f"deleted {_scores(n)} from {path}")
+    console.print(f"deleted {counted(n, 'score')} from {path}")
 
 
 def _clear_model(path: Path, model: str, yes: bool) -> None:
     cache = ScoreCache(path)
     setups = cache.models()
-    chosen = [m for m in setups if model in (m.spec, m.fingerprint.partition("|")[0])]
+    chosen = [m for m in setups if model in (m.spec, m.name)]
     if not chosen:
-        known = ", ".join(sorted({m.spec or m.fingerprint.partition("|")[0] for m in setups}))
+        known = ", ".join(sorted({m.name for m in setups}))
         raise ConfigError(f"--model {model}: no such model set-up in {path} (models: {known})")
     n_entries = sum(m.entries for m in chosen)
-    what = f"{_scores(n_entries)} of {model} (cached)"
+    what = f"{counted(n_entries, 'score')} of {model} (cached)"
     if not yes and not typer.confirm(f"delete {what} from {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     n = cache.clear([m.fingerprint for m in chosen])
-    console.print(f"deleted {_scores(n)} of {model} from {path}")
-
-
-def _scores(n: int) -> str:
-    return f"{n:,} score" + ("" if n == 1 else "s")
+    console.print(f"deleted {counted(n, 'score')} of {model} from {path}")

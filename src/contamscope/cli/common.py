@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USER_ERROR",
     "EXIT_ROWS_SKIPPED",
+    "counted",
     "list_skipped",
     "exit_if_skipped",
 ]
@@ -40,6 +41,11 @@ err_console = Console(stderr=True, markup=False)
 def styled(style: str, text: str, rest: str = "") -> Text:
     """``text`` in ``style`` followed by ``rest`` unstyled, neither read as markup."""
     return Text.assemble((text, style), rest)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 row``, ``2 rows``, ``1,024 scores``."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int = 10) -> None:

@@ -378,16 +378,19 @@ def load_cap(
     return _load_generic(path, splits, task, cf, col, digest)
 
 
+_READ_BY = {
+    "--format": "a folder of multiple-choice split subfolders",
+    "--subset": "a CAP folder of ori/mod files",
+    "--fields": "CAP ori/mod files and generic JSONL/CSV/JSON files",
+}
+"""The kind of CAP data that reads each of these options."""
+
+
 def _unused(spec: str, kind: str, *given: tuple[str, object]) -> None:
     """An option this kind of CAP data never reads is a user error, not silently dropped."""
     for name, value in given:
         if value is not None:
-            what = {
-                "--format": "a folder of multiple-choice split subfolders",
-                "--subset": "a CAP folder of ori/mod files",
-                "--fields": "CAP ori/mod files and generic JSONL/CSV/JSON files",
-            }[name]
-            raise ConfigError(f"{name} is read only for {what}; {spec} is {kind}")
+            raise ConfigError(f"{name} is read only for {_READ_BY[name]}; {spec} is {kind}")
 
 
 def _load_pairs(

@@ -156,8 +156,10 @@ def unseen_references(
     'r'
     """
     seen = {_content_key(it) for it in benchmark}
-    kept = [it for it in references if _content_key(it) not in seen]
-    dropped = [it for it in references if _content_key(it) in seen]
+    kept: list[MCQItem] = []
+    dropped: list[MCQItem] = []
+    for it in references:
+        (dropped if _content_key(it) in seen else kept).append(it)
     return kept, dropped
 
 

@@ -82,10 +82,11 @@ def collect(
     given: set[Path] = set()
     for d in run_dirs:
         run = load_run(d)
-        if run.path.resolve() in given:
+        where = run.path.resolve()
+        if where in given:
             left.append(LeftOut(run.path, "given twice (one cell)"))
             continue
-        given.add(run.path.resolve())
+        given.add(where)
         mod = method_module(run)
         est = mod.estimate(run)
         if est is None:

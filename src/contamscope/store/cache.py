@@ -86,6 +86,12 @@ class ModelSetup:
     """UTC time a run last opened it."""
     entries: int
 
+    @property
+    def name(self) -> str:
+        """The spec, or for a set-up written before specs were recorded, the model identity
+        that leads its fingerprint."""
+        return self.spec or self.fingerprint.partition("|")[0]
+
 
 class ScoreCache:
     """SQLite store of computed scores. Safe to share between processes (WAL mode)."""
