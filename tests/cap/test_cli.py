@@ -116,3 +116,46 @@ def test_smollm2_on_fineval(benchdata: Path, smollm2_backend: object, tmp_path: 
         "likely fine-tuned on dev",
         "likely contaminated by val",
     )
+
+
+def test_cap_cli_names_and_drops_items_shared_by_splits(
+    fineval_dir: Path, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    data = fineval_dir / "data"
+    for kind in ("ori", "mod"):  # val's first item becomes dev's first (spacing aside)
+        dev = json.loads((data / f"{kind}_dev.json").read_text(encoding="utf-8"))
+        val = json.loads((data / f"{kind}_val.json").read_text(encoding="utf-8"))
+        val[0] = dict(dev[0], input=dev[0]["input"].replace("dev ", "dev  "))
+        (data / f"{kind}_val.json").write_text(json.dumps(val, ensure_ascii=False), "utf-8")
+    common = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(fineval_dir)]
+    common += ["--splits", "dev,val", "--device", "cpu", "--no-plot", "--no-loglik"]
+    common += ["--n-boot", "100"]
+    kept = run_cli(*common, "--out", str(tmp_path / "kept"), cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert (
+        "overlap: 1 item of split dev also in split val (same text; first: dev/ori_dev-1): "
+        "kept; --drop-shared leaves them out"
+    ) in kept.stderr
+    summary = json.loads((tmp_path / "kept" / "summary.json").read_text())
+    sel = summary["benchmark"]["selection"]
+    assert sel["overlap"] == {
+        "dev": {"shared": 1, "shared_with": {"val": 1}, "duplicates": 0},
+        "val": {"shared": 1, "shared_with": {"dev": 1}, "duplicates": 0},
+    }
+    assert sel["n_items"] == {"dev": 3, "val": 3} and sel["drop_shared"] is False
+
+    dropped = run_cli(*common, "--drop-shared", "--out", str(tmp_path / "dropped"), cwd=tmp_path)
+    assert dropped.returncode == 0, dropped.stderr
+    assert "left out of both" in dropped.stderr
+    records = [
+        json.loads(x) for x in (tmp_path / "dropped" / "items.jsonl").read_text().splitlines()
+    ]
+    assert sorted(r["id"] for r in records) == [
+        "dev/ori_dev-2",
+        "dev/ori_dev-3",
+        "val/ori_val-2",
+        "val/ori_val-3",
+    ]
+    summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
+    assert summary["benchmark"]["selection"]["n_items"] == {"dev": 2, "val": 2}
+    assert [summary["counts"][s]["items"] for s in ("dev", "val")] == [2, 2]

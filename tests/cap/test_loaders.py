@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contamscope.data.cap import CapFields, load_cap, parse_fineval
+from contamscope.data.cap import CapFields, load_cap, parse_fineval, split_overlap
 from contamscope.data.items import MCQItem, QAItem
 from contamscope.errors import ConfigError, DataError
 
@@ -115,6 +115,10 @@ def test_real_cap_folders(benchdata: Path) -> None:
         mod = fe.splits["dev"].modified[it.id]  # type: ignore[index]
         assert sorted(o.strip() for o in mod.options) == sorted(o.strip() for o in it.options)
         assert mod.options[mod.answer].strip() == it.options[it.answer].strip()
+    # FinEval's dev and val share 8 questions, and each repeats some of its own
+    ov = split_overlap({s: fe.splits[s].items for s in ("dev", "val")})
+    assert ov.shared_with == {"dev": {"val": 8}, "val": {"dev": 8}}
+    assert ov.duplicates == {"dev": 2, "val": 12}
     fq = load_cap(str(cap / "finqa"), ["train", "test"], subset="samples")
     assert fq.task == "qa" and len(fq.splits["train"].items) == 100
     ec = load_cap(str(cap / "ectsum"), ["train", "test"])
@@ -133,3 +137,18 @@ def test_options_this_kind_of_data_never_reads_are_refused(
         load_cap(str(qa_file), ["train", "test"], fields=fields, subset="samples")
     with pytest.raises(ConfigError, match=r"--format .* is a CAP folder of ori/mod files"):
         load_cap(str(fineval_dir), ["dev", "val"], mcq_format="bogus")
+
+
+def test_split_overlap_matches_multiple_choice_items_in_any_option_order() -> None:
+    a = MCQItem("a", "Which is a fruit?", ("apple", "stone", "car", "sky"))
+    b = MCQItem("b", "which is  a fruit?", ("car", "Apple", "sky", "stone"))
+    c = MCQItem("c", "Which is a fruit?", ("apple", "stone", "car", "sea"))  # another option
+    ov = split_overlap({"train": [a], "test": [b, c]})
+    assert ov.shared == {"train": ["a"], "test": ["b"]}
+    assert ov.shared_with == {"train": {"test": 1}, "test": {"train": 1}}
+    assert ov.duplicates == {"train": 0, "test": 0}
+    none = split_overlap({"train": [a], "test": [c]})
+    assert none.shared == {"train": [], "test": []} and none.shared_with == {
+        "train": {},
+        "test": {},
+    }

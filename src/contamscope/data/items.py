@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["MCQItem", "QAItem", "RowProblem", "LoadResult", "option_labels"]
+__all__ = ["MCQItem", "QAItem", "RowProblem", "LoadResult", "content_key", "option_labels"]
 
 _LABELS = "ABCDEFGHIJ"
 
@@ -74,6 +74,25 @@ class QAItem:
 
 
 ItemT = TypeVar("ItemT", MCQItem, QAItem)
+
+
+def content_key(item: MCQItem | QAItem) -> tuple[str, ...]:
+    """What makes two items the same item whatever their ids and files: the question text and,
+    for a multiple-choice item, its set of options (whitespace and case aside, options in any
+    order).
+
+    >>> content_key(MCQItem("a", " 2+2? ", ("4", "3"))) == content_key(MCQItem("b", "2+2?", ("3", "4")))
+    True
+    >>> content_key(QAItem("q", "What is  GDP?"))
+    ('what is gdp?',)
+    """
+
+    def norm(text: str) -> str:
+        return " ".join(text.split()).casefold()
+
+    if isinstance(item, MCQItem):
+        return (norm(item.question), *sorted(norm(o) for o in item.options))
+    return (norm(item.question),)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import __version__
 from ..backends.base import ScoreRequest
-from ..data.items import LoadResult, MCQItem
+from ..data.items import LoadResult, MCQItem, content_key
 from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedTest
 from ..detectors.membership import (
     DATASET_NULL,
@@ -135,13 +135,6 @@ class MembershipOutcome:
     resumed: int = 0
 
 
-def _content_key(item: MCQItem) -> tuple[str, ...]:
-    def norm(text: str) -> str:
-        return " ".join(text.split()).casefold()
-
-    return (norm(item.question), *sorted(norm(o) for o in item.options))
-
-
 def unseen_references(
     benchmark: Sequence[MCQItem], references: Sequence[MCQItem]
 ) -> tuple[list[MCQItem], list[MCQItem]]:
@@ -155,11 +148,11 @@ def unseen_references(
     >>> unseen_references([a], [MCQItem("r", " 2+2? ", ("4", "3")), MCQItem("s", "3+3?", ("6", "5"))])[1][0].id
     'r'
     """
-    seen = {_content_key(it) for it in benchmark}
+    seen = {content_key(it) for it in benchmark}
     kept: list[MCQItem] = []
     dropped: list[MCQItem] = []
     for it in references:
-        (dropped if _content_key(it) in seen else kept).append(it)
+        (dropped if content_key(it) in seen else kept).append(it)
     return kept, dropped
 
 

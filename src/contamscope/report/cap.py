@@ -275,7 +275,36 @@ def _verdict_section(
         f"values, else a percentile bootstrap ({_N_BOOT} resamples, seed 0), computed by the "
         "report from the stored per-item values. The first split is the reference.</p>"
     )
-    return Section("verdict", "Verdict and statistics", head + comp + per_split)
+    return Section("verdict", "Verdict and statistics", head + comp + per_split + _overlap_note(s))
+
+
+def _overlap_note(summary: dict[str, Any]) -> str:
+    """Items whose text is in more than one split, and repeats within a split, if any."""
+    sel = (summary.get("benchmark") or {}).get("selection") or {}
+    overlap = sel.get("overlap") or {}
+    parts = []
+    for split, o in overlap.items():
+        with_ = ", ".join(
+            f"{n} in {esc(other)}" for other, n in (o.get("shared_with") or {}).items()
+        )
+        if with_:
+            parts.append(
+                f"{esc(split)}: {o.get('shared', 0)} items also in another split ({with_})"
+            )
+        if o.get("duplicates"):
+            parts.append(f"{esc(split)}: {o['duplicates']} items repeat an earlier item's text")
+    if not parts:
+        return ""
+    what = (
+        "left out of every split (--drop-shared)"
+        if sel.get("drop_shared")
+        else "kept: an item in two splits is on both sides of the comparison, which pulls the "
+        "difference towards 0; --drop-shared leaves them out"
+    )
+    return (
+        f"<p class='note'><b>Overlap between splits</b> (same text, whitespace and case aside): "
+        f"{'; '.join(parts)}. Shared items are {what}.</p>"
+    )
 
 
 def _unmapped(cnt: dict[str, Any]) -> str:
