@@ -205,3 +205,32 @@ def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
     assert f"first {other}:1" in r.stderr and not (tmp_path / "run2").exists()
     r = run_cli("benbench", *model, "--benchmark", str(bench), "--pairing", "row", cwd=tmp_path)
     assert r.returncode == 2 and "--pairing 'row': expected one of" in r.stderr
+
+
+def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_path: Path) -> None:
+    plain = [{"question": r["question"], "answer": r["answer"]} for r in ROWS[:2]]
+    test = write_jsonl(tmp_path / "toy-test.jsonl", plain)
+    shared = dict(plain[1], question="a box holds 12 pens  and 5 are taken out of it.")
+    other = {"question": "Sue reads 20 pages a day for 3 days.", "answer": "60 pages.\n#### 60"}
+    train = write_jsonl(tmp_path / "toy-train.jsonl", [other, shared])
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    args = ["benbench", *model, "--benchmark", str(test), "--train", str(train), "--no-lenient"]
+    r = run_cli(*args, "--out", "kept", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "overlap: 1 item of split test also in split train (same text; first: test/toy-test-1): "
+        "kept; --drop-shared leaves them out"
+    ) in r.stderr
+    sel = json.loads((tmp_path / "kept" / "summary.json").read_text())["selection"]
+    assert sel["overlap"]["train"] == {"shared": 1, "shared_with": {"test": 1}, "duplicates": 0}
+    assert sel["n_items"] == {"test": 2, "train": 2} and sel["drop_shared"] is False
+    r = run_cli(*args, "--drop-shared", "--out", "dropped", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "left out of both" in r.stderr
+    summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
+    assert summary["selection"]["n_items"] == {"test": 1, "train": 1}
+    ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]
+    assert sorted(ids) == ["test/toy-test-0", "train/toy-train-0"]
+    # without a second split there is nothing to drop
+    r = run_cli("benbench", *model, "--benchmark", str(test), "--drop-shared", cwd=tmp_path)
+    assert r.returncode == 2 and "--drop-shared needs --train" in r.stderr

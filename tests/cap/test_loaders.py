@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contamscope.data.cap import CapFields, load_cap, parse_fineval, split_overlap
+from contamscope.data.cap import CapFields, load_cap, parse_fineval
 from contamscope.data.items import MCQItem, QAItem
+from contamscope.data.overlap import split_overlap
 from contamscope.errors import ConfigError, DataError
 
 

@@ -18,6 +18,7 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    say_overlap,
     styled,
     user_errors,
 )
@@ -130,6 +131,11 @@ def command(
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not read or write the score cache."
     ),
+    drop_shared: bool = typer.Option(
+        False,
+        "--drop-shared",
+        help="With --train: leave out items whose text both splits hold (kept and named by default).",
+    ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     batch_items: int = typer.Option(
@@ -144,7 +150,21 @@ def command(
     run(**locals())
 
 
-def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str) -> Any:
+def _read_split(kw: dict[str, Any], spec: str, name: str) -> Any:
+    """The items of one split (its skipped rows listed)."""
+    from ..data import FieldMap
+    from ..data.qa import load_qa
+
+    fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
+    loaded = load_qa(spec, format=kw["fmt"], field_map=fm, split=name, strict=kw["strict"])
+    list_skipped(loaded.problems)
+    return loaded
+
+
+def _split_input(
+    kw: dict[str, Any], loaded: Any, refs: list[str] | None, name: str, drop: set[str]
+) -> Any:
+    """A read split with its references and selected items (``drop``: ids left out first)."""
     from ..data import FieldMap
     from ..data.qa import load_qa
     from ..pipeline import select_items
@@ -152,8 +172,6 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
     from ..pipeline.benbench_refs import inline_reference, pair_reference
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
-    loaded = load_qa(spec, format=kw["fmt"], field_map=fm, split=name, strict=kw["strict"])
-    list_skipped(loaded.problems)
     references = []
     inline = inline_reference(loaded)
     if inline is not None:
@@ -162,7 +180,8 @@ def _load_split(kw: dict[str, Any], spec: str, refs: list[str] | None, name: str
         ref = load_qa(path, format=kw["fmt"], field_map=fm, strict=kw["strict"])
         references.append(pair_reference(loaded, ref, name=Path(path).stem, pairing=kw["pairing"]))
         list_skipped(ref.problems, f"skipped (reference {references[-1].name})")
-    items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
+    pool = [it for it in loaded.items if it.id not in drop]
+    items = select_items(pool, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
     option = "--reference" if name == "test" else "--train-reference"
     for r in references:
         warning = r.check_pairs([it.id for it in items], option) if r.pairing != "inline" else None
@@ -181,6 +200,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One BenBench run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
+    from ..data.overlap import split_overlap
     from ..paths import default_score_db
     from ..pipeline.benbench import BenBenchConfig, run_benbench
     from ..pipeline.benbench_refs import check_pairing
@@ -202,10 +222,21 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     if kw["train_reference"] and not kw["train"]:
         raise ConfigError("--train-reference needs --train")
+    if kw["drop_shared"] and not kw["train"]:
+        raise ConfigError("--drop-shared needs --train: it leaves out items both splits hold")
     check_pairing(kw["pairing"])
-    splits = [_load_split(kw, kw["benchmark"], kw["reference"], "test")]
+    loaded = {"test": _read_split(kw, kw["benchmark"], "test")}
     if kw["train"]:
-        splits.append(_load_split(kw, kw["train"], kw["train_reference"], "train"))
+        loaded["train"] = _read_split(kw, kw["train"], "train")
+    overlap = split_overlap({n: x.items for n, x in loaded.items()}) if kw["train"] else None
+    if overlap is not None:
+        say_overlap(overlap, kw["drop_shared"])
+    drop = {n: set(overlap.shared[n]) if overlap and kw["drop_shared"] else set() for n in loaded}
+    splits = [_split_input(kw, loaded["test"], kw["reference"], "test", drop["test"])]
+    if kw["train"]:
+        splits.append(
+            _split_input(kw, loaded["train"], kw["train_reference"], "train", drop["train"])
+        )
     if not any(s.references for s in splits) and not kw["paraphraser"]:
         err_console.print(
             styled(
@@ -254,6 +285,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "seed": kw["seed"],
         "n_items": {s.name: len(s.items) for s in splits},
     }
+    if overlap is not None:
+        selection.update(overlap=overlap.counts(), drop_shared=kw["drop_shared"])
     with ItemProgress("scoring", out) as bar:
         outcome = run_benbench(
             splits,

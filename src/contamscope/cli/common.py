@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from ..errors import ContamscopeError
+
+if TYPE_CHECKING:
+    from ..data.overlap import SplitOverlap
 
 __all__ = [
     "console",
@@ -23,6 +26,7 @@ __all__ = [
     "counted",
     "list_skipped",
     "exit_if_skipped",
+    "say_overlap",
 ]
 
 EXIT_OK = 0
@@ -141,3 +145,35 @@ class ItemProgress:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+
+def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
+    """Name the items that more than one split holds (on both sides of a comparison of the
+    splits), and the repeats within a split, on stderr."""
+    names = list(overlap.shared_with)
+    for i, s in enumerate(names):
+        for o in names[i + 1 :]:
+            n = overlap.shared_with[s].get(o)
+            if n:
+                what = "left out of both" if dropped else "kept; --drop-shared leaves them out"
+                err_console.print(
+                    styled(
+                        "yellow",
+                        "overlap:",
+                        f" {counted(n, 'item')} of split {s} also in split {o} (same text;"
+                        f" first: {s}/{overlap.shared[s][0]}): {what}",
+                    ),
+                    highlight=False,
+                    soft_wrap=True,
+                )
+    for s, n in overlap.duplicates.items():
+        if n:
+            err_console.print(
+                styled(
+                    "yellow",
+                    "repeats:",
+                    f" split {s} holds {counted(n, 'item')} repeating the text of an earlier one",
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem, content_key
+from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import csv_rows, json_object, jsonl_lines, load_json_list
 from contamscope.data.records import RowError, question_text
@@ -33,8 +33,6 @@ __all__ = [
     "CapSplit",
     "CapData",
     "load_cap",
-    "split_overlap",
-    "SplitOverlap",
     "parse_fineval",
     "FINEVAL_PROMPT",
     "Task",
@@ -121,56 +119,6 @@ class CapData:
     format: str
     """``cap-pairs``, ``cap-pairs+fineval``, ``mcq:<format>``, or ``generic``."""
     content_hash: str
-
-
-@dataclass
-class SplitOverlap:
-    """Items of a split whose text is also in another split, and repeats within the split."""
-
-    shared: dict[str, list[str]]
-    """Per split, the ids of its items whose text (:func:`content_key`) is in another split."""
-    shared_with: dict[str, dict[str, int]]
-    """Per split, how many of its items each other split also holds."""
-    duplicates: dict[str, int]
-    """Per split, items that repeat the text of an earlier item of the same split."""
-
-    def counts(self) -> dict[str, dict[str, Any]]:
-        """``{split: {"shared": n, "shared_with": {split: n}, "duplicates": n}}`` (summary)."""
-        return {
-            s: {
-                "shared": len(ids),
-                "shared_with": self.shared_with[s],
-                "duplicates": self.duplicates[s],
-            }
-            for s, ids in self.shared.items()
-        }
-
-
-def split_overlap(splits: dict[str, Sequence[Any]]) -> SplitOverlap:
-    """Which items appear in more than one split (same text, whitespace and case aside).
-
-    CAP compares a split the model was fine-tuned on with the others; an item in both is on both
-    sides of the comparison (FinEval's dev and val share 8 questions).
-
-    >>> a, b = QAItem("1", "Q one"), QAItem("2", "Q two")
-    >>> ov = split_overlap({"dev": [a, b, QAItem("3", "q  ONE")], "val": [QAItem("9", "Q two")]})
-    >>> ov.shared, ov.duplicates
-    ({'dev': ['2'], 'val': ['9']}, {'dev': 1, 'val': 0})
-    """
-    keys = {s: [content_key(it) for it in items] for s, items in splits.items()}
-    sets = {s: set(k) for s, k in keys.items()}
-    shared: dict[str, list[str]] = {}
-    shared_with: dict[str, dict[str, int]] = {}
-    for s, items in splits.items():
-        others = {o: sets[o] for o in splits if o != s}
-        shared[s] = [
-            it.id for it, k in zip(items, keys[s]) if any(k in ks for ks in others.values())
-        ]
-        shared_with[s] = {
-            o: n for o, ks in others.items() if (n := sum(1 for k in keys[s] if k in ks))
-        }
-    duplicates = {s: len(k) - len(sets[s]) for s, k in keys.items()}
-    return SplitOverlap(shared, shared_with, duplicates)
 
 
 def parse_fineval(prompt: str) -> tuple[str, tuple[str, str, str, str]]:
