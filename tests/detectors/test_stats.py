@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -262,3 +263,47 @@ def test_summary_to_dict_is_json() -> None:
 def test_summarize_rejects_bad_alpha() -> None:
     with pytest.raises(ValueError):
         summarize([], alpha=1.5)
+
+
+def _item_of(logprobs: Any, n_options: int) -> PermutationItemScore:
+    lp = np.asarray(logprobs, dtype=float)
+    d = score_item(lp, n_options=n_options, exhaustive=True, alg2=_FastAlg2()).to_dict()
+    return PermutationItemScore.from_dict({**d, "logprobs": lp.tolist()})  # as a stored record
+
+
+def test_gap_test_is_an_exact_randomization_test_for_few_items() -> None:
+    """Two orders per item: each gap is +-d with probability 1/2, so the 8 assignments of
+    +-1 +-2 +-3 give the p-value by hand: P(sum >= 1 + 2 - 3 = 0) = 5/8."""
+    items = [_item_of([0.0, -1.0], 2), _item_of([0.0, -2.0], 2), _item_of([-3.0, 0.0], 2)]
+    assert [it.gap_null for it in items] == [(1.0, -1.0), (2.0, -2.0), (-3.0, 3.0)]
+    g = summarize(items).gap
+    assert g is not None and g.method == "randomization (exact)" and g.n_resamples == 8
+    assert g.p_value == pytest.approx(5 / 8)
+    assert g.t is not None and g.ci is not None  # the t statistic and interval stay
+
+
+def test_gap_test_few_similar_items_is_not_a_false_signal() -> None:
+    """Three items whose original sits at rank 9 of 24 with nearly equal gaps: a t-test sees a
+    tiny sample variance and calls it significant; under H0 such gaps are common."""
+    base = -np.arange(24, dtype=float)  # original at index 0 takes the 9th largest value
+    base[[0, 8]] = base[[8, 0]]
+    items = [_item_of(base * s, 4) for s in (1.0, 1.01, 0.99)]
+    assert [it.rank for it in items] == [9, 9, 9]
+    gaps = [it.gap for it in items]
+    assert sps.ttest_1samp(gaps, 0.0, alternative="greater").pvalue < 0.001
+    g = summarize(items).gap
+    assert g is not None and g.method == "randomization (exact)" and g.n_resamples == 24**3
+    assert g.p_value is not None and g.p_value > 0.1
+
+
+def test_gap_test_monte_carlo_and_t_test_ranges() -> None:
+    rng = np.random.default_rng(3)
+    five = [_item_of(rng.normal(size=120), 5) for _ in range(3)]  # 120**3 assignments
+    g = summarize(five).gap
+    assert g is not None and g.method == "randomization (Monte Carlo)"
+    assert g.n_resamples == 20_000 and 0 < g.p_value <= 1  # type: ignore[operator]
+    assert summarize(five).gap == g  # seeded: the same p-value every time
+    many = [_item_of(rng.normal(size=24), 4) for _ in range(200)]
+    assert summarize(many).gap.method == "t-test"  # type: ignore[union-attr]
+    stored = [PermutationItemScore.from_dict(it.to_dict()) for it in _items(5, seed=4)]
+    assert summarize(stored).gap.method == "t-test"  # type: ignore[union-attr]  # no log-probs

@@ -7,6 +7,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -261,3 +262,92 @@ def test_summary_of_a_newer_schema_version_is_refused(make_run) -> None:
     (run / "summary.json").write_text(json.dumps(s))
     with pytest.raises(ConfigError, match=r"schema 'contamscope.permutation.summary/2', newer"):
         build_report(run)
+
+
+def _set_aside_as_natural(run: Path, ids: set[str]) -> dict[str, Any]:
+    """Give a run the ``natural_order`` block the pipeline writes, with ``ids`` as the naturally
+    ordered items (the statistics of the others computed by the detectors)."""
+    from contamscope.detectors import item_score_from_dict, summarize
+
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    scored = [r for r in records if not r.get("excluded")]
+    natural = [r for r in scored if r["id"] in ids]
+    rest = [r for r in scored if r["id"] not in ids]
+    s = json.loads((run / "summary.json").read_text())
+    s["natural_order"] = {
+        "n_items": len(natural),
+        "reasons": {"numbers in increasing order": len(natural)},
+        "alg1_count": sum(r["alg1"] for r in natural),
+        "alg1_rate": sum(r["alg1"] for r in natural) / len(natural),
+        "alg1_chance": 1 / 24,
+        "ids": [r["id"] for r in natural],
+        "statistics_without": summarize([item_score_from_dict(r) for r in rest]).to_dict(),
+    }
+    (run / "summary.json").write_text(json.dumps(s))
+    return s
+
+
+def test_leaderboard_cell_rests_on_the_items_the_verdict_tests(make_run, tmp_path: Path) -> None:
+    """Naturally ordered items (which a clean model also ranks first) are set aside by the
+    verdict; the leaderboard cell uses the same items, and a run of only such items has none."""
+    from contamscope.cli.summary import verdict
+    from contamscope.report.permutation import estimate
+    from contamscope.report.rundata import load_run
+
+    run = make_run("nat", n_items=40, leaked_every=2, n_excluded=0)
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    flagged = {r["id"] for r in records if r["alg1"]}
+    s = _set_aside_as_natural(run, flagged)  # every flagged item has a natural order
+    est = estimate(load_run(run))
+    assert est is not None
+    assert (
+        est.n_items == 40 - len(flagged)
+        and est.value == s["natural_order"]["statistics_without"]["alg1"]["excess"]
+    )
+    assert est.value < 0 < s["statistics"]["alg1"]["excess"]  # all items: a large excess
+    assert est.raw["set_aside"] == len(flagged)
+    assert verdict(s["statistics"], s["natural_order"])[0] is False
+
+    only = make_run("only", n_items=12, leaked_every=1, n_excluded=0)
+    s = _set_aside_as_natural(only, {f"subj{i % 7}-{i}" for i in range(12)})
+    signal, sentence = verdict(s["statistics"], s["natural_order"])
+    assert signal is None and sentence.startswith("nothing testable: all 12 analysed items")
+    assert verdict(s["statistics"])[0] is True  # the paper's count alone would call it leaked
+    left: list[LeftOut] = []
+    write_leaderboard([run, only], None, "md", left)
+    assert [(x.run_dir.name, x.reason) for x in left] == [
+        (
+            "only",
+            "Option-permutation test run, all 12 analysed items have a natural option order, "
+            "nothing testable",
+        )
+    ]
+    html = build_report(only).read_text(encoding="utf-8")
+    assert '<div class="verdict none">nothing testable' in html
+    assert "The verdict sets the 12 items with a natural option order aside" in html
+
+
+def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
+    make_run, tmp_path: Path
+) -> None:
+    """Three runs of one model/benchmark pair in folders of the same name each get a column;
+    a file and an unfinished run among the folders (``runs/*``) are left out with the reason; a
+    path that does not exist is still an error."""
+    runs = []
+    for rep in ("r1", "r2", "r3"):
+        runs.append(make_run(f"{rep}/tiny__test", n_items=24, seed=len(runs)))
+    (tmp_path / "board.html").write_text("<html></html>")
+    (tmp_path / "unfinished").mkdir()
+    (tmp_path / "unfinished" / "items.jsonl").write_text("")
+    left: list[LeftOut] = []
+    entries = collect([*runs, tmp_path / "board.html", tmp_path / "unfinished"], left)
+    assert len({e.benchmark for e in entries}) == 3
+    assert [e.run_dir for e in entries] == runs
+    assert [(x.run_dir.name, x.reason.split(" (")[0]) for x in left] == [
+        ("board.html", "a file, not a run folder"),
+        ("unfinished", "no summary.json, not a finished run folder"),
+    ]
+    text, _ = write_leaderboard(runs, None, "md")
+    assert len(text.splitlines()[0].split("|")) == 6  # model + three columns
+    with pytest.raises(StoreError, match="nowhere: no such run folder"):
+        collect([runs[0], tmp_path / "nowhere"])

@@ -78,13 +78,19 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
         (["report", str(run), "--out", "afile/x.html"], "afile is a file, not a folder"),
         (["leaderboard", str(run), "--out", "board.html"], "--out board.html: is a folder"),
         (["report", str(utf16)], "summary.json: not UTF-8 text"),
-        (["leaderboard", str(run), str(utf16)], "summary.json: not UTF-8 text"),
         (["report", str(run), "--labels", "labels.bin"], "--labels labels.bin: not UTF-8"),
     ]
     for args, needle in cases:
         res = run_cli(*args, cwd=tmp_path)
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, res.stderr)
+    # among several run folders (``runs/*``), an unreadable one is left out: the board of the
+    # others is written, the bad one named, exit 3
+    res = run_cli("leaderboard", str(run), str(utf16), "--out", "lb.md", cwd=tmp_path)
+    assert res.returncode == 3, res.stderr
+    assert f"left out {utf16}: {summary}: not UTF-8 text" in " ".join(res.stderr.split())
+    assert "1 unreadable run folder left out (exit code 3)" in res.stderr
+    assert "hf:synthetic-model" in (tmp_path / "lb.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     assert list((tmp_path / "folder").iterdir()) == []
 

@@ -66,16 +66,17 @@ def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int 
         )
 
 
-def exit_if_skipped(n: int) -> None:
-    """End a finished run with exit code 3 when ``n`` input rows were skipped."""
+def exit_if_skipped(n: int, what: str = "") -> None:
+    """End a finished run with exit code 3 when ``n`` input rows (or ``what``: another kind of
+    input, named in the lines above) were skipped."""
     if n:
-        err_console.print(
-            styled(
-                "yellow",
-                f"{n} input row{'s were' if n != 1 else ' was'} skipped",
-                " (exit code 3; see summary.json)",
-            )
+        said = (
+            f"{counted(n, what)} left out"
+            if what
+            else (f"{n} input row{'s were' if n != 1 else ' was'} skipped")
         )
+        where = " (exit code 3)" if what else " (exit code 3; see summary.json)"
+        err_console.print(styled("yellow", said, where))
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
 

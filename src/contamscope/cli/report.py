@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from ..errors import ConfigError
-from .common import console, err_console, styled, user_errors
+from .common import console, err_console, exit_if_skipped, styled, user_errors
 
 REPORT_EPILOG = """
 Examples:
@@ -124,6 +124,7 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
         typer.echo(text, nl=False)
     else:
         console.print(f"leaderboard: {path}", highlight=False, soft_wrap=True)
+    exit_if_skipped(sum(x.unreadable for x in left), "unreadable run folder")
 
 
 def report_after_run(run_dir: Path, *, write: bool) -> None:

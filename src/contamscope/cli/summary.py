@@ -45,21 +45,28 @@ def verdict(
     """
     if natural and natural.get("n_items"):
         rest = natural.get("statistics_without") or {}
-        if rest.get("n_items"):
-            signal, sentence = verdict(rest)
-            reasons = ", ".join(natural.get("reasons") or {})
-            return signal, (
-                f"{sentence}. {natural['n_items']} items with a natural option order ({reasons}) "
-                f"are set aside: Algorithm 1 flags {_pct(natural['alg1_rate'])} of them "
-                f"({natural['alg1_count']}; chance {_pct(natural['alg1_chance'])}), which a "
-                "clean model's preference for the natural order explains"
+        reasons = ", ".join(natural.get("reasons") or {})
+        flagged = (
+            f"Algorithm 1 flags {_pct(natural['alg1_rate'])} of them "
+            f"({natural['alg1_count']}; chance {_pct(natural['alg1_chance'])}), which a "
+            "clean model's preference for the natural order explains"
+        )
+        if not rest.get("n_items"):
+            return None, (
+                f"nothing testable: all {natural['n_items']} analysed items have a natural option "
+                f"order ({reasons}), for which H0 fails without any leak; {flagged}"
             )
+        signal, sentence = verdict(rest)
+        return signal, (
+            f"{sentence}. {natural['n_items']} items with a natural option order ({reasons}) "
+            f"are set aside: {flagged}"
+        )
     if not stats.get("n_items"):
         return None, "no items analysed"
     ps = {
         "Algorithm-1 excess": (stats.get("alg1") or {}).get("p_value"),
         "rank-test count": (stats.get("rank") or {}).get("p_value"),
-        "mean-gap t-test": (stats.get("gap") or {}).get("p_value"),
+        "mean-gap test": (stats.get("gap") or {}).get("p_value"),
     }
     tested = {k: v for k, v in ps.items() if v is not None}
     level = VERDICT_ALPHA / max(1, len(tested))
@@ -94,8 +101,15 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     if not stats.get("n_items"):
         console.print(styled("yellow", "no items analysed"))
         return
+    natural = summary.get("natural_order")
+    scope = (
+        f"; all {stats['n_items']} analysed items, as the paper counts them"
+        if natural and natural.get("n_items")
+        else ""
+    )
     t = Table(
-        title="Option-permutation test (H0: the original order is exchangeable with the others)",
+        title="Option-permutation test (H0: the original order is exchangeable with the others"
+        f"{scope})",
         title_justify="left",
     )
     for col in ("statistic", "observed", "95% CI", "expected under H0", "p-value"):
@@ -120,7 +134,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     g = stats["gap"]
     if g["mean"] is not None:
         t.add_row(
-            "Mean log-prob gap (original - others)",
+            f"Mean log-prob gap (original - others; {g.get('method') or 't-test'})",
             f"{g['mean']:+.3f} nats",
             _ci(g["ci"], pct=False),
             "0",
@@ -150,7 +164,6 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 "rate cannot be estimated from the same items; the anchored row has an exact null.",
             )
         )
-    natural = summary.get("natural_order")
     if natural and natural.get("n_items"):
         rest = natural["statistics_without"]
         if rest.get("n_items"):
@@ -161,7 +174,8 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"{_pct(a['null_expected'])}, p = {_p(a['p_value'])})"
             )
     signal, sentence = verdict(stats, natural)
-    console.print(styled(f"bold {'red' if signal else 'green'}", f"{sentence}"))
+    colour = "yellow" if signal is None else "red" if signal else "green"
+    console.print(styled(f"bold {colour}", f"{sentence}"))
     tm = summary["timings"]
     if tm.get("items_per_second"):
         console.print(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -34,6 +34,7 @@ from sklearn.ensemble import IsolationForest
 from contamscope.errors import ConfigError
 
 __all__ = [
+    "gap_values",
     "Alg1Result",
     "Alg2Result",
     "Algorithm1",
@@ -287,6 +288,23 @@ def gap(logprobs: Sequence[float] | NDArray[Any]) -> float:
     return float(lp[0] - lp[1:].mean())
 
 
+def gap_values(logprobs: Sequence[float] | NDArray[Any]) -> tuple[float, ...]:
+    """The gap each scored order would have if it were the original (index 0: the observed gap).
+
+    Under H0 the original is a uniform draw from the orders, so these ``N`` values, each with
+    probability ``1/N``, are the gap's exact null distribution given the item's values.
+
+    >>> gap_values([-1.0, -2.0, -4.0])
+    (2.0, 0.5, -2.5)
+    """
+    lp = _as_logprobs(logprobs)
+    n = lp.size
+    if n < 2:
+        return (0.0,) * n
+    total = float(lp.sum())
+    return tuple(float(x - (total - x) / (n - 1)) for x in lp)
+
+
 # --------------------------------------------------------------------------- one item, everything
 
 
@@ -330,6 +348,9 @@ class PermutationItemScore:
     """Algorithm 2 flag AND the maximum is the original, per threshold."""
     null_anchored: dict[float, float]
     """Exact H0 probability that the anchored flag fires, per threshold (see :func:`score_item`)."""
+    gap_null: tuple[float, ...] | None = field(default=None, compare=False, repr=False)
+    """:func:`gap_values` of the item (its gap's null distribution), when the log-probs are known;
+    not stored by :meth:`to_dict` (records keep the log-probs it is computed from)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict; threshold keys are strings such as ``"-0.2"``."""
@@ -368,6 +389,7 @@ class PermutationItemScore:
             alg2_flags=_unkeyed(d["alg2"], bool),
             alg2_anchored=_unkeyed(d["alg2_anchored"], bool),
             null_anchored=_unkeyed(d["null_anchored"], float),
+            gap_null=gap_values(lps) if len(lps := d.get("logprobs") or ()) > 1 else None,
         )
 
 
@@ -431,4 +453,5 @@ def score_item(
         alg2_flags=r2.flags,
         alg2_anchored=r2.anchored,
         null_anchored=null_anchored,
+        gap_null=gap_values(lp),
     )

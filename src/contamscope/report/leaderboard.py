@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, write_text_atomic
 from .html import Column, Section, Table, esc, fmt_p, page
 from .methods import Estimate, method_module
@@ -61,6 +61,8 @@ class LeftOut:
 
     run_dir: Path
     reason: str
+    unreadable: bool = False
+    """True for a run folder whose summary.json cannot be read (the command exits 3)."""
 
     def __str__(self) -> str:
         return f"{self.run_dir}: {self.reason}"
@@ -69,11 +71,12 @@ class LeftOut:
 def collect(
     run_dirs: Sequence[Path | str], left_out: list[LeftOut] | None = None
 ) -> list[LeaderboardEntry]:
-    """Read each run folder's summary; a folder that is not a finished run is an error.
+    """Read each run folder's summary; a path that does not exist is an error.
 
-    A finished run without the statistic its method ranks (a BenBench run without references,
-    a method with no leaderboard statistic) and a folder given twice get no cell; they are
-    appended to ``left_out`` with the reason."""
+    What is not a finished run (a file, an unfinished or unreadable run folder: what ``runs/*``
+    also matches), a finished run without the statistic its method ranks (a BenBench run
+    without references, a method with no leaderboard statistic) and a folder given twice get no
+    cell; they are appended to ``left_out`` with the reason."""
     if not run_dirs:
         raise ConfigError("give at least one RUN_DIR")
     left = left_out if left_out is not None else []
@@ -81,7 +84,14 @@ def collect(
     seen: set[tuple[str, str, str]] = set()
     given: set[Path] = set()
     for d in run_dirs:
-        run = load_run(d)
+        if not Path(d).exists():  # a typo is an error; what a glob finds that is no run is not
+            raise StoreError(f"{d}: no such run folder")
+        try:
+            run = load_run(d)
+        except StoreError as exc:
+            corrupt = (Path(d) / "summary.json").is_file()
+            left.append(LeftOut(Path(d), str(exc).removeprefix(f"{d}: "), corrupt))
+            continue
         where = run.path.resolve()
         if where in given:
             left.append(LeftOut(run.path, "given twice (one cell)"))
@@ -90,16 +100,23 @@ def collect(
         mod = method_module(run)
         est = mod.estimate(run)
         if est is None:
-            why = getattr(mod, "UNRANKED", "no statistic to rank")
+            why = (
+                mod.why_unranked(run)
+                if hasattr(mod, "why_unranked")
+                else getattr(mod, "UNRANKED", "no statistic to rank")
+            )
             left.append(LeftOut(run.path, f"{mod.TITLE} run, {why}"))
             continue
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
         key = (run.model, bench, mod.TITLE)
-        if key in seen:
-            bench = f"{bench} [{run.path.name}]"
-            key = (run.model, bench, mod.TITLE)
+        if key in seen:  # another run of the same pair: named by its folder, then its path
+            for label in (run.path.name, str(run.path)):
+                key = (run.model, f"{bench} [{label}]", mod.TITLE)
+                if key not in seen:
+                    break
+            bench = key[1]
         seen.add(key)
         entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path, mod.__name__))
     if not entries:

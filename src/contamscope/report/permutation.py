@@ -21,7 +21,7 @@ from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
 from .validation import validation_section
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked"]
 
 TITLE = "Option-permutation test"
 UNRANKED = "no item analysed, so no Algorithm-1 rate"
@@ -29,11 +29,21 @@ UNRANKED = "no item analysed, so no Algorithm-1 rate"
 _QUESTION_CHARS = 600  # the cell shows one line; hovering and the search see this much
 
 
+def _ranked_statistics(run: RunData) -> tuple[dict[str, Any], int]:
+    """The statistics the verdict rests on, and how many naturally ordered items they leave
+    out (0: all analysed items)."""
+    natural = run.summary.get("natural_order") or {}
+    if natural.get("n_items"):
+        return natural.get("statistics_without") or {}, int(natural["n_items"])
+    return run.summary.get("statistics") or {}, 0
+
+
 def estimate(run: RunData) -> Estimate | None:
-    """Leaderboard cell: Algorithm-1 rate minus its exact chance level, with the 95% CI."""
-    stats = run.summary.get("statistics") or {}
+    """Leaderboard cell: Algorithm-1 rate minus its exact chance level, with the 95% CI, on the
+    items the verdict rests on (naturally ordered items set aside, as the verdict does)."""
+    stats, aside = _ranked_statistics(run)
     a1 = stats.get("alg1")
-    if not a1:
+    if not a1 or not stats.get("n_items"):
         return None
     ci = a1.get("excess_ci")
     return Estimate(
@@ -42,8 +52,20 @@ def estimate(run: RunData) -> Estimate | None:
         ci=(ci[0], ci[1]) if ci else None,
         p_value=a1.get("p_value"),
         n_items=int(stats.get("n_items") or 0),
-        raw={"rate": a1.get("rate"), "chance": a1.get("null_expected")},
+        raw={"rate": a1.get("rate"), "chance": a1.get("null_expected"), "set_aside": aside},
+        legend="percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
+        "never saw the benchmark shows; p-value one-sided, H0: no leakage. Counted on the items "
+        "the verdict tests: items whose published option order is a natural one (sorted "
+        "numbers, truth-table blocks) are set aside, as a clean model prefers that order too.",
     )
+
+
+def why_unranked(run: RunData) -> str:
+    """Why ``estimate`` gave no cell for this run."""
+    stats, aside = _ranked_statistics(run)
+    if aside and not stats.get("n_items"):
+        return f"all {aside} analysed items have a natural option order, nothing testable"
+    return UNRANKED
 
 
 @dataclass
@@ -205,7 +227,8 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     if g.get("mean") is not None:
         rows.append(
             (
-                "Mean log-prob gap, original − mean of the others (nats)",
+                "Mean log-prob gap, original − mean of the others (nats; "
+                f"{esc(g.get('method') or 't-test')})",
                 f"{g['mean']:+.3f}",
                 fmt_ci(g["ci"], pct=False),
                 "0",
@@ -246,6 +269,22 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI</th>'
         f"<th>expected under H0</th><th>p-value (one-sided)</th></tr>{body}</table>{note}"
     )
+    natural = run.summary.get("natural_order") or {}
+    if natural.get("n_items"):
+        rest = natural.get("statistics_without") or {}
+        a = rest.get("alg1") or {}
+        on_rest = (
+            f"; on the other {rest['n_items']}, Algorithm 1 flags {fmt_pct(a.get('rate'))} "
+            f"({a.get('count')}; expected under H0 {fmt_pct(a.get('null_expected'))}, "
+            f"p = {fmt_p(a.get('p_value'))})"
+            if rest.get("n_items")
+            else "; no other item is left to test"
+        )
+        table += (
+            f'<p class="note">The table counts all {stats["n_items"]} analysed items, as the '
+            f"paper does. The verdict sets the {natural['n_items']} items with a natural option "
+            f"order aside (H0 fails for them without any leak){on_rest}.</p>"
+        )
     return Section("verdict", "Verdict and statistics", head + table)
 
 

@@ -107,6 +107,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def load_run(path: Path | str) -> RunData:
     """Open a run folder; refuse one without summary.json (unfinished or not a run)."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"{path}: a file, not a run folder")
     if not path.is_dir():
         raise StoreError(f"{path}: no such run folder")
     summary_path = path / "summary.json"
