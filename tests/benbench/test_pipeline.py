@@ -234,3 +234,28 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     # without a second split there is nothing to drop
     r = run_cli("benbench", *model, "--benchmark", str(test), "--drop-shared", cwd=tmp_path)
     assert r.returncode == 2 and "--drop-shared needs --train" in r.stderr
+
+
+def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """--format names the benchmark's format: a BenBench rewritten reference is still read as
+    one (as plain GSM8K its rows are the originals, Delta 0), its answers are stripped of the
+    published leading space, and a reference that is the benchmark itself is refused."""
+    plain = [{"question": r["question"], "answer": r["answer"]} for r in ROWS[:1]]
+    bench = write_jsonl(tmp_path / "toy-test.jsonl", plain)
+    ref = write_jsonl(
+        tmp_path / "rewritten.jsonl",
+        [dict(ROWS[0], rewritten_answer=" " + ROWS[0]["rewritten_answer"])],
+    )
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    args = ["benbench", *model, "--benchmark", str(bench), "--format", "gsm8k-jsonl"]
+    r = run_cli(*args, "--no-lenient", "--reference", str(ref), "--out", "run", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "run" / "items.jsonl").read_text().splitlines()[0])
+    (para,) = [v for v in rec["versions"] if v["name"] != "original"]
+    assert para["question"] == ROWS[0]["rewritten_question"]
+    assert para["answer"] == ROWS[0]["rewritten_answer"]  # no leading space
+    r = run_cli(*args, "--reference", str(bench), "--out", "run2", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--reference {bench}: every paired row is the original's own text" in r.stderr

@@ -176,13 +176,22 @@ def _split_input(
     inline = inline_reference(loaded)
     if inline is not None:
         references.append(inline)
+    # --format names the benchmark's format; a reference's own is detected (a BenBench rewritten
+    # file read as plain GSM8K would be its originals), except the generic ones --fields maps
+    ref_fmt = kw["fmt"] if kw["fmt"] in ("qa-jsonl", "qa-csv") else None
+    option = "--reference" if name == "test" else "--train-reference"
     for path in refs or []:
-        ref = load_qa(path, format=kw["fmt"], field_map=fm, strict=kw["strict"])
+        ref = load_qa(path, format=ref_fmt, field_map=fm, strict=kw["strict"])
         references.append(pair_reference(loaded, ref, name=Path(path).stem, pairing=kw["pairing"]))
         list_skipped(ref.problems, f"skipped (reference {references[-1].name})")
+        same = [p for p in references[-1].pairs.values() if p.reason.startswith("identical")]
+        if same and len(same) == len(references[-1].pairs):
+            raise ConfigError(
+                f"{option} {path}: every paired row is the original's own text, not a "
+                f"paraphrase ({ref.format} read; is it the benchmark itself?)"
+            )
     pool = [it for it in loaded.items if it.id not in drop]
     items = select_items(pool, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
-    option = "--reference" if name == "test" else "--train-reference"
     for r in references:
         warning = r.check_pairs([it.id for it in items], option) if r.pairing != "inline" else None
         if warning:

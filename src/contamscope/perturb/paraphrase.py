@@ -76,6 +76,10 @@ def same_final_answer(original: str, paraphrase: str) -> tuple[bool, str]:
     return True, ""
 
 
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
 _REPLY = re.compile(r"Question:\s*(?P<q>.*?)\s*\n\s*Answer:\s*(?P<a>.*)", re.S)
 
 
@@ -102,9 +106,31 @@ class Paraphrase:
         return cls(q, a, ok, why)
 
     @classmethod
-    def given(cls, question: str | None, answer: str | None, original_answer: str) -> Paraphrase:
-        """A paraphrase read from a file: checked the same way as a generated one."""
-        if not question or not question.strip() or not answer or not answer.strip():
-            return cls(question, answer, False, "empty paraphrased question or answer")
-        ok, why = same_final_answer(original_answer, answer)
-        return cls(question, answer, ok, why)
+    def given(
+        cls,
+        question: str | None,
+        answer: str | None,
+        original_answer: str,
+        original_question: str | None = None,
+    ) -> Paraphrase:
+        """A paraphrase read from a file: stripped and checked the same way as a generated one,
+        and refused when it is the original's own text (a reference read as the original).
+
+        The published GSM8K rewrites start every answer with a space: kept, it is one more
+        token, scored on the paraphrase only, which makes paraphrases look harder.
+
+        >>> Paraphrase.given("Q?", " it is 3\\n#### 3", "so 3\\n#### 3").answer
+        'it is 3\\n#### 3'
+        >>> Paraphrase.given("Q?", "so  3\\n#### 3", "so 3\\n#### 3", "Q? ").reason
+        'identical to the original (whitespace aside): not a paraphrase'
+        """
+        q, a = (question or "").strip(), (answer or "").strip()
+        if not q or not a:
+            return cls(q or None, a or None, False, "empty paraphrased question or answer")
+        if original_question is not None and _words(q) == _words(original_question):
+            if _words(a) == _words(original_answer):
+                return cls(
+                    q, a, False, "identical to the original (whitespace aside): not a paraphrase"
+                )
+        ok, why = same_final_answer(original_answer, a)
+        return cls(q, a, ok, why)

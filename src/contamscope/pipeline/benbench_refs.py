@@ -101,7 +101,9 @@ def inline_reference(bench: LoadResult[QAItem]) -> ReferenceSet | None:
     )
     for it in with_para:
         p = it.meta["paraphrase"]
-        ref.pairs[it.id] = Paraphrase.given(p.get("question"), p.get("answer"), it.answer or "")
+        ref.pairs[it.id] = Paraphrase.given(
+            p.get("question"), p.get("answer"), it.answer or "", it.question
+        )
     return ref
 
 
@@ -134,8 +136,9 @@ def pair_reference(
     def para(row: QAItem, original: QAItem) -> Paraphrase:
         if "paraphrase" in row.meta:  # BenBench rewritten row: the paraphrase is in its meta
             p = row.meta["paraphrase"]
-            return Paraphrase.given(p.get("question"), p.get("answer"), original.answer or "")
-        return Paraphrase.given(row.question, row.answer, original.answer or "")
+            q, a = p.get("question"), p.get("answer")
+            return Paraphrase.given(q, a, original.answer or "", original.question)
+        return Paraphrase.given(row.question, row.answer, original.answer or "", original.question)
 
     where = lambda r: f"{r.source}:{r.line}"  # noqa: E731
     if pairing == "question":
