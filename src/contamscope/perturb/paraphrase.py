@@ -127,10 +127,12 @@ class Paraphrase:
         q, a = (question or "").strip(), (answer or "").strip()
         if not q or not a:
             return cls(q or None, a or None, False, "empty paraphrased question or answer")
-        if original_question is not None and _words(q) == _words(original_question):
-            if _words(a) == _words(original_answer):
-                return cls(
-                    q, a, False, "identical to the original (whitespace aside): not a paraphrase"
-                )
+        if (
+            original_question is not None
+            and _words(q) == _words(original_question)
+            and _words(a) == _words(original_answer)
+        ):
+            why = "identical to the original (whitespace aside): not a paraphrase"
+            return cls(q, a, False, why)
         ok, why = same_final_answer(original_answer, a)
         return cls(q, a, ok, why)
