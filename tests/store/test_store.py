@@ -101,10 +101,15 @@ def test_run_dir_resumes_and_drops_a_torn_last_line(tmp_path: Path) -> None:
 
 def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "run")
-    run.open({"model": "a", "seed": 0})
+    run.open({"model": "a", "seed": 0, "selection": {}})
     run.append([{"id": "x"}])
-    with pytest.raises(StoreError, match="seed"):
-        RunDir(tmp_path / "run").open({"model": "a", "seed": 1})
+    with pytest.raises(StoreError, match=r"\(seed: 0 -> 1\)"):
+        RunDir(tmp_path / "run").open({"model": "a", "seed": 1, "selection": {}})
+    # a field mapping given on the re-run is named down to the key, with both values
+    with pytest.raises(StoreError, match=r"selection.fields: \(none\) -> 'question=answer'"):
+        RunDir(tmp_path / "run").open(
+            {"model": "a", "seed": 0, "selection": {"fields": "question=answer"}}
+        )
     assert RunDir(tmp_path / "run").open({"model": "a", "seed": 1}, overwrite=True) == {}
 
 

@@ -18,6 +18,7 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    reading_options,
     say_overlap,
     styled,
     user_errors,
@@ -293,6 +294,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "sample": kw["sample"],
         "seed": kw["seed"],
         "n_items": {s.name: len(s.items) for s in splits},
+        **reading_options(kw),
+        **({"pairing": kw["pairing"]} if kw["pairing"] != "auto" else {}),
     }
     if overlap is not None:
         selection.update(overlap=overlap.counts(), drop_shared=kw["drop_shared"])

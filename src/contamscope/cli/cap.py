@@ -19,6 +19,7 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    reading_options,
     say_overlap,
     styled,
     user_errors,
@@ -294,6 +295,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "seed": kw["seed"],
         "subset": kw["subset"],
         "n_items": {s: len(v) for s, v in selected.items()},
+        **reading_options(kw, "task"),
         "overlap": overlap.counts(),
         "drop_shared": kw["drop_shared"],
     }

@@ -27,6 +27,7 @@ __all__ = [
     "list_skipped",
     "exit_if_skipped",
     "say_overlap",
+    "reading_options",
 ]
 
 EXIT_OK = 0
@@ -178,3 +179,11 @@ def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
+
+
+def reading_options(kw: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The options that decide how input rows become items (``--format``, ``--fields`` ...),
+    for a run's settings: a resumed run with another mapping is refused rather than its old
+    records reused. Only the options given are named, so runs that gave none resume as before."""
+    names = {"fmt": "format"}
+    return {names.get(k, k): kw[k] for k in ("fmt", "fields", *keys) if kw.get(k) is not None}

@@ -17,6 +17,7 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    reading_options,
     styled,
     user_errors,
 )
@@ -253,6 +254,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "n_items": len(items),
         "n_reference": len(ref_items),
         "reference_overlap_dropped": len(overlap),
+        **reading_options(kw, "reference_format"),
     }
     with ItemProgress("scoring", out) as bar:
         outcome = run_membership(

@@ -18,7 +18,14 @@ from rich.progress import (
 from ..errors import ConfigError
 from ..executors import Executor
 from ..paths import check_output_folder
-from .common import console, err_console, exit_if_skipped, list_skipped, user_errors
+from .common import (
+    console,
+    err_console,
+    exit_if_skipped,
+    list_skipped,
+    reading_options,
+    user_errors,
+)
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -249,6 +256,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "seed": kw["seed"],
         "split": kw["split"],
         "n_items": len(items),
+        **reading_options(kw),
     }
     progress = Progress(
         TextColumn("[bold]scoring"),

@@ -43,11 +43,8 @@ class RunDir:
             except json.JSONDecodeError:
                 raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
             if old != settings:
-                changed = sorted(
-                    k for k in set(old) | set(settings) if old.get(k) != settings.get(k)
-                )
                 raise StoreError(
-                    f"{self.path} holds a run with other settings ({', '.join(changed)}); "
+                    f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
                     "use another --out or --overwrite"
                 )
         elif overwrite:
@@ -101,3 +98,34 @@ class RunDir:
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
         write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", "run folder")
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: int = 3) -> str:
+    """What differs between two settings, named down to the leaf with both values.
+
+    >>> _changes({"config": {"n_boot": 2000, "seed": 0}}, {"config": {"n_boot": 500, "seed": 0}})
+    'config.n_boot: 2000 -> 500'
+    >>> _changes({"selection": {}}, {"selection": {"fields": "question=q"}})
+    "selection.fields: (none) -> 'question=q'"
+    """
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, key: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b), key=str):
+                if a.get(k, _MISSING) != b.get(k, _MISSING):
+                    walk(a.get(k, _MISSING), b.get(k, _MISSING), f"{key}.{k}" if key else str(k))
+            return
+
+        def show(x: Any) -> str:
+            text = "(none)" if x is _MISSING else repr(x)
+            return text if len(text) <= 40 else text[:39] + "…"
+
+        out.append(f"{key}: {show(a)} -> {show(b)}")
+
+    walk(old, new, prefix)
+    more = f"; {len(out) - shown} more" if len(out) > shown else ""
+    return "; ".join(out[:shown]) + more
+
+
+_MISSING = object()
