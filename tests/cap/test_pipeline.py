@@ -246,3 +246,36 @@ def test_black_box_mcq(fineval_dir: Path, tmp_path: Path) -> None:
     assert counts["unmapped"] == {"original": 3, "modified": 3} and counts["unmapped_rate"] == 1.0
     assert "loglik" not in out.summary["statistics"]
     assert out.summary["statistics"]["generate"]["splits"]["dev"]["c"] == 0.0
+
+
+def test_prompt_past_the_context_window_is_excluded_not_read_as_option_a(
+    fineval_dir: Path, tiny_backend: Any, tmp_path: Path
+) -> None:
+    """The tiny model has 512 positions: a FinEval item made longer is not generated on (was an
+    IndexError on a model with fewer positions, or silent generation past them) and its NaN
+    option log-likelihoods are not read as choosing A (they were, and were written as NaN)."""
+    assert tiny_backend.max_length == 512
+    data_dir = fineval_dir / "data"
+    for kind in ("ori", "mod"):
+        rows = json.loads((data_dir / f"{kind}_dev.json").read_text(encoding="utf-8"))
+        rows[0]["input"] = rows[0]["input"].replace("1+1", "1+1" + "很长的问题" * 200)
+        (data_dir / f"{kind}_dev.json").write_text(json.dumps(rows, ensure_ascii=False), "utf-8")
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    cfg = CapConfig(task="mcq", n_boot=100)
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    out = run_cap(data, sel, _scorer(tiny_backend, tmp_path), RunDir(tmp_path / "run"), cfg)
+
+    def no_nan(x: str) -> float:
+        raise AssertionError(f"{x} in items.jsonl")
+
+    text = (tmp_path / "run" / "items.jsonl").read_text().splitlines()
+    recs = [json.loads(x, parse_constant=no_nan) for x in text]
+    long = recs[0]
+    assert long["id"] == "dev/ori_dev-1"
+    assert long["excluded"] == "longer than the model's context window"
+    assert long["finish_reasons"] == ["context", "context"] and "loglik" not in long
+    assert all(r["excluded"] is None and "loglik" in r for r in recs[1:])
+    counts = out.summary["counts"]["dev"]
+    assert counts["excluded"] == {"longer than the model's context window": 1}
+    assert out.summary["statistics"]["generate"]["splits"]["dev"]["n"] == 2
+    assert out.summary["statistics"]["loglik"]["splits"]["dev"]["n"] == 2

@@ -93,7 +93,9 @@ class Generation:
     n_tokens: int
     """Tokens generated (before stop-string truncation)."""
     finish_reason: str
-    """``stop`` (a stop string or end-of-sequence token) or ``length`` (max_new_tokens)."""
+    """``stop`` (a stop string or end-of-sequence token), ``length`` (max_new_tokens), or
+    ``context``: the prompt and max_new_tokens do not fit the model's context window, so nothing
+    was generated (empty text)."""
 
 
 @dataclass(frozen=True)

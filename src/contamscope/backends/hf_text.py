@@ -115,6 +115,9 @@ def generate(
     results: list[Generation | None] = [None] * len(reqs)
     by_budget: dict[int, list[tuple[int, int]]] = {}
     for i, (req, p) in enumerate(zip(reqs, prompts)):
+        if backend.max_length is not None and len(p) + req.max_new_tokens > backend.max_length:
+            results[i] = Generation("", 0, "context")  # past the positions the model has
+            continue
         by_budget.setdefault(req.max_new_tokens, []).append((i, len(p) + req.max_new_tokens))
     dev = backend.device
     gen_kw: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}

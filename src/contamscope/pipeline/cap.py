@@ -361,20 +361,25 @@ def run_cap(
                 finish_reasons=[g0.finish_reason, g1.finish_reason],
                 n_tokens=[g0.n_tokens, g1.n_tokens],
             )
-            rec.update(_metrics(p, g0, g1, config))
+            lp0 = lp1 = None
             if use_loglik:
                 n0, n1 = len(p.item.options), len(p.modified.options)
                 lp0 = [r.logprob for r in ll[pos : pos + n0]]
                 lp1 = [r.logprob for r in ll[pos + n0 : pos + n0 + n1]]
                 pos += n0 + n1
+            if "context" in rec["finish_reasons"]:  # nothing generated: no answer to judge
+                rec["excluded"] = "longer than the model's context window"
+                continue
+            rec.update(_metrics(p, g0, g1, config))
+            if lp0 is not None and lp1 is not None and all(map(math.isfinite, lp0 + lp1)):
                 rec["loglik"] = {"original": lp0, "modified": lp1}
         if config.task == "summary" and live:
-            a = [records[id(p)]["prediction"] for p in live if p.excluded is None]
-            bb = [records[id(p)]["modified_prediction"] for p in live if p.excluded is None]
+            judged = [p for p in live if p.excluded is None and not records[id(p)]["excluded"]]
+            a = [records[id(p)]["prediction"] for p in judged]
+            bb = [records[id(p)]["modified_prediction"] for p in judged]
             sims = iter(embedder.similarity(a, bb) if a else [])
-            for p in live:
-                if p.excluded is None:
-                    records[id(p)]["similarity"] = round(next(sims), 6)
+            for p in judged:
+                records[id(p)]["similarity"] = round(next(sims), 6)
         out = [records[id(p)] for p in plans]
         run_dir.append(out)
         for r in out:
@@ -441,6 +446,8 @@ def _loglik_rows(rec: dict[str, Any]) -> tuple[float, float, float] | None:
     if not ll or rec.get("answer") is None:
         return None
     lo, lm = ll["original"], ll["modified"]
+    if not all(math.isfinite(x) for x in lo + lm):  # a prompt past the context window
+        return None
     c0, c1 = lo.index(max(lo)), lm.index(max(lm))
     m = float(c0 == rec["answer"])
     mm = float(c1 == rec.get("modified_answer"))
