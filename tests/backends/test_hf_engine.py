@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,22 @@ def test_split_from_the_char_map_equals_the_split_from_all_offsets(smollm2_token
         ids, split, boundary = _split_encoding(enc, len(prefix))
         assert ids == enc.ids
         assert (split, boundary) == _split_offsets(enc.offsets, len(prefix)), prefix
+
+
+def test_a_local_folder_transformers_cannot_use_is_one_line(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """An empty config (transformers raised ValueError: a traceback, and `sweep` stopped) and a
+    folder without weights (was called 'not a local folder') are ModelErrors naming the folder."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(ModelError, match=r"could not load model .*empty'.*: ValueError"):
+        load_backend(f"hf:{empty}")
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    for f in tiny_model_path.iterdir():
+        if f.suffix != ".safetensors":
+            (no_weights / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(ModelError, match="the folder is not a complete transformers model"):
+        load_backend(f"hf:{no_weights}")

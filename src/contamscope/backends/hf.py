@@ -288,12 +288,24 @@ class HFBackend(Backend):
             tok = AutoTokenizer.from_pretrained(name, revision=kwargs["revision"])
             model: Any = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, **kwargs)
         except OSError as exc:
-            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if Path(name).is_dir():  # a local folder that lacks something (weights, tokenizer)
+                raise ModelError(
+                    f"could not load model {name!r}: the folder is not a complete transformers "
+                    f"model ({first[:160]})"
+                ) from None
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             raise ModelError(
                 f"could not load model {name!r}: not a local folder, and the hub "
                 f"{'is disabled (HF_HUB_OFFLINE=1)' if offline else 'could not be reached or has no such model'}"
                 f" ({first[:160]})"
+            ) from None
+        except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+            # transformers' own complaints about a folder it cannot use (an empty config, an
+            # unknown architecture, a tokenizer it cannot build): one line, not a traceback
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(
+                f"could not load model {name!r}: {type(exc).__name__}: {first[:200]}"
             ) from None
         revision = getattr(model.config, "_commit_hash", None)
         if revision and identity.startswith("hub:"):
