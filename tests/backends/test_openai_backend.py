@@ -205,3 +205,72 @@ def test_echo_only_server_scores_but_refuses_token_stats(serve: Any) -> None:
     assert b.mode == "echo"
     with pytest.raises(CapabilityError, match="needs per-token log-probs.*methods this backend"):
         check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
+
+
+_GARBAGE = {  # replies that are JSON but not shaped like OpenAI's API
+    "choices_str": {"choices": "oops"},
+    "choices_list_str": {"choices": ["oops"]},
+    "pl_badkeys": {"choices": [{"text": "x", "prompt_logprobs": [None, {"abc": {"logprob": -1}}]}]},
+    "pl_mismatch": {
+        "choices": [
+            {
+                "text": "x",
+                "prompt_logprobs": [None, {"5": {"logprob": -1.0, "rank": 1}}],
+                "prompt_token_ids": [1, 7],
+            }
+        ]
+    },
+    "echo_strvals": {
+        "choices": [
+            {"text": "x", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [None, "bad"]}}
+        ]
+    },
+}
+
+
+@pytest.fixture()
+def garbage_server() -> Any:
+    """``url(mode)``: a local HTTP server whose /models is fine or a JSON list, and whose
+    /completions answers with ``_GARBAGE[mode]``."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, obj: Any) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            mode = self.path.split("/")[1]
+            self._send([{"id": "m"}] if mode == "models_list" else {"data": [{"id": "m"}]})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._send(_GARBAGE.get(self.path.split("/")[1], {"ok": True}))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield lambda mode: f"http://127.0.0.1:{server.server_address[1]}/{mode}/v1"
+    server.shutdown()
+
+
+def test_replies_not_in_the_api_format_are_one_line_errors(garbage_server: Any) -> None:
+    """A /models list instead of an object, string choices, prompt_logprobs with non-numeric
+    keys or without the prompt token, echo log-probs that are not numbers: each was a Python
+    traceback (AttributeError, KeyError, ValueError); now one ModelError / CapabilityError."""
+    from contamscope.errors import ContamscopeError
+
+    with pytest.raises(ModelError, match="the reply is a JSON list, not an object"):
+        load_backend(f"openai:{garbage_server('models_list')}#m", options={"retries": "0"})
+    for mode in _GARBAGE:
+        b = load_backend(f"openai:{garbage_server(mode)}#m", options={"retries": "0", "bos": "X"})
+        with pytest.raises(ContamscopeError, match="not in the OpenAI API's format"):
+            b.prompt_tokens("Hello there.")

@@ -147,10 +147,16 @@ class ApiClient:
             else:
                 if resp.status_code < 400:
                     try:
-                        return resp.json()
+                        reply = resp.json()
                     except ValueError:
                         last = f"HTTP {resp.status_code} with a body that is not JSON"
                         raise ModelError(f"{self.url(path)}: {last}") from None
+                    if not isinstance(reply, dict):
+                        raise ModelError(
+                            f"{self.url(path)}: the reply is a JSON {type(reply).__name__}, not "
+                            "an object: not an OpenAI-compatible server?"
+                        )
+                    return reply
                 msg = _server_message(resp)
                 if resp.status_code not in _RETRY_STATUS:
                     raise HttpStatusError(resp.status_code, msg)

@@ -19,13 +19,14 @@ Options (``-M key=value``): ``max_connections`` (8), ``timeout`` (120 s), ``retr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CapabilityError, ConfigError, ModelError
 from .base import (
@@ -170,8 +171,17 @@ class OpenAIBackend(Backend):
                     return self._info
                 raise ModelError(f"{self.base_url}/models: {exc}") from None
             except ModelError as exc:
-                raise ModelError(f"cannot reach {self.base_url}/models: {exc}") from None
-            served = [m for m in body.get("data", []) if isinstance(m, dict)]
+                msg = str(exc)  # a reply it could not use names its URL already
+                if not msg.startswith(self.base_url):
+                    msg = f"cannot reach {self.base_url}/models: {msg}"
+                raise ModelError(msg) from None
+            data = body.get("data", [])
+            if not isinstance(data, list):
+                raise ModelError(
+                    f"{self.base_url}/models: 'data' is a {type(data).__name__}, not a list of "
+                    "models: not an OpenAI-compatible server?"
+                )
+            served = [m for m in data if isinstance(m, dict)]
             entry = next((m for m in served if m.get("id") == self.model), None)
             if entry is None and served:
                 names = ", ".join(str(m.get("id")) for m in served[:5])
@@ -245,7 +255,7 @@ class OpenAIBackend(Backend):
     def _prompt_tokens(self, text: str, mode: str, top: int) -> PromptTokens | None:
         """One request; None when the server ignores the requested mode."""
         body = self.client.request("POST", "completions", self._body(text, mode, top))
-        choice = (body.get("choices") or [{}])[0]
+        choice = _first_choice(body)
         if mode == "prompt_logprobs":
             return _parse_prompt_logprobs(choice, body)
         return _parse_echo(choice, text)
@@ -352,17 +362,18 @@ class OpenAIBackend(Backend):
         if req.chat or self.chat_only:
             params["messages"] = [{"role": "user", "content": req.prompt}]
             body = self.client.request("POST", "chat/completions", params)
-            choice = (body.get("choices") or [{}])[0]
-            text = str((choice.get("message") or {}).get("content") or "")
+            choice = _first_choice(body)
+            text = str(_message(choice).get("content") or "")
         else:
             params["prompt"] = self.bos + req.prompt
             body = self.client.request("POST", "completions", params)
-            choice = (body.get("choices") or [{}])[0]
+            choice = _first_choice(body)
             text = str(choice.get("text") or "")
         hits = [text.find(s) for s in req.stop if s and s in text]
         if hits:  # servers strip the stop string; some return it
             text = text[: min(hits)]
-        n = int((body.get("usage") or {}).get("completion_tokens") or 0)
+        usage = body.get("usage")
+        n = int(usage.get("completion_tokens") or 0) if isinstance(usage, dict) else 0
         reason = "length" if choice.get("finish_reason") == "length" else "stop"
         return Generation(text, n, reason)
 
@@ -381,6 +392,46 @@ class OpenAIBackend(Backend):
         return [by_req[r] for r in requests]
 
 
+def _first_choice(body: dict[str, Any]) -> dict[str, Any]:
+    """The reply's first choice ({} when it has none); a malformed list is a ModelError."""
+    choices = body.get("choices") or [{}]
+    if not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise ModelError(
+            f"the server's reply has 'choices' of {type(choices).__name__} "
+            f"{str(choices)[:60]!r}, not a list of objects: not in the OpenAI API's format"
+        )
+    return choices[0]
+
+
+def _message(choice: dict[str, Any]) -> dict[str, Any]:
+    msg = choice.get("message") or {}
+    return msg if isinstance(msg, dict) else {"content": str(msg)}
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _reply_format(what: str) -> Callable[[_F], _F]:
+    """A reply that is JSON but not in the shape OpenAI's API gives is a one-line ModelError
+    naming ``what`` was read, not a Python traceback from deep in the parser."""
+
+    def wrap(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+                detail = f"{type(exc).__name__}: {str(exc)[:120]}"
+                raise ModelError(
+                    f"the server's {what} is not in the OpenAI API's format ({detail})"
+                ) from None
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
+
+
+@_reply_format("prompt log-probs (echo)")
 def _parse_echo(choice: dict[str, Any], text: str) -> PromptTokens | None:
     lp = choice.get("logprobs")
     if not isinstance(lp, dict) or not lp.get("tokens"):
@@ -401,6 +452,7 @@ def _parse_echo(choice: dict[str, Any], text: str) -> PromptTokens | None:
     return PromptTokens(tuple(tokens[:n]), tuple(vals))
 
 
+@_reply_format("prompt_logprobs")
 def _parse_prompt_logprobs(choice: dict[str, Any], body: dict[str, Any]) -> PromptTokens | None:
     entries = choice.get("prompt_logprobs")
     if not isinstance(entries, list) or not entries:
