@@ -659,3 +659,18 @@ def test_bundled_matches_official_csv(bundled: LoadResult, mmlu_folder: LoadResu
     assert collections.Counter(map(key, bundled.items)) == collections.Counter(
         map(key, mmlu_folder.items)
     )
+
+
+def test_rows_of_subjects_not_asked_for_are_not_read(tmp_path: Path) -> None:
+    """MMLU-style folders take the subject from the file name: with --subjects, another
+    subject's malformed rows were counted as skipped (exit 3) and fatal under --strict."""
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "anatomy_test.csv").write_text("What is a bone?,a,b,c,d,A\n", encoding="utf-8")
+    (folder / "broken_test.csv").write_text("Q?,a,b,c,d,A\nonly,two\nR?,a,b,c,d,Z\n", "utf-8")
+    got = load_benchmark(str(folder), subjects=["anatomy"], strict=True)
+    assert [i.subject for i in got.items] == ["anatomy"] and got.problems == []
+    every = load_benchmark(str(folder))  # without --subjects the broken file is read
+    assert len(every.problems) == 2
+    with pytest.raises(ConfigError, match="unknown subject 'anatomyy'.*did you mean anatomy"):
+        load_benchmark(str(folder), subjects=["anatomyy"])

@@ -27,7 +27,15 @@ from contamscope.data.records import (
 )
 from contamscope.errors import DataError
 
-__all__ = ["FORMATS", "EXTENSIONS", "GENERIC_FORMATS", "PARSERS", "detect_format", "split_subject"]
+__all__ = [
+    "FORMATS",
+    "EXTENSIONS",
+    "FILE_SUBJECT_FORMATS",
+    "GENERIC_FORMATS",
+    "PARSERS",
+    "detect_format",
+    "split_subject",
+]
 
 FORMATS: dict[str, str] = {
     "mmlu-csv": "MMLU CSV: header-less question,A,B,C,D,letter or header question,choice0..choice3,answer(0-3)",
@@ -61,6 +69,10 @@ _MMLU_HEADERS = (
 )
 
 Parser = Callable[[Path, str, Sink, FieldMap], int]
+
+
+FILE_SUBJECT_FORMATS = frozenset({"mmlu-csv", "cmmlu-csv", "ceval-csv"})
+"""Formats whose items take their subject from the file name (one subject per file)."""
 
 
 def split_subject(stem: str) -> str:

@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from contamscope.data.formats import EXTENSIONS, FORMATS, GENERIC_FORMATS, PARSERS, detect_format
+from contamscope.data.formats import (
+    EXTENSIONS,
+    FILE_SUBJECT_FORMATS,
+    FORMATS,
+    GENERIC_FORMATS,
+    PARSERS,
+    detect_format,
+    split_subject,
+)
 from contamscope.data.items import LoadResult
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
@@ -103,7 +111,12 @@ def load_benchmark(
     else:
         files, source = _resolve_path(spec, split=split, format=format)
         result = _load_files(
-            files, format=format, field_map=field_map, strict=strict, source=source
+            files,
+            format=format,
+            field_map=field_map,
+            strict=strict,
+            source=source,
+            subjects=subjects,
         )
     return _filter_subjects(result, subjects)
 
@@ -194,10 +207,16 @@ def _load_files(
     field_map: FieldMap | None,
     strict: bool,
     source: str,
+    subjects: Sequence[str] | None = None,
 ) -> LoadResult:
     sink = Sink(strict=strict)
     digest = hashlib.sha256()
     first: tuple[Path, str] | None = None
+    # formats whose subject is the file name: with --subjects, the other subjects' files are
+    # not parsed (their malformed rows are no concern of this run, nor fatal under --strict),
+    # unless a wanted subject names no file (then all are read, for the error's suggestions)
+    wanted = set([subjects] if isinstance(subjects, str) else subjects or [])
+    by_file = wanted and wanted <= {split_subject(p.stem) for p in files}
     for path in files:
         raw, text = _read_text(path)
         digest.update(raw)
@@ -209,6 +228,8 @@ def _load_files(
                 f"{path}: looks like {fmt} but {first[0].name} looks like {first[1]}; "
                 "pass --format to read them all one way"
             )
+        if by_file and fmt in FILE_SUBJECT_FORMATS and split_subject(path.stem) not in wanted:
+            continue
         if PARSERS[fmt](path, text, sink, field_map or FieldMap()) == 0:
             raise DataError(f"{path}: no items (empty file)")
     if not sink.items:
