@@ -133,3 +133,40 @@ def test_detector_processes_only_when_the_model_leaves_the_cpu_free(
         "batch_items": 256,
         "detector_workers": min(16, (os.cpu_count() or 1) - 1),
     }
+
+
+def test_interrupt_in_the_inline_detectors_keeps_the_finished_batch(
+    tmp_path: Path, tiny_backend, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C while the detectors of batch 3 run inline: batches 1 and 2 are written (batch 2's
+    records were computed but not yet appended, and were lost)."""
+    import pytest
+
+    import contamscope.pipeline.permutation as pipeline
+
+    bench = tmp_path / "mix_test.csv"
+    bench.write_text(
+        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(6)), encoding="utf-8"
+    )
+    loaded = load_benchmark(str(bench))
+    calls = {"n": 0}
+    real = pipeline._records_of
+
+    def interrupted(jobs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(jobs)
+
+    monkeypatch.setattr(pipeline, "_records_of", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_permutation(
+            loaded,
+            loaded.items,
+            CachedScorer(tiny_backend, None),
+            RunDir(out),
+            PermutationConfig(batch_items=2, detector_workers=0),
+        )
+    ids = [json.loads(x)["id"] for x in (out / "items.jsonl").read_text().splitlines()]
+    assert ids == [it.id for it in loaded.items[:4]]

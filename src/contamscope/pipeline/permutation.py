@@ -333,19 +333,20 @@ def run_permutation(
         for s in range(0, len(todo), batch_items):
             batch = todo[s : s + batch_items]
             planned = _plan_batch(batch, config)
-            try:
+            try:  # scoring, and the detectors when they run inline
                 results = scorer.score(planned.requests) if planned.requests else []
+                jobs = []
+                for p in planned.items:
+                    res = results[p.start : p.start + len(p.continuations)]
+                    tokens += sum(r.n_tokens for r in res)
+                    jobs.append((p.item, alg1, alg2, p.prefix, p.orders, p.continuations, res))
+                reasons = [p.reason for p in planned.items]
+                parts = _submit(pool, jobs, workers)
             except BaseException:
                 if pending is not None:  # keep the previous batch's records
                     pending.write(run_dir, done, on_items)
                 raise
-            jobs = []
-            for p in planned.items:
-                res = results[p.start : p.start + len(p.continuations)]
-                tokens += sum(r.n_tokens for r in res)
-                jobs.append((p.item, alg1, alg2, p.prefix, p.orders, p.continuations, res))
-            reasons = [p.reason for p in planned.items]
-            finished = _Finished(batch, planned.excluded, reasons, _submit(pool, jobs, workers))
+            finished = _Finished(batch, planned.excluded, reasons, parts)
             if pending is not None:
                 scored_now += pending.write(run_dir, done, on_items)
             pending = finished
