@@ -160,3 +160,15 @@ def test_paraphrase_prompt_and_check() -> None:
     assert p.ok and p.question == "New Q"
     assert not Paraphrase.from_reply("I cannot do that.", "x\n#### 7").ok
     assert not Paraphrase.from_reply("Question: Q\nAnswer: 8\n#### 8", "x\n#### 7").ok
+
+
+def test_qa_csv_row_with_another_number_of_cells_is_skipped(tmp_path: Path) -> None:
+    """Such a row was mapped with its cells shifted (an id 'here', answer 'cells')."""
+    path = tmp_path / "qa.csv"
+    path.write_text(
+        'question,answer\nWhat is 2+2?,4\n"Broken, row",cells,here,extra\nWhat is 3+3?,6\n',
+        encoding="utf-8",
+    )
+    got = load_qa(str(path))
+    assert [i.answer for i in got.items] == ["4", "6"]
+    assert [str(p) for p in got.problems] == [f"{path}:3: 4 cells, the header has 2"]

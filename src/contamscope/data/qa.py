@@ -187,7 +187,10 @@ def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | Non
             return
         names = [h.strip() for h in header[1]]
         for line, cells in rows:
-            yield line, dict(zip(names, cells))
+            if len(cells) != len(names):  # a shifted row would map cells to other columns
+                yield line, RowError(f"{len(cells)} cells, the header has {len(names)}")
+            else:
+                yield line, dict(zip(names, cells))
         return
     for line, raw in jsonl_lines(text):
         yield line, raw
@@ -238,6 +241,8 @@ def load_qa(
     detected: list[str] = []
 
     def make(row: Any, row_no: int, line: int | None) -> Any:
+        if isinstance(row, RowError):
+            raise row
         rec = row if isinstance(row, dict) else json_object(row)
         if not detected:
             detected.append(fmt or _detect(rec, field_map))
