@@ -351,3 +351,16 @@ def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
     assert len(text.splitlines()[0].split("|")) == 6  # model + three columns
     with pytest.raises(StoreError, match="nowhere: no such run folder"):
         collect([runs[0], tmp_path / "nowhere"])
+
+
+def test_split_labels_come_only_from_a_validate_epoch_folder(make_run, tmp_path: Path) -> None:
+    """A split.json beside an ordinary run folder gave its report ROC curves and a 'known leak'
+    column without a word; only ``validate``'s RUN/epoch-N folders take RUN/split.json."""
+    from contamscope.report.validation import find_split_labels
+
+    (tmp_path / "split.json").write_text(json.dumps({"leaked": ["subj2-2"]}))
+    plain = make_run("myrun", n_items=8)
+    epoch = make_run("epoch-3", n_items=8)
+    assert find_split_labels(plain) is None
+    labels = find_split_labels(epoch)
+    assert labels is not None and labels.get("subj2-2", False) is True

@@ -86,6 +86,15 @@ def _letters(order: list[int]) -> str:
     return "".join(chr(ord("A") + i) if i < 26 else "?" for i in order)
 
 
+def _alg2_flag(rec: dict[str, Any], d0: str | None) -> bool | None:
+    """The item's Algorithm-2 flag at ``d0``, or at its own threshold when it has no ``d0`` (a
+    5-option item of a run whose first threshold is the 4-option default)."""
+    flags = rec.get("alg2") or {}
+    if d0 in flags:
+        return bool(flags[d0])
+    return bool(next(iter(flags.values()))) if flags else None
+
+
 def _question(rec: dict[str, Any]) -> str:
     return clip(rec.get("prefix"), _QUESTION_CHARS)
 
@@ -127,7 +136,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 p,
                 gap,
                 rec["alg1"],
-                (rec.get("alg2") or {}).get(d0) if d0 else None,
+                _alg2_flag(rec, d0),
                 rec.get("alg2_score"),
                 None,
                 q,
@@ -169,7 +178,8 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 what="analysed items",
             )
         )
-    out.append(_table_section(rows, options, alpha, d0, any_label))
+    expected = (stats.get("rank") or {}).get("expected")
+    out.append(_table_section(rows, options, alpha, d0, any_label, expected, len(delta_keys) > 1))
     out.append(_provenance_section(run))
     return out
 
@@ -397,7 +407,13 @@ def _cases_section(cases: list[_Case], n_items: int) -> Section:
 
 
 def _table_section(
-    rows: list[list[Any]], options: ReportOptions, alpha: float, d0: str | None, labels: bool
+    rows: list[list[Any]],
+    options: ReportOptions,
+    alpha: float,
+    d0: str | None,
+    labels: bool,
+    expected: float | None = None,
+    mixed: bool = False,
 ) -> Section:
     cols = [
         Column("id", "item"),
@@ -411,7 +427,17 @@ def _table_section(
         Column("p_value", "p-value", "p", help="exact rank p-value under H0"),
         Column("gap", "gap (nats)", "num", help="original log-prob minus the mean of the others"),
         Column("alg1", "Alg. 1", "bool", help="Algorithm 1: the original order is the unique max"),
-        Column("alg2", f"Alg. 2 (δ {d0})" if d0 else "Alg. 2", "bool", help="paper's flag"),
+        Column(
+            "alg2",
+            f"Alg. 2 (δ {d0})" if d0 and not mixed else "Alg. 2",
+            "bool",
+            help="paper's flag"
+            + (
+                ", at each item's own default δ (it depends on the number of options)"
+                if mixed
+                else ""
+            ),
+        ),
         Column("alg2_score", "outlier score", "num", help="IsolationForest score of the max"),
         Column("excluded", "excluded because"),
         Column("question", "question"),
@@ -423,8 +449,10 @@ def _table_section(
         "items",
         "All items",
         f"<p class='note'>{len(rows)} items; click a header to sort, type to search any column. "
-        f"Items with p-value ≤ {alpha:g} are suspicious one by one, but about {fmt_pct(alpha)} "
-        "of a clean benchmark's items also are (see the rank test above).</p>",
+        f"Items with p-value ≤ {alpha:g} are suspicious one by one, but "
+        + (f"about {fmt_pct(expected)}" if expected is not None else f"up to {fmt_pct(alpha)}")
+        + " of a clean benchmark's items also are (the rank test's rate under H0, above: "
+        "a p-value of an item with N orders is a multiple of 1/N).</p>",
         after=table.html(),
     )
 

@@ -9,6 +9,7 @@ is clean).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,8 +37,12 @@ def _split_ids(obj: object) -> set[str] | None:
 
 
 def find_split_labels(run_dir: Path) -> LabelMap | None:
-    """Labels of a ``contamscope validate`` epoch folder (its parent's split.json), else None."""
-    split = Path(run_dir).resolve().parent / "split.json"
+    """Labels of a ``contamscope validate`` epoch folder (``epoch-N``: its parent's split.json),
+    else None: a split.json beside any other run folder is not taken as its labels."""
+    run_dir = Path(run_dir).resolve()
+    if not re.fullmatch(r"epoch-\d+", run_dir.name):
+        return None
+    split = run_dir.parent / "split.json"
     if not split.exists():
         return None
     try:
