@@ -56,6 +56,9 @@ def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:
     assert res.returncode == 2 and "no such file or folder" in res.stderr
     res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev", cwd=tmp_path)
     assert res.returncode == 2 and "at least two splits" in res.stderr
+    # FinEval's test split has no answers: M is undefined there (was "no evidence", +nan)
+    res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev,test", cwd=tmp_path)
+    assert res.returncode == 2 and "split 'test' has no reference answers" in res.stderr
 
 
 def test_cap_cli_skipped_rows_exit_3(

@@ -236,6 +236,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         min_diff=kw["min_diff"],
         batch_items=kw["batch_items"],
     )
+    for s in split_names:  # M compares with the reference answer: a split without any is moot
+        if all(getattr(it, "answer", None) is None for it in data.splits[s].items):
+            raise ConfigError(
+                f"--splits: split {s!r} has no reference answers ({data.splits[s].files[0] if data.splits[s].files else data.source}), "
+                "so CAP's performance M is undefined there; pick splits with answers"
+            )
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     say_overlap(overlap, kw["drop_shared"])
     gone = {s: set(overlap.shared[s]) if kw["drop_shared"] else set() for s in split_names}
