@@ -116,6 +116,10 @@ _LEAD = re.compile(
 )
 
 
+_ARTICLE = re.compile(r"[AI]\s+(?!(?:is|was)\b)[a-z]")
+"""English "A" / "I" starting a sentence ("A molecule called ATP"), not an option label."""
+
+
 def map_choice(text: str, options: Sequence[str]) -> int | None:
     """Map a free-text answer to an option index by rules, or ``None`` (unmapped).
 
@@ -130,10 +134,16 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
     2
     >>> map_choice("a quick guess", ["x", "y"]) is None
     True
+    >>> map_choice("A molecule called ATP.", ["ADP", "ATP", "NAD", "FAD"])  # an article, not A
+    1
+    >>> map_choice("A is correct", ["ADP", "ATP"]), map_choice("A: ADP", ["ADP", "ATP"])
+    (0, 0)
     """
     n = len(options)
     stripped = text.strip()
     m = _LEAD.match(stripped)
+    if m and _ARTICLE.match(stripped[m.start(1) :]):  # "A molecule ...", "I think ...": words
+        m = None
     if m:
         letter = m.group(1)
         rest = stripped[m.end() :].strip(" .):）】\"'")
