@@ -88,3 +88,44 @@ def test_tiny_model_benbench_run_report(tiny_benbench_run: Path) -> None:
     est = estimate(load_run(tiny_benbench_run))
     d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
     assert est is not None and est.value == d["delta"] and est.n_items == 2
+
+
+def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """`card` made one card for two models, overwrote its Markdown when --out ended in .json,
+    raised IsADirectoryError on a folder, KeyError on an incomplete summary, repeated a run
+    given twice, and titled the column '5-gram' whatever --n was."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+
+    a = make_benbench_run("a")
+    b = make_benbench_run("b")
+    s = json.loads((b / "summary.json").read_text())
+    s["model"]["spec"] = "hf:other-model"
+    (b / "summary.json").write_text(json.dumps(s))
+    runner = CliRunner()
+
+    def card(*args: str) -> Any:
+        return runner.invoke(app, ["card", *args])
+
+    r = card("--run", str(a), "--run", str(b), "--out", str(tmp_path / "c.md"))
+    assert r.exit_code == 2 and "the runs are of 2 models" in r.output
+    r = card("--run", str(a), "--out", str(tmp_path / "c.json"))
+    assert r.exit_code == 2 and "name the Markdown card (.md)" in r.output
+    (tmp_path / "dir.md").mkdir()
+    r = card("--run", str(a), "--out", str(tmp_path / "dir.md"))
+    assert r.exit_code == 2 and "is a folder" in r.output
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "summary.json").write_text(json.dumps({"method": "benbench"}))
+    r = card("--run", str(bad), "--out", str(tmp_path / "x.md"))
+    assert r.exit_code == 2 and "no 'model' (not a complete BenBench summary.json)" in r.output
+    r = card("--run", str(a), "--run", str(a), "--out", str(tmp_path / "ok.md"))
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "ok.md").read_text()
+    n = json.loads((a / "summary.json").read_text())["config"]["n"]
+    assert f"{n}-gram acc orig / para" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "split" not in ln]
+    assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError, DataError
+from ..paths import check_output_file, write_text_atomic
 from .common import console, user_errors
 
 EPILOG = """
@@ -59,14 +60,23 @@ def _read(run: Path) -> dict[str, Any]:
         raise DataError(f"{run}: no such run folder or summary.json") from None
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    if summary.get("method") != "benbench":
-        raise DataError(f"{path}: not a BenBench run (method {summary.get('method')!r})")
+    if not isinstance(summary, dict) or summary.get("method") != "benbench":
+        method = summary.get("method") if isinstance(summary, dict) else None
+        raise DataError(f"{path}: not a BenBench run (method {method!r})")
+    missing = [k for k in ("model", "benchmark", "statistics") if k not in summary]
+    if missing:
+        raise DataError(f"{path}: no {missing[0]!r} (not a complete BenBench summary.json)")
     return summary
 
 
 def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[str, Any]:
     """The card as a dict: model, checks per benchmark split, and empty developer fields."""
     models = sorted({s["model"]["spec"] for s in summaries})
+    if len(models) > 1:
+        raise ConfigError(
+            f"--run: the runs are of {len(models)} models ({', '.join(models[:3])}); a card "
+            "describes one model: give the runs of one model"
+        )
     checks = []
     for s in summaries:
         for split, st in s["statistics"]["splits"].items():
@@ -84,6 +94,7 @@ def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[
                         k: {"value": v["delta"], "ci": v["ci"]} for k, v in st["delta"].items()
                     },
                     "instances_all_ngrams_exact": st["instances"]["exact_all"]["count"],
+                    "n": (s.get("config") or {}).get("n"),
                     "model_fingerprint": s["model"].get("fingerprint"),
                     "run_created": s.get("created"),
                 }
@@ -121,6 +132,8 @@ def _f(x: float | None, pct: bool = False) -> str:
 
 
 def render_markdown(card: dict[str, Any]) -> str:
+    ns = {c.get("n") for c in card["checks"] if "delta_train_test" not in c}
+    gram = f"{ns.pop()}-gram" if len(ns) == 1 and None not in ns else "n-gram"
     lines = [
         f"# Benchmark Transparency Card: {card['model']}",
         "",
@@ -129,7 +142,7 @@ def render_markdown(card: dict[str, Any]) -> str:
         "## Benchmarks checked",
         "",
         "| benchmark | split | items | references | ppl orig / para | Delta ppl [95% CI] | "
-        "5-gram acc orig / para | Delta acc [95% CI] | items with all n-grams exact |",
+        f"{gram} acc orig / para | Delta acc [95% CI] | items with all n-grams exact |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in card["checks"]:
@@ -191,10 +204,20 @@ def command(
 def _write(runs: list[Path], out: Path, model_name: str | None) -> None:
     if not runs:
         raise ConfigError("--run: give at least one BenBench run folder")
-    card = build_card([_read(r) for r in runs], model_name)
+    if out.suffix.lower() == ".json":  # the Markdown would be overwritten by the JSON
+        raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
+    check_output_file(out)
+    check_output_file(out.with_suffix(".json"))
+    seen: set[Path] = set()
+    unique = []
+    for r in runs:  # the same run given twice would make two identical rows
+        if Path(r).resolve() not in seen:
+            seen.add(Path(r).resolve())
+            unique.append(r)
+    card = build_card([_read(r) for r in unique], model_name)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_markdown(card), encoding="utf-8")
-    out.with_suffix(".json").write_text(
-        json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    write_text_atomic(out, render_markdown(card))
+    write_text_atomic(
+        out.with_suffix(".json"), json.dumps(card, indent=2, ensure_ascii=False) + "\n"
     )
     console.print(f"wrote {out} and {out.with_suffix('.json')}")
