@@ -165,3 +165,16 @@ def test_cache_names_model_setups_and_clears_one(tmp_path: Path) -> None:
     left = ScoreCache(path)
     assert [(m.spec, m.entries) for m in left.models()] == [("counting", 2)]
     assert left.info().entries == 2
+
+
+def test_a_damaged_line_mid_file_loses_only_its_own_record(tmp_path: Path) -> None:
+    """A bad line in the middle of items.jsonl dropped every good record after it (they were
+    scored again); now only that line goes, and the torn tail of a kill is still cut."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": f"x{i}"} for i in range(4)])
+    lines = run.items_path.read_text().splitlines(keepends=True)
+    run.items_path.write_text(lines[0] + "{not json\n" + "".join(lines[1:]) + '{"id": "x9"')
+    done = RunDir(tmp_path / "run").open({"model": "a"})
+    assert sorted(done) == ["x0", "x1", "x2", "x3"]
+    assert run.items_path.read_text() == "".join(lines)  # the file holds the good lines only

@@ -57,20 +57,25 @@ class RunDir:
         if not self.items_path.exists():
             return {}
         done: dict[str, dict[str, Any]] = {}
-        good_bytes = 0
+        good: list[bytes] = []
+        damaged = False
         with open(self.items_path, "rb") as fh:
             for raw in fh:
                 if not raw.endswith(b"\n"):
-                    break  # torn write from a killed run
+                    damaged = True  # torn write from a killed run: the last line only
+                    break
                 try:
                     rec = json.loads(raw)
-                except json.JSONDecodeError:
-                    break
-                done[rec["id"]] = rec
-                good_bytes += len(raw)
-        if good_bytes != self.items_path.stat().st_size:
-            with open(self.items_path, "r+b") as fh:
-                fh.truncate(good_bytes)
+                    rec_id = rec["id"]
+                except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+                    damaged = True  # a damaged line: dropped (its item is scored again), the
+                    continue  # good records after it are kept
+                done[rec_id] = rec
+                good.append(raw)
+        if damaged:
+            tmp = self.items_path.with_name(self.items_path.name + ".tmp")
+            tmp.write_bytes(b"".join(good))
+            os.replace(tmp, self.items_path)
         return done
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
