@@ -241,7 +241,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     overlap = split_overlap({n: x.items for n, x in loaded.items()}) if kw["train"] else None
     if overlap is not None:
         say_overlap(overlap, kw["drop_shared"])
-    drop = {n: set(overlap.shared[n]) if overlap and kw["drop_shared"] else set() for n in loaded}
+    drop = overlap.left_out(kw["drop_shared"]) if overlap else {n: set() for n in loaded}
     splits = [_split_input(kw, loaded["test"], kw["reference"], "test", drop["test"])]
     if kw["train"]:
         splits.append(

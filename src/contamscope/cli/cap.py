@@ -237,14 +237,16 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         batch_items=kw["batch_items"],
     )
     for s in split_names:  # M compares with the reference answer: a split without any is moot
-        if all(getattr(it, "answer", None) is None for it in data.splits[s].items):
+        split = data.splits[s]
+        if all(getattr(it, "answer", None) is None for it in split.items):
+            where = split.files[0] if split.files else data.source
             raise ConfigError(
-                f"--splits: split {s!r} has no reference answers ({data.splits[s].files[0] if data.splits[s].files else data.source}), "
+                f"--splits: split {s!r} has no reference answers ({where}), "
                 "so CAP's performance M is undefined there; pick splits with answers"
             )
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     say_overlap(overlap, kw["drop_shared"])
-    gone = {s: set(overlap.shared[s]) if kw["drop_shared"] else set() for s in split_names}
+    gone = overlap.left_out(kw["drop_shared"])
     selected = {
         s: _select(
             [it for it in data.splits[s].items if it.id not in gone[s]],

@@ -208,12 +208,8 @@ def _write(runs: list[Path], out: Path, model_name: str | None) -> None:
         raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
     check_output_file(out)
     check_output_file(out.with_suffix(".json"))
-    seen: set[Path] = set()
-    unique = []
-    for r in runs:  # the same run given twice would make two identical rows
-        if Path(r).resolve() not in seen:
-            seen.add(Path(r).resolve())
-            unique.append(r)
+    # the same run given twice would make two identical rows
+    unique = list({Path(r).resolve(): r for r in runs}.values())
     card = build_card([_read(r) for r in unique], model_name)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_markdown(card))

@@ -22,6 +22,10 @@ class SplitOverlap:
     duplicates: dict[str, int]
     """Per split, items that repeat the text of an earlier item of the same split."""
 
+    def left_out(self, drop: bool) -> dict[str, set[str]]:
+        """Per split, the ids ``--drop-shared`` leaves out (none when ``drop`` is False)."""
+        return {s: set(ids) if drop else set() for s, ids in self.shared.items()}
+
     def counts(self) -> dict[str, dict[str, Any]]:
         """``{split: {"shared": n, "shared_with": {split: n}, "duplicates": n}}`` (summary)."""
         return {

@@ -411,9 +411,10 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
     """
     g = np.array([it.gap for it in items], dtype=np.float64)
     n = int(g.size)
-    mean = float(g.mean()) if n else None
     if n < 2:
-        return GapTest(n, mean, None, None, None, reason="needs at least 2 items")
+        first = float(g[0]) if n else None
+        return GapTest(n, first, None, None, None, reason="needs at least 2 items")
+    mean = float(g.mean())
     if float(np.ptp(g)) == 0.0:
         return GapTest(n, mean, None, None, None, reason="all gaps are identical (zero variance)")
     res = sps.ttest_1samp(g, 0.0, alternative="greater")
@@ -425,8 +426,8 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
         p, method, resamples = _randomization_p(nulls)
     return GapTest(
         n=n,
-        mean=float(g.mean()),
-        ci=(float(g.mean()) - half, float(g.mean()) + half),
+        mean=mean,
+        ci=(mean - half, mean + half),
         t=_none_if_nan(float(res.statistic)),
         p_value=p,
         method=method,
