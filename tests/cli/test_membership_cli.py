@@ -277,11 +277,28 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     p, _ = pooled_rank_p_values(pairs[:5], pairs[5:])
     assert [x["p_value"] for x in recs[:5]] == pytest.approx(list(p))
     assert all(x["combined_score"] is not None for x in recs[:5])
-    # switching an existing min_k_pp folder to combined is refused in one line (orders missing)
+    # a min_k_pp folder switched to gap scores only the option orders it lacks; its records
+    # are then those of a folder run with the orders from the start (it was refused)
     plain = tmp_path / "plain"
     assert run_cli(*_args(tiny_model_path, bench, ref, plain), cwd=tmp_path).returncode == 0
-    bad = run_cli(*_args(tiny_model_path, bench, ref, plain, "--statistic", "gap"), cwd=tmp_path)
-    assert "use another --out or --overwrite" in _error_line(bad)
+    assert "gap" not in _records(plain)[0]["statistics"]
+    up = run_cli(*_args(tiny_model_path, bench, ref, plain, "--statistic", "gap"), cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    assert [x["statistics"] for x in _records(plain)] == [x["statistics"] for x in recs]
+    s_up = json.loads((plain / "summary.json").read_text())
+    assert s_up["statistics"]["statistic"] == "gap" and "orders" in s_up["config"]
+    assert s_up["timings"]["items_scored_now"] == 29  # the orders of every item
+    settings = json.loads((plain / "settings.json").read_text())
+    assert settings == json.loads((out / "settings.json").read_text())
+    # and back to min_k_pp: re-analysis of the same records, nothing scored, the gaps kept
+    back = run_cli(*_args(tiny_model_path, bench, ref, plain), cwd=tmp_path)
+    assert back.returncode == 0, back.stderr
+    s_back = json.loads((plain / "summary.json").read_text())
+    assert s_back["timings"]["items_scored_now"] == 0
+    assert (
+        s_back["statistics"]["statistic"] == "min_k_pp"
+        and "gap" in _records(plain)[0]["statistics"]
+    )
 
 
 def test_split_picks_the_benchmark_folder_and_a_reference_file_is_read_as_is(

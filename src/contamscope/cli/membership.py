@@ -45,7 +45,7 @@ cut-off, a private re-written split), in the benchmark's format. Each item's tex
 permutation template with the options in their original order. Flags have false-positive rate
 <= --alpha per item (see docs/methods.md). Re-running the same command with the same --out
 resumes; changing only --statistic/--alpha/--fdr/--bootstrap re-analyses without scoring
-(except a change to gap/combined, which also scores every option order: another --out).
+(a change to gap/combined scores the option orders the folder lacks, and only those).
 Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
 """
 

@@ -17,7 +17,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,9 @@ class MembershipConfig:
     """Seed of the bootstrap (and of ``--sample``)."""
     batch_items: int = 32
     """Items per scoring batch (results are saved after each)."""
+    keep_orders: bool = False
+    """Score every option order even though the statistic does not need them (set when a run
+    folder already holds them, so that its records stay alike)."""
 
     def __post_init__(self) -> None:
         if self.statistic not in ALL_STATISTICS:
@@ -97,7 +100,7 @@ class MembershipConfig:
     @property
     def orders(self) -> bool:
         """Whether every option order is scored too (``gap``, ``combined``)."""
-        return self.statistic in ORDER_STATISTICS
+        return self.statistic in ORDER_STATISTICS or self.keep_orders
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -197,6 +200,19 @@ def _order_requests(item: MCQItem, template: PromptTemplate) -> list[ScoreReques
     return [ScoreRequest(prefix, template.continuation(item, o)) for o in orders.orders]
 
 
+def _order_logprobs(
+    scorer: CachedScorer, items: Sequence[MCQItem], template: PromptTemplate
+) -> list[list[float]]:
+    """Each item's log-probs under every option order (the original order first)."""
+    per_item = [_order_requests(it, template) for it in items]
+    flat = scorer.score([r for reqs in per_item for r in reqs])
+    out, start = [], 0
+    for reqs in per_item:
+        out.append([x.logprob for x in flat[start : start + len(reqs)]])
+        start += len(reqs)
+    return out
+
+
 def _add_gaps(records: list[dict[str, Any]], results: list[list[float]]) -> None:
     """The permutation gap of each record from its orders' log-probs (in place)."""
     for rec, lps in zip(records, results):
@@ -235,7 +251,7 @@ def run_membership(
     if not reference_items:
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
     vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
-    settings = {
+    settings: dict[str, Any] = {
         "method": "membership",
         "run_schema": RUN_SCHEMA_VERSION,
         "model": backend.spec,
@@ -248,7 +264,18 @@ def run_membership(
         "config": config.scoring_settings(),
         "vocab_stats": vocab,
     }
-    done = run_dir.open(settings, overwrite=overwrite)
+    stored = None if overwrite else run_dir.stored_settings()
+    if stored is not None and not config.orders and "orders" in stored.get("config", {}):
+        # the folder's records carry every order's scores: a statistic that needs none of them
+        # re-analyses them, and items still to do are scored alike
+        config = replace(config, keep_orders=True)
+        settings["config"] = config.scoring_settings()
+    # a folder scored without the option orders takes them now (its original texts' scores are
+    # kept), and its settings then say so
+    scored_without = {k: v for k, v in settings["config"].items() if k != "orders"}
+    done = run_dir.open(
+        settings, overwrite=overwrite, upgrades=[settings | {"config": scored_without}]
+    )
     wanted = [("benchmark", it) for it in items] + [("reference", it) for it in reference_items]
     ids = [f"{role}/{it.id}" for role, it in wanted]
     dupes = [i for i, n in Counter(ids).items() if n > 1]
@@ -257,10 +284,27 @@ def run_membership(
     wanted_ids = set(ids)
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [(role, it) for role, it in wanted if f"{role}/{it.id}" not in done]
+    # items scored before without their option orders (a folder first run with another
+    # statistic): only the orders are scored, and the records rewritten with their gaps
+    gapless = [
+        (role, it)
+        for role, it in wanted
+        if config.orders
+        and (rec := done.get(f"{role}/{it.id}")) is not None
+        and rec["statistics"] is not None
+        and "gap" not in rec["statistics"]
+    ]
     if on_start is not None:
-        on_start(len(wanted), len(done))
+        on_start(len(wanted), len(done) - len(gapless))
     t0 = time.perf_counter()
     tokens = 0
+    for b in range(0, len(gapless), config.batch_items):
+        batch = gapless[b : b + config.batch_items]
+        records = [done[f"{role}/{it.id}"] for role, it in batch]
+        _add_gaps(records, _order_logprobs(scorer, [it for _, it in batch], config.template))
+        run_dir.append(records)  # a record appended again replaces the earlier one on resume
+        if on_items is not None:
+            on_items(len(batch))
     for b in range(0, len(todo), config.batch_items):
         batch = todo[b : b + config.batch_items]
         reqs = [item_request(it, config.template) for _, it in batch]
@@ -270,13 +314,7 @@ def run_membership(
         ]
         tokens += sum(len(st.tokens) for st in stats)
         if config.orders:
-            per_item = [_order_requests(it, config.template) for _, it in batch]
-            flat = scorer.score([r for reqs_i in per_item for r in reqs_i])
-            lps, start = [], 0
-            for reqs_i in per_item:
-                lps.append([x.logprob for x in flat[start : start + len(reqs_i)]])
-                start += len(reqs_i)
-            _add_gaps(records, lps)
+            _add_gaps(records, _order_logprobs(scorer, [it for _, it in batch], config.template))
         run_dir.append(records)
         for r in records:
             done[r["id"]] = r
@@ -286,18 +324,19 @@ def run_membership(
     ordered = [done[i] for i in ids]
     test = analyse(ordered, config)
     run_dir.replace_records(ordered)
+    scored_now = len(todo) + len(gapless)
     timing = {
         "scoring_seconds": round(elapsed, 3),
-        "items_scored_now": len(todo),
-        "items_resumed": len(wanted) - len(todo),
-        "items_per_second": round(len(todo) / elapsed, 3) if elapsed > 0 and todo else None,
+        "items_scored_now": scored_now,
+        "items_resumed": len(wanted) - scored_now,
+        "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
         "tokens_scored_now": tokens,
         "requests_computed": scorer.computed,
         "requests_from_cache": scorer.reused,
     }
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
     run_dir.write_summary(summary)
-    return MembershipOutcome(summary, run_dir.path, len(todo), len(wanted) - len(todo))
+    return MembershipOutcome(summary, run_dir.path, scored_now, len(wanted) - scored_now)
 
 
 def _usable(rec: dict[str, Any], *statistics: str) -> bool:

@@ -30,19 +30,22 @@ class RunDir:
         self.summary_path = self.path / "summary.json"
 
     def open(
-        self, settings: dict[str, Any], *, overwrite: bool = False
+        self,
+        settings: dict[str, Any],
+        *,
+        overwrite: bool = False,
+        upgrades: Iterable[dict[str, Any]] = (),
     ) -> dict[str, dict[str, Any]]:
         """Prepare the folder; return records already finished (resume) keyed by item id.
 
-        A folder holding a run with different settings is refused unless ``overwrite``.
+        A folder holding a run with different settings is refused unless ``overwrite``, or
+        unless its settings are among ``upgrades`` (older settings whose records the caller
+        completes): ``settings`` then replace them.
         """
         make_folder(self.path)
         if self.settings_path.exists() and not overwrite:
-            try:
-                old = json.loads(self.settings_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
-            if old != settings:
+            old = self.stored_settings() or {}
+            if old != settings and old not in list(upgrades):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
                     "use another --out or --overwrite"
@@ -52,6 +55,15 @@ class RunDir:
                 p.unlink(missing_ok=True)
         self._atomic_write(self.settings_path, settings)
         return self._read_records()
+
+    def stored_settings(self) -> dict[str, Any] | None:
+        """The settings of the run this folder holds (None: no run yet)."""
+        if not self.settings_path.exists():
+            return None
+        try:
+            return json.loads(self.settings_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
 
     def _read_records(self) -> dict[str, dict[str, Any]]:
         if not self.items_path.exists():
