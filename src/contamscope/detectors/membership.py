@@ -9,7 +9,8 @@ from teacher-forced per-token log-probs (:func:`item_statistics`):
 * ``min_k_pp``: Min-K%++ (Zhang et al. 2024), each token's log-prob standardised by the mean and
   std of log p over the vocabulary at its position, then the mean of the lowest ``k`` fraction;
 * ``zlib``: sum of token log-probs divided by the zlib-compressed length of the text in bytes
-  (Carlini et al. 2021's zlib ratio, signed so that higher = more familiar).
+  (Carlini et al. 2021's zlib ratio, signed so that higher = more familiar; their code divides
+  the mean log-prob, which makes the ratio fall with the text's length: docs/methods.md).
 
 The same statistic on *reference items* (texts the model cannot have seen, e.g. written after its
 training cut-off) calibrates it. For one benchmark item with statistic ``s`` and references
