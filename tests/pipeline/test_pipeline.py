@@ -33,6 +33,9 @@ def test_non_exchangeable_items_are_excluded_unless_included(tmp_path: Path, tin
     default = _run(tmp_path, tiny_backend, include=False)
     assert default[1]["excluded"].startswith("options not exchangeable")
     assert "logprobs" not in default[1] and "non_exchangeable" not in default[0]
+    # the excluded record keeps what it was about: the question and the option texts
+    assert default[1]["prefix"].startswith("Which are mammals?")
+    assert default[1]["options"][3] == "All of the above" and default[1]["answer"] == 3
     included = _run(tmp_path, tiny_backend, include=True)
     assert included[1]["excluded"] is None and len(included[1]["logprobs"]) == 24
     assert "All of the above" in included[1]["non_exchangeable"]

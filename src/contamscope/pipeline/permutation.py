@@ -206,6 +206,9 @@ def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _Planned
                     "n_options": item.n_options,
                     "source": item.source,
                     "line": item.line,
+                    "answer": item.answer,
+                    "prefix": config.template.prefix(item),
+                    "options": list(item.options),  # what the reason is about
                     "excluded": f"options not exchangeable: {reason}",
                 }
             )
