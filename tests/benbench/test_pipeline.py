@@ -193,7 +193,12 @@ def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
     assert r.returncode == 3, r.stderr  # finished; the reference's broken row was skipped
     assert f"skipped (reference para) {ref}:2: invalid JSON" in r.stderr
     assert "paraphrases 1 of the 2 selected items; 1 of its rows was skipped" in r.stderr
-    assert "para (1 paired: 1 ok, 0 failed; 1 row skipped)" in " ".join(r.stdout.split())
+    out = " ".join(r.stdout.split())
+    assert "para (1 paired: 1 ok, 0 failed; 1 row skipped)" in out
+    # the table's columns cover different items: said under it
+    assert (
+        "original: mean over all 2 analysed items; paraphrase, Delta and its CI: over the 1" in out
+    )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["reference_rows_skipped"] == 1
     assert summary["skipped_rows"]["test"][0].startswith(f"{ref}:2: invalid JSON")

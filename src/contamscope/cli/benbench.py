@@ -391,6 +391,13 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
             )
         console.print(t)
+        if st.get("n_paired") is not None and st["n_paired"] < st["n_items"]:
+            console.print(
+                f"original: mean over all {st['n_items']} analysed items; paraphrase, Delta and "
+                f"its CI: over the {st['n_paired']} with a usable paraphrase (Delta is paired, "
+                "so it need not equal original - paraphrase)",
+                highlight=False,
+            )
         inst = st["instances"]
         parts = [
             f"{crit.split('_')[0]} {v['count']}/{v['of']} (paraphrases {v['reference_count']}/{v['reference_of']})"
