@@ -153,3 +153,50 @@ def test_split_overlap_matches_multiple_choice_items_in_any_option_order() -> No
         "train": {},
         "test": {},
     }
+
+
+QA_TEXTS = [
+    "Revenue rose from 120 in 2018 to 150 in 2019. By how much did revenue grow?",
+    "The company paid dividends of 3.5 per share in 2020. What was the total payout?",
+    "Operating margin fell to 12% in 2021 as costs climbed. What drove the decline?",
+    "Debt was refinanced at 4% in 2017, saving interest. How much interest was saved?",
+    "Inventory turnover improved in 2016 after a warehouse closed. Why did it improve?",
+]
+
+
+def _qa_pairs(folder: Path, mods: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    ori = [{"input": t, "output": "10"} for t in QA_TEXTS]
+    (folder / "ori_train.json").write_text(json.dumps(ori), encoding="utf-8")
+    (folder / "ori_test.json").write_text(json.dumps(ori), encoding="utf-8")
+    for split in ("train", "test"):
+        rows = [{"input": t, "output": "10"} for t in mods]
+        (folder / f"mod_{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+
+
+def test_mod_records_that_are_not_their_originals_modifications(tmp_path: Path) -> None:
+    """mod files pair with ori files by position: a mod file in another order paired every
+    item with another item's text, silently."""
+    shifted = [t.replace("20", "21", 1) for t in QA_TEXTS]  # a year shift of each input
+    _qa_pairs(tmp_path / "ok", shifted)
+    data = load_cap(str(tmp_path / "ok"), ["train", "test"])
+    assert not data.problems and len(data.splits["train"].modified or {}) == 5
+    # two records swapped: those two items use a generated modification, named
+    _qa_pairs(tmp_path / "swap", shifted[:3] + shifted[4:] + shifted[3:4])
+    data = load_cap(str(tmp_path / "swap"), ["train", "test"])
+    reasons = [str(p) for p in data.problems if "mod_train" in p.source]
+    assert reasons == [
+        f"{tmp_path / 'swap' / 'mod_train.json'}:4: modified record is more like original "
+        "record 5 than its own (paired by position); item uses a generated modification",
+        f"{tmp_path / 'swap' / 'mod_train.json'}:5: modified record is more like original "
+        "record 4 than its own (paired by position); item uses a generated modification",
+    ]
+    assert sorted(data.splits["train"].modified or {}) == [
+        "ori_train-1",
+        "ori_train-2",
+        "ori_train-3",
+    ]
+    # a mod file in another order altogether is an error naming the first misplaced record
+    _qa_pairs(tmp_path / "rev", shifted[::-1])
+    with pytest.raises(DataError, match=r"do not pair with ori_train.json by position \(4 of 5"):
+        load_cap(str(tmp_path / "rev"), ["train", "test"])

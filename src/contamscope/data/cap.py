@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import csv_rows, json_object, jsonl_lines, load_json_list
@@ -449,17 +451,86 @@ def _pair_mods(
             f"{mod_path}: {n_mod} records but {ori_path.name} has {ori_n}; mod files must pair "
             "with ori files record by record"
         )
+    unlike = _unlike_pairs(items, by_line)
+    checked = sum(1 for it in items if it.line in by_line)
+    if checked >= 2 and 2 * len(unlike) > checked:
+        line, other = next(iter(unlike.items()))
+        raise DataError(
+            f"{mod_path}: its records do not pair with {ori_path.name} by position "
+            f"({len(unlike)} of {checked} modified inputs are more like another "
+            f"original's; first: record {line} is more like original record {other}); mod "
+            "files must list the modifications in the ori file's order"
+        )
     out: dict[str, Any] = {}
     for item in items:
         mod = by_line.get(item.line)
-        if mod is None:
-            col.problem(
-                str(mod_path),
-                item.line,
-                "modified record unusable; item uses a generated modification",
+        like = unlike.get(item.line) if item.line is not None else None
+        if mod is None or like is not None:
+            reason = (
+                "modified record unusable"
+                if mod is None
+                else f"modified record is more like original record {like} than its own "
+                "(paired by position)"
             )
+            col.problem(str(mod_path), item.line, f"{reason}; item uses a generated modification")
             continue
         out[item.id] = mod
+    return out
+
+
+PAIRING_MARGIN = 0.1
+"""How much more like another original (cosine similarity of character-trigram sets) a modified
+input must be than like its own original for the pair to count as misaligned. On the CAP paper's
+published files (AlphaFin, ECTSum, FinEval, FinQA) a pair's own similarity is 0.79-1.0 and the
+most similar other original is at most 0.002 above it (originals that share their context)."""
+
+
+def _trigram_matrix(texts: Sequence[str]) -> Any:
+    """Rows of L2-normalised 0/1 indicators of each text's character trigrams (hashed into
+    2^20 columns), a sparse matrix."""
+    from scipy import sparse
+
+    rows, cols = [], []
+    for i, text in enumerate(texts):
+        a = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+        if len(a) < 3:
+            a = np.pad(a, (0, 3 - len(a)))
+        h = np.unique((a[:-2] * np.uint64(1000003) + a[1:-1] * np.uint64(7919) + a[2:]) % (1 << 20))
+        rows.append(np.full(len(h), i))
+        cols.append(h)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    m = sparse.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=(len(texts), 1 << 20))
+    norms = np.sqrt(np.asarray(m.sum(axis=1)).ravel())
+    return sparse.diags(1.0 / np.maximum(norms, 1.0)) @ m
+
+
+def _unlike_pairs(items: Sequence[CapItem], mods: dict[int | None, CapItem]) -> dict[int, int]:
+    """Lines whose modified input is clearly more like another original than like its own
+    (the mod file in another order than the ori file), with that original's line.
+
+    >>> a, b = QAItem("a", "the cat sat on the mat", None, "t", line=1), QAItem("b", "stock prices fell sharply", None, "t", line=2)
+    >>> _unlike_pairs([a, b], {1: QAItem("x", "stock prices fell hard", None, "t"), 2: a})
+    {1: 2, 2: 1}
+    >>> _unlike_pairs([a, b], {1: QAItem("x", "the cat sat on a mat", None, "t"), 2: b})
+    {}
+    """
+    paired = [it for it in items if it.line is not None and it.line in mods]
+    if len(paired) < 2:
+        return {}
+    ori = _trigram_matrix([it.meta.get("input") or it.question for it in paired])
+    mod = _trigram_matrix(
+        [mods[it.line].meta.get("input") or mods[it.line].question for it in paired]
+    )
+    out: dict[int, int] = {}
+    for start in range(0, len(paired), 1024):  # bounded memory: 1024 x n similarities at a time
+        sims = (mod[start : start + 1024] @ ori.T).toarray()
+        for k, row in enumerate(sims):
+            i = start + k
+            own = row[i]
+            row[i] = -1.0
+            j = int(row.argmax())
+            if row[j] > own + PAIRING_MARGIN:
+                out[paired[i].line] = paired[j].line  # type: ignore[index,assignment]
     return out
 
 
