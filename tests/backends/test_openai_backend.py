@@ -166,6 +166,11 @@ def test_probe_accepts_a_scoring_server(tiny_server: Any) -> None:
     assert report.numbers["repeat_max_diff"] < 1e-4
     assert report.numbers["shared_prefix_max_diff"] < 1e-4
     assert available_methods(b.capabilities) == ["permutation", "BenBench", "CAP", "membership"]
+    # without a BOS token, what scores a text from its first token is not available
+    assert available_methods(backend(tiny_server.url, bos="none").capabilities) == [
+        "permutation",
+        "CAP",
+    ]
 
 
 def test_probe_refuses_random_model_under_full_canary(tiny_server: Any) -> None:

@@ -102,3 +102,45 @@ def test_chat_only_server_refused_before_any_work(tmp_path: Path, serve: Any) ->
     line = res.stderr.strip()
     assert "\n" not in line and "chat-only API" in line and "can run: CAP" in line
     assert not (tmp_path / "r" / "items.jsonl").exists()
+
+
+def test_methods_scoring_from_the_first_token_need_a_bos_before_any_work(
+    tmp_path: Path, serve: Any
+) -> None:
+    """membership and BenBench score texts from their first token; without -M bos they failed
+    once scoring started (after loading and the canary)."""
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    ref = tmp_path / "fresh.csv"
+    ref.write_text("Name a colour?,red,dog,cat,cow,A\nName a fruit?,apple,car,bus,van,A\n")
+    gsm = tmp_path / "gsm-test.jsonl"
+    gsm.write_text(json.dumps({"question": "Tom has 3 apples and buys 4.", "answer": "7\n#### 7"}))
+    server = serve()
+    model = ["--model", f"openai:{server.url}#tiny", "-M", "canary=structural"]
+    runs = {
+        "membership": ["membership", *model, "--benchmark", str(bench), "--reference", str(ref)],
+        "BenBench": ["benbench", *model, "--benchmark", str(gsm), "--no-lenient"],
+    }
+    for method, args in runs.items():
+        out = tmp_path / method
+        res = (
+            run_cli(*args, "--statistic", "loss", "--out", str(out), cwd=tmp_path)
+            if (method == "membership")
+            else run_cli(*args, "--out", str(out), cwd=tmp_path)
+        )
+        assert res.returncode == 2, res.stderr
+        line = res.stderr.strip().splitlines()[-1]
+        assert method in line and "needs a BOS token" in line and "-M bos=" in line
+        assert not (out / "items.jsonl").exists()
+    # with the BOS named, membership runs
+    res = run_cli(
+        *runs["membership"],
+        "-M",
+        "bos=<|endoftext|>",
+        "--statistic",
+        "loss",
+        "--out",
+        str(tmp_path / "ok"),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr

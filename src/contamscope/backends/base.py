@@ -111,6 +111,9 @@ class Capabilities:
     vocab_stats: bool = False
     """``token_stats`` also carries each position's mean and std of log p over the vocabulary
     (``TokenStats.mean_logprob`` / ``std_logprob``; the Min-K%++ membership statistic)."""
+    from_start: bool = True
+    """Scores a text from its first token (an empty prefix, as BenBench and the membership test
+    do): needs a BOS token to condition the first token on."""
 
 
 class Backend(ABC):
@@ -162,9 +165,16 @@ class Backend(ABC):
         generate: bool = False,
         token_stats: bool = False,
         vocab_stats: bool = False,
+        from_start: bool = False,
         method: str,
     ) -> None:
         """Refuse, with a one-line reason, a method this backend cannot serve."""
+        if from_start and not self.capabilities.from_start:
+            raise CapabilityError(
+                f"{method} scores each text from its first token, which needs a BOS token to "
+                f"condition on, and backend {self.spec!r} has none: set -M bos=TEXT "
+                "(e.g. -M bos='<|endoftext|>' for SmolLM2)"
+            )
         if prompt_logprobs and not self.capabilities.prompt_logprobs:
             raise CapabilityError(
                 f"{method} needs prompt log-probabilities, which backend {self.spec!r} cannot return"

@@ -22,7 +22,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,7 @@ class HFBackend(Backend):
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.bos_id = self._resolve_bos(bos)
+        self.capabilities = replace(type(self).capabilities, from_start=self.bos_id is not None)
         self.max_batch_tokens = max_batch_tokens or self._default_budget()
         cuda = self.device.type == "cuda"
         self.max_tree_nodes = 1024 if cuda else 256

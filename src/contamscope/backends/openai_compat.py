@@ -108,7 +108,10 @@ class OpenAIBackend(Backend):
         self.canary = canary
         self.chat_only = False
         self.capabilities = Capabilities(
-            prompt_logprobs=True, generate=True, token_stats=logprobs == "prompt_logprobs"
+            prompt_logprobs=True,
+            generate=True,
+            token_stats=logprobs == "prompt_logprobs",
+            from_start=bool(bos),
         )
         self.refusal: str | None = None
         """Why prompt log-probs were refused by the live probe (None: not refused)."""
@@ -250,6 +253,7 @@ class OpenAIBackend(Backend):
             prompt_logprobs=self.capabilities.prompt_logprobs,
             generate=True,
             token_stats=self.mode == "prompt_logprobs" and self.capabilities.prompt_logprobs,
+            from_start=bool(self.bos),
         )
 
     def _prompt_tokens(self, text: str, mode: str, top: int) -> PromptTokens | None:

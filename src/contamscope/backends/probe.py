@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["check_backend", "probe_server", "ProbeReport", "METHOD_NEEDS", "available_methods"]
 
 METHOD_NEEDS: Mapping[str, Capabilities] = {
-    "permutation": Capabilities(prompt_logprobs=True),
+    "permutation": Capabilities(prompt_logprobs=True, from_start=False),
     "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
-    "CAP": Capabilities(prompt_logprobs=False, generate=True),
+    "CAP": Capabilities(prompt_logprobs=False, generate=True, from_start=False),
     "membership": Capabilities(prompt_logprobs=True, token_stats=True),
     "membership (min_k_pp)": Capabilities(prompt_logprobs=True, token_stats=True, vocab_stats=True),
 }
-"""What each method needs from a backend (CAP works black-box, from generated text only)."""
+"""What each method needs from a backend (CAP works black-box, from generated text only;
+BenBench and membership score texts from their first token, after a BOS token)."""
 
 CANARIES = (
     (
@@ -86,6 +87,7 @@ def available_methods(caps: Capabilities) -> list[str]:
         and (caps.generate or not need.generate)
         and (caps.token_stats or not need.token_stats)
         and (caps.vocab_stats or not need.vocab_stats)
+        and (caps.from_start or not need.from_start)
     ]
 
 
@@ -93,7 +95,9 @@ def _refuse(backend: OpenAIBackend, report: ProbeReport, reason: str) -> ProbeRe
     report.prompt_logprobs = False
     report.reason = reason
     backend.refusal = reason
-    backend.capabilities = Capabilities(prompt_logprobs=False, generate=True, token_stats=False)
+    backend.capabilities = Capabilities(
+        prompt_logprobs=False, generate=True, token_stats=False, from_start=bool(backend.bos)
+    )
     return report
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -99,6 +100,7 @@ class VLLMBackend(Backend):
         self.dtype = dtype
         self.tokenizer = llm.get_tokenizer()
         self.bos_id = HFBackend._resolve_bos(cast(Any, self), bos)
+        self.capabilities = replace(type(self).capabilities, from_start=self.bos_id is not None)
         self._fingerprint: str | None = None
 
     @classmethod

@@ -88,6 +88,7 @@ class ScoringWorker:
                 caps.generate,
                 caps.token_stats,
                 caps.vocab_stats,
+                caps.from_start,
             ),
         }
 

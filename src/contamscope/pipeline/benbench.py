@@ -342,7 +342,7 @@ def run_benbench(
     item, checked for its final answer; failures are recorded, not used.
     """
     backend = scorer.backend
-    backend.require(prompt_logprobs=True, token_stats=True, method="BenBench")
+    backend.require(prompt_logprobs=True, token_stats=True, from_start=True, method="BenBench")
     if config.lenient:
         backend.require(generate=True, method="BenBench's lenient n-gram criteria (--no-lenient)")
     if paraphraser is not None:

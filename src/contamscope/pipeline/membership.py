@@ -246,6 +246,7 @@ def run_membership(
         prompt_logprobs=True,
         token_stats=True,
         vocab_stats=config.needs_vocab,
+        from_start=True,
         method=method,
     )
     if not reference_items:
