@@ -175,3 +175,27 @@ def test_help_has_examples_and_cache_commands(tmp_path: Path) -> None:
         assert r.returncode == 0 and "Example" in r.stdout or sub[-1] == "--help", r.stdout
     info = run_cli("cache", "info", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
     assert info.returncode == 0 and "empty" in info.stdout
+
+
+def test_model_option_help_names_every_backend_option(tmp_path: Path) -> None:
+    """-M's help listed 5 of 7 hf options and none of vllm's last four; benbench, cap,
+    membership, sweep and validate said only 'key=value'."""
+    from contamscope.backends import hf, openai_compat, vllm
+    from contamscope.cli.common import MODEL_OPTIONS_HELP
+
+    for backend, options in (
+        ("hf:", hf.OPTIONS),
+        ("openai:", openai_compat.OPTIONS),
+        ("vllm:", vllm.OPTIONS),
+    ):
+        part = MODEL_OPTIONS_HELP.split(backend.rstrip(":") + ":")[1].split(". ")[0]
+        assert sorted(o for o in options if f"{o}=" not in part) == [], backend
+
+    def help_text(command: str) -> str:  # the help's words, box drawing aside
+        out = run_cli(command, "--help", cwd=tmp_path).stdout
+        return " ".join(out.replace("│", " ").split())
+
+    for command in ("permutation", "benbench", "cap", "membership", "sweep", "validate"):
+        text = help_text(command)
+        assert "max_tree_nodes=N" in text and "enforce_eager=true" in text, command
+    assert "pip install 'contamscope[ray]'" in help_text("cap")  # rich markup ate '[ray]'

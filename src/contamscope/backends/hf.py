@@ -137,6 +137,20 @@ def _local_identity(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+OPTIONS = frozenset(
+    {
+        "bos",
+        "max_batch_tokens",
+        "max_tree_nodes",
+        "revision",
+        "trust_remote_code",
+        "attn",
+        "plan_workers",
+    }
+)
+"""The ``-M key=value`` options of ``hf:`` models (docs/backends.md)."""
+
+
 class HFBackend(Backend):
     """Scores text with a local transformers causal LM."""
 
@@ -251,15 +265,7 @@ class HFBackend(Backend):
 
         quiet_transformers()
         opts = dict(options or {})
-        known = {
-            "bos",
-            "max_batch_tokens",
-            "max_tree_nodes",
-            "revision",
-            "trust_remote_code",
-            "attn",
-            "plan_workers",
-        }
+        known = OPTIONS
         unknown = sorted(set(opts) - known)
         if unknown:
             raise ConfigError(

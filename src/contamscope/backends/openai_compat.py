@@ -46,6 +46,17 @@ __all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
 API_VERSION = "1"
 """Bumped when the way numbers are read from the server changes (part of the fingerprint)."""
 _TOO_LONG = re.compile(r"context length|max_model_len|maximum .*length|too long", re.I)
+OPTIONS = (
+    "max_connections",
+    "timeout",
+    "retries",
+    "backoff",
+    "api_key_env",
+    "bos",
+    "logprobs",
+    "canary",
+)
+"""The ``-M key=value`` options of ``openai:`` models (the first five: :class:`ApiSettings`)."""
 _MODES = ("auto", "prompt_logprobs", "echo")
 
 
@@ -140,13 +151,10 @@ class OpenAIBackend(Backend):
             )
         opts = dict(options)
         settings = ApiSettings.from_options(opts)
-        known = {"bos", "logprobs", "canary"}
-        unknown = sorted(set(opts) - known)
+        unknown = sorted(set(opts) - {"bos", "logprobs", "canary"})
         if unknown:
             raise ConfigError(
-                f"-M {unknown[0]}: unknown option for openai: models; known: "
-                "max_connections, timeout, retries, backoff, api_key_env, "
-                + ", ".join(sorted(known))
+                f"-M {unknown[0]}: unknown option for openai: models; known: " + ", ".join(OPTIONS)
             )
         bos = opts.get("bos", "")
         backend = cls(

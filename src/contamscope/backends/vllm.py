@@ -38,7 +38,7 @@ from .base import (
 __all__ = ["VLLMBackend", "vllm_available"]
 
 ENGINE_VERSION = "1"
-_KNOWN = {
+OPTIONS = {
     "tensor_parallel_size",
     "gpu_memory_utilization",
     "max_model_len",
@@ -108,10 +108,10 @@ class VLLMBackend(Backend):
         cls, rest: str, *, device: str, dtype: str, options: dict[str, str]
     ) -> VLLMBackend:
         opts = dict(options)
-        unknown = sorted(set(opts) - _KNOWN)
+        unknown = sorted(set(opts) - OPTIONS)
         if unknown:
             raise ConfigError(
-                f"-M {unknown[0]}: unknown option for vllm: models; known: {', '.join(sorted(_KNOWN))}"
+                f"-M {unknown[0]}: unknown option for vllm: models; known: {', '.join(sorted(OPTIONS))}"
             )
         if device not in ("auto", "cuda"):
             raise ConfigError(f"--device {device}: vllm: models run on CUDA (use auto or cuda)")

@@ -28,7 +28,19 @@ __all__ = [
     "exit_if_skipped",
     "say_overlap",
     "reading_options",
+    "MODEL_OPTIONS_HELP",
 ]
+
+MODEL_OPTIONS_HELP = (
+    "Model option key=value, repeatable. hf: bos=TOKEN|none, max_batch_tokens=N, "
+    "max_tree_nodes=N, plan_workers=0|1, revision=REV, trust_remote_code=true, attn=sdpa|eager. "
+    "openai: bos=TEXT (needed by benbench and membership), max_connections=8, timeout=120, "
+    "retries=5, backoff=0.5, api_key_env=VAR, logprobs=auto|echo|prompt_logprobs, "
+    "canary=full|structural. vllm: tensor_parallel_size=N, gpu_memory_utilization=F, "
+    "max_model_len=N, enforce_eager=true, bos=TOKEN|none, revision=REV, trust_remote_code=true. "
+    "See docs/backends.md."
+)
+"""Help of ``-M``: every backend's options (a test keeps it in step with the backends)."""
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2

@@ -24,7 +24,7 @@ __all__ = [
 EXECUTOR_OPT = typer.Option(
     "local",
     "--executor",
-    help="local (this process) or ray (one model per Ray worker; pip install 'contamscope[ray]'). "
+    help="local (this process) or ray (one model per Ray worker; pip install 'contamscope\\[ray]'). "
     "See docs/scaling.md.",
 )
 RAY_ADDRESS_OPT = typer.Option(

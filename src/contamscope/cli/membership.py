@@ -12,6 +12,7 @@ from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..paths import check_output_folder
 from .common import (
+    MODEL_OPTIONS_HELP,
     ItemProgress,
     console,
     err_console,
@@ -116,9 +117,7 @@ def command(
     bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples of the AUC CI."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
-    model_opt: list[str] | None = typer.Option(
-        None, "-M", help="Model option key=value. Repeatable."
-    ),
+    model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not read or write the score cache."

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..executors import Executor
 from ..paths import check_output_folder
 from .common import (
+    MODEL_OPTIONS_HELP,
     console,
     err_console,
     exit_if_skipped,
@@ -142,10 +143,7 @@ def command(
     model_opt: list[str] | None = typer.Option(
         None,
         "-M",
-        help="Model option key=value, repeatable. hf: bos=, max_batch_tokens=, revision=, "
-        "trust_remote_code=, attn=. openai: max_connections=8, timeout=120, retries=5, bos=, "
-        "logprobs=auto|echo|prompt_logprobs, canary=full|structural. vllm: "
-        "tensor_parallel_size=, gpu_memory_utilization=, max_model_len=. See docs/backends.md.",
+        help=MODEL_OPTIONS_HELP,
     ),
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Score cache folder (default: user cache dir)."

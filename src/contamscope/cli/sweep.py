@@ -18,7 +18,15 @@ from typing import Any
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
-from .common import EXIT_ROWS_SKIPPED, EXIT_USER_ERROR, console, err_console, styled, user_errors
+from .common import (
+    EXIT_ROWS_SKIPPED,
+    EXIT_USER_ERROR,
+    MODEL_OPTIONS_HELP,
+    console,
+    err_console,
+    styled,
+    user_errors,
+)
 from .executor import (
     EXECUTOR_OPT,
     GPUS_PER_WORKER_OPT,
@@ -86,7 +94,7 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     model_opt: list[str] | None = typer.Option(
-        None, "-M", help="Model option key=value for every model, repeatable."
+        None, "-M", help="(Every model.) " + MODEL_OPTIONS_HELP
     ),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
     batch_items: int | None = typer.Option(

@@ -19,7 +19,14 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..paths import check_output_folder
-from .common import console, err_console, list_skipped, styled, user_errors
+from .common import (
+    MODEL_OPTIONS_HELP,
+    console,
+    err_console,
+    list_skipped,
+    styled,
+    user_errors,
+)
 
 EPILOG = """
 Examples:
@@ -150,7 +157,7 @@ def command(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="Scoring dtype (training is float32)."),
-    model_opt: list[str] | None = typer.Option(None, "-M", help="Model option key=value."),
+    model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Score cache folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the score cache."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),

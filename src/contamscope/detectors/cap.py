@@ -296,7 +296,10 @@ def verdict(
     """
     span = f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
     if not (diff == diff and low == low):
-        return "no evidence", f"{span}: undefined (empty split or zero consistency with alpha 0)"
+        return "no evidence", (
+            f"{span}: undefined (a split without analysed items, or, with --alpha 0, without "
+            "consistent items)"
+        )
     if low > 0 and diff >= min_diff:
         return (
             f"fine-tuned on {reference}",

@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, write_text_atomic
+from . import generic
 from .html import Column, Section, Table, esc, fmt_p, page
 from .methods import Estimate, method_module
 from .plots import OKABE_ITO, figure, to_svg
@@ -105,7 +106,8 @@ def collect(
                 if hasattr(mod, "why_unranked")
                 else getattr(mod, "UNRANKED", "no statistic to rank")
             )
-            left.append(LeftOut(run.path, f"{mod.TITLE} run, {why}"))
+            kind = f"{mod.TITLE} run" if mod.TITLE != generic.TITLE else f"{run.method} run"
+            left.append(LeftOut(run.path, f"{kind}, {why}"))
             continue
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
