@@ -60,8 +60,19 @@ def check_output_file(path: Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{what} {path}: is a folder; give a file name")
+    if what != RUN_FOLDER and path.name in RUN_FILES and (path.parent / "settings.json").exists():
+        raise StoreError(
+            f"{what} {path}: is a file of the run in {path.parent} (it would be overwritten); "
+            "give another file name"
+        )
     _no_file_above(path, what)
     return path
+
+
+RUN_FOLDER = "run folder"
+"""What a run folder's own writes are called (the one writer of its files)."""
+RUN_FILES = frozenset({"settings.json", "summary.json", "items.jsonl", "split.json"})
+"""The files a run folder holds: no other output may be written over them."""
 
 
 def check_output_folder(path: Path, what: str = "--out") -> Path:

@@ -170,6 +170,11 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert "To be filled in by the model developer" in card
     data = json.loads((tmp_path / "card.json").read_text())
     assert data["checks"][0]["items"] == 2 and data["developer_fields"]["augmentation"] is None
+    # a card named like the run's summary would overwrite it (--out run/summary.md wrote
+    # run/summary.json over the run's summary)
+    r = run_cli("card", "--run", "run", "--out", "run/summary.md", cwd=tmp_path)
+    assert r.returncode == 2 and "run/summary.json: is a file of the run in run" in r.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
     # user errors: one line, exit 2
     r = run_cli("benbench", *model, "--benchmark", "missing.jsonl", cwd=tmp_path)
     assert r.returncode == 2 and "missing.jsonl: no such file" in r.stderr

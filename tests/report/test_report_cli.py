@@ -47,6 +47,16 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert res.returncode == 0 and res.stdout.startswith("| model | toy_test.csv |\n")
     assert res.stderr.strip() == "left out run: given twice (one cell)"
 
+    # an output named like one of the run's own files is refused (it overwrote them, exit 0)
+    before = {f: (out / f).read_bytes() for f in ("summary.json", "items.jsonl")}
+    for args in (
+        ["report", str(out), "--out", str(out / "items.jsonl")],
+        ["leaderboard", str(out), "--format", "csv", "--out", str(out / "summary.json")],
+    ):
+        res = run_cli(*args, cwd=tmp_path)
+        assert res.returncode == 2 and "is a file of the run in" in res.stderr, res.stderr
+    assert {f: (out / f).read_bytes() for f in before} == before
+
 
 def test_user_errors_are_one_line(tmp_path: Path) -> None:
     res = run_cli("report", str(tmp_path / "nope"), cwd=tmp_path)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ..paths import make_folder, write_text_atomic
+from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 
 __all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
 
@@ -114,7 +114,7 @@ class RunDir:
 
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
-        write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", "run folder")
+        write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", RUN_FOLDER)
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: int = 3) -> str:
