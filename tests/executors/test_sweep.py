@@ -101,6 +101,18 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     changed = _sweep(two_models, benches, out, "--sample", "2")
     assert changed.returncode == 2 and "other options (sample)" in changed.stderr
 
+    # a benchmark file edited since: its finished pairs are not passed off as done (they were
+    # skipped with the old file's numbers, exit 0)
+    with benches[1].open("a", encoding="utf-8") as fh:
+        fh.write("A new question?,w,x,y,z,A\n")
+    edited = _sweep(two_models, benches, out)
+    assert edited.returncode == 2, edited.stderr
+    assert edited.stdout.count("the benchmark changed since this pair ran") == 2
+    assert edited.stdout.count("finished earlier (skipped)") == 2
+    assert {r: (r / "summary.json").stat().st_mtime_ns for r in runs} == mtimes
+    lb = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert benches[0].name in lb and benches[1].name not in lb  # the stale pairs are left off
+
 
 def test_sweep_on_ray_equals_local(
     ray_cluster: Any, tmp_path: Path, two_models: list[str], write_bench: Any

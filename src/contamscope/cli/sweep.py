@@ -2,7 +2,8 @@
 
 Jobs run model by model (each model is loaded once, on this process or on the Ray workers, for
 all its benchmarks). Each pair writes its own run folder under ``--out``; a pair whose folder
-holds a summary.json is skipped on a re-run, and an unfinished one resumes. The leaderboard
+holds a summary.json is skipped on a re-run (unless its benchmark changed since: a failed pair,
+left off the board), and an unfinished one resumes. The leaderboard
 (``contamscope.report``) is built from all finished folders at the end.
 """
 
@@ -42,7 +43,8 @@ Examples:
 
   contamscope sweep --models hf:Qwen/Qwen2-7B,hf:meta-llama/Llama-3.1-8B --benchmarks mmlu,arc.jsonl --executor ray --ray-address auto --gpus-per-worker 1 --dtype bfloat16
 
-Re-running the same command skips finished pairs and resumes unfinished ones.
+Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
+whose benchmark file changed since fails (--overwrite runs it again).
 Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
 Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped.
 """
@@ -190,9 +192,10 @@ def run(**kw: Any) -> None:
     _check_manifest(out, shared, kw["overwrite"])
     status: dict[Job, str] = {}
     todo = [j for j in jobs if kw["overwrite"] or not (j.run_dir / "summary.json").exists()]
+    hashes: dict[str, str] = {}
     for j in jobs:
         if j not in todo:
-            status[j] = "finished earlier (skipped)"
+            status[j] = _finished_status(j, kw, hashes)
     console.print(
         f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs, "
         f"{len(jobs) - len(todo)} finished earlier, {len(todo)} to run ({kw['executor']} executor)",
@@ -219,13 +222,42 @@ def run(**kw: Any) -> None:
                     if isinstance(exc, (ModelError, CapabilityError)):
                         failed_models.setdefault(job.model, str(exc))  # skip its other pairs
     _print_status(jobs, status)
-    finished = [j.run_dir for j in jobs if (j.run_dir / "summary.json").exists()]
+    finished = [  # a pair whose benchmark changed since is not on the board
+        j.run_dir
+        for j in jobs
+        if (j.run_dir / "summary.json").exists() and not status.get(j, "").startswith("failed")
+    ]
     if finished:
         _leaderboard(finished, out)
     if any(s.startswith("failed") for s in status.values()):
         raise SystemExit(EXIT_USER_ERROR)
     if any("rows skipped" in s for s in status.values()):
         raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
+    """Status of a pair finished by an earlier sweep: still valid, or its benchmark changed
+    since (a failure: its numbers are of other data; --overwrite runs it again)."""
+    from ..data import load_benchmark
+
+    try:
+        settings = json.loads((job.run_dir / "settings.json").read_text(encoding="utf-8"))
+        summary = json.loads((job.run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "failed: unreadable run folder (--overwrite runs it again)"
+    if job.benchmark not in hashes:
+        subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+        hashes[job.benchmark] = load_benchmark(
+            job.benchmark,
+            format=kw["fmt"],
+            subjects=subjects,
+            split=kw["split"],
+        ).content_hash
+    if settings.get("benchmark_hash") != hashes[job.benchmark]:
+        return "failed: the benchmark changed since this pair ran (--overwrite runs it again)"
+    if (summary.get("counts") or {}).get("rows_skipped"):
+        return "finished earlier (skipped; input rows skipped)"
+    return "finished earlier (skipped)"
 
 
 def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
