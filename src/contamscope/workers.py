@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -41,6 +44,26 @@ def _main_hidden() -> Iterator[None]:
             main.__file__ = path
 
 
+ORPHAN_POLL_SECONDS = 1.0
+"""How often a worker checks that the process that started it is still alive."""
+
+
+def _start_worker(
+    parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    """A worker exits when its parent dies: a parent killed with SIGKILL cannot shut the pool
+    down, and its idle workers (about 140 MB each) would wait for tasks forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="contamscope-orphan-watch", daemon=True).start()
+    if initializer is not None:
+        initializer(*initargs)
+
+
 class SpawnPool:
     """A :class:`~concurrent.futures.ProcessPoolExecutor` of spawned workers that do not re-run
     the main script.
@@ -61,8 +84,8 @@ class SpawnPool:
         self._pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=initializer,
-            initargs=initargs,
+            initializer=_start_worker,
+            initargs=(os.getpid(), initializer, initargs),
         )
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
