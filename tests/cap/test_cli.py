@@ -118,7 +118,12 @@ def test_smollm2_on_fineval(benchdata: Path, smollm2_backend: object, tmp_path: 
         "no evidence",
         "likely fine-tuned on dev",
         "likely contaminated by val",
+        "inconclusive",
     )
+    blank = [
+        v["n"] and not (v["m"] or v["c"]) for v in s["statistics"]["generate"]["splits"].values()
+    ]
+    assert (s["verdict"]["label"] == "inconclusive") == any(blank)
 
 
 def test_cap_cli_names_and_drops_items_shared_by_splits(

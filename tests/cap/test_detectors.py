@@ -162,7 +162,22 @@ def test_compare_splits_directions() -> None:
 
 def test_verdict_min_diff_and_undefined() -> None:
     assert verdict("train", "test", 0.01, 0.005, 0.02, min_diff=0.05)[0] == "no evidence"
-    assert "undefined" in verdict("train", "test", math.nan, math.nan, math.nan)[1]
+    # an undefined difference (a split without analysed items) is no evidence of anything
+    label, why = verdict("train", "test", math.nan, math.nan, math.nan)
+    assert label == "inconclusive" and "undefined" in why
+
+
+def test_a_split_with_no_right_and_no_consistent_answer_is_inconclusive() -> None:
+    """Every answer unmapped: M = C = 0 on both splits, PCR = tanh(1) on each, difference 0
+    with CI [0, 0]: it said 'no evidence' and ranked +0.000 on the leaderboard."""
+    blank = ([0.0] * 10, [0.0] * 10)
+    some = ([1.0] * 5 + [0.0] * 5, [1.0] * 8 + [0.0] * 2)
+    z = split_score(*blank)
+    comp = compare_splits("train", "test", blank, blank, z, z, n_boot=200)
+    assert (comp.pcr_diff, comp.ci_low, comp.ci_high) == (0.0, 0.0, 0.0)
+    assert comp.verdict == "inconclusive" and "M = C = 0 on train and test" in comp.reasoning
+    one = compare_splits("train", "test", some, blank, split_score(*some), z, n_boot=200)
+    assert one.verdict == "inconclusive" and "M = C = 0 on test (" in one.reasoning
 
 
 def test_compare_splits_alpha_zero_undefined_ratio_warns_nothing() -> None:

@@ -99,7 +99,13 @@ def test_mcq_pairs_records_summary_resume(
         "no evidence",
         "likely fine-tuned on dev",
         "likely contaminated by val",
+        "inconclusive",
     )
+    # inconclusive exactly when a split had no right and no consistent answer (M = C = 0)
+    blank = [
+        v["n"] and not (v["m"] or v["c"]) for v in s["statistics"]["generate"]["splits"].values()
+    ]
+    assert (s["verdict"]["label"] == "inconclusive") == any(blank)
     assert "tanh/alpha=0.1" in s["statistics"]["generate"]["ablation"]
     # resume: nothing generated again; a new run on the same cache reuses every generation
     again = run_cap(data, sel, _scorer(tiny_backend, tmp_path), run, cfg)
@@ -135,7 +141,7 @@ def test_mcq_generated_reorder_and_missing_answers(
     assert all(r["m"] is None for r in test)
     assert out.summary["counts"]["test"]["no_reference"] == 2
     assert out.summary["statistics"]["generate"]["splits"]["test"]["n"] == 0
-    assert out.summary["verdict"]["label"] == "no evidence"
+    assert out.summary["verdict"]["label"] == "inconclusive"  # no analysed test item
     assert "loglik" not in out.summary["statistics"]
 
 

@@ -265,7 +265,9 @@ class Comparison:
     relative_decline_diff: float | None
     """Baseline (paper's delta_train-test): delta_reference - delta_other."""
     verdict: str
-    """``fine-tuned on <reference>``, ``contaminated by <other>`` or ``no evidence``."""
+    """``fine-tuned on <reference>``, ``contaminated by <other>``, ``no evidence``, or
+    ``inconclusive`` (the difference is undefined, or a split has M = C = 0 and so a constant
+    PCR)."""
     reasoning: str
     """One sentence saying why."""
 
@@ -296,7 +298,7 @@ def verdict(
     """
     span = f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
     if not (diff == diff and low == low):
-        return "no evidence", (
+        return "inconclusive", (
             f"{span}: undefined (a split without analysed items, or, with --alpha 0, without "
             "consistent items)"
         )
@@ -369,6 +371,15 @@ def compare_splits(
             tail = min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))
             p = min(1.0, max(2 * tail, 1.0 / len(d)))
     label, why = verdict(reference, other, diff, low, high, min_diff)
+    blank = [
+        s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
+    ]
+    if blank:  # M = C = 0: the split's PCR is scale(1) whatever the exposure
+        label = "inconclusive"
+        why = (
+            f"{why.split(':')[0]}: M = C = 0 on {' and '.join(blank)} (no right and no consistent "
+            "answer: unmapped or empty answers?), whose PCR is then a constant"
+        )
     if 0 < used < n_boot:
         why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
     dd = (

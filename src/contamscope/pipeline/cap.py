@@ -516,7 +516,10 @@ def overall_verdict(comparisons: list[dict[str, Any]]) -> tuple[str, str]:
         return f"likely fine-tuned on {tuned[0]['reference']}", tuned[0]["reasoning"]
     if not comparisons:
         return "no evidence", "only one split"
-    return "no evidence", "; ".join(c["reasoning"] for c in comparisons)
+    why = "; ".join(c["reasoning"] for c in comparisons)
+    if any(c["verdict"] == "inconclusive" for c in comparisons):
+        return "inconclusive", why
+    return "no evidence", why
 
 
 def build_cap_summary(

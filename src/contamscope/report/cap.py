@@ -33,6 +33,7 @@ __all__ = [
     "UNRANKED",
     "sections",
     "estimate",
+    "why_unranked",
     "leaderboard_figures",
     "split_values",
     "mean_ci",
@@ -58,6 +59,14 @@ def _comparison(run: RunData, reader: str = "generate") -> dict[str, Any] | None
     return comps[0] if comps else None
 
 
+def why_unranked(run: RunData) -> str:
+    """Why the run has no leaderboard cell."""
+    c = _comparison(run)
+    if c is not None and c.get("verdict") == "inconclusive":
+        return f"inconclusive: {c.get('reasoning')}"
+    return UNRANKED
+
+
 def estimate(run: RunData) -> Estimate | None:
     """Leaderboard cell: PCR_reference - PCR_other of the generated answers, with its CI."""
     c = _comparison(run)
@@ -66,6 +75,8 @@ def estimate(run: RunData) -> Estimate | None:
     splits = ((run.summary.get("statistics") or {}).get("generate") or {}).get("splits") or {}
     n = sum(int((splits.get(s) or {}).get("n") or 0) for s in (c["reference"], c["other"]))
     ok = c.get("ci_low") is not None and c.get("ci_high") is not None
+    if c.get("verdict") == "inconclusive":
+        return None  # no number to rank: the comparison's reasoning says why
     return Estimate(
         statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']}",
         value=c.get("pcr_diff"),
