@@ -178,3 +178,45 @@ def test_a_damaged_line_mid_file_loses_only_its_own_record(tmp_path: Path) -> No
     done = RunDir(tmp_path / "run").open({"model": "a"})
     assert sorted(done) == ["x0", "x1", "x2", "x3"]
     assert run.items_path.read_text() == "".join(lines)  # the file holds the good lines only
+
+
+def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -> None:
+    """A database whose header is intact but whose pages are damaged opened fine and then
+    failed on the first read with a sqlite3 traceback (run, `cache info`, `cache clear`)."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    cache = ScoreCache(path)
+    rows = [(f"key-{i}-" + "x" * 200, ScoreResult(-1.0, 3)) for i in range(3000)]
+    cache.put_many("fp", rows)
+    cache.close()
+    db = sqlite3.connect(path)  # fold the WAL in: one file to damage
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(size // 2)
+        fh.write(b"\xa5" * 16384)
+    damaged = ScoreCache(path)
+    with pytest.raises(StoreError) as err:
+        damaged.get_many([k for k, _ in rows])
+    assert str(err.value).startswith(f"{path}: not a usable score cache (")
+    assert "cache clear --yes" in str(err.value)
+    damaged.close()
+    res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    res = run_cli("cache", "clear", "--cache-dir", "c", "--yes", cwd=tmp_path)
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 0 and out == (
+        "removed c/scores.sqlite, which was not a usable score cache (database disk image is "
+        "malformed)"
+    ), res.stdout
+    assert not path.exists()
+    # a schema value that is not an integer is another schema (was a ValueError traceback)
+    ScoreCache(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value='2.0' WHERE key='schema'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="score cache schema 2.0"):
+        ScoreCache(path)

@@ -92,7 +92,8 @@ def clear(
             raise
         for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             p.unlink(missing_ok=True)
-        console.print(f"removed {path}, which was not a usable score cache ({exc})")
+        why = str(exc).split(": ", 1)[-1].split(";")[0]  # without the path and the advice
+        console.print(f"removed {path}, which was {why}")
         return
     console.print(f"deleted {counted(n, 'score')} from {path}")
 

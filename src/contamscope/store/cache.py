@@ -93,6 +93,37 @@ class ModelSetup:
         return self.spec or self.fingerprint.partition("|")[0]
 
 
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _db_errors(method: _M) -> _M:
+    """A damaged or unwritable database: one line naming the file and what to do (was a
+    sqlite3 traceback)."""
+
+    def wrapped(self: ScoreCache, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(_db_problem(self.path, exc)) from None
+
+    wrapped.__name__ = method.__name__
+    wrapped.__doc__ = method.__doc__
+    return wrapped  # type: ignore[return-value]
+
+
+def _db_problem(path: Path, exc: Exception) -> str:
+    text = str(exc)
+    if "readonly" in text or "unable to open" in text:
+        return (
+            f"{path}: cannot write the score cache ({text}): check its permissions, or use "
+            "--no-cache or another --cache-dir"
+        )
+    return (
+        f"{path}: not a usable score cache ({text}); `contamscope cache clear --yes` removes "
+        "it, or use --no-cache or another --cache-dir"
+    )
+
+
 class ScoreCache:
     """SQLite store of computed scores. Safe to share between processes (WAL mode)."""
 
@@ -112,7 +143,7 @@ class ScoreCache:
                     self._db.execute(
                         "INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
                     )
-            elif int(row[0]) != SCHEMA_VERSION:
+            elif str(row[0]) != str(SCHEMA_VERSION):
                 raise StoreError(
                     f"{self.path}: score cache schema {row[0]}, this version reads {SCHEMA_VERSION}; "
                     "run `contamscope cache clear` or use another --cache-dir"
@@ -132,8 +163,9 @@ class ScoreCache:
                 "detail TEXT, last_used TEXT)"
             )
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a usable score cache ({exc})") from None
+            raise StoreError(_db_problem(self.path, exc)) from None
 
+    @_db_errors
     def get_many(self, keys: Sequence[str]) -> dict[str, ScoreResult]:
         found: dict[str, ScoreResult] = {}
         for s in range(0, len(keys), 500):
@@ -146,6 +178,7 @@ class ScoreCache:
                 found[key] = ScoreResult(lp, n, b)
         return found
 
+    @_db_errors
     def put_many(self, fingerprint: str, items: Iterable[tuple[str, ScoreResult]]) -> None:
         rows = [
             (k, fingerprint, r.logprob, r.n_tokens, r.boundary_chars)
@@ -155,6 +188,7 @@ class ScoreCache:
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
 
+    @_db_errors
     def get_blobs(self, keys: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for s in range(0, len(keys), 500):
@@ -165,11 +199,13 @@ class ScoreCache:
                 found[key] = json.loads(value)
         return found
 
+    @_db_errors
     def put_blobs(self, fingerprint: str, kind: str, items: Iterable[tuple[str, Any]]) -> None:
         rows = [(k, fingerprint, kind, json.dumps(v)) for k, v in items]
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
 
+    @_db_errors
     def info(self) -> CacheInfo:
         entries, models = self._db.execute(
             "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM "
@@ -178,6 +214,7 @@ class ScoreCache:
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
         return CacheInfo(str(self.path), entries, models, size)
 
+    @_db_errors
     def note_model(self, fingerprint: str, description: dict[str, Any]) -> None:
         """Record which model set-up ``fingerprint`` is (for ``cache info`` / ``clear --model``)."""
         spec = str(description.get("spec") or "") or None
@@ -188,6 +225,7 @@ class ScoreCache:
                 "INSERT OR REPLACE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, now)
             )
 
+    @_db_errors
     def models(self) -> list[ModelSetup]:
         """Every model set-up with entries or a record, most recently used first."""
         counts = dict(
@@ -208,6 +246,7 @@ class ScoreCache:
             )
         return sorted(out, key=lambda m: (m.last_used or "", m.entries), reverse=True)
 
+    @_db_errors
     def clear(self, fingerprints: Sequence[str] | None = None) -> int:
         """Delete every entry, or those of the given model set-ups; returns how many."""
         groups: list[tuple[str, ...]]
