@@ -199,3 +199,16 @@ def test_model_option_help_names_every_backend_option(tmp_path: Path) -> None:
         text = help_text(command)
         assert "max_tree_nodes=N" in text and "enforce_eager=true" in text, command
     assert "pip install 'contamscope[ray]'" in help_text("cap")  # rich markup ate '[ray]'
+
+
+def test_formats_lists_what_every_method_reads(tmp_path: Path) -> None:
+    """`contamscope formats` listed the multiple-choice formats only; BenBench's (gsm8k-jsonl,
+    math-jsonl, ...) and CAP's were in their commands' help alone."""
+    from contamscope.data import FORMATS
+    from contamscope.data.qa import QA_FORMATS
+
+    res = run_cli("formats", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    names = [line.split()[0] for line in res.stdout.splitlines() if line.startswith("  ")]
+    assert names == [*FORMATS, *QA_FORMATS]
+    assert "question + answer (benbench):" in res.stdout and "\ncap: CAP folders" in res.stdout

@@ -38,9 +38,19 @@ def formats() -> None:
     Example: contamscope formats
     """
     from ..data import FORMATS
+    from ..data.qa import QA_FORMATS
 
+    typer.echo("multiple choice (permutation, membership; cap --task mcq with split folders):")
     for name, desc in FORMATS.items():
-        typer.echo(f"{name:14} {desc}")
+        typer.echo(f"  {name:16} {desc}")
+    typer.echo("question + answer (benbench):")
+    for name, desc in QA_FORMATS.items():
+        typer.echo(f"  {name:16} {desc}")
+    typer.echo(
+        "cap: CAP folders as published ([SUBSET_](ori|mod)_SPLIT[_samples].json), a folder of "
+        "split subfolders in a multiple-choice format, or generic JSONL/CSV/JSON with "
+        "--fields input=F,output=F,split=F (docs/cap.md)"
+    )
 
 
 def _version(value: bool) -> None:

@@ -37,7 +37,7 @@ Examples:
 
   contamscope membership --model hf:./my-model --benchmark ../shared/benchdata/mmlu/test --reference private_rewrites/ --statistic min_k --alpha 0.01 --fdr
 
-  contamscope membership --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label --reference new.jsonl --out runs/mem
+  contamscope membership --model smollm2 --benchmark my.jsonl --format jsonl --fields 'question=stem,options=a|b|c|d,answer=label' --reference new.jsonl --out runs/mem
 
   contamscope membership --model smollm2 --benchmark mmlu --subjects anatomy --reference fresh_anatomy.jsonl --statistic combined
 
@@ -96,7 +96,7 @@ def command(
     fields: str | None = typer.Option(
         None,
         "--fields",
-        help="Field mapping for generic jsonl/csv/json (both files), e.g. question=stem,options=a|b|c|d,answer=label.",
+        help="Field mapping for generic jsonl/csv/json (both files), e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
     ),
     split: str | None = typer.Option(
         None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."

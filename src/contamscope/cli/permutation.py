@@ -46,7 +46,7 @@ Examples:
 
   contamscope permutation --model hf:Qwen/Qwen2-0.5B --benchmark cmb.json --format cmb-json --dtype bfloat16 --device cuda
 
-  contamscope permutation --model smollm2 --benchmark my.jsonl --format jsonl --fields question=stem,options=a|b|c|d,answer=label
+  contamscope permutation --model smollm2 --benchmark my.jsonl --format jsonl --fields 'question=stem,options=a|b|c|d,answer=label'
 
   contamscope permutation --model openai:http://localhost:8000/v1#HuggingFaceTB/SmolLM2-135M-Instruct -M bos='<|endoftext|>' -M max_connections=16
 
@@ -94,7 +94,7 @@ def command(
     fields: str | None = typer.Option(
         None,
         "--fields",
-        help="Field mapping for generic jsonl/csv/json, e.g. question=stem,options=a|b|c|d,answer=label.",
+        help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
     ),
     split: str | None = typer.Option(
         None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
