@@ -674,3 +674,20 @@ def test_rows_of_subjects_not_asked_for_are_not_read(tmp_path: Path) -> None:
     assert len(every.problems) == 2
     with pytest.raises(ConfigError, match="unknown subject 'anatomyy'.*did you mean anatomy"):
         load_benchmark(str(folder), subjects=["anatomyy"])
+
+
+def test_a_named_field_no_record_has_is_refused(tmp_path: Path) -> None:
+    """--fields answer=nope was ignored silently: items without answers, generated ids."""
+    rows = [
+        {"id": f"q{i}", "question": "Q?", "options": ["a", "b"], "answer": "B"} for i in range(2)
+    ]
+    path = write(tmp_path, "p.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    for spec, key in (("answer=nope", "answer"), ("id=nope,subject=sub", "id")):
+        with pytest.raises(ConfigError, match=rf"--fields {key}=nope: no record of .*p.jsonl has"):
+            load_benchmark(str(path), field_map=FieldMap.parse(spec))
+    # a field some record has is fine, and so are the defaults no record has (subject)
+    ok = load_benchmark(str(path), field_map=FieldMap.parse("answer=answer,id=id"))
+    assert [(i.id, i.answer, i.subject) for i in ok.items] == [("q0", 1, None), ("q1", 1, None)]
+    csv_path = write(tmp_path, "p.csv", "question,A,B,label\nQ?,a,b,B\n")
+    with pytest.raises(ConfigError, match="--fields answer=answer: no record"):
+        load_benchmark(str(csv_path), field_map=FieldMap.parse("answer=answer"))

@@ -259,7 +259,12 @@ def _parse_jsonl(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
     def make(raw: str, row_no: int, line: int | None) -> MCQItem:
         return record_to_item(
-            json_object(raw), fm, source=src, line=line, default_id=f"{stem}-{row_no}"
+            json_object(raw),
+            fm,
+            source=src,
+            line=line,
+            default_id=f"{stem}-{row_no}",
+            seen=sink.fields_seen,
         )
 
     return sink.collect(src, jsonl_lines(text), make)
@@ -270,7 +275,9 @@ def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
     def make(raw: Any, i: int, line: int | None) -> MCQItem:
         rec = _json_object_record(raw)
-        return record_to_item(rec, fm, source=src, line=line, default_id=f"{stem}-{i}")
+        return record_to_item(
+            rec, fm, source=src, line=line, default_id=f"{stem}-{i}", seen=sink.fields_seen
+        )
 
     return sink.collect(src, enumerate(load_json_list(path, text), start=1), make)
 
@@ -302,6 +309,7 @@ def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             source=src,
             line=line,
             default_id=f"{stem}-{row_no}",
+            seen=sink.fields_seen,
         )
 
     return sink.collect(src, rows, make)

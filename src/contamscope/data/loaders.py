@@ -236,6 +236,8 @@ def _load_files(
         raise DataError(
             f"{source}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
         )
+    if field_map is not None and first is not None and first[1] in GENERIC_FORMATS:
+        field_map.check_seen(sink.fields_seen, source)
     return sink.result(
         source=source,
         format=first[1] if first else (format or "?"),

@@ -8,7 +8,7 @@ short reason; the format parsers turn it into a :class:`~contamscope.data.items.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from contamscope.data.items import LoadResult, MCQItem, RowProblem
@@ -48,6 +48,9 @@ class FieldMap:
     """Field with a unique item id; ``None`` or a record without it = file stem + ``-`` + row."""
     subject: str | None = "subject"
     """Field with the subject / category; ``None`` or a record without it = no subject."""
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The keys named on the command line (a named answer/id/subject field that no record
+    has is then a mistake, not an absence)."""
 
     @classmethod
     def parse(cls, spec: str) -> FieldMap:
@@ -82,7 +85,15 @@ class FieldMap:
                 values[key] = _parse_option_fields(value)
             else:
                 values[key] = value or None
-        return cls(**values)
+        return cls(**values, given=frozenset(values))
+
+    def check_seen(self, seen: set[str], source: str) -> None:
+        """Refuse a named answer, id or subject field that no record of ``source`` has (it
+        was silently ignored: items without answers, generated ids)."""
+        for key in ("answer", "id", "subject"):
+            name = getattr(self, key)
+            if key in self.given and name is not None and name not in seen:
+                raise ConfigError(f"--fields {key}={name}: no record of {source} has that field")
 
 
 def _parse_option_fields(value: str) -> tuple[str, ...] | None:
@@ -230,8 +241,12 @@ def record_to_item(
     source: str,
     line: int | None,
     default_id: str,
+    seen: set[str] | None = None,
 ) -> MCQItem:
-    """Build an item from a generic record (JSON object, CSV row as dict, dataset row)."""
+    """Build an item from a generic record (JSON object, CSV row as dict, dataset row);
+    ``seen`` collects which of the answer, id and subject fields the record has."""
+    if seen is not None:
+        seen.update(f for f in (fm.answer, fm.id, fm.subject) if f is not None and f in rec)
     if fm.question not in rec:
         raise RowError(f"missing field {fm.question!r}")
     question = question_text(rec[fm.question])
@@ -283,6 +298,8 @@ class Sink:
         self.items: list[MCQItem] = []
         self.problems: list[RowProblem] = []
         self._first_seen: dict[str, tuple[str, int | None]] = {}
+        self.fields_seen: set[str] = set()
+        """Field-map fields (answer, id, subject) some record had (generic formats)."""
 
     def add(self, item: MCQItem) -> None:
         first = self._first_seen.get(item.id)
