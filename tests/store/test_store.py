@@ -220,3 +220,32 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
     db.close()
     with pytest.raises(StoreError, match="score cache schema 2.0"):
         ScoreCache(path)
+
+
+def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> None:
+    """Two processes on one --out both scored every item and items.jsonl held each record
+    twice (the report counted 60 items for 30)."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from contamscope.store import RunDir; "
+            f"RunDir({str(tmp_path / 'run')!r}).open({{'a': 1}}); print('held', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+        with pytest.raises(StoreError, match="another contamscope process is writing this run"):
+            RunDir(tmp_path / "run").open({"a": 1})
+    finally:
+        holder.kill()
+        holder.wait()
+    # the lock goes with the process, however it ended; this process may open it twice
+    assert RunDir(tmp_path / "run").open({"a": 1}) == {}
+    assert RunDir(tmp_path / "run").open({"a": 1}) == {}

@@ -18,6 +18,10 @@ from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 __all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
 
 RUN_SCHEMA_VERSION = 1
+LOCK_FILE = ".lock"
+"""Held (flock) by the process writing the folder; released when it exits, even killed."""
+_HELD: dict[str, int] = {}
+"""Run folders this process holds: path -> the lock file's descriptor."""
 
 
 class RunDir:
@@ -43,6 +47,7 @@ class RunDir:
         completes): ``settings`` then replace them.
         """
         make_folder(self.path)
+        self._lock()
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings() or {}
             if old != settings and old not in list(upgrades):
@@ -55,6 +60,27 @@ class RunDir:
                 p.unlink(missing_ok=True)
         self._atomic_write(self.settings_path, settings)
         return self._read_records()
+
+    def _lock(self) -> None:
+        """Hold the folder for this process (until it exits): a second process writing the
+        same run would score everything again and append every record twice."""
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            return
+        key = str(self.path.resolve())
+        if key in _HELD:
+            return
+        fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(
+                f"{self.path}: another contamscope process is writing this run folder; wait for "
+                "it to finish (then re-run to use its results) or use another --out"
+            ) from None
+        _HELD[key] = fd
 
     def stored_settings(self) -> dict[str, Any] | None:
         """The settings of the run this folder holds (None: no run yet)."""
