@@ -691,3 +691,21 @@ def test_a_named_field_no_record_has_is_refused(tmp_path: Path) -> None:
     csv_path = write(tmp_path, "p.csv", "question,A,B,label\nQ?,a,b,B\n")
     with pytest.raises(ConfigError, match="--fields answer=answer: no record"):
         load_benchmark(str(csv_path), field_map=FieldMap.parse("answer=answer"))
+
+
+def test_a_digit_answer_that_is_another_options_text(tmp_path: Path) -> None:
+    """'1' with options 1, 2, 3, 4 was read as index 1 (option '2'), silently; '4' with
+    options 3, 4, 5, 6 was skipped as out of range."""
+    rows = [
+        {"id": "amb", "question": "Q8?", "options": ["1", "2", "3", "4"], "answer": "1"},
+        {"id": "txt", "question": "Q1?", "options": ["3", "4", "5", "6"], "answer": "4"},
+        {"id": "num", "question": "Q2?", "options": ["1", "2", "3", "4"], "answer": 1},
+        {"id": "let", "question": "Q?", "options": ["a", "b", "c", "d"], "answer": "B"},
+    ]
+    path = write(tmp_path, "ans.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    result = load_benchmark(str(path))
+    assert [(i.id, i.answer) for i in result.items] == [("txt", 1), ("num", 1), ("let", 1)]
+    assert one_problem(result).reason == (
+        "answer '1' is ambiguous: option A's text or the 0-based index of option B; "
+        "give the answer as a letter"
+    )

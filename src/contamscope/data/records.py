@@ -155,7 +155,14 @@ def parse_answer(
     """Return the 0-based index of the answer, or ``None`` when ``raw`` is missing or empty.
 
     Accepts a letter (``A``..``J``, any case, surrounding spaces ignored), with ``ints`` a 0-based
-    index (int or digit string), with ``text`` the exact text of an option. Tried in that order.
+    index (int or digit string), with ``text`` the exact text of an option. Tried in that order;
+    with both, a digit string that is another option's text is ambiguous (a row problem) unless
+    it is no valid index.
+
+    >>> parse_answer("4", ["3", "4", "5", "6"], text=True)  # no option 4: the text "4"
+    1
+    >>> parse_answer(2, ["1", "2", "3"], text=True)  # a JSON number is an index
+    2
     """
     n = len(options)
     idx: int
@@ -173,6 +180,15 @@ def parse_answer(
             idx = LABELS.index(s.upper())
         elif ints and s.isascii() and s.isdigit():
             idx = int(s)
+            stripped = [o.strip() for o in options]
+            if text and s in stripped and stripped.index(s) != idx:
+                j = stripped.index(s)
+                if 0 <= idx < n:  # "1" with options 1, 2, 3, 4: option A's text or index of B
+                    raise RowError(
+                        f"answer {s!r} is ambiguous: option {_label(j)}'s text or the 0-based "
+                        f"index of option {_label(idx)}; give the answer as a letter"
+                    )
+                idx = j  # no such index: the option's text
         elif text and clean_text(raw) in options:
             idx = options.index(clean_text(raw))
         elif text and s in (o.strip() for o in options):
