@@ -709,3 +709,27 @@ def test_a_digit_answer_that_is_another_options_text(tmp_path: Path) -> None:
         "answer '1' is ambiguous: option A's text or the 0-based index of option B; "
         "give the answer as a letter"
     )
+
+
+def test_one_bad_file_of_a_folder_is_skipped_and_listed(tmp_path: Path) -> None:
+    """An empty, header-only, non-UTF-8 file or a broken link in a folder stopped the whole
+    load (or, the link, was left out silently); the other files' items are kept."""
+    d = tmp_path / "bench"
+    d.mkdir()
+    (d / "anatomy_test.csv").write_text("What is 2+2?,3,4,5,6,B\n", encoding="utf-8")
+    (d / "empty_test.csv").write_text("", encoding="utf-8")
+    (d / "latin_test.csv").write_bytes("Caf\xe9?,a,b,c,d,A\n".encode("latin-1"))
+    (d / "broken_test.csv").symlink_to(tmp_path / "nowhere.csv")
+    result = load_benchmark(str(d))
+    assert [i.id for i in result.items] == ["anatomy_test-0"]
+    assert sorted(str(p) for p in result.problems) == [
+        f"{d / 'broken_test.csv'}: a broken link (to {tmp_path / 'nowhere.csv'})",
+        f"{d / 'empty_test.csv'}: no items (empty file)",
+        f"{d / 'latin_test.csv'}: not UTF-8 text (byte offset 3); re-save as UTF-8",
+    ]
+    with pytest.raises(DataError, match="broken_test.csv: a broken link"):
+        load_benchmark(str(d), strict=True)
+    # a generic CSV with its header only says so (was "empty file")
+    head = write(tmp_path, "head.csv", "question,A,B,answer\n")
+    with pytest.raises(DataError, match=r"head.csv: no items \(no data rows\)"):
+        load_benchmark(str(head))

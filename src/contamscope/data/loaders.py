@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import importlib.metadata
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,11 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
 
 def _folder_files(folder: Path, format: str | None) -> list[Path]:
     files = sorted(
-        (p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")),
+        (  # a broken link is listed: reading it says so (it was left out silently)
+            p
+            for p in folder.iterdir()
+            if (p.is_file() or (p.is_symlink() and not p.exists())) and not p.name.startswith(".")
+        ),
         key=lambda p: p.name,
     )
     if format is not None:
@@ -186,6 +191,8 @@ def _folder_files(folder: Path, format: str | None) -> list[Path]:
 
 
 def _read_text(path: Path) -> tuple[bytes, str]:
+    if path.is_symlink() and not path.exists():
+        raise DataError(f"{path}: a broken link (to {os.readlink(path)})")
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -218,8 +225,21 @@ def _load_files(
     wanted = set([subjects] if isinstance(subjects, str) else subjects or [])
     by_file = wanted and wanted <= {split_subject(p.stem) for p in files}
     for path in files:
-        raw, text = _read_text(path)
+        other_subject = by_file and split_subject(path.stem) not in wanted
+        try:
+            raw, text = _read_text(path)
+        except DataError as exc:
+            if len(files) == 1:
+                raise
+            # one bad file of a folder: skipped and listed (exit 3), the others' items kept
+            if not other_subject:
+                sink.problem(str(path), None, str(exc).removeprefix(f"{path}: "))
+            continue
         digest.update(raw)
+        if not text.strip() and len(files) > 1:
+            if not other_subject:
+                sink.problem(str(path), None, "no items (empty file)")
+            continue
         fmt = format or detect_format(path, text, field_map)
         if first is None:
             first = (path, fmt)
@@ -231,7 +251,10 @@ def _load_files(
         if by_file and fmt in FILE_SUBJECT_FORMATS and split_subject(path.stem) not in wanted:
             continue
         if PARSERS[fmt](path, text, sink, field_map or FieldMap()) == 0:
-            raise DataError(f"{path}: no items (empty file)")
+            what = "no items (empty file)" if not text.strip() else "no items (no data rows)"
+            if len(files) == 1:
+                raise DataError(f"{path}: {what}")
+            sink.problem(str(path), None, what)
     if not sink.items:
         raise DataError(
             f"{source}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
