@@ -111,6 +111,10 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
             {"model": "a", "seed": 0, "selection": {"fields": "question=answer"}}
         )
     assert RunDir(tmp_path / "run").open({"model": "a", "seed": 1}, overwrite=True) == {}
+    # another method's run is named as such (it listed 25 differing settings)
+    RunDir(tmp_path / "bb").open({"method": "benbench", "seed": 0})
+    with pytest.raises(StoreError, match=r"holds a benbench run, not a cap one; use another"):
+        RunDir(tmp_path / "bb").open({"method": "cap", "seed": 0})
 
 
 def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: Path) -> None:

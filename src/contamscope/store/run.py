@@ -50,6 +50,11 @@ class RunDir:
         self._lock()
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings() or {}
+            if old.get("method") != settings.get("method"):
+                raise StoreError(
+                    f"{self.path} holds a {old.get('method') or 'different'} run, not a "
+                    f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
+                )
             if old != settings and old not in list(upgrades):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
