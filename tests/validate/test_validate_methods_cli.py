@@ -169,7 +169,15 @@ def test_cap_validation_end_to_end_and_reuse(
         assert {r["split"] for r in recs} == {"dev", "test"} and len(recs) == 8
         for r in res["readers"].values():
             assert r["names_trained_split"] == (r["verdict"] == "contaminated by test")
-            assert r["verdict"] in ("contaminated by test", "fine-tuned on dev", "no evidence")
+            assert r["verdict"] in (
+                "contaminated by test",
+                "fine-tuned on dev",
+                "no evidence",
+                "inconclusive",
+            )
+            # inconclusive exactly when a split had no right and no consistent answer
+            blank = [v["n"] and not (v["m"] or v["c"]) for v in r["splits"].values()]
+            assert (r["verdict"] == "inconclusive") == any(blank)
         # generation reader's PCR recomputed from the stored records
         for s in ("dev", "test"):
             part = [r for r in recs if r["split"] == s]
