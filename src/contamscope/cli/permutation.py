@@ -192,11 +192,28 @@ def run(**kw: Any) -> None:
         scan(kw, executor)
 
 
+def _subjects(kw: dict[str, Any]) -> list[str] | None:
+    return [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+
+
+def load_for(kw: dict[str, Any]) -> Any:
+    """The benchmark as the command's arguments read it (a LoadResult)."""
+    from ..data import FieldMap, load_benchmark
+
+    return load_benchmark(
+        kw["benchmark"],
+        format=kw["fmt"],
+        subjects=_subjects(kw),
+        split=kw["split"],
+        field_map=FieldMap.parse(kw["fields"]) if kw["fields"] else None,
+        strict=kw["strict"],
+    )
+
+
 def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One permutation run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
-    from ..data import FieldMap, load_benchmark
     from ..paths import default_score_db
     from ..perturb import get_template
     from ..pipeline import PermutationConfig, run_permutation, select_items
@@ -219,15 +236,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     options = parse_model_options(kw["model_opt"])
     if kw["max_batch_tokens"]:
         options["max_batch_tokens"] = str(kw["max_batch_tokens"])
-    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
-    loaded = load_benchmark(
-        kw["benchmark"],
-        format=kw["fmt"],
-        subjects=subjects,
-        split=kw["split"],
-        field_map=FieldMap.parse(kw["fields"]) if kw["fields"] else None,
-        strict=kw["strict"],
-    )
+    subjects = _subjects(kw)
+    loaded = load_for(kw)
     list_skipped(loaded.problems)
     items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
     if not items:

@@ -238,21 +238,15 @@ def run(**kw: Any) -> None:
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
     """Status of a pair finished by an earlier sweep: still valid, or its benchmark changed
     since (a failure: its numbers are of other data; --overwrite runs it again)."""
-    from ..data import load_benchmark
+    from .permutation import load_for
 
     try:
         settings = json.loads((job.run_dir / "settings.json").read_text(encoding="utf-8"))
         summary = json.loads((job.run_dir / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "failed: unreadable run folder (--overwrite runs it again)"
-    if job.benchmark not in hashes:
-        subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
-        hashes[job.benchmark] = load_benchmark(
-            job.benchmark,
-            format=kw["fmt"],
-            subjects=subjects,
-            split=kw["split"],
-        ).content_hash
+    if job.benchmark not in hashes:  # read as the pair's own run reads it
+        hashes[job.benchmark] = load_for(_job_kwargs(job, kw)).content_hash
     if settings.get("benchmark_hash") != hashes[job.benchmark]:
         return "failed: the benchmark changed since this pair ran (--overwrite runs it again)"
     if (summary.get("counts") or {}).get("rows_skipped"):

@@ -181,14 +181,13 @@ def parse_answer(
         elif ints and s.isascii() and s.isdigit():
             idx = int(s)
             stripped = [o.strip() for o in options]
-            if text and s in stripped and stripped.index(s) != idx:
-                j = stripped.index(s)
-                if 0 <= idx < n:  # "1" with options 1, 2, 3, 4: option A's text or index of B
-                    raise RowError(
-                        f"answer {s!r} is ambiguous: option {_label(j)}'s text or the 0-based "
-                        f"index of option {_label(idx)}; give the answer as a letter"
-                    )
-                idx = j  # no such index: the option's text
+            j = stripped.index(s) if text and s in stripped else idx
+            if j != idx and 0 <= idx < n:  # "1" with options 1, 2, 3, 4: A's text or B's index
+                raise RowError(
+                    f"answer {s!r} is ambiguous: option {_label(j)}'s text or the 0-based "
+                    f"index of option {_label(idx)}; give the answer as a letter"
+                )
+            idx = j  # an index, or (no such index) the option's text
         elif text and clean_text(raw) in options:
             idx = options.index(clean_text(raw))
         elif text and s in (o.strip() for o in options):

@@ -289,14 +289,26 @@ def _boot_pcr(
 
 
 def verdict(
-    reference: str, other: str, diff: float, low: float, high: float, min_diff: float = 0.0
+    reference: str,
+    other: str,
+    diff: float,
+    low: float,
+    high: float,
+    min_diff: float = 0.0,
+    blank: Sequence[str] = (),
 ) -> tuple[str, str]:
-    """Verdict and reasoning from the difference and its 95% CI.
+    """Verdict and reasoning from the difference and its 95% CI; ``blank`` names the splits
+    with M = C = 0, whose PCR is scale(1) whatever the exposure.
 
     >>> verdict("train", "test", -0.2, -0.3, -0.1)[0]
     'contaminated by test'
     """
     span = f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
+    if blank:
+        return "inconclusive", (
+            f"{span}: M = C = 0 on {' and '.join(blank)} (no right and no consistent answer: "
+            "unmapped or empty answers?), whose PCR is then a constant"
+        )
     if not (diff == diff and low == low):
         return "inconclusive", (
             f"{span}: undefined (a split without analysed items, or, with --alpha 0, without "
@@ -370,16 +382,10 @@ def compare_splits(
             low, high = (float(x) for x in np.percentile(d, [2.5, 97.5]))
             tail = min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))
             p = min(1.0, max(2 * tail, 1.0 / len(d)))
-    label, why = verdict(reference, other, diff, low, high, min_diff)
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
-    if blank:  # M = C = 0: the split's PCR is scale(1) whatever the exposure
-        label = "inconclusive"
-        why = (
-            f"{why.split(':')[0]}: M = C = 0 on {' and '.join(blank)} (no right and no consistent "
-            "answer: unmapped or empty answers?), whose PCR is then a constant"
-        )
+    label, why = verdict(reference, other, diff, low, high, min_diff, blank)
     if 0 < used < n_boot:
         why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
     dd = (

@@ -13,6 +13,7 @@ statistics that carry the vocabulary mean/std (Min-K%++) are a kind of their own
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -100,14 +101,13 @@ def _db_errors(method: _M) -> _M:
     """A damaged or unwritable database: one line naming the file and what to do (was a
     sqlite3 traceback)."""
 
+    @functools.wraps(method)
     def wrapped(self: ScoreCache, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
             raise StoreError(_db_problem(self.path, exc)) from None
 
-    wrapped.__name__ = method.__name__
-    wrapped.__doc__ = method.__doc__
     return wrapped  # type: ignore[return-value]
 
 
