@@ -67,9 +67,20 @@ def test_run_writes_records_and_summary_then_resumes(
     assert s2["statistics"] == summary["statistics"]
     assert (out / "items.jsonl").read_text().count("\n") == 5
 
-    # a new run folder with the same settings reuses every cached score
-    third = run_cli(*args[:-4], "--out", str(tmp_path / "run2"), "--device", "cpu", cwd=tmp_path)
+    # a new run folder with the same items reuses every cached score; a --sample larger than
+    # the benchmark takes every item and says so
+    third = run_cli(
+        *args[:-4],
+        "--out",
+        str(tmp_path / "run2"),
+        "--sample",
+        "50",
+        "--device",
+        "cpu",
+        cwd=tmp_path,
+    )
     assert third.returncode == 0, third.stderr
+    assert "--sample 50 is more than the 5 items; all are used" in third.stderr
     s3 = json.loads((tmp_path / "run2" / "summary.json").read_text())
     assert s3["timings"]["scores_computed"] == 0 and s3["timings"]["scores_from_cache"] == 96
     assert s3["statistics"] == summary["statistics"]
@@ -134,6 +145,7 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--out", "toy_test.csv"], "--out toy_test.csv: is a file, not a folder"),
         (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
         (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),
+        (["--no-cache", "--cache-dir", "c"], "--no-cache and --cache-dir contradict"),
         # usage errors found while parsing the command line: one line too, naming the help
         (["--seed", "-1"], "Invalid value for '--seed'"),
         (["--batch-items", "x"], "Invalid value for '--batch-items'"),

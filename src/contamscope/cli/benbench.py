@@ -19,6 +19,8 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    open_cache,
+    pick_items,
     reading_options,
     say_overlap,
     styled,
@@ -167,7 +169,6 @@ def _split_input(
     """A read split with its references and selected items (``drop``: ids left out first)."""
     from ..data import FieldMap
     from ..data.qa import load_qa
-    from ..pipeline import select_items
     from ..pipeline.benbench import SplitInput
     from ..pipeline.benbench_refs import inline_reference, pair_reference
 
@@ -191,7 +192,7 @@ def _split_input(
                 f"paraphrase ({ref.format} read; is it the benchmark itself?)"
             )
     pool = [it for it in loaded.items if it.id not in drop]
-    items = select_items(pool, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])  # type: ignore[arg-type]
+    items = pick_items(pool, kw, f"split {name}")
     for r in references:
         warning = r.check_pairs([it.id for it in items], option) if r.pairing != "inline" else None
         if warning:
@@ -210,10 +211,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
     from ..data.overlap import split_overlap
-    from ..paths import default_score_db
     from ..pipeline.benbench import BenBenchConfig, run_benbench
     from ..pipeline.benbench_refs import check_pairing
-    from ..store import RunDir, ScoreCache
+    from ..store import RunDir
 
     config = BenBenchConfig(
         n=kw["n"],
@@ -258,13 +258,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
     check_output_folder(out)
-    cache = (
-        None
-        if kw["no_cache"]
-        else ScoreCache(
-            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
-        )
-    )
+    cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache

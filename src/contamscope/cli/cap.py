@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import random
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    open_cache,
+    pick_items,
     reading_options,
     say_overlap,
     styled,
@@ -170,14 +171,6 @@ def _default(key: str) -> Any:
     return inspect.signature(command).parameters[key].default.default
 
 
-def _select(items: list[Any], limit: int | None, sample: int | None, seed: int) -> list[Any]:
-    chosen = list(items)
-    if sample is not None and sample < len(chosen):
-        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
-        chosen = [it for i, it in enumerate(chosen) if i in keep]
-    return chosen[:limit] if limit is not None else chosen
-
-
 @user_errors
 def run(**kw: Any) -> None:
     with executor_from(kw) as executor:
@@ -190,9 +183,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends.probe import check_backend
     from ..data.cap import CapFields, load_cap
     from ..data.overlap import split_overlap
-    from ..paths import default_score_db
     from ..pipeline.cap import CapConfig, run_cap
-    from ..store import RunDir, ScoreCache
+    from ..store import RunDir
 
     split_names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
     if len(split_names) < 2:
@@ -247,12 +239,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     say_overlap(overlap, kw["drop_shared"])
     gone = overlap.left_out(kw["drop_shared"])
     selected = {
-        s: _select(
-            [it for it in data.splits[s].items if it.id not in gone[s]],
-            kw["limit"],
-            kw["sample"],
-            kw["seed"],
-        )
+        s: pick_items([it for it in data.splits[s].items if it.id not in gone[s]], kw, f"split {s}")
         for s in split_names
     }
     options = parse_model_options(kw["model_opt"])
@@ -263,11 +250,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         embedder = SentenceEmbedder(kw["embedder"])
     out = kw["out"] or Path("runs") / f"cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
     check_output_folder(out)
-    cache = None
-    if not kw["no_cache"]:
-        cache = ScoreCache(
-            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
-        )
+    cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache

@@ -11,10 +11,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import ContamscopeError
+from ..errors import ConfigError, ContamscopeError
 
 if TYPE_CHECKING:
     from ..data.overlap import SplitOverlap
+    from ..store import ScoreCache
 
 __all__ = [
     "console",
@@ -28,6 +29,8 @@ __all__ = [
     "exit_if_skipped",
     "say_overlap",
     "reading_options",
+    "open_cache",
+    "pick_items",
     "MODEL_OPTIONS_HELP",
 ]
 
@@ -199,3 +202,40 @@ def reading_options(kw: dict[str, Any], *keys: str) -> dict[str, Any]:
     records reused. Only the options given are named, so runs that gave none resume as before."""
     names = {"fmt": "format"}
     return {names.get(k, k): kw[k] for k in ("fmt", "fields", *keys) if kw.get(k) is not None}
+
+
+def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
+    """The score cache of ``--cache-dir`` (default: the user cache), or None with ``--no-cache``."""
+    from ..paths import default_score_db
+    from ..store import ScoreCache
+
+    if kw["no_cache"]:
+        if kw.get("cache_dir") is not None:
+            raise ConfigError(
+                "--no-cache and --cache-dir contradict each other: --no-cache reads and writes "
+                "no cache; give one of them"
+            )
+        return None
+    return ScoreCache(kw["cache_dir"] / "scores.sqlite" if kw["cache_dir"] else default_score_db())
+
+
+T = TypeVar("T")
+
+
+def pick_items(items: Sequence[T], kw: dict[str, Any], where: str = "") -> list[T]:
+    """``--sample`` then ``--limit`` of ``items`` (:func:`~contamscope.pipeline.select_items`),
+    saying so when ``--sample`` asks for more items than there are (``where``: e.g. a split)."""
+    from ..pipeline import select_items
+
+    sample = kw.get("sample")
+    if sample is not None and sample > len(items):
+        err_console.print(
+            styled(
+                "yellow",
+                "note",
+                f" --sample {sample} is more than the {counted(len(items), 'item')}"
+                f"{' of ' + where if where else ''}; all are used",
+            ),
+            highlight=False,
+        )
+    return select_items(items, limit=kw.get("limit"), sample=sample, seed=kw["seed"])

@@ -18,6 +18,8 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    open_cache,
+    pick_items,
     reading_options,
     styled,
     user_errors,
@@ -195,11 +197,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One membership run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
-    from ..paths import default_score_db
     from ..perturb import get_template
-    from ..pipeline import select_items
     from ..pipeline.membership import MembershipConfig, run_membership, unseen_references
-    from ..store import RunDir, ScoreCache
+    from ..store import RunDir
 
     config = MembershipConfig(
         statistic=kw["statistic"],
@@ -233,19 +233,13 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             ),
             highlight=False,
         )
-    items = select_items(bench.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
+    items = pick_items(bench.items, kw)
     if not items:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"membership-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
     check_output_folder(out)
-    cache = (
-        None
-        if kw["no_cache"]
-        else ScoreCache(
-            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
-        )
-    )
+    cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache

@@ -24,6 +24,8 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    open_cache,
+    pick_items,
     reading_options,
     user_errors,
 )
@@ -214,10 +216,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One permutation run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
-    from ..paths import default_score_db
     from ..perturb import get_template
-    from ..pipeline import PermutationConfig, run_permutation, select_items
-    from ..store import RunDir, ScoreCache
+    from ..pipeline import PermutationConfig, run_permutation
+    from ..store import RunDir
 
     if kw["ties"] not in ("not_leaked", "leaked"):
         raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
@@ -239,18 +240,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     subjects = _subjects(kw)
     loaded = load_for(kw)
     list_skipped(loaded.problems)
-    items = select_items(loaded.items, limit=kw["limit"], sample=kw["sample"], seed=kw["seed"])
+    items = pick_items(loaded.items, kw)
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
     check_output_folder(out)
-    cache = (
-        None
-        if kw["no_cache"]
-        else ScoreCache(
-            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
-        )
-    )
+    cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache

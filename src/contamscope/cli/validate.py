@@ -24,6 +24,7 @@ from .common import (
     console,
     err_console,
     list_skipped,
+    open_cache,
     styled,
     user_errors,
 )
@@ -240,8 +241,6 @@ _METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
 @user_errors
 def run(**kw: Any) -> None:
     from ..backends import parse_model_options
-    from ..paths import default_score_db
-    from ..store import ScoreCache
     from ..validate import TrainConfig, ValidateConfig, plot_summary, run_validation
 
     build = _METHODS.get(kw["method"])
@@ -263,13 +262,7 @@ def run(**kw: Any) -> None:
     method, default_name = build(kw)
     out = kw["out"] or Path("runs") / default_name
     check_output_folder(out)
-    cache = (
-        None
-        if kw["no_cache"]
-        else ScoreCache(
-            (kw["cache_dir"] / "scores.sqlite") if kw["cache_dir"] else default_score_db()
-        )
-    )
+    cache = open_cache(kw)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

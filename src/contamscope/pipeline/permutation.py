@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .. import __version__
 from ..backends.base import Backend, ScoreRequest
@@ -92,9 +92,12 @@ class RunOutcome:
     problems: list[str] = field(default_factory=list)
 
 
+_T = TypeVar("_T")
+
+
 def select_items(
-    items: Sequence[MCQItem], *, limit: int | None = None, sample: int | None = None, seed: int = 0
-) -> list[MCQItem]:
+    items: Sequence[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
+) -> list[_T]:
     """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
     chosen = list(items)
     if sample is not None and sample < len(chosen):
