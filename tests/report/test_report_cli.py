@@ -121,3 +121,6 @@ def test_report_labels_of_other_items_and_a_run_without_items(make_run, tmp_path
     (run / "items.jsonl").unlink()
     res = run_cli("report", str(run), cwd=tmp_path)
     assert res.returncode == 0 and "items.jsonl is missing: the report has" in res.stderr
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert "items.jsonl is missing: the statistics below come from summary.json" in page
+    assert "No analysed item to show." in page

@@ -358,7 +358,8 @@ def _evidence_section(
 
 def _cases_section(cases: list[_Case], n_items: int) -> Section:
     if not cases:
-        return Section("cases", "Most suspicious items", "<p class='note'>No items analysed.</p>")
+        why = "none asked for (--top 0)" if n_items else "no analysed item to show"
+        return Section("cases", "Most suspicious items", f"<p class='note'>{why.capitalize()}.</p>")
     figs = []
     for c in cases:
         n = len(c.logprobs)
