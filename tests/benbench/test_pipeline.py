@@ -269,3 +269,15 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     r = run_cli(*args, "--reference", str(bench), "--out", "run2", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"--reference {bench}: every paired row is the original's own text" in r.stderr
+    # two references of one file name keep apart (their folders name them); one file given
+    # twice would count its paraphrases twice
+    twin = tmp_path / "b" / "rewritten.jsonl"
+    twin.parent.mkdir()
+    twin.write_text(ref.read_text(encoding="utf-8"), encoding="utf-8")
+    r = run_cli(*args, "--no-lenient", "-r", str(ref), "-r", str(twin), "--out", "r3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "r3" / "items.jsonl").read_text().splitlines()[0])
+    names = [v["name"] for v in rec["versions"]]
+    assert names == ["original", f"{tmp_path.name}/rewritten", "b/rewritten"]
+    r = run_cli(*args, "-r", str(ref), "-r", f"{tmp_path}/b/../rewritten.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "--reference" in r.stderr and "given twice" in r.stderr

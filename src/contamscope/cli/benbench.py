@@ -163,6 +163,31 @@ def _read_split(kw: dict[str, Any], spec: str, name: str) -> Any:
     return loaded
 
 
+def _reference_names(paths: list[str], option: str) -> list[tuple[str, str]]:
+    """Each reference file with the name its columns get: the file's stem, with as many parent
+    folders as make it unique (``a/rewritten`` and ``b/rewritten``). A file given twice would
+    count its paraphrases twice: refused."""
+    seen: dict[Path, str] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            raise ConfigError(f"{option} {p}: given twice (as {seen[key]!r} first)")
+        seen[key] = p
+    if not paths:
+        return []
+    parts = [Path(p).resolve().parts for p in paths]
+
+    def named(x: tuple[str, ...], depth: int, suffix: bool) -> str:
+        return "/".join((*x[-depth:-1], x[-1] if suffix else Path(x[-1]).stem))
+
+    for suffix in (False, True):  # a/x.jsonl and a/x.csv keep their suffixes
+        for depth in range(1, max(map(len, parts)) + 1):
+            names = [named(x, depth, suffix) for x in parts]
+            if len(set(names)) == len(names):
+                return list(zip(paths, names))
+    return [(p, str(Path(p).resolve())) for p in paths]  # unreachable: resolved paths differ
+
+
 def _split_input(
     kw: dict[str, Any], loaded: Any, refs: list[str] | None, name: str, drop: set[str]
 ) -> Any:
@@ -181,9 +206,9 @@ def _split_input(
     # file read as plain GSM8K would be its originals), except the generic ones --fields maps
     ref_fmt = kw["fmt"] if kw["fmt"] in ("qa-jsonl", "qa-csv") else None
     option = "--reference" if name == "test" else "--train-reference"
-    for path in refs or []:
+    for path, ref_name in _reference_names(refs or [], option):
         ref = load_qa(path, format=ref_fmt, field_map=fm, strict=kw["strict"])
-        references.append(pair_reference(loaded, ref, name=Path(path).stem, pairing=kw["pairing"]))
+        references.append(pair_reference(loaded, ref, name=ref_name, pairing=kw["pairing"]))
         list_skipped(ref.problems, f"skipped (reference {references[-1].name})")
         same = [p for p in references[-1].pairs.values() if p.reason.startswith("identical")]
         if same and len(same) == len(references[-1].pairs):
