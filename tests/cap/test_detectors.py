@@ -205,3 +205,42 @@ def test_compare_splits_says_how_many_resamples_were_undefined() -> None:
     assert f"({1000 - comp.n_boot} of 1000 resamples had an undefined PCR" in comp.reasoning
     full = compare_splits("train", "test", other, other, b, b, alpha=0, n_boot=1000)
     assert full.n_boot == 1000 and "undefined" not in full.reasoning
+
+
+def test_few_items_cannot_name_a_split_and_the_p_value_holds_its_level() -> None:
+    """The bootstrap alone named a split for one item per split (CI a single point, p = 1/n_boot)
+    and in 34% of clean pairs of 2-item splits; the split-label permutation test is exact."""
+    import numpy as np
+
+    one = compare_splits(
+        "train",
+        "test",
+        ([1.0], [0.0]),
+        ([0.0], [1.0]),
+        split_score([1.0], [0.0]),
+        split_score([0.0], [1.0]),
+        n_boot=500,
+    )
+    assert one.ci_low == one.ci_high and one.p_value > 0.4
+    assert one.verdict == "no evidence" and "permutation test does not reject" in one.reasoning
+    # clean splits of 3 items (continuous M and C from one distribution): size <= 5%
+    rng = np.random.default_rng(7)
+    hits = named = 0
+    reps = 300
+    for _ in range(reps):
+        a = (list(rng.beta(2, 2, 3)), list(rng.beta(3, 2, 3)))
+        b = (list(rng.beta(2, 2, 3)), list(rng.beta(3, 2, 3)))
+        comp = compare_splits(
+            "train",
+            "test",
+            a,
+            b,
+            split_score(*a),
+            split_score(*b),
+            n_boot=200,
+            seed=int(rng.integers(1 << 30)),
+        )
+        hits += comp.p_value <= 0.05
+        named += comp.verdict != "no evidence"
+    assert hits / reps <= 0.05 + 2 * (0.05 * 0.95 / reps) ** 0.5  # 2 standard errors
+    assert named <= hits

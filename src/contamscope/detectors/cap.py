@@ -255,7 +255,9 @@ class Comparison:
     ci_high: float
     """97.5% percentile."""
     p_value: float
-    """Two-sided bootstrap p-value for H0: PCR_reference = PCR_other (equal exposure)."""
+    """Two-sided p-value of the split-label permutation test, H0: the two splits' items are
+    exchangeable (equally exposed, drawn alike), so PCR_reference - PCR_other is as likely as
+    that of any relabelling of the pooled items; exact at any number of items."""
     n_boot: int
     """Bootstrap resamples the CI and p-value rest on (items resampled with replacement within
     each split); fewer than asked when some resamples have an undefined PCR (``alpha`` 0 and a
@@ -281,11 +283,70 @@ def _boot_pcr(
     idx = rng.integers(0, len(m), size=(n_boot, len(m)))
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # alpha 0, C 0: NaN/inf
         ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
-        if scale == "tanh":
-            return np.tanh(ratio)
-        if scale == "sigmoid":
-            return 1.0 / (1.0 + np.exp(-ratio))
-        return ratio
+        return _scaled(ratio, scale)
+
+
+VERDICT_LEVEL = 0.05
+"""A verdict names a split only when the permutation p-value is at most this, too."""
+
+
+def _relabel(
+    rng: np.random.Generator,
+    m: np.ndarray,
+    c: np.ndarray,
+    n_ref: int,
+    n_perm: int,
+    alpha: float,
+    scale: Scale,
+) -> np.ndarray:
+    """PCR_reference - PCR_other over ``n_perm`` random relabellings of the pooled items."""
+    out = np.empty(n_perm)
+    step = max(1, 2_000_000 // max(1, len(m)))
+    for s in range(0, n_perm, step):
+        b = min(step, n_perm - s)
+        order = np.argsort(rng.random((b, len(m))), axis=1)
+        mp, cp = m[order], c[order]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            r = (mp[:, :n_ref].mean(1) + alpha) / (cp[:, :n_ref].mean(1) + alpha)
+            o = (mp[:, n_ref:].mean(1) + alpha) / (cp[:, n_ref:].mean(1) + alpha)
+        out[s : s + b] = _scaled(r, scale) - _scaled(o, scale)
+    return out
+
+
+def _scaled(ratio: np.ndarray, scale: Scale) -> np.ndarray:
+    if scale == "tanh":
+        return np.tanh(ratio)
+    if scale == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-ratio))
+    return ratio
+
+
+def permutation_p(
+    ref_items: tuple[Sequence[float], Sequence[float]],
+    other_items: tuple[Sequence[float], Sequence[float]],
+    observed: float,
+    *,
+    alpha: float,
+    scale: Scale,
+    n_perm: int,
+    seed: int,
+) -> float:
+    """Two-sided p-value of the split-label permutation test of PCR_reference - PCR_other:
+    (1 + #{relabellings with |difference| >= |observed|}) / (1 + n_perm), valid at any number
+    of items (one item per split cannot reach 0.05). NaN when undefined.
+
+    >>> permutation_p(([1.0], [0.0]), ([0.0], [1.0]), 0.99, alpha=0.01, scale="tanh",
+    ...               n_perm=999, seed=0) > 0.4   # one item each: any labelling is as likely
+    True
+    """
+    if math.isnan(observed):
+        return math.nan
+    m = np.concatenate([np.asarray(ref_items[0], float), np.asarray(other_items[0], float)])
+    c = np.concatenate([np.asarray(ref_items[1], float), np.asarray(other_items[1], float)])
+    d = _relabel(np.random.default_rng(seed), m, c, len(ref_items[0]), n_perm, alpha, scale)
+    d = d[np.isfinite(d)]
+    tol = 1e-12 * max(1.0, abs(observed))
+    return float((1 + np.count_nonzero(np.abs(d) >= abs(observed) - tol)) / (1 + len(d)))
 
 
 def verdict(
@@ -296,8 +357,10 @@ def verdict(
     high: float,
     min_diff: float = 0.0,
     blank: Sequence[str] = (),
+    p_value: float | None = None,
 ) -> tuple[str, str]:
-    """Verdict and reasoning from the difference and its 95% CI; ``blank`` names the splits
+    """Verdict and reasoning from the difference, its 95% CI and (when given) the permutation
+    p-value, which must be at most :data:`VERDICT_LEVEL` too; ``blank`` names the splits
     with M = C = 0, whose PCR is scale(1) whatever the exposure.
 
     >>> verdict("train", "test", -0.2, -0.3, -0.1)[0]
@@ -313,6 +376,12 @@ def verdict(
         return "inconclusive", (
             f"{span}: undefined (a split without analysed items, or, with --alpha 0, without "
             "consistent items)"
+        )
+    if (low > 0 or high < 0) and p_value is not None and not p_value <= VERDICT_LEVEL:
+        return "no evidence", (
+            f"{span} excludes 0, but the split-label permutation test does not reject equal "
+            f"exposure (p = {p_value:.3g} > {VERDICT_LEVEL}): too few items to tell (the "
+            "bootstrap interval is too narrow with few items)"
         )
     if low > 0 and diff >= min_diff:
         return (
@@ -349,10 +418,13 @@ def compare_splits(
 ) -> Comparison:
     """Compare two splits: ``*_items`` are the per-item ``(m, c)`` lists of each split.
 
-    H0: the two splits are equally exposed, i.e. PCR_reference = PCR_other. The CI is the
-    percentile interval of the difference over ``n_boot`` resamples of each split's items; the
-    p-value is twice the smaller tail mass of the bootstrap distribution at 0 (floored at
-    1 / n_boot).
+    H0: the two splits are equally exposed, their items exchangeable, i.e. PCR_reference =
+    PCR_other. The CI is the percentile interval of the difference over ``n_boot`` resamples of
+    each split's items (it covers less than 95% with few items: about 0.92-0.94 at 12 per
+    split); the p-value is the split-label permutation test's over ``n_boot`` relabellings
+    (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
+    and p <= :data:`VERDICT_LEVEL` (the bootstrap alone named one in 34% of clean pairs of
+    2-item splits, 20% at 3, 8% at 8).
     """
     diff = ref_score.pcr - other_score.pcr
     low = high = p = math.nan
@@ -380,12 +452,13 @@ def compare_splits(
         used = len(d)
         if len(d):
             low, high = (float(x) for x in np.percentile(d, [2.5, 97.5]))
-            tail = min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))
-            p = min(1.0, max(2 * tail, 1.0 / len(d)))
+            p = permutation_p(
+                ref_items, other_items, diff, alpha=alpha, scale=scale, n_perm=n_boot, seed=seed
+            )
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
-    label, why = verdict(reference, other, diff, low, high, min_diff, blank)
+    label, why = verdict(reference, other, diff, low, high, min_diff, blank, p)
     if 0 < used < n_boot:
         why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
     dd = (
