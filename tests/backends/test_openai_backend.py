@@ -182,6 +182,21 @@ def test_probe_refuses_random_model_under_full_canary(tiny_server: Any) -> None:
     assert "canary=structural" in msg and msg.endswith("methods this backend can run: CAP")
 
 
+def test_a_python_run_gets_the_canary_too(tiny_server: Any, tmp_path: Any) -> None:
+    """The canary ran only in the commands: from Python, a served model that is no language
+    model got a clean bill of health (Algorithm-1 rate 0, gap 0)."""
+    from contamscope.data import LoadResult, MCQItem
+    from contamscope.pipeline import PermutationConfig, run_permutation
+    from contamscope.store import CachedScorer
+
+    item = MCQItem("q", "What is 2+2?", ("3", "4", "5", "6"), answer=1)
+    loaded = LoadResult([item], [], "toy", "generic", "h")
+    b = backend(tiny_server.url, canary="full")
+    with pytest.raises(CapabilityError, match="does not prefer natural sentences"):
+        run_permutation(loaded, [item], CachedScorer(b, None), tmp_path / "r", PermutationConfig())
+    assert not (tmp_path / "r").exists()
+
+
 def test_probe_refuses_chat_only_api_but_chat_generation_works(serve: Any) -> None:
     s = serve("--chat-only")
     b = backend(s.url)

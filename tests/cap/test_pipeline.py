@@ -18,6 +18,7 @@ from contamscope.backends.base import (
     ScoreResult,
 )
 from contamscope.data.cap import CapFields, load_cap
+from contamscope.errors import ConfigError
 from contamscope.pipeline.cap import CapConfig, build_cap_summary, run_cap
 from contamscope.store import CachedScorer, RunDir, ScoreCache
 
@@ -126,22 +127,27 @@ def test_mcq_pairs_records_summary_resume(
 def test_mcq_generated_reorder_and_missing_answers(
     fineval_dir: Path, tiny_backend: Any, tmp_path: Path
 ) -> None:
+    import dataclasses
+
     data = load_cap(str(fineval_dir), ["dev", "test"])
+    cfg = CapConfig(task="mcq", loglik=False, n_boot=200)
     sel = {s: data.splits[s].items[:2] for s in ("dev", "test")}
-    out = run_cap(
-        data,
-        sel,
-        _scorer(tiny_backend, tmp_path),
-        RunDir(tmp_path / "r"),
-        CapConfig(task="mcq", loglik=False, n_boot=200),
-    )
+    # a split without any reference answer: its M is undefined, refused before any work (the
+    # run used to end "inconclusive", blaming the other split)
+    with pytest.raises(ConfigError, match="split 'test' has no reference answers"):
+        run_cap(data, sel, _scorer(tiny_backend, tmp_path), RunDir(tmp_path / "r"), cfg)
+    # one answer missing: that item is generated for but not analysed
+    test_items = [dataclasses.replace(it, answer=0) for it in data.splits["test"].items]
+    test_items[1] = dataclasses.replace(test_items[1], answer=None)
+    data.splits["test"] = dataclasses.replace(data.splits["test"], items=test_items)
+    sel = {"dev": data.splits["dev"].items[:2], "test": test_items[:2]}
+    out = run_cap(data, sel, _scorer(tiny_backend, tmp_path), RunDir(tmp_path / "r"), cfg)
     recs = [json.loads(x) for x in (tmp_path / "r" / "items.jsonl").read_text().splitlines()]
     test = [r for r in recs if r["split"] == "test"]
     assert all(r["modification"]["supplied"] is False and r["modification"]["order"] for r in test)
-    assert all(r["m"] is None for r in test)
-    assert out.summary["counts"]["test"]["no_reference"] == 2
-    assert out.summary["statistics"]["generate"]["splits"]["test"]["n"] == 0
-    assert out.summary["verdict"]["label"] == "inconclusive"  # no analysed test item
+    assert [r["m"] is None for r in test] == [False, True]
+    assert out.summary["counts"]["test"]["no_reference"] == 1
+    assert out.summary["statistics"]["generate"]["splits"]["test"]["n"] == 1
     assert "loglik" not in out.summary["statistics"]
 
 

@@ -94,6 +94,7 @@ def test_run_dir_resumes_and_drops_a_torn_last_line(tmp_path: Path) -> None:
     run.append([{"id": "x", "v": 1}, {"id": "y", "v": 2}])
     with open(run.items_path, "a", encoding="utf-8") as fh:
         fh.write('{"id": "z", "v"')  # killed mid-write
+    run.close()
     done = RunDir(tmp_path / "run").open({"a": 1})
     assert sorted(done) == ["x", "y"]
     assert run.items_path.read_text(encoding="utf-8").count("\n") == 2
@@ -105,6 +106,7 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
     run = RunDir(tmp_path / "run")
     run.open({"model": "a", "seed": 0, "selection": {}})
     run.append([{"id": "x"}])
+    run.close()
     with pytest.raises(StoreError, match=r"\(seed: 0 -> 1\)"):
         RunDir(tmp_path / "run").open({"model": "a", "seed": 1, "selection": {}})
     # a field mapping given on the re-run is named down to the key, with both values
@@ -181,6 +183,7 @@ def test_a_damaged_line_mid_file_loses_only_its_own_record(tmp_path: Path) -> No
     run.append([{"id": f"x{i}"} for i in range(4)])
     lines = run.items_path.read_text().splitlines(keepends=True)
     run.items_path.write_text(lines[0] + "{not json\n" + "".join(lines[1:]) + '{"id": "x9"')
+    run.close()
     done = RunDir(tmp_path / "run").open({"model": "a"})
     assert sorted(done) == ["x0", "x1", "x2", "x3"]
     assert run.items_path.read_text() == "".join(lines)  # the file holds the good lines only
@@ -231,7 +234,8 @@ def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> Non
             sys.executable,
             "-c",
             "import sys, time; from contamscope.store import RunDir; "
-            f"RunDir({str(tmp_path / 'run')!r}).open({{'a': 1}}); print('held', flush=True); "
+            f"run = RunDir({str(tmp_path / 'run')!r}); run.open({{'a': 1}}); "
+            "print('held', flush=True); "
             "time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -244,6 +248,15 @@ def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> Non
     finally:
         holder.kill()
         holder.wait()
-    # the lock goes with the process, however it ended; this process may open it twice
-    assert RunDir(tmp_path / "run").open({"a": 1}) == {}
+    # the lock goes with the process, however it ended
+    first = RunDir(tmp_path / "run")
+    assert first.open({"a": 1}) == {}
+    assert first.open({"a": 1}) == {}  # the holder may open it again
+    # two open RunDirs of one folder in one process (two notebook cells, two threads) would
+    # append every record twice too
+    with pytest.raises(StoreError, match="this process is writing this run folder already"):
+        RunDir(tmp_path / "run").open({"a": 1})
+    first.close()
+    with RunDir(tmp_path / "run") as second:  # closed, the folder is free again
+        assert second.open({"a": 1}) == {}
     assert RunDir(tmp_path / "run").open({"a": 1}) == {}

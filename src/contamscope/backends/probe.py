@@ -209,10 +209,12 @@ def check_backend(
     generate: bool = False,
     token_stats: bool = False,
     vocab_stats: bool = False,
+    from_start: bool = False,
 ) -> ProbeReport | None:
     """Refuse, before any work, a backend that cannot serve ``method`` (one-line CapabilityError).
 
-    Live servers (``openai:``) are probed with the canary first when log-probs are needed.
+    Live servers (``openai:``) are probed with the canary first when log-probs are needed (once
+    per backend object: the pipelines call this too, so a Python caller gets the same check).
     """
     report: ProbeReport | None = None
     if backend.spec.startswith("openai:") and (prompt_logprobs or token_stats):
@@ -226,6 +228,7 @@ def check_backend(
             generate=generate,
             token_stats=token_stats,
             vocab_stats=vocab_stats,
+            from_start=from_start,
             method=method,
         )
     except CapabilityError as exc:

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..errors import CapabilityError, ConfigError
+from ..errors import CapabilityError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
 from .common import (
@@ -183,12 +183,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends.probe import check_backend
     from ..data.cap import CapFields, load_cap
     from ..data.overlap import split_overlap
-    from ..pipeline.cap import CapConfig, run_cap
+    from ..pipeline.cap import CapConfig, check_splits, run_cap
     from ..store import RunDir
 
     split_names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
-    if len(split_names) < 2:
-        raise ConfigError("--splits: give at least two splits, e.g. train,test")
     data = load_cap(
         kw["benchmark"],
         split_names,
@@ -227,14 +225,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         min_diff=kw["min_diff"],
         batch_items=kw["batch_items"],
     )
-    for s in split_names:  # M compares with the reference answer: a split without any is moot
-        split = data.splits[s]
-        if all(getattr(it, "answer", None) is None for it in split.items):
-            where = split.files[0] if split.files else data.source
-            raise ConfigError(
-                f"--splits: split {s!r} has no reference answers ({where}), "
-                "so CAP's performance M is undefined there; pick splits with answers"
-            )
+    check_splits(data, split_names)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     say_overlap(overlap, kw["drop_shared"])
     gone = overlap.left_out(kw["drop_shared"])

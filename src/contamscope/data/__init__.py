@@ -1,4 +1,6 @@
-"""contamscope.data: typed multiple-choice items and benchmark loaders.
+"""contamscope.data: typed items and benchmark loaders: :func:`load_benchmark` (multiple-choice
+items, the permutation and membership tests), :func:`load_qa` (question-answer items, BenBench),
+:func:`load_cap` (a CAP benchmark's splits).
 
 >>> from contamscope.data import load_benchmark
 >>> result = load_benchmark("mmlu")  # the bundled MMLU test set
@@ -6,9 +8,11 @@
 14042
 """
 
+from contamscope.data.cap import CapData, load_cap
 from contamscope.data.formats import FORMATS
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem, option_labels
 from contamscope.data.loaders import bundled_mmlu_path, load_benchmark
+from contamscope.data.qa import load_qa
 from contamscope.data.records import FieldMap
 
 __all__ = [
@@ -18,6 +22,9 @@ __all__ = [
     "LoadResult",
     "option_labels",
     "load_benchmark",
+    "load_qa",
+    "load_cap",
+    "CapData",
     "FieldMap",
     "FORMATS",
     "bundled_mmlu_path",

@@ -121,3 +121,5 @@ class LoadResult(Generic[ItemT]):
     content_hash: str
     """sha256 over the raw bytes of every file read, in sorted path order."""
     files: list[str] = field(default_factory=list)
+    subjects: list[str] | None = None
+    """The subjects the items were restricted to when loaded (None: all)."""

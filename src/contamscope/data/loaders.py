@@ -371,4 +371,6 @@ def _filter_subjects(result: LoadResult, subjects: Sequence[str] | None) -> Load
         more = f" ({len(available)} subjects in all)" if len(available) > 6 else ""
         raise ConfigError(f"unknown subject {unknown[0]!r} in {result.source}; {shown}{more}")
     keep = set(wanted)
-    return dataclasses.replace(result, items=[i for i in result.items if i.subject in keep])
+    return dataclasses.replace(
+        result, items=[i for i in result.items if i.subject in keep], subjects=wanted
+    )

@@ -1,5 +1,37 @@
-"""Pipelines: one per method, from loaded items to run records."""
+"""Pipelines: one per method, from loaded items to a run folder (records and summary).
 
+Each ``run_*`` takes the items, a :class:`~contamscope.store.CachedScorer`, a run folder (a
+:class:`~contamscope.store.RunDir` or a path) and the method's config, and returns an
+:class:`Outcome` (``summary``, ``run_dir``, ``records()``, ``verdict``, ``to_dict()``). A run
+resumes from the records its folder holds. README.md ("From Python") shows each method.
+"""
+
+from .benbench import BenBenchConfig, BenBenchOutcome, SplitInput, run_benbench
+from .benbench_refs import ReferenceSet, inline_reference, pair_reference
+from .cap import CapConfig, CapOutcome, check_splits, run_cap
+from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
+from .outcome import Outcome
 from .permutation import PermutationConfig, RunOutcome, run_permutation, select_items
 
-__all__ = ["PermutationConfig", "RunOutcome", "run_permutation", "select_items"]
+__all__ = [
+    "Outcome",
+    "PermutationConfig",
+    "RunOutcome",
+    "run_permutation",
+    "select_items",
+    "BenBenchConfig",
+    "BenBenchOutcome",
+    "SplitInput",
+    "ReferenceSet",
+    "inline_reference",
+    "pair_reference",
+    "run_benbench",
+    "CapConfig",
+    "CapOutcome",
+    "check_splits",
+    "run_cap",
+    "MembershipConfig",
+    "MembershipOutcome",
+    "run_membership",
+    "unseen_references",
+]

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
+from ..backends.probe import check_backend
 from ..data.items import LoadResult, QAItem
 from ..detectors.benbench import (
     METRICS,
@@ -36,8 +37,10 @@ from ..detectors.benbench import (
 )
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
-from .benbench_refs import ReferenceSet
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from .benbench_refs import ReferenceSet, inline_reference, pair_reference
+from .inputs import check_items
+from .outcome import Outcome
 from .permutation import _git_commit, _package_versions
 
 __all__ = ["BenBenchConfig", "SplitInput", "BenBenchOutcome", "run_benbench", "build_summary"]
@@ -117,11 +120,39 @@ class SplitInput:
     """The selected items."""
     references: list[ReferenceSet] = field(default_factory=list)
 
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        loaded: LoadResult[QAItem],
+        items: Sequence[QAItem] | None = None,
+        references: Sequence[LoadResult[QAItem] | ReferenceSet] = (),
+        *,
+        pairing: str = "auto",
+    ) -> SplitInput:
+        """A split as the command builds it: the paraphrases the file carries itself (a BenBench
+        rewritten file) first, then each reference file (from :func:`~contamscope.data.load_qa`,
+        named after its source file's stem) paired with its items; ``items`` defaults to all.
+
+        >>> from contamscope.data import load_qa                          # doctest: +SKIP
+        >>> test = load_qa("GSM8K_rewritten-test-1.jsonl")                # doctest: +SKIP
+        >>> SplitInput.build("test", test).references[0].name             # doctest: +SKIP
+        'inline'
+        """
+        refs: list[ReferenceSet] = []
+        inline = inline_reference(loaded)
+        if inline is not None:
+            refs.append(inline)
+        for r in references:
+            if isinstance(r, ReferenceSet):
+                refs.append(r)
+            else:
+                refs.append(pair_reference(loaded, r, name=Path(r.source).stem, pairing=pairing))
+        return cls(name, loaded, list(loaded.items if items is None else items), refs)
+
 
 @dataclass
-class BenBenchOutcome:
-    summary: dict[str, Any]
-    run_dir: Path
+class BenBenchOutcome(Outcome):
     scored_now: int = 0
     resumed: int = 0
 
@@ -324,6 +355,7 @@ def _item_metrics(rec: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- the run
 
 
+@releases_run_dir
 def run_benbench(
     splits: Sequence[SplitInput],
     scorer: CachedScorer,
@@ -341,12 +373,19 @@ def run_benbench(
     ``paraphraser`` (a generation backend through the cache) adds one generated paraphrase per
     item, checked for its final answer; failures are recorded, not used.
     """
+    for s in splits:
+        check_items(s.items, QAItem, "BenBench (load_qa)", f"split {s.name}")
     backend = scorer.backend
-    backend.require(prompt_logprobs=True, token_stats=True, from_start=True, method="BenBench")
+    counted = scorer.mark()
+    check_backend(
+        backend, prompt_logprobs=True, token_stats=True, from_start=True, method="BenBench"
+    )
     if config.lenient:
-        backend.require(generate=True, method="BenBench's lenient n-gram criteria (--no-lenient)")
+        check_backend(
+            backend, generate=True, method="BenBench's lenient n-gram criteria (--no-lenient)"
+        )
     if paraphraser is not None:
-        paraphraser.backend.require(generate=True, method="--paraphraser")
+        check_backend(paraphraser.backend, generate=True, method="--paraphraser")
     settings = {
         "method": "benbench",
         "run_schema": RUN_SCHEMA_VERSION,
@@ -425,8 +464,8 @@ def run_benbench(
         "items_scored_now": scored_now,
         "items_resumed": len(wanted) - scored_now,
         "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
-        "requests_computed": scorer.computed,
-        "requests_from_cache": scorer.reused,
+        "requests_computed": scorer.since(counted)[0],
+        "requests_from_cache": scorer.since(counted)[1],
     }
     summary = build_summary(splits, ordered, settings, config, scorer, paraphraser, timing)
     run_dir.write_summary(summary)

@@ -12,11 +12,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest
+from ..backends.probe import check_backend
 from ..data.cap import FINEVAL_PROMPT, CapData
 from ..data.items import MCQItem, QAItem
 from ..detectors.cap import (
@@ -38,7 +38,9 @@ from ..perturb.modify import (
     shift_item_years,
     split_context,
 )
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from .inputs import check_items
+from .outcome import Outcome
 from .permutation import _git_commit, _package_versions
 
 __all__ = ["CapConfig", "CapOutcome", "run_cap", "build_cap_summary", "CONSISTENCY"]
@@ -120,9 +122,7 @@ class CapConfig:
 
 
 @dataclass
-class CapOutcome:
-    summary: dict[str, Any]
-    run_dir: Path
+class CapOutcome(Outcome):
     generated_now: int = 0
     resumed: int = 0
     problems: list[str] = field(default_factory=list)
@@ -279,6 +279,32 @@ def _record(p: _Plan) -> dict[str, Any]:
     return rec
 
 
+def check_splits(data: CapData, splits: Sequence[str], task: str | None = None) -> None:
+    """Refuse, before any work, what CAP cannot compare: fewer than two splits, a split the data
+    lacks, one without reference answers (its performance M is undefined), or a ``task`` (the
+    config's) other than the data's."""
+    if task is not None and task != data.task:
+        raise ConfigError(
+            f"--task {task!r}, but {data.source} is read as a {data.task!r} task; "
+            f"use CapConfig(task={data.task!r})"
+        )
+    if len(splits) < 2:
+        raise ConfigError("--splits: give at least two splits, e.g. train,test")
+    for s in splits:
+        if s not in data.splits:
+            raise ConfigError(
+                f"--splits: {data.source} has no split {s!r} (it has {', '.join(data.splits)})"
+            )
+        split = data.splits[s]
+        if all(getattr(it, "answer", None) is None for it in split.items):
+            where = split.files[0] if split.files else data.source
+            raise ConfigError(
+                f"--splits: split {s!r} has no reference answers ({where}), "
+                "so CAP's performance M is undefined there; pick splits with answers"
+            )
+
+
+@releases_run_dir
 def run_cap(
     data: CapData,
     selected: Mapping[str, Sequence[Any]],
@@ -296,14 +322,18 @@ def run_cap(
     """Generate predictions on original and modified inputs of every selected item; write records
     and a summary. ``embedder`` (a :class:`~contamscope.embed.SentenceEmbedder`) is needed for
     the summary task."""
+    check_splits(data, list(selected), config.task)
+    for name, chosen in selected.items():
+        check_items(chosen, object, "CAP", f"split {name}")
     backend = scorer.backend
-    backend.require(generate=True, method="CAP")
+    counted = scorer.mark()
+    check_backend(backend, generate=True, method="CAP")
     para = paraphraser or scorer
     if config.task == "summary":
         if embedder is None:
             raise ConfigError("the summary task needs an embedding model (semantic consistency)")
         if any(data.splits[s].modified is None for s in selected):
-            para.backend.require(generate=True, method="CAP paraphrasing")
+            check_backend(para.backend, generate=True, method="CAP paraphrasing")
     shift = config.year_shift if config.year_shift is not None else draw_year_shift(config.seed)
     use_loglik = config.task == "mcq" and config.loglik and backend.capabilities.prompt_logprobs
     settings = {
@@ -414,8 +444,8 @@ def run_cap(
                 "seconds": round(elapsed, 3),
                 "items_now": len(todo),
                 "items_resumed": len(pairs) - len(todo),
-                "requests_computed": scorer.computed,
-                "requests_from_cache": scorer.reused,
+                "requests_computed": scorer.since(counted)[0],
+                "requests_from_cache": scorer.since(counted)[1],
             },
             "versions": _package_versions(),
         },

@@ -18,13 +18,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import __version__
 from ..backends.base import ScoreRequest
+from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem, content_key
 from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedTest
 from ..detectors.membership import (
@@ -38,9 +38,10 @@ from ..detectors.membership import (
 )
 from ..detectors.permutation import gap
 from ..errors import ConfigError
-from ..perturb import TEMPLATES, PromptTemplate, option_orders
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
-from .permutation import _git_commit, _package_versions
+from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from .outcome import Outcome
+from .permutation import _git_commit, _package_versions, _selection
 
 __all__ = [
     "unseen_references",
@@ -75,7 +76,8 @@ class MembershipConfig:
     fdr: bool = False
     """Flag by Benjamini-Hochberg q-values (false-discovery rate) instead of p-values."""
     template: PromptTemplate = TEMPLATES["paper"]
-    """How an item becomes text (the permutation template, original option order)."""
+    """How an item becomes text (the permutation template, original option order); a
+    :class:`~contamscope.perturb.PromptTemplate` or a name (``paper``, ``mmlu``)."""
     n_boot: int = 2000
     """Bootstrap resamples of the AUC's confidence interval."""
     seed: int = 0
@@ -87,6 +89,8 @@ class MembershipConfig:
     folder already holds them, so that its records stay alike)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.template, str):
+            object.__setattr__(self, "template", get_template(self.template))
         if self.statistic not in ALL_STATISTICS:
             raise ConfigError(
                 f"--statistic {self.statistic!r}: expected one of {', '.join(ALL_STATISTICS)}"
@@ -131,9 +135,7 @@ class MembershipConfig:
 
 
 @dataclass
-class MembershipOutcome:
-    summary: dict[str, Any]
-    run_dir: Path
+class MembershipOutcome(Outcome):
     scored_now: int = 0
     resumed: int = 0
 
@@ -224,6 +226,7 @@ def _add_gaps(records: list[dict[str, Any]], results: list[list[float]]) -> None
             rec["statistics"]["gap"] = gap(lps)
 
 
+@releases_run_dir
 def run_membership(
     benchmark: LoadResult[MCQItem],
     items: Sequence[MCQItem],
@@ -239,10 +242,15 @@ def run_membership(
     on_items: Callable[[int], None] | None = None,
 ) -> MembershipOutcome:
     """Score benchmark and reference items, test each benchmark item against the references,
-    write records (with p-values and flags) and the summary."""
+    write records (with p-values and flags) and the summary.
+
+    ``reference_items`` calibrate the test as items the model never saw: one that is also one
+    of ``items`` is refused (leave such items out first with :func:`unseen_references`)."""
     backend = scorer.backend
+    counted = scorer.mark()
     method = f"the membership test (--statistic {config.statistic})"
-    backend.require(
+    check_backend(
+        backend,
         prompt_logprobs=True,
         token_stats=True,
         vocab_stats=config.needs_vocab,
@@ -251,6 +259,15 @@ def run_membership(
     )
     if not reference_items:
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
+    _, shared = unseen_references(items, reference_items)
+    if shared:
+        first = shared[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        raise ConfigError(
+            f"--reference {reference.source}: {len(shared)} of the {len(reference_items)} "
+            f"reference items are tested items too (first {where}); the references must be "
+            "items the model never saw (unseen_references() leaves them out)"
+        )
     vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
     settings: dict[str, Any] = {
         "method": "membership",
@@ -261,7 +278,7 @@ def run_membership(
         "benchmark_hash": benchmark.content_hash,
         "reference": reference.source,
         "reference_hash": reference.content_hash,
-        "selection": selection or {},
+        "selection": _selection(benchmark, items, selection),
         "config": config.scoring_settings(),
         "vocab_stats": vocab,
     }
@@ -332,8 +349,8 @@ def run_membership(
         "items_resumed": len(wanted) - scored_now,
         "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
         "tokens_scored_now": tokens,
-        "requests_computed": scorer.computed,
-        "requests_from_cache": scorer.reused,
+        "requests_computed": scorer.since(counted)[0],
+        "requests_from_cache": scorer.since(counted)[1],
     }
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
     run_dir.write_summary(summary)

@@ -18,16 +18,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from .. import __version__
 from ..backends.base import Backend, ScoreRequest
+from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, score_item, summarize
-from ..perturb import TEMPLATES, PromptTemplate, option_orders
+from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from ..workers import SpawnPool
+from .inputs import check_items
+from .outcome import Outcome
 
 __all__ = ["PermutationConfig", "run_permutation", "select_items", "RunOutcome"]
 
@@ -37,7 +40,8 @@ class PermutationConfig:
     """Settings of a permutation run (everything that changes the numbers or verdicts)."""
 
     template: PromptTemplate = TEMPLATES["paper"]
-    """How the question (prefix) and option lines (scored continuation) are written."""
+    """How the question (prefix) and option lines (scored continuation) are written (a
+    :class:`~contamscope.perturb.PromptTemplate`, or a name: ``paper``, ``mmlu``)."""
     max_exhaustive: int = 6
     """Score all n! orders for items with at most this many options (6 -> 720 orders)."""
     mc_orders: int = 719
@@ -61,8 +65,17 @@ class PermutationConfig:
     runs on this machine's CPU, else one per spare core (at most 16)."""
 
     def __post_init__(self) -> None:
+        from ..detectors.permutation import TiesMode
         from ..errors import ConfigError
 
+        if isinstance(self.template, str):  # frozen: set through object.__setattr__
+            object.__setattr__(self, "template", get_template(self.template))
+        if self.ties not in get_args(TiesMode):
+            raise ConfigError(f"--ties {self.ties!r}: expected one of {get_args(TiesMode)}")
+        if self.deltas is not None:
+            if isinstance(self.deltas, int | float):
+                raise ConfigError(f"--deltas {self.deltas!r}: expected a sequence, e.g. (-0.2,)")
+            object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
         if not 2 <= self.max_exhaustive <= 8:
             raise ConfigError("--max-exhaustive must be between 2 and 8 (8! = 40,320 orders)")
         if self.mc_orders < 1:
@@ -84,9 +97,7 @@ class PermutationConfig:
 
 
 @dataclass
-class RunOutcome:
-    summary: dict[str, Any]
-    run_dir: Path
+class RunOutcome(Outcome):
     scored_now: int = 0
     resumed: int = 0
     problems: list[str] = field(default_factory=list)
@@ -95,10 +106,27 @@ class RunOutcome:
 _T = TypeVar("_T")
 
 
+def _selection(
+    loaded: LoadResult, items: Sequence[Any], given: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The run's ``selection`` settings: as the caller gives them (the commands name every
+    option), else what the items tell (a Python call: the subjects loaded, the item count), so
+    runs on different subjects are told apart on a leaderboard."""
+    if given is not None:
+        return given
+    return {"subjects": loaded.subjects, "n_items": len(items)} if loaded.subjects else {}
+
+
 def select_items(
     items: Sequence[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[_T]:
     """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
+    from ..errors import ConfigError
+
+    if limit is not None and limit < 0:
+        raise ConfigError(f"--limit {limit}: expected 0 or more")
+    if sample is not None and sample < 1:
+        raise ConfigError(f"--sample {sample}: expected 1 or more")
     chosen = list(items)
     if sample is not None and sample < len(chosen):
         keep = set(random.Random(seed).sample(range(len(chosen)), sample))
@@ -288,6 +316,7 @@ class _Finished:
         return len(self.batch)
 
 
+@releases_run_dir
 def run_permutation(
     loaded: LoadResult,
     items: Sequence[MCQItem],
@@ -305,7 +334,9 @@ def run_permutation(
     ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive a progress display.
     """
     backend: Backend = scorer.backend
-    backend.require(prompt_logprobs=True, method="the permutation test")
+    counted = scorer.mark()
+    check_items(items, MCQItem, "the permutation test")
+    check_backend(backend, prompt_logprobs=True, method="the permutation test")
     settings = {
         "method": "permutation",
         "run_schema": RUN_SCHEMA_VERSION,
@@ -313,7 +344,7 @@ def run_permutation(
         "model_fingerprint": scorer.fingerprint,
         "benchmark": loaded.source,
         "benchmark_hash": loaded.content_hash,
-        "selection": selection or {},
+        "selection": _selection(loaded, items, selection),
         "config": config.settings(),
     }
     done = run_dir.open(settings, overwrite=overwrite)
@@ -375,8 +406,8 @@ def run_permutation(
             if elapsed > 0 and scored_now
             else None,
             "continuation_tokens_scored_now": tokens,
-            "scores_computed": scorer.computed,
-            "scores_from_cache": scorer.reused,
+            "scores_computed": scorer.since(counted)[0],
+            "scores_from_cache": scorer.since(counted)[1],
             "batch_items": batch_items,
             "detector_workers": workers,
         },
@@ -433,13 +464,14 @@ def build_summary(
     scorer: CachedScorer,
     timing: dict[str, Any],
 ) -> dict[str, Any]:
-    """summary.json: provenance, counts, and the dataset-level statistics."""
+    """summary.json: provenance, counts, the dataset-level statistics and the verdict."""
     from ..detectors import item_score_from_dict
+    from ..detectors.verdict import verdict_dict
 
     included = [r for r in records if not r.get("excluded")]
     excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
-    stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha)
-    by_id = {it.id: it for it in loaded.items}
+    stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha).to_dict()
+    natural = natural_order_summary(included, {it.id: it for it in loaded.items}, config.alpha)
     return {
         "schema": "contamscope.permutation.summary/1",
         "contamscope_version": __version__,
@@ -466,8 +498,9 @@ def build_summary(
         "excluded_items": [
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],
-        "statistics": stats.to_dict(),
-        "natural_order": natural_order_summary(included, by_id, config.alpha),
+        "statistics": stats,
+        "natural_order": natural,
+        "verdict": verdict_dict(stats, natural),
         "timings": timing,
         "versions": _package_versions(),
     }

@@ -394,13 +394,14 @@ def _count(n: int, noun: str) -> str:
 
 def write_leaderboard(
     run_dirs: Sequence[Path | str],
-    out: Path | None = None,
+    out: Path | str | None = None,
     fmt: str | None = None,
     left_out: list[LeftOut] | None = None,
 ) -> tuple[str, Path | None]:
     """Render the leaderboard as html/csv/md (from ``fmt`` or ``out``'s suffix); write it to
     ``out`` when given. Returns (text, path); runs without a cell are appended to ``left_out``
     (and named on the html and md pages)."""
+    out = Path(out) if out is not None else None
     if fmt is None:
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)

@@ -185,7 +185,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
 
 
 def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
-    from ..cli.summary import verdict
+    from ..detectors.verdict import verdict
 
     signal, sentence = verdict(stats, run.summary.get("natural_order"))
     cls = "none" if signal is None else ("signal" if signal else "clean")

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -104,11 +105,16 @@ def _db_errors(method: _M) -> _M:
     @functools.wraps(method)
     def wrapped(self: ScoreCache, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            with self._lock:  # one connection, shared by the threads of this process
+                return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
             raise StoreError(_db_problem(self.path, exc)) from None
 
     return wrapped  # type: ignore[return-value]
+
+
+_DAMAGED = ("not a database", "malformed", "corrupt", "no such table", "no such column")
+"""SQLite's words for a file that is not (or no longer) a score cache."""
 
 
 def _db_problem(path: Path, exc: Exception) -> str:
@@ -118,6 +124,8 @@ def _db_problem(path: Path, exc: Exception) -> str:
             f"{path}: cannot write the score cache ({text}): check its permissions, or use "
             "--no-cache or another --cache-dir"
         )
+    if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
+        return f"{path}: score cache error ({text}); use --no-cache or another --cache-dir"
     return (
         f"{path}: not a usable score cache ({text}); `contamscope cache clear --yes` removes "
         "it, or use --no-cache or another --cache-dir"
@@ -125,15 +133,17 @@ def _db_problem(path: Path, exc: Exception) -> str:
 
 
 class ScoreCache:
-    """SQLite store of computed scores. Safe to share between processes (WAL mode)."""
+    """SQLite store of computed scores. Safe to share between processes (WAL mode) and between
+    the threads of one process (one connection, used by one thread at a time)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._lock = threading.RLock()
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a score cache file")
         make_folder(self.path.parent, "--cache-dir")
         try:
-            self._db = sqlite3.connect(self.path, timeout=60)
+            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
@@ -264,7 +274,8 @@ class ScoreCache:
         return int(n)
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
 
 def _stats_ok(st: TokenStats) -> bool:
@@ -316,7 +327,8 @@ def stats_keep(vocab_stats: bool) -> Callable[[TokenStats], bool]:
 class CachedScorer:
     """Calls a backend through the cache: scores, per-token statistics and generations.
 
-    ``computed`` / ``reused`` count requests of every kind that were run / read from the cache.
+    ``computed`` / ``reused`` count requests of every kind that were run / read from the cache
+    over the scorer's life; a run reports its own share with :meth:`mark` and :meth:`since`.
     """
 
     def __init__(self, backend: Backend, cache: ScoreCache | None) -> None:
@@ -327,6 +339,14 @@ class CachedScorer:
             cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
         self.reused = 0
+
+    def mark(self) -> tuple[int, int]:
+        """The counters now, for :meth:`since` (one scorer may serve several runs)."""
+        return (self.computed, self.reused)
+
+    def since(self, mark: tuple[int, int]) -> tuple[int, int]:
+        """Requests (computed, reused) since ``mark``."""
+        return (self.computed - mark[0], self.reused - mark[1])
 
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None

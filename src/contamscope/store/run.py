@@ -6,32 +6,59 @@ in flight; a torn last line (killed mid-write) is dropped on resume.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 
-__all__ = ["RunDir", "RUN_SCHEMA_VERSION"]
+__all__ = ["RunDir", "RUN_SCHEMA_VERSION", "releases_run_dir"]
 
 RUN_SCHEMA_VERSION = 1
 LOCK_FILE = ".lock"
-"""Held (flock) by the process writing the folder; released when it exits, even killed."""
+"""Held (flock) by the RunDir writing the folder; released when it is closed (the pipelines
+close it when their run ends) or its process ends, even killed."""
 _HELD: dict[str, int] = {}
-"""Run folders this process holds: path -> the lock file's descriptor."""
+"""Run folders this process holds: path -> id of the RunDir holding it."""
+
+
+def _release(key: str, owner: int, fd: int) -> None:
+    if _HELD.get(key) == owner:
+        del _HELD[key]
+    os.close(fd)  # drops the flock
 
 
 class RunDir:
-    """An output folder for one run of one method."""
+    """An output folder for one run of one method.
+
+    :meth:`open` holds the folder (an flock on ``.lock``) until :meth:`close`, the end of a
+    ``with`` block, or the object's end; the pipelines close it when their run ends.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.items_path = self.path / "items.jsonl"
         self.settings_path = self.path / "settings.json"
         self.summary_path = self.path / "summary.json"
+        self._held: weakref.finalize | None = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let other runs write the folder again (a no-op when not held)."""
+        if self._held is not None:
+            self._held()
+            self._held = None
 
     def open(
         self,
@@ -48,6 +75,15 @@ class RunDir:
         """
         make_folder(self.path)
         self._lock()
+        try:
+            return self._prepare(settings, overwrite, upgrades)
+        except BaseException:  # refused (other settings, ...): the folder is free again
+            self.close()
+            raise
+
+    def _prepare(
+        self, settings: dict[str, Any], overwrite: bool, upgrades: Iterable[dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings() or {}
             if old.get("method") != settings.get("method"):
@@ -67,15 +103,20 @@ class RunDir:
         return self._read_records()
 
     def _lock(self) -> None:
-        """Hold the folder for this process (until it exits): a second process writing the
-        same run would score everything again and append every record twice."""
+        """Hold the folder: a second run writing it (another process, or another RunDir of
+        this one) would score everything again and append every record twice."""
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock
             return
         key = str(self.path.resolve())
-        if key in _HELD:
+        if self._held is not None and self._held.alive:
             return
+        if key in _HELD:
+            raise StoreError(
+                f"{self.path}: this process is writing this run folder already (another RunDir "
+                "of it is open): close() that one first, or use another --out"
+            )
         fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -85,7 +126,8 @@ class RunDir:
                 f"{self.path}: another contamscope process is writing this run folder; wait for "
                 "it to finish (then re-run to use its results) or use another --out"
             ) from None
-        _HELD[key] = fd
+        _HELD[key] = id(self)
+        self._held = weakref.finalize(self, _release, key, id(self), fd)
 
     def stored_settings(self) -> dict[str, Any] | None:
         """The settings of the run this folder holds (None: no run yet)."""
@@ -177,3 +219,30 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
 
 
 _MISSING = object()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def releases_run_dir(fn: _F) -> _F:
+    """For a pipeline's ``run_*``: its ``run_dir`` may be a :class:`RunDir` or a folder path, and
+    the folder is released when the run ends, finished or not (so a notebook can run again on
+    it, or another process)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        run_dir = bound.arguments["run_dir"]
+        if not isinstance(run_dir, RunDir):
+            if not isinstance(run_dir, str | os.PathLike):
+                raise ConfigError(
+                    f"run_dir: expected a RunDir or a folder path, not {type(run_dir).__name__}"
+                )
+            run_dir = bound.arguments["run_dir"] = RunDir(Path(run_dir))
+        try:
+            return fn(*bound.args, **bound.kwargs)
+        finally:
+            run_dir.close()
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,86 @@
+"""The permutation test's dataset verdict: the three calibrated tests, Bonferroni-corrected.
+
+Pure function of a summary's ``statistics`` (and its ``natural_order`` block); the pipeline stores
+its result in summary.json as ``verdict``, the terminal summary and the report show it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["VERDICT_ALPHA", "p_text", "pct_text", "verdict", "verdict_dict"]
+
+VERDICT_ALPHA = 0.05
+"""Overall level of the dataset verdict (split over the tests by Bonferroni)."""
+
+
+def pct_text(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def p_text(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "<1e-300" if p == 0 else (f"{p:.2e}" if p < 1e-3 else f"{p:.3f}")
+
+
+def verdict(
+    stats: dict[str, Any], natural: dict[str, Any] | None = None
+) -> tuple[bool | None, str]:
+    """Dataset verdict from the three calibrated tests, Bonferroni-corrected at 5% overall.
+
+    H0 for all three: no order of any item was seen, so the original order is exchangeable with
+    the others. Returns (signal, sentence); signal is None when there is nothing to test.
+
+    With ``natural`` (the summary's ``natural_order`` block), items whose published order is a
+    natural one (sorted numbers, a fixed truth-table block, ...) are set aside: H0 fails for them
+    without any leak, since a model that never saw them may prefer the natural order too. The
+    verdict then rests on the other items and says how often Algorithm 1 flagged the set-aside
+    ones.
+    """
+    if natural and natural.get("n_items"):
+        rest = natural.get("statistics_without") or {}
+        reasons = ", ".join(natural.get("reasons") or {})
+        flagged = (
+            f"Algorithm 1 flags {pct_text(natural['alg1_rate'])} of them "
+            f"({natural['alg1_count']}; chance {pct_text(natural['alg1_chance'])}), which a "
+            "clean model's preference for the natural order explains"
+        )
+        if not rest.get("n_items"):
+            return None, (
+                f"nothing testable: all {natural['n_items']} analysed items have a natural option "
+                f"order ({reasons}), for which H0 fails without any leak; {flagged}"
+            )
+        signal, sentence = verdict(rest)
+        return signal, (
+            f"{sentence}. {natural['n_items']} items with a natural option order ({reasons}) "
+            f"are set aside: {flagged}"
+        )
+    if not stats.get("n_items"):
+        return None, "no items analysed"
+    ps = {
+        "Algorithm-1 excess": (stats.get("alg1") or {}).get("p_value"),
+        "rank-test count": (stats.get("rank") or {}).get("p_value"),
+        "mean-gap test": (stats.get("gap") or {}).get("p_value"),
+    }
+    tested = {k: v for k, v in ps.items() if v is not None}
+    level = VERDICT_ALPHA / max(1, len(tested))
+    hits = [k for k, v in tested.items() if v <= level]
+    if hits:
+        return True, (
+            f"LEAKAGE SIGNAL: the original option order is favoured beyond chance "
+            f"({', '.join(hits)}; each p <= {level:.3g}, 5% overall)"
+        )
+    return False, (
+        f"no evidence of leakage at 5% overall (smallest p = "
+        f"{p_text(min(tested.values()) if tested else None)}); absence of evidence is not "
+        "proof of absence"
+    )
+
+
+def verdict_dict(stats: dict[str, Any], natural: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`verdict` as summary.json stores it: ``label`` (``leakage signal``, ``no evidence``
+    or ``nothing to test``), ``signal`` (True/False/None), ``reasoning`` and ``alpha``."""
+    signal, sentence = verdict(stats, natural)
+    label = {True: "leakage signal", False: "no evidence", None: "nothing to test"}[signal]
+    return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}

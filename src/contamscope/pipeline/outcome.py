@@ -1,0 +1,43 @@
+"""What a pipeline's ``run_*`` returns: the summary, the run folder, and how the work went."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Outcome"]
+
+
+@dataclass
+class Outcome:
+    """The result of one run. Every method's outcome has these; each adds its counts
+    (``scored_now`` / ``generated_now``, ``resumed``, ...).
+
+    The per-item records are in the run folder (``items.jsonl``), read by :meth:`records`.
+    """
+
+    summary: dict[str, Any]
+    """summary.json's contents: provenance, counts, statistics (and ``verdict`` where the
+    method has one)."""
+    run_dir: Path
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        """The summary's dataset verdict (``label``, ``reasoning``, ...); None for a method
+        without one (BenBench and membership report statistics only)."""
+        v = self.summary.get("verdict")
+        return v if isinstance(v, dict) else None
+
+    def records(self) -> list[dict[str, Any]]:
+        """The run's per-item records (``items.jsonl``), in file order."""
+        path = Path(self.run_dir) / "items.jsonl"
+        if not path.exists():
+            return []
+        with open(path, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable copy (paths as strings)."""
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}

@@ -1,0 +1,172 @@
+"""The pipelines called from Python (a notebook), not through the commands: the same checks, the
+same outputs, and nothing that only the command line used to guarantee."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.data import QAItem, load_benchmark, load_cap, load_qa
+from contamscope.errors import ConfigError
+from contamscope.pipeline import (
+    BenBenchConfig,
+    CapConfig,
+    MembershipConfig,
+    PermutationConfig,
+    SplitInput,
+    run_benbench,
+    run_cap,
+    run_membership,
+    run_permutation,
+    select_items,
+)
+from contamscope.store import CachedScorer, ScoreCache
+
+ROWS = (
+    "What is 2+2?,3,4,5,6,B\nWhich planet is largest?,Mars,Venus,Jupiter,Earth,C\n"
+    "Pick the colour of the sky,blue,green,red,yellow,A\n"
+)
+
+
+@pytest.fixture()
+def loaded(tmp_path: Path) -> Any:
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(ROWS, encoding="utf-8")
+    return load_benchmark(str(bench))
+
+
+def test_one_scorer_two_runs_each_count_their_own_work_and_the_verdict_is_stored(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """A scorer reused across runs wrote its lifetime counts into each run's summary (the second
+    run said 72 computed, 72 from the cache, for 72 requests all from the cache)."""
+    scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "c.sqlite"))
+    first = run_permutation(loaded, loaded.items, scorer, str(tmp_path / "a"), PermutationConfig())
+    second = run_permutation(loaded, loaded.items, scorer, tmp_path / "b", PermutationConfig())
+    t1, t2 = first.summary["timings"], second.summary["timings"]
+    assert (t1["scores_computed"], t1["scores_from_cache"]) == (72, 0)
+    assert (t2["scores_computed"], t2["scores_from_cache"]) == (0, 72)
+    # the dataset verdict is part of the summary (it was only in the terminal and the report)
+    v = json.loads((tmp_path / "a" / "summary.json").read_text())["verdict"]
+    assert v == first.verdict and v["label"] in ("leakage signal", "no evidence")
+    assert v["signal"] is (v["label"] == "leakage signal") and v["alpha"] == 0.05
+    # the outcome: per-item records, JSON-serialisable
+    assert [r["id"] for r in first.records()] == [it.id for it in loaded.items]
+    assert json.loads(json.dumps(first.to_dict()))["run_dir"] == str(tmp_path / "a")
+    # the folder is free once the run returned: the same cell runs again, resuming everything
+    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "a", PermutationConfig())
+    assert again.resumed == 3 and again.scored_now == 0
+
+
+def test_a_cache_shared_by_threads(tmp_path: Path, loaded: Any, tiny_backend: Any) -> None:
+    """A run in a worker thread failed on the cache opened in the main thread, and the error
+    said to delete the (healthy) cache."""
+    cache = ScoreCache(tmp_path / "c.sqlite")
+
+    def work(name: str) -> int:
+        scorer = CachedScorer(tiny_backend, cache)
+        out = run_permutation(loaded, loaded.items, scorer, tmp_path / name, PermutationConfig())
+        return int(out.summary["counts"]["items_analysed"])
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(work, ["t1", "t2"])) == [3, 3]
+    assert cache.info().entries == 72
+
+
+def test_inputs_the_commands_never_give_are_refused_in_one_line(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    scorer = CachedScorer(tiny_backend, None)
+    cfg = PermutationConfig()
+    with pytest.raises(ConfigError, match=r"items: id '.*' is given 2 times; each item must"):
+        run_permutation(loaded, [loaded.items[0]] * 2, scorer, tmp_path / "d", cfg)
+    qa = QAItem("q1", "What is 2+2?", "4")
+    with pytest.raises(ConfigError, match=r"'q1' is a QAItem; the permutation test reads MCQItem"):
+        run_permutation(loaded, [qa], scorer, tmp_path / "k", cfg)
+    with pytest.raises(ConfigError, match="run_dir: expected a RunDir or a folder path, not int"):
+        run_permutation(loaded, loaded.items, scorer, 3, cfg)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--ties 'yes'"):
+        PermutationConfig(ties="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--deltas -0.2: expected a sequence"):
+        PermutationConfig(deltas=-0.2)  # type: ignore[arg-type]
+    assert PermutationConfig(template="mmlu").template.name == "mmlu"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--limit -1"):
+        select_items(loaded.items, limit=-1)
+    assert not (tmp_path / "d" / "items.jsonl").exists()
+    # BenBench reads question-answer items: multiple-choice ones scored the text " " silently
+    split = SplitInput("test", loaded, list(loaded.items))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"split test: .* is a MCQItem; BenBench"):
+        run_benbench([split], scorer, tmp_path / "bb", BenBenchConfig())
+
+
+def test_membership_refuses_references_that_are_tested_items(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """The command refused them; from Python the test calibrated on the benchmark itself."""
+    with pytest.raises(ConfigError, match=r"3 of the 3 reference items are tested items too"):
+        run_membership(
+            loaded,
+            loaded.items,
+            loaded,
+            loaded.items,
+            CachedScorer(tiny_backend, None),
+            tmp_path / "m",
+            MembershipConfig(n_boot=100),
+        )
+    assert not (tmp_path / "m" / "items.jsonl").exists()
+
+
+def test_cap_config_and_splits_are_checked_against_the_data(
+    tmp_path: Path, tiny_backend: Any
+) -> None:
+    """CapConfig() (task mcq) on QA data died in an AttributeError deep in the run."""
+    rows = [
+        {"input": f"What is {a} plus {b}?", "output": str(a + b), "split": s}
+        for s, pairs in (("train", [(1, 2), (3, 4)]), ("test", [(5, 6), (7, 8)]))
+        for a, b in pairs
+    ] + [{"input": "What is 9 plus 9?", "split": "blind"}]
+    path = tmp_path / "cap.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_cap(str(path), ["train", "test", "blind"])
+    scorer = CachedScorer(tiny_backend, None)
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    with pytest.raises(ConfigError, match=r"--task 'mcq', but .* is read as a 'qa' task"):
+        run_cap(data, sel, scorer, tmp_path / "c", CapConfig())
+    cfg = CapConfig(task="qa", n_boot=200)
+    with pytest.raises(ConfigError, match="at least two splits"):
+        run_cap(data, {"train": sel["train"]}, scorer, tmp_path / "c", cfg)
+    with pytest.raises(ConfigError, match=r"has no split 'dev' \(it has train, test, blind\)"):
+        run_cap(data, {**sel, "dev": []}, scorer, tmp_path / "c", cfg)
+    with pytest.raises(ConfigError, match="split 'blind' has no reference answers"):
+        run_cap(
+            data,
+            {"train": sel["train"], "blind": data.splits["blind"].items},
+            scorer,
+            tmp_path / "c",
+            cfg,
+        )
+    assert not (tmp_path / "c" / "items.jsonl").exists()
+    out = run_cap(data, sel, scorer, tmp_path / "c", cfg)
+    assert out.verdict is not None and out.summary["verdict"] == out.verdict
+
+
+def test_benbench_split_build_uses_a_rewritten_files_own_paraphrases(tmp_path: Path) -> None:
+    """A BenBench rewritten file as the benchmark, with no reference given: the command pairs the
+    paraphrases the file carries; SplitInput.build does the same (a bare SplitInput had none,
+    and the run reported a Delta over 0 items)."""
+    row = {
+        "question": "Tom has 3 apples and buys 4 more apples at the shop.",
+        "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7",
+        "rewritten_question": "At the shop Tom buys 4 apples; he already had 3.",
+        "rewritten_answer": "In total 3 + 4 = 7 apples.\n#### 7",
+    }
+    path = tmp_path / "GSM8K_rewritten-test-1.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    test = load_qa(str(path))
+    split = SplitInput.build("test", test)
+    assert [r.name for r in split.references] == ["inline"]
+    assert len(split.references[0].pairs) == 1 and split.items == test.items
