@@ -185,7 +185,7 @@ def _reference_names(paths: list[str], option: str) -> list[tuple[str, str]]:
             names = [named(x, depth, suffix) for x in parts]
             if len(set(names)) == len(names):
                 return list(zip(paths, names))
-    return [(p, str(Path(p).resolve())) for p in paths]  # unreachable: resolved paths differ
+    raise AssertionError("whole resolved paths, checked to differ above, are unique names")
 
 
 def _split_input(

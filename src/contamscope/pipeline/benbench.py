@@ -458,14 +458,15 @@ def run_benbench(
         if on_items is not None:
             on_items(len(chunk))
     elapsed = time.perf_counter() - t0
+    computed, reused = scorer.since(counted)
     ordered = [done[f"{name}/{it.id}"] for name, it in wanted if f"{name}/{it.id}" in done]
     timing = {
         "scoring_seconds": round(elapsed, 3),
         "items_scored_now": scored_now,
         "items_resumed": len(wanted) - scored_now,
         "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
-        "requests_computed": scorer.since(counted)[0],
-        "requests_from_cache": scorer.since(counted)[1],
+        "requests_computed": computed,
+        "requests_from_cache": reused,
     }
     summary = build_summary(splits, ordered, settings, config, scorer, paraphraser, timing)
     run_dir.write_summary(summary)

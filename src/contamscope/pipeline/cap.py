@@ -417,6 +417,7 @@ def run_cap(
         if on_items is not None:
             on_items(len(batch))
     elapsed = time.perf_counter() - t0
+    computed, reused = scorer.since(counted)
     ordered = [done[f"{s}/{it.id}"] for s, it in pairs if f"{s}/{it.id}" in done]
     summary = build_cap_summary(
         ordered,
@@ -444,8 +445,8 @@ def run_cap(
                 "seconds": round(elapsed, 3),
                 "items_now": len(todo),
                 "items_resumed": len(pairs) - len(todo),
-                "requests_computed": scorer.since(counted)[0],
-                "requests_from_cache": scorer.since(counted)[1],
+                "requests_computed": computed,
+                "requests_from_cache": reused,
             },
             "versions": _package_versions(),
         },

@@ -40,6 +40,7 @@ from ..detectors.permutation import gap
 from ..errors import ConfigError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from .inputs import check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
@@ -259,6 +260,8 @@ def run_membership(
     )
     if not reference_items:
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
+    check_items(items, object, method, "benchmark items")
+    check_items(reference_items, object, method, "reference items")
     _, shared = unseen_references(items, reference_items)
     if shared:
         first = shared[0]
@@ -296,9 +299,6 @@ def run_membership(
     )
     wanted = [("benchmark", it) for it in items] + [("reference", it) for it in reference_items]
     ids = [f"{role}/{it.id}" for role, it in wanted]
-    dupes = [i for i, n in Counter(ids).items() if n > 1]
-    if dupes:
-        raise ConfigError(f"item id {dupes[0]!r} occurs twice: ids must be unique within a file")
     wanted_ids = set(ids)
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [(role, it) for role, it in wanted if f"{role}/{it.id}" not in done]
@@ -339,6 +339,7 @@ def run_membership(
         if on_items is not None:
             on_items(len(batch))
     elapsed = time.perf_counter() - t0
+    computed, reused = scorer.since(counted)
     ordered = [done[i] for i in ids]
     test = analyse(ordered, config)
     run_dir.replace_records(ordered)
@@ -349,8 +350,8 @@ def run_membership(
         "items_resumed": len(wanted) - scored_now,
         "items_per_second": round(scored_now / elapsed, 3) if elapsed > 0 and scored_now else None,
         "tokens_scored_now": tokens,
-        "requests_computed": scorer.since(counted)[0],
-        "requests_from_cache": scorer.since(counted)[1],
+        "requests_computed": computed,
+        "requests_from_cache": reused,
     }
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
     run_dir.write_summary(summary)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from ..store import read_records
 
 __all__ = ["Outcome"]
 
@@ -33,10 +34,7 @@ class Outcome:
     def records(self) -> list[dict[str, Any]]:
         """The run's per-item records (``items.jsonl``), in file order."""
         path = Path(self.run_dir) / "items.jsonl"
-        if not path.exists():
-            return []
-        with open(path, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        return read_records(path) if path.exists() else []
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy (paths as strings)."""

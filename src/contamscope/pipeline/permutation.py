@@ -390,6 +390,7 @@ def run_permutation(
         if pending is not None:
             scored_now += pending.write(run_dir, done, on_items)
     elapsed = time.perf_counter() - t0
+    computed, reused = scorer.since(counted)
     ordered = [done[it.id] for it in items if it.id in done]
     summary = build_summary(
         loaded,
@@ -406,8 +407,8 @@ def run_permutation(
             if elapsed > 0 and scored_now
             else None,
             "continuation_tokens_scored_now": tokens,
-            "scores_computed": scorer.since(counted)[0],
-            "scores_from_cache": scorer.since(counted)[1],
+            "scores_computed": computed,
+            "scores_from_cache": reused,
             "batch_items": batch_items,
             "detector_workers": workers,
         },

@@ -1,7 +1,7 @@
 """Score cache and run records."""
 
 from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ModelSetup, ScoreCache, score_key
-from .run import RUN_SCHEMA_VERSION, RunDir, releases_run_dir
+from .run import RUN_SCHEMA_VERSION, RunDir, read_records, releases_run_dir
 
 __all__ = [
     "ScoreCache",
@@ -12,5 +12,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "RunDir",
     "RUN_SCHEMA_VERSION",
+    "read_records",
     "releases_run_dir",
 ]

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 
-__all__ = ["RunDir", "RUN_SCHEMA_VERSION", "releases_run_dir"]
+__all__ = ["RunDir", "RUN_SCHEMA_VERSION", "read_records", "releases_run_dir"]
 
 RUN_SCHEMA_VERSION = 1
 LOCK_FILE = ".lock"
@@ -219,6 +219,12 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
 
 
 _MISSING = object()
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a finished run (``items.jsonl``), in file order."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -27,7 +27,7 @@ from ..backends import load_backend
 from ..backends.base import Backend
 from ..errors import ConfigError
 from ..pipeline.permutation import _git_commit, _package_versions
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache, read_records
 from .data import Split
 from .train import (
     EpochLog,
@@ -153,12 +153,6 @@ class ValidationMethod(ABC):
     def summary_extras(self) -> dict[str, Any]:
         """Extra top-level summary fields."""
         return {}
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a finished scoring run (``items.jsonl``), in file order."""
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 @dataclass
