@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from contamscope.detectors.benbench import (
     NgramResult,
@@ -16,7 +17,9 @@ from contamscope.detectors.benbench import (
     exact_ngram_hits,
     first_mismatch,
     ngram_item,
+    paraphrase_test,
     rouge_l_f,
+    split_label_p,
     starting_points,
 )
 
@@ -109,3 +112,58 @@ def test_delta_train_test() -> None:
     assert out["ci"][0] <= 0.3 <= out["ci"][1]
     assert out["n_train"] == 4 and out["n_test"] == 3
     assert delta_train_test(train, ([], []))["value"] is None
+
+
+def test_paraphrase_test_is_exact_by_enumeration() -> None:
+    # 3 items with 1, 2 and 1 paraphrases: 2 * 3 * 2 = 12 equally likely choices of originals
+    orig, refs = [0.9, 0.5, 0.4], [[0.1], [0.2, 0.6], [0.4]]
+    out = paraphrase_test(orig, refs, lower_is_familiar=False)
+    assert out["test"] == "randomization (exact)" and out["n_resamples"] == 12
+    versions = [[o, *r] for o, r in zip(orig, refs, strict=True)]
+    observed = sum(v[0] - np.mean(v[1:]) for v in versions)
+    count = 0
+    for a in range(2):
+        for b in range(3):
+            for c in range(2):
+                stat = 0.0
+                for v, j in zip(versions, (a, b, c), strict=True):
+                    others = [x for i, x in enumerate(v) if i != j]
+                    stat += v[j] - np.mean(others)
+                count += stat >= observed - 1e-12
+    assert out["p_value"] == pytest.approx(count / 12)
+    # the leak direction of perplexity is down: the same numbers read the other way round
+    low = paraphrase_test(orig, refs, lower_is_familiar=True)["p_value"]
+    assert low > out["p_value"]
+    # items without a paraphrase do not count; none at all: no p-value
+    assert paraphrase_test([1.0], [[]], lower_is_familiar=False)["p_value"] is None
+
+
+def test_paraphrase_test_holds_its_level_and_has_power() -> None:
+    rng = np.random.default_rng(3)
+    # H0: original and its 2 paraphrases are draws from one skewed per-item distribution
+    ps = []
+    for _ in range(400):
+        base = rng.normal(2.0, 0.5, size=8)
+        vals = base[:, None] + rng.exponential(0.5, size=(8, 3))
+        ps.append(paraphrase_test(vals[:, 0], vals[:, 1:], lower_is_familiar=True)["p_value"])
+    rate = np.mean(np.array(ps) <= 0.05)
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)  # at most the level, MC error allowed
+    # a leak: the original's NLL 0.4 nats lower than its paraphrases', 30 items
+    base = rng.normal(2.0, 0.5, size=30)
+    vals = base[:, None] + rng.normal(0, 0.2, size=(30, 3))
+    vals[:, 0] -= 0.4
+    out = paraphrase_test(vals[:, 0], vals[:, 1:], lower_is_familiar=True)
+    assert out["test"] == "randomization (Monte Carlo)" and out["p_value"] < 0.001
+
+
+def test_split_label_p() -> None:
+    assert split_label_p([], [1.0]) is None
+    # 2 + 2 items: 6 labellings, the observed split and its mirror are the most extreme
+    p = split_label_p([1.0, 2.0], [3.0, 4.0], n_perm=4000, seed=1)
+    assert p == pytest.approx(2 / 6, abs=0.03)
+    rng = np.random.default_rng(0)
+    null = [split_label_p(rng.normal(size=6), rng.normal(size=9), n_perm=199) for _ in range(300)]
+    assert np.mean(np.array(null) <= 0.05) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
+    a, b = rng.normal(size=40) + 1.0, rng.normal(size=40)
+    exact = sps.permutation_test((a, b), lambda x, y: x.mean() - y.mean(), n_resamples=20000)
+    assert split_label_p(a, b) == pytest.approx(exact.pvalue, abs=0.001)  # as scipy's (0.0014)

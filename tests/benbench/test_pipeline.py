@@ -122,7 +122,11 @@ def test_pipeline_records_summary_and_resume(tmp_path: Path, tiny_backend) -> No
     assert s["counts"]["test"]["items_without_reference"] >= 1
     st = s["statistics"]["splits"]["test"]
     assert st["n_paired"] == 1 and st["delta"]["ppl"]["n"] == 1
-    assert s["statistics"]["delta_train_test"]["ppl"]["value"] is not None
+    # one item, one paraphrase: the original is the more familiar of two versions or not
+    assert st["delta"]["ppl"]["p_value"] == (0.5 if st["delta"]["ppl"]["delta"] < 0 else 1.0)
+    assert st["delta"]["ppl"]["test"] == "randomization (exact)"
+    dtt = s["statistics"]["delta_train_test"]["ppl"]
+    assert dtt["value"] is not None and 0 < dtt["p_value"] <= 1
     # second run: everything resumed from the run folder
     again = _run(tmp_path, CachedScorer(tiny_backend, cache), BenBenchConfig(n_boot=200))
     assert again.scored_now == 0 and again.summary["statistics"] == s["statistics"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from contamscope.detectors.verdict import p_text
 from contamscope.report import build_report, collect, load_run
 from contamscope.report.benbench import estimate
 from contamscope.report.leaderboard import to_markdown
@@ -53,6 +54,22 @@ def test_leaked_run_report(make_benbench_run) -> None:
     assert "<b>bold</b>" not in html  # user text escaped
 
 
+def test_a_bootstrap_ci_alone_is_no_signal(make_benbench_run) -> None:
+    # 3 paired items, every original predicted better: the bootstrap CI lies above 0, but which
+    # of an item's 2 versions is the original has 2^3 = 8 equally likely choices under H0
+    run = make_benbench_run("few", n_per_split=4, leaked=True)
+    s = json.loads((run / "summary.json").read_text())
+    d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
+    assert d["n"] == 3 and d["ci"][0] > 0
+    assert d["p_value"] == pytest.approx(1 / 8) and d["test"] == "randomization (exact)"
+    html = build_report(run).read_text()
+    assert '<div class="verdict clean">no evidence on test' in html
+    assert "p 0.125 (absence of evidence" in html
+    # 29 such items reject H0: the verdict names the leak
+    big = make_benbench_run("many", n_per_split=30, leaked=True)
+    assert '<div class="verdict signal">LEAK SIGNAL' in build_report(big).read_text()
+
+
 def test_estimate_and_clean_run(make_benbench_run) -> None:
     run = make_benbench_run("clean", leaked=False, seed=4)
     s = json.loads((run / "summary.json").read_text())
@@ -61,7 +78,8 @@ def test_estimate_and_clean_run(make_benbench_run) -> None:
     assert est is not None
     assert est.statistic == "BenBench Δ 5-gram accuracy (test)"
     assert est.value == d["delta"] and est.ci == tuple(d["ci"]) and est.n_items == d["n"]
-    assert est.p_value is None and est.percent is True and est.leak_sign == 1
+    assert est.p_value == d["p_value"] and est.percent is True and est.leak_sign == 1
+    assert d["p_value"] > 0.05 and d["test"] == "randomization (Monte Carlo)"
     assert "original − paraphrase" in est.legend
     html = build_report(run).read_text()
     assert d["ci"][0] <= 0 <= d["ci"][1]
@@ -127,5 +145,11 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     text = (tmp_path / "ok.md").read_text()
     n = json.loads((a / "summary.json").read_text())["config"]["n"]
     assert f"{n}-gram acc orig / para" in text
+    d = json.loads((a / "summary.json").read_text())["statistics"]["splits"]["test"]["delta"]
+    p_acc = d["ngram_exact"]["p_value"]
+    assert f"{100 * d['ngram_exact']['ci'][1]:.1f}%], p {p_text(p_acc)} |" in text
+    card_json = json.loads((tmp_path / "ok.json").read_text())
+    assert card_json["checks"][0]["delta"]["ngram_exact"]["p_value"] == p_acc
+    assert "| p (two-sided) |" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "split" not in ln]
     assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row

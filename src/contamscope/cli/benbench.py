@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
@@ -394,7 +395,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             f"n={cfg['n']}, k={cfg['k']})",
             title_justify="left",
         )
-        for col in ("metric", "original", "paraphrase", "Delta", "95% CI", "relative"):
+        for col in ("metric", "original", "paraphrase", "Delta", "95% CI", "p", "relative"):
             t.add_column(col, justify="left" if col == "metric" else "right")
         for key, (label, pct) in _LABELS.items():
             if key in ("ngram_rouge", "ngram_edit") and not cfg["lenient"]:
@@ -406,6 +407,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 _num((st["reference"] or {}).get(key), pct),
                 _num(d["delta"], pct) if d["n"] else "-",
                 _ci(d["ci"], pct),
+                p_text(d.get("p_value")),
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
             )
         console.print(t)
@@ -436,7 +438,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         t = Table(
             title="Delta_train - Delta_test (H0: same gap on both splits)", title_justify="left"
         )
-        for col in ("metric", "value", "95% CI", "relative", "relative CI"):
+        for col in ("metric", "value", "95% CI", "p", "relative", "relative CI"):
             t.add_column(col, justify="left" if col == "metric" else "right")
         for key, (label, pct) in _LABELS.items():
             v = dtt[key]
@@ -446,6 +448,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 label,
                 _num(v["value"], pct),
                 _ci(v["ci"], pct),
+                p_text(v.get("p_value")),
                 "-" if v["relative_pct"] is None else f"{v['relative_pct']:+.2f}",
                 "-"
                 if not v["relative_ci"]
@@ -456,8 +459,10 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         styled(
             "dim",
             "Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier than "
-            "its paraphrase). A CI excluding 0 is evidence only if the paraphrases are as natural "
-            "as the originals; the train-test difference cancels that.",
+            "its paraphrase). p (one-sided): H0 = each item's original is as familiar as its "
+            "paraphrases (randomization over which version is the original). Rejecting it is "
+            "evidence of a leak only if the paraphrases are as natural as the originals; the "
+            "train-test difference (p two-sided, split-label permutation) cancels that.",
         )
     )
     tm = summary["timings"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
 from .common import console, user_errors
@@ -91,7 +92,8 @@ def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[
                     "original": st["original"],
                     "paraphrase": st["reference"],
                     "delta": {
-                        k: {"value": v["delta"], "ci": v["ci"]} for k, v in st["delta"].items()
+                        k: {"value": v["delta"], "ci": v["ci"], "p_value": v.get("p_value")}
+                        for k, v in st["delta"].items()
                     },
                     "instances_all_ngrams_exact": st["instances"]["exact_all"]["count"],
                     "n": (s.get("config") or {}).get("n"),
@@ -106,7 +108,12 @@ def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[
                     "benchmark": s["benchmark"]["test"]["source"],
                     "split": "train - test",
                     "delta_train_test": {
-                        k: {"value": v["value"], "ci": v["ci"], "relative_pct": v["relative_pct"]}
+                        k: {
+                            "value": v["value"],
+                            "ci": v["ci"],
+                            "p_value": v.get("p_value"),
+                            "relative_pct": v["relative_pct"],
+                        }
                         for k, v in dtt.items()
                     },
                 }
@@ -122,7 +129,8 @@ def build_card(summaries: list[dict[str, Any]], model_name: str | None) -> dict[
 
 
 def _ci(v: dict[str, Any], pct: bool = False) -> str:
-    return "" if not v["ci"] else f" [{_f(v['ci'][0], pct)}, {_f(v['ci'][1], pct)}]"
+    ci = "" if not v["ci"] else f" [{_f(v['ci'][0], pct)}, {_f(v['ci'][1], pct)}]"
+    return ci + ("" if v.get("p_value") is None else f", p {p_text(v['p_value'])}")
 
 
 def _f(x: float | None, pct: bool = False) -> str:
@@ -141,8 +149,8 @@ def render_markdown(card: dict[str, Any]) -> str:
         "",
         "## Benchmarks checked",
         "",
-        "| benchmark | split | items | references | ppl orig / para | Delta ppl [95% CI] | "
-        f"{gram} acc orig / para | Delta acc [95% CI] | items with all n-grams exact |",
+        "| benchmark | split | items | references | ppl orig / para | Delta ppl [95% CI], p | "
+        f"{gram} acc orig / para | Delta acc [95% CI], p | items with all n-grams exact |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in card["checks"]:
@@ -163,19 +171,25 @@ def render_markdown(card: dict[str, Any]) -> str:
             "",
             "## Training split vs test split (Delta_train - Delta_test)",
             "",
-            "| benchmark | metric | value | 95% CI |",
-            "|---|---|---|---|",
+            "| benchmark | metric | value | 95% CI | p (two-sided) |",
+            "|---|---|---|---|---|",
         ]
         for c in dtts:
             for k, v in c["delta_train_test"].items():
                 if v["value"] is None:
                     continue
                 ci = "-" if not v["ci"] else f"[{v['ci'][0]:.4g}, {v['ci'][1]:.4g}]"
-                lines.append(f"| {c['benchmark']} | {k} | {v['value']:.4g} | {ci} |")
+                lines.append(
+                    f"| {c['benchmark']} | {k} | {v['value']:.4g} | {ci} | "
+                    f"{p_text(v.get('p_value'))} |"
+                )
     lines += [
         "",
         "Leak direction: Delta ppl < 0 and Delta accuracy > 0 (the original is easier for the "
-        "model than its paraphrase). These are signals, not proof; see docs/benbench.md.",
+        "model than its paraphrase). p (one-sided): H0 = each item's original is as familiar to "
+        "the model as its paraphrases. A clean model can reject it when the paraphrases read "
+        "less naturally; Delta_train - Delta_test cancels that. These are signals, not proof; "
+        "see docs/benbench.md.",
         "",
         "## To be filled in by the model developer",
         "",

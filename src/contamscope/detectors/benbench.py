@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from contamscope.detectors.stats import MC_RESAMPLES, randomization_p
+
 __all__ = [
     "NgramResult",
     "NgramItem",
@@ -35,6 +37,9 @@ __all__ = [
     "mean_or_none",
     "delta_stats",
     "delta_train_test",
+    "paraphrase_test",
+    "split_label_p",
+    "LOWER_IS_FAMILIAR",
     "METRICS",
 ]
 
@@ -46,6 +51,9 @@ METRICS: dict[str, str] = {
     "ngram_edit": "mean per-item n-gram accuracy, edit similarity above the threshold",
 }
 """Dataset metrics and what they mean. Every one is a mean over items of a per-item value."""
+
+LOWER_IS_FAMILIAR = frozenset({"ppl", "nll"})
+"""Metrics whose leak direction is down (Delta < 0); the n-gram accuracies' is up."""
 
 
 # --------------------------------------------------------------------------- n-gram positions
@@ -364,3 +372,76 @@ def delta_train_test(
         if np.all(np.isfinite(rel)):
             out["relative_ci"] = [float(x) for x in np.quantile(rel, [0.025, 0.975])]
     return out
+
+
+# --------------------------------------------------------------------------- p-values
+
+
+def paraphrase_test(
+    original: Sequence[float],
+    references: Sequence[Sequence[float]],
+    *,
+    lower_is_familiar: bool,
+) -> dict[str, Any]:
+    """One-sided randomization test of Delta (original - mean of the item's paraphrases).
+
+    H0: each item's original text is exchangeable with its paraphrases for this model, i.e.
+    which of the item's ``1 + len(references[i])`` versions is the original is a uniform
+    draw. The statistic is the sum over items of ``original - mean(paraphrases)`` (n x Delta),
+    signed so that the leak direction (lower perplexity/NLL, higher n-gram accuracy) is
+    positive; the p-value is P(statistic >= observed) over the relabellings: exact up to
+    10^6 of them, else 20,000 seeded draws (:func:`~contamscope.detectors.stats.randomization_p`).
+    It holds its level at any number of items. Items without a paraphrase are left out.
+
+    A clean model can reject H0 when the paraphrases are less natural than the originals;
+    Delta_train - Delta_test (:func:`split_label_p`) cancels that. See docs/benbench.md.
+
+    >>> paraphrase_test([0.0, 0.0], [[1.0], [1.0, 1.0]], lower_is_familiar=True)["p_value"]
+    0.16666666666666666
+    """
+    if len(original) != len(references):
+        raise ValueError("original and references must be paired")
+    sign = -1.0 if lower_is_familiar else 1.0
+    nulls = []
+    for o, refs in zip(original, references, strict=True):
+        if len(refs) == 0:
+            continue
+        v = sign * np.asarray([o, *refs], dtype=np.float64)
+        # each version's value minus the mean of the item's other versions
+        nulls.append(v - (v.sum() - v) / (v.size - 1))
+    if not nulls:
+        return {"p_value": None, "test": None, "n_resamples": None}
+    p, method, resamples = randomization_p(nulls)
+    return {"p_value": p, "test": method, "n_resamples": resamples}
+
+
+def split_label_p(
+    a: Sequence[float], b: Sequence[float], *, n_perm: int = MC_RESAMPLES, seed: int = 0
+) -> float | None:
+    """Two-sided split-label permutation p-value of mean(a) - mean(b).
+
+    H0: the per-item values of both splits come from one distribution (no split is treated
+    differently), so any assignment of the pooled items to splits of the same sizes is as
+    likely. p = (1 + #{relabellings with |difference| >= |observed|}) / (1 + n_perm), seeded;
+    valid at any number of items. None when either split is empty.
+
+    >>> split_label_p([1.0, 2.0], [3.0, 4.0], n_perm=999) > 0.2   # 4 items cannot reach 0.05
+    True
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size == 0 or y.size == 0:
+        return None
+    pooled = np.concatenate([x, y])
+    total, na, nb = float(pooled.sum()), x.size, y.size
+    observed = abs(float(x.mean()) - float(y.mean()))
+    tol = 1e-12 * max(1.0, observed)
+    rng = np.random.default_rng(seed)
+    hits = 0
+    chunk = max(1, min(n_perm, 4_000_000 // pooled.size))  # bounded memory
+    for start in range(0, n_perm, chunk):
+        rows = min(chunk, n_perm - start)
+        perm = rng.permuted(np.broadcast_to(pooled, (rows, pooled.size)), axis=1)
+        sa = perm[:, :na].sum(axis=1)
+        diff = np.abs(sa / na - (total - sa) / nb)
+        hits += int(np.count_nonzero(diff >= observed - tol))
+    return (1 + hits) / (1 + n_perm)

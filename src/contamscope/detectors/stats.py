@@ -29,6 +29,7 @@ __all__ = [
     "RankSummary",
     "UNANCHORED_NULL_NOTE",
     "poisson_binomial_sf",
+    "randomization_p",
     "summarize",
     "wilson_interval",
 ]
@@ -370,9 +371,16 @@ MC_RESAMPLES = 20_000
 """Monte Carlo draws of the randomization test otherwise (seed 0; smallest p about 5e-5)."""
 
 
-def _randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
-    """P(sum of gaps >= observed) when each item's original is a uniform draw from its orders:
-    exact by enumeration when the assignments are few, else Monte Carlo (seeded)."""
+def randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
+    """One-sided randomization test of a sum over items: ``nulls[i][0]`` is item i's observed
+    value and, under H0, any element of ``nulls[i]`` was as likely (the item's original is a
+    uniform draw from its versions). Returns (P(sum >= observed sum), method, assignments or
+    draws): exact by enumeration up to :data:`EXACT_ASSIGNMENTS`, else :data:`MC_RESAMPLES`
+    seeded draws, p = (hits + 1) / (draws + 1).
+
+    >>> randomization_p([np.array([1.0, -1.0])] * 3)   # 3 sign flips: 1 of 8 sums reach 3
+    (0.125, 'randomization (exact)', 8)
+    """
     observed = 0.0
     for v in nulls:
         observed += float(v[0])
@@ -423,7 +431,7 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
     p, method, resamples = _none_if_nan(float(res.pvalue)), "t-test", None
     if all(it.gap_null for it in items):
         nulls = [np.asarray(it.gap_null, dtype=np.float64) for it in items]
-        p, method, resamples = _randomization_p(nulls)
+        p, method, resamples = randomization_p(nulls)
     return GapTest(
         n=n,
         mean=mean,

@@ -23,6 +23,7 @@ from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
 from ..backends.probe import check_backend
 from ..data.items import LoadResult, QAItem
 from ..detectors.benbench import (
+    LOWER_IS_FAMILIAR,
     METRICS,
     NgramResult,
     answer_perplexity,
@@ -32,7 +33,9 @@ from ..detectors.benbench import (
     first_mismatch,
     mean_or_none,
     ngram_item,
+    paraphrase_test,
     rouge_l_f,
+    split_label_p,
     starting_points,
 )
 from ..errors import ConfigError
@@ -330,6 +333,12 @@ def _metrics_of(ver: dict[str, Any]) -> dict[str, float | None] | None:
     }
 
 
+def _version_values(rec: dict[str, Any], key: str) -> list[float]:
+    """One metric of each of the item's usable paraphrases (those its reference mean uses)."""
+    vals = (_metrics_of(v) for v in rec["versions"][1:])
+    return [m[key] for m in vals if m is not None and m[key] is not None]  # type: ignore[misc]
+
+
 def _item_metrics(rec: dict[str, Any]) -> None:
     """Per-item metrics of the original, the mean over its valid paraphrases, and Delta."""
     vers = rec["versions"]
@@ -495,13 +504,24 @@ def _split_stats(records: list[dict[str, Any]], cfg: BenBenchConfig) -> dict[str
     )
     deltas = {}
     for k in METRICS:
-        pairs = [
-            (r["metrics"]["original"][k], r["metrics"]["reference"][k])
+        use = [
+            r
             for r in paired
             if r["metrics"]["original"][k] is not None and r["metrics"]["reference"][k] is not None
         ]
+        orig_k = [r["metrics"]["original"][k] for r in use]
         deltas[k] = delta_stats(
-            [a for a, _ in pairs], [b for _, b in pairs], n_boot=cfg.n_boot, seed=cfg.seed
+            orig_k,
+            [r["metrics"]["reference"][k] for r in use],
+            n_boot=cfg.n_boot,
+            seed=cfg.seed,
+        )
+        deltas[k].update(
+            paraphrase_test(
+                orig_k,
+                [_version_values(r, k) for r in use],
+                lower_is_familiar=k in LOWER_IS_FAMILIAR,
+            )
         )
     out["delta"] = deltas
     inst: dict[str, Any] = {}
@@ -591,8 +611,12 @@ def build_summary(
                     [r["metrics"]["reference"][key] for r in rs],
                 )
 
-            dtt[k] = delta_train_test(
-                pairs("train"), pairs("test"), n_boot=config.n_boot, seed=config.seed
+            tr_k, te_k = pairs("train"), pairs("test")
+            dtt[k] = delta_train_test(tr_k, te_k, n_boot=config.n_boot, seed=config.seed)
+            dtt[k]["p_value"] = split_label_p(
+                [o - r for o, r in zip(*tr_k, strict=True)],
+                [o - r for o, r in zip(*te_k, strict=True)],
+                seed=config.seed,
             )
         stats["delta_train_test"] = dtt
     else:

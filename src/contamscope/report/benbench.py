@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
+from ..detectors.verdict import p_text
 from .cap import mean_ci
 from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
@@ -48,7 +50,8 @@ LEGEND = (
     "BenBench: Δ n-gram exact-match accuracy on the test split, original − paraphrase "
     "(percentage points; split named in the statistic). Above 0: the model predicts the "
     "original wording better than a paraphrase of it, a test-leak signal if the paraphrases are "
-    "as natural as the originals. 95% paired-bootstrap CI; no p-value."
+    "as natural as the originals. 95% paired-bootstrap CI; p: one-sided randomization test "
+    "over which version of each item is the original."
 )
 
 
@@ -75,7 +78,7 @@ def estimate(run: RunData) -> Estimate | None:
         statistic=f"BenBench Δ {n}-gram accuracy ({split})",
         value=d.get("delta"),
         ci=(ci[0], ci[1]) if ci else None,
-        p_value=None,
+        p_value=d.get("p_value"),
         n_items=int(d["n"]),
         raw={"rate": d.get("original"), "chance": d.get("reference")},
         legend=LEGEND,
@@ -114,11 +117,18 @@ def _metric_keys(summary: dict[str, Any]) -> list[str]:
 
 
 def _signal(d: dict[str, Any] | None, key: str) -> bool:
-    """The CI excludes 0 in the leak direction (accuracy up, perplexity/NLL down)."""
+    """The CI excludes 0 in the leak direction (accuracy up, perplexity/NLL down) and the
+    randomization p-value is at most 0.05 (runs from before it existed: the CI alone)."""
     ci = (d or {}).get("ci")
     if not ci:
         return False
-    return ci[0] > 0 if key.startswith("ngram") else ci[1] < 0
+    p = (d or {}).get("p_value", 0.0)
+    in_direction = ci[0] > 0 if key.startswith("ngram") else ci[1] < 0
+    return in_direction and p is not None and p <= VERDICT_LEVEL
+
+
+def _p(d: dict[str, Any]) -> str:
+    return "–" if d.get("p_value") is None else p_text(d["p_value"])
 
 
 # --------------------------------------------------------------------------- sections
@@ -154,13 +164,14 @@ def _verdict_section(run: RunData) -> Section:
         sentence = (
             f"LEAK SIGNAL on {split}: the model predicts the original {n}-grams better than "
             f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, 95% CI "
-            f"{_ci(d['ci'], True)})"
+            f"{_ci(d['ci'], True)}, p {_p(d)})"
         )
     else:
         cls = "clean"
         sentence = (
             f"no evidence on {split}: Δ {n}-gram accuracy {_fmt(d.get('delta'), True, True)}, "
-            f"95% CI {_ci(d.get('ci'), True)} (absence of evidence is not proof of absence)"
+            f"95% CI {_ci(d.get('ci'), True)}, p {_p(d)} (absence of evidence is not proof of "
+            "absence)"
         )
     ppl_sig = _signal((st.get("delta") or {}).get("nll"), "nll")
     head = (
@@ -168,14 +179,19 @@ def _verdict_section(run: RunData) -> Section:
         f"<p class='note'>{inst.get('count', 0)} of {inst.get('of', 0)} {esc(split)} items have "
         f"every one of their {k} {n}-grams predicted exactly (paraphrases: "
         f"{inst.get('reference_count', 0)} of {inst.get('reference_of', 0)}). The NLL Δ "
-        f"{'also lies below 0' if ppl_sig else 'does not lie below 0'} at 95%.</p>"
+        f"{'also lies below 0' if ppl_sig else 'does not lie below 0'} at 95% "
+        f"(p {_p((st.get('delta') or {}).get('nll') or {})}).</p>"
         "<p class='note'><b>How to read it.</b> Each item (question + answer) is scored as "
         "written and as paraphrased (same final answer). Perplexity/NLL: how surprised the model "
         f"is by the answer (lower = more familiar). {n}-gram accuracy: at {k} evenly spaced "
         f"points, does the model predict the next {n} tokens (exactly; leniently by ROUGE-L or "
         "edit similarity)? Δ = original − paraphrase, paired by item. <b>H0</b>: the model has "
-        "not seen the original wording, so original and paraphrase are equally familiar and Δ "
-        "= 0. A leak makes accuracy Δ &gt; 0 and perplexity Δ &lt; 0. The paraphrases may be "
+        "not seen the original wording, so each item's original is as familiar as its "
+        "paraphrases (which version is the original is a uniform draw) and Δ = 0. A leak makes "
+        "accuracy Δ &gt; 0 and perplexity Δ &lt; 0. p: one-sided randomization test over "
+        "which version is the original (exact when there are at most 10<sup>6</sup> "
+        "choices; its false-positive rate under H0 is at most p). Leak signal: the CI lies "
+        f"on the leak side of 0 and p ≤ {VERDICT_LEVEL}. The paraphrases may be "
         "less natural than the originals, which biases Δ the same way; Δ_train − Δ_test "
         "(below, when both splits were run) cancels that.</p>"
     )
@@ -191,7 +207,7 @@ def _verdict_section(run: RunData) -> Section:
                 f"<tr><td>{esc(label)}</td><td>{_fmt(sp['original'].get(key), pct)}</td>"
                 f"<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
                 f"<td>{_fmt(dd.get('delta'), pct, True) if dd.get('n') else '–'}</td>"
-                f"<td>{_ci(dd.get('ci'), pct)}</td><td>0</td>"
+                f"<td>{_ci(dd.get('ci'), pct)}</td><td>{_p(dd)}</td><td>0</td>"
                 f"<td>{'–' if rel is None else f'{rel:+.1f}%'}"
                 f"{'' if not rci else f' [{rci[0]:+.1f}, {rci[1]:+.1f}]'}</td>"
                 f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
@@ -202,7 +218,8 @@ def _verdict_section(run: RunData) -> Section:
             "mean over all analysed items; paraphrase, Δ and its paired-bootstrap CI: over the "
             "items with a usable paraphrase.</p>"
             '<table class="stats"><tr><th>metric</th><th>original</th><th>paraphrase</th>'
-            "<th>Δ</th><th>95% CI</th><th>expected under H0</th><th>relative [95% CI]</th>"
+            "<th>Δ</th><th>95% CI</th><th>p (one-sided)</th><th>expected under H0</th>"
+            "<th>relative [95% CI]</th>"
             f"<th>CI in leak direction</th></tr>{''.join(rows)}</table>"
         )
     dtt = stats.get("delta_train_test")
@@ -215,7 +232,7 @@ def _verdict_section(run: RunData) -> Section:
             label, pct = LABELS[key]
             rows.append(
                 f"<tr><td>{esc(label)}</td><td>{_fmt(v['value'], pct, True)}</td>"
-                f"<td>{_ci(v.get('ci'), pct)}</td><td>0</td>"
+                f"<td>{_ci(v.get('ci'), pct)}</td><td>{_p(v)}</td><td>0</td>"
                 f"<td>{v.get('n_train')} / {v.get('n_test')}</td></tr>"
             )
         tables.append(
@@ -223,9 +240,10 @@ def _verdict_section(run: RunData) -> Section:
             "is the same on both splits (no preferential exposure to one split). Above 0 for "
             "accuracy (below 0 for perplexity): the training split looks more familiar, as "
             "training on it predicts; the opposite sign points at the test split. Train and test "
-            "items are resampled independently.</p>"
+            "items are resampled independently for the CI; p: two-sided split-label "
+            "permutation test of the per-item Δ (20,000 seeded relabellings).</p>"
             '<table class="stats"><tr><th>metric</th><th>Δ_train − Δ_test</th><th>95% CI</th>'
-            f"<th>expected under H0</th><th>items train / test</th></tr>{''.join(rows)}</table>"
+            f"<th>p (two-sided)</th><th>expected under H0</th><th>items train / test</th></tr>{''.join(rows)}</table>"
         )
     return Section("verdict", "Verdict and statistics", head + "".join(tables))
 
