@@ -8,6 +8,7 @@ import pytest
 
 from contamscope.detectors.cap import (
     compare_splits,
+    holm,
     jaccard,
     map_choice,
     pcr,
@@ -244,3 +245,12 @@ def test_few_items_cannot_name_a_split_and_the_p_value_holds_its_level() -> None
         named += comp.verdict != "no evidence"
     assert hits / reps <= 0.05 + 2 * (0.05 * 0.95 / reps) ** 0.5  # 2 standard errors
     assert named <= hits
+
+
+def test_holm_known_values() -> None:
+    # sorted 0.01, 0.03, 0.04: 3 x 0.01, max(0.03, 2 x 0.03), max(0.06, 1 x 0.04)
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    out = holm([math.nan, 0.02, 0.2])  # an undefined p is not in the family
+    assert math.isnan(out[0]) and out[1:] == pytest.approx([0.04, 0.2])
+    assert holm([]) == []

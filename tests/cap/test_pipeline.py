@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -291,3 +292,38 @@ def test_prompt_past_the_context_window_is_excluded_not_read_as_option_a(
     assert counts["excluded"] == {"longer than the model's context window": 1}
     assert out.summary["statistics"]["generate"]["splits"]["dev"]["n"] == 2
     assert out.summary["statistics"]["loglik"]["splits"]["dev"]["n"] == 2
+
+
+def test_three_splits_are_one_family_holm_adjusted() -> None:
+    """With train, dev and test, CAP makes two comparisons; each at 5% let a verdict name a
+    split in up to 10% of clean runs. The verdicts now use Holm-adjusted p-values."""
+    import numpy as np
+
+    from contamscope.detectors.cap import holm
+    from contamscope.pipeline.cap import _reader_stats
+
+    cfg = CapConfig(n_boot=2000)
+    train = [(1.0, 1.0, 1.0)] * 10 + [(1.0, 1.0, 0.0)] * 4 + [(0.0, 0.0, 1.0)] * 6
+    dev = [(1.0, 1.0, 1.0)] * 4 + [(1.0, 1.0, 0.0)] * 2 + [(0.0, 0.0, 1.0)] * 14
+    alone = _reader_stats({"train": train, "dev": dev}, ["train", "dev"], cfg)["comparisons"]
+    assert alone[0]["p_adjusted"] is None
+    assert alone[0]["verdict"] == "fine-tuned on train" and 0.025 < alone[0]["p_value"] < 0.05
+    rows = {"train": train, "dev": dev, "test": list(train)}
+    both = _reader_stats(rows, ["train", "dev", "test"], cfg)["comparisons"]
+    assert [c["p_value"] for c in both][0] == alone[0]["p_value"]  # same seed, same raw p
+    assert [c["p_adjusted"] for c in both] == holm([c["p_value"] for c in both])
+    assert both[0]["ci_low"] > 0 and both[0]["p_adjusted"] > 0.05
+    assert both[0]["verdict"] == "no evidence" and "Holm-adjusted" in both[0]["reasoning"]
+    # clean runs of three splits (12 items each): a verdict names a split in at most 5%
+    rng = np.random.default_rng(11)
+    cheap = CapConfig(n_boot=200)
+    named = 0
+    reps = 200
+    for _ in range(reps):
+        data = {
+            s: [(float(m), float(m), float(c)) for m, c in rng.random((12, 2)) < (0.6, 0.5)]
+            for s in ("train", "dev", "test")
+        }
+        comps = _reader_stats(data, ["train", "dev", "test"], cheap)["comparisons"]
+        named += any(c["verdict"] != "no evidence" for c in comps)
+    assert named / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)

@@ -340,7 +340,13 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
         for c in st["comparisons"]:
             console.print(
                 f"  PCR_{c['reference']} - PCR_{c['other']} = {_fmt(c['pcr_diff'])}  95% CI "
-                f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]  p = {_fmt(c['p_value'], 3)}  "
+                f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]  p = {_fmt(c['p_value'], 3)}"
+                + (
+                    ""
+                    if c.get("p_adjusted") is None
+                    else f" (Holm-adjusted {_fmt(c['p_adjusted'], 3)})"
+                )
+                + "  "
                 f"(baselines: Delta diff {_fmt(c['decline_diff'])}, delta diff {_fmt(c['relative_decline_diff'])})  "
                 f"-> {c['verdict']}",
                 highlight=False,

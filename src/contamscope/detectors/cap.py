@@ -34,6 +34,7 @@ __all__ = [
     "split_score",
     "Comparison",
     "compare_splits",
+    "holm",
     "verdict",
 ]
 
@@ -258,6 +259,9 @@ class Comparison:
     """Two-sided p-value of the split-label permutation test, H0: the two splits' items are
     exchangeable (equally exposed, drawn alike), so PCR_reference - PCR_other is as likely as
     that of any relabelling of the pooled items; exact at any number of items."""
+    p_adjusted: float | None
+    """Holm-adjusted p-value when the reference is compared with two or more splits (the
+    family of the run's comparisons; the verdict then uses it); None with one comparison."""
     n_boot: int
     """Bootstrap resamples the CI and p-value rest on (items resampled with replacement within
     each split); fewer than asked when some resamples have an undefined PCR (``alpha`` 0 and a
@@ -415,6 +419,7 @@ def compare_splits(
     n_boot: int = 2000,
     seed: int = 0,
     min_diff: float = 0.0,
+    p_adjusted: float | None = None,
 ) -> Comparison:
     """Compare two splits: ``*_items`` are the per-item ``(m, c)`` lists of each split.
 
@@ -424,7 +429,8 @@ def compare_splits(
     split); the p-value is the split-label permutation test's over ``n_boot`` relabellings
     (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
     and p <= :data:`VERDICT_LEVEL` (the bootstrap alone named one in 34% of clean pairs of
-    2-item splits, 20% at 3, 8% at 8).
+    2-item splits, 20% at 3, 8% at 8). ``p_adjusted``: this comparison's p-value adjusted for
+    the run's other comparisons (:func:`holm`); the verdict then uses it instead.
     """
     diff = ref_score.pcr - other_score.pcr
     low = high = p = math.nan
@@ -458,7 +464,10 @@ def compare_splits(
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
-    label, why = verdict(reference, other, diff, low, high, min_diff, blank, p)
+    p_verdict = p if p_adjusted is None else p_adjusted
+    label, why = verdict(reference, other, diff, low, high, min_diff, blank, p_verdict)
+    if p_adjusted is not None and label != "inconclusive":
+        why += f" (p Holm-adjusted over the run's comparisons: {p_adjusted:.3g}, raw {p:.3g})"
     if 0 < used < n_boot:
         why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
     dd = (
@@ -471,4 +480,25 @@ def compare_splits(
         if ref_score.relative_decline is not None and other_score.relative_decline is not None
         else None
     )
-    return Comparison(reference, other, diff, low, high, p, used or n_boot, dd, rd, label, why)
+    return Comparison(
+        reference, other, diff, low, high, p, p_adjusted, used or n_boot, dd, rd, label, why
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: the family-wise error rate of "adjusted p <= level"
+    is at most the level under any dependence. NaN (undefined) p-values stay NaN and are not
+    counted in the family.
+
+    >>> [round(x, 3) for x in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+    """
+    ps = np.asarray(p_values, dtype=float)
+    out = np.full(ps.shape, math.nan)
+    ok = np.flatnonzero(np.isfinite(ps))
+    order = ok[np.argsort(ps[ok], kind="stable")]
+    m, running = len(order), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(ps[i])))
+        out[i] = running
+    return [float(x) for x in out]

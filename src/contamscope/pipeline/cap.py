@@ -21,8 +21,10 @@ from ..data.cap import FINEVAL_PROMPT, CapData
 from ..data.items import MCQItem, QAItem
 from ..detectors.cap import (
     SCALES,
+    Comparison,
     Scale,
     compare_splits,
+    holm,
     jaccard,
     map_choice,
     pcr,
@@ -500,24 +502,30 @@ def _reader_stats(
             alpha=cfg.alpha,
             scale=cfg.scale,
         )
-    comps = []
     ref = splits[0]
-    for k, other in enumerate(splits[1:], start=1):
-        comps.append(
-            compare_splits(
-                ref,
-                other,
-                ([x[0] for x in rows.get(ref, [])], [x[2] for x in rows.get(ref, [])]),
-                ([x[0] for x in rows.get(other, [])], [x[2] for x in rows.get(other, [])]),
-                scores[ref],
-                scores[other],
-                alpha=cfg.alpha,
-                scale=cfg.scale,
-                n_boot=cfg.n_boot,
-                seed=cfg.seed + k,
-                min_diff=cfg.min_diff,
-            ).to_dict()
+
+    def compare(k: int, p_adjusted: float | None = None) -> Comparison:
+        other = splits[k]
+        return compare_splits(
+            ref,
+            other,
+            ([x[0] for x in rows.get(ref, [])], [x[2] for x in rows.get(ref, [])]),
+            ([x[0] for x in rows.get(other, [])], [x[2] for x in rows.get(other, [])]),
+            scores[ref],
+            scores[other],
+            alpha=cfg.alpha,
+            scale=cfg.scale,
+            n_boot=cfg.n_boot,
+            seed=cfg.seed + k,
+            min_diff=cfg.min_diff,
+            p_adjusted=p_adjusted,
         )
+
+    found = [compare(k) for k in range(1, len(splits))]
+    if len(found) >= 2:  # one family: the reference against every other split
+        adjusted = holm([c.p_value for c in found])
+        found = [compare(k, None if math.isnan(p) else p) for k, p in enumerate(adjusted, start=1)]
+    comps = [c.to_dict() for c in found]
     ablation = {
         f"{scale}/alpha={a:g}": {
             s: _finite(pcr(scores[s].m, scores[s].c, alpha=a, scale=scale)) if scores[s].n else None

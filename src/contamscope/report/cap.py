@@ -67,6 +67,11 @@ def why_unranked(run: RunData) -> str:
     return UNRANKED
 
 
+def _holm(c: dict[str, Any]) -> str:
+    adj = c.get("p_adjusted")
+    return "" if adj is None else f" (Holm {fmt_p(adj)})"
+
+
 def estimate(run: RunData) -> Estimate | None:
     """Leaderboard cell: PCR_reference - PCR_other of the generated answers, with its CI."""
     c = _comparison(run)
@@ -243,7 +248,7 @@ def _verdict_section(
                 f"<td>PCR_{esc(c['reference'])} − PCR_{esc(c['other'])} ({esc(reader)})</td>"
                 f"<td>{_f(c.get('pcr_diff'), True)}</td>"
                 f"<td>{_ci((c['ci_low'], c['ci_high']) if c.get('ci_low') is not None else None, True)}</td>"
-                f"<td>0</td><td>{fmt_p(c.get('p_value'))}</td>"
+                f"<td>0</td><td>{fmt_p(c.get('p_value'))}{_holm(c)}</td>"
                 f"<td>{_f(c.get('decline_diff'), True)}</td>"
                 f"<td>{_f(c.get('relative_decline_diff'), True)}</td>"
                 f"<td>{esc(c.get('verdict'))}</td></tr>"
@@ -253,7 +258,9 @@ def _verdict_section(
         "<th>expected under H0</th><th>p-value (two-sided)</th><th>baseline Δ diff</th>"
         f"<th>baseline δ diff</th><th>verdict</th></tr>{''.join(rows)}</table>"
         "<p class='note'>Baselines (paper, section 4.1): Δ = M_original − M_modified per split "
-        "and δ = Δ / M_original; shown as reference minus other, without a test.</p>"
+        "and δ = Δ / M_original; shown as reference minus other, without a test. With three "
+        "or more splits the reference is compared with each other split, and the verdicts use "
+        "Holm-adjusted p-values (family-wise error at most 5%).</p>"
         if rows
         else "<p class='note'>No comparison: a single split, or no analysed items.</p>"
     )
