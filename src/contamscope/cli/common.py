@@ -204,6 +204,17 @@ def reading_options(kw: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {names.get(k, k): kw[k] for k in ("fmt", "fields", *keys) if kw.get(k) is not None}
 
 
+def subject_list(kw: dict[str, Any]) -> list[str] | None:
+    """``--subjects a, b`` -> ["a", "b"]; None when not given. Refuses a value naming none."""
+    text = kw.get("subjects")
+    if text is None:
+        return None
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ConfigError(f"--subjects {text!r} names no subject (comma-separated names)")
+    return list(dict.fromkeys(names))
+
+
 def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
     """The score cache of ``--cache-dir`` (default: the user cache), or None with ``--no-cache``."""
     from ..paths import default_score_db

@@ -22,6 +22,7 @@ from .common import (
     pick_items,
     reading_options,
     styled,
+    subject_list,
     user_errors,
 )
 from .executor import (
@@ -156,7 +157,7 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
     from ..data import FieldMap, load_benchmark
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
-    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+    subjects = subject_list(kw)
     bench = load_benchmark(
         kw["benchmark"],
         format=kw["fmt"],

@@ -27,6 +27,7 @@ from .common import (
     open_cache,
     pick_items,
     reading_options,
+    subject_list,
     user_errors,
 )
 from .executor import (
@@ -194,10 +195,6 @@ def run(**kw: Any) -> None:
         scan(kw, executor)
 
 
-def _subjects(kw: dict[str, Any]) -> list[str] | None:
-    return [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
-
-
 def load_for(kw: dict[str, Any]) -> Any:
     """The benchmark as the command's arguments read it (a LoadResult)."""
     from ..data import FieldMap, load_benchmark
@@ -205,7 +202,7 @@ def load_for(kw: dict[str, Any]) -> Any:
     return load_benchmark(
         kw["benchmark"],
         format=kw["fmt"],
-        subjects=_subjects(kw),
+        subjects=subject_list(kw),
         split=kw["split"],
         field_map=FieldMap.parse(kw["fields"]) if kw["fields"] else None,
         strict=kw["strict"],
@@ -237,7 +234,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     options = parse_model_options(kw["model_opt"])
     if kw["max_batch_tokens"]:
         options["max_batch_tokens"] = str(kw["max_batch_tokens"])
-    subjects = _subjects(kw)
+    subjects = subject_list(kw)
     loaded = load_for(kw)
     list_skipped(loaded.problems)
     items = pick_items(loaded.items, kw)

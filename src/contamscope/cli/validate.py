@@ -26,6 +26,7 @@ from .common import (
     list_skipped,
     open_cache,
     styled,
+    subject_list,
     user_errors,
 )
 
@@ -175,7 +176,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..validate import PAPER_DELTAS, PermutationValidation
     from .permutation import _parse_deltas, _slug
 
-    subjects = [s.strip() for s in kw["subjects"].split(",")] if kw["subjects"] else None
+    subjects = subject_list(kw)
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
     list_skipped(loaded.problems)
     method = PermutationValidation(
