@@ -41,3 +41,9 @@ class CapabilityError(ContamscopeError):
 
 class StoreError(ContamscopeError):
     """A cache or run folder is unusable (wrong schema, settings mismatch)."""
+
+    def __init__(self, message: str, *, replaceable: bool = False) -> None:
+        super().__init__(message)
+        self.replaceable = replaceable
+        """The file is not (or no longer) a usable score cache: deleting it loses nothing
+        (damaged, another schema). False for what deleting would not fix (permissions)."""

@@ -3,8 +3,9 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,74 @@ def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> Non
     with RunDir(tmp_path / "run") as second:  # closed, the folder is free again
         assert second.open({"a": 1}) == {}
     assert RunDir(tmp_path / "run").open({"a": 1}) == {}
+
+
+def test_read_only_cache_reuses_its_scores_and_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    backend = CountingBackend()
+    CachedScorer(backend, ScoreCache(path)).score([ScoreRequest("q", "a")])
+    ro = ScoreCache(path, read_only=True)
+    assert ro.read_only
+    scorer = CachedScorer(backend, ro)
+    out = scorer.score([ScoreRequest("q", "a"), ScoreRequest("q", "bb")])
+    assert out[0].logprob == -3.0 and scorer.reused == 1 and scorer.computed == 1
+    assert ro.unsaved == 1 and backend.calls == [1, 1]
+    with pytest.raises(StoreError, match="read-only; nothing deleted"):
+        ro.clear()
+    ro.close()
+    again = ScoreCache(path)
+    assert not again.read_only and again.info().entries == 1  # "bb" was not stored
+    with pytest.raises(StoreError, match="no score cache to read"):
+        ScoreCache(tmp_path / "none.sqlite", read_only=True)
+    (tmp_path / "bad.sqlite").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable score cache") as bad:
+        ScoreCache(tmp_path / "bad.sqlite", read_only=True)
+    assert bad.value.replaceable
+
+
+def _make_unwritable(path: Path) -> Callable[[], None]:
+    """Make ``path`` unwritable even for root (immutable attribute) or, for other users, by
+    its mode; returns the undo. Skips where neither is possible."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        return lambda: path.chmod(0o644)
+    chattr = shutil.which("chattr")
+    if chattr and subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode == 0:
+        return lambda: subprocess.run([chattr, "-i", str(path)], check=True)
+    pytest.skip("running as root without `chattr +i`: no way to make a file unwritable")
+
+
+def test_an_unwritable_cache_is_opened_read_only(tmp_path: Path, capsys: Any) -> None:
+    """It was refused ("attempt to write a readonly database"): a shared read-only copy of
+    a colleague's cache could not be used at all."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    path.parent.mkdir()
+    CachedScorer(CountingBackend(), ScoreCache(path)).score([ScoreRequest("q", "a")])
+    undo = _make_unwritable(path)
+    try:
+        cache = ScoreCache(path)
+        assert cache.read_only and cache.get_many([]) == {}
+        assert (
+            CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a")])[0].logprob == -3
+        )
+        cache.close()
+        from contamscope.cli.common import open_cache
+
+        open_cache({"no_cache": False, "cache_dir": path.parent}).close()  # what runs open
+        assert "cannot be written: its scores are reused" in capsys.readouterr().err
+        with pytest.raises(StoreError, match="cannot write the score cache") as err:
+            ScoreCache(path, read_only=False)
+        assert not err.value.replaceable
+        res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+        assert res.returncode == 0 and "scores.sqlite (read-only)" in res.stdout
+        res = run_cli("cache", "clear", "--cache-dir", "c", "--yes", cwd=tmp_path)
+        assert res.returncode == 2 and "read-only; nothing deleted" in res.stderr, res.stderr
+        assert path.exists()
+    finally:
+        undo()

@@ -44,7 +44,8 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     cache = ScoreCache(path)
     c = cache.info()
     console.print(
-        f"path: {c.path}\nscores: {c.entries:,}\nmodel set-ups: {c.models}\n"
+        f"path: {c.path}{' (read-only)' if cache.read_only else ''}\nscores: {c.entries:,}\n"
+        f"model set-ups: {c.models}\n"
         f"size: {c.size_bytes / 1e6:.1f} MB"
     )
     setups = cache.models()
@@ -88,10 +89,13 @@ def clear(
     try:
         n = ScoreCache(path).clear()
     except StoreError as exc:  # not a readable cache (damaged, other schema): remove the file
-        if path.is_dir():
+        if path.is_dir() or not exc.replaceable:
             raise
         for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            p.unlink(missing_ok=True)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError as gone:
+                raise StoreError(f"{p}: cannot remove it ({gone.strerror}); {exc}") from None
         why = str(exc).split(": ", 1)[-1].split(";")[0]  # without the path and the advice
         console.print(f"removed {path}, which was {why}")
         return

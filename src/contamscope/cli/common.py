@@ -227,7 +227,17 @@ def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
                 "no cache; give one of them"
             )
         return None
-    return ScoreCache(kw["cache_dir"] / "scores.sqlite" if kw["cache_dir"] else default_score_db())
+    cache = ScoreCache(kw["cache_dir"] / "scores.sqlite" if kw["cache_dir"] else default_score_db())
+    if cache.read_only:
+        err_console.print(
+            styled(
+                "yellow",
+                f"note: the score cache {cache.path} cannot be written",
+                ": its scores are reused, new ones are computed but not stored",
+            ),
+            soft_wrap=True,
+        )
+    return cache
 
 
 T = TypeVar("T")

@@ -108,7 +108,7 @@ def _db_errors(method: _M) -> _M:
             with self._lock:  # one connection, shared by the threads of this process
                 return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(_db_problem(self.path, exc)) from None
+            raise _store_error(self.path, exc) from None
 
     return wrapped  # type: ignore[return-value]
 
@@ -117,9 +117,19 @@ _DAMAGED = ("not a database", "malformed", "corrupt", "no such table", "no such 
 """SQLite's words for a file that is not (or no longer) a score cache."""
 
 
+def _unwritable(exc: Exception) -> bool:
+    text = str(exc)
+    return "readonly" in text or "unable to open" in text
+
+
+def _store_error(path: Path, exc: Exception) -> StoreError:
+    damaged = not _unwritable(exc) and any(word in str(exc) for word in _DAMAGED)
+    return StoreError(_db_problem(path, exc), replaceable=damaged)
+
+
 def _db_problem(path: Path, exc: Exception) -> str:
     text = str(exc)
-    if "readonly" in text or "unable to open" in text:
+    if _unwritable(exc):
         return (
             f"{path}: cannot write the score cache ({text}): check its permissions, or use "
             "--no-cache or another --cache-dir"
@@ -134,46 +144,98 @@ def _db_problem(path: Path, exc: Exception) -> str:
 
 class ScoreCache:
     """SQLite store of computed scores. Safe to share between processes (WAL mode) and between
-    the threads of one process (one connection, used by one thread at a time)."""
+    the threads of one process (one connection, used by one thread at a time).
 
-    def __init__(self, path: Path) -> None:
+    A cache file that exists but cannot be written (a colleague's or a shared read-only copy)
+    is opened read-only: its scores are reused, new ones are computed but not stored
+    (``read_only`` is True and ``unsaved`` counts them). ``read_only=True`` asks for that even
+    when the file could be written; ``read_only=False`` refuses an unwritable cache instead.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool | None = None) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        self.unsaved = 0
+        """Results not stored because the cache is read-only."""
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a score cache file")
+        if read_only:
+            self.read_only = True
+            self._db = self._open_read_only()
+            return
         make_folder(self.path.parent, "--cache-dir")
+        self.read_only = False
         try:
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if row is None:
-                with self._db:
-                    self._db.execute(
-                        "INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-                    )
-            elif str(row[0]) != str(SCHEMA_VERSION):
-                raise StoreError(
-                    f"{self.path}: score cache schema {row[0]}, this version reads {SCHEMA_VERSION}; "
-                    "run `contamscope cache clear` or use another --cache-dir"
-                )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, fingerprint TEXT, "
-                "logprob REAL NOT NULL, n_tokens INTEGER, boundary INTEGER)"
-            )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, fingerprint TEXT, "
-                "kind TEXT NOT NULL, value TEXT NOT NULL)"
-            )
-            # names of the model set-ups (the entries carry only the fingerprint); added in the
-            # same schema version: a cache written before simply has no names for its set-ups
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS models (fingerprint TEXT PRIMARY KEY, spec TEXT, "
-                "detail TEXT, last_used TEXT)"
-            )
+            self._set_up()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(_db_problem(self.path, exc)) from None
+            self.close()
+            if read_only is None and self.path.is_file() and _unwritable(exc):
+                self.read_only = True
+                self._db = self._open_read_only()
+                return
+            raise _store_error(self.path, exc) from None
+
+    def _set_up(self) -> None:
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is not None:
+            self._check_schema(row[0])
+        with self._db:  # also the write probe: SQLite opens an unwritable file read-only
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+            )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, fingerprint TEXT, "
+            "logprob REAL NOT NULL, n_tokens INTEGER, boundary INTEGER)"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, fingerprint TEXT, "
+            "kind TEXT NOT NULL, value TEXT NOT NULL)"
+        )
+        # names of the model set-ups (the entries carry only the fingerprint); added in the
+        # same schema version: a cache written before simply has no names for its set-ups
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS models (fingerprint TEXT PRIMARY KEY, spec TEXT, "
+            "detail TEXT, last_used TEXT)"
+        )
+
+    def _check_schema(self, found: object) -> None:
+        if str(found) != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"{self.path}: score cache schema {found}, this version reads {SCHEMA_VERSION}; "
+                "run `contamscope cache clear` or use another --cache-dir",
+                replaceable=True,
+            )
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """Read-only connection; ``immutable`` when not even WAL's shared-memory file can be
+        made (a read-only folder). Checks that the file is a score cache of this schema."""
+        if not self.path.is_file():
+            raise StoreError(f"{self.path}: no score cache to read (read-only)")
+        uri = self.path.resolve().as_uri()
+        problem: Exception | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            db = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=60, check_same_thread=False)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                for table in ("scores", "blobs", "models"):
+                    db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchall()
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                problem = exc
+                continue
+            if row is None:
+                db.close()
+                raise StoreError(
+                    f"{self.path}: not a usable score cache (no schema version)", replaceable=True
+                )
+            self._check_schema(row[0])
+            return db
+        assert problem is not None
+        raise _store_error(self.path, problem) from None
 
     @_db_errors
     def get_many(self, keys: Sequence[str]) -> dict[str, ScoreResult]:
@@ -195,6 +257,9 @@ class ScoreCache:
             for k, r in items
             if r.logprob == r.logprob
         ]  # never store NaN (too long for the model)
+        if self.read_only:
+            self.unsaved += len(rows)
+            return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
 
@@ -212,6 +277,9 @@ class ScoreCache:
     @_db_errors
     def put_blobs(self, fingerprint: str, kind: str, items: Iterable[tuple[str, Any]]) -> None:
         rows = [(k, fingerprint, kind, json.dumps(v)) for k, v in items]
+        if self.read_only:
+            self.unsaved += len(rows)
+            return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
 
@@ -227,6 +295,8 @@ class ScoreCache:
     @_db_errors
     def note_model(self, fingerprint: str, description: dict[str, Any]) -> None:
         """Record which model set-up ``fingerprint`` is (for ``cache info`` / ``clear --model``)."""
+        if self.read_only:
+            return
         spec = str(description.get("spec") or "") or None
         detail = json.dumps(description, sort_keys=True, default=str)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -259,6 +329,8 @@ class ScoreCache:
     @_db_errors
     def clear(self, fingerprints: Sequence[str] | None = None) -> int:
         """Delete every entry, or those of the given model set-ups; returns how many."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: the score cache is read-only; nothing deleted")
         groups: list[tuple[str, ...]]
         if fingerprints is None:
             where, groups = "", [()]
@@ -275,7 +347,9 @@ class ScoreCache:
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            db = getattr(self, "_db", None)
+            if db is not None:
+                db.close()
 
 
 def _stats_ok(st: TokenStats) -> bool:
