@@ -130,6 +130,10 @@ def test_spec_and_option_errors(tiny_server: Any) -> None:
         load_backend(f"openai:{tiny_server.url}#tiny", options={"max_connections": "0"})
     with pytest.raises(ModelError, match="cannot reach http://127.0.0.1:9/v1/models"):
         load_backend("openai:http://127.0.0.1:9/v1#m", options={"retries": "0"})
+    # the URL without the API's /v1: named, not diagnosed as a chat-only server later
+    root = tiny_server.url.removesuffix("/v1")
+    with pytest.raises(ModelError, match=f"the API is under /v1; use openai:{root}/v1#tiny$"):
+        load_backend(f"openai:{root}#tiny")
 
 
 def test_api_key_from_environment(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:

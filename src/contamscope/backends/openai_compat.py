@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import CapabilityError, ConfigError, ModelError
+from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from .base import (
     Backend,
     Capabilities,
@@ -169,6 +169,20 @@ class OpenAIBackend(Backend):
         return backend
 
     # --- identity -------------------------------------------------------------------------
+    def _missing_v1(self) -> None:
+        """Raise ModelError naming the right URL when the base URL lacks the API's ``/v1``
+        (``BASE/models`` is missing but ``BASE/v1/models`` answers); else return."""
+        if self.base_url.endswith("/v1"):
+            return
+        try:
+            self.client.request("GET", f"{self.base_url}/v1/models")
+        except ContamscopeError:
+            return
+        raise ModelError(
+            f"{self.base_url}/models: not found, but {self.base_url}/v1/models answers: the API "
+            f"is under /v1; use openai:{self.base_url}/v1#{self.model}"
+        )
+
     def server_info(self) -> dict[str, Any]:
         """The server's ``/models`` entry for this model ({} when the server lists none).
 
@@ -178,6 +192,7 @@ class OpenAIBackend(Backend):
                 body = self.client.request("GET", "models")
             except HttpStatusError as exc:
                 if exc.status in (404, 405, 501):
+                    self._missing_v1()
                     self._info = {}
                     return self._info
                 raise ModelError(f"{self.base_url}/models: {exc}") from None

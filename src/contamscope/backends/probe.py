@@ -119,7 +119,12 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
                 backend,
                 report,
                 f"the server has no usable /completions endpoint ({exc.message[:120]}): "
-                "a chat-only API cannot score given text",
+                "a chat-only API cannot score given text"
+                + (
+                    ""
+                    if backend.base_url.endswith("/v1")
+                    else f" (or its API is under /v1: openai:{backend.base_url}/v1#{backend.model})"
+                ),
             )
         return _refuse(backend, report, f"the server rejects scoring requests ({exc})")
     except ContamscopeError as exc:
