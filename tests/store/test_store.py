@@ -332,3 +332,22 @@ def test_an_unwritable_cache_is_opened_read_only(tmp_path: Path, capsys: Any) ->
         assert path.exists()
     finally:
         undo()
+
+
+def test_cache_clear_model_accepts_every_spelling_of_a_setup(tmp_path: Path) -> None:
+    """`hf:./other` and `hf:/abs/other` load the same weights (one fingerprint); only the
+    last spelling used was known, so `cache clear --model hf:./other` said "no such model"."""
+    from cli_runner import run_cli
+
+    class OtherAbsolute(OtherBackend):
+        spec = "hf:/abs/other"
+
+    cache = ScoreCache(tmp_path / "c" / "scores.sqlite")
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", "a")])
+    CachedScorer(OtherAbsolute(), cache).score([ScoreRequest("q", "b")])
+    (setup,) = cache.models()
+    assert setup.name == "hf:/abs/other" and setup.spellings == ("hf:./other", "hf:/abs/other")
+    cache.close()
+    res = run_cli("cache", "clear", "--cache-dir", "c", "--model", "hf:./other", "-y", cwd=tmp_path)
+    assert res.returncode == 0 and "deleted 2 scores of hf:./other" in res.stdout, res.stderr
+    assert ScoreCache(tmp_path / "c" / "scores.sqlite").models() == []

@@ -105,7 +105,7 @@ def clear(
 def _clear_model(path: Path, model: str, yes: bool) -> None:
     cache = ScoreCache(path)
     setups = cache.models()
-    chosen = [m for m in setups if model in (m.spec, m.name)]
+    chosen = [m for m in setups if model == m.name or model in m.spellings]
     if not chosen:
         known = ", ".join(sorted({m.name for m in setups}))
         raise ConfigError(f"--model {model}: no such model set-up in {path} (models: {known})")

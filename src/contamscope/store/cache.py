@@ -87,6 +87,9 @@ class ModelSetup:
     last_used: str | None
     """UTC time a run last opened it."""
     entries: int
+    spellings: tuple[str, ...] = ()
+    """Every spec a run gave for this set-up (``hf:./m`` and ``hf:/abs/m`` load the same
+    weights), so ``cache clear --model`` accepts any of them."""
 
     @property
     def name(self) -> str:
@@ -201,6 +204,10 @@ class ScoreCache:
             "CREATE TABLE IF NOT EXISTS models (fingerprint TEXT PRIMARY KEY, spec TEXT, "
             "detail TEXT, last_used TEXT)"
         )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS model_specs (fingerprint TEXT, spec TEXT, "
+            "PRIMARY KEY (fingerprint, spec))"
+        )
 
     def _check_schema(self, found: object) -> None:
         if str(found) != str(SCHEMA_VERSION):
@@ -304,6 +311,10 @@ class ScoreCache:
             self._db.execute(
                 "INSERT OR REPLACE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, now)
             )
+            if spec:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO model_specs VALUES (?,?)", (fingerprint, spec)
+                )
 
     @_db_errors
     def models(self) -> list[ModelSetup]:
@@ -318,11 +329,25 @@ class ScoreCache:
             fp: (spec, detail, used)
             for fp, spec, detail, used in self._db.execute("SELECT * FROM models")
         }
+        spellings: dict[str, list[str]] = {}
+        try:
+            for fp, spec in self._db.execute("SELECT fingerprint, spec FROM model_specs"):
+                spellings.setdefault(fp, []).append(spec)
+        except sqlite3.OperationalError:  # a read-only cache written before the table existed
+            pass
         out = []
         for fp in set(counts) | set(named):
             spec, detail, used = named.get(fp, (None, None, None))
+            specs = tuple(sorted(set(spellings.get(fp, [])) | ({spec} if spec else set())))
             out.append(
-                ModelSetup(fp, spec, json.loads(detail) if detail else {}, used, counts.get(fp, 0))
+                ModelSetup(
+                    fp,
+                    spec,
+                    json.loads(detail) if detail else {},
+                    used,
+                    counts.get(fp, 0),
+                    specs,
+                )
             )
         return sorted(out, key=lambda m: (m.last_used or "", m.entries), reverse=True)
 
@@ -342,6 +367,7 @@ class ScoreCache:
                 for table in ("scores", "blobs"):
                     n += self._db.execute(f"DELETE FROM {table}{where}", params).rowcount
                 self._db.execute(f"DELETE FROM models{where}", params)
+                self._db.execute(f"DELETE FROM model_specs{where}", params)
         self._db.execute("VACUUM")
         return int(n)
 
