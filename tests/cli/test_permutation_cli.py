@@ -225,3 +225,24 @@ def test_formats_lists_what_every_method_reads(tmp_path: Path) -> None:
     names = [line.split()[0] for line in res.stdout.splitlines() if line.startswith("  ")]
     assert names == [*FORMATS, *QA_FORMATS]
     assert "question + answer (benbench):" in res.stdout and "\ncap: CAP folders" in res.stdout
+
+
+def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """MMLU's test set repeats 106 questions; each copy counted as evidence without a word."""
+    path = tmp_path / "rep_test.csv"
+    rows = [ROWS[0], ROWS[1], "what is  2+2?,6,5,4,3,C", ROWS[4]]  # row 3 repeats row 1
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    base = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(path)]
+    kept = run_cli(*base, "--out", "kept", cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert "repeats: 1 item repeat the question and options of an earlier item" in kept.stderr
+    assert "kept and counted; --drop-repeats leaves them out" in kept.stderr
+    s = json.loads((tmp_path / "kept" / "summary.json").read_text())
+    assert s["counts"]["items_analysed"] == 4 and s["counts"]["repeats_analysed"] == 1
+    dropped = run_cli(*base, "--out", "dropped", "--drop-repeats", "--limit", "3", cwd=tmp_path)
+    assert dropped.returncode == 0, dropped.stderr
+    recs = (tmp_path / "dropped" / "items.jsonl").read_text().splitlines()
+    ids = [json.loads(r)["id"] for r in recs]
+    assert len(ids) == 3 and "rep_test-2" not in ids  # the repeat is left out before --limit

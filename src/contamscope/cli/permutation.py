@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,14 @@ from ..paths import check_output_folder
 from .common import (
     MODEL_OPTIONS_HELP,
     console,
+    counted,
     err_console,
     exit_if_skipped,
     list_skipped,
     open_cache,
     pick_items,
     reading_options,
+    styled,
     subject_list,
     user_errors,
 )
@@ -137,6 +140,12 @@ def command(
         "--include-non-exchangeable",
         help="Also score items whose options refer to each other ('All of the above').",
     ),
+    drop_repeats: bool = typer.Option(
+        False,
+        "--drop-repeats",
+        help="Leave out items repeating an earlier item's question and options (before "
+        "--limit/--sample); by default they are kept and counted, as in the paper.",
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option(
         "auto",
@@ -195,6 +204,27 @@ def run(**kw: Any) -> None:
         scan(kw, executor)
 
 
+def _say_repeats(items: Sequence[Any], drop: bool) -> dict[str, str]:
+    """The items repeating an earlier one's question and options, named on stderr."""
+    from ..data.overlap import repeats
+
+    found = repeats(items)
+    if found:
+        rep, first = next(iter(found.items()))
+        what = "left out" if drop else "kept and counted; --drop-repeats leaves them out"
+        err_console.print(
+            styled(
+                "yellow",
+                "repeats:",
+                f" {counted(len(found), 'item')} repeat the question and options of an earlier "
+                f"item (first: {rep} = {first}): {what}",
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+    return found
+
+
 def load_for(kw: dict[str, Any]) -> Any:
     """The benchmark as the command's arguments read it (a LoadResult)."""
     from ..data import FieldMap, load_benchmark
@@ -237,7 +267,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     subjects = subject_list(kw)
     loaded = load_for(kw)
     list_skipped(loaded.problems)
-    items = pick_items(loaded.items, kw)
+    repeated = _say_repeats(loaded.items, kw["drop_repeats"])
+    pool = [it for it in loaded.items if it.id not in repeated] if kw["drop_repeats"] else None
+    items = pick_items(loaded.items if pool is None else pool, kw)
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
@@ -256,6 +288,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "seed": kw["seed"],
         "split": kw["split"],
         "n_items": len(items),
+        **({"drop_repeats": True} if kw["drop_repeats"] else {}),
         **reading_options(kw),
     }
     progress = Progress(

@@ -32,7 +32,9 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     head.add_row(
         "items",
         f"{counts['items_analysed']} analysed of {counts['items_selected']} selected "
-        f"(excluded: {excl}; rows skipped: {counts['rows_skipped']})",
+        f"(excluded: {excl}; rows skipped: {counts['rows_skipped']}"
+        + (f"; repeats: {counts['repeats_analysed']}" if counts.get("repeats_analysed") else "")
+        + ")",
     )
     console.print(head)
     if not stats.get("n_items"):

@@ -8,7 +8,7 @@ from typing import Any
 
 from contamscope.data.items import content_key
 
-__all__ = ["SplitOverlap", "split_overlap"]
+__all__ = ["SplitOverlap", "split_overlap", "repeats"]
 
 
 @dataclass
@@ -65,3 +65,26 @@ def split_overlap(splits: Mapping[str, Sequence[Any]]) -> SplitOverlap:
         }
     duplicates = {s: len(k) - len(sets[s]) for s, k in keys.items()}
     return SplitOverlap(shared, shared_with, duplicates)
+
+
+def repeats(items: Sequence[Any]) -> dict[str, str]:
+    """Items that repeat the text of an earlier item (:func:`content_key`: question and option
+    set, whitespace and case aside): ``{id of the repeat: id of the first}``.
+
+    A repeated item is not new evidence: a model scores two copies alike, so counting both
+    counts one observation twice (MMLU's test set repeats 106 questions).
+
+    >>> from contamscope.data.items import MCQItem
+    >>> repeats([MCQItem("a", "2+2?", ("4", "3")), MCQItem("b", "2 + 2?", ("4", "3")),
+    ...          MCQItem("c", " 2+2? ", ("3", "4"))])
+    {'c': 'a'}
+    """
+    first: dict[tuple[str, ...], str] = {}
+    out: dict[str, str] = {}
+    for it in items:
+        key = content_key(it)
+        if key in first:
+            out[it.id] = first[key]
+        else:
+            first[key] = it.id
+    return out

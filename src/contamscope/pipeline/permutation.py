@@ -24,6 +24,7 @@ from .. import __version__
 from ..backends.base import Backend, ScoreRequest
 from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
+from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item, summarize
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
@@ -472,7 +473,9 @@ def build_summary(
     included = [r for r in records if not r.get("excluded")]
     excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
     stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha).to_dict()
-    natural = natural_order_summary(included, {it.id: it for it in loaded.items}, config.alpha)
+    by_id = {it.id: it for it in loaded.items}
+    natural = natural_order_summary(included, by_id, config.alpha)
+    repeated = repeats([by_id[r["id"]] for r in included if r["id"] in by_id])
     return {
         "schema": "contamscope.permutation.summary/1",
         "contamscope_version": __version__,
@@ -494,6 +497,7 @@ def build_summary(
             "excluded": dict(excluded),
             "rows_skipped": len(loaded.problems),
             "options_histogram": dict(sorted(Counter(r["n_options"] for r in records).items())),
+            "repeats_analysed": len(repeated),
         },
         "skipped_rows": [str(p) for p in loaded.problems],
         "excluded_items": [
