@@ -111,7 +111,8 @@ def test_mcq_pairs_records_summary_resume(
     assert "tanh/alpha=0.1" in s["statistics"]["generate"]["ablation"]
     # resume: nothing generated again; a new run on the same cache reuses every generation
     again = run_cap(data, sel, _scorer(tiny_backend, tmp_path), run, cfg)
-    assert again.generated_now == 0 and again.resumed == 6
+    assert again.scored_now == 0 and again.resumed == 6
+    assert again.generated_now == 0  # the earlier name still answers
     scorer = _scorer(tiny_backend, tmp_path)
     run_cap(data, sel, scorer, RunDir(tmp_path / "run2"), cfg)
     assert scorer.computed == 0 and scorer.reused > 0

@@ -17,6 +17,7 @@ from contamscope.pipeline import (
     CapConfig,
     MembershipConfig,
     PermutationConfig,
+    PermutationOutcome,
     SplitInput,
     run_benbench,
     run_cap,
@@ -60,6 +61,7 @@ def test_one_scorer_two_runs_each_count_their_own_work_and_the_verdict_is_stored
     # the folder is free once the run returned: the same cell runs again, resuming everything
     again = run_permutation(loaded, loaded.items, scorer, tmp_path / "a", PermutationConfig())
     assert again.resumed == 3 and again.scored_now == 0
+    assert first.scored_now == 3 and isinstance(first, PermutationOutcome)
 
 
 def test_a_cache_shared_by_threads(tmp_path: Path, loaded: Any, tiny_backend: Any) -> None:

@@ -11,11 +11,18 @@ from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .cap import CapConfig, CapOutcome, check_splits, run_cap
 from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
 from .outcome import Outcome
-from .permutation import PermutationConfig, RunOutcome, run_permutation, select_items
+from .permutation import (
+    PermutationConfig,
+    PermutationOutcome,
+    RunOutcome,
+    run_permutation,
+    select_items,
+)
 
 __all__ = [
     "Outcome",
     "PermutationConfig",
+    "PermutationOutcome",
     "RunOutcome",
     "run_permutation",
     "select_items",

@@ -156,8 +156,7 @@ class SplitInput:
 
 @dataclass
 class BenBenchOutcome(Outcome):
-    scored_now: int = 0
-    resumed: int = 0
+    """The result of one run (see :class:`~contamscope.pipeline.outcome.Outcome`)."""
 
 
 # --------------------------------------------------------------------------- one batch

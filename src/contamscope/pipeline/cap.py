@@ -125,9 +125,12 @@ class CapConfig:
 
 @dataclass
 class CapOutcome(Outcome):
-    generated_now: int = 0
-    resumed: int = 0
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def generated_now(self) -> int:
+        """The earlier name of ``scored_now``: items whose answers this call generated."""
+        return self.scored_now
 
 
 def mcq_prompt(item: MCQItem) -> str:

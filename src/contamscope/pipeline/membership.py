@@ -137,8 +137,7 @@ class MembershipConfig:
 
 @dataclass
 class MembershipOutcome(Outcome):
-    scored_now: int = 0
-    resumed: int = 0
+    """The result of one run (see :class:`~contamscope.pipeline.outcome.Outcome`)."""
 
 
 def unseen_references(

@@ -13,8 +13,8 @@ __all__ = ["Outcome"]
 
 @dataclass
 class Outcome:
-    """The result of one run. Every method's outcome has these; each adds its counts
-    (``scored_now`` / ``generated_now``, ``resumed``, ...).
+    """The result of one run, the same for every method (the permutation test and CAP add
+    ``problems``: skipped input rows).
 
     The per-item records are in the run folder (``items.jsonl``), read by :meth:`records`.
     """
@@ -23,6 +23,10 @@ class Outcome:
     """summary.json's contents: provenance, counts, statistics (and ``verdict`` where the
     method has one)."""
     run_dir: Path
+    scored_now: int = 0
+    """Items this call computed (scored; for CAP, generated answers for)."""
+    resumed: int = 0
+    """Items found done in the run folder and not computed again."""
 
     @property
     def verdict(self) -> dict[str, Any] | None:

@@ -33,7 +33,13 @@ from ..workers import SpawnPool
 from .inputs import check_items
 from .outcome import Outcome
 
-__all__ = ["PermutationConfig", "run_permutation", "select_items", "RunOutcome"]
+__all__ = [
+    "PermutationConfig",
+    "run_permutation",
+    "select_items",
+    "PermutationOutcome",
+    "RunOutcome",
+]
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,12 @@ class PermutationConfig:
 
 
 @dataclass
-class RunOutcome(Outcome):
-    scored_now: int = 0
-    resumed: int = 0
+class PermutationOutcome(Outcome):
     problems: list[str] = field(default_factory=list)
+
+
+RunOutcome = PermutationOutcome
+"""The earlier name of :class:`PermutationOutcome`."""
 
 
 _T = TypeVar("_T")
@@ -329,7 +337,7 @@ def run_permutation(
     overwrite: bool = False,
     on_start: Callable[[int, int], None] | None = None,
     on_items: Callable[[int], None] | None = None,
-) -> RunOutcome:
+) -> PermutationOutcome:
     """Score ``items`` under all (or sampled) option orders and write records and a summary.
 
     ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive a progress display.
@@ -415,7 +423,7 @@ def run_permutation(
         },
     )
     run_dir.write_summary(summary)
-    return RunOutcome(
+    return PermutationOutcome(
         summary,
         run_dir.path,
         scored_now,
