@@ -128,3 +128,24 @@ def test_report_tables_sort_ranks_as_numbers_search_shown_text_and_fit_a_phone(
     assert res.probes["yes"] >= flagged > 0
     assert res.probes["page_width"] <= 400
     assert 0 < res.probes["figure_width"] <= 400
+
+
+def test_text_opening_an_html_comment_keeps_the_table(make_run, tmp_path: Path) -> None:
+    """`<!--` in an item's text was written `<\\!--` into the table's JSON, which is not JSON:
+    a SyntaxError left the items table (and every table after it) empty."""
+    run = make_run(n_items=12)
+    lines = (run / "items.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["excluded"] = "options not exchangeable: option D says 'see <!-- note -->' </script>"
+    lines[0] = json.dumps(first)
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path = build_report(run)
+    probes = {
+        "count": PROBES["count"],
+        "cell": """Array.from(document.querySelectorAll('#items td'))
+            .map(td => td.textContent).find(t => t.includes('see <!--')) || null""",
+    }
+    res = check_page(path, probes=probes)
+    assert res.errors == []
+    assert res.probes["count"] == "12 of 12 rows"
+    assert "'see <!-- note -->' </script>" in res.probes["cell"]

@@ -124,9 +124,14 @@ def _clean(v: Any) -> Any:
 
 
 def _json_for_script(obj: Any) -> str:
-    """JSON that cannot end its <script> element early."""
+    """JSON that cannot end its <script> element early nor open a comment in it: every ``<``
+    is written ``\\u003c`` (still valid JSON; ``<\\!--`` was not, and emptied the table).
+
+    >>> _json_for_script(["a </script> <!-- b"])
+    '["a \\\\u003c/script> \\\\u003c!-- b"]'
+    """
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return text.replace("<", "\\u003c")
 
 
 @dataclass
