@@ -13,6 +13,7 @@ import pytest
 
 from contamscope.errors import ConfigError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
+from contamscope.report.html import fmt_p
 from contamscope.report.leaderboard import LeftOut, to_markdown
 
 
@@ -318,6 +319,16 @@ def test_leaderboard_cell_rests_on_the_items_the_verdict_tests(make_run, tmp_pat
     assert est.value < 0 < s["statistics"]["alg1"]["excess"]  # all items: a large excess
     assert est.raw["set_aside"] == len(flagged)
     assert verdict(s["statistics"], s["natural_order"])[0] is False
+    # the report names the set-aside items and shows the p-values the verdict rests on
+    html = build_report(run).read_text(encoding="utf-8")
+    first_id = s["natural_order"]["ids"][0]
+    assert f"(numbers in increasing order: {len(flagged)}), for which H0 fails" in html
+    assert f"without any leak: {first_id}, " in html
+    rest = s["natural_order"]["statistics_without"]
+    assert f"tests on the other {rest['n_items']} items" in html
+    for name, key in (("Algorithm-1 excess", "alg1"), ("rank-test count", "rank")):
+        assert f"<tr><td>{name}</td><td>{fmt_p(rest[key]['p_value'])}</td>" in html
+    assert f"<tr><td>mean-gap test</td><td>{fmt_p(rest['gap']['p_value'])}</td>" in html
 
     only = make_run("only", n_items=12, leaked_every=1, n_excluded=0)
     s = _set_aside_as_natural(only, {f"subj{i % 7}-{i}" for i in range(12)})
@@ -335,7 +346,8 @@ def test_leaderboard_cell_rests_on_the_items_the_verdict_tests(make_run, tmp_pat
     ]
     html = build_report(only).read_text(encoding="utf-8")
     assert '<div class="verdict none">nothing testable' in html
-    assert "The verdict sets the 12 items with a natural option order aside" in html
+    assert "The verdict sets aside 12 with a natural option order" in html
+    assert "No other item is left to test." in html
 
 
 def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(

@@ -281,21 +281,46 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     )
     natural = run.summary.get("natural_order") or {}
     if natural.get("n_items"):
-        rest = natural.get("statistics_without") or {}
-        a = rest.get("alg1") or {}
-        on_rest = (
-            f"; on the other {rest['n_items']}, Algorithm 1 flags {fmt_pct(a.get('rate'))} "
-            f"({a.get('count')}; expected under H0 {fmt_pct(a.get('null_expected'))}, "
-            f"p = {fmt_p(a.get('p_value'))})"
-            if rest.get("n_items")
-            else "; no other item is left to test"
-        )
-        table += (
-            f'<p class="note">The table counts all {stats["n_items"]} analysed items, as the '
-            f"paper does. The verdict sets the {natural['n_items']} items with a natural option "
-            f"order aside (H0 fails for them without any leak){on_rest}.</p>"
-        )
+        table += _set_aside(stats, natural)
     return Section("verdict", "Verdict and statistics", head + table)
+
+
+def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
+    """The items the verdict sets aside (natural option order), named, and the three tests'
+    p-values on the others: the numbers the verdict line rests on."""
+    ids = [str(x) for x in natural.get("ids") or []]
+    shown = ", ".join(esc(x) for x in ids[:20]) + (
+        f" and {len(ids) - 20} more" if len(ids) > 20 else ""
+    )
+    reasons = ", ".join(f"{esc(k)}: {v}" for k, v in (natural.get("reasons") or {}).items())
+    out = (
+        f'<p class="note">The table counts all {stats["n_items"]} analysed items, as the paper '
+        f"does. The verdict sets aside {natural['n_items']} with a natural option order "
+        f"({reasons}), for which H0 fails without any leak: {shown}.</p>"
+    )
+    rest = natural.get("statistics_without") or {}
+    if not rest.get("n_items"):
+        return out + '<p class="note">No other item is left to test.</p>'
+    tests = {
+        "Algorithm-1 excess": (rest.get("alg1") or {}).get("p_value"),
+        "rank-test count": (rest.get("rank") or {}).get("p_value"),
+        "mean-gap test": (rest.get("gap") or {}).get("p_value"),
+    }
+    tested = {k: v for k, v in tests.items() if v is not None}
+    from ..detectors.verdict import VERDICT_ALPHA
+
+    level = VERDICT_ALPHA / max(1, len(tested))
+    body = "".join(
+        f"<tr><td>{k}</td><td>{fmt_p(v)}</td><td>{'yes' if v is not None and v <= level else 'no'}"
+        "</td></tr>"
+        for k, v in tests.items()
+    )
+    return out + (
+        f'<p class="note">The verdict\'s tests on the other {rest["n_items"]} items '
+        f"(Bonferroni: each at p ≤ {level:.3g}, 5% overall):</p>"
+        '<table class="stats"><tr><th>test</th><th>p-value (one-sided)</th>'
+        f"<th>rejects H0</th></tr>{body}</table>"
+    )
 
 
 def _evidence_section(
