@@ -387,3 +387,20 @@ def test_split_labels_come_only_from_a_validate_epoch_folder(make_run, tmp_path:
     assert find_split_labels(plain) is None
     labels = find_split_labels(epoch)
     assert labels is not None and labels.get("subj2-2", False) is True
+
+
+def test_case_plots_show_absolute_log_probs(make_run) -> None:
+    """Log-probs near -411 that differ by hundredths were drawn with ticks "-0.035 ... -0.050"
+    and a detached offset "-4.112e2": unreadable."""
+    run = make_run("offset", n_items=10, n_excluded=0)
+    lines = []
+    for line in (run / "items.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        r["logprobs"] = [-411.2 + 0.01 * (v + 40.0) for v in r["logprobs"]]
+        lines.append(json.dumps(r))
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    html = build_report(run).read_text(encoding="utf-8")
+    cases = html[html.index('<section id="cases">') :]
+    cases = cases[: cases.index("</section>")]
+    assert "<svg" in cases and "−411.2" in cases
+    assert "e2<" not in cases and "e+02" not in cases

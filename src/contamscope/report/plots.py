@@ -58,6 +58,8 @@ def require_matplotlib() -> Any:
             "axes.spines.top": False,
             "axes.spines.right": False,
             "axes.prop_cycle": cycler(color=list(OKABE_ITO)),
+            # absolute tick values: log-probs near -411 read "-411.2", not "-0.035" + "-4.112e2"
+            "axes.formatter.useoffset": False,
         }
     )
     return matplotlib
