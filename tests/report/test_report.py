@@ -396,11 +396,11 @@ def test_case_plots_show_absolute_log_probs(make_run) -> None:
     lines = []
     for line in (run / "items.jsonl").read_text().splitlines():
         r = json.loads(line)
-        r["logprobs"] = [-411.2 + 0.01 * (v + 40.0) for v in r["logprobs"]]
+        r["logprobs"] = [-411.24 + 0.002 * (v + 40.0) for v in r["logprobs"]]
         lines.append(json.dumps(r))
     (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     html = build_report(run).read_text(encoding="utf-8")
     cases = html[html.index('<section id="cases">') :]
     cases = cases[: cases.index("</section>")]
-    assert "<svg" in cases and "−411.2" in cases
+    assert "<svg" in cases and "−411.24" in cases
     assert "e2<" not in cases and "e+02" not in cases
