@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cli_runner import run_cli as run_contamscope
 
+from contamscope.report import build_report
+
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_contamscope("cap", *args, cwd=cwd)
@@ -151,6 +153,9 @@ def test_cap_cli_names_and_drops_items_shared_by_splits(
         "val": {"shared": 1, "shared_with": {"dev": 1}, "duplicates": 0},
     }
     assert sel["n_items"] == {"dev": 3, "val": 3} and sel["drop_shared"] is False
+    assert summary["benchmark"]["overlap_selected"] == sel["overlap"]  # all items selected
+    html = build_report(tmp_path / "kept").read_text(encoding="utf-8")
+    assert "<b>Overlap between splits</b> among the items analysed" in html
 
     dropped = run_cli(*common, "--drop-shared", "--out", str(tmp_path / "dropped"), cwd=tmp_path)
     assert dropped.returncode == 0, dropped.stderr
@@ -167,3 +172,20 @@ def test_cap_cli_names_and_drops_items_shared_by_splits(
     summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
     assert summary["benchmark"]["selection"]["n_items"] == {"dev": 2, "val": 2}
     assert [summary["counts"][s]["items"] for s in ("dev", "val")] == [2, 2]
+    # --limit 2 leaves val's shared item out of the selection: the report's counts are over
+    # the items analysed (they were the files': "dev: 1 items also in another split")
+    for kind in ("ori", "mod"):
+        val = json.loads((data / f"{kind}_val.json").read_text(encoding="utf-8"))
+        val = val[1:3] + val[:1] + val[3:]  # the shared item is now val's third
+        (data / f"{kind}_val.json").write_text(json.dumps(val, ensure_ascii=False), "utf-8")
+    two = run_cli(*common, "--limit", "2", "--out", str(tmp_path / "two"), cwd=tmp_path)
+    assert two.returncode == 0, two.stderr
+    assert "overlap: 1 item of split dev also in split val" in two.stderr  # in the files
+    s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert s2["benchmark"]["selection"]["overlap"]["dev"]["shared"] == 1
+    assert s2["benchmark"]["overlap_selected"]["dev"] == {
+        "shared": 0,
+        "shared_with": {},
+        "duplicates": 0,
+    }
+    assert "Overlap between splits" not in build_report(tmp_path / "two").read_text("utf-8")

@@ -19,6 +19,7 @@ from ..backends.base import GenerateRequest, ScoreRequest
 from ..backends.probe import check_backend
 from ..data.cap import FINEVAL_PROMPT, CapData
 from ..data.items import MCQItem, QAItem
+from ..data.overlap import split_overlap
 from ..detectors.cap import (
     SCALES,
     Comparison,
@@ -443,6 +444,7 @@ def run_cap(
                 "task_detected": data.task_detected,
                 "files": {s: data.splits[s].files for s in selected},
                 "selection": settings["selection"],
+                "overlap_selected": split_overlap(selected).counts(),
             },
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],

@@ -298,8 +298,12 @@ def _verdict_section(
 
 def _overlap_note(summary: dict[str, Any]) -> str:
     """Items whose text is in more than one split, and repeats within a split, if any."""
-    sel = (summary.get("benchmark") or {}).get("selection") or {}
-    overlap = sel.get("overlap") or {}
+    bench = summary.get("benchmark") or {}
+    sel = bench.get("selection") or {}
+    overlap = None if sel.get("drop_shared") else bench.get("overlap_selected")
+    among = "among the items analysed"
+    if overlap is None:  # what --drop-shared left out, or a run from before these counts
+        overlap, among = sel.get("overlap") or {}, "in the split files"
     parts = []
     for split, o in overlap.items():
         with_ = ", ".join(
@@ -320,7 +324,8 @@ def _overlap_note(summary: dict[str, Any]) -> str:
         "difference towards 0; --drop-shared leaves them out"
     )
     return (
-        f"<p class='note'><b>Overlap between splits</b> (same text, whitespace and case aside): "
+        f"<p class='note'><b>Overlap between splits</b> {among} (same text, whitespace and "
+        "case aside): "
         f"{'; '.join(parts)}. Shared items are {what}.</p>"
     )
 
