@@ -149,3 +149,26 @@ def test_text_opening_an_html_comment_keeps_the_table(make_run, tmp_path: Path) 
     assert res.errors == []
     assert res.probes["count"] == "12 of 12 rows"
     assert "'see <!-- note -->' </script>" in res.probes["cell"]
+
+
+def test_headers_sort_from_the_keyboard_and_ids_sort_by_their_numbers(
+    make_run, tmp_path: Path
+) -> None:
+    """Headers could not be reached with Tab (mouse-only sorting), and text sorted digit by
+    digit: subj0-14 before subj0-7, a final answer 160 before 18."""
+    run = make_run(n_items=60, n_excluded=0)
+    path = build_report(run, options=ReportOptions(page_size=100))
+    probes = {
+        "sorted": """(() => { const th = document.querySelector('#items th[data-col="0"]');
+            th.focus();
+            th.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}));
+            const ids = Array.from(document.querySelectorAll('#items tbody tr'))
+              .map(r => r.children[0].textContent).filter(t => t.startsWith('subj0-'));
+            return [document.activeElement === th, th.getAttribute('aria-sort'), ids]; })()""",
+    }
+    res = check_page(path, probes=probes)
+    assert res.errors == []
+    focused, aria, ids = res.probes["sorted"]
+    assert focused and aria == "ascending"
+    numbers = [int(x.split("-")[1]) for x in ids]
+    assert numbers == sorted(numbers) and numbers[:3] == [0, 7, 14]

@@ -227,7 +227,7 @@ def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
         runs.append(run)
     text, _ = write_leaderboard(runs, tmp_path / "lb.html")
     assert "1 model × 2 benchmarks from 2 runs" in text
-    heads = re.findall(r'<th data-col="\d+" title="[^"]*" class="k-pair">([^<]*)</th>', text)
+    heads = re.findall(r'<th data-col="\d+" title="[^"]*" class="k-pair"[^>]*>([^<]*)</th>', text)
     assert heads[:2] == ["cmmlu/test", "cmmlu/test [anatomy, virology]"]
     from contamscope.detectors.stats import wilson_interval
 

@@ -411,7 +411,8 @@ def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOp
     cand.sort(key=lambda t: t[:3], reverse=True)
     top = [t[3] for t in cand[: max(0, options.top_cases)]]
     if not top:
-        return Section("hits", "Instance-level hits", "<p class='note'>No items scored.</p>")
+        why = "None asked for (--top 0)." if cand else "No analysed item to show."
+        return Section("hits", "Instance-level hits", f"<p class='note'>{why}</p>")
     blocks = []
     for r in top:
         vers = r.get("versions") or []

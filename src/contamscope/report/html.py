@@ -77,7 +77,8 @@ class Table:
 
     def html(self) -> str:
         head = "".join(
-            f'<th data-col="{i}" title="{esc(c.help)}" class="k-{c.kind}">{esc(c.label)}</th>'
+            f'<th data-col="{i}" title="{esc(c.help)}" class="k-{c.kind}" tabindex="0" '
+            f'aria-sort="none">{esc(c.label)}</th>'
             for i, c in enumerate(self.columns)
         )
         data = {
@@ -94,7 +95,8 @@ class Table:
             f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody></tbody></table></div>'
             f'<div class="pager"><button data-go="-1">‹ prev</button> <span class="tbl-page">'
             f'</span> <button data-go="1">next ›</button></div>'
-            f"<noscript>the table needs JavaScript; the same data is in items.jsonl</noscript>"
+            f"<noscript>the table needs JavaScript; its data is in the run folders' "
+            "items.jsonl and summary.json</noscript>"
             f'</div><script type="application/json" id="data-{esc(self.id)}">'
             f"{_json_for_script(data)}</script>"
         )
@@ -213,7 +215,7 @@ function fmt(v,k){
   if(k==="pair")return v[1];
   if(k==="pct")return (100*v).toFixed(1)+"%";
   if(k==="p")return v===0?"<1e-300":(v<1e-3?v.toExponential(2):v.toFixed(3));
-  if(k==="num")return (Math.abs(v)>=1000||Math.abs(v)<0.01&&v!==0)?v.toExponential(3):v.toFixed(3);
+  if(k==="num")return (Math.abs(v)>=1e5||Math.abs(v)<5e-4&&v!==0)?v.toExponential(3):(Math.abs(v)>=1000?v.toFixed(1):v.toFixed(3));
   if(k==="bool")return v?"yes":"no";
   return String(v);
 }
@@ -222,7 +224,7 @@ function cmp(a,b){
   if(a===b)return 0;if(a===null||a===undefined)return 1;if(b===null||b===undefined)return -1;
   if(typeof a==="number"&&typeof b==="number")return a-b;
   if(typeof a==="boolean")return (a?1:0)-(b?1:0);
-  return String(a).localeCompare(String(b));
+  return String(a).localeCompare(String(b),undefined,{numeric:true});  // test-2 < test-10
 }
 document.querySelectorAll(".tbl").forEach(function(box){
   var id=box.getAttribute("data-table");
@@ -267,12 +269,18 @@ document.querySelectorAll(".tbl").forEach(function(box){
     });
   }
   function setSort(c,a){
-    sortCol=c;asc=a;ths.forEach(function(t){t.classList.remove("asc","desc")});
-    ths[c].classList.add(asc?"asc":"desc");order();page=0;draw();
+    sortCol=c;asc=a;
+    ths.forEach(function(t){t.classList.remove("asc","desc");t.setAttribute("aria-sort","none")});
+    ths[c].classList.add(asc?"asc":"desc");ths[c].setAttribute("aria-sort",asc?"ascending":"descending");
+    order();page=0;draw();
   }
-  ths.forEach(function(th){th.addEventListener("click",function(){
-    var c=+th.getAttribute("data-col");setSort(c,sortCol===c?!asc:true);
-  })});
+  ths.forEach(function(th){
+    function go(){var c=+th.getAttribute("data-col");setSort(c,sortCol===c?!asc:true)}
+    th.addEventListener("click",go);
+    th.addEventListener("keydown",function(e){  // keyboard users sort too (Tab, Enter/Space)
+      if(e.key==="Enter"||e.key===" "){e.preventDefault();go()}
+    });
+  });
   box.querySelectorAll("button").forEach(function(b){b.addEventListener("click",function(){
     page+= +b.getAttribute("data-go");draw();
   })});
