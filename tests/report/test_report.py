@@ -404,3 +404,22 @@ def test_case_plots_show_absolute_log_probs(make_run) -> None:
     cases = cases[: cases.index("</section>")]
     assert "<svg" in cases and "−411.24" in cases
     assert "e2<" not in cases and "e+02" not in cases
+
+
+def test_case_studies_show_the_options_and_long_questions_keep_their_end(make_run) -> None:
+    """The option texts were nowhere in the report, and a passage cut at 600 characters hid
+    its question (the search missed it too)."""
+    run = make_run("long", n_items=6, n_excluded=0)
+    lines = []
+    for line in (run / "items.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        r["prefix"] = "Passage start. " + "More of the passage. " * 60 + "Who was John Kerry?:\n"
+        r["continuations"] = ["A:senator\nB:<b>actor</b>\nC:judge\nD:pilot\n"] * len(r["orders"])
+        lines.append(json.dumps(r))
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    html = build_report(run).read_text(encoding="utf-8")
+    assert (
+        "<b>options</b> (original order): A:senator · B:&lt;b&gt;actor&lt;/b&gt; · C:judge" in html
+    )
+    assert "Who was John Kerry?" in html  # in the table's data and the case captions
+    assert "Passage start. More of the passage." in html

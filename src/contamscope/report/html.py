@@ -102,16 +102,25 @@ class Table:
         )
 
 
-def clip(text: Any, limit: int) -> str:
+def clip(text: Any, limit: int, *, tail: int = 0) -> str:
     """``text`` with its whitespace collapsed, cut to at most ``limit`` characters at a word
-    boundary where one is near the end, with an ellipsis when cut ("" for None).
+    boundary where one is near the end, with an ellipsis when cut ("" for None). ``tail``:
+    keep that many of the last characters too (a reading passage's question is at its end).
 
     >>> clip("How  much\\npaint is needed for the wall?", 20)
     'How much paint is…'
+    >>> clip("A long passage about paint. " * 3 + "How much is needed?", 40, tail=20)
+    'A long passage… How much is needed?'
     """
     t = " ".join(str(text).split()) if text is not None else ""
     if len(t) <= limit:
         return t
+    if tail:
+        end = t[-tail:]
+        space = end.find(" ")
+        if 0 <= space < 20:  # start the tail at a word
+            end = end[space + 1 :]
+        return clip(t[: len(t) - len(end)], limit - len(end) - 1) + " " + end
     cut = t[: limit - 1]
     space = cut.rfind(" ")
     if space >= limit - 20:  # no word boundary near the end (e.g. Chinese): cut anywhere

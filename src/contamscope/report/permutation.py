@@ -80,6 +80,8 @@ class _Case:
     rank: int
     p_value: float
     gap: float
+    options: str = ""
+    """The option block in the original order (``A:... B:...``), clipped."""
 
 
 def _letters(order: list[int]) -> str:
@@ -96,7 +98,8 @@ def _alg2_flag(rec: dict[str, Any], d0: str | None) -> bool | None:
 
 
 def _question(rec: dict[str, Any]) -> str:
-    return clip(rec.get("prefix"), _QUESTION_CHARS)
+    """The prompt's question, clipped in the middle: a passage's start and its question."""
+    return clip(rec.get("prefix"), _QUESTION_CHARS, tail=_QUESTION_CHARS // 3)
 
 
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
@@ -154,6 +157,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 int(rec["rank"]),
                 p,
                 gap,
+                clip(" · ".join((rec.get("continuations") or [""])[0].splitlines()), 600),
             )
             if len(heap) < k:
                 heapq.heappush(heap, (*key, case))
@@ -422,7 +426,9 @@ def _cases_section(cases: list[_Case], n_items: int) -> Section:
             cap = f"<b>{esc(c.id)}</b>{' (' + esc(c.subject) + ')' if c.subject else ''}: "
             figs.append(
                 to_svg(fig, f"log-probs of all orders of {c.id}")
-                + f"<figcaption>{cap}{esc(c.question)}</figcaption>"
+                + f"<figcaption>{cap}{esc(c.question)}"
+                + (f"<br><b>options</b> (original order): {esc(c.options)}" if c.options else "")
+                + "</figcaption>"
             )
     body = (
         f"<p class='note'>The {len(cases)} items (of {n_items}) with the smallest rank p-value "
