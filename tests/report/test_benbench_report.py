@@ -153,3 +153,21 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     assert "| p (two-sided) |" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "split" not in ln]
     assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row
+
+
+def test_a_model_keeps_its_colour_in_every_leaderboard_chart(
+    make_run, make_cap_run, make_benbench_run
+) -> None:
+    """Each chart coloured its own models from the first colour on: the BenBench run's model
+    was blue in its chart while blue meant another model in the chart beside it."""
+    from contamscope.report.leaderboard import _bar_chart
+    from contamscope.report.plots import OKABE_ITO
+
+    runs = [make_run("perm", n_items=24), make_cap_run("cap"), make_benbench_run("bb")]
+    entries = collect(runs)
+    models = list(dict.fromkeys(e.model for e in entries))
+    assert len(models) == 3
+    for e in entries:
+        svg = _bar_chart(entries, e.method).lower()
+        own = OKABE_ITO[models.index(e.model)].lower()
+        assert f"fill: {own}" in svg, (e.model, e.method)

@@ -270,13 +270,18 @@ def _legends(entries: Sequence[LeaderboardEntry], html: bool = True) -> list[str
 
 
 def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
+    """One method's estimates by benchmark, a bar per model. A model keeps its colour (and
+    hatch) in every chart of the page: its place among all the page's models."""
+    everyone = list(dict.fromkeys(e.model for e in entries))
     rows = [e for e in entries if e.method == method and e.estimate.value is not None]
     models = list(dict.fromkeys(e.model for e in rows))
     benches = list(dict.fromkeys(e.benchmark for e in rows))
     width = 0.8 / max(1, len(models))
     percent = all(e.estimate.percent for e in rows)
     scale = 100.0 if percent else 1.0
-    with figure(max(5.0, 1.3 * len(benches) * max(1, len(models)) ** 0.5 + 2), 3.8) as (fig, ax):
+    # at most 9 inches wide: a wider figure is shrunk to the page and its text with it
+    wide = min(9.0, max(5.0, 1.3 * len(benches) * max(1, len(models)) ** 0.5 + 2))
+    with figure(wide, 3.8) as (fig, ax):
         for j, m in enumerate(models):
             xs, ys, lo, hi = [], [], [], []
             for b_i, b in enumerate(benches):
@@ -289,13 +294,19 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
                 ys.append(v)
                 lo.append(max(0.0, v - ci[0] * scale) if ci else 0.0)
                 hi.append(max(0.0, ci[1] * scale - v) if ci else 0.0)
-            colour = OKABE_ITO[j % len(OKABE_ITO)]
-            hatch = ["", "//", "..", "xx"][(j // len(OKABE_ITO)) % 4]
+            place = everyone.index(m)
+            colour = OKABE_ITO[place % len(OKABE_ITO)]
+            hatch = ["", "//", "..", "xx"][(place // len(OKABE_ITO)) % 4]
             ax.bar(xs, ys, width=width * 0.95, color=colour, hatch=hatch, label=m,
                    yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
         ax.axhline(0, color="#000", lw=1)
         ax.set_xticks(range(len(benches)))
-        ax.set_xticklabels([b if len(b) <= 28 else b[:27] + "…" for b in benches], fontsize=8)
+        ax.set_xticklabels(
+            [b if len(b) <= 28 else b[:27] + "…" for b in benches],
+            fontsize=8,
+            rotation=30 if len(benches) > 4 else 0,
+            ha="right" if len(benches) > 4 else "center",
+        )
         stat = rows[0].estimate.statistic if rows else method
         ax.set_ylabel(f"{stat}" + (" (pp)" if percent else ""), fontsize=9)
         ax.set_xlabel("benchmark")
