@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VERDICT_ALPHA", "p_text", "pct_text", "verdict", "verdict_dict"]
+__all__ = ["VERDICT_ALPHA", "p_text", "pct_text", "verdict", "verdict_dict", "verdict_tests"]
 
 VERDICT_ALPHA = 0.05
 """Overall level of the dataset verdict (split over the tests by Bonferroni)."""
@@ -22,6 +22,17 @@ def p_text(p: float | None) -> str:
     if p is None:
         return "-"
     return "<1e-300" if p == 0 else (f"{p:.2e}" if p < 1e-3 else f"{p:.3f}")
+
+
+def verdict_tests(stats: dict[str, Any]) -> tuple[dict[str, float | None], float]:
+    """The verdict's three tests' p-values (None: not computed) and the Bonferroni level each
+    must reach for 5% overall."""
+    ps = {
+        "Algorithm-1 excess": (stats.get("alg1") or {}).get("p_value"),
+        "rank-test count": (stats.get("rank") or {}).get("p_value"),
+        "mean-gap test": (stats.get("gap") or {}).get("p_value"),
+    }
+    return ps, VERDICT_ALPHA / max(1, sum(v is not None for v in ps.values()))
 
 
 def verdict(
@@ -58,13 +69,8 @@ def verdict(
         )
     if not stats.get("n_items"):
         return None, "no items analysed"
-    ps = {
-        "Algorithm-1 excess": (stats.get("alg1") or {}).get("p_value"),
-        "rank-test count": (stats.get("rank") or {}).get("p_value"),
-        "mean-gap test": (stats.get("gap") or {}).get("p_value"),
-    }
+    ps, level = verdict_tests(stats)
     tested = {k: v for k, v in ps.items() if v is not None}
-    level = VERDICT_ALPHA / max(1, len(tested))
     hits = [k for k, v in tested.items() if v <= level]
     if hits:
         return True, (

@@ -305,15 +305,9 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
     rest = natural.get("statistics_without") or {}
     if not rest.get("n_items"):
         return out + '<p class="note">No other item is left to test.</p>'
-    tests = {
-        "Algorithm-1 excess": (rest.get("alg1") or {}).get("p_value"),
-        "rank-test count": (rest.get("rank") or {}).get("p_value"),
-        "mean-gap test": (rest.get("gap") or {}).get("p_value"),
-    }
-    tested = {k: v for k, v in tests.items() if v is not None}
-    from ..detectors.verdict import VERDICT_ALPHA
+    from ..detectors.verdict import verdict_tests
 
-    level = VERDICT_ALPHA / max(1, len(tested))
+    tests, level = verdict_tests(rest)
     body = "".join(
         f"<tr><td>{k}</td><td>{fmt_p(v)}</td><td>{'yes' if v is not None and v <= level else 'no'}"
         "</td></tr>"
