@@ -142,9 +142,9 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     bad = load_qa(str(tmp_path / "bad.jsonl"))
     with pytest.raises(ConfigError, match=r"a skipped row shifts the rest: .*bad.jsonl:1: invalid"):
         pair_reference(bench, bad, name="bad")
-    by_id = pair_reference(bench, bad, name="bad", pairing="id")
-    assert by_id.skipped_rows[0].startswith(f"{tmp_path / 'bad.jsonl'}:1: invalid JSON")
-    assert by_id.describe(["b-0"])["rows_skipped"] == 1
+    # without id fields the ids are "b-0", "bad-1" (file name, row): --pairing id is refused
+    with pytest.raises(ConfigError, match=r"--pairing id: .*bad.jsonl has no id field"):
+        pair_reference(bench, bad, name="bad", pairing="id")
     with pytest.raises(ConfigError, match="--pairing 'bogus': expected one of auto, question"):
         pair_reference(bench, short, name="s", pairing="bogus")
 
@@ -172,3 +172,27 @@ def test_qa_csv_row_with_another_number_of_cells_is_skipped(tmp_path: Path) -> N
     got = load_qa(str(path))
     assert [i.answer for i in got.items] == ["4", "6"]
     assert [str(p) for p in got.problems] == [f"{path}:3: 4 cells, the header has 2"]
+
+
+def test_files_of_the_same_name_are_not_paired_by_their_made_up_ids(tmp_path: Path) -> None:
+    """orig/test.jsonl and para/test.jsonl both got ids test-0, test-1, ...: auto pairing took
+    them for real ids and paired by position without the position checks, so a reference
+    missing its row 2 paired every later item with the wrong paraphrase, exit 0."""
+    rows = [{"question": f"Q{i}?", "answer": f"{i}\n#### {i}"} for i in range(4)]
+    para = [{"question": f"Q{i} reworded?", "answer": f"{i}\n#### {i}"} for i in (0, 2, 3)]
+    (tmp_path / "orig").mkdir()
+    (tmp_path / "para").mkdir()
+    bench = load_qa(str(write_jsonl(tmp_path / "orig" / "test.jsonl", rows)))
+    ref = load_qa(str(write_jsonl(tmp_path / "para" / "test.jsonl", para)))
+    assert {i.id for i in bench.items} & {r.id for r in ref.items}  # the made-up ids overlap
+    with pytest.raises(ConfigError, match="cannot pair its 3 usable rows with the 4"):
+        pair_reference(bench, ref, name="para")
+    # with real ids on both sides, pairing by id is what the user meant
+    with_ids = [dict(r, qid=f"k{i}") for i, r in enumerate(rows)]
+    para_ids = [dict(p, qid=f"k{i}") for i, p in zip((0, 2, 3), para, strict=True)]
+    fm = FieldMap.parse("question=question,answer=answer,id=qid")
+    bench = load_qa(str(write_jsonl(tmp_path / "orig" / "ids.jsonl", with_ids)), field_map=fm)
+    ref = load_qa(str(write_jsonl(tmp_path / "para" / "ids.jsonl", para_ids)), field_map=fm)
+    paired = pair_reference(bench, ref, name="para")
+    assert paired.pairing == "id" and sorted(paired.pairs) == ["k0", "k2", "k3"]
+    assert paired.pairs["k2"].question == "Q2 reworded?"

@@ -167,6 +167,8 @@ def _make_item(
             "answer": ra if isinstance(ra, str) else None,
         }
     meta.setdefault("final_answer", final_answer(a))
+    if item_id == default_id:  # made from the file name and row number, not the data's own
+        meta["id_generated"] = True
     return QAItem(
         id=item_id,
         question=q,

@@ -118,13 +118,20 @@ def pair_reference(
     check_pairing(pairing)
     items = bench.items
     rows = ref.items
+    own_ids = lambda its: {i.id for i in its if not i.meta.get("id_generated")}  # noqa: E731
     if pairing == "auto":
         if rows and all("paraphrase" in r.meta for r in rows):
             pairing = "question"
-        elif {r.id for r in rows} & {i.id for i in items}:
+        elif own_ids(rows) & own_ids(items):  # generated ids ("test-3") only say the position
             pairing = "id"
         else:
             pairing = "order"
+    if pairing == "id" and not (own_ids(rows) and own_ids(items)):
+        raise ConfigError(
+            f"--pairing id: {ref.source if not own_ids(rows) else bench.source} has no id field "
+            "(its ids are made from the file name and row number, so they would pair by "
+            "position); give both files an id field (--fields id=...) or use --pairing order"
+        )
     out = ReferenceSet(
         name=name,
         source=ref.source,
