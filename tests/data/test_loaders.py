@@ -733,3 +733,23 @@ def test_one_bad_file_of_a_folder_is_skipped_and_listed(tmp_path: Path) -> None:
     head = write(tmp_path, "head.csv", "question,A,B,answer\n")
     with pytest.raises(DataError, match=r"head.csv: no items \(no data rows\)"):
         load_benchmark(str(head))
+
+
+def test_unreadable_text_and_deep_nesting_are_row_problems(tmp_path: Path) -> None:
+    """A lone surrogate escape ("\\ud83d") loaded fine and crashed the tokenizer mid-run (the
+    batch's other items lost); a line nested 50,000 deep raised RecursionError."""
+    good = {"stem": "Q?", "a": "1", "b": "2", "c": "3", "label": 0}
+    half_emoji = json.dumps(dict(good, stem="Smile \ud83d?"))  # written as "\\ud83d"
+    deep = '{"stem": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    path = write(tmp_path, "odd.jsonl", line(good) + half_emoji + "\n" + deep + "\n" + line(good))
+    fm = FieldMap.parse("question=stem,options=a|b|c,answer=label")
+    result = load_benchmark(str(path), field_map=fm)
+    assert len(result.items) == 2
+    assert [str(p) for p in result.problems] == [
+        f"{path}:2: invalid text: a lone surrogate escape (such as \\ud83d, half of an emoji), "
+        "which is no character",
+        f"{path}:3: invalid JSON (nested too deeply)",
+    ]
+    whole = write(tmp_path, "odd.json", json.dumps([good, dict(good, stem="\ud83d")]))
+    with pytest.raises(DataError, match=r"odd.json: record 2 of the list holds a lone surrogate"):
+        load_benchmark(str(whole), field_map=fm)

@@ -37,14 +37,33 @@ def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
             yield i, line.rstrip("\r")
 
 
+_SURROGATE = "a lone surrogate escape (such as \\ud83d, half of an emoji), which is no character"
+
+
+def _text_problem(value: Any) -> str | None:
+    """Why ``value`` holds text no model can read, or None: JSON may escape half of a UTF-16
+    pair ("\\ud83d"), which Python keeps as a lone surrogate and tokenizers refuse."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE
+    return None
+
+
 def json_object(line: str) -> dict[str, Any]:
-    """Parse one JSON Lines record; anything but a JSON object is a row problem."""
+    """Parse one JSON Lines record; anything but a JSON object of readable text is a row
+    problem."""
     try:
         value = json.loads(line)
     except json.JSONDecodeError as e:
         raise RowError(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise RowError("invalid JSON (nested too deeply)") from None
     if not isinstance(value, dict):
         raise RowError(f"expected a JSON object, got {type(value).__name__}")
+    problem = _text_problem(value)
+    if problem:
+        raise RowError(f"invalid text: {problem}")
     return value
 
 
@@ -57,9 +76,18 @@ def load_json_list(path: Path, text: str) -> list[Any]:
         raise DataError(
             f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno}){hint}"
         ) from None
+    except RecursionError:
+        raise DataError(f"{path}: not usable JSON (nested too deeply)") from None
     if not isinstance(value, list):
         raise DataError(
             f"{path}: expected a JSON list of question records, got {type(value).__name__}"
+        )
+    bad = [i for i, rec in enumerate(value, start=1) if _text_problem(rec)]
+    if bad:
+        raise DataError(
+            f"{path}: record {bad[0]} of the list"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+            + f" holds {_SURROGATE}; fix or remove it"
         )
     return value
 
