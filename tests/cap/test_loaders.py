@@ -54,6 +54,25 @@ def test_malformed_rows_are_counted_and_strict_fails(fineval_dir: Path) -> None:
         load_cap(str(fineval_dir), ["dev", "val"], strict=True)
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"), [(None, "missing input"), (7, "input is not text (int)")]
+)
+def test_a_first_record_without_text_input_is_a_row_problem(
+    fineval_dir: Path, value: object, reason: str
+) -> None:
+    """The task detection read the first record's input: null or a number was a TypeError."""
+    path = fineval_dir / "data" / "ori_dev.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    rows[0]["input"] = value
+    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    assert data.task == "mcq"  # detected from the next record
+    assert any(str(p).endswith(f"ori_dev.json:1: {reason}") for p in data.problems), [
+        str(p) for p in data.problems
+    ]
+    assert len(data.splits["dev"].items) == len(rows) - 1
+
+
 def test_mod_file_must_pair(fineval_dir: Path) -> None:
     path = fineval_dir / "data" / "mod_dev.json"
     path.write_text(json.dumps(json.loads(path.read_text(encoding="utf-8"))[:2]), encoding="utf-8")
@@ -85,12 +104,18 @@ def test_generic_jsonl_with_split_field(qa_file: Path) -> None:
 
 def test_one_file_with_every_split_reports_each_bad_row_once(qa_file: Path) -> None:
     lines = qa_file.read_text(encoding="utf-8").splitlines()
-    lines[1:1] = ["{not json", json.dumps({"question": "No split here?", "answer": "1"})]
+    lines[1:1] = [
+        "{not json",
+        json.dumps({"question": "No split here?", "answer": "1"}),
+        # a null split became the split "None": the row vanished without a word
+        json.dumps({"question": "Null split?", "answer": "1", "part": None}),
+    ]
     qa_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     fields = CapFields.parse("input=question,output=answer,split=part")
     data = load_cap(str(qa_file), ["train", "test"], fields=fields)
-    assert [p.line for p in data.problems] == [2, 3]  # once each, not once per split
+    assert [p.line for p in data.problems] == [2, 3, 4]  # once each, not once per split
     assert data.problems[1].reason == "missing split field 'part'"
+    assert data.problems[2].reason == "missing split field 'part'"
     assert [len(data.splits[s].items) for s in ("train", "test")] == [3, 2]
 
 

@@ -242,10 +242,11 @@ def _by_split(
     without one is a problem, reported once whatever the number of splits asked for)."""
     out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for line, rec in records:
-        if cf.split is None or cf.split not in rec:
+        value = rec.get(cf.split) if cf.split is not None else None
+        if value is None or isinstance(value, (dict, list)) or not str(value).strip():
             col.problem(str(path), line, f"missing split field {cf.split!r}")
             continue
-        out.setdefault(str(rec[cf.split]).strip(), []).append((line, rec))
+        out.setdefault(str(value).strip(), []).append((line, rec))
     return out
 
 
@@ -409,8 +410,10 @@ def _load_pairs(
     detected = task is None
     if task is None:
         first = load_json_list(files[splits[0]][0], texts[splits[0]])[:50]
-        task = _detect_task(
-            [r.get("input", "") for r in first if isinstance(r, dict)][:1],
+        task = _detect_task(  # the first record with a text input (bad rows are named later)
+            [r["input"] for r in first if isinstance(r, dict) and isinstance(r.get("input"), str)][
+                :1
+            ],
             [str(r.get("output") or "") for r in first if isinstance(r, dict)],
         )
     pair_cf = CapFields(cf.input, cf.output, None, "idx", None)
