@@ -753,3 +753,14 @@ def test_unreadable_text_and_deep_nesting_are_row_problems(tmp_path: Path) -> No
     whole = write(tmp_path, "odd.json", json.dumps([good, dict(good, stem="\ud83d")]))
     with pytest.raises(DataError, match=r"odd.json: record 2 of the list holds a lone surrogate"):
         load_benchmark(str(whole), field_map=fm)
+
+
+@pytest.mark.parametrize("key", ["given", "nope"])
+def test_field_map_unknown_keys_are_refused_by_name(key: str) -> None:
+    """`given` (an internal field) was listed among the known keys and, given, raised
+    TypeError "got multiple values for keyword argument 'given'"."""
+    with pytest.raises(ConfigError) as err:
+        FieldMap.parse(f"question=stem,{key}=x")
+    assert str(err.value) == (
+        f"field map: unknown key {key!r} (known: question, options, answer, id, subject)"
+    )

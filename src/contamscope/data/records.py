@@ -62,7 +62,7 @@ class FieldMap:
         >>> FieldMap.parse("question=stem,options=a|b|c|d,answer=label")
         FieldMap(question='stem', options=('a', 'b', 'c', 'd'), answer='label', id='id', subject='subject')
         """
-        known = [f.name for f in fields(cls)]
+        known = [f.name for f in fields(cls) if f.name != "given"]
         values: dict[str, Any] = {}
         for part in (p.strip() for p in spec.split(",")):
             if not part:
