@@ -130,3 +130,19 @@ def test_user_errors_are_one_line(
     assert res.returncode == 2
     assert message in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_skipped_rows_are_listed_and_exit_3(tmp_path: Path, tiny_model_path: Path) -> None:
+    """validate printed the skipped rows but exited 0 and left them out of summary.json."""
+    path = tmp_path / "bad_test.csv"
+    rows = [",".join([*q, "A"]) for q in QUESTIONS[:6]] + ["only,three,cells"]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    res = run_cli(
+        "validate", "--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>",
+        "--benchmark", str(path), "--n-items", "4", "--epochs", "1", "--no-baseline",
+        "--reference-items", "0", "--out", str(tmp_path / "v"), "--device", "cpu",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 3, res.stderr
+    summary = json.loads((tmp_path / "v" / "summary.json").read_text())
+    assert [s.split(": ", 1)[0] for s in summary["skipped_rows"]] == [f"{path}:7"]

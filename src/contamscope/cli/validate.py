@@ -23,6 +23,7 @@ from .common import (
     MODEL_OPTIONS_HELP,
     console,
     err_console,
+    exit_if_skipped,
     list_skipped,
     open_cache,
     styled,
@@ -168,7 +169,7 @@ def command(
     run(**locals())
 
 
-def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
+def _permutation(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
     from ..data import load_benchmark
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
@@ -194,10 +195,11 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
             statistic=kw["statistic"], alpha=kw["alpha"], template=get_template(kw["template"])
         ),
     )
-    return method, f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
+    name = f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
+    return method, name, [str(p) for p in loaded.problems]
 
 
-def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
+def _benbench(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
     from ..data.qa import load_qa
     from ..pipeline.benbench import BenBenchConfig
     from ..validate import BenBenchValidation
@@ -208,10 +210,11 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
     method = BenBenchValidation(
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )
-    return method, f"validate-benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    name = f"validate-benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    return method, name, [str(p) for p in loaded.problems]
 
 
-def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
+def _cap(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
     from ..data.cap import load_cap
     from ..pipeline.cap import CapConfig
     from ..validate import CapValidation
@@ -233,7 +236,8 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
         batch_items=8,
     )
     method = CapValidation(data, trained, config)
-    return method, f"validate-cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{trained}"
+    name = f"validate-cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{trained}"
+    return method, name, [str(p) for p in data.problems]
 
 
 _METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
@@ -260,7 +264,7 @@ def run(**kw: Any) -> None:
             seed=kw["seed"],
         ),
     )
-    method, default_name = build(kw)
+    method, default_name, skipped = build(kw)
     out = kw["out"] or Path("runs") / default_name
     check_output_folder(out)
     cache = open_cache(kw)
@@ -317,6 +321,16 @@ def run(**kw: Any) -> None:
         + (", validation-roc.png" if roc else "")
         + ")"
     )
+    if skipped:  # listed in summary.json, exit code 3, as the other commands do
+        import json
+
+        from ..paths import RUN_FOLDER, write_text_atomic
+
+        path = Path(outcome.run_dir) / "summary.json"
+        summary = dict(outcome.summary, skipped_rows=skipped)
+        text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+        write_text_atomic(path, text, RUN_FOLDER)
+    exit_if_skipped(len(skipped))
 
 
 def print_validation_summary(summary: dict[str, Any]) -> None:
