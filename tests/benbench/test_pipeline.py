@@ -285,3 +285,18 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     assert names == ["original", f"{tmp_path.name}/rewritten", "b/rewritten"]
     r = run_cli(*args, "-r", str(ref), "-r", f"{tmp_path}/b/../rewritten.jsonl", cwd=tmp_path)
     assert r.returncode == 2 and "--reference" in r.stderr and "given twice" in r.stderr
+
+
+def test_drop_shared_that_leaves_a_split_empty_is_refused(tmp_path: Path) -> None:
+    """The run loaded the model, printed "0 analysed of 0" and exited 0."""
+    rows = [{"question": f"Q{i}?", "answer": f"{i}\n#### {i}"} for i in range(3)]
+    path = tmp_path / "same.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    res = run_cli(
+        "benbench", "--model", "hf:/nowhere/model", "--benchmark", str(path), "--train",
+        str(path), "--drop-shared", "--no-lenient", "--out", str(tmp_path / "o"), cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1] == (
+        "error: --drop-shared left no items in split test (each is in another split too)"
+    )

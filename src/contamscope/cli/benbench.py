@@ -23,6 +23,7 @@ from .common import (
     open_cache,
     pick_items,
     reading_options,
+    refuse_empty,
     say_overlap,
     styled,
     user_errors,
@@ -272,6 +273,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         splits.append(
             _split_input(kw, loaded["train"], kw["train_reference"], "train", drop["train"])
         )
+    refuse_empty({s.name: s.items for s in splits}, kw["drop_shared"])
     if not any(s.references for s in splits) and not kw["paraphraser"]:
         err_console.print(
             styled(

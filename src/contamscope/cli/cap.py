@@ -22,6 +22,7 @@ from .common import (
     open_cache,
     pick_items,
     reading_options,
+    refuse_empty,
     say_overlap,
     styled,
     user_errors,
@@ -233,6 +234,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         s: pick_items([it for it in data.splits[s].items if it.id not in gone[s]], kw, f"split {s}")
         for s in split_names
     }
+    refuse_empty(selected, kw["drop_shared"])
     options = parse_model_options(kw["model_opt"])
     embedder = None
     if data.task == "summary":

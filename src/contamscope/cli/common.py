@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -193,6 +193,18 @@ def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
                 ),
                 highlight=False,
                 soft_wrap=True,
+            )
+
+
+def refuse_empty(selected: Mapping[str, Sequence[Any]], dropped_shared: bool) -> None:
+    """A split left without items is a user error before the model loads (a run of it ended
+    with empty statistics and exit 0)."""
+    for name, items in selected.items():
+        if not items:
+            raise ConfigError(
+                f"--drop-shared left no items in split {name} (each is in another split too)"
+                if dropped_shared
+                else f"no items are selected in split {name}"
             )
 
 
