@@ -196,3 +196,19 @@ def test_files_of_the_same_name_are_not_paired_by_their_made_up_ids(tmp_path: Pa
     paired = pair_reference(bench, ref, name="para")
     assert paired.pairing == "id" and sorted(paired.pairs) == ["k0", "k2", "k3"]
     assert paired.pairs["k2"].question == "Q2 reworded?"
+
+
+def test_a_second_paraphrase_of_one_question_is_named(tmp_path: Path) -> None:
+    """The reference's second row for the same question was dropped without a word."""
+    bench = load_qa(str(write_jsonl(tmp_path / "b.jsonl", GSM)))
+    rw = [
+        dict(GSM[1], rewritten_question="P?", rewritten_answer="x\n#### 999"),
+        dict(GSM[1], rewritten_question="P again?", rewritten_answer="y\n#### 999"),
+    ]
+    ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "rw.jsonl", rw))), name="rw")
+    assert ref.pairs["b-1"].question == "P?"
+    where = tmp_path / "rw.jsonl"
+    assert ref.skipped_rows == [
+        f"{where}:2: a second paraphrase of the question paired at {where}:1 (that one is used)"
+    ]
+    assert ref.describe(["b-1"])["rows_skipped"] == 1

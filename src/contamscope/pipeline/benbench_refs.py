@@ -149,6 +149,7 @@ def pair_reference(
 
     where = lambda r: f"{r.source}:{r.line}"  # noqa: E731
     if pairing == "question":
+        paired_from: dict[str, str] = {}
         by_q: dict[str, list[QAItem]] = {}
         for it in items:
             by_q.setdefault(_key(it.question), []).append(it)
@@ -157,8 +158,16 @@ def pair_reference(
             if not matches:
                 out.unmatched_rows.append(where(row))
                 continue
+            first_row = paired_from.get(matches[0].id)
+            if first_row is not None:  # one paraphrase per item and reference: say which won
+                out.skipped_rows.append(
+                    f"{where(row)}: a second paraphrase of the question paired at "
+                    f"{first_row} (that one is used)"
+                )
+                continue
             for it in matches:
-                out.pairs.setdefault(it.id, para(row, it))
+                out.pairs[it.id] = para(row, it)
+                paired_from[it.id] = where(row)
     elif pairing == "id":
         by_id = {it.id: it for it in items}
         for row in rows:
