@@ -171,3 +171,15 @@ def test_a_model_keeps_its_colour_in_every_leaderboard_chart(
         svg = _bar_chart(entries, e.method).lower()
         own = OKABE_ITO[models.index(e.model)].lower()
         assert f"fill: {own}" in svg, (e.model, e.method)
+
+
+def test_card_names_the_method_of_another_run(make_run, tmp_path: Path) -> None:
+    """A permutation run given to `card` was "not a BenBench run (method None)"."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+
+    run = make_run("perm", n_items=6)
+    res = CliRunner().invoke(app, ["card", "--run", str(run), "--out", str(tmp_path / "c.md")])
+    assert res.exit_code == 2
+    assert "summary.json: a permutation run, not a BenBench run" in res.output

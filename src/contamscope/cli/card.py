@@ -62,8 +62,12 @@ def _read(run: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(summary, dict) or summary.get("method") != "benbench":
-        method = summary.get("method") if isinstance(summary, dict) else None
-        raise DataError(f"{path}: not a BenBench run (method {method!r})")
+        method = None
+        if isinstance(summary, dict):  # the permutation summary names its method in its schema
+            schema = str(summary.get("schema") or "").split(".")
+            method = summary.get("method") or (schema[1] if len(schema) > 2 else None)
+        what = f"a {method} run" if method else "no run summary of contamscope"
+        raise DataError(f"{path}: {what}, not a BenBench run (the card needs `benbench` runs)")
     missing = [k for k in ("model", "benchmark", "statistics") if k not in summary]
     if missing:
         raise DataError(f"{path}: no {missing[0]!r} (not a complete BenBench summary.json)")
