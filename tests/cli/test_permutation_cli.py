@@ -237,7 +237,10 @@ def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
     base = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(path)]
     kept = run_cli(*base, "--out", "kept", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr
-    assert "repeats: 1 item repeat the question and options of an earlier item" in kept.stderr
+    assert (
+        "repeats: 1 item repeats the question and options of an earlier item "
+        "(e.g. rep_test-2 repeats rep_test-0)"
+    ) in kept.stderr
     assert "kept and counted; --drop-repeats leaves them out" in kept.stderr
     s = json.loads((tmp_path / "kept" / "summary.json").read_text())
     assert s["counts"]["items_analysed"] == 4 and s["counts"]["repeats_analysed"] == 1

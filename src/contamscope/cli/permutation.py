@@ -216,8 +216,9 @@ def _say_repeats(items: Sequence[Any], drop: bool) -> dict[str, str]:
             styled(
                 "yellow",
                 "repeats:",
-                f" {counted(len(found), 'item')} repeat the question and options of an earlier "
-                f"item (first: {rep} = {first}): {what}",
+                f" {counted(len(found), 'item')} {'repeats' if len(found) == 1 else 'repeat'} "
+                f"the question and options of an earlier item (e.g. {rep} repeats {first}): "
+                f"{what}",
             ),
             highlight=False,
             soft_wrap=True,
