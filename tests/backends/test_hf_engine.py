@@ -264,3 +264,17 @@ def test_a_local_folder_transformers_cannot_use_is_one_line(
             (no_weights / f.name).write_bytes(f.read_bytes())
     with pytest.raises(ModelError, match="the folder is not a complete transformers model"):
         load_backend(f"hf:{no_weights}")
+
+
+def test_a_folder_without_its_tokenizer_says_so_in_full(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """The message was transformers' first line only: "...the backend tokenizer from one of: "."""
+    no_tok = tmp_path / "no-tokenizer"
+    no_tok.mkdir()
+    (no_tok / "config.json").write_bytes((tiny_model_path / "config.json").read_bytes())
+    with pytest.raises(ModelError) as err:
+        load_backend(f"hf:{no_tok}")
+    msg = str(err.value)
+    assert "\n" not in msg and not msg.rstrip().endswith(":")
+    assert msg.endswith("is the tokenizer (tokenizer.json) in the folder?"), msg

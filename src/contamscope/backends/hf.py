@@ -310,9 +310,18 @@ class HFBackend(Backend):
         except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
             # transformers' own complaints about a folder it cannot use (an empty config, an
             # unknown architecture, a tokenizer it cannot build): one line, not a traceback
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # the whole message on one line: its first line alone may stop mid-sentence
+            # ("Couldn't instantiate the backend tokenizer from one of: ")
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            if len(text) > 300:
+                text = text[:299] + "…"
+            hint = (
+                "; is the tokenizer (tokenizer.json) in the folder?"
+                if "tokenizer" in text.lower() and Path(name).is_dir()
+                else ""
+            )
             raise ModelError(
-                f"could not load model {name!r}: {type(exc).__name__}: {first[:200]}"
+                f"could not load model {name!r}: {type(exc).__name__}: {text}{hint}"
             ) from None
         revision = getattr(model.config, "_commit_hash", None)
         if revision and identity.startswith("hub:"):
