@@ -95,6 +95,10 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
         PermutationConfig(ties="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="--deltas -0.2: expected a sequence"):
         PermutationConfig(deltas=-0.2)  # type: ignore[arg-type]
+    # --mc-orders 100000000 on 10-option items ran on for minutes at 1 GB (no upper bound)
+    with pytest.raises(ConfigError, match="--mc-orders 100000000: must be between 1 and 40,319"):
+        PermutationConfig(mc_orders=100_000_000)
+    assert PermutationConfig(mc_orders=40_319).mc_orders == 40_319
     assert PermutationConfig(template="mmlu").template.name == "mmlu"  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="--limit -1"):
         select_items(loaded.items, limit=-1)

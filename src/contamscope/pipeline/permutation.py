@@ -85,8 +85,11 @@ class PermutationConfig:
             object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
         if not 2 <= self.max_exhaustive <= 8:
             raise ConfigError("--max-exhaustive must be between 2 and 8 (8! = 40,320 orders)")
-        if self.mc_orders < 1:
-            raise ConfigError("--mc-orders must be at least 1")
+        if not 1 <= self.mc_orders <= 40_319:  # as many as --max-exhaustive 8 scores
+            raise ConfigError(
+                f"--mc-orders {self.mc_orders}: must be between 1 and 40,319 (8! - 1, the most "
+                "orders --max-exhaustive scores; more would take hours per item)"
+            )
         if not 0 < self.alpha < 1:
             raise ConfigError("--alpha must be between 0 and 1")
         if self.batch_items is not None and self.batch_items < 1:
