@@ -212,3 +212,13 @@ def test_a_second_paraphrase_of_one_question_is_named(tmp_path: Path) -> None:
         f"{where}:2: a second paraphrase of the question paired at {where}:1 (that one is used)"
     ]
     assert ref.describe(["b-1"])["rows_skipped"] == 1
+
+
+def test_a_named_field_no_record_has_is_refused(tmp_path: Path) -> None:
+    """--fields id=qidd (a typo) was ignored: the items got made-up ids without a word."""
+    rows = [{"q": "Q?", "a": "1\n#### 1", "qid": "k1"}]
+    path = write_jsonl(tmp_path / "mine.jsonl", rows)
+    with pytest.raises(ConfigError, match=r"--fields id=qidd: no record of .*mine.jsonl has"):
+        load_qa(str(path), field_map=FieldMap.parse("question=q,answer=a,id=qidd"))
+    ok = load_qa(str(path), field_map=FieldMap.parse("question=q,answer=a,id=qid"))
+    assert [it.id for it in ok.items] == ["k1"]

@@ -246,6 +246,7 @@ def load_qa(
         if isinstance(row, RowError):
             raise row
         rec = row if isinstance(row, dict) else json_object(row)
+        sink.fields_seen.update(rec)
         if not detected:
             detected.append(fmt or _detect(rec, field_map))
         kind = "qa-jsonl" if detected[0] in ("qa-csv", "qa-jsonl") else detected[0]
@@ -262,6 +263,8 @@ def load_qa(
     n = sink.collect(str(path), _records(path, text, fmt), make)
     if n == 0:
         raise DataError(f"{path}: no items (empty file)")
+    if field_map is not None:  # --fields id=qidd that no record has was silently ignored
+        field_map.check_seen(sink.fields_seen, str(path))
     if not sink.items:
         raise DataError(
             f"{path}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
