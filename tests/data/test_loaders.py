@@ -764,3 +764,16 @@ def test_field_map_unknown_keys_are_refused_by_name(key: str) -> None:
     assert str(err.value) == (
         f"field map: unknown key {key!r} (known: question, options, answer, id, subject)"
     )
+
+
+def test_a_subject_whose_file_cannot_be_read_is_named_with_the_reason(tmp_path: Path) -> None:
+    """--subjects latin1,anatomy said "unknown subject 'latin1'" when latin1_test.csv is there
+    but not UTF-8."""
+    make_mmlu_layout(tmp_path)
+    (tmp_path / "test" / "latin1_test.csv").write_bytes("Caf\xe9?,a,b,c,d,A\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as err:
+        load_benchmark(str(tmp_path), subjects=["latin1", "anatomy"])
+    assert str(err.value).startswith(
+        f"subject 'latin1': its file could not be read: {tmp_path / 'test' / 'latin1_test.csv'}: "
+        "not UTF-8 text"
+    )

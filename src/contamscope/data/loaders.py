@@ -360,6 +360,9 @@ def _filter_subjects(result: LoadResult, subjects: Sequence[str] | None) -> Load
     available = sorted({i.subject for i in result.items if i.subject is not None})
     unknown = [s for s in wanted if s not in available]
     if unknown:
+        for problem in result.problems:  # the subject's file is there but could not be read
+            if problem.line is None and split_subject(Path(problem.source).stem) == unknown[0]:
+                raise ConfigError(f"subject {unknown[0]!r}: its file could not be read: {problem}")
         if not available:
             raise ConfigError(f"subjects: {result.source} has no subjects to filter on")
         close = difflib.get_close_matches(unknown[0], available, n=3)
