@@ -777,3 +777,24 @@ def test_a_subject_whose_file_cannot_be_read_is_named_with_the_reason(tmp_path: 
         f"subject 'latin1': its file could not be read: {tmp_path / 'test' / 'latin1_test.csv'}: "
         "not UTF-8 text"
     )
+
+
+def test_utf16_without_a_bom_is_named(tmp_path: Path) -> None:
+    """UTF-16 without a byte-order mark decodes as UTF-8 (NULs between the letters) and got
+    "cannot tell the benchmark format (header 'q\\x00u\\x00...')", with no word of encoding."""
+    path = tmp_path / "u_test.csv"
+    path.write_bytes("question,A,B,C,D,answer\nQ?,a,b,c,d,A\n".encode("utf-16-le"))
+    with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
+        load_benchmark(str(path))
+    with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
+        load_benchmark(str(path), format="mmlu-csv")
+    # the QA and CAP loaders read through the same decoder
+    from contamscope.data.cap import load_cap
+    from contamscope.data.qa import load_qa
+
+    jsonl = tmp_path / "u.jsonl"
+    jsonl.write_bytes('{"question": "Q?", "answer": "1"}\n'.encode("utf-16-le"))
+    with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
+        load_qa(str(jsonl))
+    with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
+        load_cap(str(jsonl), ["train", "test"])

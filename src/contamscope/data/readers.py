@@ -12,10 +12,40 @@ from typing import Any
 from contamscope.data.records import RowError
 from contamscope.errors import DataError
 
-__all__ = ["csv_rows", "jsonl_lines", "json_object", "load_json_list", "header_text"]
+__all__ = [
+    "csv_rows",
+    "decode_text",
+    "jsonl_lines",
+    "json_object",
+    "load_json_list",
+    "header_text",
+]
 
 _CSV_FIELD_LIMIT = 2**31 - 1
 """Long C-Eval / CMMLU texts exceed the csv module's default 128 KiB field limit."""
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def decode_text(path: Path, raw: bytes) -> str:
+    """A data file's bytes as text: UTF-8 (a leading BOM dropped), else a one-line DataError
+    naming the byte, or UTF-16 without a byte-order mark (which decodes as UTF-8 with a NUL
+    between every two ASCII letters)."""
+    skip = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
+    try:
+        text = raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{path}: not UTF-8 text (byte offset {e.start + skip}); re-save as UTF-8"
+        ) from None
+    head = raw[:4096]
+    if head and head.count(0) > len(head) // 4:
+        raise DataError(
+            f"{path}: looks like UTF-16 without a byte-order mark (NUL bytes between the "
+            "characters); re-save as UTF-8"
+        )
+    return text
 
 
 def csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
