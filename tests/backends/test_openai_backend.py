@@ -298,3 +298,11 @@ def test_replies_not_in_the_api_format_are_one_line_errors(garbage_server: Any) 
         b = load_backend(f"openai:{garbage_server(mode)}#m", options={"retries": "0", "bos": "X"})
         with pytest.raises(ContamscopeError, match="not in the OpenAI API's format"):
             b.prompt_tokens("Hello there.")
+
+
+def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> None:
+    """A reply without choices was read as an empty answer: CAP finished "no evidence", rc 0."""
+    b = load_backend(f"openai:{garbage_server('nochoices')}#m", options={"retries": "0"})
+    for chat in (False, True):
+        with pytest.raises(ModelError, match=r"reply has no choices \({'ok': True}\)"):
+            b.generate([GenerateRequest("Hi", 3, chat=chat)])

@@ -389,12 +389,12 @@ class OpenAIBackend(Backend):
         if req.chat or self.chat_only:
             params["messages"] = [{"role": "user", "content": req.prompt}]
             body = self.client.request("POST", "chat/completions", params)
-            choice = _first_choice(body)
+            choice = _first_choice(body, required=True)
             text = str(_message(choice).get("content") or "")
         else:
             params["prompt"] = self.bos + req.prompt
             body = self.client.request("POST", "completions", params)
-            choice = _first_choice(body)
+            choice = _first_choice(body, required=True)
             text = str(choice.get("text") or "")
         hits = [text.find(s) for s in req.stop if s and s in text]
         if hits:  # servers strip the stop string; some return it
@@ -419,8 +419,14 @@ class OpenAIBackend(Backend):
         return [by_req[r] for r in requests]
 
 
-def _first_choice(body: dict[str, Any]) -> dict[str, Any]:
-    """The reply's first choice ({} when it has none); a malformed list is a ModelError."""
+def _first_choice(body: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+    """The reply's first choice ({} when it has none); a malformed list is a ModelError, and so
+    is a reply without a choice when ``required`` (a generation: read as an empty answer, it
+    let a run end "no evidence" on a server that answered nothing)."""
+    if required and not body.get("choices"):
+        raise ModelError(
+            f"the server's reply has no choices ({str(body)[:80]}): not in the OpenAI API's format"
+        )
     choices = body.get("choices") or [{}]
     if not isinstance(choices, list) or not isinstance(choices[0], dict):
         raise ModelError(
