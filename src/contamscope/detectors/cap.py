@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "Comparison",
     "compare_splits",
     "holm",
+    "adjust_for_family",
     "verdict",
 ]
 
@@ -419,7 +420,6 @@ def compare_splits(
     n_boot: int = 2000,
     seed: int = 0,
     min_diff: float = 0.0,
-    p_adjusted: float | None = None,
 ) -> Comparison:
     """Compare two splits: ``*_items`` are the per-item ``(m, c)`` lists of each split.
 
@@ -429,8 +429,8 @@ def compare_splits(
     split); the p-value is the split-label permutation test's over ``n_boot`` relabellings
     (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
     and p <= :data:`VERDICT_LEVEL` (the bootstrap alone named one in 34% of clean pairs of
-    2-item splits, 20% at 3, 8% at 8). ``p_adjusted``: this comparison's p-value adjusted for
-    the run's other comparisons (:func:`holm`); the verdict then uses it instead.
+    2-item splits, 20% at 3, 8% at 8). Several comparisons of one run are one family:
+    :func:`adjust_for_family` decides them on Holm-adjusted p-values.
     """
     diff = ref_score.pcr - other_score.pcr
     low = high = p = math.nan
@@ -464,12 +464,8 @@ def compare_splits(
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
-    p_verdict = p if p_adjusted is None else p_adjusted
-    label, why = verdict(reference, other, diff, low, high, min_diff, blank, p_verdict)
-    if p_adjusted is not None and label != "inconclusive":
-        why += f" (p Holm-adjusted over the run's comparisons: {p_adjusted:.3g}, raw {p:.3g})"
-    if 0 < used < n_boot:
-        why += f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
+    label, why = verdict(reference, other, diff, low, high, min_diff, blank, p)
+    why += _dropped(used or n_boot, n_boot)
     dd = (
         ref_score.decline - other_score.decline
         if ref_score.decline is not None and other_score.decline is not None
@@ -481,8 +477,38 @@ def compare_splits(
         else None
     )
     return Comparison(
-        reference, other, diff, low, high, p, p_adjusted, used or n_boot, dd, rd, label, why
+        reference, other, diff, low, high, p, None, used or n_boot, dd, rd, label, why
     )
+
+
+def _dropped(used: int, n_boot: int) -> str:
+    if used < n_boot:
+        return f" ({n_boot - used} of {n_boot} resamples had an undefined PCR and were dropped)"
+    return ""
+
+
+def adjust_for_family(
+    comparisons: Sequence[Comparison], *, n_boot: int, min_diff: float = 0.0
+) -> list[Comparison]:
+    """Comparisons of one reference with two or more splits, decided as one family: each gets
+    its Holm-adjusted p-value (:func:`holm`), and a verdict that names a split needs that
+    p-value at :data:`VERDICT_LEVEL`. Inconclusive comparisons stay so. One comparison is
+    returned as it is."""
+    if len(comparisons) < 2:
+        return list(comparisons)
+    out = []
+    for c, adj in zip(comparisons, holm([c.p_value for c in comparisons]), strict=True):
+        if math.isnan(adj):
+            out.append(c)
+            continue
+        label, why = c.verdict, c.reasoning
+        if label != "inconclusive":
+            label, why = verdict(c.reference, c.other, c.pcr_diff, c.ci_low, c.ci_high, min_diff,
+                                 (), adj)  # fmt: skip
+            why += f" (p Holm-adjusted over the run's comparisons: {adj:.3g}, raw {c.p_value:.3g})"
+            why += _dropped(c.n_boot, n_boot)
+        out.append(replace(c, p_adjusted=adj, verdict=label, reasoning=why))
+    return out
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

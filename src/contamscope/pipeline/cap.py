@@ -22,10 +22,9 @@ from ..data.items import MCQItem, QAItem
 from ..data.overlap import split_overlap
 from ..detectors.cap import (
     SCALES,
-    Comparison,
     Scale,
+    adjust_for_family,
     compare_splits,
-    holm,
     jaccard,
     map_choice,
     pcr,
@@ -509,9 +508,8 @@ def _reader_stats(
         )
     ref = splits[0]
 
-    def compare(k: int, p_adjusted: float | None = None) -> Comparison:
-        other = splits[k]
-        return compare_splits(
+    found = [
+        compare_splits(
             ref,
             other,
             ([x[0] for x in rows.get(ref, [])], [x[2] for x in rows.get(ref, [])]),
@@ -523,13 +521,10 @@ def _reader_stats(
             n_boot=cfg.n_boot,
             seed=cfg.seed + k,
             min_diff=cfg.min_diff,
-            p_adjusted=p_adjusted,
         )
-
-    found = [compare(k) for k in range(1, len(splits))]
-    if len(found) >= 2:  # one family: the reference against every other split
-        adjusted = holm([c.p_value for c in found])
-        found = [compare(k, None if math.isnan(p) else p) for k, p in enumerate(adjusted, start=1)]
+        for k, other in enumerate(splits[1:], start=1)
+    ]
+    found = adjust_for_family(found, n_boot=cfg.n_boot, min_diff=cfg.min_diff)
     comps = [c.to_dict() for c in found]
     ablation = {
         f"{scale}/alpha={a:g}": {

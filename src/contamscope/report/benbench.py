@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..detectors.benbench import LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
 from .cap import mean_ci
@@ -123,7 +124,7 @@ def _signal(d: dict[str, Any] | None, key: str) -> bool:
     if not ci:
         return False
     p = (d or {}).get("p_value", 0.0)
-    in_direction = ci[0] > 0 if key.startswith("ngram") else ci[1] < 0
+    in_direction = ci[1] < 0 if key in LOWER_IS_FAMILIAR else ci[0] > 0
     return in_direction and p is not None and p <= VERDICT_LEVEL
 
 
