@@ -174,6 +174,17 @@ def test_qa_csv_row_with_another_number_of_cells_is_skipped(tmp_path: Path) -> N
     assert [str(p) for p in got.problems] == [f"{path}:3: 4 cells, the header has 2"]
 
 
+def test_qa_csv_unclosed_quote_keeps_the_rows_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "qa.csv"
+    path.write_text(
+        'question,answer\n"What is 2+2?,4\nWhat is 3+3?,6\n"What is 4+4?",8\n', encoding="utf-8"
+    )
+    got = load_qa(str(path))
+    assert [i.answer for i in got.items] == ["6", "8"]
+    assert [p.line for p in got.problems] == [2]
+    assert "runs on to line 4" in got.problems[0].reason
+
+
 def test_files_of_the_same_name_are_not_paired_by_their_made_up_ids(tmp_path: Path) -> None:
     """orig/test.jsonl and para/test.jsonl both got ids test-0, test-1, ...: auto pairing took
     them for real ids and paired by position without the position checks, so a reference

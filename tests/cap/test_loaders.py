@@ -126,6 +126,16 @@ def test_generic_folder_one_file_per_split(tmp_path: Path) -> None:
     assert [it.answer for it in data.splits["train"].items] == ["A", None]
 
 
+def test_csv_unclosed_quote_keeps_the_rows_after_it(tmp_path: Path) -> None:
+    for s in ("train", "test"):
+        (tmp_path / f"{s}.csv").write_text(
+            f'input,output\n"Q1 {s},A\nQ2 {s},B\n"Q3 {s}",C\n', encoding="utf-8"
+        )
+    data = load_cap(str(tmp_path), ["train", "test"], task="qa")
+    assert [it.answer for it in data.splits["train"].items] == ["B", "C"]
+    assert [(p.line, "runs on to line 4" in p.reason) for p in data.problems] == [(2, True)] * 2
+
+
 def test_parse_fineval_rejects_other_text() -> None:
     with pytest.raises(ValueError):
         parse_fineval("hello")

@@ -798,3 +798,47 @@ def test_utf16_without_a_bom_is_named(tmp_path: Path) -> None:
         load_qa(str(jsonl))
     with pytest.raises(DataError, match="looks like UTF-16 without a byte-order mark"):
         load_cap(str(jsonl), ["train", "test"])
+
+
+@pytest.mark.parametrize(
+    ("name", "header", "fmt"),
+    [
+        ("x_test.csv", "", None),  # header-less MMLU
+        ("x_test.csv", ",Question,A,B,C,D,Answer\n", None),  # CMMLU (index column first)
+        ("x_val.csv", "id,question,A,B,C,D,answer\n", None),  # C-Eval
+        ("my.csv", "question,A,B,C,D,answer\n", "csv"),
+    ],
+)
+def test_an_unclosed_quote_does_not_swallow_the_rows_after_it(
+    tmp_path: Path, name: str, header: str, fmt: str | None
+) -> None:
+    index = header.startswith(",") or header.startswith("id,")
+    rows = [
+        "q1,a,b,c,d,A",
+        'q2,"a,b,c,d,B',  # the quote is never closed on its line
+        "q3,a,b,c,d,C",
+        'q4,"has, a comma",b,c,d,D',  # the next quote: the csv module read q3 into q2's cell
+        "q5,a,b,c,d,A",
+    ]
+    text = header + "".join(
+        (f"{k},{r}" if index else r) + "\n" for k, r in enumerate(rows, start=1)
+    )
+    path = write(tmp_path, name, text)
+    result = load_benchmark(str(path), format=fmt)
+    offset = 1 if header else 0
+    assert [i.question for i in result.items] == ["q1", "q3", "q4", "q5"]
+    assert result.items[2].options[0] == "has, a comma"
+    problem = one_problem(result)
+    assert problem.line == 2 + offset
+    assert f"runs on to line {4 + offset}" in problem.reason
+
+
+def test_a_multiline_question_short_of_a_cell_is_one_bad_row(tmp_path: Path) -> None:
+    # a question over two lines whose second line looks like a row with a stray quote: it is
+    # not read as a row of its own (that would invent an item "line")
+    text = 'q1,a,b,c,d,A\n"multi\nline, q",a,b,c,B\nq3,a,b,c,d,C\n'
+    path = write(tmp_path, "x_test.csv", text)
+    result = load_benchmark(str(path), format="mmlu-csv")
+    assert [i.question for i in result.items] == ["q1", "q3"]
+    assert one_problem(result).line == 2
+    assert "expected 6 columns" in one_problem(result).reason

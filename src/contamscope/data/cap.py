@@ -27,7 +27,7 @@ import numpy as np
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import (
-    csv_rows,
+    csv_table,
     decode_text,
     json_object,
     jsonl_lines,
@@ -179,11 +179,14 @@ def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str
             except RowError as e:
                 col.problem(str(path), line, str(e))
     elif suffix == ".csv":
-        rows = list(csv_rows(text))
-        if not rows:
+        first, rows = csv_table(text)
+        if first is None:
             return out
-        header = [h.strip() for h in rows[0][1]]
-        for line, cells in rows[1:]:
+        header = [h.strip() for h in first[1]]
+        for line, cells in rows:
+            if isinstance(cells, RowError):
+                col.problem(str(path), line, str(cells))
+                continue
             if len(cells) != len(header):
                 col.problem(str(path), line, f"{len(cells)} cells, header has {len(header)}")
                 continue

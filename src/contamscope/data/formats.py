@@ -8,12 +8,19 @@ Ids are file stem + ``-`` + 0-based data row unless the format has ids of its ow
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from contamscope.data.items import MCQItem
-from contamscope.data.readers import csv_rows, header_text, json_object, jsonl_lines, load_json_list
+from contamscope.data.readers import (
+    csv_table,
+    header_text,
+    json_object,
+    jsonl_lines,
+    load_json_list,
+)
 from contamscope.data.records import (
     LABELS,
     FieldMap,
@@ -89,11 +96,9 @@ def split_subject(stem: str) -> str:
 
 def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
-    rows = (
-        (line, row)
-        for k, (line, row) in enumerate(csv_rows(text))
-        if not (k == 0 and [c.strip().lower() for c in row] in _MMLU_HEADERS)
-    )
+    first, rest = csv_table(text)
+    header = first is not None and [c.strip().lower() for c in first[1]] in _MMLU_HEADERS
+    rows = rest if header or first is None else itertools.chain([first], rest)
 
     def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
         if len(row) != 6:
@@ -114,8 +119,7 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
-    rows = csv_rows(text)
-    first = next(rows, None)
+    first, rows = csv_table(text)
     if first is None:
         return 0
     header = [c.strip().lower() for c in first[1]]
@@ -145,8 +149,7 @@ def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, subject = str(path), split_subject(path.stem)
-    rows = csv_rows(text)
-    first = next(rows, None)
+    first, rows = csv_table(text)
     if first is None:
         return 0
     header = [c.strip().lower() for c in first[1]]
@@ -285,8 +288,7 @@ def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
-    rows = csv_rows(text)
-    first = next(rows, None)
+    first, rows = csv_table(text)
     if first is None:
         return 0
     header = first[1]
@@ -350,7 +352,7 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         return ext[1:]
     question = FieldMap().question
     if ext == ".csv":
-        first = next(csv_rows(text), None)
+        first, _ = csv_table(text)
         if first is None:
             raise DataError(f"{path}: no items (empty file)")
         row = first[1]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from contamscope.data.items import LoadResult, QAItem
-from contamscope.data.readers import csv_rows, decode_text, json_object, jsonl_lines
+from contamscope.data.readers import csv_table, decode_text, json_object, jsonl_lines
 from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
 from contamscope.errors import ConfigError, DataError
 
@@ -183,13 +183,14 @@ def _make_item(
 
 def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | None, Any]]:
     if fmt == "qa-csv" or (fmt is None and path.suffix.lower() == ".csv"):
-        rows = csv_rows(text)
-        header = next(rows, None)
+        header, rows = csv_table(text)
         if header is None:
             return
         names = [h.strip() for h in header[1]]
         for line, cells in rows:
-            if len(cells) != len(names):  # a shifted row would map cells to other columns
+            if isinstance(cells, RowError):
+                yield line, cells
+            elif len(cells) != len(names):  # a shifted row would map cells to other columns
                 yield line, RowError(f"{len(cells)} cells, the header has {len(names)}")
             else:
                 yield line, dict(zip(names, cells))

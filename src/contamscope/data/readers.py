@@ -7,13 +7,14 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from contamscope.data.records import RowError
 from contamscope.errors import DataError
 
 __all__ = [
     "csv_rows",
+    "csv_table",
     "decode_text",
     "jsonl_lines",
     "json_object",
@@ -48,16 +49,84 @@ def decode_text(path: Path, raw: bytes) -> str:
     return text
 
 
-def csv_rows(text: str) -> Iterator[tuple[int, list[str]]]:
-    """(start line, cells) per CSV record; blank and all-empty records are skipped."""
+def csv_rows(text: str) -> Iterator[tuple[int, list[str] | RowError]]:
+    """(start line, cells) per CSV record; blank and all-empty records are skipped.
+
+    A quote left open (``q,"a,b,c,d,A``) makes the csv module read every following line into
+    one cell until the next quote, so good rows vanish into one bad one. Such a record (it
+    spans lines; has another number of cells than the first record, or text right after its
+    closing quote, or no closing quote; and the lines it took in hold clean records of the
+    first record's width) is given as ``(line, RowError)``, and reading starts again on the
+    line after it, so the rows it took in are kept.
+    """
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    end = 0
-    for row in reader:
-        start, end = end + 1, reader.line_num
-        if any(cell.strip() for cell in row):
+    lines = io.StringIO(text, newline="").readlines()  # the lines exactly as csv reads them
+    width: int | None = None
+    first = 0  # 0-based index of the line reading starts at
+    while True:
+        reader = csv.reader(iter(lines[first:]))
+        end = first
+        restart = None
+        for row in reader:
+            start, end = end + 1, first + reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if width is None:
+                width = len(row)
+            elif (
+                end > start
+                and (len(row) != width or not _well_quoted(lines[start - 1 : end]))
+                and _swallowed(lines[start:end], width)
+            ):
+                yield (
+                    start,
+                    RowError(
+                        f"a quote opened on this line runs on to line {end} ({len(row)} cells, the "
+                        f"first row has {width}); the lines after it are read on their own"
+                    ),
+                )
+                restart = start  # the next line, 0-based
+                break
             yield start, row
+        if restart is None:
+            return
+        first = restart
+
+
+CsvRecord = tuple[int, "list[str] | RowError"]
+
+
+def csv_table(text: str) -> tuple[tuple[int, list[str]] | None, Iterator[CsvRecord]]:
+    """The first CSV record (a header, or a header-less file's first row; never a RowError,
+    as it sets the width the others are checked against) and an iterator over the rest, as
+    :func:`csv_rows` gives them."""
+    rows = csv_rows(text)
+    first = next(rows, None)
+    if first is None:
+        return None, rows
+    return (first[0], cast(list[str], first[1])), rows
+
+
+def _well_quoted(lines: list[str]) -> bool:
+    """Whether one record's lines parse under the csv module's strict rules (a closing quote
+    is followed by a delimiter or the line's end, and comes before the end of the data)."""
+    try:
+        for _ in csv.reader(iter(lines), strict=True):
+            pass
+    except csv.Error:
+        return False
+    return True
+
+
+def _swallowed(lines: list[str], width: int) -> bool:
+    """Whether ``lines`` (those after a record's first line) hold a clean record of ``width``
+    cells on their own (no stray quote in a cell): then the record took in rows, rather than
+    being a multi-line question with a cell missing."""
+    return any(
+        len(row) == width and not any('"' in cell for cell in row)
+        for row in csv.reader(iter(lines))
+    )
 
 
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:

@@ -330,14 +330,18 @@ class Sink:
     def collect(
         self,
         source: str,
-        rows: Iterable[tuple[int | None, T]],
+        rows: Iterable[tuple[int | None, T | RowError]],
         make: Callable[[T, int, int | None], MCQItem],
     ) -> int:
-        """Add ``make(row, row_no, line)`` for each ``(line, row)``; a RowError skips the row as a
-        problem. Returns the number of rows seen."""
+        """Add ``make(row, row_no, line)`` for each ``(line, row)``; a RowError (raised by
+        ``make``, or given in place of the row) skips the row as a problem. Returns the number
+        of rows seen."""
         n = 0
         for row_no, (line, row) in enumerate(rows):
             n = row_no + 1
+            if isinstance(row, RowError):
+                self.problem(source, line, str(row))
+                continue
             try:
                 item = make(row, row_no, line)
             except RowError as e:
