@@ -63,6 +63,37 @@ def test_too_long_for_context_gives_nan(tiny_backend) -> None:  # type: ignore[n
     assert math.isnan(res[0].logprob) and not math.isnan(res[1].logprob)
 
 
+def test_a_huge_text_is_set_aside_without_tokenising_all_of_it(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """A 20 MB question under 24 orders took minutes to tokenise, only to be left as NaN."""
+    huge = "word " * 400_000  # 2 MB
+    requests = [ScoreRequest(huge, f"A:{k}\n") for k in range(4)] + [
+        ScoreRequest("Q?", huge),  # a huge continuation (BenBench, membership)
+        REQUESTS[0],
+        ScoreRequest("word " * 110, "A:x\n"),  # over 512 characters but fits in 512 tokens
+    ]
+    planner = tiny_backend.planner()
+    tok = planner.tokenizer
+    seen: list[int] = []
+
+    class Counting:  # the real tokenizer, recording the longest text it is given
+        def encode_batch(self, texts, **kw):  # type: ignore[no-untyped-def]
+            seen.append(max(len(t) for t in texts))
+            return tok.encode_batch(texts, **kw)
+
+    planner.tokenizer = Counting()
+    encoded = planner.encode(requests)
+    assert [e.too_long for e in encoded] == [True] * 5 + [False, False]
+    assert max(seen) <= 16 * 512
+    assert len(encoded[6].prefix) + len(encoded[6].cont) <= 512
+    res = tiny_backend.score(requests)
+    assert all(math.isnan(r.logprob) for r in res[:5])
+    assert res[5].logprob == pytest.approx(tiny_backend.naive_logprob(REQUESTS[0]), abs=1e-3)
+    assert res[6].logprob == pytest.approx(tiny_backend.naive_logprob(requests[6]), abs=1e-3)
+    stats = tiny_backend.token_stats(requests[3:6])
+    assert math.isnan(stats[0].logprobs[0]) and math.isnan(stats[1].logprobs[0])
+    assert not any(math.isnan(x) for x in stats[2].logprobs)
+
+
 def test_fingerprint_changes_with_bos_and_is_stable(tiny_backend, tiny_model_path) -> None:  # type: ignore[no-untyped-def]
     from contamscope.backends.hf import HFBackend
 

@@ -27,12 +27,14 @@ def token_stats(
     backend: HFBackend, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
 ) -> list[TokenStats]:
     """Teacher-forced log-probs and greedy predictions of each continuation."""
-    encoded = [backend.encode(r) for r in requests]
+    encoded = backend.encode_many(requests)
     out: list[TokenStats | None] = [None] * len(requests)
     runnable: list[tuple[int, int]] = []
     for i, e in enumerate(encoded):
         n = len(e.prefix) + len(e.cont)
-        if not e.cont or (backend.max_length is not None and n > backend.max_length):
+        if e.too_long:  # as the served backends give it: one NaN in place of the tokens
+            out[i] = TokenStats((-1,), (math.nan,), (-1,), 0, (math.nan,), (math.nan,))
+        elif not e.cont or (backend.max_length is not None and n > backend.max_length):
             # nothing to score, or too long for the model: NaN log-probs, greedy -1
             nan = (math.nan,) * len(e.cont)
             out[i] = TokenStats(tuple(e.cont), nan, (-1,) * len(e.cont), e.boundary_chars, nan, nan)

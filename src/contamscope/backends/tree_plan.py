@@ -28,6 +28,7 @@ __all__ = [
     "tree_mask",
     "filled_cache",
     "Encoded",
+    "encode_requests",
     "Planner",
     "bucket",
     "plan_in_process",
@@ -271,6 +272,9 @@ class Encoded:
     prefix: tuple[int, ...]
     cont: list[int]
     boundary_chars: int
+    too_long: bool = False
+    """Certainly longer than the model's context, found without tokenising all of it (see
+    :func:`encode_requests`); ``prefix`` and ``cont`` are then empty."""
 
 
 def _end(offset: tuple[int, int]) -> int:
@@ -293,6 +297,90 @@ def _split_encoding(enc: Any, cut: int) -> tuple[list[int], int, int]:
     if token is None:
         return enc.ids, *_split_offsets(enc.offsets, cut)
     return enc.ids, token, max(0, cut - enc.token_to_chars(token)[0])
+
+
+def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    if hasattr(tokenizer, "encode_batch"):
+        return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    return list(tokenizer(texts, add_special_tokens=False)["input_ids"])
+
+
+_PROBE_CHARS = 16
+"""Characters per context token tokenised to prove a text too long (about 4 x English's)."""
+_PROBE_MARGIN = 64
+"""Tokens a cut text may gain over its place in the whole (the cut word, BOS)."""
+
+
+def _too_long(tokenizer: Any, requests: Sequence[Any], max_length: int | None) -> set[int]:
+    """Indices of requests certainly longer than ``max_length`` tokens, found by tokenising at
+    most ``_PROBE_CHARS x max_length`` characters of each (once per long prefix): a 20 MB
+    question under 24 option orders took minutes to tokenise in full only to be set aside.
+    Only texts longer than ``max_length`` characters are probed, and only a probe of more
+    than ``max_length + _PROBE_MARGIN`` tokens counts, so a text that fits is never set aside;
+    one that does not fit may still be missed here and is then tokenised and left as NaN."""
+    if max_length is None:
+        return set()
+    cap, limit = _PROBE_CHARS * max_length, max_length + _PROBE_MARGIN
+    prefixes = sorted({r.prefix for r in requests if len(r.prefix) > max_length})
+    counts = _token_ids(tokenizer, [p[:cap] for p in prefixes]) if prefixes else []
+    long_prefixes = {p for p, ids in zip(prefixes, counts) if len(ids) > limit}
+    out = {i for i, r in enumerate(requests) if r.prefix in long_prefixes}
+    rest = [
+        i
+        for i, r in enumerate(requests)
+        if i not in out and len(r.prefix) + len(r.continuation) > max_length
+    ]
+    if rest:
+        texts = [(requests[i].prefix + requests[i].continuation)[:cap] for i in rest]
+        out.update(i for i, ids in zip(rest, _token_ids(tokenizer, texts)) if len(ids) > limit)
+    return out
+
+
+def encode_requests(
+    tokenizer: Any, bos_id: int | None, requests: Sequence[Any], max_length: int | None = None
+) -> list[Encoded]:
+    """Tokenise prefix+continuation as one text; split at the prefix's character offset.
+
+    A token that straddles the boundary belongs to the continuation (its prefix characters
+    are reported in ``boundary_chars``), so every order of an item scores the same span
+    rule and no token is searched for by value. ``tokenizer``: a ``tokenizers.Tokenizer``
+    (its own batch call) or a transformers tokenizer. Requests certainly longer than
+    ``max_length`` are not tokenised in full (``too_long``)."""
+    if not requests:
+        return []
+    skip = _too_long(tokenizer, requests, max_length)
+    todo = [r for i, r in enumerate(requests) if i not in skip]
+    texts = [r.prefix + r.continuation for r in todo]
+    cuts = [len(r.prefix) for r in todo]
+    if not texts:
+        splits: list[tuple[list[int], int, int]] = []
+    elif hasattr(tokenizer, "encode_batch"):
+        # the fast tokenizer's own batch call: what the transformers wrapper returns for
+        # add_special_tokens=False; the split comes from the encoding's own char-to-token
+        # map (one call) rather than from a Python copy of all its offsets
+        encs = tokenizer.encode_batch(texts, add_special_tokens=False)
+        splits = [_split_encoding(e, cut) for e, cut in zip(encs, cuts)]
+    else:
+        enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+        splits = [
+            (ids, *_split_offsets(offsets, cut))
+            for ids, offsets, cut in zip(enc["input_ids"], enc["offset_mapping"], cuts)
+        ]
+    bos = [bos_id] if bos_id is not None else []
+    done = iter(splits)
+    out = []
+    for i in range(len(requests)):
+        if i in skip:
+            out.append(Encoded((), [], 0, too_long=True))
+            continue
+        ids, split, boundary = next(done)
+        prefix = bos + list(ids[:split])
+        if not prefix:
+            from ..errors import ConfigError
+
+            raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
+        out.append(Encoded(tuple(prefix), list(ids[split:]), boundary))
+    return out
 
 
 def bucket(
@@ -340,37 +428,8 @@ class Planner:
     """Plan in chunks of about this many tokens (0: all at once)."""
 
     def encode(self, requests: Sequence[Any]) -> list[Encoded]:
-        """Tokenise prefix+continuation as one text; split at the prefix's character offset.
-
-        A token that straddles the boundary belongs to the continuation (its prefix characters
-        are reported in ``boundary_chars``), so every order of an item scores the same span
-        rule and no token is searched for by value."""
-        if not requests:
-            return []
-        texts = [r.prefix + r.continuation for r in requests]
-        cuts = [len(r.prefix) for r in requests]
-        if hasattr(self.tokenizer, "encode_batch"):
-            # the fast tokenizer's own batch call: what the transformers wrapper returns for
-            # add_special_tokens=False; the split comes from the encoding's own char-to-token
-            # map (one call) rather than from a Python copy of all its offsets
-            encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-            splits = [_split_encoding(e, cut) for e, cut in zip(encs, cuts)]
-        else:
-            enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-            splits = [
-                (ids, *_split_offsets(offsets, cut))
-                for ids, offsets, cut in zip(enc["input_ids"], enc["offset_mapping"], cuts)
-            ]
-        bos = [self.bos_id] if self.bos_id is not None else []
-        out = []
-        for ids, split, boundary in splits:
-            prefix = bos + list(ids[:split])
-            if not prefix:
-                from ..errors import ConfigError
-
-                raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
-            out.append(Encoded(tuple(prefix), list(ids[split:]), boundary))
-        return out
+        """:func:`encode_requests` with this planner's tokenizer, BOS and context."""
+        return encode_requests(self.tokenizer, self.bos_id, requests, self.max_length)
 
     def chunks(self, requests: Sequence[Any]) -> Iterator[list[int]]:
         """Request indices in planning chunks of about ``chunk_tokens`` tokens (all at once when
@@ -404,12 +463,15 @@ class Planner:
         groups: dict[tuple[int, ...], list[int]] = {}
         conts: dict[int, list[int]] = {}
         meta = []
+        skipped = minimum = 0
         for i, e in zip(index, encoded):
             meta.append((i, len(e.cont), e.boundary_chars))
+            if e.too_long:
+                skipped += 1
+                continue
             conts[i] = e.cont
             groups.setdefault(e.prefix, []).append(i)
         trees = {}
-        skipped = minimum = 0
         for prefix, members in groups.items():
             ok = [
                 i

@@ -34,6 +34,7 @@ from .base import (
     ScoreResult,
     TokenStats,
 )
+from .tree_plan import Encoded, encode_requests
 
 __all__ = ["VLLMBackend", "vllm_available"]
 
@@ -177,26 +178,50 @@ class VLLMBackend(Backend):
             self._fingerprint = "|".join(parts)
         return self._fingerprint
 
+    def _encode(self, requests: Sequence[ScoreRequest]) -> list[Encoded]:
+        """Tokenised as the local backend tokenises (:func:`~.tree_plan.encode_requests`), so
+        the two score the same tokens."""
+        config = self.llm.llm_engine.model_config
+        return encode_requests(
+            self.tokenizer, self.bos_id, requests, getattr(config, "max_model_len", None)
+        )
+
+    def _runnable(self, e: Encoded) -> bool:
+        limit = getattr(self.llm.llm_engine.model_config, "max_model_len", None)
+        return (
+            not e.too_long
+            and bool(e.cont)
+            and (limit is None or len(e.prefix) + len(e.cont) <= limit)
+        )
+
     def _prompt_logprobs(
         self, requests: Sequence[ScoreRequest], top: int, progress: ProgressFn | None
-    ) -> list[tuple[Any, list[Any]]]:
+    ) -> list[tuple[Encoded, list[Any] | None]]:
+        """Each request's encoding and vLLM's prompt log-probs (None: not run, as it is empty
+        or longer than the engine's context)."""
         from vllm import SamplingParams
 
-        from .hf import HFBackend
-
-        encoded = [HFBackend.encode(cast(Any, self), r) for r in requests]
-        prompts = [{"prompt_token_ids": list(e.prefix) + e.cont} for e in encoded]
+        encoded = self._encode(requests)
+        run = [i for i, e in enumerate(encoded) if self._runnable(e)]
+        prompts = [{"prompt_token_ids": list(encoded[i].prefix) + encoded[i].cont} for i in run]
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top)
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        outs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
+        got: list[list[Any] | None] = [None] * len(encoded)
+        for i, o in zip(run, outs):
+            got[i] = list(o.prompt_logprobs or [])
         if progress is not None:
             progress(len(requests))
-        return [(e, list(o.prompt_logprobs or [])) for e, o in zip(encoded, outs)]
+        return list(zip(encoded, got))
 
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
         out = []
         for e, plp in self._prompt_logprobs(requests, 0, progress):
+            if plp is None:  # empty: log p = 0; too long: NaN, as the local backend gives them
+                value = math.nan if e.too_long or e.cont else 0.0
+                out.append(ScoreResult(value, len(e.cont), e.boundary_chars))
+                continue
             p = len(e.prefix)
             vals = [plp[p + j][t].logprob for j, t in enumerate(e.cont)]
             out.append(ScoreResult(float(math.fsum(vals)), len(vals), e.boundary_chars))
@@ -207,6 +232,13 @@ class VLLMBackend(Backend):
     ) -> list[TokenStats]:
         out = []
         for e, plp in self._prompt_logprobs(requests, 1, progress):
+            if e.too_long:
+                out.append(TokenStats((-1,), (math.nan,), (-1,), 0))
+                continue
+            if plp is None:
+                nan = (math.nan,) * len(e.cont)
+                out.append(TokenStats(tuple(e.cont), nan, (-1,) * len(e.cont), e.boundary_chars))
+                continue
             p = len(e.prefix)
             lps, greedy = [], []
             for j, t in enumerate(e.cont):
