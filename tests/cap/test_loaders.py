@@ -235,3 +235,18 @@ def test_mod_records_that_are_not_their_originals_modifications(tmp_path: Path) 
     _qa_pairs(tmp_path / "rev", shifted[::-1])
     with pytest.raises(DataError, match=r"do not pair with ori_train.json by position \(4 of 5"):
         load_cap(str(tmp_path / "rev"), ["train", "test"])
+
+
+def test_an_unusable_mod_record_is_one_problem(tmp_path: Path) -> None:
+    """It was named twice: once when read, once when its item took a generated modification."""
+    shifted = [t.replace("20", "21", 1) for t in QA_TEXTS]
+    _qa_pairs(tmp_path, shifted)
+    rows = json.loads((tmp_path / "mod_train.json").read_text(encoding="utf-8"))
+    rows[1] = {"output": "10"}  # no input
+    (tmp_path / "mod_train.json").write_text(json.dumps(rows), encoding="utf-8")
+    data = load_cap(str(tmp_path), ["train", "test"])
+    assert [
+        (p.line, p.reason.endswith("item uses a generated modification")) for p in data.problems
+    ] == [(2, True)]
+    assert "input" in data.problems[0].reason
+    assert sorted(data.splits["train"].modified or {}) == [f"ori_train-{k}" for k in (1, 3, 4, 5)]

@@ -481,7 +481,20 @@ def _pair_mods(
                 else f"modified record is more like original record {like} than its own "
                 "(paired by position)"
             )
-            col.problem(str(mod_path), item.line, f"{reason}; item uses a generated modification")
+            note = "item uses a generated modification"
+            named = next(  # the record's own problem, named when it was read: one problem
+                (
+                    k
+                    for k, p in enumerate(col.problems)
+                    if (p.source, p.line) == (str(mod_path), item.line)
+                ),
+                None,
+            )
+            if mod is None and named is not None:
+                old = col.problems[named]
+                col.problems[named] = RowProblem(old.source, old.line, f"{old.reason}; {note}")
+            else:
+                col.problem(str(mod_path), item.line, f"{reason}; {note}")
             continue
         out[item.id] = mod
     return out
