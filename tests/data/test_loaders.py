@@ -842,3 +842,38 @@ def test_a_multiline_question_short_of_a_cell_is_one_bad_row(tmp_path: Path) -> 
     assert [i.question for i in result.items] == ["q1", "q3"]
     assert one_problem(result).line == 2
     assert "expected 6 columns" in one_problem(result).reason
+
+
+def test_a_pipe_or_a_device_is_named_not_read(tmp_path: Path) -> None:
+    """A named pipe given to cap blocked for ever; /dev/null was 'no such file'."""
+    import os
+    import threading
+
+    from contamscope.data.cap import load_cap
+    from contamscope.data.qa import load_qa
+
+    pipe = tmp_path / "items.jsonl"
+    os.mkfifo(pipe)
+
+    def unblock() -> None:  # were the pipe opened for reading, this ends the wait
+        fd = os.open(pipe, os.O_WRONLY)
+        os.close(fd)
+
+    threading.Timer(5, unblock).start()
+    loaders = [
+        lambda p: load_benchmark(p),
+        lambda p: load_qa(p),
+        lambda p: load_cap(p, ["train", "test"]),
+    ]
+    try:
+        for load in loaders:
+            with pytest.raises(DataError, match=r"items.jsonl: a named pipe, not a file"):
+                load(str(pipe))
+            with pytest.raises(DataError, match=r"^/dev/null: a device, not a data file$"):
+                load("/dev/null")
+    finally:
+        unblock_now = threading.Thread(target=unblock, daemon=True)
+        unblock_now.start()  # the timer's open blocks until a reader comes: give it one
+        fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        unblock_now.join(10)
+        os.close(fd)

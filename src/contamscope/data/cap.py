@@ -32,6 +32,7 @@ from contamscope.data.readers import (
     json_object,
     jsonl_lines,
     load_json_list,
+    not_a_file,
 )
 from contamscope.data.records import RowError, question_text
 from contamscope.errors import ConfigError, DataError
@@ -368,8 +369,8 @@ def load_cap(
     if not splits or len(set(splits)) != len(splits):
         raise ConfigError("--splits: give two or more different split names, e.g. train,test")
     path = Path(spec).expanduser()
-    if not path.exists():
-        raise DataError(f"{spec}: no such file or folder")
+    if not (path.is_file() or path.is_dir()):
+        raise DataError(f"{spec}: {not_a_file(path)}")
     cf = fields or CapFields()
     col = _Collector(strict)
     digest = hashlib.sha256()

@@ -26,7 +26,7 @@ from contamscope.data.formats import (
     split_subject,
 )
 from contamscope.data.items import LoadResult
-from contamscope.data.readers import decode_text
+from contamscope.data.readers import decode_text, not_a_file
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
 
@@ -142,8 +142,7 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
             )
         return [path], str(path)
     if not path.is_dir():
-        what = "not a file or folder" if path.exists() else "no such file or folder"
-        raise DataError(f"{spec}: {what}")
+        raise DataError(f"{spec}: {not_a_file(path)}")
     subfolders = sorted(p.name for p in path.iterdir() if p.is_dir() and p.name in _SPLIT_FOLDERS)
     if split is not None:
         if not (path / split).is_dir():

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from contamscope.data.items import LoadResult, QAItem
-from contamscope.data.readers import csv_table, decode_text, json_object, jsonl_lines
+from contamscope.data.readers import csv_table, decode_text, json_object, jsonl_lines, not_a_file
 from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
 from contamscope.errors import ConfigError, DataError
 
@@ -225,7 +225,7 @@ def load_qa(
         return _load_hf(spec, split=split, field_map=field_map, strict=strict)
     path = Path(spec).expanduser()
     if not path.is_file():
-        what = "a folder; give one file" if path.is_dir() else "no such file"
+        what = "a folder; give one file" if path.is_dir() else not_a_file(path)
         raise DataError(f"{spec}: {what}")
     try:
         raw = path.read_bytes()

@@ -16,6 +16,7 @@ __all__ = [
     "csv_rows",
     "csv_table",
     "decode_text",
+    "not_a_file",
     "jsonl_lines",
     "json_object",
     "load_json_list",
@@ -27,6 +28,30 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def not_a_file(path: Path) -> str:
+    """Why ``path``, which is neither a regular file nor a folder, cannot be read as data: a
+    pipe would block until something writes to it, and a device is no data file.
+
+    >>> not_a_file(Path("/no/such/file.csv"))
+    'no such file or folder'
+    """
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as e:
+        return f"cannot read ({e.strerror or e})"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe, not a file (save its data to a file first)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a data file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a data file"
+    return "not a file or folder"
 
 
 def decode_text(path: Path, raw: bytes) -> str:
