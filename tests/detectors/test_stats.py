@@ -224,18 +224,36 @@ def test_summary_zero_items() -> None:
     assert d["n_items"] == 0 and d["alg1"] is None
 
 
+def _without_logprobs(item: PermutationItemScore) -> PermutationItemScore:
+    """As records stored without their log-probs are read back: no randomization null."""
+    d = {k: v for k, v in item.to_dict().items() if k != "logprobs"}
+    out = PermutationItemScore.from_dict(d)
+    assert not out.gap_null
+    return out
+
+
 def test_summary_single_item() -> None:
-    s = summarize(_items(1, seed=1))
-    assert s.n_items == 1 and s.gap is not None
-    assert s.gap.p_value is None and s.gap.reason == "needs at least 2 items"
-    assert s.alg1 is not None and 0.0 <= s.alg1.p_value <= 1.0
+    (item,) = _items(1, seed=1)
+    s = summarize([item])
+    assert s.n_items == 1 and s.gap is not None and s.alg1 is not None
+    assert 0.0 <= s.alg1.p_value <= 1.0
+    # one item: the randomization test is exact over its 24 orders (the t-test is undefined)
+    null = np.asarray(item.gap_null)
+    assert s.gap.method == "randomization (exact)" and s.gap.n_resamples == 24
+    assert s.gap.p_value == pytest.approx(float(np.mean(null >= null[0] - 1e-9)))
+    assert s.gap.ci is None and s.gap.t is None and s.gap.reason is None
+    t = summarize([_without_logprobs(item)]).gap
+    assert t is not None and t.p_value is None and t.reason == "needs at least 2 items"
 
 
 def test_summary_identical_gaps() -> None:
     item = _items(1, seed=2)[0]
     s = summarize([item] * 5)
-    assert s.gap is not None and s.gap.p_value is None and s.gap.t is None
-    assert s.gap.reason is not None and "identical" in s.gap.reason
+    assert s.gap is not None and s.gap.ci is None and s.gap.t is None
+    assert s.gap.p_value is not None and s.gap.method.startswith("randomization")
+    t = summarize([_without_logprobs(item)] * 5).gap
+    assert t is not None and t.p_value is None and t.method == "t-test"
+    assert t.reason is not None and "identical" in t.reason
 
 
 def test_gap_test_known_answer() -> None:

@@ -200,13 +200,14 @@ class GapTest:
     """Mean gap (nats)."""
     ci: tuple[float, float] | None
     """Two-sided 95% t interval of the mean gap: approximate, it covers less than 95% with few
-    items or long-tailed log-probs (the p-value is exact)."""
+    items or long-tailed log-probs (the p-value is exact); None for one item or identical
+    gaps."""
     t: float | None
     """t statistic."""
     p_value: float | None
     """One-sided p-value (alternative: mean gap > 0); None when undefined (see ``reason``)."""
     reason: str | None = None
-    """Why the test is undefined, when it is."""
+    """Why the test is undefined, when it is (only the t-test can be)."""
     method: str = "t-test"
     """How ``p_value`` was computed: ``t-test``, ``randomization (exact)`` or
     ``randomization (Monte Carlo)``."""
@@ -415,32 +416,33 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
     p = 0.002 by t-test; the exact p is 0.17), and long lower tails of the order log-probs keep
     it anti-conservative at thousands of items (simulated: 21% of clean data sets at p <= 0.05
     with 200 items, 14% with 2,000). The one-sided t-test remains only for records without
-    their log-probs. The 95% CI is the t interval: approximate, see docs/statistics.md.
+    their log-probs, and is undefined there for one item or identical gaps. The 95% CI is the
+    t interval (approximate, see docs/statistics.md; None for one item or identical gaps).
     """
     g = np.array([it.gap for it in items], dtype=np.float64)
     n = int(g.size)
-    if n < 2:
-        first = float(g[0]) if n else None
-        return GapTest(n, first, None, None, None, reason="needs at least 2 items")
+    if n == 0:
+        return GapTest(0, None, None, None, None, reason="no items")
     mean = float(g.mean())
-    if float(np.ptp(g)) == 0.0:
-        return GapTest(n, mean, None, None, None, reason="all gaps are identical (zero variance)")
-    res = sps.ttest_1samp(g, 0.0, alternative="greater")
-    sem = float(g.std(ddof=1)) / math.sqrt(n)
-    half = float(sps.t.ppf(0.975, n - 1)) * sem
-    p, method, resamples = _none_if_nan(float(res.pvalue)), "t-test", None
-    if all(it.gap_null for it in items):
+    ci = t = None
+    undefined = (
+        "needs at least 2 items"
+        if n < 2
+        else "all gaps are identical (zero variance)"
+        if float(np.ptp(g)) == 0.0
+        else None
+    )
+    if undefined is None:
+        res = sps.ttest_1samp(g, 0.0, alternative="greater")
+        half = float(sps.t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
+        ci, t = (mean - half, mean + half), _none_if_nan(float(res.statistic))
+    if all(it.gap_null for it in items):  # defined for any number of items, any variance
         nulls = [np.asarray(it.gap_null, dtype=np.float64) for it in items]
         p, method, resamples = randomization_p(nulls)
-    return GapTest(
-        n=n,
-        mean=mean,
-        ci=(mean - half, mean + half),
-        t=_none_if_nan(float(res.statistic)),
-        p_value=p,
-        method=method,
-        n_resamples=resamples,
-    )
+        return GapTest(n, mean, ci, t, p, method=method, n_resamples=resamples)
+    if undefined is not None:
+        return GapTest(n, mean, None, None, None, reason=undefined)
+    return GapTest(n, mean, ci, t, _none_if_nan(float(res.pvalue)))
 
 
 def _alg2_summary(items: Sequence[PermutationItemScore], delta: float) -> Alg2DeltaSummary:
