@@ -328,3 +328,41 @@ def test_gap_test_monte_carlo_and_t_test_ranges() -> None:
     assert g is not None and g.method == "randomization (Monte Carlo)"
     stored = [PermutationItemScore.from_dict(it.to_dict()) for it in _items(5, seed=4)]
     assert summarize(stored).gap.method == "t-test"  # type: ignore[union-attr]  # no log-probs
+
+
+def test_rate_intervals_agree_with_the_exact_tests() -> None:
+    """A Wilson interval of 1 flag in 4 items excluded chance (1/24) while the exact p was
+    0.16. The Clopper-Pearson interval inverts the exact test: whenever it excludes the null
+    rate, the exact (Poisson-binomial) p-value is below 0.025, for every count of flags."""
+    from contamscope.detectors.stats import exact_interval
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 4, 5, 8, 12, 20, 50):
+        for _ in range(20):  # per-item null probabilities as ties and 4/5-option items make
+            null = rng.choice([1 / 24, 1 / 12, 1 / 120, 1 / 60, 1 / 8], size=n)
+            for k in range(n + 1):
+                lo, _ = exact_interval(k, n)
+                if lo > null.mean():
+                    assert poisson_binomial_sf(k, null) < 0.025, (n, k, null)
+    top, bottom = np.linspace(0, -1, 24), np.linspace(-1, 0, 24)  # original first / last
+    s = summarize([_item_of(top, 4)] + [_item_of(bottom, 4)] * 3)
+    assert s.alg1 is not None and s.alg1.count == 1
+    assert s.alg1.excess_ci[0] < 0 and s.alg1.p_value > 0.05
+    # at least 95% coverage where the Wilson interval had 84%
+    p = 1 / 24
+    cover = sum(
+        sps.binom.pmf(k, 4, p)
+        for k in range(5)
+        if exact_interval(k, 4)[0] <= p <= exact_interval(k, 4)[1]
+    )
+    assert cover >= 0.95 and wilson_cover_4(p) < 0.95
+
+
+def wilson_cover_4(p: float) -> float:
+    return float(
+        sum(
+            sps.binom.pmf(k, 4, p)
+            for k in range(5)
+            if wilson_interval(k, 4)[0] <= p <= wilson_interval(k, 4)[1]
+        )
+    )

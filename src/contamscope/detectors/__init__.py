@@ -26,6 +26,7 @@ from contamscope.detectors.stats import (
     GapTest,
     PermutationSummary,
     RankSummary,
+    exact_interval,
     poisson_binomial_sf,
     summarize,
     wilson_interval,
@@ -52,5 +53,6 @@ __all__ = [
     "rank_p_value",
     "score_item",
     "summarize",
+    "exact_interval",
     "wilson_interval",
 ]
