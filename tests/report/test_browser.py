@@ -172,3 +172,36 @@ def test_headers_sort_from_the_keyboard_and_ids_sort_by_their_numbers(
     assert focused and aria == "ascending"
     numbers = [int(x.split("-")[1]) for x in ids]
     assert numbers == sorted(numbers) and numbers[:3] == [0, 7, 14]
+
+
+def test_chinese_item_text_is_tagged_as_chinese(make_run, tmp_path: Path) -> None:
+    """The page is English (lang="en"), so browsers drew Chinese questions with Japanese glyph
+    forms and screen readers read them with an English voice."""
+    run = make_run(n_items=12, n_excluded=0)
+    lines = (run / "items.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    for r in recs:
+        r["prefix"] = "下列有关鳃弓的描述，错误的是：\n"
+    recs[0]["gap"] = -123456.0  # numbers are written as Python writes them: 1.235e+05
+    (run / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    path = build_report(run)
+    probes = {
+        "cells": """Array.from(document.querySelectorAll('#items tbody td'))
+            .filter(td => /[\\u4e00-\\u9fff]/.test(td.textContent))
+            .map(td => td.getAttribute('lang'))""",
+        "other": """Array.from(document.querySelectorAll('#items tbody td'))
+            .filter(td => !/[\\u4e00-\\u9fff]/.test(td.textContent))
+            .map(td => td.getAttribute('lang')).filter(x => x !== null)""",
+        "captions": """Array.from(document.querySelectorAll('#cases figcaption [lang]'))
+            .map(e => e.getAttribute('lang'))""",
+        "page": "document.documentElement.lang",
+        "big": """Array.from(document.querySelectorAll('#items tbody td'))
+            .map(td => td.textContent).filter(t => t.includes('e+'))""",
+    }
+    res = check_page(path, probes=probes)
+    assert res.errors == []
+    assert res.probes["cells"] and set(res.probes["cells"]) == {"zh"}
+    assert res.probes["other"] == []
+    assert res.probes["captions"] and set(res.probes["captions"]) == {"zh"}
+    assert res.probes["page"] == "en"
+    assert res.probes["big"] == ["-1.235e+05"]

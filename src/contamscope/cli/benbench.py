@@ -8,6 +8,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from contamscope.wording import plural
+
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
@@ -472,7 +474,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         console.print(
             styled(
                 "dim",
-                f"scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s; "
+                f"scored {plural(tm['items_scored_now'], 'item')} in {tm['scoring_seconds']:.1f} s; "
                 f"{tm['requests_from_cache']} requests from cache",
             )
         )

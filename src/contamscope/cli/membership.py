@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from contamscope.wording import plural
+
 from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..paths import check_output_folder
@@ -316,7 +318,7 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
     )
     q = "q" if st["fdr"] else "p"
     console.print(
-        f"flagged    {st['flagged']} of {st['n_items']} items at {q} <= {st['alpha']:g}",
+        f"flagged    {st['flagged']} of {plural(st['n_items'], 'item')} at {q} <= {st['alpha']:g}",
         highlight=False,
     )
     console.print(styled("dim", str(st["error_rate"])), highlight=False)

@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from contamscope.wording import plural
+
 from ..detectors.verdict import p_text, pct_text, verdict
 from .common import console, styled
 
@@ -120,7 +122,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         console.print(
             styled(
                 "dim",
-                f"scored {tm['items_scored_now']} items in {tm['scoring_seconds']:.1f} s "
+                f"scored {plural(tm['items_scored_now'], 'item')} in {tm['scoring_seconds']:.1f} s "
                 f"({tm['items_per_second']:.2f} items/s); {tm['scores_from_cache']} scores from cache",
             )
         )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from contamscope.wording import plural
+
 __all__ = ["VERDICT_ALPHA", "p_text", "pct_text", "verdict", "verdict_dict", "verdict_tests"]
 
 VERDICT_ALPHA = 0.05
@@ -64,7 +66,7 @@ def verdict(
             )
         signal, sentence = verdict(rest)
         return signal, (
-            f"{sentence}. {natural['n_items']} items with a natural option order ({reasons}) "
+            f"{sentence}. {plural(natural['n_items'], 'item')} with a natural option order ({reasons}) "
             f"are set aside: {flagged}"
         )
     if not stats.get("n_items"):

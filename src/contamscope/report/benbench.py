@@ -21,11 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from contamscope.wording import plural
+
 from ..detectors.benbench import LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
 from .cap import mean_ci
-from .html import Column, Section, Table, clip, esc
+from .html import Column, Section, Table, clip, esc, in_lang
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
@@ -98,10 +100,16 @@ def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
 
 
 def _num(x: float, signed: bool) -> str:
-    """Three decimals (one precision down a column), or 4 significant digits when large."""
-    if abs(x) >= 1000:
-        return f"{x:+.4g}" if signed else f"{x:.4g}"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
+    """Three decimals (one precision down a column), one from 1,000 on, and 4 significant
+    digits from 10^5 on: as the item table writes its numbers.
+
+    >>> _num(48830.2, False), _num(513400.0, False), _num(-0.0123, True)
+    ('48830.2', '5.134e+05', '-0.012')
+    """
+    sign = "+" if signed else ""
+    if abs(x) >= 1e5:
+        return f"{x:{sign}.3e}"
+    return f"{x:{sign}.1f}" if abs(x) >= 1000 else f"{x:{sign}.3f}"
 
 
 def _ci(pair: Sequence[float] | None, pct: bool) -> str:
@@ -214,7 +222,7 @@ def _verdict_section(run: RunData) -> Section:
                 f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
             )
         tables.append(
-            f"<h3>{esc(name)} split: {sp.get('n_items', 0)} items analysed, "
+            f"<h3>{esc(name)} split: {plural(sp.get('n_items', 0), 'item')} analysed, "
             f"{sp.get('n_paired', 0)} with a usable paraphrase</h3><p class='note'>original: "
             "mean over all analysed items; paraphrase, Δ and its paired-bootstrap CI: over the "
             "items with a usable paraphrase.</p>"
@@ -423,8 +431,8 @@ def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOp
             if v.get("excluded") or not ng.get("results"):
                 continue
             rows = "".join(
-                f"<tr><td>{res.get('start')}</td><td><pre>{esc(res.get('original'))}</pre></td>"
-                f"<td><pre>{esc(res.get('predicted'))}</pre></td>"
+                f"<tr><td>{res.get('start')}</td><td>{in_lang(res.get('original'), 'pre')}"
+                f"</td><td>{in_lang(res.get('predicted'), 'pre')}</td>"
                 f"<td class='{'yes' if res.get('exact') else ''}'>"
                 f"{'yes' if res.get('exact') else 'no'}</td>"
                 f"<td>{_fmt(res.get('rouge_l'), False)}</td><td>{_fmt(res.get('edit_sim'), False)}"
@@ -442,10 +450,10 @@ def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOp
         acc = r["metrics"]["original"][PRIMARY]
         blocks.append(
             f"<details open><summary><b>{esc(r['id'])}</b> (split {esc(r.get('split'))}): exact "
-            f"{_fmt(acc, True)} — {esc(q)}</summary>{''.join(parts)}</details>"
+            f"{_fmt(acc, True)} — {in_lang(q)}</summary>{''.join(parts)}</details>"
         )
     body = (
-        f"<p class='note'>The {len(top)} items (of {len(cand)}) with the highest exact n-gram "
+        f"<p class='note'>The {plural(len(top), 'item')} (of {len(cand)}) with the highest exact n-gram "
         "accuracy on the original, then the lowest NLL: each sampled n-gram as written "
         "(true) and as the model predicted it, for the original and its paraphrases.</p>"
     )
@@ -496,7 +504,7 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
     return Section(
         "items",
         "All items",
-        f"<p class='note'>{len(rows)} items; click a header to sort, type to search any column. "
+        f"<p class='note'>{plural(len(rows), 'item')}; click a header to sort, type to search any column. "
         "Every n-gram and prediction is in items.jsonl.</p>",
         after=table.html(),
     )

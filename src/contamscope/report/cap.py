@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from contamscope.wording import plural
+
 from ..detectors.stats import wilson_interval
 from .cap_heatmap import pcr_matrix
-from .html import Column, Section, Table, clip, esc, fmt_p
+from .html import Column, Section, Table, clip, esc, fmt_p, in_lang
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, legend_outside, text_colour, to_svg
 from .rundata import RunData
@@ -311,10 +313,13 @@ def _overlap_note(summary: dict[str, Any]) -> str:
         )
         if with_:
             parts.append(
-                f"{esc(split)}: {o.get('shared', 0)} items also in another split ({with_})"
+                f"{esc(split)}: {plural(o.get('shared', 0), 'item')} also in another split ({with_})"
             )
         if o.get("duplicates"):
-            parts.append(f"{esc(split)}: {o['duplicates']} items repeat an earlier item's text")
+            parts.append(
+                f"{esc(split)}: {plural(o['duplicates'], 'item')} "
+                f"{'repeats' if o['duplicates'] == 1 else 'repeat'} an earlier item's text"
+            )
     if not parts:
         return ""
     what = (
@@ -567,7 +572,7 @@ def _cases_section(
             ("→ mapped to", _choice(r, "modified_choice", "modified_options")),
         ]
         body = "".join(
-            f"<tr><th>{esc(k)}</th><td><pre>{esc(_clip(v))}</pre></td></tr>"
+            f"<tr><th>{esc(k)}</th><td>{in_lang(_clip(v), 'pre')}</td></tr>"
             for k, v in rows
             if v is not None
         )

@@ -9,12 +9,25 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Literal
 
-__all__ = ["Column", "Section", "Table", "clip", "fmt_ci", "fmt_p", "fmt_pct", "page", "esc"]
+__all__ = [
+    "Column",
+    "Section",
+    "Table",
+    "clip",
+    "esc",
+    "fmt_ci",
+    "fmt_p",
+    "fmt_pct",
+    "in_lang",
+    "page",
+    "text_lang",
+]
 
 ColumnKind = Literal["text", "num", "int", "pct", "p", "bool", "pair"]
 
@@ -100,6 +113,36 @@ class Table:
             f'</div><script type="application/json" id="data-{esc(self.id)}">'
             f"{_json_for_script(data)}</script>"
         )
+
+
+_KANA = re.compile("[\u3040-\u30ff]")
+_HANGUL = re.compile("[\uac00-\ud7af\u1100-\u11ff]")
+_HAN = re.compile("[\u4e00-\u9fff\u3400-\u4dbf]")
+
+
+def text_lang(text: Any) -> str | None:
+    """The language tag of an item's text where it is not English: ``ja`` with kana, ``ko``
+    with Hangul, ``zh`` with Chinese characters, else None. Browsers pick CJK glyphs and
+    screen readers pick a voice by it (the page itself is English). The item table does the
+    same in JavaScript (``langOf``).
+
+    >>> text_lang("下列有关鳃弓的描述，错误的是"), text_lang("Which is correct?"), text_lang(None)
+    ('zh', None, None)
+    """
+    if not isinstance(text, str):
+        return None
+    if _KANA.search(text):
+        return "ja"
+    if _HANGUL.search(text):
+        return "ko"
+    return "zh" if _HAN.search(text) else None
+
+
+def in_lang(text: Any, tag: str = "span") -> str:
+    """``text`` (escaped) in a ``tag`` element, with a ``lang`` attribute where it is CJK."""
+    lang = text_lang(text)
+    attr = f' lang="{lang}"' if lang else ""
+    return f"<{tag}{attr}>{esc(text)}</{tag}>"
 
 
 def clip(text: Any, limit: int, *, tail: int = 0) -> str:
@@ -223,10 +266,18 @@ function fmt(v,k){
   if(v===null||v===undefined)return "–";
   if(k==="pair")return v[1];
   if(k==="pct")return (100*v).toFixed(1)+"%";
-  if(k==="p")return v===0?"<1e-300":(v<1e-3?v.toExponential(2):v.toFixed(3));
-  if(k==="num")return (Math.abs(v)>=1e5||Math.abs(v)<5e-4&&v!==0)?v.toExponential(3):(Math.abs(v)>=1000?v.toFixed(1):v.toFixed(3));
+  if(k==="p")return v===0?"<1e-300":(v<1e-3?expo(v,2):v.toFixed(3));
+  if(k==="num")return (Math.abs(v)>=1e5||Math.abs(v)<5e-4&&v!==0)?expo(v,3):(Math.abs(v)>=1000?v.toFixed(1):v.toFixed(3));
   if(k==="bool")return v?"yes":"no";
   return String(v);
+}
+function expo(v,d){  // 4.883e+04, as Python writes it (JavaScript: 4.883e+4)
+  return v.toExponential(d).replace(/e([+-])(\d)$/,"e$10$2");
+}
+function langOf(s){  // as text_lang in html.py: CJK item text gets its language tag
+  if(/[\u3040-\u30ff]/.test(s))return "ja";
+  if(/[\uac00-\ud7af\u1100-\u11ff]/.test(s))return "ko";
+  return /[\u4e00-\u9fff\u3400-\u4dbf]/.test(s)?"zh":"";
 }
 function cmp(a,b){
   if(Array.isArray(a))a=a[0];if(Array.isArray(b))b=b[0];
@@ -255,7 +306,8 @@ document.querySelectorAll(".tbl").forEach(function(box){
       var r=all[rows[i]],tds=[];
       for(var j=0;j<cols.length;j++){
         var k=cols[j].kind,v=r[j],s=fmt(v,k),cls="k-"+k+(cols[j].key==="question"?" q":"")+(k==="bool"&&v?" yes":"");
-        tds.push('<td class="'+cls+'" title="'+esc(s)+'">'+esc(s)+"</td>");
+        var lg=k==="text"?langOf(s):"";
+        tds.push('<td class="'+cls+'"'+(lg?' lang="'+lg+'"':"")+' title="'+esc(s)+'">'+esc(s)+"</td>");
       }
       html.push("<tr>"+tds.join("")+"</tr>");
     }

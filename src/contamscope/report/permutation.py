@@ -15,7 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct
+from contamscope.wording import plural
+
+from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
@@ -197,7 +199,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     excl = ", ".join(f"{v} {esc(k)}" for k, v in (counts.get("excluded") or {}).items()) or "none"
     head = (
         f'<div class="verdict {cls}">{esc(sentence)}</div>'
-        f'<p class="note">{counts.get("items_analysed", 0)} items analysed of '
+        f'<p class="note">{plural(counts.get("items_analysed", 0), "item")} analysed of '
         f"{counts.get('items_selected', 0)} selected (excluded: {excl}; input rows skipped: "
         f"{counts.get('rows_skipped', 0)}). <b>H0</b>: the model has not seen the items, so each "
         "item's original option order is exchangeable with its other orders. The column "
@@ -314,7 +316,7 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
         for k, v in tests.items()
     )
     return out + (
-        f'<p class="note">The verdict\'s tests on the other {rest["n_items"]} items '
+        f'<p class="note">The verdict\'s tests on the other {plural(rest["n_items"], "item")} '
         f"(Bonferroni: each at p ≤ {level:.3g}, 5% overall):</p>"
         '<table class="stats"><tr><th>test</th><th>p-value (one-sided)</th>'
         f"<th>rejects H0</th></tr>{body}</table>"
@@ -344,7 +346,7 @@ def _evidence_section(
                 xlabel=f"rank of the original order among {n_orders} orders (1 = highest log-prob)",
                 ylabel="items",
             )
-            ax.set_title(f"Where the original order ranks ({n} items)")
+            ax.set_title(f"Where the original order ranks ({plural(n, 'item')})")
             if n_orders > 30:
                 ax.set_xlim(0.5, n_orders + 0.5)
             ax.yaxis.get_major_locator().set_params(integer=True)
@@ -352,8 +354,9 @@ def _evidence_section(
             figs.append(to_svg(fig, "histogram of the original order's rank"))
         if others:
             note += (
-                f"<p class='note'>The rank histogram shows the {n} items with {n_orders} orders; "
-                f"{others} items with another number of orders are in the table.</p>"
+                f"<p class='note'>The rank histogram shows the {plural(n, 'item')} with {n_orders} "
+                f"orders; {plural(others, 'item')} with another number of orders "
+                f"{'is' if others == 1 else 'are'} in the table.</p>"
             )
     if gaps:
         g = stats.get("gap") or {}
@@ -420,12 +423,16 @@ def _cases_section(cases: list[_Case], n_items: int) -> Section:
             cap = f"<b>{esc(c.id)}</b>{' (' + esc(c.subject) + ')' if c.subject else ''}: "
             figs.append(
                 to_svg(fig, f"log-probs of all orders of {c.id}")
-                + f"<figcaption>{cap}{esc(c.question)}"
-                + (f"<br><b>options</b> (original order): {esc(c.options)}" if c.options else "")
+                + f"<figcaption>{cap}{in_lang(c.question)}"
+                + (
+                    f"<br><b>options</b> (original order): {in_lang(c.options)}"
+                    if c.options
+                    else ""
+                )
                 + "</figcaption>"
             )
     body = (
-        f"<p class='note'>The {len(cases)} items (of {n_items}) with the smallest rank p-value "
+        f"<p class='note'>The {plural(len(cases), 'item')} (of {n_items}) with the smallest rank p-value "
         "(then the largest gap): the log-probability of the option block under every order, the "
         "original order as a diamond. A memorised item shows the original far above the rest.</p>"
     )
@@ -474,7 +481,7 @@ def _table_section(
     return Section(
         "items",
         "All items",
-        f"<p class='note'>{len(rows)} items; click a header to sort, type to search any column. "
+        f"<p class='note'>{plural(len(rows), 'item')}; click a header to sort, type to search any column. "
         f"Items with p-value ≤ {alpha:g} are suspicious one by one, but "
         + (f"about {fmt_pct(expected)}" if expected is not None else f"up to {fmt_pct(alpha)}")
         + " of a clean benchmark's items also are (the rank test's rate under H0, above: "
