@@ -169,7 +169,7 @@ def command(
     run(**locals())
 
 
-def _permutation(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
+def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data import load_benchmark
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
@@ -196,10 +196,10 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
         ),
     )
     name = f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
-    return method, name, [str(p) for p in loaded.problems]
+    return method, name
 
 
-def _benbench(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
+def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data.qa import load_qa
     from ..pipeline.benbench import BenBenchConfig
     from ..validate import BenBenchValidation
@@ -211,10 +211,10 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )
     name = f"validate-benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
-    return method, name, [str(p) for p in loaded.problems]
+    return method, name
 
 
-def _cap(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
+def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data.cap import load_cap
     from ..pipeline.cap import CapConfig
     from ..validate import CapValidation
@@ -237,7 +237,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str, list[str]]:
     )
     method = CapValidation(data, trained, config)
     name = f"validate-cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{trained}"
-    return method, name, [str(p) for p in data.problems]
+    return method, name
 
 
 _METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
@@ -264,7 +264,7 @@ def run(**kw: Any) -> None:
             seed=kw["seed"],
         ),
     )
-    method, default_name, skipped = build(kw)
+    method, default_name = build(kw)
     out = kw["out"] or Path("runs") / default_name
     check_output_folder(out)
     cache = open_cache(kw)
@@ -321,16 +321,7 @@ def run(**kw: Any) -> None:
         + (", validation-roc.png" if roc else "")
         + ")"
     )
-    if skipped:  # listed in summary.json, exit code 3, as the other commands do
-        import json
-
-        from ..paths import RUN_FOLDER, write_text_atomic
-
-        path = Path(outcome.run_dir) / "summary.json"
-        summary = dict(outcome.summary, skipped_rows=skipped)
-        text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-        write_text_atomic(path, text, RUN_FOLDER)
-    exit_if_skipped(len(skipped))
+    exit_if_skipped(len(outcome.summary["skipped_rows"]))  # listed there, as in other commands
 
 
 def print_validation_summary(summary: dict[str, Any]) -> None:

@@ -68,6 +68,9 @@ class BenBenchValidation(ValidationMethod):
 
     name = "benbench"
 
+    def skipped_rows(self) -> list[str]:
+        return [str(p) for p in self.loaded.problems]
+
     def benchmark(self) -> dict[str, Any]:
         return {
             "source": self.loaded.source,

@@ -93,6 +93,9 @@ class CapValidation(ValidationMethod):
         ref, other = self.splits
         return f"fine-tuned on {ref}" if self.trained_split == ref else f"contaminated by {other}"
 
+    def skipped_rows(self) -> list[str]:
+        return [str(p) for p in self.data.problems]
+
     def benchmark(self) -> dict[str, Any]:
         return {
             "source": self.data.source,

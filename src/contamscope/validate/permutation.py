@@ -153,6 +153,9 @@ class PermutationValidation(ValidationMethod):
         if self.scenario not in ("a", "b"):
             raise ConfigError(f"--scenario {self.scenario!r}: expected a or b")
 
+    def skipped_rows(self) -> list[str]:
+        return [str(p) for p in self.loaded.problems]
+
     def benchmark(self) -> dict[str, Any]:
         return {
             "source": self.loaded.source,

@@ -109,6 +109,10 @@ class ValidationMethod(ABC):
         """Method settings that change the numbers (a re-run must match them)."""
 
     @abstractmethod
+    def skipped_rows(self) -> list[str]:
+        """Input rows the loader skipped, ``file:line: reason`` (summary.json)."""
+
+    @abstractmethod
     def draw(self, n_items: int, seed: int) -> Split:
         """The evaluated items and which of them are trained on."""
 
@@ -333,6 +337,7 @@ def build_summary(
         "training": train_logs,
         "detectors": method.describe(),
         "results": results,
+        "skipped_rows": method.skipped_rows(),
         "timings": timings,
         "versions": _package_versions(),
         **method.summary_extras(),
