@@ -6,9 +6,9 @@ __all__ = ["plural"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
-    """``n`` and the noun in the right number.
+    """``n`` (with thousands separators) and the noun in the right number.
 
-    >>> plural(1, "item"), plural(0, "item"), plural(2, "query", "queries")
-    ('1 item', '0 items', '2 queries')
+    >>> plural(1, "item"), plural(0, "item"), plural(1024, "query", "queries")
+    ('1 item', '0 items', '1,024 queries')
     """
-    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"

@@ -8,17 +8,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from contamscope.wording import plural
-
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
+from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     ItemProgress,
     console,
-    counted,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -378,11 +376,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             ", ".join(
                 f"{r['name']} ({r['items_paired']} paired: {r['paraphrases_ok']} ok, "
                 f"{r['paraphrases_failed']} failed"
-                + (
-                    f"; {counted(r['rows_skipped'], 'row')} skipped"
-                    if r.get("rows_skipped")
-                    else ""
-                )
+                + (f"; {plural(r['rows_skipped'], 'row')} skipped" if r.get("rows_skipped") else "")
                 + ")"
                 for r in b["references"]
             )

@@ -10,7 +10,8 @@ from rich.table import Table
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_folder, default_score_db
 from ..store import ScoreCache
-from .common import console, counted, err_console, user_errors
+from ..wording import plural
+from .common import console, err_console, user_errors
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -99,7 +100,7 @@ def clear(
         why = str(exc).split(": ", 1)[-1].split(";")[0]  # without the path and the advice
         console.print(f"removed {path}, which was {why}")
         return
-    console.print(f"deleted {counted(n, 'score')} from {path}")
+    console.print(f"deleted {plural(n, 'score')} from {path}")
 
 
 def _clear_model(path: Path, model: str, yes: bool) -> None:
@@ -110,9 +111,9 @@ def _clear_model(path: Path, model: str, yes: bool) -> None:
         known = ", ".join(sorted({m.name for m in setups}))
         raise ConfigError(f"--model {model}: no such model set-up in {path} (models: {known})")
     n_entries = sum(m.entries for m in chosen)
-    what = f"{counted(n_entries, 'score')} of {model} (cached)"
+    what = f"{plural(n_entries, 'score')} of {model} (cached)"
     if not yes and not typer.confirm(f"delete {what} from {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     n = cache.clear([m.fingerprint for m in chosen])
-    console.print(f"deleted {counted(n, 'score')} of {model} from {path}")
+    console.print(f"deleted {plural(n, 'score')} of {model} from {path}")

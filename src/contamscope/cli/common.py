@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import ConfigError, ContamscopeError
+from ..wording import plural
 
 if TYPE_CHECKING:
     from ..data.overlap import SplitOverlap
@@ -24,7 +25,6 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USER_ERROR",
     "EXIT_ROWS_SKIPPED",
-    "counted",
     "list_skipped",
     "exit_if_skipped",
     "say_overlap",
@@ -63,11 +63,6 @@ def styled(style: str, text: str, rest: str = "") -> Text:
     return Text.assemble((text, style), rest)
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 row``, ``2 rows``, ``1,024 scores``."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
 def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int = 10) -> None:
     """The first ``shown`` skipped input rows (``file:line: reason``), one line each, on stderr."""
     for p in problems[:shown]:
@@ -87,7 +82,7 @@ def exit_if_skipped(n: int, what: str = "") -> None:
     input, named in the lines above) were skipped."""
     if n:
         said = (
-            f"{counted(n, what)} left out"
+            f"{plural(n, what)} left out"
             if what
             else (f"{n} input row{'s were' if n != 1 else ' was'} skipped")
         )
@@ -177,7 +172,7 @@ def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
                     styled(
                         "yellow",
                         "overlap:",
-                        f" {counted(n, 'item')} of split {s} also in split {o} (same text;"
+                        f" {plural(n, 'item')} of split {s} also in split {o} (same text;"
                         f" first: {s}/{overlap.shared[s][0]}): {what}",
                     ),
                     highlight=False,
@@ -189,7 +184,7 @@ def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
                 styled(
                     "yellow",
                     "repeats:",
-                    f" split {s} holds {counted(n, 'item')} repeating the text of an earlier one",
+                    f" split {s} holds {plural(n, 'item')} repeating the text of an earlier one",
                 ),
                 highlight=False,
                 soft_wrap=True,
@@ -266,7 +261,7 @@ def pick_items(items: Sequence[T], kw: dict[str, Any], where: str = "") -> list[
             styled(
                 "yellow",
                 "note",
-                f" --sample {sample} is more than the {counted(len(items), 'item')}"
+                f" --sample {sample} is more than the {plural(len(items), 'item')}"
                 f"{' of ' + where if where else ''}; all are used",
             ),
             highlight=False,

@@ -8,11 +8,10 @@ from typing import Any
 
 import typer
 
-from contamscope.wording import plural
-
 from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..paths import check_output_folder
+from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     ItemProgress,

@@ -19,10 +19,10 @@ from rich.progress import (
 from ..errors import ConfigError
 from ..executors import Executor
 from ..paths import check_output_folder
+from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     console,
-    counted,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -216,7 +216,7 @@ def _say_repeats(items: Sequence[Any], drop: bool) -> dict[str, str]:
             styled(
                 "yellow",
                 "repeats:",
-                f" {counted(len(found), 'item')} {'repeats' if len(found) == 1 else 'repeat'} "
+                f" {plural(len(found), 'item')} {'repeats' if len(found) == 1 else 'repeat'} "
                 f"the question and options of an earlier item (e.g. {rep} repeats {first}): "
                 f"{what}",
             ),

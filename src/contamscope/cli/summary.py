@@ -6,9 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
-from contamscope.wording import plural
-
 from ..detectors.verdict import p_text, pct_text, verdict
+from ..wording import plural
 from .common import console, styled
 
 __all__ = ["print_permutation_summary", "verdict"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contamscope.wording import plural
+from ..wording import plural
 
 __all__ = ["VERDICT_ALPHA", "p_text", "pct_text", "verdict", "verdict_dict", "verdict_tests"]
 

@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.wording import plural
-
 from ..detectors.benbench import LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
+from ..wording import plural
 from .cap import mean_ci
 from .html import Column, Section, Table, clip, esc, in_lang
 from .methods import Estimate, ReportOptions

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.wording import plural
-
 from ..detectors.stats import wilson_interval
+from ..wording import plural
 from .cap_heatmap import pcr_matrix
 from .html import Column, Section, Table, clip, esc, fmt_p, in_lang
 from .methods import Estimate, ReportOptions

@@ -15,8 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from contamscope.wording import plural
-
+from ..wording import plural
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
