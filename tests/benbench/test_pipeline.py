@@ -250,6 +250,35 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     assert r.returncode == 2 and "--drop-shared needs --train" in r.stderr
 
 
+def test_cli_repeats_named_and_drop_repeats_leaves_them_out(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """A repeated question counted twice in a split's Delta; only the permutation command
+    could leave repeats out."""
+    plain = [{"question": r["question"], "answer": r["answer"]} for r in ROWS[:2]]
+    again = dict(plain[0], question=plain[0]["question"].upper())  # case and spacing aside
+    test = write_jsonl(tmp_path / "toy-test.jsonl", [*plain, again])
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    args = ["benbench", *model, "--benchmark", str(test), "--no-lenient"]
+    r = run_cli(*args, "--out", "kept", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "repeats: split test holds 1 item repeating the text of an earlier one (first: "
+        "toy-test-2 repeats toy-test-0): kept; --drop-repeats leaves them out"
+    ) in " ".join(r.stderr.split())
+    assert json.loads((tmp_path / "kept" / "summary.json").read_text())["selection"]["n_items"] == {
+        "test": 3
+    }
+    r = run_cli(*args, "--drop-repeats", "--out", "dropped", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "): left out" in " ".join(r.stderr.split())
+    summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
+    assert summary["selection"]["n_items"] == {"test": 2}
+    assert summary["selection"]["drop_repeats"] is True
+    ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]
+    assert sorted(ids) == ["test/toy-test-0", "test/toy-test-1"]
+
+
 def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:

@@ -189,3 +189,28 @@ def test_cap_cli_names_and_drops_items_shared_by_splits(
         "duplicates": 0,
     }
     assert "Overlap between splits" not in build_report(tmp_path / "two").read_text("utf-8")
+
+
+def test_cap_cli_drop_repeats_leaves_repeated_items_out(
+    fineval_dir: Path, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    data = fineval_dir / "data"
+    for kind in ("ori", "mod"):  # dev's third item repeats its first
+        dev = json.loads((data / f"{kind}_dev.json").read_text(encoding="utf-8"))
+        dev[2] = dict(dev[0])
+        (data / f"{kind}_dev.json").write_text(json.dumps(dev, ensure_ascii=False), "utf-8")
+    common = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(fineval_dir)]
+    common += ["--splits", "dev,val", "--device", "cpu", "--no-plot", "--no-loglik"]
+    common += ["--n-boot", "100"]
+    kept = run_cli(*common, "--out", str(tmp_path / "kept"), cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    said = " ".join(kept.stderr.split())
+    assert "repeats: split dev holds 1 item repeating the text of an earlier one" in said
+    assert "kept; --drop-repeats leaves them out" in said
+    dropped = run_cli(*common, "--drop-repeats", "--out", str(tmp_path / "dropped"), cwd=tmp_path)
+    assert dropped.returncode == 0, dropped.stderr
+    summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
+    assert summary["benchmark"]["selection"]["n_items"] == {"dev": 2, "val": 3}
+    assert summary["benchmark"]["selection"]["drop_repeats"] is True
+    ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]
+    assert "dev/ori_dev-3" not in ids and "dev/ori_dev-1" in ids

@@ -140,6 +140,12 @@ def command(
         "--drop-shared",
         help="With --train: leave out items whose text both splits hold (kept and named by default).",
     ),
+    drop_repeats: bool = typer.Option(
+        False,
+        "--drop-repeats",
+        help="Leave out items repeating the text of an earlier item of the same split (before "
+        "--limit/--sample); kept and named by default.",
+    ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     batch_items: int = typer.Option(
@@ -264,10 +270,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     loaded = {"test": _read_split(kw, kw["benchmark"], "test")}
     if kw["train"]:
         loaded["train"] = _read_split(kw, kw["train"], "train")
-    overlap = split_overlap({n: x.items for n, x in loaded.items()}) if kw["train"] else None
-    if overlap is not None:
-        say_overlap(overlap, kw["drop_shared"])
-    drop = overlap.left_out(kw["drop_shared"]) if overlap else {n: set() for n in loaded}
+    overlap = split_overlap({n: x.items for n, x in loaded.items()})
+    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"])
+    drop = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     splits = [_split_input(kw, loaded["test"], kw["reference"], "test", drop["test"])]
     if kw["train"]:
         splits.append(
@@ -317,8 +322,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "n_items": {s.name: len(s.items) for s in splits},
         **reading_options(kw),
         **({"pairing": kw["pairing"]} if kw["pairing"] != "auto" else {}),
+        **({"drop_repeats": True} if kw["drop_repeats"] else {}),
     }
-    if overlap is not None:
+    if kw["train"]:
         selection.update(overlap=overlap.counts(), drop_shared=kw["drop_shared"])
     with ItemProgress("scoring", out) as bar:
         outcome = run_benbench(

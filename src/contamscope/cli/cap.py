@@ -142,6 +142,12 @@ def command(
         "--drop-shared",
         help="Leave out items whose text is in more than one split (kept and named by default).",
     ),
+    drop_repeats: bool = typer.Option(
+        False,
+        "--drop-repeats",
+        help="Leave out items repeating the text of an earlier item of the same split (before "
+        "--limit/--sample); kept and named by default.",
+    ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     batch_items: int = typer.Option(16, "--batch-items", min=1, help="Items per generation batch."),
@@ -228,8 +234,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     check_splits(data, split_names)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
-    say_overlap(overlap, kw["drop_shared"])
-    gone = overlap.left_out(kw["drop_shared"])
+    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"])
+    gone = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     selected = {
         s: pick_items([it for it in data.splits[s].items if it.id not in gone[s]], kw, f"split {s}")
         for s in split_names
@@ -281,6 +287,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         **reading_options(kw, "task"),
         "overlap": overlap.counts(),
         "drop_shared": kw["drop_shared"],
+        **({"drop_repeats": True} if kw["drop_repeats"] else {}),
     }
     with ItemProgress("generating", out) as bar:
         outcome = run_cap(

@@ -159,7 +159,7 @@ class ItemProgress:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
 
 
-def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
+def say_overlap(overlap: SplitOverlap, dropped: bool, dropped_repeats: bool = False) -> None:
     """Name the items that more than one split holds (on both sides of a comparison of the
     splits), and the repeats within a split, on stderr."""
     names = list(overlap.shared_with)
@@ -178,13 +178,16 @@ def say_overlap(overlap: SplitOverlap, dropped: bool) -> None:
                     highlight=False,
                     soft_wrap=True,
                 )
-    for s, n in overlap.duplicates.items():
-        if n:
+    for s, rep in overlap.repeated.items():
+        if rep:
+            again, first = next(iter(rep.items()))
+            what = "left out" if dropped_repeats else "kept; --drop-repeats leaves them out"
             err_console.print(
                 styled(
                     "yellow",
                     "repeats:",
-                    f" split {s} holds {plural(n, 'item')} repeating the text of an earlier one",
+                    f" split {s} holds {plural(len(rep), 'item')} repeating the text of an "
+                    f"earlier one (first: {again} repeats {first}): {what}",
                 ),
                 highlight=False,
                 soft_wrap=True,

@@ -21,10 +21,15 @@ class SplitOverlap:
     """Per split, how many of its items each other split also holds."""
     duplicates: dict[str, int]
     """Per split, items that repeat the text of an earlier item of the same split."""
+    repeated: dict[str, dict[str, str]]
+    """Per split, :func:`repeats` of its items: ``{id of the repeat: id of the first}``."""
 
-    def left_out(self, drop: bool) -> dict[str, set[str]]:
-        """Per split, the ids ``--drop-shared`` leaves out (none when ``drop`` is False)."""
-        return {s: set(ids) if drop else set() for s, ids in self.shared.items()}
+    def left_out(self, drop: bool, drop_repeats: bool = False) -> dict[str, set[str]]:
+        """Per split, the ids ``--drop-shared`` (``drop``) and ``--drop-repeats`` leave out."""
+        return {
+            s: (set(ids) if drop else set()) | (set(self.repeated[s]) if drop_repeats else set())
+            for s, ids in self.shared.items()
+        }
 
     def counts(self) -> dict[str, dict[str, Any]]:
         """``{split: {"shared": n, "shared_with": {split: n}, "duplicates": n}}`` (summary)."""
@@ -63,8 +68,9 @@ def split_overlap(splits: Mapping[str, Sequence[Any]]) -> SplitOverlap:
         shared_with[s] = {
             o: n for o, ks in others.items() if (n := sum(1 for k in keys[s] if k in ks))
         }
-    duplicates = {s: len(k) - len(sets[s]) for s, k in keys.items()}
-    return SplitOverlap(shared, shared_with, duplicates)
+    repeated = {s: repeats(items) for s, items in splits.items()}
+    duplicates = {s: len(r) for s, r in repeated.items()}
+    return SplitOverlap(shared, shared_with, duplicates, repeated)
 
 
 def repeats(items: Sequence[Any]) -> dict[str, str]:
