@@ -347,7 +347,7 @@ class MembershipTest:
         if not 0 < self.alpha < 1:
             raise ConfigError(f"--alpha {self.alpha}: expected a level in (0, 1)")
         if self.n_boot < 100:
-            raise ConfigError("--bootstrap must be at least 100")
+            raise ConfigError(f"--bootstrap (n_boot) {self.n_boot}: must be at least 100")
 
     def score(
         self, benchmark: Sequence[float] | NDArray[Any], reference: Sequence[float] | NDArray[Any]

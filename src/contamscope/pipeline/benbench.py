@@ -99,7 +99,7 @@ class BenBenchConfig:
             if not 0 <= thr <= 1:
                 raise ConfigError(f"{name} must be between 0 and 1")
         if self.n_boot < 100:
-            raise ConfigError("--bootstrap must be at least 100")
+            raise ConfigError(f"--bootstrap (n_boot) {self.n_boot}: must be at least 100")
         if self.batch_items < 1:
             raise ConfigError("--batch-items must be at least 1")
 

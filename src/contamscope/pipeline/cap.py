@@ -100,7 +100,10 @@ class CapConfig:
         if self.alpha < 0:
             raise ConfigError("--alpha must be >= 0")
         if not (0 < self.paraphrase_threshold <= 1 and 0 < self.similarity_threshold <= 1):
-            raise ConfigError("similarity thresholds must be in (0, 1]")
+            raise ConfigError(
+                "--paraphrase-threshold and --similarity-threshold (paraphrase_threshold, "
+                "similarity_threshold) must be in (0, 1]"
+            )
         if self.mcq_metric not in ("mapped", "strict"):
             raise ConfigError("--mcq-metric: expected mapped or strict")
         if self.n_boot < 100:

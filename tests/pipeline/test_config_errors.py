@@ -1,0 +1,28 @@
+"""Config errors name the command-line flag and, where it is spelt otherwise, the Python field:
+a Python user who set ``n_boot=50`` was told about ``--bootstrap``, which they never wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contamscope.detectors.membership import MembershipTest
+from contamscope.errors import ConfigError
+from contamscope.pipeline.benbench import BenBenchConfig
+from contamscope.pipeline.cap import CapConfig
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda: BenBenchConfig(n_boot=50), "--bootstrap (n_boot) 50: must be at least 100"),
+        (lambda: MembershipTest(n_boot=50), "--bootstrap (n_boot) 50: must be at least 100"),
+        (lambda: CapConfig(task="qa", similarity_threshold=2.0), "similarity_threshold)"),
+        (lambda: CapConfig(task="qa", n_boot=5), "--n-boot must be at least 100"),
+    ],
+)
+def test_config_errors_name_flag_and_field(make: Any, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert needle in str(err.value) and "\n" not in str(err.value)
