@@ -203,13 +203,10 @@ def _split_input(
     from ..data import FieldMap
     from ..data.qa import load_qa
     from ..pipeline.benbench import SplitInput
-    from ..pipeline.benbench_refs import inline_reference, pair_reference
+    from ..pipeline.benbench_refs import ReferenceSet, pair_reference
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
-    references = []
-    inline = inline_reference(loaded)
-    if inline is not None:
-        references.append(inline)
+    references: list[ReferenceSet] = []
     # --format names the benchmark's format; a reference's own is detected (a BenBench rewritten
     # file read as plain GSM8K would be its originals), except the generic ones --fields maps
     ref_fmt = kw["fmt"] if kw["fmt"] in ("qa-jsonl", "qa-csv") else None
@@ -225,12 +222,13 @@ def _split_input(
                 f"paraphrase ({ref.format} read; is it the benchmark itself?)"
             )
     pool = [it for it in loaded.items if it.id not in drop]
-    items = pick_items(pool, kw, f"split {name}")
-    for r in references:
-        warning = r.check_pairs([it.id for it in items], option) if r.pairing != "inline" else None
-        if warning:
-            err_console.print(styled("yellow", "partly paired", f" {warning}"), highlight=False)
-    return SplitInput(name, loaded, list(items), references)  # type: ignore[arg-type]
+    split = SplitInput.build(name, loaded, pick_items(pool, kw, f"split {name}"), references)
+    for r in split.references:
+        if r.pairing != "inline":
+            warning = r.check_pairs([it.id for it in split.items], option)
+            if warning:
+                err_console.print(styled("yellow", "partly paired", f" {warning}"), highlight=False)
+    return split
 
 
 @user_errors
