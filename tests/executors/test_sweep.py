@@ -128,3 +128,28 @@ def test_sweep_on_ray_equals_local(
         for g, w in zip(got, want):
             assert g["logprobs"] == pytest.approx(w["logprobs"], abs=1e-4)
             assert g["rank"] == w["rank"]
+
+
+def test_a_finished_pair_whose_model_weights_changed_is_not_passed_off_as_done(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any
+) -> None:
+    """New weights written over the old ones with the same size and modification time (as
+    ``cat new > model.safetensors; touch -r old ...`` or an ``rsync -a`` leaves them): the
+    sweep skipped the pair as finished and built the board from the old model's numbers."""
+    model = tmp_path / "tiny-w"
+    shutil.copytree(tiny_model_path, model)
+    bench = write_bench(tmp_path / "w_test.csv", 4)
+    out = tmp_path / "sweep"
+    first = _sweep([f"hf:{model}"], [bench], out)
+    assert first.returncode == 0, first.stderr
+    weights = model / "model.safetensors"
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[-64:] = bytes(64)  # same size: the last weights zeroed
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert weights.stat().st_size == st.st_size and weights.stat().st_mtime_ns == st.st_mtime_ns
+    again = _sweep([f"hf:{model}"], [bench], out)
+    assert again.returncode == 2, again.stdout
+    assert "the model's files changed since this pair ran" in again.stdout
+    assert "finished earlier (skipped)" not in again.stdout

@@ -45,10 +45,9 @@ def smollm2_gguf_path() -> Path:
 
 def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     """A safetensors copy of ``gguf`` (converted once, atomically, then reused)."""
-    st = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[
-        :12
-    ]
+    from ..store.digests import file_digest
+
+    key = hashlib.sha256(f"{gguf.resolve()}:{file_digest(gguf)}".encode()).hexdigest()[:12]
     root = cache or model_cache_dir()
     dest = root / f"{gguf.stem}-{key}"
     if (dest / "config.json").is_file():

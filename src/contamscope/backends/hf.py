@@ -126,15 +126,35 @@ def _vocab_moments(logp: torch.Tensor) -> torch.Tensor:
 
 
 def _local_identity(path: Path) -> str:
-    """Content identity of a local model folder or file (sizes, mtimes, config hash)."""
+    """Content identity of a local model folder or file: its path and every file's name and
+    bytes (:func:`~contamscope.store.digests.file_digest`: read in full once per change of
+    the file, so new weights under an old size and modification time are a new model)."""
+    from ..store.digests import file_digest
+
     h = hashlib.sha256(str(path.resolve()).encode())
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
     for f in files:
-        st = f.stat()
-        h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
-        if f.name.endswith(".json") and st.st_size < 1_000_000:
-            h.update(f.read_bytes())
+        h.update(f"{f.name}:{f.stat().st_size}:{file_digest(f)}".encode())
     return h.hexdigest()[:16]
+
+
+def local_identity(spec: str) -> str | None:
+    """The identity (the first part of the fingerprint) that ``spec`` loads, without loading
+    it, for a local ``hf:`` folder or ``.gguf`` file; None for any other spec (a hub id, the
+    bundled model, a server), whose identity is fixed by its name and version.
+
+    >>> local_identity("hf:HuggingFaceTB/SmolLM2-135M") is None
+    True
+    """
+    if not spec.startswith("hf:"):
+        return None
+    rest = spec[3:]
+    path = Path(rest).expanduser()
+    if rest.endswith(".gguf") and path.is_file():
+        return f"gguf:{path.name}:{_local_identity(path)}"
+    if path.is_dir():
+        return f"local:{path.name}:{_local_identity(path)}"
+    return None
 
 
 OPTIONS = frozenset(

@@ -238,6 +238,7 @@ def run(**kw: Any) -> None:
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
     """Status of a pair finished by an earlier sweep: still valid, or its benchmark changed
     since (a failure: its numbers are of other data; --overwrite runs it again)."""
+    from ..backends.hf import local_identity
     from .permutation import load_for
 
     try:
@@ -249,6 +250,10 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
         hashes[job.benchmark] = load_for(_job_kwargs(job, kw)).content_hash
     if settings.get("benchmark_hash") != hashes[job.benchmark]:
         return "failed: the benchmark changed since this pair ran (--overwrite runs it again)"
+    identity = local_identity(job.model)
+    ran = str(settings.get("model_fingerprint") or "").split("|")[0]
+    if identity is not None and ran != identity:
+        return "failed: the model's files changed since this pair ran (--overwrite runs it again)"
     if (summary.get("counts") or {}).get("rows_skipped"):
         return "finished earlier (skipped; input rows skipped)"
     return "finished earlier (skipped)"

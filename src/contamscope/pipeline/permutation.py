@@ -409,8 +409,7 @@ def run_permutation(
         ordered,
         settings,
         config,
-        backend,
-        scorer,
+        backend.describe(),
         timing={
             "scoring_seconds": round(elapsed, 3),
             "items_scored_now": scored_now,
@@ -473,11 +472,12 @@ def build_summary(
     records: Sequence[dict[str, Any]],
     settings: dict[str, Any],
     config: PermutationConfig,
-    backend: Backend,
-    scorer: CachedScorer,
+    model: dict[str, Any],
     timing: dict[str, Any],
 ) -> dict[str, Any]:
-    """summary.json: provenance, counts, the dataset-level statistics and the verdict."""
+    """summary.json: provenance, counts, the dataset-level statistics and the verdict, from the
+    records alone (``model``: the backend's ``describe()``), so it can be rebuilt without
+    loading the model."""
     from ..detectors import item_score_from_dict
     from ..detectors.verdict import verdict_dict
 
@@ -492,7 +492,7 @@ def build_summary(
         "contamscope_version": __version__,
         "git_commit": _git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model": backend.describe(),
+        "model": model,
         "benchmark": {
             "source": loaded.source,
             "format": loaded.format,
