@@ -173,3 +173,25 @@ def test_interrupt_in_the_inline_detectors_keeps_the_finished_batch(
         )
     ids = [json.loads(x)["id"] for x in (out / "items.jsonl").read_text().splitlines()]
     assert ids == [it.id for it in loaded.items[:4]]
+
+
+def test_a_record_cut_short_is_scored_again(tmp_path: Path, tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """A stored record missing a field (valid JSON) was kept as finished, then the summary
+    raised KeyError: 'rank'."""
+    first = _run(tmp_path, tiny_backend, include=True)
+    items = tmp_path / "run-True" / "items.jsonl"
+    cut = {k: v for k, v in first[0].items() if k != "rank"}
+    items.write_text("".join(json.dumps(r) + "\n" for r in [cut, first[1]]), encoding="utf-8")
+    bench = tmp_path / "toy_test.csv"
+    loaded = load_benchmark(str(bench))
+    outcome = run_permutation(
+        loaded,
+        loaded.items,
+        CachedScorer(tiny_backend, None),
+        RunDir(tmp_path / "run-True"),
+        PermutationConfig(include_non_exchangeable=True),
+    )
+    assert (outcome.scored_now, outcome.resumed) == (1, 1)
+    again = [json.loads(x) for x in items.read_text().splitlines()]
+    assert sorted(r["id"] for r in again) == sorted(r["id"] for r in first)
+    assert {r["id"]: r["rank"] for r in again} == {r["id"]: r["rank"] for r in first}

@@ -351,3 +351,56 @@ def test_cache_clear_model_accepts_every_spelling_of_a_setup(tmp_path: Path) -> 
     res = run_cli("cache", "clear", "--cache-dir", "c", "--model", "hf:./other", "-y", cwd=tmp_path)
     assert res.returncode == 0 and "deleted 2 scores of hf:./other" in res.stdout, res.stderr
     assert ScoreCache(tmp_path / "c" / "scores.sqlite").models() == []
+
+
+def test_incomplete_and_repeated_records_are_scored_again_once(tmp_path: Path) -> None:
+    """A record cut short (valid JSON, fields missing) was kept as finished and crashed the
+    run's summary; a record written twice stayed twice in items.jsonl."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0", "v": 1}, {"id": "x1"}, {"id": "x2", "v": 3}, {"id": "x0", "v": 1}])
+    run.close()
+    again = RunDir(tmp_path / "run")
+    again.complete = lambda r: "v" in r
+    done = again.open({"model": "a"})
+    assert sorted(done) == ["x0", "x2"]
+    assert [json.loads(x)["id"] for x in run.items_path.read_text().splitlines()] == ["x0", "x2"]
+
+
+def test_run_folder_write_errors_are_one_line(tmp_path: Path, monkeypatch: Any) -> None:
+    """Disk full while appending, a read-only folder, items.jsonl that is a folder: each was
+    a traceback (OSError) instead of one line."""
+    import errno
+    import os
+
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0"}])
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(
+        StoreError,
+        match=r"items.jsonl: cannot write it \(No space left on device\); the items finished before are kept",
+    ):
+        run.append([{"id": "x1"}])
+    monkeypatch.undo()
+    run.close()
+
+    real_open = os.open
+
+    def read_only(path: Any, *a: Any, **k: Any) -> int:
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(StoreError, match=r"run: cannot write it \(Read-only file system\)"):
+        RunDir(tmp_path / "run").open({"model": "a"})
+    monkeypatch.undo()
+
+    (tmp_path / "dir" / "items.jsonl").mkdir(parents=True)
+    with pytest.raises(StoreError, match=r"items.jsonl: cannot read it \(Is a directory\)"):
+        RunDir(tmp_path / "dir").open({"model": "a"})

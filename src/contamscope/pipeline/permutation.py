@@ -359,6 +359,7 @@ def run_permutation(
         "selection": _selection(loaded, items, selection),
         "config": config.settings(),
     }
+    run_dir.complete = _readable
     done = run_dir.open(settings, overwrite=overwrite)
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
@@ -465,6 +466,20 @@ def natural_order_summary(
             [item_score_from_dict(r) for r in rest], alpha=alpha
         ).to_dict(),
     }
+
+
+def _readable(record: dict[str, Any]) -> bool:
+    """Whether a stored record is complete: excluded with its reason, or an item score the
+    summary can read back (a record cut short was kept as finished and crashed the summary)."""
+    from ..detectors import item_score_from_dict
+
+    if record.get("excluded"):
+        return isinstance(record["excluded"], str)
+    try:
+        item_score_from_dict(record)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 def build_summary(

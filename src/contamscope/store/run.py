@@ -47,6 +47,9 @@ class RunDir:
         self.settings_path = self.path / "settings.json"
         self.summary_path = self.path / "summary.json"
         self._held: weakref.finalize | None = None
+        self.complete: Callable[[dict[str, Any]], bool] | None = None
+        """Whether a stored record is one the method can read; others are scored again (a
+        pipeline sets it before :meth:`open`)."""
 
     def __enter__(self) -> RunDir:
         return self
@@ -117,7 +120,10 @@ class RunDir:
                 f"{self.path}: this process is writing this run folder already (another RunDir "
                 "of it is open): close() that one first, or use another --out"
             )
-        fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:  # a read-only file system, a folder of another user
+            raise StoreError(f"{self.path}: cannot write it ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -137,50 +143,76 @@ class RunDir:
             return json.loads(self.settings_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
+        except OSError as exc:
+            raise StoreError(
+                f"{self.settings_path}: cannot read it ({exc.strerror or exc})"
+            ) from None
 
     def _read_records(self) -> dict[str, dict[str, Any]]:
+        """Finished records by id. Dropped, so their items are scored again: a torn last line
+        (a killed run), a damaged line, a record the method cannot read (``complete``), and a
+        second copy of an id; the file is rewritten without them."""
         if not self.items_path.exists():
             return {}
         done: dict[str, dict[str, Any]] = {}
         good: list[bytes] = []
         damaged = False
-        with open(self.items_path, "rb") as fh:
-            for raw in fh:
-                if not raw.endswith(b"\n"):
-                    damaged = True  # torn write from a killed run: the last line only
-                    break
-                try:
-                    rec = json.loads(raw)
-                    rec_id = rec["id"]
-                except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-                    damaged = True  # a damaged line: dropped (its item is scored again), the
-                    continue  # good records after it are kept
-                done[rec_id] = rec
-                good.append(raw)
-        if damaged:
-            tmp = self.items_path.with_name(self.items_path.name + ".tmp")
-            tmp.write_bytes(b"".join(good))
-            os.replace(tmp, self.items_path)
+        try:
+            with open(self.items_path, "rb") as fh:
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        damaged = True  # torn write from a killed run: the last line only
+                        break
+                    try:
+                        rec = json.loads(raw)
+                        rec_id = rec["id"]
+                        usable = self.complete is None or self.complete(rec)
+                    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+                        usable = False
+                    if not usable or rec_id in done:
+                        damaged = True  # dropped (its item is scored again, or kept once);
+                        continue  # the good records after it are kept
+                    done[rec_id] = rec
+                    good.append(raw)
+            if damaged:
+                tmp = self.items_path.with_name(self.items_path.name + ".tmp")
+                tmp.write_bytes(b"".join(good))
+                os.replace(tmp, self.items_path)
+        except OSError as exc:
+            raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
         return done
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         if not data:
             return
-        with open(self.items_path, "a", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(self.items_path, "a", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # disk full: the records written before are kept
+            raise StoreError(
+                f"{self.items_path}: cannot write it ({exc.strerror or exc}); the items "
+                "finished before are kept: re-run the same command to resume"
+            ) from None
 
     def replace_records(self, records: Iterable[dict[str, Any]]) -> None:
         """Rewrite ``items.jsonl`` atomically (a method whose per-item results depend on the
         whole run, e.g. p-values against a reference set, adds them once every item is done)."""
         tmp = self.items_path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.items_path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.items_path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(
+                f"{self.items_path}: cannot write it ({exc.strerror or exc}); re-run the same "
+                "command to finish"
+            ) from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._atomic_write(self.summary_path, summary)
