@@ -229,6 +229,9 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
     'config.n_boot: 2000 -> 500'
     >>> _changes({"selection": {}}, {"selection": {"fields": "question=q"}})
     "selection.fields: (none) -> 'question=q'"
+    >>> _changes({"m": "local:tiny:fbcb73dccd874848|float32|tok=0b1c|bos=1|engine=3"},
+    ...          {"m": "local:tiny:fbcb73dccd874848|float32|tok=0b1c|bos=None|engine=3"})
+    "m: '…ok=0b1c|bos=1|engine=3' -> '…ok=0b1c|bos=None|engine=3'"
     """
     out: list[str] = []
 
@@ -239,8 +242,17 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
                     walk(a.get(k, _MISSING), b.get(k, _MISSING), f"{key}.{k}" if key else str(k))
             return
 
+        start = 0
+        if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > 38:
+            common = len(os.path.commonprefix([a, b]))
+            start = max(0, common - 12)  # long texts: show where they differ, not their start
+
         def show(x: Any) -> str:
-            text = "(none)" if x is _MISSING else repr(x)
+            if x is _MISSING:
+                return "(none)"
+            if start:
+                return "'…" + repr(x[start:])[1:][:38] + ("…" if len(x) - start > 37 else "")
+            text = repr(x)
             return text if len(text) <= 40 else text[:39] + "…"
 
         out.append(f"{key}: {show(a)} -> {show(b)}")
