@@ -153,3 +153,20 @@ def test_a_finished_pair_whose_model_weights_changed_is_not_passed_off_as_done(
     assert again.returncode == 2, again.stdout
     assert "the model's files changed since this pair ran" in again.stdout
     assert "finished earlier (skipped)" not in again.stdout
+
+
+def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, write_bench: Any) -> None:
+    """Two sweeps on one --out each ran a pair and reported the other as failed, and the board
+    written last listed one of the two."""
+    from contamscope.store import RunDir
+
+    bench = write_bench(tmp_path / "s_test.csv", 3)
+    out = tmp_path / "sweep"
+    held = RunDir(out).hold()  # as a sweep in another process holds it
+    try:
+        second = _sweep(["hf:/no/such/model"], [bench], out)
+    finally:
+        held.close()
+    assert second.returncode == 2
+    assert "another contamscope process is writing this run folder" in second.stderr
+    assert not (out / "sweep.json").exists()

@@ -180,6 +180,7 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
 @user_errors
 def run(**kw: Any) -> None:
     from ..data.loaders import check_benchmark_spec
+    from ..store import RunDir
     from .permutation import scan
 
     models = _split(kw["models"], "--models")
@@ -189,6 +190,7 @@ def run(**kw: Any) -> None:
     out: Path = kw["out"]
     jobs = plan_jobs(models, benchmarks, out)
     shared = {k: kw[k] for k in SHARED}
+    held = RunDir(out).hold()  # two sweeps on one folder ran each other's pairs as failed
     _check_manifest(out, shared, kw["overwrite"])
     status: dict[Job, str] = {}
     todo = [j for j in jobs if kw["overwrite"] or not (j.run_dir / "summary.json").exists()]
@@ -229,6 +231,7 @@ def run(**kw: Any) -> None:
     ]
     if finished:
         _leaderboard(finished, out)
+    held.close()
     if any(s.startswith("failed") for s in status.values()):
         raise SystemExit(EXIT_USER_ERROR)
     if any("rows skipped" in s for s in status.values()):

@@ -84,6 +84,13 @@ class RunDir:
             self.close()
             raise
 
+    def hold(self) -> RunDir:
+        """Create the folder and hold it (as :meth:`open` does) without a run's settings: a
+        folder of runs, such as a sweep's, that one process at a time may write."""
+        make_folder(self.path)
+        self._lock()
+        return self
+
     def _prepare(
         self, settings: dict[str, Any], overwrite: bool, upgrades: Iterable[dict[str, Any]]
     ) -> dict[str, dict[str, Any]]:
