@@ -404,3 +404,15 @@ def test_run_folder_write_errors_are_one_line(tmp_path: Path, monkeypatch: Any) 
     (tmp_path / "dir" / "items.jsonl").mkdir(parents=True)
     with pytest.raises(StoreError, match=r"items.jsonl: cannot read it \(Is a directory\)"):
         RunDir(tmp_path / "dir").open({"model": "a"})
+
+
+def test_scores_stored_after_clearing_their_model_keep_its_name(tmp_path: Path) -> None:
+    """`cache clear --model SPEC` while a run of SPEC went on: the run's later scores were
+    left without the spec, and a second `clear --model SPEC` said there was no such model."""
+    cache = ScoreCache(tmp_path / "scores.sqlite")
+    scorer = CachedScorer(CountingBackend(), cache)
+    scorer.score([ScoreRequest("q", "a")])
+    (setup,) = cache.models()
+    cache.clear([setup.fingerprint])  # as `cache clear --model counting` does mid-run
+    scorer.score([ScoreRequest("q", "b")])
+    assert [(m.spec, m.entries) for m in cache.models()] == [("counting", 1)]

@@ -435,8 +435,9 @@ class CachedScorer:
         self.backend = backend
         self.cache = cache
         self.fingerprint = backend.fingerprint()
+        self._description = backend.describe()
         if cache is not None:
-            cache.note_model(self.fingerprint, backend.describe())
+            cache.note_model(self.fingerprint, self._description)
         self.computed = 0
         self.reused = 0
 
@@ -462,6 +463,7 @@ class CachedScorer:
         if missing:
             new = self.backend.score([requests[i] for i in missing], progress)
             self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
+            self.cache.note_model(self.fingerprint, self._description)  # as in _through
             for i, r in zip(missing, new):
                 found[keys[i]] = r
         self.computed += len(missing)
@@ -493,6 +495,9 @@ class CachedScorer:
                 kind,
                 ((keys[i], dump(r)) for i, r in zip(missing, new) if keep(r)),
             )
+            # a `cache clear --model` during the run deleted the name, and the scores stored
+            # after it could then be cleared only by their internal fingerprint
+            self.cache.note_model(self.fingerprint, self._description)
             for i, r in zip(missing, new):
                 found[keys[i]] = r
         self.computed += len(missing)
