@@ -416,3 +416,11 @@ def test_scores_stored_after_clearing_their_model_keep_its_name(tmp_path: Path) 
     cache.clear([setup.fingerprint])  # as `cache clear --model counting` does mid-run
     scorer.score([ScoreRequest("q", "b")])
     assert [(m.spec, m.entries) for m in cache.models()] == [("counting", 1)]
+
+
+def test_a_folder_in_place_of_the_cache_file_names_a_way_out(tmp_path: Path) -> None:
+    (tmp_path / "scores.sqlite").mkdir()
+    with pytest.raises(
+        StoreError, match="is a folder, not a score cache file; move it away, or use --no-cache"
+    ):
+        ScoreCache(tmp_path / "scores.sqlite")

@@ -161,7 +161,10 @@ class ScoreCache:
         self.unsaved = 0
         """Results not stored because the cache is read-only."""
         if self.path.is_dir():
-            raise StoreError(f"{self.path}: is a folder, not a score cache file")
+            raise StoreError(
+                f"{self.path}: is a folder, not a score cache file; move it away, or use "
+                "--no-cache or another --cache-dir"
+            )
         if read_only:
             self.read_only = True
             self._db = self._open_read_only()
