@@ -13,19 +13,23 @@ from contamscope.store import CachedScorer, RunDir
 ROWS = "What is 2+2?,3,4,5,6,B\nWhich are mammals?,Whale,Bat,Dog,All of the above,D\n"
 
 
-def _run(tmp_path: Path, backend, include: bool) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+def _permute(tmp_path: Path, backend, include: bool):  # type: ignore[no-untyped-def]
     bench = tmp_path / "toy_test.csv"
     bench.write_text(ROWS, encoding="utf-8")
     loaded = load_benchmark(str(bench))
-    out = tmp_path / f"run-{include}"
-    outcome = run_permutation(
+    return run_permutation(
         loaded,
         loaded.items,
         CachedScorer(backend, None),
-        RunDir(out),
+        RunDir(tmp_path / f"run-{include}"),
         PermutationConfig(include_non_exchangeable=include),
     )
+
+
+def _run(tmp_path: Path, backend, include: bool) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    outcome = _permute(tmp_path, backend, include)
     assert outcome.summary["counts"]["items_analysed"] == (2 if include else 1)
+    out = tmp_path / f"run-{include}"
     return [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
 
 
@@ -182,15 +186,7 @@ def test_a_record_cut_short_is_scored_again(tmp_path: Path, tiny_backend) -> Non
     items = tmp_path / "run-True" / "items.jsonl"
     cut = {k: v for k, v in first[0].items() if k != "rank"}
     items.write_text("".join(json.dumps(r) + "\n" for r in [cut, first[1]]), encoding="utf-8")
-    bench = tmp_path / "toy_test.csv"
-    loaded = load_benchmark(str(bench))
-    outcome = run_permutation(
-        loaded,
-        loaded.items,
-        CachedScorer(tiny_backend, None),
-        RunDir(tmp_path / "run-True"),
-        PermutationConfig(include_non_exchangeable=True),
-    )
+    outcome = _permute(tmp_path, tiny_backend, include=True)
     assert (outcome.scored_now, outcome.resumed) == (1, 1)
     again = [json.loads(x) for x in items.read_text().splitlines()]
     assert sorted(r["id"] for r in again) == sorted(r["id"] for r in first)

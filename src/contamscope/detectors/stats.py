@@ -48,6 +48,15 @@ _EPS = 1e-9  # tolerance for p <= alpha and floor(alpha * N) with floats
 # --------------------------------------------------------------------------- helpers
 
 
+def _check_proportion(k: int, n: int, conf: float) -> None:
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    if not 0 <= k <= n:
+        raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
+    if not 0.0 < conf < 1.0:
+        raise ValueError(f"conf must be in (0, 1), got {conf}")
+
+
 def exact_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     """Clopper-Pearson ("exact") interval for a binomial proportion ``k / n``: it inverts the
     exact binomial test, so it covers at least ``conf`` at every ``n`` and agrees with this
@@ -60,12 +69,7 @@ def exact_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     >>> exact_interval(0, 24)[0], exact_interval(3, 3)[1]
     (0.0, 1.0)
     """
-    if n <= 0:
-        raise ValueError(f"n must be positive, got {n}")
-    if not 0 <= k <= n:
-        raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
-    if not 0.0 < conf < 1.0:
-        raise ValueError(f"conf must be in (0, 1), got {conf}")
+    _check_proportion(k, n, conf)
     tail = (1.0 - conf) / 2.0
     lo = 0.0 if k == 0 else float(sps.beta.ppf(tail, k, n - k + 1))
     hi = 1.0 if k == n else float(sps.beta.ppf(1.0 - tail, k + 1, n - k))
@@ -81,12 +85,7 @@ def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     >>> wilson_interval(0, 24)[0], wilson_interval(3, 3)[1]
     (0.0, 1.0)
     """
-    if n <= 0:
-        raise ValueError(f"n must be positive, got {n}")
-    if not 0 <= k <= n:
-        raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
-    if not 0.0 < conf < 1.0:
-        raise ValueError(f"conf must be in (0, 1), got {conf}")
+    _check_proportion(k, n, conf)
     z = float(sps.norm.ppf(0.5 + conf / 2.0))
     phat = k / n
     denom = 1.0 + z * z / n
