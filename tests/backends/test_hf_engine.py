@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,13 @@ def test_a_local_folder_transformers_cannot_use_is_one_line(
             (no_weights / f.name).write_bytes(f.read_bytes())
     with pytest.raises(ModelError, match="the folder is not a complete transformers model"):
         load_backend(f"hf:{no_weights}")
+    # truncated weights: safetensors' own error type was a traceback, and `sweep` stopped
+    cut = tmp_path / "cut"
+    shutil.copytree(tiny_model_path, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelError, match=r"could not load model .*cut'.*: SafetensorError"):
+        load_backend(f"hf:{cut}")
 
 
 def test_a_folder_without_its_tokenizer_says_so_in_full(

@@ -327,9 +327,12 @@ class HFBackend(Backend):
                 f"{'is disabled (HF_HUB_OFFLINE=1)' if offline else 'could not be reached or has no such model'}"
                 f" ({first[:160]})"
             ) from None
-        except (ValueError, KeyError, TypeError, AttributeError, ImportError) as exc:
+        except Exception as exc:  # noqa: BLE001 (any error of third-party loading code)
             # transformers' own complaints about a folder it cannot use (an empty config, an
-            # unknown architecture, a tokenizer it cannot build): one line, not a traceback
+            # unknown architecture, a tokenizer it cannot build), and what the weights' readers
+            # raise (safetensors' SafetensorError for a truncated file, RuntimeError for
+            # weights of another shape than the config): one line, not a traceback (a sweep
+            # ended there and never ran its other models)
             # the whole message on one line: its first line alone may stop mid-sentence
             # ("Couldn't instantiate the backend tokenizer from one of: ")
             text = " ".join(str(exc).split()) or type(exc).__name__
