@@ -99,7 +99,7 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
 
     # changed shared options are refused (results would mix settings)
     changed = _sweep(two_models, benches, out, "--sample", "2")
-    assert changed.returncode == 2 and "other options (sample)" in changed.stderr
+    assert changed.returncode == 2 and "other options (--sample None -> 2)" in changed.stderr
 
     # a benchmark file edited since: its finished pairs are not passed off as done (they were
     # skipped with the old file's numbers, exit 0)
@@ -170,3 +170,23 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, write_benc
     assert second.returncode == 2
     assert "another contamscope process is writing this run folder" in second.stderr
     assert not (out / "sweep.json").exists()
+
+
+def test_pairs_run_with_other_options_are_not_put_on_one_board(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any
+) -> None:
+    """A re-run with --overwrite on some pairs and other options rewrote sweep.json; the next
+    sweep skipped the other pairs as finished and put --limit 4 and --limit 2 runs side by side
+    (sweep audit)."""
+    benches = [write_bench(tmp_path / f"o{i}_test.csv", 4) for i in range(2)]
+    out, model = tmp_path / "sweep", [f"hf:{tiny_model_path}"]
+    first = _sweep(model, benches, out, "--limit", "4")
+    assert first.returncode == 0, first.stderr
+    redo = _sweep(model, benches[:1], out, "--limit", "2", "--overwrite")
+    assert redo.returncode == 0, redo.stderr
+    both = _sweep(model, benches, out, "--limit", "2", "--batch-items", "5")  # speed: no matter
+    assert both.returncode == 2, both.stdout
+    assert "failed: it ran with other options (--limit 4 -> 2" in both.stdout
+    assert both.stdout.count("finished earlier (skipped)") == 1
+    board = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert benches[0].name in board and benches[1].name not in board

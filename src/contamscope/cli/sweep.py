@@ -63,7 +63,24 @@ SHARED = (
     "batch_items",
     "max_batch_tokens",
 )
-"""Permutation options the sweep passes to every job (recorded in OUT/sweep.json)."""
+"""Permutation options the sweep passes to every job (recorded in OUT/sweep.json, and in each
+pair's folder as PAIR_OPTIONS)."""
+SPEED_ONLY = frozenset({"batch_items", "max_batch_tokens"})
+"""Shared options that change how fast a pair runs, not its numbers."""
+PAIR_OPTIONS = "sweep-options.json"
+
+
+def _differ(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The options (as flags) whose values differ and change the numbers.
+
+    >>> _differ({"limit": 8, "batch_items": 2}, {"limit": 4, "batch_items": 8})
+    ['--limit 8 -> 4']
+    """
+    return [
+        f"--{k.replace('_', '-')} {old.get(k)} -> {new.get(k)}"
+        for k in sorted(set(old) | set(new))
+        if k not in SPEED_ONLY and old.get(k) != new.get(k)
+    ]
 
 
 @dataclass(frozen=True)
@@ -149,7 +166,7 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
             old = json.loads(path.read_text(encoding="utf-8")).get("options", {})
         except (OSError, json.JSONDecodeError):
             raise ConfigError(f"{path}: unreadable; use --overwrite") from None
-        changed = sorted(k for k in set(old) | set(shared) if old.get(k) != shared.get(k))
+        changed = _differ(old, shared)
         if changed:
             raise ConfigError(
                 f"{out} holds a sweep with other options ({', '.join(changed)}); "
@@ -180,6 +197,7 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
 @user_errors
 def run(**kw: Any) -> None:
     from ..data.loaders import check_benchmark_spec
+    from ..paths import write_text_atomic
     from ..store import RunDir
     from .permutation import scan
 
@@ -212,12 +230,16 @@ def run(**kw: Any) -> None:
                     status[job] = f"failed: {failed_models[job.model]}"
                     continue
                 try:
-                    scan(_job_kwargs(job, kw), ex)
-                    status[job] = "done"
-                except SystemExit as exc:
-                    if exc.code != EXIT_ROWS_SKIPPED:
-                        raise
-                    status[job] = "done (input rows skipped)"
+                    try:
+                        scan(_job_kwargs(job, kw), ex)
+                        status[job] = "done"
+                    except SystemExit as exc:
+                        if exc.code != EXIT_ROWS_SKIPPED:
+                            raise
+                        status[job] = "done (input rows skipped)"
+                    write_text_atomic(
+                        job.run_dir / PAIR_OPTIONS, json.dumps({"options": shared}, indent=2)
+                    )
                 except ContamscopeError as exc:
                     err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
                     status[job] = f"failed: {exc}"
@@ -256,7 +278,19 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
     identity = local_identity(job.model)
     ran = str(settings.get("model_fingerprint") or "").split("|")[0]
     if identity is not None and ran != identity:
-        return "failed: the model's files changed since this pair ran (--overwrite runs it again)"
+        return (
+            "failed: the model's files changed since this pair ran, or it ran before "
+            "contamscope identified models by their files' contents (--overwrite runs it again)"
+        )
+    try:  # a pair run by another sweep on this folder (--overwrite with other options)
+        ran_with = json.loads((job.run_dir / PAIR_OPTIONS).read_text(encoding="utf-8"))["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        ran_with = None  # run before pairs recorded their options: sweep.json stands for it
+    changed = _differ(ran_with, {k: kw[k] for k in SHARED}) if ran_with is not None else []
+    if changed:
+        return (
+            f"failed: it ran with other options ({'; '.join(changed)}; --overwrite runs it again)"
+        )
     if (summary.get("counts") or {}).get("rows_skipped"):
         return "finished earlier (skipped; input rows skipped)"
     return "finished earlier (skipped)"
