@@ -267,6 +267,36 @@ def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> N
     ]
 
 
+def test_a_board_leaves_out_runs_it_cannot_read_and_keeps_the_others(
+    make_run, tmp_path: Path
+) -> None:
+    """A value of the wrong type (a traceback), a run of another tool's or a newer schema
+    (the whole board refused): each is left out, named, and the rest is written (sweep audit)."""
+    a = make_run("a", n_items=24, leaked_every=2)
+    bad = make_run("bad", n_items=24, leaked_every=2)
+    s = json.loads((bad / "summary.json").read_text())
+    s["statistics"]["alg1"]["excess"] = "0.1"
+    (bad / "summary.json").write_text(json.dumps(s))
+    newer = make_run("newer", n_items=8)
+    s = json.loads((newer / "summary.json").read_text())
+    s["schema"] = "contamscope.permutation.summary/2"
+    (newer / "summary.json").write_text(json.dumps(s))
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "summary.json").write_text(json.dumps({"schema": "other.tool/1"}))
+    left: list[LeftOut] = []
+    text, _ = write_leaderboard([a, bad, newer, foreign], None, "md", left)
+    assert [(x.run_dir.name, x.unreadable) for x in left] == [
+        ("bad", True),
+        ("newer", True),
+        ("foreign", True),
+    ]
+    assert "unreadable summary.json (Unknown format code" in left[0].reason
+    assert "newer than this contamscope" in left[1].reason
+    assert "no report for runs of schema 'other.tool/1'" in left[2].reason
+    assert text.splitlines()[2].startswith("| hf:synthetic-model | +50.4 pp")  # run a's cell
+
+
 def test_summary_of_a_newer_schema_version_is_refused(make_run) -> None:
     run = make_run("new", n_items=8)
     s = json.loads((run / "summary.json").read_text())
@@ -423,3 +453,26 @@ def test_case_studies_show_the_options_and_long_questions_keep_their_end(make_ru
     )
     assert "Who was John Kerry?" in html  # in the table's data and the case captions
     assert "Passage start. More of the passage." in html
+
+
+def test_the_runs_table_of_a_cap_board_ranks_contamination_first(
+    make_cap_run, tmp_path: Path
+) -> None:
+    """CAP's statistic leaks downwards; the table opened sorted by the estimate descending,
+    which put the most contaminated run last (sweep audit)."""
+    from contamscope.report.leaderboard import collect
+
+    clean = make_cap_run("clean", contaminated=False)
+    dirty = make_cap_run("dirty", contaminated=True)
+    for run, model in ((clean, "hf:clean"), (dirty, "hf:dirty")):
+        s = json.loads((run / "summary.json").read_text())
+        s["model"]["spec"] = model
+        (run / "summary.json").write_text(json.dumps(s))
+    entries = collect([clean, dirty])
+    assert {e.model: e.estimate.leak_sign for e in entries} == {"hf:clean": -1, "hf:dirty": -1}
+    html, _ = write_leaderboard([clean, dirty], None, "html")
+    block = html.split('id="data-runs">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(block.replace("\\u003c", "<"))
+    assert data["sort"] is None
+    values = {r[0]: r[4][0] for r in data["rows"]}
+    assert [r[0] for r in data["rows"]] == sorted(values, key=values.get)  # lowest first
