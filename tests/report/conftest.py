@@ -231,7 +231,7 @@ def write_cap_run(
         "contamscope_version": "0.1.0",
         "git_commit": None,
         "created": "2026-01-01T00:00:00Z",
-        "model": {"spec": model, "fingerprint": "synthetic"},
+        "model": {"spec": model, "fingerprint": f"synthetic:{model}"},
         "benchmark": {"source": source, "format": "jsonl", "content_hash": "0", "task": "mcq"},
         "config": {"task": "mcq", "seed": seed},
         "skipped_rows": ["train.jsonl:7: missing field 'output'"],

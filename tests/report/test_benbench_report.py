@@ -121,7 +121,7 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     a = make_benbench_run("a")
     b = make_benbench_run("b")
     s = json.loads((b / "summary.json").read_text())
-    s["model"]["spec"] = "hf:other-model"
+    s["model"].update(spec="hf:other-model", fingerprint="synthetic:other")
     (b / "summary.json").write_text(json.dumps(s))
     runner = CliRunner()
 

@@ -178,7 +178,7 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     a = make_run("a", n_items=24, leaked_every=2)
     b = make_run("b", n_items=24, leaked_every=1000)
     sb = json.loads((b / "summary.json").read_text())
-    sb["model"]["spec"] = "hf:clean-model"
+    sb["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
     (b / "summary.json").write_text(json.dumps(sb))
     entries = collect([a, b])
     assert [e.model for e in entries] == ["hf:synthetic-model", "hf:clean-model"]
@@ -204,8 +204,15 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     assert [r[0] for r in pivot["rows"]] == ["hf:synthetic-model", "hf:clean-model"]
     assert pivot["rows"][0][1][0] == pytest.approx(sa["excess"])
 
-    with pytest.raises(ConfigError, match="--format 'pdf'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"--out .*lb.pdf: extension .pdf names no format; end it in .html, .csv, .md or give --format",
+    ):
         write_leaderboard([a], tmp_path / "lb.pdf")
+    with pytest.raises(ConfigError, match=r"--out .*board: no extension names no format"):
+        write_leaderboard([a], tmp_path / "board")
+    with pytest.raises(ConfigError, match="--format 'pdf': expected one of html, csv, md"):
+        write_leaderboard([a], tmp_path / "lb.html", fmt="pdf")
     assert load_run(a).method == "permutation"
 
 
@@ -466,7 +473,7 @@ def test_the_runs_table_of_a_cap_board_ranks_contamination_first(
     dirty = make_cap_run("dirty", contaminated=True)
     for run, model in ((clean, "hf:clean"), (dirty, "hf:dirty")):
         s = json.loads((run / "summary.json").read_text())
-        s["model"]["spec"] = model
+        s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
         (run / "summary.json").write_text(json.dumps(s))
     entries = collect([clean, dirty])
     assert {e.model: e.estimate.leak_sign for e in entries} == {"hf:clean": -1, "hf:dirty": -1}
@@ -476,3 +483,33 @@ def test_the_runs_table_of_a_cap_board_ranks_contamination_first(
     assert data["sort"] is None
     values = {r[0]: r[4][0] for r in data["rows"]}
     assert [r[0] for r in data["rows"]] == sorted(values, key=values.get)  # lowest first
+
+
+def test_board_rows_are_models_not_spellings_of_specs(make_run, tmp_path: Path) -> None:
+    """`hf:./tiny` given in two folders (two models) was one row, and one model given as
+    `hf:/m`, `hf:/m/` and `hf:m` was three rows (sweep audit)."""
+    from contamscope.report.leaderboard import collect
+
+    def run(name: str, spec: str, fingerprint: str, bench: str) -> Path:
+        path = make_run(name, n_items=24, leaked_every=2)
+        s = json.loads((path / "summary.json").read_text())
+        s["model"].update(spec=spec, fingerprint=f"{fingerprint}|float32|tok=1")
+        s["benchmark"]["source"] = bench
+        (path / "summary.json").write_text(json.dumps(s))
+        return path
+
+    runs = [
+        run("a", "hf:./tiny", "local:tiny:aaaa1111bbbb", "x.csv"),
+        run("b", "hf:./tiny", "local:tiny:cccc2222dddd", "x.csv"),
+        run("c", "hf:/m", "local:m:eeee3333", "x.csv"),
+        run("d", "hf:/m/", "local:m:eeee3333", "y.csv"),
+        run("e", "hf:m", "local:m:eeee3333", "z.csv"),
+    ]
+    rows = {(e.model, e.benchmark) for e in collect(runs)}
+    assert rows == {
+        ("hf:./tiny [aaaa1111]", "x.csv"),
+        ("hf:./tiny [cccc2222]", "x.csv"),
+        ("hf:/m", "x.csv"),
+        ("hf:/m", "y.csv"),
+        ("hf:/m", "z.csv"),
+    }

@@ -139,8 +139,11 @@ def text_lang(text: Any) -> str | None:
 
 
 def in_lang(text: Any, tag: str = "span") -> str:
-    """``text`` (escaped) in a ``tag`` element, with a ``lang`` attribute where it is CJK."""
+    """``text`` (escaped) in a ``tag`` element, with a ``lang`` attribute where it is CJK (a
+    ``span`` without one is left out: the text alone)."""
     lang = text_lang(text)
+    if not lang and tag == "span":
+        return esc(text)
     attr = f' lang="{lang}"' if lang else ""
     return f"<{tag}{attr}>{esc(text)}</{tag}>"
 

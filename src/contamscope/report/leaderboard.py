@@ -15,6 +15,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, StoreError
@@ -83,6 +84,7 @@ def collect(
         raise ConfigError("give at least one RUN_DIR")
     left = left_out if left_out is not None else []
     entries: list[LeaderboardEntry] = []
+    found: list[tuple[Any, Any, Estimate]] = []
     seen: set[tuple[str, str, str]] = set()
     given: set[Path] = set()
     for d in run_dirs:
@@ -118,18 +120,22 @@ def collect(
             kind = f"{mod.TITLE} run" if mod.TITLE != generic.TITLE else f"{run.method} run"
             left.append(LeftOut(run.path, f"{kind}, {why}"))
             continue
+        found.append((run, mod, est))
+    names = _model_names([run for run, _, _ in found])
+    for run, mod, est in found:
+        model = names[_model_identity(run)]
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
-        key = (run.model, bench, mod.TITLE)
+        key = (model, bench, mod.TITLE)
         if key in seen:  # another run of the same pair: named by its folder, then its path
             for label in (run.path.name, str(run.path)):
-                key = (run.model, f"{bench} [{label}]", mod.TITLE)
+                key = (model, f"{bench} [{label}]", mod.TITLE)
                 if key not in seen:
                     break
             bench = key[1]
         seen.add(key)
-        entries.append(LeaderboardEntry(run.model, bench, mod.TITLE, est, run.path, mod.__name__))
+        entries.append(LeaderboardEntry(model, bench, mod.TITLE, est, run.path, mod.__name__))
     if not entries:
         raise ConfigError(
             "none of the run folders has statistics to rank ("
@@ -138,6 +144,29 @@ def collect(
             + ")"
         )
     return entries
+
+
+def _model_identity(run: Any) -> str:
+    """What a run's model is: its weights' identity (the fingerprint's first part: a local
+    model's files, a hub id and revision, a server and model name), else the spec as typed."""
+    m = run.summary.get("model")
+    fp = str(m.get("fingerprint") or "") if isinstance(m, dict) else ""
+    return fp.split("|")[0] or f"spec:{run.model}"
+
+
+def _model_names(runs: Sequence[Any]) -> dict[str, str]:
+    """A row name per model identity: the spec its first run was given with, and where two
+    different models were given under one spec (``hf:./tiny`` in two folders), that spec and
+    the start of each one's identity hash. One model given as ``hf:/m``, ``hf:/m/`` and
+    ``hf:m`` stays one row; two models under one name are no longer one row."""
+    first: dict[str, str] = {}
+    for run in runs:
+        first.setdefault(_model_identity(run), run.model)
+    shared = {n for n in first.values() if list(first.values()).count(n) > 1}
+    return {
+        ident: f"{name} [{ident.rsplit(':', 1)[-1][:8]}]" if name in shared else name
+        for ident, name in first.items()
+    }
 
 
 _GENERIC_NAMES = frozenset(
@@ -429,6 +458,11 @@ def write_leaderboard(
     if fmt is None:
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
+        if fmt not in FORMATS:
+            raise ConfigError(
+                f"--out {out}: {f'extension .{suffix}' if suffix else 'no extension'} names no "
+                f"format; end it in .{', .'.join(FORMATS)} or give --format"
+            )
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if out is not None:
