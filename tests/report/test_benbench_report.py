@@ -103,9 +103,9 @@ def test_tiny_model_benbench_run_report(tiny_benbench_run: Path) -> None:
     assert "test split: 3 items analysed, 2 with a usable paraphrase" in html
     assert html.count('<svg role="img" class="fig"') == 5
     assert len(_table_data(html)["rows"]) == 5
-    est = estimate(load_run(tiny_benbench_run))
     d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
-    assert est is not None and est.value == d["delta"] and est.n_items == 2
+    assert d["n"] == 2 and d["original"] == d["reference"] == 0  # a random model: no hit
+    assert estimate(load_run(tiny_benbench_run)) is None  # so no leaderboard cell
 
 
 def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
@@ -183,3 +183,21 @@ def test_card_names_the_method_of_another_run(make_run, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["card", "--run", str(run), "--out", str(tmp_path / "c.md")])
     assert res.exit_code == 2
     assert "summary.json: a permutation run, not a BenBench run" in res.output
+
+
+def test_a_run_without_any_ngram_hit_gets_no_cell(make_benbench_run) -> None:
+    """0% exact n-gram accuracy on originals and paraphrases made the cell '+0.0 pp [+0.0,
+    +0.0]', p = 1: a precise-looking 'no leak' that measured nothing (sweep audit)."""
+    from contamscope.report.leaderboard import LeftOut
+
+    run = make_benbench_run("zero")
+    s = json.loads((run / "summary.json").read_text())
+    d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
+    d.update(original=0.0, reference=0.0, delta=0.0, ci=[0.0, 0.0], p_value=1.0)
+    (run / "summary.json").write_text(json.dumps(s))
+    assert estimate(load_run(run)) is None
+    other = make_benbench_run("other")
+    left: list[LeftOut] = []
+    entries = collect([run, other], left)
+    assert [e.run_dir.name for e in entries] == ["other"]
+    assert "run, inconclusive: no n-gram was predicted right on the originals nor" in left[0].reason

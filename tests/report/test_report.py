@@ -302,6 +302,11 @@ def test_a_board_leaves_out_runs_it_cannot_read_and_keeps_the_others(
     assert "newer than this contamscope" in left[1].reason
     assert "no report for runs of schema 'other.tool/1'" in left[2].reason
     assert text.splitlines()[2].startswith("| hf:synthetic-model | +50.4 pp")  # run a's cell
+    sweep = tmp_path / "sweep"  # a sweep's folder given for its runs: named with the glob
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"a sweep's folder: give its runs \(.*sweep/\*\)"):
+        collect([sweep])
 
 
 def test_summary_of_a_newer_schema_version_is_refused(make_run) -> None:

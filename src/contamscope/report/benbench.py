@@ -31,7 +31,7 @@ from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "PRIMARY"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked", "PRIMARY"]
 
 TITLE = "BenBench (n-gram accuracy, perplexity)"
 UNRANKED = "no Delta: no item had a usable paraphrase (--reference or --paraphraser)"
@@ -72,7 +72,7 @@ def estimate(run: RunData) -> Estimate | None:
     if split is None:
         return None
     d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
-    if not d.get("n"):
+    if not d.get("n") or _no_hits(d):
         return None
     ci = d.get("ci")
     n = int(run.summary.get("config", {}).get("n", 5))
@@ -85,6 +85,26 @@ def estimate(run: RunData) -> Estimate | None:
         raw={"rate": d.get("original"), "chance": d.get("reference")},
         legend=LEGEND,
     )
+
+
+def _no_hits(d: dict[str, Any]) -> bool:
+    """No n-gram predicted right on the originals nor on the paraphrases: a Delta of 0 with
+    an interval [0, 0] that reads as a precise "no leak" but measures nothing (as CAP's
+    M = C = 0 is inconclusive)."""
+    return not d.get("original") and not d.get("reference")
+
+
+def why_unranked(run: RunData) -> str:
+    """Why the run has no leaderboard cell."""
+    stats = run.summary.get("statistics") or {}
+    split = _split_of_interest(stats)
+    d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {} if split else {}
+    if d.get("n") and _no_hits(d):
+        return (
+            "inconclusive: no n-gram was predicted right on the originals nor on the "
+            "paraphrases, so their difference measures nothing"
+        )
+    return UNRANKED
 
 
 # --------------------------------------------------------------------------- helpers

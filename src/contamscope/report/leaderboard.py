@@ -90,6 +90,9 @@ def collect(
     for d in run_dirs:
         if not Path(d).exists():  # a typo is an error; what a glob finds that is no run is not
             raise StoreError(f"{d}: no such run folder")
+        if (Path(d) / "sweep.json").is_file() and not (Path(d) / "summary.json").exists():
+            left.append(LeftOut(Path(d), f"a sweep's folder: give its runs ({Path(d) / '*'})"))
+            continue
         try:
             run = load_run(d)
         except StoreError as exc:
