@@ -75,7 +75,9 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
     assert outcome.summary["statistics"]["n_items"] == 3
     assert nat["statistics_without"]["n_items"] == 2
     _, sentence = verdict(outcome.summary["statistics"], nat)
-    assert "1 item with a natural option order (numbers in increasing order)" in sentence
+    assert (
+        "1 item with a natural option order (numbers in increasing order) is set aside" in sentence
+    )
 
 
 def test_detectors_in_worker_processes_give_the_inline_records(

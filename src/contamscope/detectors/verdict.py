@@ -67,7 +67,7 @@ def verdict(
         signal, sentence = verdict(rest)
         return signal, (
             f"{sentence}. {plural(natural['n_items'], 'item')} with a natural option order ({reasons}) "
-            f"are set aside: {flagged}"
+            f"{'is' if natural['n_items'] == 1 else 'are'} set aside: {flagged}"
         )
     if not stats.get("n_items"):
         return None, "no items analysed"
