@@ -856,10 +856,13 @@ def test_a_pipe_or_a_device_is_named_not_read(tmp_path: Path) -> None:
     os.mkfifo(pipe)
 
     def unblock() -> None:  # were the pipe opened for reading, this ends the wait
-        fd = os.open(pipe, os.O_WRONLY)
-        os.close(fd)
+        os.close(os.open(pipe, os.O_WRONLY))
 
-    threading.Timer(5, unblock).start()
+    # a daemon, cancelled at the end: a thread left blocked opening the pipe (no reader) kept
+    # the test process from exiting after its last test
+    timer = threading.Timer(5, unblock)
+    timer.daemon = True
+    timer.start()
     loaders = [
         lambda p: load_benchmark(p),
         lambda p: load_qa(p),
@@ -872,8 +875,4 @@ def test_a_pipe_or_a_device_is_named_not_read(tmp_path: Path) -> None:
             with pytest.raises(DataError, match=r"^/dev/null: a device, not a data file$"):
                 load("/dev/null")
     finally:
-        unblock_now = threading.Thread(target=unblock, daemon=True)
-        unblock_now.start()  # the timer's open blocks until a reader comes: give it one
-        fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-        unblock_now.join(10)
-        os.close(fd)
+        timer.cancel()
