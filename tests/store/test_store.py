@@ -360,9 +360,7 @@ def test_incomplete_and_repeated_records_are_scored_again_once(tmp_path: Path) -
     run.open({"model": "a"})
     run.append([{"id": "x0", "v": 1}, {"id": "x1"}, {"id": "x2", "v": 3}, {"id": "x0", "v": 1}])
     run.close()
-    again = RunDir(tmp_path / "run")
-    again.complete = lambda r: "v" in r
-    done = again.open({"model": "a"})
+    done = RunDir(tmp_path / "run").open({"model": "a"}, complete=lambda r: "v" in r)
     assert sorted(done) == ["x0", "x2"]
     assert [json.loads(x)["id"] for x in run.items_path.read_text().splitlines()] == ["x0", "x2"]
 

@@ -7,6 +7,7 @@ method the backend cannot serve raises :class:`CapabilityError`, never returns s
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,13 @@ class TokenStats:
     std_logprob: tuple[float, ...] | None = None
     """Per position, sqrt(E_{z~p}[(log p(z) - mean)^2]); with ``mean_logprob`` what Min-K%++
     (Zhang et al. 2024) normalises each token's log-prob by. None when not available."""
+
+    @classmethod
+    def too_long(cls, vocab_stats: bool = False) -> TokenStats:
+        """A text longer than the model's context, whose tokens were not all computed: one NaN
+        in their place (with NaN vocabulary statistics when the backend gives them)."""
+        nan = (math.nan,) if vocab_stats else None
+        return cls((-1,), (math.nan,), (-1,), 0, nan, nan)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def token_stats(
     for i, e in enumerate(encoded):
         n = len(e.prefix) + len(e.cont)
         if e.too_long:  # as the served backends give it: one NaN in place of the tokens
-            out[i] = TokenStats((-1,), (math.nan,), (-1,), 0, (math.nan,), (math.nan,))
+            out[i] = TokenStats.too_long(vocab_stats=True)
         elif not e.cont or (backend.max_length is not None and n > backend.max_length):
             # nothing to score, or too long for the model: NaN log-probs, greedy -1
             nan = (math.nan,) * len(e.cont)

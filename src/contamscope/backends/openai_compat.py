@@ -359,7 +359,7 @@ class OpenAIBackend(Backend):
         out: list[TokenStats] = []
         for req, pt in self._run_prompts(requests, 1, progress, "token-stats"):
             if pt is None or pt.ids is None or pt.greedy is None:
-                out.append(TokenStats((-1,), (math.nan,), (-1,), 0))
+                out.append(TokenStats.too_long())
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
             lps = tuple(math.nan if x is None else float(x) for x in pt.logprobs[start:])

@@ -178,16 +178,18 @@ class VLLMBackend(Backend):
             self._fingerprint = "|".join(parts)
         return self._fingerprint
 
+    @property
+    def _max_len(self) -> int | None:
+        """The engine's context (``max_model_len``)."""
+        return getattr(self.llm.llm_engine.model_config, "max_model_len", None)
+
     def _encode(self, requests: Sequence[ScoreRequest]) -> list[Encoded]:
         """Tokenised as the local backend tokenises (:func:`~.tree_plan.encode_requests`), so
         the two score the same tokens."""
-        config = self.llm.llm_engine.model_config
-        return encode_requests(
-            self.tokenizer, self.bos_id, requests, getattr(config, "max_model_len", None)
-        )
+        return encode_requests(self.tokenizer, self.bos_id, requests, self._max_len)
 
     def _runnable(self, e: Encoded) -> bool:
-        limit = getattr(self.llm.llm_engine.model_config, "max_model_len", None)
+        limit = self._max_len
         return (
             not e.too_long
             and bool(e.cont)
@@ -233,7 +235,7 @@ class VLLMBackend(Backend):
         out = []
         for e, plp in self._prompt_logprobs(requests, 1, progress):
             if e.too_long:
-                out.append(TokenStats((-1,), (math.nan,), (-1,), 0))
+                out.append(TokenStats.too_long())
                 continue
             if plp is None:
                 nan = (math.nan,) * len(e.cont)

@@ -359,8 +359,7 @@ def run_permutation(
         "selection": _selection(loaded, items, selection),
         "config": config.settings(),
     }
-    run_dir.complete = _readable
-    done = run_dir.open(settings, overwrite=overwrite)
+    done = run_dir.open(settings, overwrite=overwrite, complete=_readable)
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [it for it in items if it.id not in done]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,7 @@ def _model_names(runs: Sequence[Any]) -> dict[str, str]:
     first: dict[str, str] = {}
     for run in runs:
         first.setdefault(_model_identity(run), run.model)
-    shared = {n for n in first.values() if list(first.values()).count(n) > 1}
+    shared = {n for n, k in Counter(first.values()).items() if k > 1}
     return {
         ident: f"{name} [{ident.rsplit(':', 1)[-1][:8]}]" if name in shared else name
         for ident, name in first.items()

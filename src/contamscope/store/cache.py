@@ -158,6 +158,10 @@ class ScoreCache:
     def __init__(self, path: Path, *, read_only: bool | None = None) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._named: dict[str, tuple[str | None, str, str]] = {}
+        """The model rows :meth:`note_model` wrote, per fingerprint: stored again (if gone)
+        with the scores, so a ``cache clear --model`` during a run does not leave the run's
+        later scores without their spec."""
         self.unsaved = 0
         """Results not stored because the cache is read-only."""
         if self.path.is_dir():
@@ -272,6 +276,7 @@ class ScoreCache:
             return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
+            self._keep_name(fingerprint)
 
     @_db_errors
     def get_blobs(self, keys: Sequence[str]) -> dict[str, Any]:
@@ -292,6 +297,7 @@ class ScoreCache:
             return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
+            self._keep_name(fingerprint)
 
     @_db_errors
     def info(self) -> CacheInfo:
@@ -310,14 +316,25 @@ class ScoreCache:
         spec = str(description.get("spec") or "") or None
         detail = json.dumps(description, sort_keys=True, default=str)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._named[fingerprint] = (spec, detail, now)
         with self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, now)
             )
-            if spec:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO model_specs VALUES (?,?)", (fingerprint, spec)
-                )
+            self._keep_name(fingerprint)
+
+    def _keep_name(self, fingerprint: str) -> None:
+        """Inside a write transaction: the model rows of ``fingerprint`` as :meth:`note_model`
+        wrote them, where they are gone (no row is rewritten)."""
+        named = self._named.get(fingerprint)
+        if named is None:
+            return
+        spec, detail, used = named
+        self._db.execute(
+            "INSERT OR IGNORE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, used)
+        )
+        if spec:
+            self._db.execute("INSERT OR IGNORE INTO model_specs VALUES (?,?)", (fingerprint, spec))
 
     @_db_errors
     def models(self) -> list[ModelSetup]:
@@ -438,9 +455,8 @@ class CachedScorer:
         self.backend = backend
         self.cache = cache
         self.fingerprint = backend.fingerprint()
-        self._description = backend.describe()
         if cache is not None:
-            cache.note_model(self.fingerprint, self._description)
+            cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
         self.reused = 0
 
@@ -466,7 +482,6 @@ class CachedScorer:
         if missing:
             new = self.backend.score([requests[i] for i in missing], progress)
             self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
-            self.cache.note_model(self.fingerprint, self._description)  # as in _through
             for i, r in zip(missing, new):
                 found[keys[i]] = r
         self.computed += len(missing)
@@ -498,9 +513,6 @@ class CachedScorer:
                 kind,
                 ((keys[i], dump(r)) for i, r in zip(missing, new) if keep(r)),
             )
-            # a `cache clear --model` during the run deleted the name, and the scores stored
-            # after it could then be cleared only by their internal fingerprint
-            self.cache.note_model(self.fingerprint, self._description)
             for i, r in zip(missing, new):
                 found[keys[i]] = r
         self.computed += len(missing)

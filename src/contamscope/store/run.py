@@ -47,9 +47,6 @@ class RunDir:
         self.settings_path = self.path / "settings.json"
         self.summary_path = self.path / "summary.json"
         self._held: weakref.finalize | None = None
-        self.complete: Callable[[dict[str, Any]], bool] | None = None
-        """Whether a stored record is one the method can read; others are scored again (a
-        pipeline sets it before :meth:`open`)."""
 
     def __enter__(self) -> RunDir:
         return self
@@ -69,8 +66,11 @@ class RunDir:
         *,
         overwrite: bool = False,
         upgrades: Iterable[dict[str, Any]] = (),
+        complete: Callable[[dict[str, Any]], bool] | None = None,
     ) -> dict[str, dict[str, Any]]:
-        """Prepare the folder; return records already finished (resume) keyed by item id.
+        """Prepare the folder; return records already finished (resume) keyed by item id
+        (``complete``: whether a stored record is one the method can read; others are scored
+        again).
 
         A folder holding a run with different settings is refused unless ``overwrite``, or
         unless its settings are among ``upgrades`` (older settings whose records the caller
@@ -79,7 +79,7 @@ class RunDir:
         make_folder(self.path)
         self._lock()
         try:
-            return self._prepare(settings, overwrite, upgrades)
+            return self._prepare(settings, overwrite, upgrades, complete)
         except BaseException:  # refused (other settings, ...): the folder is free again
             self.close()
             raise
@@ -92,7 +92,11 @@ class RunDir:
         return self
 
     def _prepare(
-        self, settings: dict[str, Any], overwrite: bool, upgrades: Iterable[dict[str, Any]]
+        self,
+        settings: dict[str, Any],
+        overwrite: bool,
+        upgrades: Iterable[dict[str, Any]],
+        complete: Callable[[dict[str, Any]], bool] | None,
     ) -> dict[str, dict[str, Any]]:
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings() or {}
@@ -110,7 +114,7 @@ class RunDir:
             for p in (self.items_path, self.summary_path):
                 p.unlink(missing_ok=True)
         self._atomic_write(self.settings_path, settings)
-        return self._read_records()
+        return self._read_records(complete)
 
     def _lock(self) -> None:
         """Hold the folder: a second run writing it (another process, or another RunDir of
@@ -155,7 +159,9 @@ class RunDir:
                 f"{self.settings_path}: cannot read it ({exc.strerror or exc})"
             ) from None
 
-    def _read_records(self) -> dict[str, dict[str, Any]]:
+    def _read_records(
+        self, complete: Callable[[dict[str, Any]], bool] | None
+    ) -> dict[str, dict[str, Any]]:
         """Finished records by id. Dropped, so their items are scored again: a torn last line
         (a killed run), a damaged line, a record the method cannot read (``complete``), and a
         second copy of an id; the file is rewritten without them."""
@@ -173,7 +179,7 @@ class RunDir:
                     try:
                         rec = json.loads(raw)
                         rec_id = rec["id"]
-                        usable = self.complete is None or self.complete(rec)
+                        usable = complete is None or complete(rec)
                     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
                         usable = False
                     if not usable or rec_id in done:
