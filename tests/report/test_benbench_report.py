@@ -3,6 +3,7 @@ build_summary) with known Deltas, and a real tiny-model run."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from contamscope.detectors.verdict import p_text
 from contamscope.report import build_report, collect, load_run
 from contamscope.report.benbench import estimate
-from contamscope.report.leaderboard import to_markdown
+from contamscope.report.leaderboard import to_html, to_markdown
 
 
 def _table_data(html: str, table: str = "items") -> dict[str, Any]:
@@ -95,6 +96,21 @@ def test_leaderboard_with_all_three_methods(make_run, make_cap_run, make_benbenc
     assert "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))" in head
     assert "- BenBench (n-gram accuracy, perplexity) (BenBench Δ 5-gram accuracy (test))" in md
     assert entries[2].estimate.text() in md
+    # the board's headline counts rejections per run's own test and after Holm over all of
+    # them (it used to print the smallest p, one- and two-sided p-values mixed, uncorrected);
+    # two weak permutation runs (p 0.03 and 0.04) pass alone but not after Holm
+    runs += [make_run("weak1", n_items=10, leaked_every=4), make_run("weak2", n_items=9)]
+    entries = collect(runs)
+    md = to_markdown(entries)
+    ps = sorted(e.estimate.p_value for e in entries if e.estimate.p_value is not None)
+    raw = sum(p <= 0.05 for p in ps)
+    stepdown = next((i for i, p in enumerate(ps) if p > 0.05 / (len(ps) - i)), len(ps))
+    line = (
+        f"{raw} of {len(ps)} runs with a p-value reject H0 (no leakage) at 5%; "
+        f"{stepdown} after Holm's correction over all {len(ps)}"
+    )
+    assert line in md and html.escape(line) in to_html(entries) and stepdown < raw
+    assert "smallest p" not in to_html(entries)
 
 
 def test_tiny_model_benbench_run_report(tiny_benbench_run: Path) -> None:
