@@ -107,11 +107,19 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
         fh.write("A new question?,w,x,y,z,A\n")
     edited = _sweep(two_models, benches, out)
     assert edited.returncode == 2, edited.stderr
-    assert edited.stdout.count("the benchmark changed since this pair ran") == 2
+    table = edited.stdout.split("| model |")[0]  # the status table, before the board
+    assert table.count("the benchmark changed since this pair ran") == 2
     assert edited.stdout.count("finished earlier (skipped)") == 2
     assert {r: (r / "summary.json").stat().st_mtime_ns for r in runs} == mtimes
     lb = (out / "leaderboard.md").read_text(encoding="utf-8")
-    assert benches[0].name in lb and benches[1].name not in lb  # the stale pairs are left off
+    assert benches[0].name in lb and benches[1].name not in lb.split("left out")[0]
+    # ... and named under the board with the reason (they were silently absent)
+    stale = [ln for ln in lb.splitlines() if ln.startswith("- left out:")]
+    assert len(stale) == 2 and all(
+        benches[1].name in ln and "the benchmark changed since this pair ran" in ln for ln in stale
+    )
+    html = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert html.count("left out: ") == 2
 
 
 def test_sweep_on_ray_equals_local(
@@ -184,9 +192,13 @@ def test_pairs_run_with_other_options_are_not_put_on_one_board(
     assert first.returncode == 0, first.stderr
     redo = _sweep(model, benches[:1], out, "--limit", "2", "--overwrite")
     assert redo.returncode == 0, redo.stderr
+    # the pair this sweep did not name stays on disk, off its board, and it says so
+    assert "1 other finished run in" in redo.stdout and "not in this sweep" in redo.stdout
+    assert benches[1].name not in (out / "leaderboard.md").read_text(encoding="utf-8")
     both = _sweep(model, benches, out, "--limit", "2", "--batch-items", "5")  # speed: no matter
     assert both.returncode == 2, both.stdout
     assert "failed: it ran with other options (--limit 4 -> 2" in both.stdout
     assert both.stdout.count("finished earlier (skipped)") == 1
-    board = (out / "leaderboard.md").read_text(encoding="utf-8")
+    board, left = (out / "leaderboard.md").read_text(encoding="utf-8").split("- left out:")
     assert benches[0].name in board and benches[1].name not in board
+    assert benches[1].name in left and "other options (--limit 4 -> 2" in left

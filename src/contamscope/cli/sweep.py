@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
+from ..wording import plural
 from .common import (
     EXIT_ROWS_SKIPPED,
     EXIT_USER_ERROR,
@@ -251,8 +252,21 @@ def run(**kw: Any) -> None:
         for j in jobs
         if (j.run_dir / "summary.json").exists() and not status.get(j, "").startswith("failed")
     ]
+    failed = [(j, s) for j, s in status.items() if s.startswith("failed")]
     if finished:
-        _leaderboard(finished, out)
+        _leaderboard(finished, out, failed)
+    others = sorted(
+        p.parent for p in out.glob("*/summary.json") if p.parent not in {j.run_dir for j in jobs}
+    )
+    if others:  # a sweep re-run with fewer models or benchmarks: their pairs stay on disk
+        console.print(
+            f"{plural(len(others), 'other finished run')} in {out} "
+            f"({', '.join(p.name for p in others[:3])}{', ...' if len(others) > 3 else ''}) "
+            f"{'is' if len(others) == 1 else 'are'} of models or benchmarks not in this sweep "
+            f"and not on its board; `contamscope leaderboard {out}/*/` ranks every run there",
+            highlight=False,
+            markup=False,
+        )
     held.close()
     if any(s.startswith("failed") for s in status.values()):
         raise SystemExit(EXIT_USER_ERROR)
@@ -307,13 +321,19 @@ def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
     console.print(table)
 
 
-def _leaderboard(run_dirs: list[Path], out: Path) -> None:
+def _leaderboard(run_dirs: list[Path], out: Path, failed: list[tuple[Job, str]]) -> None:
+    """Write the board of the finished pairs; the failed pairs are named under it as left out
+    (with their reason), not silently missing."""
     from ..report import write_leaderboard
+    from ..report.leaderboard import LeftOut
+
+    def left() -> list[LeftOut]:  # a fresh list per page: each call appends its own left-outs
+        return [LeftOut(j.run_dir, f"{j.model} on {j.benchmark}: {why}") for j, why in failed]
 
     try:
-        text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md")
+        text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left())
         console.print(text, highlight=False, markup=False)
-        write_leaderboard(run_dirs, out / "leaderboard.html", "html")
+        write_leaderboard(run_dirs, out / "leaderboard.html", "html", left())
     except (ContamscopeError, ImportError) as exc:
         err_console.print(
             styled("yellow", "leaderboard not fully written:", f" {exc}"), highlight=False
