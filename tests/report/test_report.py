@@ -414,6 +414,17 @@ def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
     ]
     text, _ = write_leaderboard(runs, None, "md")
     assert len(text.splitlines()[0].split("|")) == 6  # model + three columns
+    # every replicate column says which run it is (the first had no label, the others their
+    # whole path), and runs of other sizes say so (a --limit 4 and a --limit 2 run looked alike)
+    head = [c.strip() for c in text.splitlines()[0].split("|")[2:-1]]
+    assert head == [f"synthetic.csv [{r}/tiny__test]" for r in ("r1", "r2", "r3")]
+    other = make_run("r4/tiny__test", n_items=12)
+    text, _ = write_leaderboard([runs[0], other], None, "md")
+    head = [c.strip() for c in text.splitlines()[0].split("|")[2:-1]]
+    assert head == [
+        "synthetic.csv [r1/tiny__test; 22 items]",
+        "synthetic.csv [r4/tiny__test; 10 items]",
+    ]
     with pytest.raises(StoreError, match="nowhere: no such run folder"):
         collect([runs[0], tmp_path / "nowhere"])
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,7 +88,6 @@ def collect(
     left = left_out if left_out is not None else []
     entries: list[LeaderboardEntry] = []
     found: list[tuple[Any, Any, Estimate]] = []
-    seen: set[tuple[str, str, str]] = set()
     given: set[Path] = set()
     for d in run_dirs:
         if not Path(d).exists():  # a typo is an error; what a glob finds that is no run is not
@@ -127,20 +127,23 @@ def collect(
             continue
         found.append((run, mod, est))
     names = _model_names([run for run, _, _ in found])
-    for run, mod, est in found:
-        model = names[_model_identity(run)]
+    keys = []
+    for run, mod, _ in found:
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
-        key = (model, bench, mod.TITLE)
-        if key in seen:  # another run of the same pair: named by its folder, then its path
-            for label in (run.path.name, str(run.path)):
-                key = (model, f"{bench} [{label}]", mod.TITLE)
-                if key not in seen:
-                    break
-            bench = key[1]
-        seen.add(key)
-        entries.append(LeaderboardEntry(model, bench, mod.TITLE, est, run.path, mod.__name__))
+        keys.append((names[_model_identity(run)], bench, mod.TITLE))
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    labels = {}
+    for members in groups.values():
+        if len(members) > 1:  # replicates of one pair: every column says which run it is
+            labels.update(zip(members, _replicate_labels([found[i] for i in members])))
+    for i, ((run, mod, est), (model, bench, title)) in enumerate(zip(found, keys)):
+        if i in labels:
+            bench = f"{bench} [{labels[i]}]"
+        entries.append(LeaderboardEntry(model, bench, title, est, run.path, mod.__name__))
     if not entries:
         raise ConfigError(
             "none of the run folders has statistics to rank ("
@@ -149,6 +152,21 @@ def collect(
             + ")"
         )
     return entries
+
+
+def _replicate_labels(runs: Sequence[tuple[Any, Any, Estimate]]) -> list[str]:
+    """Labels for the runs of one (model, benchmark, method): the folder name when the names
+    differ, else the path below the folders' common parent; with the number of items when
+    that differs (replicates of other sizes are not the same measurement)."""
+    paths = [run.path.resolve() for run, _, _ in runs]
+    out = [p.name for p in paths]
+    if len(set(out)) < len(out):
+        root = Path(os.path.commonpath(paths))
+        out = [str(p.relative_to(root)) if p != root else str(p) for p in paths]
+    sizes = [est.n_items for _, _, est in runs]
+    if len(set(sizes)) > 1:
+        out = [f"{label}; {plural(n, 'item')}" for label, n in zip(out, sizes, strict=True)]
+    return out
 
 
 def _model_identity(run: Any) -> str:
