@@ -13,7 +13,7 @@ import pytest
 from contamscope.detectors.stats import wilson_interval
 from contamscope.report import build_report, collect, load_run, write_leaderboard
 from contamscope.report.cap import estimate, mean_ci, split_values, why_unranked
-from contamscope.report.leaderboard import to_csv, to_markdown
+from contamscope.report.leaderboard import to_csv, to_html, to_markdown
 
 
 def _table_data(html: str, table: str = "items") -> dict[str, Any]:
@@ -134,6 +134,16 @@ def test_leaderboard_mixes_methods_without_comparing_them(make_run, make_cap_run
     caps = [r[4][0] for r in runs["rows"] if r[2].startswith("CAP")]
     assert caps == sorted(caps) and runs["sort"] is None  # most negative (most leakage) first
     assert "not comparable" in html and "two-sided" in html
+    # the heatmap names its rows as the board's cells do: replicates by their folder, a
+    # benchmark as the table shortens it (it said "data" for fineval/data, and one row per spec)
+    again = make_cap_run("rep/cap_a", contaminated=True)
+    other = make_cap_run("other", contaminated=True)
+    s = json.loads((other / "summary.json").read_text())
+    s["benchmark"]["source"] = str(tmp_path / "fineval" / "data")
+    (other / "summary.json").write_text(json.dumps(s))
+    html = to_html(collect([cap_a, again, other]))
+    for row in ("finbench [cap_a]", "finbench [rep/cap_a]", "fineval/data"):
+        assert f"hf:synthetic-cap | {row}</text>" in html, row
 
 
 def test_tiny_model_cap_run_report(tiny_cap_run: Path) -> None:

@@ -681,17 +681,13 @@ def _provenance_section(run: RunData) -> Section:
     return Section("provenance", "Provenance", body)
 
 
-def leaderboard_figures(runs: Sequence[RunData], labels: dict[str, str]) -> list[str]:
+def leaderboard_figures(runs: Sequence[RunData], labels: Sequence[tuple[str, str]]) -> list[str]:
     """A PCR heatmap over CAP runs (rows: model | benchmark, columns: splits), as in the
-    paper's Figure 1(a). ``labels`` maps full model specs to display names."""
+    paper's Figure 1(a). ``labels`` are each run's (model, benchmark) as the board names them."""
     summaries = [_for_heatmap(r.summary) for r in runs]
     if not summaries:
         return []
-    rows, cols, vals = pcr_matrix(summaries, "generate")
-    short = [
-        f"{labels.get(str(sm['model'].get('spec')), str(sm['model'].get('spec')))} | "
-        f"{r.split(' | ', 1)[1]}"
-        for sm, r in zip(summaries, rows)
-    ]
+    _, cols, vals = pcr_matrix(summaries, "generate")
+    short = [f"{model} | {bench}" for model, bench in labels]
     scale = (summaries[0].get("analysis") or {}).get("scale", "tanh")
     return [_heatmap(short, cols, vals, f"CAP: PCR ({scale}) per run and split")]

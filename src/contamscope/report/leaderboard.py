@@ -403,9 +403,10 @@ def _method_figures(entries: Sequence[LeaderboardEntry]) -> list[str]:
         make = getattr(importlib.import_module(name), "leaderboard_figures", None)
         if make is None:
             continue
-        runs = {e.run_dir: (load_run(e.run_dir), e.model) for e in entries if e.module == name}
-        labels = {run.model: short for run, short in runs.values()}
-        out.extend(make([run for run, _ in runs.values()], labels))
+        mine = [e for e in entries if e.module == name]  # labelled as the board's cells are
+        out.extend(
+            make([load_run(e.run_dir) for e in mine], [(e.model, e.benchmark) for e in mine])
+        )
     return out
 
 

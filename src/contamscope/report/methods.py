@@ -8,7 +8,8 @@ A method plugs in by adding one module with:
   and a legend saying how to read it), and ``UNRANKED``: why a run may have none (said when
   the leaderboard leaves it out);
 * optionally ``leaderboard_figures(runs, labels) -> list[str]``: figures over all its runs in a
-  leaderboard (CAP: the PCR heatmap);
+  leaderboard (CAP: the PCR heatmap), ``labels`` being each run's (model, benchmark) as the
+  board's cells name them;
 
 and one line in :data:`METHOD_MODULES`. Modules are imported only when a run needs them. A
 contamscope run without a module gets :mod:`contamscope.report.generic`: its statistics and item
