@@ -89,6 +89,38 @@ def test_leaderboard_renders_without_errors(make_run, tmp_path: Path) -> None:
     assert res.probes == {"figures": 1, "rows": 1}  # same model name twice: one row, 2 columns
 
 
+def test_a_board_of_seven_models_has_a_readable_chart(make_run, tmp_path: Path) -> None:
+    """With 7 models the bar chart was shrunk into half the page (text about 7 px high) and
+    its legend covered the bars; now it takes the row at its own size, the legend beside the
+    axes, and on a phone it scrolls in its own box instead of shrinking to 5 px."""
+    runs = []
+    for m in range(7):
+        for b in range(3):
+            run = make_run(f"m{m}_b{b}", n_items=12, seed=10 * m + b)
+            s = json.loads((run / "summary.json").read_text())
+            s["model"].update(spec=f"hf:/models/model-{m}", fingerprint=f"synthetic:{m}")
+            s["benchmark"]["source"] = f"/data/bench{b}_test.csv"
+            (run / "summary.json").write_text(json.dumps(s))
+            runs.append(run)
+    out = tmp_path / "lb.html"
+    write_leaderboard(runs, out)
+    probes = {
+        "text_px": """Math.min(...[...document.querySelectorAll('svg.fig text')]
+            .map(t => t.getBoundingClientRect().height).filter(h => h > 0))""",
+        "legend_clear": """(() => { const svg = document.querySelector('svg.fig');
+            const legend = svg.querySelector('g[id^=legend]').getBoundingClientRect().left;
+            const bars = [...svg.querySelectorAll('g[id^=axes] > g[id^=patch]')]
+                .map(g => g.getBoundingClientRect().right);
+            return legend >= Math.max(...bars) - 1; })()""",
+        "page_scrolls": "document.documentElement.scrollWidth > window.innerWidth",
+    }
+    wide = check_page(out, probes=probes)
+    assert wide.errors == []
+    assert wide.probes["text_px"] >= 10 and wide.probes["legend_clear"] is True
+    phone = check_page(out, probes=probes, width=400)
+    assert phone.probes["text_px"] >= 7 and phone.probes["page_scrolls"] is False
+
+
 def test_a_script_error_is_caught(tmp_path: Path) -> None:
     """The check itself works: a page that throws is reported, not passed."""
     bad = tmp_path / "bad.html"

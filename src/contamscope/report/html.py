@@ -191,6 +191,19 @@ def _json_for_script(obj: Any) -> str:
     return text.replace("<", "\\u003c")
 
 
+_SVG_WIDTH = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"')
+
+
+def _figure(svg: str) -> str:
+    """A figure of the grid. One wider than a grid cell (a leaderboard's bar chart over many
+    models) takes the whole row, at most at its own size: shrunk into a cell, its text was
+    about 7 px high."""
+    m = _SVG_WIDTH.search(svg[:2000])
+    if m is None or float(m.group(1)) <= 480:  # the usual 6.4-inch figures fit a cell
+        return f'<figure class="plot">{svg}</figure>'
+    return f'<figure class="plot wide" style="max-width:{float(m.group(1)) * 4 / 3:.0f}px">{svg}</figure>'
+
+
 @dataclass
 class Section:
     """A titled part of the report."""
@@ -207,7 +220,7 @@ class Section:
     """HTML shown after the figures (e.g. a table)."""
 
     def html(self) -> str:
-        figs = "".join(f'<figure class="plot">{f}</figure>' for f in self.figures)
+        figs = "".join(_figure(f) for f in self.figures)
         grid = f'<div class="figs">{figs}</div>' if figs else ""
         return (
             f'<section id="{esc(self.id)}"><h2>{esc(self.title)}</h2>'
@@ -255,7 +268,7 @@ td.k-num,td.k-int,td.k-pct,td.k-p,td.k-pair,th.k-num,th.k-int,th.k-pct,th.k-p,th
 .scroll{overflow-x:auto;max-width:100%}
 main table:not(.tbl table){display:block;overflow-x:auto;max-width:100%}
 @media (max-width:600px){header,main,footer{padding-left:10px;padding-right:10px}.tbl-bar input{width:100%;box-sizing:border-box}}
-figure.plot{margin:0}svg.fig{width:100%;height:auto}
+figure.plot{margin:0}figure.plot.wide{grid-column:1/-1;overflow-x:auto}figure.plot.wide svg.fig{min-width:640px}svg.fig{width:100%;height:auto}
 figcaption{font-size:12px;color:#444;max-width:640px}
 .caption,.note{color:#444;font-size:13px;max-width:1000px}
 td.q{max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}

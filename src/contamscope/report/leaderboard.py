@@ -390,7 +390,11 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
         ax.set_ylabel(f"{stat}" + (" (pp)" if percent else ""), fontsize=9)
         ax.set_xlabel("benchmark")
         ax.set_title(f"{stat} (95% CI)", fontsize=10)  # the statistic names its method
-        ax.legend(fontsize=8, title="model", title_fontsize=8)
+        if len(models) > 3:  # beside the axes: inside, it covered the bars
+            ax.legend(fontsize=8, title="model", title_fontsize=8, loc="upper left",
+                      bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # fmt: skip
+        else:
+            ax.legend(fontsize=8, title="model", title_fontsize=8)
         return to_svg(fig, f"{method} leaderboard bar chart")
 
 
