@@ -38,3 +38,9 @@ def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:
     assert re.search(r"^benchmark vs reference: AUC [0-9.]+ p = [0-9.]+$", out, re.M)
     assert (tmp_path / "runs" / "anatomy" / "report.html").is_file()
     assert "anatomy" in (tmp_path / "leaderboard.md").read_text(encoding="utf-8")
+    assert (
+        (tmp_path / "card.md")
+        .read_text(encoding="utf-8")
+        .startswith("# Benchmark Transparency Card: Tiny")
+    )
+    assert re.search(r"^[0-9]+ of [0-9]+ items paired$", out, re.M)

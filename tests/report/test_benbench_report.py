@@ -151,24 +151,110 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     (tmp_path / "dir.md").mkdir()
     r = card("--run", str(a), "--out", str(tmp_path / "dir.md"))
     assert r.exit_code == 2 and "is a folder" in r.output
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / "summary.json").write_text(json.dumps({"method": "benbench"}))
-    r = card("--run", str(bad), "--out", str(tmp_path / "x.md"))
-    assert r.exit_code == 2 and "no 'model' (not a complete BenBench summary.json)" in r.output
-    r = card("--run", str(a), "--run", str(a), "--out", str(tmp_path / "ok.md"))
+    r = card("--run", str(a), "--run", str(a / "summary.json"), "--out", str(tmp_path / "ok.md"))
     assert r.exit_code == 0, r.output
     text = (tmp_path / "ok.md").read_text()
     n = json.loads((a / "summary.json").read_text())["config"]["n"]
     assert f"{n}-gram acc orig / para" in text
     d = json.loads((a / "summary.json").read_text())["statistics"]["splits"]["test"]["delta"]
     p_acc = d["ngram_exact"]["p_value"]
-    assert f"{100 * d['ngram_exact']['ci'][1]:.1f}%], p {p_text(p_acc)} |" in text
+    assert f"{100 * d['ngram_exact']['ci'][1]:+.1f}], p {p_text(p_acc)} |" in text
     card_json = json.loads((tmp_path / "ok.json").read_text())
     assert card_json["checks"][0]["delta"]["ngram_exact"]["p_value"] == p_acc
-    assert "| p (two-sided) |" in text
+    assert "p: two-sided split-label permutation test" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "split" not in ln]
     assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row
+
+
+def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """The card put the mean over all items beside a Delta over the paired ones (original >
+    paraphrase next to a negative Delta), and wrote an accuracy difference as '%' (helper
+    audit). Item 0 of the fixture has no usable paraphrase: 30 items, 29 paired."""
+    from contamscope.report import build_card
+    from contamscope.report.card import render_markdown
+
+    run = make_benbench_run("paired")
+    st = json.loads((run / "summary.json").read_text())["statistics"]["splits"]["test"]
+    d = st["delta"]
+    assert d["ppl"]["n"] == 29 and st["original"]["ppl"] != d["ppl"]["original"]
+    card = build_card([run])
+    text = render_markdown(card)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| /data/gsm8k_test.jsonl | test"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[3] == "30 (29)"
+    assert cells[5] == f"{d['ppl']['original']:.3f} / {d['ppl']['reference']:.3f}"
+    assert cells[6].startswith(f"{d['ppl']['delta']:+.3f} [")
+    acc = d["ngram_exact"]
+    assert cells[7] == f"{100 * acc['original']:.1f}% / {100 * acc['reference']:.1f}%"
+    assert cells[8].startswith(f"{100 * acc['delta']:+.1f} pp [")
+    inst = st["instances"]["exact_all"]
+    assert cells[9] == f"{inst['count']}/30 / {inst['reference_count']}/{inst['reference_of']}"
+    check = card["checks"][0]
+    assert check["delta"]["ppl"]["original"] == d["ppl"]["original"]
+    assert check["original_all_items"] == st["original"]
+    tt = next(
+        ln for ln in text.splitlines() if "| n-gram" in ln or "| 5-gram accuracy, exact" in ln
+    )
+    assert " pp [" in tt and "| 29 / 29 |" in tt
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda s: s["model"].pop("spec"), "no 'model' spec"),
+        (lambda s: s.update(model="hf:x"), "no 'model' spec"),
+        (lambda s: s["benchmark"].pop("test"), "not a complete BenBench summary.json (no 'test')"),
+        (lambda s: s["benchmark"]["test"].pop("references"), "(no 'references')"),
+        (lambda s: s["statistics"]["splits"]["test"].pop("instances"), "(no 'instances')"),
+        (lambda s: s["statistics"]["splits"]["test"]["delta"].pop("ppl"), "(no 'ppl')"),
+        (lambda s: s["statistics"].pop("splits"), "(no 'splits')"),
+        (lambda s: s.update(statistics=None), "not a complete BenBench summary.json"),
+        (lambda s: s["statistics"].update(splits={}), "no split has statistics"),
+        (lambda s: s.update(schema="contamscope.benbench.summary/99"), "schema 'contamscope"),
+    ],
+)
+def test_a_damaged_summary_is_one_line_naming_the_run(
+    make_benbench_run, tmp_path: Path, damage: Any, message: str
+) -> None:
+    """Eight damaged summaries raised KeyError/TypeError tracebacks; a run of no items and a
+    newer schema were accepted (helper audit)."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+
+    run = make_benbench_run("damaged")
+    s = json.loads((run / "summary.json").read_text())
+    damage(s)
+    (run / "summary.json").write_text(json.dumps(s))
+    r = CliRunner().invoke(app, ["card", "--run", str(run), "--out", str(tmp_path / "c.md")])
+    assert r.exit_code == 2, r.output
+    assert message in r.output and "Traceback" not in r.output
+    assert str(run) in r.output and not (tmp_path / "c.md").exists()
+
+
+def test_card_tells_models_by_fingerprint_and_refuses_a_split_checked_twice(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """One spec in two dtypes made one card of two sets of numbers; a copied run folder made
+    two identical rows (helper audit)."""
+    import shutil
+
+    from contamscope.errors import ConfigError
+    from contamscope.report import build_card
+
+    a = make_benbench_run("a")
+    b = make_benbench_run("b")
+    s = json.loads((b / "summary.json").read_text())
+    s["model"]["fingerprint"] = "hf:/m/bb-model|dtype=bfloat16"
+    (b / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ConfigError, match=r"the runs are of 2 models \(hf:/m/bb-model \("):
+        build_card([a, b])
+    shutil.copytree(a, tmp_path / "copy")
+    with pytest.raises(ConfigError, match=r"both check the test split of /data/gsm8k_test"):
+        build_card([a, tmp_path / "copy"])
+    assert len(build_card([a, a / "summary.json", str(a)])["checks"]) == 3  # test, train, t-t
 
 
 def test_a_model_keeps_its_colour_in_every_leaderboard_chart(

@@ -1,0 +1,381 @@
+"""Benchmark Transparency Card (Xu et al. 2024) from BenBench run folders.
+
+The card lists which benchmarks and splits were checked, the measured signals with their 95%
+intervals and p-values, instance counts, and leaves the fields only the model developer can fill
+in (was benchmark data used in training, augmented ...). ``write_card(runs, "card.md")`` writes
+it as Markdown and as JSON next to it (``contamscope.transparency_card/2``); ``build_card`` and
+``render_markdown`` are its two halves.
+
+Every number is read from the runs' ``summary.json``: a split's original / paraphrase means and
+its Delta are over the same items, the ones with a usable paraphrase (a card once put the mean
+over all items beside a Delta over the paired ones, so "original > paraphrase" sat beside a
+negative Delta).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..detectors.verdict import p_text
+from ..errors import ConfigError, DataError
+from ..paths import check_output_file, write_text_atomic
+
+__all__ = [
+    "CARD_SCHEMA",
+    "DEVELOPER_FIELDS",
+    "build_card",
+    "read_summary",
+    "render_markdown",
+    "write_card",
+]
+
+CARD_SCHEMA = "contamscope.transparency_card/2"
+SUMMARY_SCHEMA = "contamscope.benbench.summary/1"
+"""The BenBench summary this module reads."""
+
+DEVELOPER_FIELDS = [
+    (
+        "benchmark_data_in_training",
+        "Was any split of this benchmark used in (pre-)training or fine-tuning? (no / train split / test split / both / unknown)",
+    ),
+    (
+        "splits_used",
+        "Which splits, and in which training stage (pre-training, continued pre-training, SFT, RL)?",
+    ),
+    (
+        "augmentation",
+        "Was benchmark data augmented (paraphrased, reformatted, synthetic variants) before use?",
+    ),
+    (
+        "decontamination",
+        "Was training data decontaminated against this benchmark? How (n-gram overlap, embedding)?",
+    ),
+    (
+        "evaluation_details",
+        "Evaluation settings used for reported scores (prompt, shots, decoding, answer extraction).",
+    ),
+]
+"""(key, question) of the card's fields the model developer fills in."""
+
+_METRICS = {  # key: (name on the card, a rate shown in percentage points)
+    "ppl": ("perplexity", False),
+    "nll": ("NLL (nats/token)", False),
+    "ngram_exact": ("n-gram accuracy, exact", True),
+    "ngram_rouge": ("n-gram accuracy, ROUGE-L", True),
+    "ngram_edit": ("n-gram accuracy, edit similarity", True),
+}
+
+
+def read_summary(run: Path | str) -> tuple[Path, dict[str, Any]]:
+    """(path of summary.json, its contents) of a finished BenBench run folder (or the file)."""
+    run = Path(run)
+    path = run / "summary.json" if run.is_dir() else run
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if run.is_dir():
+            raise DataError(f"{run}: no summary.json (finish the run first)") from None
+        raise DataError(f"{run}: no such run folder or summary.json") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not JSON ({getattr(e, 'msg', e)})") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if not isinstance(summary, dict) or summary.get("method") != "benbench":
+        method = None
+        if isinstance(summary, dict):  # the permutation summary names its method in its schema
+            schema = str(summary.get("schema") or "").split(".")
+            method = summary.get("method") or (schema[1] if len(schema) > 2 else None)
+        what = f"a {method} run" if method else "no run summary of contamscope"
+        raise DataError(f"{path}: {what}, not a BenBench run (the card needs `benbench` runs)")
+    if summary.get("schema") != SUMMARY_SCHEMA:
+        raise DataError(
+            f"{path}: schema {summary.get('schema')!r}; this contamscope reads "
+            f"{SUMMARY_SCHEMA!r} (a run of another version: re-run it, or use that version)"
+        )
+    return path.resolve(), summary
+
+
+def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The card's rows of one run and notes about them; a summary without a field the card
+    needs is a DataError naming the run, not a KeyError."""
+    notes: list[str] = []
+    try:
+        splits = s["statistics"]["splits"]
+        if not splits:
+            raise DataError(f"{path}: no split has statistics (a run of no items)")
+        rows = []
+        for split, st in splits.items():
+            b = s["benchmark"][split]
+            inst = st["instances"]["exact_all"]
+            paired = int(st.get("n_paired", st["delta"]["ppl"]["n"]))
+            if not paired:
+                notes.append(
+                    f"{b['source']} ({split}): no item has a usable paraphrase, so no signal "
+                    "(give the paraphrases with -r)"
+                )
+            rows.append(
+                {
+                    "benchmark": b["source"],
+                    "split": split,
+                    "content_hash": b["content_hash"],
+                    "items": st["n_items"],
+                    "items_paired": paired,
+                    "references": [
+                        {
+                            "name": r["name"],
+                            "source": r.get("source"),
+                            "content_hash": r.get("content_hash"),
+                            "paraphrases_ok": r.get("paraphrases_ok"),
+                            "paraphrases_failed": r.get("paraphrases_failed"),
+                        }
+                        for r in b["references"]
+                    ],
+                    "delta": {  # original and paraphrase over the same (paired) items
+                        k: {
+                            "original": v["original"],
+                            "paraphrase": v["reference"],
+                            "value": v["delta"],
+                            "ci": v["ci"],
+                            "p_value": v.get("p_value"),
+                            "test": v.get("test"),
+                            "n": v["n"],
+                            "relative_pct": v.get("relative_pct"),
+                        }
+                        for k, v in st["delta"].items()
+                    },
+                    "original_all_items": st["original"],
+                    "instances_all_ngrams_exact": {
+                        "count": inst["count"],
+                        "of": inst["of"],
+                        "paraphrase_count": inst.get("reference_count"),
+                        "paraphrase_of": inst.get("reference_of"),
+                    },
+                    "n": s["config"]["n"],
+                    "model_fingerprint": s["model"].get("fingerprint"),
+                    "run": str(path.parent),
+                    "run_created": s.get("created"),
+                }
+            )
+        dtt = s["statistics"].get("delta_train_test")
+        if dtt:
+            rows.append(
+                {
+                    "benchmark": s["benchmark"]["test"]["source"],
+                    "train_benchmark": s["benchmark"]["train"]["source"],
+                    "split": "train - test",
+                    "n": s["config"]["n"],
+                    "run": str(path.parent),
+                    "delta_train_test": {
+                        k: {
+                            "value": v["value"],
+                            "ci": v["ci"],
+                            "p_value": v.get("p_value"),
+                            "relative_pct": v.get("relative_pct"),
+                            "n_train": v.get("n_train"),
+                            "n_test": v.get("n_test"),
+                        }
+                        for k, v in dtt.items()
+                    },
+                }
+            )
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        what = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise DataError(f"{path}: not a complete BenBench summary.json ({what})") from None
+    return rows, notes
+
+
+def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dict[str, Any]:
+    """The card as a dict: the model, the checks per benchmark split (and train - test), notes,
+    and the empty developer fields. One model (by fingerprint: the same spec in another dtype
+    is another set of numbers); a run given twice counts once; two runs checking the same
+    split of the same benchmark with the same references are refused (one row each, which?)."""
+    if not runs:
+        raise ConfigError("--run: give at least one BenBench run folder")
+    read: dict[Path, dict[str, Any]] = {}
+    for r in runs:
+        path, summary = read_summary(r)
+        read.setdefault(path, summary)  # a folder and its summary.json are one run
+    models: dict[str, str] = {}
+    for path, s in read.items():
+        m = s.get("model")
+        if not isinstance(m, dict) or not isinstance(m.get("spec"), str):
+            raise DataError(f"{path}: not a complete BenBench summary.json (no 'model' spec)")
+        models.setdefault(str(m.get("fingerprint") or m["spec"]), m["spec"])
+    if len(models) > 1:
+        named = [f"{spec} ({fp})" if list(models.values()).count(spec) > 1 else spec
+                 for fp, spec in models.items()]  # fmt: skip
+        raise ConfigError(
+            f"--run: the runs are of {len(models)} models ({', '.join(named[:3])}); a card "
+            "describes one model: give the runs of one model"
+        )
+    checks: list[dict[str, Any]] = []
+    notes: list[str] = []
+    seen: dict[tuple[Any, ...], str] = {}
+    for path, s in read.items():
+        rows, said = _checks(path, s)
+        notes += said
+        for row in rows:
+            if "delta_train_test" in row:
+                key: tuple[Any, ...] = ("train - test", row["benchmark"], row["train_benchmark"])
+            else:
+                refs = tuple(r["content_hash"] for r in row["references"])
+                key = (row["split"], row["content_hash"], refs, row["n"])
+            if key in seen:
+                raise ConfigError(
+                    f"--run: {seen[key]} and {path.parent} both check the {row['split']} "
+                    f"split of {row['benchmark']} with the same references; give one of them"
+                )
+            seen[key] = str(path.parent)
+            checks.append(row)
+    spec = next(iter(models.values()))
+    return {
+        "schema": CARD_SCHEMA,
+        "model": model_name or spec,
+        "model_spec": spec,
+        "model_fingerprint": next(iter(models)),
+        "method": "BenBench (Xu et al. 2024): perplexity and n-gram accuracy, original vs paraphrase",
+        "checks": checks,
+        "notes": notes,
+        "developer_fields": {key: None for key, _ in DEVELOPER_FIELDS},
+    }
+
+
+def _num(x: float | None, pp: bool) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pp else f"{x:.3f}"
+
+
+def _delta(v: dict[str, Any], pp: bool) -> str:
+    """Signed difference with its CI and p-value: accuracies in percentage points."""
+    if v.get("value") is None:
+        return "-"
+
+    def f(x: float) -> str:
+        return f"{100 * x:+.1f}" if pp else f"{x:+.3f}"
+
+    ci = "" if not v.get("ci") else f" [{f(v['ci'][0])}, {f(v['ci'][1])}]"
+    return f"{f(v['value'])}{' pp' if pp else ''}{ci}, p {p_text(v.get('p_value'))}"
+
+
+def _refs(row: dict[str, Any]) -> str:
+    out = []
+    for r in row["references"]:
+        failed = r.get("paraphrases_failed") or 0
+        total = failed + (r.get("paraphrases_ok") or 0)
+        name = "inline (paraphrases in the benchmark file)" if r["name"] == "inline" else r["name"]
+        out.append(name + (f" ({failed} of {total} set aside: answer changed)" if failed else ""))
+    return "; ".join(out) or "none"
+
+
+def render_markdown(card: dict[str, Any]) -> str:
+    """The card as Markdown (the JSON holds every number at full precision)."""
+
+    def md(x: object) -> str:
+        return str(x).replace("|", "\\|")
+
+    ns = {c.get("n") for c in card["checks"]}
+    gram = f"{ns.pop()}-gram" if len(ns) == 1 and None not in ns else "n-gram"
+    lines = [
+        f"# Benchmark Transparency Card: {md(card['model'])}",
+        "",
+        f"Model: `{card['model_spec']}` (fingerprint `{card['model_fingerprint']}`).",
+        f"Signals measured by contamscope ({card['method']}).",
+        "",
+        "## Benchmarks checked",
+        "",
+        "Original / paraphrase and Delta (original - paraphrase) are over the items with a "
+        "usable paraphrase (paired). Leak direction: Delta perplexity < 0, Delta accuracy > 0. "
+        "p: one-sided randomization test, H0 = each item's original is as familiar to the model "
+        "as its paraphrases. Intervals: 95% paired bootstrap over items (too narrow with few "
+        "items; the p-value holds its level at any number).",
+        "",
+        "| benchmark | split | sha256 | items (paired) | references | perplexity orig / para | "
+        f"Delta perplexity [95% CI], p | {gram} acc orig / para | Delta acc [95% CI], p | "
+        "items with all n-grams exact: orig / para |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in card["checks"]:
+        if "delta_train_test" in c:
+            continue
+        d = c["delta"]
+        ppl, acc = d.get("ppl", {}), d.get("ngram_exact", {})
+        inst = c["instances_all_ngrams_exact"]
+        para_inst = (
+            f"{inst['paraphrase_count']}/{inst['paraphrase_of']}"
+            if inst.get("paraphrase_of")
+            else "-"
+        )
+        lines.append(
+            f"| {md(c['benchmark'])} | {md(c['split'])} | `{c['content_hash'][:12]}` | "
+            f"{c['items']} ({c['items_paired']}) | {md(_refs(c))} | "
+            f"{_num(ppl.get('original'), False)} / {_num(ppl.get('paraphrase'), False)} | "
+            f"{_delta(ppl, False)} | "
+            f"{_num(acc.get('original'), True)} / {_num(acc.get('paraphrase'), True)} | "
+            f"{_delta(acc, True)} | {inst['count']}/{inst['of']} / {para_inst} |"
+        )
+    dtts = [c for c in card["checks"] if "delta_train_test" in c]
+    if dtts:
+        lines += [
+            "",
+            "## Training split vs test split (Delta_train - Delta_test)",
+            "",
+            "The difference of the two splits' Deltas cancels how natural the paraphrases read. "
+            "Leak direction towards the training split: < 0 for perplexity and NLL, > 0 for "
+            "accuracy (the model knows the training split's originals better, relative to "
+            "their paraphrases, than the test split's). Near 0 also arises when both splits "
+            "leaked. p: two-sided split-label permutation test, H0 = the per-item gap has the "
+            "same distribution on both splits; intervals: 95% bootstrap, splits resampled "
+            "independently.",
+            "",
+            "| train / test | metric | Delta_train - Delta_test [95% CI], p | relative | "
+            "items train / test |",
+            "|---|---|---|---|---|",
+        ]
+        for c in dtts:
+            for k, v in c["delta_train_test"].items():
+                if v["value"] is None:
+                    continue
+                name, pp = _METRICS.get(k, (k, False))
+                name = name.replace("n-gram", gram)
+                rel = "-" if v.get("relative_pct") is None else f"{v['relative_pct']:+.1f}%"
+                lines.append(
+                    f"| {md(c['train_benchmark'])} / {md(c['benchmark'])} | {name} | "
+                    f"{_delta(v, pp)} | {rel} | {v.get('n_train')} / {v.get('n_test')} |"
+                )
+    if card.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {md(n)}" for n in card["notes"]]
+    lines += [
+        "",
+        "These are signals, not proof: a clean model can reject H0 when its paraphrases read "
+        "less naturally than the originals; Delta_train - Delta_test cancels that. See "
+        "docs/benbench.md.",
+        "",
+        "## To be filled in by the model developer",
+        "",
+    ]
+    for _, question in DEVELOPER_FIELDS:
+        lines += [f"- **{question}**", "  - answer: _not stated_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_card(
+    runs: Sequence[Path | str], out: Path | str, model_name: str | None = None
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Write the card as Markdown to ``out`` and as JSON beside it; returns (markdown path,
+    JSON path, the card)."""
+    out = Path(out)
+    if out.suffix.lower() == ".json":  # the Markdown would be overwritten by the JSON
+        raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
+    check_output_file(out)
+    check_output_file(out.with_suffix(".json"))
+    card = build_card(runs, model_name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, render_markdown(card))
+    write_text_atomic(
+        out.with_suffix(".json"), json.dumps(card, indent=2, ensure_ascii=False) + "\n"
+    )
+    return out, out.with_suffix(".json"), card
