@@ -176,3 +176,65 @@ def test_benbench_split_build_uses_a_rewritten_files_own_paraphrases(tmp_path: P
     split = SplitInput.build("test", test)
     assert [r.name for r in split.references] == ["inline"]
     assert len(split.references[0].pairs) == 1 and split.items == test.items
+
+
+def test_a_folder_given_other_items_is_refused_not_mixed(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """A notebook cell re-run with another sample into the same folder resumed it: the summary
+    counted the new items while items.jsonl and records() kept the old ones beside them (helper
+    audit: 6 items summarised, 12 records). The commands record --limit/--sample/--seed; a
+    Python call now records the item ids, so other items are a run with other settings."""
+    from contamscope.errors import StoreError
+
+    scorer = CachedScorer(tiny_backend, None)
+    cfg = PermutationConfig()
+    run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "p", cfg)
+    with pytest.raises(StoreError, match=r"other settings .*selection\.item_ids_sha256"):
+        run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "p", cfg)
+    again = run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "p", cfg)
+    assert again.resumed == 2 and len(again.records()) == 2
+    other = run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "p", cfg, overwrite=True)
+    assert [r["id"] for r in other.records()] == [it.id for it in loaded.items[1:]]
+
+    rows = [{"question": f"What is {a} plus 1?", "answer": f"#### {a + 1}"} for a in range(3)]
+    qa_path = tmp_path / "toy_test.jsonl"
+    qa_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    qa = load_qa(str(qa_path))
+    bb = BenBenchConfig(n_boot=100)
+    run_benbench([SplitInput.build("test", qa, items=qa.items[:2])], scorer, tmp_path / "b", bb)
+    with pytest.raises(StoreError, match=r"selection\.item_ids_sha256"):
+        run_benbench([SplitInput.build("test", qa, items=qa.items[1:])], scorer, tmp_path / "b", bb)
+
+
+def test_objects_print_in_one_line_and_benbench_refuses_a_split_given_twice(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """A loaded MMLU printed 9 MB in a notebook, an outcome its whole summary, and backends,
+    caches and run folders '<... object at 0x...>'; run_benbench took one split twice and
+    counted its items twice (helper audit)."""
+    from contamscope.store import RunDir
+
+    assert repr(loaded).startswith("LoadResult(source=") and "items=3, problems=0" in repr(loaded)
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    scorer = CachedScorer(tiny_backend, cache)
+    assert repr(cache) == f"ScoreCache({str(tmp_path / 'c.sqlite')!r})"
+    assert repr(tiny_backend).startswith("HFBackend(spec='hf:") and "device='cpu'" in repr(
+        tiny_backend
+    )
+    assert repr(scorer).startswith("CachedScorer(HFBackend(") and "computed=0" in repr(scorer)
+    out = run_permutation(loaded, loaded.items[:1], scorer, tmp_path / "p", PermutationConfig())
+    assert repr(out) == (
+        f"PermutationOutcome(run_dir={str(tmp_path / 'p')!r}, scored_now=1, resumed=0, "
+        f"verdict={out.verdict['label']!r})"
+    )
+    assert repr(RunDir(tmp_path / "p")) == f"RunDir({str(tmp_path / 'p')!r})"
+
+    rows = [{"question": f"What is {a} plus 1?", "answer": f"#### {a + 1}"} for a in range(2)]
+    qa_path = tmp_path / "toy_test.jsonl"
+    qa_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    split = SplitInput.build("test", load_qa(str(qa_path)))
+    with pytest.raises(ConfigError, match="split 'test' is given 2 times"):
+        run_benbench([split, split], scorer, tmp_path / "b", BenBenchConfig())
+    with pytest.raises(ConfigError, match="give at least one split"):
+        run_benbench([], scorer, tmp_path / "b", BenBenchConfig())

@@ -156,6 +156,9 @@ class Backend(ABC):
         """Text of token ids returned by :meth:`token_stats`."""
         raise CapabilityError(f"backend {self.spec!r} cannot decode token ids")
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(spec={self.spec!r})"
+
     def describe(self) -> dict[str, object]:
         """Provenance for run records."""
         return {"spec": self.spec, "fingerprint": self.fingerprint()}

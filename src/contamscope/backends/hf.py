@@ -427,6 +427,10 @@ class HFBackend(Backend):
     def computes_on_local_cpu(self) -> bool:
         return self.device.type == "cpu"
 
+    def __repr__(self) -> str:
+        dtype = str(self.dtype).replace("torch.", "")
+        return f"HFBackend(spec={self.spec!r}, device={str(self.device)!r}, dtype={dtype!r})"
+
     def describe(self) -> dict[str, object]:
         return {
             "spec": self.spec,

@@ -123,3 +123,12 @@ class LoadResult(Generic[ItemT]):
     files: list[str] = field(default_factory=list)
     subjects: list[str] | None = None
     """The subjects the items were restricted to when loaded (None: all)."""
+
+    def __repr__(self) -> str:
+        """One line (every item, printed whole, ran to megabytes for MMLU in a notebook)."""
+        subjects = "" if self.subjects is None else f", subjects={len(self.subjects)}"
+        return (
+            f"LoadResult(source={self.source!r}, format={self.format!r}, "
+            f"items={len(self.items)}, problems={len(self.problems)}{subjects}, "
+            f"content_hash={self.content_hash[:12]!r})"
+        )

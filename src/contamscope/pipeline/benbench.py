@@ -44,7 +44,7 @@ from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import check_items
 from .outcome import Outcome
-from .permutation import _git_commit, _package_versions
+from .permutation import _git_commit, _package_versions, _selection
 
 __all__ = ["BenBenchConfig", "SplitInput", "BenBenchOutcome", "run_benbench", "build_summary"]
 
@@ -154,7 +154,7 @@ class SplitInput:
         return cls(name, loaded, list(loaded.items if items is None else items), refs)
 
 
-@dataclass
+@dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class BenBenchOutcome(Outcome):
     """The result of one run (see :class:`~contamscope.pipeline.outcome.Outcome`)."""
 
@@ -381,6 +381,12 @@ def run_benbench(
     ``paraphraser`` (a generation backend through the cache) adds one generated paraphrase per
     item, checked for its final answer; failures are recorded, not used.
     """
+    if not splits:
+        raise ConfigError("give at least one split (SplitInput) to run BenBench on")
+    names = [s.name for s in splits]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:  # its items would be scored and counted twice under one name
+        raise ConfigError(f"split {twice!r} is given {names.count(twice)} times; give it once")
     for s in splits:
         check_items(s.items, QAItem, "BenBench (load_qa)", f"split {s.name}")
     backend = scorer.backend
@@ -409,7 +415,9 @@ def run_benbench(
             }
             for s in splits
         },
-        "selection": selection or {},
+        "selection": _selection(
+            None, [f"{s.name}/{it.id}" for s in splits for it in s.items], selection
+        ),
         "config": config.settings(),
     }
     done = run_dir.open(settings, overwrite=overwrite)

@@ -43,7 +43,7 @@ from ..perturb.modify import (
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_items
 from .outcome import Outcome
-from .permutation import _git_commit, _package_versions
+from .permutation import _git_commit, _package_versions, _selection
 
 __all__ = ["CapConfig", "CapOutcome", "run_cap", "build_cap_summary", "CONSISTENCY"]
 
@@ -126,7 +126,7 @@ class CapConfig:
         return d
 
 
-@dataclass
+@dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class CapOutcome(Outcome):
     problems: list[str] = field(default_factory=list)
 
@@ -353,7 +353,9 @@ def run_cap(
         "embedder": embedder.describe() if embedder is not None else None,
         "benchmark": data.source,
         "benchmark_hash": data.content_hash,
-        "selection": selection or {},
+        "selection": _selection(
+            None, [f"{s}/{it.id}" for s, items in selected.items() for it in items], selection
+        ),
         "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
     }
     done = run_dir.open(settings, overwrite=overwrite)

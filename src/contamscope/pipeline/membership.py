@@ -135,7 +135,7 @@ class MembershipConfig:
         }
 
 
-@dataclass
+@dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class MembershipOutcome(Outcome):
     """The result of one run (see :class:`~contamscope.pipeline.outcome.Outcome`)."""
 
@@ -280,7 +280,7 @@ def run_membership(
         "benchmark_hash": benchmark.content_hash,
         "reference": reference.source,
         "reference_hash": reference.content_hash,
-        "selection": _selection(benchmark, items, selection),
+        "selection": _selection(benchmark, [it.id for it in items], selection),
         "config": config.scoring_settings(),
         "vocab_stats": vocab,
     }

@@ -40,6 +40,15 @@ class Outcome:
         path = Path(self.run_dir) / "items.jsonl"
         return read_records(path) if path.exists() else []
 
+    def __repr__(self) -> str:
+        """One line (the summary, printed whole, ran to kilobytes in a notebook)."""
+        v = self.verdict
+        label = f", verdict={v.get('label')!r}" if v else ""
+        return (
+            f"{type(self).__name__}(run_dir={str(self.run_dir)!r}, "
+            f"scored_now={self.scored_now}, resumed={self.resumed}{label})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy (paths as strings)."""
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}

@@ -8,6 +8,7 @@ the stored records.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import platform
@@ -106,7 +107,7 @@ class PermutationConfig:
         return d
 
 
-@dataclass
+@dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class PermutationOutcome(Outcome):
     problems: list[str] = field(default_factory=list)
 
@@ -119,14 +120,21 @@ _T = TypeVar("_T")
 
 
 def _selection(
-    loaded: LoadResult, items: Sequence[Any], given: dict[str, Any] | None
+    loaded: LoadResult | None, ids: Sequence[str], given: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The run's ``selection`` settings: as the caller gives them (the commands name every
-    option), else what the items tell (a Python call: the subjects loaded, the item count), so
-    runs on different subjects are told apart on a leaderboard."""
+    option: --limit, --sample, --seed), else what the items tell (a Python call): the subjects
+    loaded, the item count and a digest of the item ids, so that the same folder given other
+    items is refused as a run with other settings instead of resumed (it kept the first
+    items' records beside the new ones) and runs on different subjects are told apart."""
     if given is not None:
         return given
-    return {"subjects": loaded.subjects, "n_items": len(items)} if loaded.subjects else {}
+    subjects = loaded.subjects if loaded is not None else []
+    digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
+    return ({"subjects": subjects} if subjects else {}) | {
+        "n_items": len(ids),
+        "item_ids_sha256": digest,
+    }
 
 
 def select_items(
@@ -356,7 +364,7 @@ def run_permutation(
         "model_fingerprint": scorer.fingerprint,
         "benchmark": loaded.source,
         "benchmark_hash": loaded.content_hash,
-        "selection": _selection(loaded, items, selection),
+        "selection": _selection(loaded, [it.id for it in items], selection),
         "config": config.settings(),
     }
     done = run_dir.open(settings, overwrite=overwrite, complete=_readable)

@@ -155,6 +155,10 @@ class ScoreCache:
     when the file could be written; ``read_only=False`` refuses an unwritable cache instead.
     """
 
+    def __repr__(self) -> str:
+        mode = ", read_only=True" if getattr(self, "read_only", False) else ""
+        return f"ScoreCache({str(self.path)!r}{mode})"
+
     def __init__(self, path: Path, *, read_only: bool | None = None) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
@@ -459,6 +463,12 @@ class CachedScorer:
             cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
         self.reused = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"CachedScorer({self.backend!r}, cache={self.cache!r}, computed={self.computed}, "
+            f"reused={self.reused})"
+        )
 
     def mark(self) -> tuple[int, int]:
         """The counters now, for :meth:`since` (one scorer may serve several runs)."""

@@ -48,6 +48,9 @@ class RunDir:
         self.summary_path = self.path / "summary.json"
         self._held: weakref.finalize | None = None
 
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r}{', held' if self._held is not None else ''})"
+
     def __enter__(self) -> RunDir:
         return self
 
@@ -103,12 +106,13 @@ class RunDir:
             if old.get("method") != settings.get("method"):
                 raise StoreError(
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
-                    f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
+                    f"{settings.get('method')} one; use another --out (--overwrite, or "
+                    "overwrite=True in Python, deletes it)"
                 )
             if old != settings and old not in list(upgrades):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
-                    "use another --out or --overwrite"
+                    "use another --out or --overwrite (overwrite=True in Python)"
                 )
         elif overwrite:
             for p in (self.items_path, self.summary_path):
