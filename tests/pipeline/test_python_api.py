@@ -238,3 +238,19 @@ def test_objects_print_in_one_line_and_benbench_refuses_a_split_given_twice(
         run_benbench([split, split], scorer, tmp_path / "b", BenBenchConfig())
     with pytest.raises(ConfigError, match="give at least one split"):
         run_benbench([], scorer, tmp_path / "b", BenBenchConfig())
+
+
+def test_read_records_takes_the_run_folder_and_capfields_is_exported(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """read_records(run folder) raised IsADirectoryError; CapFields, named in docs/python.md,
+    was only in contamscope.data.cap (helper audit)."""
+    from contamscope.data import CapFields  # noqa: F401
+    from contamscope.store import read_records
+
+    out = run_permutation(
+        loaded, loaded.items[:2], CachedScorer(tiny_backend, None), tmp_path / "r",
+        PermutationConfig(),
+    )  # fmt: skip
+    assert read_records(tmp_path / "r") == read_records(str(tmp_path / "r" / "items.jsonl"))
+    assert [r["id"] for r in read_records(tmp_path / "r")] == [r["id"] for r in out.records()]

@@ -8,7 +8,7 @@ items, the permutation and membership tests), :func:`load_qa` (question-answer i
 14042
 """
 
-from contamscope.data.cap import CapData, load_cap
+from contamscope.data.cap import CapData, CapFields, load_cap
 from contamscope.data.formats import FORMATS
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem, option_labels
 from contamscope.data.loaders import bundled_mmlu_path, load_benchmark
@@ -25,6 +25,7 @@ __all__ = [
     "load_qa",
     "load_cap",
     "CapData",
+    "CapFields",
     "FieldMap",
     "FORMATS",
     "bundled_mmlu_path",

@@ -3,7 +3,8 @@
 Each ``run_*`` takes the items, a :class:`~contamscope.store.CachedScorer`, a run folder (a
 :class:`~contamscope.store.RunDir` or a path) and the method's config, and returns an
 :class:`Outcome` (``summary``, ``run_dir``, ``records()``, ``verdict``, ``to_dict()``). A run
-resumes from the records its folder holds. README.md ("From Python") shows each method.
+resumes from the records its folder holds. docs/python.md shows each method
+(README.md, "Quickstart: Python", the permutation test).
 """
 
 from .benbench import BenBenchConfig, BenBenchOutcome, SplitInput, run_benbench

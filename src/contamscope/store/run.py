@@ -282,8 +282,11 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
 _MISSING = object()
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a finished run (``items.jsonl``), in file order."""
+def read_records(path: Path | str) -> list[dict[str, Any]]:
+    """The records of a run (its ``items.jsonl``, or the run folder), in file order."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "items.jsonl"
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
