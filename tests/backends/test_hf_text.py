@@ -198,3 +198,14 @@ def test_cache_never_serves_blobs_without_vocab_stats(tiny_backend, tmp_path: Pa
     assert again.token_stats(TEXTS, vocab_stats=True) == full
     assert again.computed == 0 and again.reused == len(TEXTS)
     assert [st.logprobs for st in full] == [st.logprobs for st in plain]
+
+
+def test_a_folder_typed_with_a_trailing_slash_is_one_spec(tiny_model_path) -> None:  # type: ignore[no-untyped-def]
+    """`hf:/m/` and `hf:/m` were two specs: a run folder started with one refused to resume
+    with the other (model: 'hf:/m/' -> 'hf:/m'; resume audit)."""
+    from contamscope.backends import load_backend
+
+    a = load_backend(f"hf:{tiny_model_path}/", device="cpu", dtype="float32")
+    b = load_backend(f"hf:{tiny_model_path}", device="cpu", dtype="float32")
+    assert a.spec == b.spec == f"hf:{tiny_model_path}"
+    assert a.fingerprint() == b.fingerprint()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
@@ -71,6 +72,8 @@ def load_backend(
             f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
             "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
+    if kind in ("hf", "vllm") and len(rest) > 1 and rest.endswith("/") and Path(rest).is_dir():
+        rest = rest.rstrip("/") or "/"  # one folder, one spec: a run typed hf:m/ resumes as hf:m
     module, attr, extra = BACKENDS[kind]
     factory = _resolve(module, attr, extra)
     return factory(rest, device=device, dtype=dtype, options=dict(options or {}))
