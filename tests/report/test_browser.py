@@ -113,10 +113,13 @@ def test_a_board_of_seven_models_has_a_readable_chart(make_run, tmp_path: Path) 
                 .map(g => g.getBoundingClientRect().right);
             return legend >= Math.max(...bars) - 1; })()""",
         "page_scrolls": "document.documentElement.scrollWidth > window.innerWidth",
+        "tip": "document.querySelector('#board tbody tr td:nth-child(2)').title",
     }
     wide = check_page(out, probes=probes)
     assert wide.errors == []
     assert wide.probes["text_px"] >= 10 and wide.probes["legend_clear"] is True
+    # a pivot cell's tooltip says whose and which cell it is (it repeated the cell's text)
+    assert wide.probes["tip"] == "hf:model-0 · bench0_test.csv"
     phone = check_page(out, probes=probes, width=400)
     assert phone.probes["text_px"] >= 7 and phone.probes["page_scrolls"] is False
 

@@ -95,7 +95,7 @@ class Table:
             for i, c in enumerate(self.columns)
         )
         data = {
-            "columns": [{"key": c.key, "kind": c.kind} for c in self.columns],
+            "columns": [{"key": c.key, "kind": c.kind, "label": c.label} for c in self.columns],
             "rows": [[_clean(v) for v in r] for r in self.rows],
             "pageSize": self.page_size,
             "sort": list(self.sort) if self.sort else None,
@@ -323,7 +323,10 @@ document.querySelectorAll(".tbl").forEach(function(box){
       for(var j=0;j<cols.length;j++){
         var k=cols[j].kind,v=r[j],s=fmt(v,k),cls="k-"+k+(cols[j].key==="question"?" q":"")+(k==="bool"&&v?" yes":"");
         var lg=k==="text"?langOf(s):"";
-        tds.push('<td class="'+cls+'"'+(lg?' lang="'+lg+'"':"")+' title="'+esc(s)+'">'+esc(s)+"</td>");
+        // a text may be cut by the column's width: its tooltip is the whole text; a number's
+        // says whose and what it is (in a wide pivot the row and header are far away)
+        var tip=k==="text"||j===0?s:fmt(r[0],cols[0].kind)+" · "+cols[j].label;
+        tds.push('<td class="'+cls+'"'+(lg?' lang="'+lg+'"':"")+' title="'+esc(tip)+'">'+esc(s)+"</td>");
       }
       html.push("<tr>"+tds.join("")+"</tr>");
     }
