@@ -198,6 +198,18 @@ def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
         ln for ln in text.splitlines() if "| n-gram" in ln or "| 5-gram accuracy, exact" in ln
     )
     assert " pp [" in tt and "| 29 / 29 |" in tt
+    # the card's p-values are counted as one family, alone and after Holm
+    stats = json.loads((run / "summary.json").read_text())["statistics"]
+    ps = [stats["splits"][sp]["delta"][m]["p_value"] for sp in ("test", "train")
+          for m in ("ppl", "ngram_exact")]  # fmt: skip
+    ps += [v["p_value"] for v in stats["delta_train_test"].values() if v["value"] is not None]
+    ps.sort()
+    raw = sum(p <= 0.05 for p in ps)
+    holm = next((i for i, p in enumerate(ps) if p > 0.05 / (len(ps) - i)), len(ps))
+    assert card["family"] == {
+        "p_values": len(ps), "below_5pct": raw, "below_5pct_after_holm": holm
+    }  # fmt: skip
+    assert f"{raw} of {len(ps)} are at most 0.05, {holm} after Holm's correction" in text
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
@@ -231,6 +232,21 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
             seen[key] = str(path.parent)
             checks.append(row)
     spec = next(iter(models.values()))
+    shown = [  # the p-values the Markdown shows: perplexity and exact accuracy per split, and
+        # every train - test metric with a value
+        v
+        for c in checks
+        for k, v in (c.get("delta") or c.get("delta_train_test") or {}).items()
+        if "delta_train_test" in c or k in ("ppl", "ngram_exact")
+    ]
+    ps = [
+        v["p_value"] for v in shown if v.get("value") is not None and v.get("p_value") is not None
+    ]
+    family = {
+        "p_values": len(ps),
+        "below_5pct": sum(p <= 0.05 for p in ps),
+        "below_5pct_after_holm": sum(q <= 0.05 for q in holm(ps)),
+    }
     return {
         "schema": CARD_SCHEMA,
         "model": model_name or spec,
@@ -239,6 +255,7 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
         "method": "BenBench (Xu et al. 2024): perplexity and n-gram accuracy, original vs paraphrase",
         "checks": checks,
         "notes": notes,
+        "family": family,
         "developer_fields": {key: None for key, _ in DEVELOPER_FIELDS},
     }
 
@@ -346,6 +363,14 @@ def render_markdown(card: dict[str, Any]) -> str:
                     f"| {md(c['train_benchmark'])} / {md(c['benchmark'])} | {name} | "
                     f"{_delta(v, pp)} | {rel} | {v.get('n_train')} / {v.get('n_test')} |"
                 )
+    fam = card.get("family") or {}
+    if fam.get("p_values"):
+        lines += [
+            "",
+            f"Every p-value above is its own test: {fam['below_5pct']} of {fam['p_values']} "
+            f"are at most 0.05, {fam['below_5pct_after_holm']} after Holm's correction over all "
+            f"{fam['p_values']} (the chance of any false signal on the card at most 5%).",
+        ]
     if card.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {md(n)}" for n in card["notes"]]
     lines += [
