@@ -214,3 +214,26 @@ def test_cap_cli_drop_repeats_leaves_repeated_items_out(
     assert summary["benchmark"]["selection"]["drop_repeats"] is True
     ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]
     assert "dev/ori_dev-3" not in ids and "dev/ori_dev-1" in ids
+
+
+def test_year_shift_on_supplied_modified_inputs_is_said_to_be_ignored(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """--year-shift was silently unused when the data supplies its modified inputs: the shift
+    only makes the modified inputs of items without one."""
+    rows = [
+        {"q": f"Sales were {a} in 2018 and {a + 3} in 2019. Change?", "a": "3", "s": s,
+         "m": f"Sales were {a} in 2048 and {a + 3} in 2049. Change?"}
+        for s in ("train", "test") for a in (1, 2)
+    ]  # fmt: skip
+    data = tmp_path / "qa_mod.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(data), "--task", "qa"]
+    args += ["--fields", "input=q,output=a,split=s,modified=m", "--splits", "train,test"]
+    args += ["--device", "cpu", "--no-plot", "--n-boot", "100", "--max-new-tokens", "4"]
+    r = run_cli(*args, "--year-shift", "30", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    assert "ignored --year-shift on the items of train, test with a modified input" in said
+    r = run_cli(*args, "--out", str(tmp_path / "plain"), cwd=tmp_path)
+    assert r.returncode == 0 and "--year-shift" not in r.stderr

@@ -215,6 +215,17 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 ),
                 highlight=False,
             )
+    supplied = [s for s in split_names if s in data.splits and data.splits[s].modified]
+    if data.task == "qa" and kw["year_shift"] is not None and supplied:
+        err_console.print(  # the shift makes the modified inputs only where none are supplied
+            styled(
+                "yellow",
+                "ignored",
+                f" --year-shift on the items of {', '.join(supplied)} with a modified input in "
+                "the data (mod files or a modified field); it shifts the years of the others",
+            ),
+            highlight=False,
+        )
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]
         alpha=kw["alpha"],
