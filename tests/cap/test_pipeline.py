@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +329,42 @@ def test_three_splits_are_one_family_holm_adjusted() -> None:
         comps = _reader_stats(data, ["train", "dev", "test"], cheap)["comparisons"]
         named += any(c["verdict"] != "no evidence" for c in comps)
     assert named / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_items_left_unmodified_are_out_of_pcr_unless_asked(
+    tiny_backend: Any, tmp_path: Path
+) -> None:
+    """An item whose modified input equals its original (a qa input with no year; AlphaFin
+    research's supplied mods, 416 of 1,000) is consistent by construction: it raised every
+    split's C and PCR and tested nothing. Left out by default, counted; --include-unmodified
+    (the paper's code) keeps it, as analysis only: the same folder, nothing generated again."""
+    rows = [
+        {"q": "Sales were 5 in 2018 and 8 in 2019. Change?", "a": "3", "s": "train"},
+        {"q": "Sales were 5 and then 8. Change?", "a": "3", "s": "train"},
+        {"q": "Costs were 2 in 2017 and 6 in 2019. Change?", "a": "4", "s": "test"},
+        {"q": "Costs were 2 and then 6. Change?", "a": "4", "s": "test"},
+        {"q": "Debt was 9 in 2015 and 7 in 2016. Change?", "a": "-2", "s": "test"},
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_cap(
+        str(path), ["train", "test"], fields=CapFields.parse("input=q,output=a,split=s")
+    )
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    scorer = _scorer(tiny_backend, tmp_path)
+    cfg = CapConfig(task="qa", year_shift=30, max_new_tokens=4, n_boot=200)
+    out = run_cap(data, sel, scorer, RunDir(tmp_path / "q"), cfg)
+    reason = "modified input equals the original (tests no consistency)"
+    c = out.summary["counts"]
+    assert c["train"]["excluded"] == {reason: 1} and c["train"]["analysed"] == 1
+    assert c["test"]["excluded"] == {reason: 1} and c["test"]["analysed"] == 2
+    kept = run_cap(data, sel, scorer, RunDir(tmp_path / "q"), replace(cfg, include_unmodified=True))
+    assert kept.resumed == 5 and kept.scored_now == 0
+    k = kept.summary["counts"]
+    assert k["train"]["excluded"] == {} and (k["train"]["analysed"], k["test"]["analysed"]) == (
+        2,
+        3,
+    )
+    unchanged = [r for r in kept.records() if r["input"] == r["modified_input"]]
+    assert len(unchanged) == 2 and all(r["c"] == 1.0 for r in unchanged)  # consistent by design
+    assert kept.summary["analysis"]["include_unmodified"] is True

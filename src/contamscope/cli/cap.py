@@ -105,6 +105,12 @@ def command(
     include_answer_changing: bool = typer.Option(
         False, "--include-answer-changing", help="qa: keep items whose answer holds a year."
     ),
+    include_unmodified: bool = typer.Option(
+        False,
+        "--include-unmodified",
+        help="Keep items whose modified input equals the original (consistent by construction; "
+        "the paper's code kept them). Analysis only.",
+    ),
     paraphraser: str | None = typer.Option(
         None, "--paraphraser", help="summary: model spec that paraphrases (default: --model)."
     ),
@@ -235,6 +241,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         chat=kw["chat"],
         year_shift=kw["year_shift"],
         include_answer_changing=kw["include_answer_changing"],
+        include_unmodified=kw["include_unmodified"],
         paraphrase_threshold=kw["paraphrase_threshold"],
         similarity_threshold=kw["similarity_threshold"],
         mcq_metric=kw["mcq_metric"],

@@ -77,6 +77,11 @@ class CapConfig:
     """Logical modification: years added; None = a seeded constant in +-[20, 40]."""
     include_answer_changing: bool = False
     """Logical: keep items whose reference answer holds a year (the edit changes the answer)."""
+    include_unmodified: bool = False
+    """Keep items whose modified input equals the original (a qa input without a year; AlphaFin
+    research's supplied mod records, 216 of 500 train and 200 of 500 eval): consistent by
+    construction, they raise every split's C and PCR alike and test nothing. The paper's code
+    kept them; left out by default, counted in ``excluded``. Analysis only (no re-run)."""
     paraphrase_threshold: float = 0.98
     """Semantic: a generated paraphrase is kept only if its cosine to the original is >= this."""
     similarity_threshold: float = 0.95
@@ -118,7 +123,8 @@ class CapConfig:
     def settings(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("batch_items")
-        for k in ("alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric"):
+        analysis = ("alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric")
+        for k in (*analysis, "include_unmodified"):
             d.pop(k)  # analysis-only: changing them re-analyses stored records, no re-run needed
         d["consistency"] = CONSISTENCY[self.task]
         d["metric"] = _METRIC[self.task]
@@ -259,6 +265,16 @@ def _metrics(p: _Plan, g0: Any, g1: Any, cfg: CapConfig) -> dict[str, Any]:
         out["m"] = None if ref is None else rouge_n(g0.text, ref, 2)
         out["m_modified"] = None if ref is None else rouge_n(g1.text, ref, 2)
     return out
+
+
+UNMODIFIED = "modified input equals the original (tests no consistency)"
+"""The exclusion reason of an item whose modification left its input as it was."""
+
+
+def unmodified(rec: dict[str, Any]) -> bool:
+    """Whether a record's modified input is its original input (whitespace at the ends aside)."""
+    mod = rec.get("modified_input")
+    return mod is not None and str(mod).strip() == str(rec.get("input") or "").strip()
 
 
 def _record(p: _Plan) -> dict[str, Any]:
@@ -584,6 +600,9 @@ def build_cap_summary(
         for r in recs:
             if r.get("excluded"):
                 continue
+            if not config.include_unmodified and unmodified(r):
+                excluded[UNMODIFIED] += 1
+                continue
             m, cons = _item_m(r, config, "m"), _item_c(r, config)
             if m is None:
                 n_nom += 1
@@ -645,6 +664,7 @@ def build_cap_summary(
             if config.task == "summary"
             else None,
             "mcq_metric": config.mcq_metric if config.task == "mcq" else None,
+            "include_unmodified": config.include_unmodified,
             "reference_split": splits[0],
             "null_hypothesis": "PCR_reference = PCR_other: both splits equally exposed to the model",
         },
