@@ -136,7 +136,7 @@ def collect(
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
-    labels = {}
+    labels: dict[int, str] = {}
     for members in groups.values():
         if len(members) > 1:  # replicates of one pair: every column says which run it is
             labels.update(zip(members, _replicate_labels([found[i] for i in members])))
