@@ -188,7 +188,13 @@ def test_membership_test_flags_and_statement() -> None:
 def test_too_few_references_cannot_flag_and_says_so() -> None:
     r = MembershipTest(alpha=0.05, n_boot=100).score([100.0], [0.0] * 10)
     assert r.p_values[0] == pytest.approx(1 / 11) and not r.flags[0]
-    assert "no item can be flagged" in r.error_rate_statement()
+    # it said "flagged with probability <= 0 (... about 0.0 of 1 items ...)" before the reason
+    assert r.error_rate_statement() == (
+        "no item can be flagged: with 10 references the smallest conformal p-value is 0.0909 > "
+        "alpha 0.05 (give at least 19 references)"
+    )
+    ok = MembershipTest(alpha=0.05, n_boot=100).score([100.0], [0.0] * 19)
+    assert ok.flags[0] and "flagged with probability <= 0.05" in ok.error_rate_statement()
 
 
 def test_bad_settings_are_refused() -> None:

@@ -297,6 +297,13 @@ class MembershipResult:
                 f"fraction that are not more familiar than unseen text is <= {self.alpha:g} "
                 f"(conformal p-values sharing one reference set are PRDS){none}"
             )
+        if none:  # a rate of 0 of 0 flags says nothing: say why and what would help
+            need = math.ceil(1 / self.alpha - 1 - 1e-9)
+            return (
+                f"no item can be flagged: with {self.n_reference} references the smallest "
+                f"conformal p-value is {self.min_p:.3g} > alpha {self.alpha:g} (give at least "
+                f"{need} references)"
+            )
         rate = self.attainable_rate
         return (
             f"flag = conformal p <= {self.alpha:g}: each item the model is no more familiar with "
