@@ -222,3 +222,26 @@ def test_mmlu_excluded_fraction_and_known_examples() -> None:
     # known true negatives: "Both SRAM and DRAM" names no option; "None" as a count
     assert reason("Which of the following memories uses one transistor") is None
     assert reason("How many real roots does the polynomial 2x^5 + 8x - 7 have?") is None
+
+
+def test_nested_options_are_a_natural_order_and_counted_on_mmlu() -> None:
+    """anatomy-103 ("The ribs / The ribs and sternum / ...") and anatomy-10 ("hard palate. /
+    hard palate and upper lip. / ...") list options that each add to the one before; a clean
+    SmolLM2 put both first, and an 8-item anatomy sample read "leakage signal" (journey audit)."""
+    from contamscope.perturb.exchangeability import natural_order_reason
+
+    rows = _read_mmlu()
+    nested = [
+        (q, opts) for q, opts in rows
+        if non_exchangeable_reason(opts) is None
+        and (natural_order_reason(opts) or "").startswith("nested options")
+    ]  # fmt: skip
+    assert len(nested) == 14  # the count the rule's docstring gives
+    assert any(opts[0] == "The ribs" for _, opts in nested)
+    assert any(opts[0] == "hard palate." for _, opts in nested)
+    # options that only share words are no chain; a shuffled chain is none either
+    assert natural_order_reason(["red wine", "white wine", "rose wine", "wine"]) is None
+    assert natural_order_reason(["a b", "a", "a b c", "a b c d"]) is None
+    assert natural_order_reason(["二价体", "二价体和单价体", "三价体、二价体和单价体"]) == (
+        "nested options (each adds to the one before)"
+    )

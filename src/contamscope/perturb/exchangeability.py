@@ -319,6 +319,9 @@ _TRUTH_WORDS = (
     ("correct", "incorrect"),
     ("valid", "invalid"),
 )
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
+"""A word of :func:`natural_order_reason`'s nesting rule: a Chinese character, or a run of other
+letters and digits."""
 _ROMAN_COMBO = re.compile(
     r"^\s*(?:\(?(?:i{1,3}|iv|v|vi{0,3})\)?[\s,]*(?:and|or|&)?\s*)+(?:only)?\s*\.?\s*$",
     re.IGNORECASE,
@@ -405,6 +408,12 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
        Valid/Invalid), e.g. MMLU's ``Wrong, Wrong / Wrong, Not wrong / Not wrong, Wrong / ...``.
     3. **Statement combinations**: every option is a combination of Roman-numeral statements
        ("I only", "II and III", "(i), (ii), and (iii) only").
+    4. **Nested options**: each option holds every word of the one before and more (or each
+       drops part of the one before): "The ribs / The ribs and sternum / The ribs, sternum and
+       clavicle / ...". Words are runs of letters and digits, and each Chinese character, case
+       aside. In the MMLU test set 14 items (12 of them anatomy), in CMMLU 1, in C-Eval test 5;
+       a clean model put the two of them in an 8-item anatomy sample first, which made the
+       verdict read "leakage signal" (journey audit).
 
     >>> natural_order_reason(["1", "2", "5", "11"])
     'numbers in increasing order'
@@ -421,6 +430,11 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     >>> natural_order_reason(["I only", "II only", "III only", "I and II only"])
     'combinations of numbered statements'
     >>> natural_order_reason(["Paris", "London", "Rome", "Berlin"]) is None
+    True
+    >>> natural_order_reason(["hard palate.", "hard palate and upper lip.",
+    ...                       "hard palate, upper lip and teeth.", "hard palate, upper lip, teeth and nose."])
+    'nested options (each adds to the one before)'
+    >>> natural_order_reason(["二价体和单价体", "三价体、二价体和单价体", "二价体", "单价体"]) is None
     True
     """
     texts = [str(o).strip() for o in options]
@@ -441,4 +455,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
             return f"a fixed truth-table block ({yes}/{no})"
     if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
         return "combinations of numbered statements"
+    words = [{w.lower() for w in _WORD.findall(t)} for t in texts]
+    if all(words):
+        if all(a < b for a, b in zip(words, words[1:])):
+            return "nested options (each adds to the one before)"
+        if all(a > b for a, b in zip(words, words[1:])):
+            return "nested options (each drops part of the one before)"
     return None
