@@ -298,6 +298,33 @@ def test_gap_test_is_an_exact_randomization_test_for_few_items() -> None:
     assert g is not None and g.method == "randomization (exact)" and g.n_resamples == 8
     assert g.p_value == pytest.approx(5 / 8)
     assert g.t is not None and g.ci is not None  # the t statistic and interval stay
+    # the null range: the 8 equally likely sums are -6, -4, -2, 0, 0, 2, 4, 6; their 2.5% and
+    # 97.5% quantiles are -6 and 6, a mean gap of -2 and +2
+    assert g.null_range == pytest.approx((-2.0, 2.0))
+
+
+def test_the_gap_null_range_agrees_with_its_p_value() -> None:
+    """A mean gap of +3.6 nats showed a t interval [-0.45, +7.64] beside p = 0.004 (journey
+    audit): two procedures. The null range comes from the p-value's own assignments, so a
+    mean above it always has p <= 0.025, and one inside it p >= 0.025 (exactly, when
+    enumerated; here 24^3 assignments)."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(40):
+        items = []
+        for _ in range(3):
+            lp = rng.normal(size=24) * rng.uniform(0.5, 3.0)
+            if trial % 2:  # half of them with the original pushed up
+                lp[0] = lp.max() + rng.uniform(0, 2)
+            items.append(_item_of(lp, 4))
+        g = summarize(items).gap
+        assert g is not None and g.null_range is not None and g.p_value is not None
+        lo, hi = g.null_range
+        assert lo < 0 < hi
+        above = g.mean is not None and g.mean > hi + 1e-12
+        assert (g.p_value <= 0.025) if above else (g.p_value >= 0.025 or g.mean >= hi - 1e-9)
+        seen.add(above)
+    assert seen == {True, False}
 
 
 def test_gap_test_few_similar_items_is_not_a_false_signal() -> None:

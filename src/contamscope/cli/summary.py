@@ -73,11 +73,12 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     )
     g = stats["gap"]
     if g["mean"] is not None:
-        t.add_row(
+        null = g.get("null_range")
+        t.add_row(  # the randomization test's own null range, not a t interval beside its p
             f"Mean log-prob gap (original - others; {g.get('method') or 't-test'})",
             f"{g['mean']:+.3f} nats",
-            _ci(g["ci"], pct=False),
-            "0",
+            "" if null else _ci(g["ci"], pct=False),
+            f"0 {_ci(null, pct=False)}**" if null else "0",
             p_text(g["p_value"]) if g["p_value"] is not None else g["reason"],
         )
     for key, d in stats["alg2"].items():
@@ -96,6 +97,14 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             p_text(d["anchored_p_value"]),
         )
     console.print(t)
+    if g.get("null_range"):
+        console.print(
+            styled(
+                "dim",
+                "** where 95% of mean gaps fall when the original order is just one of the "
+                "orders (H0), over the same assignments as the p-value.",
+            )
+        )
     if stats["alg2"]:
         console.print(
             styled(

@@ -30,6 +30,7 @@ __all__ = [
     "UNANCHORED_NULL_NOTE",
     "poisson_binomial_sf",
     "randomization_p",
+    "randomization_test",
     "summarize",
     "wilson_interval",
     "exact_interval",
@@ -237,6 +238,10 @@ class GapTest:
     ``randomization (Monte Carlo)``."""
     n_resamples: int | None = None
     """Assignments enumerated (exact) or drawn (Monte Carlo) by the randomization test."""
+    null_range: tuple[float, float] | None = None
+    """Where the mean gap falls under H0: the central 95% of its randomization distribution
+    (None for the t-test). An observed mean above it has p <= 0.025 (exactly so when
+    enumerated); this, not ``ci``, is the interval that agrees with ``p_value``."""
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,7 @@ class PermutationSummary:
                 "p_value": g.p_value,
                 "method": g.method,
                 "n_resamples": g.n_resamples,
+                "null_range": _pair(g.null_range),
                 "reason": g.reason,
             }
         for s in self.alg2:
@@ -406,6 +412,19 @@ def randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
     >>> randomization_p([np.array([1.0, -1.0])] * 3)   # 3 sign flips: 1 of 8 sums reach 3
     (0.125, 'randomization (exact)', 8)
     """
+    p, method, count, _ = randomization_test(nulls)
+    return p, method, count
+
+
+def randomization_test(
+    nulls: list[NDArray[np.float64]],
+) -> tuple[float, str, int, tuple[float, float]]:
+    """:func:`randomization_p` and the central 95% range of the sum under H0 (its 2.5% and
+    97.5% quantiles over the same assignments or draws): where a sum falls when nothing leaked.
+
+    >>> randomization_test([np.array([1.0, -1.0])] * 3)[3]
+    (-3.0, 3.0)
+    """
     observed = 0.0
     for v in nulls:
         observed += float(v[0])
@@ -415,16 +434,25 @@ def randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
         sums = np.zeros(1)
         for v in nulls:  # the same additions in the same order as ``observed``
             sums = (sums[:, None] + v[None, :]).ravel()
-        return float(np.mean(sums >= observed - tol)), "randomization (exact)", int(total)
+        p = float(np.mean(sums >= observed - tol))
+        return p, "randomization (exact)", int(total), _central(sums)
     rng = np.random.default_rng(0)
     hits = 0
+    drawn = []
     for start in range(0, MC_RESAMPLES, 5000):
         b = min(5000, MC_RESAMPLES - start)
         sums = np.zeros(b)
         for v in nulls:
             sums += v[rng.integers(0, v.size, size=b)]
         hits += int(np.count_nonzero(sums >= observed - tol))
-    return (hits + 1) / (MC_RESAMPLES + 1), "randomization (Monte Carlo)", MC_RESAMPLES
+        drawn.append(sums)
+    p = (hits + 1) / (MC_RESAMPLES + 1)
+    return p, "randomization (Monte Carlo)", MC_RESAMPLES, _central(np.concatenate(drawn))
+
+
+def _central(sums: NDArray[np.float64]) -> tuple[float, float]:
+    lo, hi = np.quantile(sums, [0.025, 0.975], method="inverted_cdf")
+    return float(lo), float(hi)
 
 
 def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
@@ -462,8 +490,10 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
         ci, t = (mean - half, mean + half), _none_if_nan(float(res.statistic))
     if all(it.gap_null for it in items):  # defined for any number of items, any variance
         nulls = [np.asarray(it.gap_null, dtype=np.float64) for it in items]
-        p, method, resamples = randomization_p(nulls)
-        return GapTest(n, mean, ci, t, p, method=method, n_resamples=resamples)
+        p, method, resamples, (lo, hi) = randomization_test(nulls)
+        return GapTest(
+            n, mean, ci, t, p, method=method, n_resamples=resamples, null_range=(lo / n, hi / n)
+        )
     if undefined is not None:
         return GapTest(n, mean, None, None, None, reason=undefined)
     return GapTest(n, mean, ci, t, _none_if_nan(float(res.pvalue)))

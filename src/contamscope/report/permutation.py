@@ -240,13 +240,14 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     )
     g = stats["gap"]
     if g.get("mean") is not None:
+        null = g.get("null_range")
         rows.append(
             (
                 "Mean log-prob gap, original − mean of the others (nats; "
                 f"{esc(g.get('method') or 't-test')})",
                 f"{g['mean']:+.3f}",
-                fmt_ci(g["ci"], pct=False),
-                "0",
+                "" if null else fmt_ci(g["ci"], pct=False),
+                f"0, 95% of H0: {fmt_ci(null, pct=False)}" if null else "0",
                 fmt_p(g["p_value"]) if g.get("p_value") is not None else esc(g.get("reason")),
             )
         )
@@ -280,6 +281,12 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         if stats.get("alg2")
         else ""
     )
+    if (stats.get("gap") or {}).get("null_range"):
+        note += (
+            '<p class="note">The mean gap\'s "95% of H0" is where 95% of mean gaps fall when '
+            "the original order is just one of the orders, over the same assignments as its "
+            "p-value: a mean above it has p at most 0.025.</p>"
+        )
     table = (
         '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI</th>'
         f"<th>expected under H0</th><th>p-value (one-sided)</th></tr>{body}</table>{note}"
