@@ -24,7 +24,7 @@ def test_split_is_seeded_disjoint_and_half() -> None:
     c = split_items(items, 11, seed=4)
     assert a == b
     assert a.leaked_ids != c.leaked_ids
-    assert len(a.items) == 11 and len(a.leaked) == 6 and len(a.clean) == 5
+    assert len(a.items) == 11 and sorted((len(a.leaked), len(a.clean))) == [5, 6]
     assert a.leaked_ids.isdisjoint(it.id for it in a.clean)
     ids = [it.id for it in a.items]
     assert ids == sorted(ids, key=lambda s: int(s[1:]))  # benchmark order kept
@@ -80,6 +80,16 @@ def test_items_sharing_an_option_set_are_one_unit() -> None:
         # never a leaked and a clean item with the same option set
         keys = {option_set_key(it) for it in s.leaked}
         assert not keys & {option_set_key(it) for it in s.clean}
+    # the block is leaked in about half of the draws, as a single item is: groups were ordered
+    # by their first member in a shuffled list, so the larger a group the likelier it came
+    # first (MMLU's moral_scenarios block was leaked in 289 of 300 draws; helper audit)
+    leaked = sum(
+        any(it.id.startswith("m") for it in split_items(items, 32, seed=seed).leaked)
+        for seed in range(400)
+    )
+    assert 160 <= leaked <= 240, leaked  # binomial(400, 1/2): +-4 standard deviations
+    single = sum("q0" in split_items(items, 32, seed=seed).leaked_ids for seed in range(400))
+    assert 160 <= single <= 240, single
     # singletons only: exactly half, as before the grouping
     s = split_items(_items(30), 10, seed=5)
     assert (len(s.leaked), len(s.clean)) == (5, 5)
@@ -90,5 +100,5 @@ def test_items_sharing_an_option_set_are_one_unit() -> None:
 def test_qa_items_split_each_on_their_own() -> None:
     qa = [QAItem(id=f"g{i}", question=f"What is {i} + 1?", answer=str(i + 1)) for i in range(20)]
     s = split_items(qa, 9, seed=2)
-    assert (len(s.leaked), len(s.clean)) == (5, 4)
+    assert sorted((len(s.leaked), len(s.clean))) == [4, 5]
     assert s.leaked_ids.isdisjoint(it.id for it in s.clean)

@@ -74,14 +74,20 @@ def split_items(
     seed: int = 0,
     include_non_exchangeable: bool = False,
 ) -> Split:
-    """Draw ``n_items`` items with ``seed`` and split them in half (leaked gets the extra one).
+    """Draw ``n_items`` items with ``seed`` and split them in half (one half may get the extra
+    item).
 
     Items whose options refer to each other ('All of the above') are left out of the draw unless
     ``include_non_exchangeable``, since the permutation pipeline would exclude them. Drawn items
     that share an identical option set (MMLU ``moral_scenarios``: the same four-option block for
     every question) are one unit: the whole group is leaked or the whole group is clean, since
-    training on one of them teaches the others' option order. Groups are assigned in a seeded
-    order until the leaked part holds half of the items, so with large groups the halves can be
+    training on one of them teaches the others' option order. The groups are put in a seeded
+    random order, the shortest run of them from the start that holds half of the items is one
+    half and the rest the other, and a seeded coin says which half is leaked: every group is
+    leaked with probability 1/2 whatever its size. (Groups used to be ordered by their first
+    member in a shuffled list, which puts large groups first: MMLU's moral_scenarios block was
+    leaked in 289 of 300 draws of 100 items, and so were most naturally ordered items, which
+    lowered the clean half's false-positive rates.) With large groups the halves can be
     unequal. Items without options (QA) are each their own unit.
 
     >>> from contamscope.data.items import MCQItem
@@ -117,18 +123,21 @@ def split_items(
     rng.shuffle(shuffled)
     half = (n_items + 1) // 2
     groups: dict[Any, list[Any]] = {}
-    for it in shuffled:  # groups in the seeded order of their first member
+    for it in shuffled:
         key = option_set_key(it)
         groups.setdefault(("options", key) if key is not None else ("id", it.id), []).append(it)
-    leaked_ids: set[str] = set()
-    for members in groups.values():
-        if len(leaked_ids) >= half:
+    units = list(groups.values())
+    rng.shuffle(units)  # a uniform order of the groups, not size-biased
+    first: set[str] = set()
+    for members in units:
+        if len(first) >= half:
             break
-        leaked_ids.update(it.id for it in members)
-    if len(leaked_ids) == n_items:
+        first.update(it.id for it in members)
+    if len(first) == n_items:
         raise ConfigError(
             f"--n-items {n_items}: the drawn items share one option set, so none is left clean"
         )
+    leaked_ids = first if rng.random() < 0.5 else {it.id for it in picked} - first
     return Split(
         items=tuple(picked),
         leaked=tuple(it for it in picked if it.id in leaked_ids),
