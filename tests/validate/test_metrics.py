@@ -21,6 +21,12 @@ def test_confusion_counts_and_rates() -> None:
     assert m.fpr == pytest.approx(1 / 4)
     lo, hi = m.fpr_ci  # type: ignore[misc]
     assert lo < 0.25 < hi
+    # Clopper-Pearson: P(X >= 1 | n=4, lo) = 0.025 and P(X <= 1 | n=4, hi) = 0.025 (Wilson's
+    # interval, used before, is [0.046, 0.699])
+    from scipy import stats
+
+    assert stats.binom.sf(0, 4, lo) == pytest.approx(0.025)
+    assert stats.binom.cdf(1, 4, hi) == pytest.approx(0.025)
     assert m.auc is None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
-from ..detectors import delta_key, wilson_interval
+from ..detectors import delta_key, exact_interval
 
 __all__ = [
     "BinaryMetrics",
@@ -75,7 +75,8 @@ class BinaryMetrics:
     fpr: float | None
     """fp / (fp + tn): the share of clean items flagged; None without clean items."""
     fpr_ci: tuple[float, float] | None
-    """95% Wilson interval of ``fpr``."""
+    """95% Clopper-Pearson (exact) interval of ``fpr``: it covers at least 95% at any number of
+    clean items, where Wilson's covered less with few."""
     auc: float | None
     """Rank-based AUC of the detector's continuous score (None when a class is empty)."""
 
@@ -121,7 +122,7 @@ def binary_metrics(
         recall=recall,
         f1=f1,
         fpr=fp / n_clean if n_clean else None,
-        fpr_ci=wilson_interval(fp, n_clean) if n_clean else None,
+        fpr_ci=exact_interval(fp, n_clean) if n_clean else None,
         auc=auc(scores, labels) if scores is not None else None,
     )
 

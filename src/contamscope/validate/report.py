@@ -105,7 +105,7 @@ def tables(summary: dict[str, Any], detectors: list[str] | None = None) -> list[
 
 def markdown_table(summary: dict[str, Any], detectors: list[str] | None = None) -> str:
     """The summary's tables as Markdown (detector runs: FPR = false-positive rate on the clean
-    half, with its 95% Wilson interval; CAP: PCR per split and the verdict per epoch)."""
+    half, with its 95% Clopper-Pearson interval; CAP: PCR per split and the verdict per epoch)."""
     parts = []
     for _title, head, body in tables(summary, detectors):
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
