@@ -106,13 +106,12 @@ class RunDir:
             if old.get("method") != settings.get("method"):
                 raise StoreError(
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
-                    f"{settings.get('method')} one; use another --out (--overwrite, or "
-                    "overwrite=True in Python, deletes it)"
+                    f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
                 )
             if old != settings and old not in list(upgrades):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
-                    "use another --out or --overwrite (overwrite=True in Python)"
+                    "use another --out or --overwrite"
                 )
         elif overwrite:
             for p in (self.items_path, self.summary_path):
