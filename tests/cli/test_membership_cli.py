@@ -214,6 +214,17 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     summary = json.loads((tmp_path / "mixed" / "summary.json").read_text())
     sel = summary["selection"]
     assert sel["n_reference"] == 6 and sel["reference_overlap_dropped"] == 1
+    # a reference given many times counted as many unseen items (12 of 30 clean items flagged
+    # at a stated rate of 0.05; helper audit): the repeats are left out and said
+    repeated = tmp_path / "repeated.csv"
+    rows = _reference_rows(6)
+    repeated.write_text("\n".join(rows + [rows[0]] * 3 + [rows[2]]) + "\n", encoding="utf-8")
+    r = run_cli(*_args(tiny_model_path, bench, repeated, tmp_path / "rep"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"4 of the 10 reference items repeat an earlier one (first {repeated}:7)" in said
+    sel = json.loads((tmp_path / "rep" / "summary.json").read_text())["selection"]
+    assert sel["n_reference"] == 6 and sel["reference_repeats_dropped"] == 4
 
 
 def test_backend_without_vocab_stats_is_refused_for_min_k_pp_only(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,17 @@ def test_membership_refuses_references_that_are_tested_items(
             MembershipConfig(n_boot=100),
         )
     assert not (tmp_path / "m" / "items.jsonl").exists()
+    # a reference given twice would count twice as an unseen item
+    with pytest.raises(ConfigError, match=r"1 of the 3 reference items repeat an earlier one"):
+        run_membership(
+            loaded,
+            loaded.items[:1],
+            loaded,
+            [loaded.items[1], loaded.items[2], replace(loaded.items[1], id="copy")],
+            CachedScorer(tiny_backend, None),
+            tmp_path / "m",
+            MembershipConfig(n_boot=100),
+        )
 
 
 def test_cap_config_and_splits_are_checked_against_the_data(

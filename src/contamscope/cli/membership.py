@@ -200,7 +200,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
     from ..perturb import get_template
-    from ..pipeline.membership import MembershipConfig, run_membership, unseen_references
+    from ..pipeline.membership import (
+        MembershipConfig,
+        distinct_references,
+        run_membership,
+        unseen_references,
+    )
     from ..store import RunDir
 
     config = MembershipConfig(
@@ -216,7 +221,22 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if Path(kw["reference"]).expanduser().resolve() == Path(kw["benchmark"]).expanduser().resolve():
         raise ConfigError("--reference is the benchmark itself: it must hold other (unseen) items")
     bench, ref = _load(kw)
-    ref_items, overlap = unseen_references(bench.items, ref.items)
+    ref_items, repeats = distinct_references(ref.items)
+    if repeats:
+        first = repeats[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        err_console.print(
+            styled(
+                "yellow",
+                "reference repeats",
+                f" {len(repeats)} of the {len(ref.items)} reference items "
+                + ("repeats" if len(repeats) == 1 else "repeat")
+                + f" an earlier one (first {where}); left out: each copy would count as "
+                "another unseen item",
+            ),
+            highlight=False,
+        )
+    ref_items, overlap = unseen_references(bench.items, ref_items)
     if overlap:
         first = overlap[0]
         where = f"{first.source}:{first.line}" if first.line is not None else first.id
@@ -263,6 +283,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "n_items": len(items),
         "n_reference": len(ref_items),
         "reference_overlap_dropped": len(overlap),
+        "reference_repeats_dropped": len(repeats),
         **reading_options(kw, "reference_format"),
     }
     with ItemProgress("scoring", out) as bar:

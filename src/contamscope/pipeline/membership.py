@@ -46,6 +46,7 @@ from .permutation import _git_commit, _package_versions, _selection
 
 __all__ = [
     "unseen_references",
+    "distinct_references",
     "MembershipConfig",
     "MembershipOutcome",
     "item_request",
@@ -161,6 +162,28 @@ def unseen_references(
     return kept, dropped
 
 
+def distinct_references(references: Sequence[MCQItem]) -> tuple[list[MCQItem], list[MCQItem]]:
+    """The reference items once each, and the repeats of an earlier one (the same question and
+    set of options, whitespace and case aside).
+
+    The conformal p-value counts each reference as one more unseen item: a reference given 20
+    times counts 20 times, and the flag rate is no longer bounded by alpha (helper audit: two
+    references repeated 20 times flagged 12 of 30 clean items at a stated rate of 0.05).
+
+    >>> r = MCQItem("r", "2+2?", ("3", "4"))
+    >>> [x.id for x in distinct_references([r, MCQItem("s", " 2+2? ", ("4", "3")), r])[1]]
+    ['s', 'r']
+    """
+    seen: set[Any] = set()
+    kept: list[MCQItem] = []
+    repeats: list[MCQItem] = []
+    for it in references:
+        key = content_key(it)
+        (repeats if key in seen else kept).append(it)
+        seen.add(key)
+    return kept, repeats
+
+
 def item_request(item: MCQItem, template: PromptTemplate) -> ScoreRequest:
     """The item's original text, prefix + continuation in the published option order, scored
     as one text (empty prefix: every token, from the BOS token on)."""
@@ -261,6 +284,15 @@ def run_membership(
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
     check_items(items, object, method, "benchmark items")
     check_items(reference_items, object, method, "reference items")
+    _, repeats = distinct_references(reference_items)
+    if repeats:
+        first = repeats[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        raise ConfigError(
+            f"--reference {reference.source}: {len(repeats)} of the {len(reference_items)} "
+            f"reference items repeat an earlier one (first {where}); each counts as another "
+            "unseen item, so give each once (distinct_references() leaves the repeats out)"
+        )
     _, shared = unseen_references(items, reference_items)
     if shared:
         first = shared[0]
