@@ -455,10 +455,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
             return f"a fixed truth-table block ({yes}/{no})"
     if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
         return "combinations of numbered statements"
-    words = [{w.lower() for w in _WORD.findall(t)} for t in texts]
-    if all(words):
-        if all(a < b for a, b in zip(words, words[1:])):
+    bags = [{w.lower() for w in _WORD.findall(t)} for t in texts]
+    if all(bags):
+        if all(a < b for a, b in zip(bags, bags[1:])):
             return "nested options (each adds to the one before)"
-        if all(a > b for a, b in zip(words, words[1:])):
+        if all(a > b for a, b in zip(bags, bags[1:])):
             return "nested options (each drops part of the one before)"
     return None
