@@ -120,7 +120,7 @@ def test_mann_whitney_auc_and_u_agree_with_scipy() -> None:
     assert t.u == pytest.approx(ref.statistic)
     assert t.p_value == pytest.approx(ref.pvalue)
     assert t.auc == pytest.approx(ref.statistic / (40 * 60))
-    assert t.auc_ci[0] < t.auc < t.auc_ci[1]
+    assert t.auc_ci is not None and t.auc_ci[0] < t.auc < t.auc_ci[1]
     # ties count half
     assert mann_whitney([1.0], [1.0, 0.0], n_boot=100).auc == pytest.approx(0.75)
 
@@ -146,8 +146,23 @@ def test_auc_ci_covers_the_true_auc() -> None:
     hits = []
     for _ in range(200):
         t = mann_whitney(rng.normal(1, 1, 60), rng.normal(0, 1, 60), n_boot=300)
+        assert t.auc_ci is not None
         hits.append(t.auc_ci[0] <= true <= t.auc_ci[1])
     assert np.mean(hits) >= 0.95 - 3 * _se(0.95, 200)
+
+
+def test_no_auc_interval_from_too_few_items() -> None:
+    """One benchmark item printed "AUC 0.700 [0.575, 0.850] ... p = 0.317": an interval that
+    excludes 0.5 beside a test far from significant (helper audit). Under MIN_CI_ITEMS items
+    the bootstrap covers far less than 95%, so there is no interval; from there it holds."""
+    from contamscope.detectors.membership import MIN_CI_ITEMS
+
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=40)
+    assert mann_whitney([0.7], y, n_boot=100).auc_ci is None
+    assert mann_whitney(rng.normal(size=MIN_CI_ITEMS - 1), y, n_boot=100).auc_ci is None
+    assert mann_whitney(rng.normal(size=MIN_CI_ITEMS), y, n_boot=100).auc_ci is not None
+    assert mann_whitney([0.7], y, n_boot=100).to_dict()["auc_ci"] is None
 
 
 # --------------------------------------------------------------------------- BH and the test

@@ -312,6 +312,8 @@ def _slug(text: str) -> str:
 
 def print_membership_summary(summary: dict[str, Any]) -> None:
     """A few lines: what was compared, the dataset-level test, the flags and their error rate."""
+    from ..detectors.membership import MIN_CI_ITEMS
+
     st = summary["statistics"]
     c = summary["counts"]
     d = st["dataset_test"]
@@ -331,8 +333,13 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
         f"statistic  {st['statistic']} ({what}; k={summary['config']['k']})", highlight=False
     )
     console.print(
-        f"dataset    AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}] "
-        f"(0.5 = no more familiar than the references), one-sided Mann-Whitney p = "
+        f"dataset    AUC {d['auc']:.3f}"
+        + (
+            f" [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}]"
+            if d.get("auc_ci")
+            else f" (no interval under {MIN_CI_ITEMS} items)"
+        )
+        + " (0.5 = no more familiar than the references), one-sided Mann-Whitney p = "
         f"{d['p_value']:.3g}",
         highlight=False,
     )

@@ -324,6 +324,11 @@ def run(**kw: Any) -> None:
     exit_if_skipped(len(outcome.summary["skipped_rows"]))  # listed there, as in other commands
 
 
+def _auc_ci(test: dict[str, Any]) -> str:
+    ci = test.get("auc_ci")
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else " (no interval: too few items)"
+
+
 def print_validation_summary(summary: dict[str, Any]) -> None:
     from ..validate.report import tables
 
@@ -363,16 +368,14 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
         parts = []
         comb = ds.get("combined")
         if comb:
-            lo, hi = comb["auc_ci"]
             parts.append(
-                f"combined (gap + Min-K%++) evaluated vs reference items: AUC {comb['auc']:.2f} "
-                f"[{lo:.2f}, {hi:.2f}], p = {comb['p_value']:.2e}"
+                f"combined (gap + Min-K%++) evaluated vs reference items: AUC {comb['auc']:.2f}"
+                f"{_auc_ci(comb)}, p = {comb['p_value']:.2e}"
             )
         if mem:
-            lo, hi = mem["auc_ci"]
             parts.append(
                 f"membership ({mem['statistic']}) evaluated vs reference items: AUC "
-                f"{mem['auc']:.2f} [{lo:.2f}, {hi:.2f}], p = {mem['p_value']:.2e}"
+                f"{mem['auc']:.2f}{_auc_ci(mem)}, p = {mem['p_value']:.2e}"
             )
         if nat.get("n_items"):
             parts.append(

@@ -186,8 +186,9 @@ class DatasetTest:
     """One-sided (benchmark more familiar) p-value under :data:`DATASET_NULL`."""
     auc: float
     """U / (n_benchmark n_reference): P(bench > ref) + P(tie)/2; 0.5 under H0."""
-    auc_ci: tuple[float, float]
-    """Stratified bootstrap percentile interval of the AUC."""
+    auc_ci: tuple[float, float] | None
+    """Stratified bootstrap percentile interval of the AUC; None with fewer than
+    :data:`MIN_CI_ITEMS` benchmark items."""
     confidence: float
     n_boot: int
     method: str
@@ -203,10 +204,18 @@ class DatasetTest:
             "p_value": self.p_value,
             "p_value_method": self.method,
             "auc": self.auc,
-            "auc_ci": list(self.auc_ci),
+            "auc_ci": list(self.auc_ci) if self.auc_ci is not None else None,
             "auc_ci_level": self.confidence,
             "auc_ci_method": f"stratified bootstrap percentile, {self.n_boot} resamples",
         }
+
+
+MIN_CI_ITEMS = 10
+"""Benchmark items the AUC's bootstrap interval needs. Below it the interval covers far less
+than 95% (measured on identically distributed data, 40 references, 400 sets each: 30% with 1
+item, 70% with 2, 80% with 3, 87% with 5, 91% with 8, 94% with 10 and 20) and excluded 0.5
+beside p > 0.05 in 32% of sets of 1 item: the Mann-Whitney p-value holds at any size, the
+interval does not, so it is left out."""
 
 
 def mann_whitney(
@@ -220,8 +229,8 @@ def mann_whitney(
     """Dataset-level test of :data:`DATASET_NULL` with the AUC and its bootstrap CI.
 
     >>> t = mann_whitney([3.0, 4.0, 5.0], [0.0, 1.0, 2.0], n_boot=200)
-    >>> t.auc, round(t.p_value, 4), t.auc_ci
-    (1.0, 0.05, (1.0, 1.0))
+    >>> t.auc, round(t.p_value, 4), t.auc_ci   # no interval under MIN_CI_ITEMS items
+    (1.0, 0.05, None)
     """
     x = np.asarray(benchmark, dtype=np.float64)
     y = np.asarray(reference, dtype=np.float64)
@@ -242,13 +251,14 @@ def mann_whitney(
         boots[b] = _auc(xb, yb)
     tail = (1 - confidence) / 2
     lo, hi = np.quantile(boots, [tail, 1 - tail])
+    ci = (float(lo), float(hi)) if x.size >= MIN_CI_ITEMS else None
     return DatasetTest(
         n_benchmark=int(x.size),
         n_reference=int(y.size),
         u=float(res.statistic),
         p_value=float(res.pvalue),
         auc=auc,
-        auc_ci=(float(lo), float(hi)),
+        auc_ci=ci,
         confidence=confidence,
         n_boot=n_boot,
         method=method,

@@ -410,7 +410,7 @@ def _describe(records: list[dict[str, Any]], name: str, config: MembershipConfig
         t = mann_whitney(
             vals["benchmark"], vals["reference"], n_boot=config.n_boot, seed=config.seed
         )
-        out.update(auc=t.auc, auc_ci=list(t.auc_ci), p_value=t.p_value)
+        out.update(auc=t.auc, auc_ci=list(t.auc_ci) if t.auc_ci else None, p_value=t.p_value)
     return out
 
 
