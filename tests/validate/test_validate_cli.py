@@ -119,6 +119,9 @@ def test_validate_trains_scores_and_reports_then_reuses(
         (["--n-items", "50"], "--n-items 50: only 8 usable items"),
         (["--scenario", "c"], "--scenario 'c'"),
         (["--method", "mink"], "--method 'mink': expected one of permutation, benbench, cap"),
+        # detectors that could never fire, and a declared statistic whose test went missing
+        (["--reference-items", "10"], "--reference-items 10: with alpha 0.05 the membership"),
+        (["--statistic", "combined"], "--statistic 'combined': validate declares one of"),
     ],
 )
 def test_user_errors_are_one_line(

@@ -137,7 +137,8 @@ def command(
     statistic: str = typer.Option(
         "min_k_pp",
         "--statistic",
-        help="permutation: the membership test's declared statistic (all four are reported).",
+        help="permutation: the membership test's declared statistic, min_k_pp, min_k, loss or "
+        "zlib (all four are reported).",
     ),
     lenient: bool = typer.Option(
         True,

@@ -152,6 +152,19 @@ class PermutationValidation(ValidationMethod):
     def __post_init__(self) -> None:
         if self.scenario not in ("a", "b"):
             raise ConfigError(f"--scenario {self.scenario!r}: expected a or b")
+        k, alpha = self.reference_items, self.membership.alpha
+        if k and k + 1 < 1 / alpha - 1e-9:  # the auto default leaves them out instead
+            need = math.ceil(1 / alpha - 1 - 1e-9)
+            raise ConfigError(
+                f"--reference-items {k}: with alpha {alpha:g} the membership detectors could flag "
+                f"nothing (smallest p-value 1/{k + 1}); give at least {need}, or 0 to leave them "
+                "out"
+            )
+        if self.membership.statistic not in STATISTICS:  # its dataset test would be absent
+            raise ConfigError(
+                f"--statistic {self.membership.statistic!r}: validate declares one of "
+                f"{', '.join(STATISTICS)} (the combined and gap detectors are reported anyway)"
+            )
 
     def skipped_rows(self) -> list[str]:
         return [str(p) for p in self.loaded.problems]
