@@ -108,6 +108,17 @@ def test_validate_trains_scores_and_reports_then_reuses(
     summary2 = json.loads((out / "summary.json").read_text())
     assert summary2["results"] == summary["results"][2:]
     assert summary2["training"] == summary["training"]
+    # a run that trains only a missing early checkpoint keeps the later epochs' logs (the log
+    # held epoch 1 only while epoch 2 was evaluated; helper audit)
+    import shutil
+
+    shutil.rmtree(out / "checkpoints" / "epoch-1")
+    third = run_cli(*args, cwd=tmp_path)
+    assert third.returncode == 0, third.stderr
+    assert "training a copy on 4 leaked items for 1 epochs" in third.stderr
+    summary3 = json.loads((out / "summary.json").read_text())
+    assert [t["epoch"] for t in summary3["training"]] == [1, 2]
+    assert json.loads((out / "train_log.json").read_text()) == summary3["training"]
     assert summary2["config"]["baseline"] is False and summary2["config"]["epochs"] == [2]
 
 

@@ -165,6 +165,16 @@ class ValidationOutcome:
     run_dir: Path
 
 
+def _read_train_log(path: Path) -> list[dict[str, Any]]:
+    """The epochs an earlier run logged ([] when none, or the file is unreadable)."""
+    try:
+        logs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    ok = isinstance(logs, list) and all(isinstance(d, dict) and "epoch" in d for d in logs)
+    return logs if ok else []
+
+
 def run_validation(
     method: ValidationMethod,
     model: str,
@@ -257,11 +267,12 @@ def run_validation(
 
         def after_epoch(epoch: int, log: EpochLog) -> None:
             if epoch in ckdir and not checkpoint_complete(ckdir[epoch]):
-                info = {
+                info = {  # no wall time: the marker is one of the files that identify the
+                    # checkpoint, and a retrained one (same weights) must be the same model
                     "epochs": epoch,
                     "base_model": model,
                     "settings": settings,
-                    "log": log.__dict__,
+                    "log": {k: v for k, v in log.__dict__.items() if k != "seconds"},
                 }
                 save_checkpoint(train_model, tokenizer, ckdir[epoch], info)
 
@@ -275,7 +286,11 @@ def run_validation(
             on_step=on_train_step,
         )
         timings["training_seconds"] = round(time.perf_counter() - t0, 3)
-        train_logs = [dict(log.__dict__) for log in logs]
+        # training is deterministic, so an epoch logged by an earlier run is the same epoch: a
+        # run that only trains the missing early checkpoints keeps the later epochs' logs
+        merged = {int(d["epoch"]): d for d in _read_train_log(log_path)}
+        merged.update({log.epoch: dict(log.__dict__) for log in logs})
+        train_logs = [merged[e] for e in sorted(merged)]
         log_path.write_text(json.dumps(train_logs, indent=1) + "\n", encoding="utf-8")
         del train_model
         gc.collect()
@@ -283,7 +298,7 @@ def run_validation(
         del backend
         hf = None
         gc.collect()
-        train_logs = json.loads(log_path.read_text()) if log_path.is_file() else []
+        train_logs = _read_train_log(log_path)
 
     for e in config.epochs:
         phase(f"scoring the checkpoint after {e} epoch{'s' if e > 1 else ''}")
