@@ -61,6 +61,12 @@ def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:
     # FinEval's test split has no answers: M is undefined there (was "no evidence", +nan)
     res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev,test", cwd=tmp_path)
     assert res.returncode == 2 and "split 'test' has no reference answers" in res.stderr
+    # --alpha is a significance level in every other command; here it silently changed the
+    # PCR smoothing constant (journey audit): now --pcr-alpha, and --alpha is refused
+    res = run_cli("--benchmark", str(fineval_dir), "--alpha", "0.05", cwd=tmp_path)
+    assert res.returncode == 2 and "--alpha 0.05: cap's PCR smoothing constant is --pcr-alpha" in (
+        " ".join(res.stderr.split())
+    )
 
 
 def test_cap_cli_skipped_rows_exit_3(

@@ -103,7 +103,7 @@ class CapConfig:
         if self.scale not in SCALES:
             raise ConfigError(f"--scale {self.scale!r}: expected one of {', '.join(SCALES)}")
         if self.alpha < 0:
-            raise ConfigError("--alpha must be >= 0")
+            raise ConfigError("--pcr-alpha (alpha) must be >= 0")
         if not (0 < self.paraphrase_threshold <= 1 and 0 < self.similarity_threshold <= 1):
             raise ConfigError(
                 "--paraphrase-threshold and --similarity-threshold (paraphrase_threshold, "
