@@ -115,7 +115,7 @@ def test_validate_trains_scores_and_reports_then_reuses(
     shutil.rmtree(out / "checkpoints" / "epoch-1")
     third = run_cli(*args, cwd=tmp_path)
     assert third.returncode == 0, third.stderr
-    assert "training a copy on 4 leaked items for 1 epochs" in third.stderr
+    assert "training a copy on 4 leaked items for 1 epoch ..." in third.stderr
     summary3 = json.loads((out / "summary.json").read_text())
     assert [t["epoch"] for t in summary3["training"]] == [1, 2]
     assert json.loads((out / "train_log.json").read_text()) == summary3["training"]

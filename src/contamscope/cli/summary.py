@@ -118,7 +118,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         if rest.get("n_items"):
             a = rest["alg1"]
             console.print(
-                f"Without the {natural['n_items']} naturally ordered items: Algorithm 1 "
+                f"Without the {plural(natural['n_items'], 'naturally ordered item')}: Algorithm 1 "
                 f"{pct_text(a['rate'])} ({a['count']} of {rest['n_items']}; expected under H0 "
                 f"{pct_text(a['null_expected'])}, p = {p_text(a['p_value'])})"
             )

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..paths import check_output_folder
+from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     console,
@@ -348,7 +349,7 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
     for log in summary["training"]:
         console.print(
             f"  epoch {log['epoch']}: mean training loss {log['mean_loss']:.3f} nats/token "
-            f"({log['steps']} steps, {log['seconds']:.0f} s)"
+            f"({plural(log['steps'], 'step')}, {log['seconds']:.0f} s)"
         )
     for title, head, body in tables(summary):
         t = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
@@ -380,7 +381,7 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
             )
         if nat.get("n_items"):
             parts.append(
-                f"{nat['n_items']} naturally ordered items (Algorithm 1 flags "
+                f"{plural(nat['n_items'], 'naturally ordered item')} (Algorithm 1 flags "
                 f"{nat['alg1_count']}); Algorithm 1 on the others {rest.get('count')} of "
                 f"{(ds.get('permutation_without_natural_order') or {}).get('n_items')} "
                 f"(p = {rest.get('p_value', float('nan')):.2e})"

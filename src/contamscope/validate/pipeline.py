@@ -28,6 +28,7 @@ from ..backends.base import Backend
 from ..errors import ConfigError
 from ..pipeline.permutation import _git_commit, _package_versions
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache, read_records
+from ..wording import plural
 from .data import Split
 from .train import (
     EpochLog,
@@ -255,7 +256,10 @@ def run_validation(
     train_logs: list[dict[str, Any]]
     if missing:
         texts = method.training_texts(split)
-        phase(f"training a copy on {len(texts)} leaked items for {max(missing)} epochs")
+        phase(
+            f"training a copy on {plural(len(texts), 'leaked item')} for "
+            f"{plural(max(missing), 'epoch')}"
+        )
         train_model = copy.deepcopy(hf.model).float()
         tokenizer = hf.tokenizer
         seqs = tokenize_texts(tokenizer, texts, hf.bos_id)
