@@ -138,6 +138,31 @@ def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: P
     assert res.returncode == 2 and "--cache-dir f: is a file, not a folder" in res.stderr
 
 
+def test_cache_info_counts_the_converted_model_copies_and_clear_deletes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache info` said 0.4 MB while the converted GGUF beside it took 517 MB, and no command
+    removed it (journey audit)."""
+    from cli_runner import run_cli
+
+    models = tmp_path / "models"  # never the session's shared converted copy
+    monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(models))
+    (models / "smollm2-abc").mkdir(parents=True)
+    (models / "smollm2-abc" / "model.safetensors").write_bytes(b"\0" * 2_500_000)
+    (models / "smollm2-abc" / "config.json").write_text("{}", encoding="utf-8")
+    res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = " ".join(res.stdout.split())
+    assert f"converted model copies: {models} (2 files, 2.5 MB;" in said
+    res = run_cli("cache", "clear", "--converted", "--yes", cwd=tmp_path)
+    assert res.returncode == 0 and "deleted 2 files (2.5 MB) of converted model copies" in (
+        " ".join(res.stdout.split())
+    )
+    assert models.is_dir() and not any(models.iterdir())
+    res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+    assert "converted" not in res.stdout
+
+
 class OtherBackend(CountingBackend):
     spec = "hf:./other"
 

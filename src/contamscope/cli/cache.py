@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError, StoreError
-from ..paths import check_output_folder, default_score_db
+from ..paths import check_output_folder, default_score_db, model_cache_dir
 from ..store import ScoreCache
 from ..wording import plural
 from .common import console, err_console, user_errors
@@ -39,6 +39,15 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     Example: contamscope cache info
     """
     path = cache_path(cache_dir)
+    converted = _converted()
+    if converted:  # the bundled GGUF's safetensors copy: often far larger than the scores
+        files, size = converted
+        console.print(
+            f"converted model copies: {model_cache_dir()} ({plural(files, 'file')}, "
+            f"{size / 1e6:.1f} MB; `contamscope cache clear --converted` deletes them, the next "
+            "run converts again)",
+            highlight=False,
+        )
     if not path.exists():
         console.print(f"{path}: empty (no cache yet)")
         return
@@ -60,6 +69,15 @@ def info(cache_dir: Path | None = CacheDir) -> None:
         console.print(t)
 
 
+def _converted() -> tuple[int, int] | None:
+    """(files, bytes) of the converted model copies, or None when there are none."""
+    root = model_cache_dir()
+    if not root.is_dir():
+        return None
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return (len(files), sum(p.stat().st_size for p in files)) if files else None
+
+
 @app.command("clear")
 @user_errors
 def clear(
@@ -72,11 +90,20 @@ def clear(
         help="Delete only this model's scores: its spec as given to the run, or the model "
         "column of `cache info`.",
     ),
+    converted: bool = typer.Option(
+        False,
+        "--converted",
+        help="Delete the converted model copies instead (the bundled GGUF as safetensors); "
+        "the next run converts again.",
+    ),
 ) -> None:
     """Delete every cached score, or one model's (run folders are not touched).
 
     Examples: contamscope cache clear --yes; contamscope cache clear --model hf:./old-model
     """
+    if converted:
+        _clear_converted(yes)
+        return
     path = cache_path(cache_dir)
     if not path.exists():
         console.print(f"{path}: nothing to clear")
@@ -101,6 +128,25 @@ def clear(
         console.print(f"removed {path}, which was {why}")
         return
     console.print(f"deleted {plural(n, 'score')} from {path}")
+
+
+def _clear_converted(yes: bool) -> None:
+    import shutil
+
+    root, found = model_cache_dir(), _converted()
+    if found is None:
+        console.print(f"{root}: no converted model copies")
+        return
+    what = f"{plural(found[0], 'file')} ({found[1] / 1e6:.1f} MB) of converted model copies"
+    if not yes and not typer.confirm(f"delete {what} in {root}?"):
+        err_console.print("nothing deleted")
+        raise typer.Exit(1)
+    for child in root.iterdir():
+        try:
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        except OSError as exc:
+            raise StoreError(f"{child}: cannot remove it ({exc.strerror or exc})") from None
+    console.print(f"deleted {what} in {root}")
 
 
 def _clear_model(path: Path, model: str, yes: bool) -> None:
