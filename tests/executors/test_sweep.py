@@ -180,6 +180,19 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, write_benc
     assert not (out / "sweep.json").exists()
 
 
+def test_subjects_missing_from_a_benchmark_are_refused_before_any_model_runs(
+    tmp_path: Path, write_bench: Any
+) -> None:
+    """--subjects anatomy over mmlu and CMB ran every mmlu pair, then failed each CMB pair
+    with 'has no subjects to filter on' (journey audit)."""
+    benches = [write_bench(tmp_path / f"{name}_test.csv", 3) for name in ("s0", "s1")]
+    out = tmp_path / "sweep"
+    r = _sweep(["hf:/nonexistent/model"], benches, out, "--subjects", "s0")
+    assert r.returncode == 2 and "to run" not in r.stdout, r.stdout
+    assert "s0" in r.stderr and "unknown subject" in r.stderr.lower(), r.stderr
+    assert not list(out.glob("*/items.jsonl"))
+
+
 def test_pairs_run_with_other_options_are_not_put_on_one_board(
     tmp_path: Path, tiny_model_path: Path, write_bench: Any
 ) -> None:

@@ -208,6 +208,11 @@ def run(**kw: Any) -> None:
         check_benchmark_spec(b, split=kw["split"], format=kw["fmt"])
     out: Path = kw["out"]
     jobs = plan_jobs(models, benchmarks, out)
+    if kw["subjects"]:  # a benchmark without those subjects failed only after the others ran
+        from .permutation import load_for
+
+        for b in benchmarks:
+            load_for(_job_kwargs(Job(models[0], b, out), kw))
     shared = {k: kw[k] for k in SHARED}
     held = RunDir(out).hold()  # two sweeps on one folder ran each other's pairs as failed
     _check_manifest(out, shared, kw["overwrite"])
