@@ -75,7 +75,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     if g["mean"] is not None:
         null = g.get("null_range")
         t.add_row(  # the randomization test's own null range, not a t interval beside its p
-            f"Mean log-prob gap (original - others; {g.get('method') or 't-test'})",
+            "Mean gap, original - others" + ("" if null else f" ({g.get('method') or 't-test'})"),
             f"{g['mean']:+.3f} nats",
             "" if null else _ci(g["ci"], pct=False),
             f"0 {_ci(null, pct=False)}**" if null else "0",
@@ -83,7 +83,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         )
     for key, d in stats["alg2"].items():
         t.add_row(
-            f"Algorithm 2 (paper), delta {key}: max is an outlier",
+            f"Algorithm 2 (paper), delta {key}: max an outlier",
             f"{pct_text(d['rate'])} ({d['count']})",
             _ci(d["rate_ci"]),
             "unknown*",
@@ -102,7 +102,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             styled(
                 "dim",
                 "** where 95% of mean gaps fall when the original order is just one of the "
-                "orders (H0), over the same assignments as the p-value.",
+                f"orders (H0); the gap (nats) and its p-value: {g.get('method')} test.",
             )
         )
     if stats["alg2"]:
