@@ -266,3 +266,25 @@ def test_read_records_takes_the_run_folder_and_capfields_is_exported(
     )  # fmt: skip
     assert read_records(tmp_path / "r") == read_records(str(tmp_path / "r" / "items.jsonl"))
     assert [r["id"] for r in read_records(tmp_path / "r")] == [r["id"] for r in out.records()]
+
+
+def test_membership_records_say_why_a_text_has_no_statistics() -> None:
+    """A -inf token log-prob gave every statistic None with no reason (the item vanished from
+    the test uncounted), and any NaN read as 'longer than the context' (helper audit)."""
+    import math
+
+    from contamscope.backends.base import ScoreRequest, TokenStats
+    from contamscope.data import MCQItem
+    from contamscope.pipeline.membership import _record
+
+    item = MCQItem("q", "2+2?", ("3", "4"), answer=1)
+    req = ScoreRequest("", "2+2?\nA:3\nB:4\n")
+    ok = _record("benchmark", item, req, TokenStats((5, 6), (-1.0, -2.0), (5, 6)), 0.2)
+    assert ok["excluded"] is None and ok["statistics"] is not None
+    long = _record("benchmark", item, req, TokenStats.too_long(), 0.2)
+    assert long["excluded"] == "longer than the model's context window"
+    for bad in (-math.inf, math.nan):
+        rec = _record("benchmark", item, req, TokenStats((5, 6), (-1.0, bad), (5, 6)), 0.2)
+        assert (
+            rec["excluded"].startswith("a non-finite token log-prob") and rec["statistics"] is None
+        )
