@@ -164,6 +164,8 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert r.returncode == 3, r.stderr  # finished, one row skipped
     assert "toy-test.jsonl:3: missing answer" in r.stderr
     assert "answer perplexity" in r.stdout and "Traceback" not in r.stderr
+    said = " ".join(r.stdout.split())  # the report's verdict line (the terminal had none)
+    assert "no evidence on test: Δ 5-gram accuracy" in said or "LEAK SIGNAL on test" in said
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["rows_skipped"] == 1
     assert summary["skipped_rows"]["test"] == [f"{bench}:3: missing answer"]
@@ -208,6 +210,9 @@ def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
     assert (
         "original: mean over all 2 analysed items; paraphrase, Delta and its CI: over the 1" in out
     )
+    # the terminal gives the report's verdict line and what to do next (it gave neither)
+    assert "no evidence on test: Δ 5-gram accuracy" in out or "LEAK SIGNAL on test" in out
+    assert "report: contamscope report run" in out and "card: contamscope card --run run" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["reference_rows_skipped"] == 1
     assert summary["skipped_rows"]["test"][0].startswith(f"{ref}:2: invalid JSON")
@@ -231,6 +236,10 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     args = ["benbench", *model, "--benchmark", str(test), "--train", str(train), "--no-lenient"]
     r = run_cli(*args, "--out", "kept", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    # no paraphrase: one line saying so, not the H0 paragraph that does not apply
+    said = " ".join(r.stdout.split())
+    assert "no verdict: no item of the test split has a usable paraphrase" in said
+    assert "Leak direction" not in said and "over the 0 with a usable paraphrase" not in said
     assert (
         "overlap: 1 item of split test also in split train (same text; first: test/toy-test-1): "
         "kept; --drop-shared leaves them out"

@@ -338,6 +338,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    console.print(  # what to do next, as the permutation command says it
+        f"report: contamscope report {outcome.run_dir}\n"
+        f"card:   contamscope card --run {outcome.run_dir} --out card.md",
+        highlight=False,
+        soft_wrap=True,
+    )
     exit_if_skipped(
         sum(
             c["rows_skipped"] + c.get("reference_rows_skipped", 0)
@@ -413,7 +419,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
             )
         console.print(t)
-        if st.get("n_paired") is not None and st["n_paired"] < st["n_items"]:
+        if st.get("n_paired") and st["n_paired"] < st["n_items"]:  # none: the verdict says
             console.print(
                 f"original: mean over all {st['n_items']} analysed items; paraphrase, Delta and "
                 f"its CI: over the {st['n_paired']} with a usable paraphrase (Delta is paired, "
@@ -457,16 +463,25 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 else f"[{v['relative_ci'][0]:+.2f}, {v['relative_ci'][1]:+.2f}]",
             )
         console.print(t)
-    console.print(
-        styled(
-            "dim",
-            "Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier than "
-            "its paraphrase). p (one-sided): H0 = each item's original is as familiar as its "
-            "paraphrases (randomization over which version is the original). Rejecting it is "
-            "evidence of a leak only if the paraphrases are as natural as the originals; the "
-            "train-test difference (p two-sided, split-label permutation) cancels that.",
+    from ..report.benbench import verdict_line
+
+    line = verdict_line(summary)
+    if line is not None and line[0] != "none":  # with no paraphrase there is nothing to read
+        console.print(
+            styled(
+                "dim",
+                "Leak direction: perplexity/NLL Delta < 0 and n-gram Delta > 0 (original easier "
+                "than its paraphrase). p (one-sided): H0 = each item's original is as familiar "
+                "as its paraphrases (randomization over which version is the original). "
+                "Rejecting it is evidence of a leak only if the paraphrases are as natural as "
+                "the originals; the train-test difference (p two-sided, split-label "
+                "permutation) cancels that. relative: Delta as a % of the paraphrase's value.",
+            )
         )
-    )
+    if line is not None:  # the report's verdict: the CI on the leak side of 0 and p <= 0.05
+        kind, sentence = line
+        style = {"signal": "bold red", "clean": "green", "none": "yellow"}[kind]
+        console.print(styled(style, sentence), highlight=False)
     tm = summary["timings"]
     if tm.get("items_per_second"):
         console.print(

@@ -348,6 +348,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 "no heatmap: matplotlib is missing (pip install 'contamscope[report]')"
             )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    console.print(f"report: contamscope report {outcome.run_dir}", highlight=False, soft_wrap=True)
     exit_if_skipped(len(data.problems))
 
 

@@ -302,6 +302,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_membership_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
+    console.print(f"report: contamscope report {outcome.run_dir}", highlight=False, soft_wrap=True)
     exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
 
 

@@ -211,8 +211,7 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
             if not st.tokens
             else "longer than the model's context window"
             if tuple(st.tokens) == (-1,)  # TokenStats.too_long()
-            else f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype "
-            "float32)"
+            else f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype float32)"
         )  # a -inf made every statistic None with no reason, and any NaN read as too long
         rec["statistics"] = None
         return rec

@@ -173,6 +173,33 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     ]
 
 
+def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
+    """The run's verdict as (kind, sentence), kind ``signal``, ``clean`` or ``none`` (no usable
+    paraphrase); None without a split. The report's and the terminal's one line."""
+    stats = summary.get("statistics") or {}
+    n = (summary.get("config") or {}).get("n", 5)
+    split = _split_of_interest(stats)
+    if split is None:
+        return None
+    d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
+    if not d.get("n"):
+        return "none", (
+            f"no verdict: no item of the {split} split has a usable paraphrase (give the "
+            "paraphrases with --reference, or a BenBench rewritten file as the benchmark)"
+        )
+    if _signal(d, PRIMARY):
+        return "signal", (
+            f"LEAK SIGNAL on {split}: the model predicts the original {n}-grams better than "
+            f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, 95% CI "
+            f"{_ci(d['ci'], True)}, p {_p(d)})"
+        )
+    return "clean", (
+        f"no evidence on {split}: Δ {n}-gram accuracy {_fmt(d.get('delta'), True, True)}, "
+        f"95% CI {_ci(d.get('ci'), True)}, p {_p(d)} (absence of evidence is not proof of "
+        "absence)"
+    )
+
+
 def _verdict_section(run: RunData) -> Section:
     s = run.summary
     stats = s.get("statistics") or {}
@@ -180,27 +207,12 @@ def _verdict_section(run: RunData) -> Section:
     n, k = cfg.get("n", 5), cfg.get("k", 5)
     split = _split_of_interest(stats)
     keys = _metric_keys(s)
-    if split is None:
+    line = verdict_line(s)
+    if split is None or line is None:
         return Section("verdict", "Verdict and statistics", "<p class='note'>No split.</p>")
+    cls, sentence = line
     st = stats["splits"][split]
-    d = (st.get("delta") or {}).get(PRIMARY) or {}
     inst = (st.get("instances") or {}).get("exact_all") or {}
-    if not d.get("n"):
-        cls, sentence = "none", f"no items of the {split} split have a usable paraphrase"
-    elif _signal(d, PRIMARY):
-        cls = "signal"
-        sentence = (
-            f"LEAK SIGNAL on {split}: the model predicts the original {n}-grams better than "
-            f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, 95% CI "
-            f"{_ci(d['ci'], True)}, p {_p(d)})"
-        )
-    else:
-        cls = "clean"
-        sentence = (
-            f"no evidence on {split}: Δ {n}-gram accuracy {_fmt(d.get('delta'), True, True)}, "
-            f"95% CI {_ci(d.get('ci'), True)}, p {_p(d)} (absence of evidence is not proof of "
-            "absence)"
-        )
     ppl_sig = _signal((st.get("delta") or {}).get("nll"), "nll")
     head = (
         f'<div class="verdict {cls}">{esc(sentence)}</div>'
