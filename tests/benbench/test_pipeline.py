@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert "toy-test.jsonl:3: missing answer" in r.stderr
     assert "answer perplexity" in r.stdout and "Traceback" not in r.stderr
     said = " ".join(r.stdout.split())  # the report's verdict line (the terminal had none)
-    assert "no evidence on test: Δ 5-gram accuracy" in said or "LEAK SIGNAL on test" in said
+    assert re.search(r"(no evidence|LEAK SIGNAL|inconclusive) on test", said), said
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["rows_skipped"] == 1
     assert summary["skipped_rows"]["test"] == [f"{bench}:3: missing answer"]
@@ -211,7 +212,7 @@ def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
         "original: mean over all 2 analysed items; paraphrase, Delta and its CI: over the 1" in out
     )
     # the terminal gives the report's verdict line and what to do next (it gave neither)
-    assert "no evidence on test: Δ 5-gram accuracy" in out or "LEAK SIGNAL on test" in out
+    assert re.search(r"(no evidence|LEAK SIGNAL|inconclusive) on test", out), out
     assert "report: contamscope report run" in out and "card: contamscope card --run run" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["reference_rows_skipped"] == 1

@@ -310,6 +310,10 @@ def test_a_run_without_any_ngram_hit_gets_no_cell(make_benbench_run) -> None:
     d.update(original=0.0, reference=0.0, delta=0.0, ci=[0.0, 0.0], p_value=1.0)
     (run / "summary.json").write_text(json.dumps(s))
     assert estimate(load_run(run)) is None
+    from contamscope.report.benbench import verdict_line
+
+    kind, sentence = verdict_line(json.loads((run / "summary.json").read_text()))  # type: ignore[misc]
+    assert kind == "inconclusive" and sentence.startswith("inconclusive on test")
     other = make_benbench_run("other")
     left: list[LeftOut] = []
     entries = collect([run, other], left)

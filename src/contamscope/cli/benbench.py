@@ -480,7 +480,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         )
     if line is not None:  # the report's verdict: the CI on the leak side of 0 and p <= 0.05
         kind, sentence = line
-        style = {"signal": "bold red", "clean": "green", "none": "yellow"}[kind]
+        style = {"signal": "bold red", "clean": "green"}.get(kind, "yellow")
         console.print(styled(style, sentence), highlight=False)
     tm = summary["timings"]
     if tm.get("items_per_second"):

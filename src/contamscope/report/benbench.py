@@ -174,8 +174,8 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
 
 
 def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
-    """The run's verdict as (kind, sentence), kind ``signal``, ``clean`` or ``none`` (no usable
-    paraphrase); None without a split. The report's and the terminal's one line."""
+    """The run's verdict as (kind, sentence), kind ``signal``, ``clean``, ``inconclusive`` (no
+    n-gram predicted at all) or ``none`` (no usable paraphrase); None without a split. The report's and the terminal's one line."""
     stats = summary.get("statistics") or {}
     n = (summary.get("config") or {}).get("n", 5)
     split = _split_of_interest(stats)
@@ -186,6 +186,12 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
         return "none", (
             f"no verdict: no item of the {split} split has a usable paraphrase (give the "
             "paraphrases with --reference, or a BenBench rewritten file as the benchmark)"
+        )
+    if _no_hits(d):  # a precise-looking "+0.0 pp [+0.0, +0.0], p 1" that measured nothing
+        return "inconclusive", (
+            f"inconclusive on {split}: the model predicted no {n}-gram exactly, on the "
+            "originals nor on the paraphrases, so the accuracy Δ measures nothing (see the "
+            "perplexity and NLL rows)"
         )
     if _signal(d, PRIMARY):
         return "signal", (
@@ -210,7 +216,8 @@ def _verdict_section(run: RunData) -> Section:
     line = verdict_line(s)
     if split is None or line is None:
         return Section("verdict", "Verdict and statistics", "<p class='note'>No split.</p>")
-    cls, sentence = line
+    kind, sentence = line
+    cls = "none" if kind == "inconclusive" else kind  # the page's verdict styles
     st = stats["splits"][split]
     inst = (st.get("instances") or {}).get("exact_all") or {}
     ppl_sig = _signal((st.get("delta") or {}).get("nll"), "nll")
