@@ -254,3 +254,15 @@ def test_holm_known_values() -> None:
     out = holm([math.nan, 0.02, 0.2])  # an undefined p is not in the family
     assert math.isnan(out[0]) and out[1:] == pytest.approx([0.04, 0.2])
     assert holm([]) == []
+
+
+def test_an_undefined_difference_reads_undefined_not_nan() -> None:
+    """The verdict's reasoning printed 'PCR_dev - PCR_val = +nan, 95% CI [+nan, +nan]'
+    (journey audit)."""
+    import math
+
+    from contamscope.detectors.cap import verdict
+
+    label, why = verdict("dev", "val", math.nan, math.nan, math.nan)
+    assert label == "inconclusive" and "nan" not in why
+    assert why.startswith("PCR_dev - PCR_val: undefined") and "--pcr-alpha 0" in why

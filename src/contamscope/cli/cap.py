@@ -352,7 +352,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     exit_if_skipped(len(data.problems))
 
 
-def _fmt(x: Any, nd: int = 4) -> str:
+def _fmt(x: Any, nd: int = 3) -> str:
+    if isinstance(x, float) and x != x:
+        return "-"  # undefined (no analysed items), not "nan"
     return "-" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
@@ -360,9 +362,14 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
     """Terminal table: M, C, PCR and baselines per split, then the comparisons and verdict."""
     a = summary["analysis"]
     for reader, st in summary["statistics"].items():
+        role = (
+            "the verdict's reader: generated answers"
+            if reader == "generate"
+            else "reported beside it: the answer letter by log-likelihood"
+        )
         t = Table(
-            title=f"CAP ({reader}) - {summary['task']}: M = {summary['metric']}, C = {summary['consistency']}, "
-            f"PCR = {a['scale']}((M+{a['alpha']:g})/(C+{a['alpha']:g}))"
+            title=f"CAP {reader} ({role}) - {summary['task']}: M = {summary['metric']}, "
+            f"C = {summary['consistency']}, PCR = {a['scale']}((M+{a['alpha']:g})/(C+{a['alpha']:g}))"
         )
         for col in ("split", "items", "analysed", "M", "M mod", "C", "PCR", "Delta", "delta"):
             t.add_column(col, justify="right" if col != "split" else "left")
@@ -407,6 +414,16 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
             notes.append(f"{cnt['no_reference']} without a reference answer")
         if notes:
             console.print(f"  {s}: " + "; ".join(notes), highlight=False)
+    console.print(
+        styled(
+            "dim",
+            "M: performance on the original inputs, M mod: on the modified ones, C: consistency "
+            "of the two answers; Delta = M - M mod and delta = Delta / M are the paper's "
+            "baselines. PCR_a - PCR_b: H0 = both splits equally exposed (two-sided split-label "
+            "permutation p; the verdict needs the 95% CI off 0 and p <= 0.05). Below 0: the "
+            "second split shows the higher performance-to-consistency ratio (contamination).",
+        )
+    )
     v = summary["verdict"]
     console.print(
         styled("bold", f"verdict: {v['label']}", f"  ({v['reasoning']})"), highlight=False

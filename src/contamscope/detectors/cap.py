@@ -371,7 +371,11 @@ def verdict(
     >>> verdict("train", "test", -0.2, -0.3, -0.1)[0]
     'contaminated by test'
     """
-    span = f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
+    span = (
+        f"PCR_{reference} - PCR_{other} = {diff:+.4f}, 95% CI [{low:+.4f}, {high:+.4f}]"
+        if diff == diff and low == low
+        else f"PCR_{reference} - PCR_{other}"  # not "+nan, 95% CI [+nan, +nan]"
+    )
     if blank:
         return "inconclusive", (
             f"{span}: M = C = 0 on {' and '.join(blank)} (no right and no consistent answer: "
@@ -379,8 +383,8 @@ def verdict(
         )
     if not (diff == diff and low == low):
         return "inconclusive", (
-            f"{span}: undefined (a split without analysed items, or, with --alpha 0, without "
-            "consistent items)"
+            f"{span}: undefined (a split without analysed items, or, with --pcr-alpha 0, "
+            "without consistent items)"
         )
     if (low > 0 or high < 0) and p_value is not None and not p_value <= VERDICT_LEVEL:
         return "no evidence", (
