@@ -332,7 +332,7 @@ def test_drop_shared_that_leaves_a_split_empty_is_refused(tmp_path: Path) -> Non
     path = tmp_path / "same.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     res = run_cli(
-        "benbench", "--model", "hf:/nowhere/model", "--benchmark", str(path), "--train",
+        "benbench", "--model", "hf:nowhere-model", "--benchmark", str(path), "--train",
         str(path), "--drop-shared", "--no-lenient", "--out", str(tmp_path / "o"), cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2

@@ -175,6 +175,24 @@ def test_user_errors_are_one_line_without_traceback(
     assert len(lines) == 1 and needle in lines[0], res.stderr
 
 
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--model", "smollm3"], "unknown model spec 'smollm3'"),
+        (["--model", "hf:/no/such/folder"], "hf:/no/such/folder: no such file or folder"),
+        (["--dtype", "fp16"], "--dtype 'fp16': expected auto, float32, bfloat16, float16"),
+    ],
+)
+def test_a_wrong_model_or_dtype_is_said_before_the_benchmark_is_read(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    """The bundled MMLU's 'repeats: 106 items repeat ...' came first, and the error after it
+    (journey audit)."""
+    res = run_cli("permutation", "--benchmark", "mmlu", *args, cwd=tmp_path)
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+
+
 def test_help_has_examples_and_cache_commands(tmp_path: Path) -> None:
     res = run_cli("permutation", "--help", cwd=tmp_path)
     assert res.returncode == 0 and "Examples" in res.stdout and "--benchmark" in res.stdout
@@ -249,3 +267,6 @@ def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
     recs = (tmp_path / "dropped" / "items.jsonl").read_text().splitlines()
     ids = [json.loads(r)["id"] for r in recs]
     assert len(ids) == 3 and "rep_test-2" not in ids  # the repeat is left out before --limit
+    # repeats outside the items run are not named (MMLU's 106 were named for a 5-item sample)
+    two = run_cli(*base, "--out", "two", "--limit", "2", cwd=tmp_path)
+    assert two.returncode == 0 and "repeats" not in two.stderr, two.stderr

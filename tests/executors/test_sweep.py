@@ -172,7 +172,7 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path, write_benc
     out = tmp_path / "sweep"
     held = RunDir(out).hold()  # as a sweep in another process holds it
     try:
-        second = _sweep(["hf:/no/such/model"], [bench], out)
+        second = _sweep(["hf:no-such-model"], [bench], out)  # a hub id: never loaded
     finally:
         held.close()
     assert second.returncode == 2
@@ -187,7 +187,7 @@ def test_subjects_missing_from_a_benchmark_are_refused_before_any_model_runs(
     with 'has no subjects to filter on' (journey audit)."""
     benches = [write_bench(tmp_path / f"{name}_test.csv", 3) for name in ("s0", "s1")]
     out = tmp_path / "sweep"
-    r = _sweep(["hf:/nonexistent/model"], benches, out, "--subjects", "s0")
+    r = _sweep(["hf:no-such-model"], benches, out, "--subjects", "s0")
     assert r.returncode == 2 and "to run" not in r.stdout, r.stdout
     assert "s0" in r.stderr and "unknown subject" in r.stderr.lower(), r.stderr
     assert not list(out.glob("*/items.jsonl"))

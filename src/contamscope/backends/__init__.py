@@ -10,7 +10,7 @@ from .base import (
     ScoreResult,
     TokenStats,
 )
-from .registry import BACKENDS, load_backend, parse_model_options
+from .registry import BACKENDS, DTYPE_NAMES, check_model_spec, load_backend, parse_model_options
 
 __all__ = [
     "Backend",
@@ -22,6 +22,8 @@ __all__ = [
     "GenerateRequest",
     "Generation",
     "BACKENDS",
+    "DTYPE_NAMES",
+    "check_model_spec",
     "load_backend",
     "parse_model_options",
 ]

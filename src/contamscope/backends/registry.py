@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConfigError, ModelError
 from .base import Backend
 
-__all__ = ["load_backend", "BACKENDS", "parse_model_options"]
+__all__ = ["load_backend", "BACKENDS", "DTYPE_NAMES", "check_model_spec", "parse_model_options"]
 
 # prefix -> (module, factory attribute, extra to install)
 BACKENDS: dict[str, tuple[str, str, str]] = {
@@ -51,6 +51,29 @@ def parse_model_options(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+"""What ``--dtype`` takes (the backend resolves ``auto``)."""
+
+
+def check_model_spec(spec: str, dtype: str = "auto") -> None:
+    """Fail now, with the error loading would give, on a spec that names no backend or a local
+    path that does not exist, and on an unknown ``dtype``: the commands call it before reading
+    the benchmark, whose messages (repeats, skipped rows) came first and hid the mistake."""
+    kind, sep, rest = spec.partition(":")
+    if not sep:
+        kind, rest = spec, ""
+    if kind not in BACKENDS or (kind in ("hf", "openai", "vllm") and not rest):
+        raise ModelError(
+            f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
+            "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
+        )
+    local = kind in ("hf", "vllm") and rest.startswith((".", "/", "~"))
+    if local and not Path(rest).expanduser().exists():
+        raise ModelError(f"{spec}: no such file or folder")
+    if dtype not in DTYPE_NAMES:
+        raise ConfigError(f"--dtype {dtype!r}: expected {', '.join(DTYPE_NAMES)}")
+
+
 def load_backend(
     spec: str,
     *,
@@ -64,14 +87,10 @@ def load_backend(
     Traceback (most recent call last):
     ModelError: unknown model spec 'nonsense'; use smollm2 or hf:PATH_OR_ID
     """
+    check_model_spec(spec)
     kind, sep, rest = spec.partition(":")
     if not sep:
         kind, rest = spec, ""
-    if kind not in BACKENDS or (kind in ("hf", "openai", "vllm") and not rest):
-        raise ModelError(
-            f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
-            "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
-        )
     if kind in ("hf", "vllm") and len(rest) > 1 and rest.endswith("/") and Path(rest).is_dir():
         rest = rest.rstrip("/") or "/"  # one folder, one spec: a run typed hf:m/ resumes as hf:m
     module, attr, extra = BACKENDS[kind]

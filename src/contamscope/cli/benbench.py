@@ -233,6 +233,9 @@ def _split_input(
 
 @user_errors
 def run(**kw: Any) -> None:
+    from ..backends import check_model_spec
+
+    check_model_spec(kw["model"], kw["dtype"])  # before the benchmark's messages
     with executor_from(kw) as executor:
         scan(kw, executor)
 

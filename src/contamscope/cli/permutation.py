@@ -200,6 +200,9 @@ def command(
 
 @user_errors
 def run(**kw: Any) -> None:
+    from ..backends import check_model_spec
+
+    check_model_spec(kw["model"], kw["dtype"])  # before the benchmark's messages
     with executor_from(kw) as executor:
         scan(kw, executor)
 
@@ -268,9 +271,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     subjects = subject_list(kw)
     loaded = load_for(kw)
     list_skipped(loaded.problems)
-    repeated = _say_repeats(loaded.items, kw["drop_repeats"])
-    pool = [it for it in loaded.items if it.id not in repeated] if kw["drop_repeats"] else None
-    items = pick_items(loaded.items if pool is None else pool, kw)
+    if kw["drop_repeats"]:  # left out of the benchmark before --limit/--sample
+        repeated = _say_repeats(loaded.items, True)
+        items = pick_items([it for it in loaded.items if it.id not in repeated], kw)
+    else:  # named only where they are among the items run (MMLU's 106 were named for 5)
+        items = pick_items(loaded.items, kw)
+        _say_repeats(items, False)
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
