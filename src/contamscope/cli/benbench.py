@@ -25,6 +25,7 @@ from .common import (
     reading_options,
     refuse_empty,
     say_overlap,
+    slug,
     styled,
     user_errors,
 )
@@ -290,7 +291,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             )
         )
     options = parse_model_options(kw["model_opt"])
-    out = kw["out"] or Path("runs") / f"benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    out = (
+        kw["out"]
+        or Path("runs")
+        / f"benbench-{slug(kw['model'], stem=True)}-{slug(kw['benchmark'], stem=True)}"
+    )
     check_output_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
@@ -353,11 +358,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             for c in outcome.summary["counts"].values()
         )
     )
-
-
-def _slug(text: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).stem or text)
-    return keep.strip("-.")[:40] or "run"
 
 
 def _num(x: float | None, pct: bool = False) -> str:

@@ -24,6 +24,7 @@ from .common import (
     reading_options,
     refuse_empty,
     say_overlap,
+    slug,
     styled,
     user_errors,
 )
@@ -283,7 +284,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         from ..embed import SentenceEmbedder
 
         embedder = SentenceEmbedder(kw["embedder"])
-    out = kw["out"] or Path("runs") / f"cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    out = kw["out"] or Path("runs") / f"cap-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_output_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
@@ -431,8 +432,3 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
     console.print(
         styled("bold", f"verdict: {v['label']}", f"  ({v['reasoning']})"), highlight=False
     )
-
-
-def _slug(text: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
-    return keep.strip("-.")[:40] or "run"

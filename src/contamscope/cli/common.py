@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ..store import ScoreCache
 
 __all__ = [
+    "slug",
     "console",
     "err_console",
     "user_errors",
@@ -270,3 +272,25 @@ def pick_items(items: Sequence[T], kw: dict[str, Any], where: str = "") -> list[
             highlight=False,
         )
     return select_items(items, limit=kw.get("limit"), sample=sample, seed=kw["seed"])
+
+
+_GENERIC_NAMES = frozenset({"test", "train", "val", "valid", "validation", "dev", "data", "eval"})
+"""File or folder names that say nothing alone: a default run folder takes the parent's too."""
+
+
+def slug(text: str, *, stem: bool = False, parent_of_generic: bool = True) -> str:
+    """A file-system-safe short name of a model spec or benchmark path for a default run
+    folder: the last part of the path (without its extension with ``stem``), after its
+    parent's name where the last part is generic (``gsm8k/test.jsonl`` -> ``gsm8k-test``, so
+    it no longer shares ``runs/benbench-MODEL-test`` with ``math/test.jsonl``).
+
+    >>> slug("../data/gsm8k/test.jsonl", stem=True), slug("hf:./my model"), slug("mmlu")
+    ('gsm8k-test', 'my-model', 'mmlu')
+    """
+    path = Path(text)
+    base = (path.stem if stem else path.name) or text
+    parent = path.parent.name
+    if parent_of_generic and base.lower() in _GENERIC_NAMES and parent not in ("", ".", ".."):
+        base = f"{parent}-{base}"
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in base)
+    return keep.strip("-.")[:40] or "run"

@@ -22,6 +22,7 @@ from .common import (
     open_cache,
     pick_items,
     reading_options,
+    slug,
     styled,
     subject_list,
     user_errors,
@@ -262,7 +263,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if not items:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])
-    out = kw["out"] or Path("runs") / f"membership-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    out = kw["out"] or Path("runs") / f"membership-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_output_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
@@ -307,11 +308,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     console.print(f"report: contamscope report {outcome.run_dir}", highlight=False, soft_wrap=True)
     exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
-
-
-def _slug(text: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
-    return keep.strip("-.")[:40] or "run"
 
 
 def print_membership_summary(summary: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from .common import (
     open_cache,
     pick_items,
     reading_options,
+    slug,
     styled,
     subject_list,
     user_errors,
@@ -279,7 +280,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         _say_repeats(items, False)
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
-    out = kw["out"] or Path("runs") / f"permutation-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    out = kw["out"] or Path("runs") / f"permutation-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_output_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
@@ -337,8 +338,3 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(len(loaded.problems))
-
-
-def _slug(text: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(text).name or text)
-    return keep.strip("-.")[:40] or "run"

@@ -147,9 +147,11 @@ def _split(text: str, option: str) -> list[str]:
 
 def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
     """Model-major job list; folder names made unique with a short hash when slugs collide."""
-    from .permutation import _slug
+    from .common import slug
 
-    names = {m: _slug(m) for m in models} | {b: _slug(b) for b in benchmarks}
+    names = {m: slug(m, parent_of_generic=False) for m in models} | {
+        b: slug(b, parent_of_generic=False) for b in benchmarks
+    }  # the names sweeps always gave their pair folders
     for values in (models, benchmarks):
         seen: dict[str, int] = {}
         for v in values:

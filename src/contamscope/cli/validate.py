@@ -177,7 +177,8 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..pipeline import PermutationConfig
     from ..pipeline.membership import MembershipConfig
     from ..validate import PAPER_DELTAS, PermutationValidation
-    from .permutation import _parse_deltas, _slug
+    from .common import slug
+    from .permutation import _parse_deltas
 
     subjects = subject_list(kw)
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
@@ -197,7 +198,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
             statistic=kw["statistic"], alpha=kw["alpha"], template=get_template(kw["template"])
         ),
     )
-    name = f"validate-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{kw['scenario']}"
+    name = f"validate-{slug(kw['model'])}-{slug(kw['benchmark'])}-{kw['scenario']}"
     return method, name
 
 
@@ -205,14 +206,14 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data.qa import load_qa
     from ..pipeline.benbench import BenBenchConfig
     from ..validate import BenBenchValidation
-    from .permutation import _slug
+    from .common import slug
 
     loaded = load_qa(kw["benchmark"], format=kw["fmt"], split="test")
     list_skipped(loaded.problems)
     method = BenBenchValidation(
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )
-    name = f"validate-benbench-{_slug(kw['model'])}-{_slug(kw['benchmark'])}"
+    name = f"validate-benbench-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     return method, name
 
 
@@ -220,7 +221,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data.cap import load_cap
     from ..pipeline.cap import CapConfig
     from ..validate import CapValidation
-    from .permutation import _slug
+    from .common import slug
 
     names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
     if len(names) != 2:
@@ -238,7 +239,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
         batch_items=8,
     )
     method = CapValidation(data, trained, config)
-    name = f"validate-cap-{_slug(kw['model'])}-{_slug(kw['benchmark'])}-{trained}"
+    name = f"validate-cap-{slug(kw['model'])}-{slug(kw['benchmark'])}-{trained}"
     return method, name
 
 
