@@ -876,3 +876,16 @@ def test_a_pipe_or_a_device_is_named_not_read(tmp_path: Path) -> None:
                 load("/dev/null")
     finally:
         timer.cancel()
+
+
+def test_a_benchmark_of_the_other_kind_says_which_commands_read_it(tmp_path: Path) -> None:
+    """GSM8K given to the permutation test said 'no options' 1,319 times over; `benbench
+    --benchmark mmlu` said 'mmlu: no such file or folder' (journey audit)."""
+    from contamscope.data import load_qa
+
+    qa = tmp_path / "gsm_test.jsonl"
+    qa.write_text('{"question": "2+2?", "answer": "#### 4"}\n' * 2, encoding="utf-8")
+    with pytest.raises(DataError, match="question/answer items are read by benbench and cap"):
+        load_benchmark(str(qa))
+    with pytest.raises(DataError, match="mmlu: the bundled MMLU is multiple-choice"):
+        load_qa("mmlu")

@@ -249,8 +249,14 @@ def _load_files(
                 raise DataError(f"{path}: {what}")
             sink.problem(str(path), None, what)
     if not sink.items:
+        hint = (  # a question/answer benchmark given to a multiple-choice method
+            "; question/answer items are read by benbench and cap"
+            if all("no options" in p.reason for p in sink.problems)
+            else ""
+        )
         raise DataError(
-            f"{source}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
+            f"{source}: no usable items ({len(sink.problems)} rows skipped; first: "
+            f"{sink.problems[0]}){hint}"
         )
     if field_map is not None and first is not None and first[1] in GENERIC_FORMATS:
         field_map.check_seen(sink.fields_seen, source)

@@ -226,6 +226,11 @@ def load_qa(
     path = Path(spec).expanduser()
     if not path.is_file():
         what = "a folder; give one file" if path.is_dir() else not_a_file(path)
+        if spec == "mmlu" and not path.exists():  # the name the multiple-choice methods take
+            what = (
+                "the bundled MMLU is multiple-choice (for permutation and membership); this "
+                "needs question/answer items, e.g. a GSM8K-style JSONL"
+            )
         raise DataError(f"{spec}: {what}")
     try:
         raw = path.read_bytes()
