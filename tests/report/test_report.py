@@ -189,7 +189,8 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     md = to_markdown(entries)
     assert md.splitlines()[0] == "| model | synthetic.csv |"
     excess = f"{100 * sa['excess']:+.1f} pp [{100 * sa['excess_ci'][0]:+.1f}, {100 * sa['excess_ci'][1]:+.1f}]"
-    assert f"| hf:synthetic-model | {excess} |" in md
+    n = json.loads((a / "summary.json").read_text())["statistics"]["n_items"]
+    assert f"| hf:synthetic-model | {excess}, n={n} |" in md  # the cell says its items
 
     text, _ = write_leaderboard([a, b], tmp_path / "lb.csv")
     rows = list(csv.DictReader(io.StringIO((tmp_path / "lb.csv").read_text())))
