@@ -117,6 +117,12 @@ def test_run_records_summary_resume_reanalysis_and_report(
     recs2 = _records(out)
     assert len(recs2) == 29 and all(r["q_value"] is not None for r in recs2[:5])
     assert [r["statistics"] for r in recs2] == [r["statistics"] for r in recs]
+    # without --sample the seed only seeds the bootstrap: another one re-analyses too (it was
+    # refused as other settings; helper audit)
+    seeded = run_cli(*_args(tiny_model_path, bench, ref, out, "--seed", "7"), cwd=tmp_path)
+    assert seeded.returncode == 0, seeded.stderr
+    s_seed = json.loads((out / "summary.json").read_text())
+    assert s_seed["timings"]["items_scored_now"] == 0
 
     # a new folder reuses every cached blob
     other = run_cli(*_args(tiny_model_path, bench, ref, tmp_path / "run2"), cwd=tmp_path)

@@ -283,7 +283,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         "split": kw["split"],
         "limit": kw["limit"],
         "sample": kw["sample"],
-        "seed": kw["seed"],
+        "seed": kw["seed"] if kw["sample"] else None,  # else the bootstrap's seed only: analysis
         "n_items": len(items),
         "n_reference": len(ref_items),
         "reference_overlap_dropped": len(overlap),
