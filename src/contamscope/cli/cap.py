@@ -51,7 +51,8 @@ Examples:
 
 The first split is the one the model may have been fine-tuned on; each other split is compared
 with it. Re-running with the same --out resumes. Exit codes: 0 ok, 2 user error, 3 finished but
-some input rows were skipped (see summary.json).
+some input rows were skipped (see summary.json), 130 interrupted (re-run to
+resume).
 """
 
 

@@ -60,7 +60,8 @@ Examples:
   contamscope permutation --model hf:./my-model --benchmark mmlu --executor ray --ray-address auto --gpus-per-worker 1
 
 Re-running the same command with the same --out resumes: finished items are not scored again.
-Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json).
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 130 interrupted (re-run to
+resume).
 """
 
 

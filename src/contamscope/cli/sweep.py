@@ -47,7 +47,8 @@ Examples:
 Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
 whose benchmark file changed since fails (--overwrite runs it again).
 Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
-Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped.
+Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
+130 interrupted (re-run to resume).
 """
 
 SHARED = (

@@ -51,7 +51,8 @@ permutation: items sharing an option set are leaked or clean together. benbench:
 trained on as question + answer; instance-level n-gram flags, perplexity AUC and gap. cap:
 N items from each of two splits, only --train-split trained on; does the verdict name it?
 Re-running the same command with the same --out reuses finished checkpoints and scores.
-Exit codes: 0 ok, 2 user error, 130 interrupted.
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 130
+interrupted (re-run to resume).
 """
 
 
