@@ -292,23 +292,20 @@ def run_membership(
     check_items(items, object, method, "benchmark items")
     check_items(reference_items, object, method, "reference items")
     _, repeats = distinct_references(reference_items)
-    if repeats:
-        first = repeats[0]
-        where = f"{first.source}:{first.line}" if first.line is not None else first.id
-        raise ConfigError(
-            f"--reference {reference.source}: {len(repeats)} of the {len(reference_items)} "
-            f"reference items repeat an earlier one (first {where}); each counts as another "
-            "unseen item, so give each once (distinct_references() leaves the repeats out)"
-        )
     _, shared = unseen_references(items, reference_items)
-    if shared:
-        first = shared[0]
-        where = f"{first.source}:{first.line}" if first.line is not None else first.id
-        raise ConfigError(
-            f"--reference {reference.source}: {len(shared)} of the {len(reference_items)} "
-            f"reference items are tested items too (first {where}); the references must be "
-            "items the model never saw (unseen_references() leaves them out)"
-        )
+    for found, what in (
+        (repeats, "repeat an earlier one (first {}); each counts as another unseen item, so give "
+         "each once (distinct_references() leaves the repeats out)"),
+        (shared, "are tested items too (first {}); the references must be items the model "
+         "never saw (unseen_references() leaves them out)"),
+    ):  # fmt: skip
+        if found:
+            first = found[0]
+            where = f"{first.source}:{first.line}" if first.line is not None else first.id
+            raise ConfigError(
+                f"--reference {reference.source}: {len(found)} of the {len(reference_items)} "
+                f"reference items {what.format(where)}"
+            )
     vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
     settings: dict[str, Any] = {
         "method": "membership",
