@@ -55,10 +55,11 @@ DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 """What ``--dtype`` takes (the backend resolves ``auto``)."""
 
 
-def check_model_spec(spec: str, dtype: str = "auto") -> None:
-    """Fail now, with the error loading would give, on a spec that names no backend or a local
-    path that does not exist, and on an unknown ``dtype``: the commands call it before reading
-    the benchmark, whose messages (repeats, skipped rows) came first and hid the mistake."""
+def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> None:
+    """Fail now, with the error loading would give, on a spec that names no backend or (with
+    ``paths``) a local path that does not exist, and on an unknown ``dtype``: the commands call
+    it before reading the benchmark, whose messages (repeats, skipped rows) came first and hid
+    the mistake. ``paths=False`` where the model loads on other machines (Ray workers)."""
     kind, sep, rest = spec.partition(":")
     if not sep:
         kind, rest = spec, ""
@@ -67,7 +68,7 @@ def check_model_spec(spec: str, dtype: str = "auto") -> None:
             f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
             "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
-    local = kind in ("hf", "vllm") and rest.startswith((".", "/", "~"))
+    local = paths and kind in ("hf", "vllm") and rest.startswith((".", "/", "~"))
     if local and not Path(rest).expanduser().exists():
         raise ModelError(f"{spec}: no such file or folder")
     if dtype not in DTYPE_NAMES:

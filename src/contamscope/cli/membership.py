@@ -146,7 +146,8 @@ def command(
 def run(**kw: Any) -> None:
     from ..backends import check_model_spec
 
-    check_model_spec(kw["model"], kw["dtype"])  # before the benchmark's messages
+    # before the benchmark's messages; Ray workers may see paths this machine does not
+    check_model_spec(kw["model"], kw["dtype"], paths=kw.get("executor", "local") == "local")
     with executor_from(kw) as executor:
         scan(kw, executor)
 

@@ -209,7 +209,7 @@ def run(**kw: Any) -> None:
     models = _split(kw["models"], "--models")
     benchmarks = _split(kw["benchmarks"], "--benchmarks")
     for m in models:  # a typo in the last model is found before hours of scoring
-        check_model_spec(m, kw["dtype"])
+        check_model_spec(m, kw["dtype"], paths=kw.get("executor", "local") == "local")
     for b in benchmarks:  # a typo in the last benchmark is found before hours of scoring
         check_benchmark_spec(b, split=kw["split"], format=kw["fmt"])
     out: Path = kw["out"]
