@@ -228,9 +228,10 @@ def test_nested_options_are_a_natural_order_and_counted_on_mmlu() -> None:
     """anatomy-103 ("The ribs / The ribs and sternum / ...") and anatomy-10 ("hard palate. /
     hard palate and upper lip. / ...") list options that each add to the one before; a clean
     SmolLM2 put both first, and an 8-item anatomy sample read "leakage signal" (journey audit)."""
+    from contamscope.data import load_benchmark
     from contamscope.perturb.exchangeability import natural_order_reason
 
-    rows = _read_mmlu()
+    rows = [(it.question, list(it.options)) for it in load_benchmark("mmlu").items]  # bundled
     nested = [
         (q, opts) for q, opts in rows
         if non_exchangeable_reason(opts) is None
