@@ -40,6 +40,15 @@ GPUS_PER_WORKER_OPT = typer.Option(
 )
 
 
+def check_model(kw: Mapping[str, Any], spec: str | None = None) -> None:
+    """The command's model spec (or ``spec``) and ``--dtype``, checked before the benchmark is
+    read; a local path only where this machine loads the model (Ray workers may see paths
+    this machine does not)."""
+    from ..backends import check_model_spec
+
+    check_model_spec(spec or kw["model"], kw["dtype"], paths=kw["executor"] == "local")
+
+
 def executor_from(kw: Mapping[str, Any]) -> Executor:
     """The executor named by a command's ``executor``/``ray_address``/``workers``/
     ``gpus_per_worker`` arguments (ConfigError names a bad combination)."""

@@ -32,6 +32,7 @@ from .executor import (
     GPUS_PER_WORKER_OPT,
     RAY_ADDRESS_OPT,
     WORKERS_OPT,
+    check_model,
     executor_from,
 )
 
@@ -144,10 +145,7 @@ def command(
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import check_model_spec
-
-    # before the benchmark's messages; Ray workers may see paths this machine does not
-    check_model_spec(kw["model"], kw["dtype"], paths=kw.get("executor", "local") == "local")
+    check_model(kw)  # before the benchmark's messages
     with executor_from(kw) as executor:
         scan(kw, executor)
 
@@ -205,6 +203,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One membership run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
+    from ..data.items import item_place
     from ..perturb import get_template
     from ..pipeline.membership import (
         MembershipConfig,
@@ -230,7 +229,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     ref_items, repeats = distinct_references(ref.items)
     if repeats:
         first = repeats[0]
-        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        where = item_place(first)
         err_console.print(
             styled(
                 "yellow",
@@ -245,7 +244,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     ref_items, overlap = unseen_references(bench.items, ref_items)
     if overlap:
         first = overlap[0]
-        where = f"{first.source}:{first.line}" if first.line is not None else first.id
+        where = item_place(first)
         if not ref_items:
             raise ConfigError(
                 f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "

@@ -39,6 +39,7 @@ from .executor import (
     GPUS_PER_WORKER_OPT,
     RAY_ADDRESS_OPT,
     WORKERS_OPT,
+    check_model,
     executor_from,
 )
 from .report import report_after_run
@@ -202,10 +203,7 @@ def command(
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import check_model_spec
-
-    # before the benchmark's messages; Ray workers may see paths this machine does not
-    check_model_spec(kw["model"], kw["dtype"], paths=kw.get("executor", "local") == "local")
+    check_model(kw)  # before the benchmark's messages
     with executor_from(kw) as executor:
         scan(kw, executor)
 

@@ -34,6 +34,7 @@ from .executor import (
     GPUS_PER_WORKER_OPT,
     RAY_ADDRESS_OPT,
     WORKERS_OPT,
+    check_model,
     executor_from,
 )
 
@@ -200,7 +201,6 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import check_model_spec
     from ..data.loaders import check_benchmark_spec
     from ..paths import write_text_atomic
     from ..store import RunDir
@@ -209,7 +209,7 @@ def run(**kw: Any) -> None:
     models = _split(kw["models"], "--models")
     benchmarks = _split(kw["benchmarks"], "--benchmarks")
     for m in models:  # a typo in the last model is found before hours of scoring
-        check_model_spec(m, kw["dtype"], paths=kw.get("executor", "local") == "local")
+        check_model(kw, m)
     for b in benchmarks:  # a typo in the last benchmark is found before hours of scoring
         check_benchmark_spec(b, split=kw["split"], format=kw["fmt"])
     out: Path = kw["out"]

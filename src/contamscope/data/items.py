@@ -108,6 +108,11 @@ class RowProblem:
         return f"{where}: {self.reason}"
 
 
+def item_place(item: Any) -> str:
+    """Where an item was read (``file:line``), or its id when it has no line."""
+    return f"{item.source}:{item.line}" if item.line is not None else str(item.id)
+
+
 @dataclass
 class LoadResult(Generic[ItemT]):
     """Items loaded from a benchmark, plus what was skipped and where the data came from."""

@@ -25,7 +25,7 @@ import numpy as np
 from .. import __version__
 from ..backends.base import ScoreRequest
 from ..backends.probe import check_backend
-from ..data.items import LoadResult, MCQItem, content_key
+from ..data.items import LoadResult, MCQItem, content_key, item_place
 from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedTest
 from ..detectors.membership import (
     DATASET_NULL,
@@ -301,7 +301,7 @@ def run_membership(
     ):  # fmt: skip
         if found:
             first = found[0]
-            where = f"{first.source}:{first.line}" if first.line is not None else first.id
+            where = item_place(first)
             raise ConfigError(
                 f"--reference {reference.source}: {len(found)} of the {len(reference_items)} "
                 f"reference items {what.format(where)}"
