@@ -122,6 +122,27 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
         RunDir(tmp_path / "bb").open({"method": "cap", "seed": 0})
 
 
+def test_a_folder_of_other_files_is_not_written_without_overwrite(tmp_path: Path) -> None:
+    # `--out ~/papers` must not drop items.jsonl, report.html and plots among the user's files
+    # (nor over a report.html of theirs)
+    mine = tmp_path / "papers"
+    mine.mkdir()
+    (mine / "report.html").write_text("mine", encoding="utf-8")
+    (mine / ".DS_Store").write_text("", encoding="utf-8")
+    with pytest.raises(
+        StoreError,
+        match=r"papers is not a contamscope run folder and not empty "
+        r"\(it holds report.html\); give a new or empty folder as --out",
+    ):
+        RunDir(mine).open({"model": "a"})
+    assert sorted(p.name for p in mine.iterdir()) == [".DS_Store", ".lock", "report.html"]
+    assert RunDir(mine).open({"model": "a"}, overwrite=True) == {}  # asked for: written
+    assert (mine / "report.html").read_text(encoding="utf-8") == "mine"
+    # an empty folder, or one with hidden files only, is a new run folder
+    (tmp_path / "empty" / ".git").mkdir(parents=True)
+    assert RunDir(tmp_path / "empty").open({"model": "a"}) == {}
+
+
 def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: Path) -> None:
     """`cache clear --yes` on a file that is not a score cache removes it (a user would
     otherwise be stuck: every run refuses it); `cache info --cache-dir FILE` says it is a file."""
@@ -425,6 +446,7 @@ def test_run_folder_write_errors_are_one_line(tmp_path: Path, monkeypatch: Any) 
     monkeypatch.undo()
 
     (tmp_path / "dir" / "items.jsonl").mkdir(parents=True)
+    (tmp_path / "dir" / "settings.json").write_text('{"model": "a"}', encoding="utf-8")
     with pytest.raises(StoreError, match=r"items.jsonl: cannot read it \(Is a directory\)"):
         RunDir(tmp_path / "dir").open({"model": "a"})
 

@@ -116,8 +116,24 @@ class RunDir:
         elif overwrite:
             for p in (self.items_path, self.summary_path):
                 p.unlink(missing_ok=True)
+        else:
+            self._refuse_foreign_files()
         self._atomic_write(self.settings_path, settings)
         return self._read_records(complete)
+
+    def _refuse_foreign_files(self) -> None:
+        """A folder that holds no run must be empty (hidden files aside): a run writes
+        ``items.jsonl``, ``report.html``, plots, ... into it, over any file of those names."""
+        try:
+            names = sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise StoreError(
+                f"{self.path} is not a contamscope run folder and not empty (it holds {shown}); "
+                "give a new or empty folder as --out (--overwrite writes into it anyway)"
+            )
 
     def _lock(self) -> None:
         """Hold the folder: a second run writing it (another process, or another RunDir of
