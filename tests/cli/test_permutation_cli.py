@@ -179,7 +179,7 @@ def test_user_errors_are_one_line_without_traceback(
     "args, needle",
     [
         (["--model", "smollm3"], "unknown model spec 'smollm3'"),
-        (["--model", "hf:/no/such/folder"], "hf:/no/such/folder: no such file or folder"),
+        (["--model", "hf:/no/such/folder"], "--model hf:/no/such/folder: no such file or folder"),
         (["--dtype", "fp16"], "--dtype 'fp16': expected auto, float32, bfloat16, float16"),
     ],
 )

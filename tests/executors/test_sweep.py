@@ -83,7 +83,8 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     missing = _sweep(two_models, [*benches, tmp_path / "missing_test.csv"], out)
     assert missing.returncode == 2 and "to run" not in missing.stdout
     assert (
-        missing.stderr.strip() == f"error: {tmp_path / 'missing_test.csv'}: no such file or folder"
+        missing.stderr.strip()
+        == f"error: --benchmarks {tmp_path / 'missing_test.csv'}: no such file or folder"
     )
 
     # re-run with one more benchmark that has no usable row: 4 skipped, 2 failed, exit 2

@@ -96,6 +96,41 @@ def exit_if_skipped(n: int, what: str = "") -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_SPEC_OPTIONS = {
+    "benchmark": "--benchmark",
+    "train": "--train",
+    "reference": "--reference",
+    "train_reference": "--train-reference",
+    "model": "--model",
+    "embedder": "--embedder",
+    "benchmarks": "--benchmarks",
+    "models": "--models",
+}
+"""The commands' arguments that name a file, folder or spec, with their options."""
+
+
+def name_option(message: str, kw: dict[str, Any]) -> str:
+    """A loader's error about a whole file or spec (``SPEC: why``, as the Python API says it)
+    with the option it was given as in front: ``--benchmark tests.jsonl: no such file or
+    folder``. Errors naming a line (``SPEC:3: ...``) or an option already are left as they are.
+
+    >>> name_option("x.csv: no such file or folder", {"benchmark": "x.csv"})
+    '--benchmark x.csv: no such file or folder'
+    >>> name_option("x.csv:3: no question", {"benchmark": "x.csv"})
+    'x.csv:3: no question'
+    """
+    if message.startswith("-"):
+        return message
+    for key, option in _SPEC_OPTIONS.items():
+        given = kw.get(key)
+        if key in ("benchmarks", "models") and isinstance(given, str):  # sweep's lists
+            given = [v.strip() for v in given.split(",")]
+        for value in given if isinstance(given, list) else [given]:
+            if value and message.startswith(f"{value}: "):
+                return f"{option} {message}"
+    return message
+
+
 def user_errors(fn: F) -> F:
     """Turn user errors into one line on stderr and a non-zero exit; never a traceback."""
 
@@ -104,8 +139,9 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ContamscopeError as exc:
+            line = name_option(str(exc), kwargs)
             err_console.print(
-                styled("bold red", "error:", f" {exc}"), highlight=False, soft_wrap=True
+                styled("bold red", "error:", f" {line}"), highlight=False, soft_wrap=True
             )
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
