@@ -166,6 +166,44 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row
 
 
+def test_card_updates_its_own_model_and_refuses_another_models_card(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """A second `contamscope card` for another model replaced the first one's card.md (the
+    default --out) without a word (journey audit)."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+
+    a = make_benbench_run("a")
+    b = make_benbench_run("b")
+    s = json.loads((b / "summary.json").read_text())
+    s["model"].update(spec="hf:other-model", fingerprint="synthetic:other")
+    (b / "summary.json").write_text(json.dumps(s))
+    out = tmp_path / "card.md"
+
+    def card(*args: str) -> Any:
+        return CliRunner().invoke(app, ["card", *args, "--out", str(out)])
+
+    assert card("--run", str(a)).exit_code == 0
+    first = out.read_text(encoding="utf-8")
+    assert "# Benchmark Transparency Card: Model A\n" not in first
+    assert card("--run", str(a), "--model-name", "Model A").exit_code == 0  # same model: updated
+    assert "# Benchmark Transparency Card: Model A\n" in out.read_text(encoding="utf-8")
+    r = card("--run", str(b))
+    assert r.exit_code == 2 and "holds the card of another model" in r.output
+    assert json.loads(out.with_suffix(".json").read_text())["model_spec"] != "hf:other-model"
+    r = card("--run", str(b), "--overwrite")
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.with_suffix(".json").read_text())["model_spec"] == "hf:other-model"
+    # a file of the user's that is no card is not replaced either
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes", encoding="utf-8")
+    r = CliRunner().invoke(app, ["card", "--run", str(a), "--out", str(notes)])
+    assert r.exit_code == 2 and "exists and is not a contamscope card" in r.output
+    assert notes.read_text(encoding="utf-8") == "my notes"
+
+
 def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
     make_benbench_run, tmp_path: Path
 ) -> None:

@@ -28,16 +28,22 @@ def command(
     model_name: str | None = typer.Option(
         None, "--model-name", help="Model name shown on the card."
     ),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Replace --out even when it holds another model's card or a file that is no card "
+        "(a card of the same model is always updated).",
+    ),
 ) -> None:
     """Write a Benchmark Transparency Card (Markdown + JSON) from BenBench runs."""
-    _write(run, out, model_name)
+    _write(run, out, model_name, overwrite)
 
 
 @user_errors
-def _write(runs: list[Path], out: Path, model_name: str | None) -> None:
+def _write(runs: list[Path], out: Path, model_name: str | None, overwrite: bool) -> None:
     from ..report.card import write_card
 
-    md, js, card = write_card(runs, out, model_name)
+    md, js, card = write_card(runs, out, model_name, overwrite=overwrite)
     console.print(f"wrote {md} and {js}", highlight=False)
     for note in card["notes"]:
         err_console.print(styled("yellow", "note:", f" {note}"), highlight=False)

@@ -388,19 +388,54 @@ def render_markdown(card: dict[str, Any]) -> str:
 
 
 def write_card(
-    runs: Sequence[Path | str], out: Path | str, model_name: str | None = None
+    runs: Sequence[Path | str],
+    out: Path | str,
+    model_name: str | None = None,
+    *,
+    overwrite: bool = False,
 ) -> tuple[Path, Path, dict[str, Any]]:
     """Write the card as Markdown to ``out`` and as JSON beside it; returns (markdown path,
-    JSON path, the card)."""
+    JSON path, the card).
+
+    A card of the same model at ``out`` is replaced (new runs update it); another model's card,
+    or a file that is no card, only with ``overwrite``: a second ``contamscope card`` for
+    another model replaced the first one's ``card.md`` without a word.
+    """
     out = Path(out)
     if out.suffix.lower() == ".json":  # the Markdown would be overwritten by the JSON
         raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
     check_output_file(out)
     check_output_file(out.with_suffix(".json"))
     card = build_card(runs, model_name)
+    if not overwrite:
+        _refuse_other_card(out, card)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_markdown(card))
     write_text_atomic(
         out.with_suffix(".json"), json.dumps(card, indent=2, ensure_ascii=False) + "\n"
     )
     return out, out.with_suffix(".json"), card
+
+
+def _refuse_other_card(out: Path, card: dict[str, Any]) -> None:
+    """Refuse to write over a file that is not this model's card (see :func:`write_card`)."""
+    js = out.with_suffix(".json")
+    if not out.exists() and not js.exists():
+        return
+    try:
+        old = json.loads(js.read_text(encoding="utf-8"))
+        old_model = old["model_fingerprint"], str(old.get("model") or old["model_spec"])
+        ok = str(old["schema"]).startswith("contamscope.transparency_card/")
+    except (OSError, ValueError, KeyError, TypeError):
+        ok, old_model = False, ("", "")
+    if not ok:
+        held = f"{out}" if out.exists() else f"{js}"
+        raise ConfigError(
+            f"--out {out}: {held} exists and is not a contamscope card; give another --out "
+            "(--overwrite replaces it)"
+        )
+    if old_model[0] != card["model_fingerprint"]:
+        raise ConfigError(
+            f"--out {out}: holds the card of another model ({old_model[1]}); give another "
+            "--out, e.g. card-MODEL.md (--overwrite replaces it)"
+        )
