@@ -188,7 +188,14 @@ def test_cap_cli_names_and_drops_items_shared_by_splits(
         (data / f"{kind}_val.json").write_text(json.dumps(val, ensure_ascii=False), "utf-8")
     two = run_cli(*common, "--limit", "2", "--out", str(tmp_path / "two"), cwd=tmp_path)
     assert two.returncode == 0, two.stderr
-    assert "overlap: 1 item of split dev also in split val" in two.stderr  # in the files
+    # in the files, and said to be outside the 2 + 2 items the run analyses
+    assert (
+        "overlap: 1 item of split dev also in split val (same text; first: dev/ori_dev-1): "
+        "kept, 0 of them among the selected items; --drop-shared leaves them out"
+    ) in two.stderr
+    three = run_cli(*common, "--limit", "3", "--out", str(tmp_path / "three"), cwd=tmp_path)
+    assert three.returncode == 0, three.stderr
+    assert "kept, 1 of them among the selected items; --drop-shared" in three.stderr
     s2 = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert s2["benchmark"]["selection"]["overlap"]["dev"]["shared"] == 1
     assert s2["benchmark"]["overlap_selected"]["dev"] == {

@@ -273,13 +273,16 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if kw["train"]:
         loaded["train"] = _read_split(kw, kw["train"], "train")
     overlap = split_overlap({n: x.items for n, x in loaded.items()})
-    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"])
     drop = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     splits = [_split_input(kw, loaded["test"], kw["reference"], "test", drop["test"])]
     if kw["train"]:
         splits.append(
             _split_input(kw, loaded["train"], kw["train_reference"], "train", drop["train"])
         )
+    chosen = (
+        split_overlap({s.name: s.items for s in splits}) if kw["limit"] or kw["sample"] else None
+    )
+    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"], chosen)
     refuse_empty({s.name: s.items for s in splits}, kw["drop_shared"])
     if not any(s.references for s in splits) and not kw["paraphraser"]:
         err_console.print(

@@ -271,12 +271,13 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     check_splits(data, split_names)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
-    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"])
     gone = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     selected = {
         s: pick_items([it for it in data.splits[s].items if it.id not in gone[s]], kw, f"split {s}")
         for s in split_names
     }
+    chosen = split_overlap(selected) if kw["limit"] or kw["sample"] else None
+    say_overlap(overlap, kw["drop_shared"], kw["drop_repeats"], chosen)
     refuse_empty(selected, kw["drop_shared"])
     options = parse_model_options(kw["model_opt"])
     embedder = None

@@ -197,15 +197,33 @@ class ItemProgress:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
 
 
-def say_overlap(overlap: SplitOverlap, dropped: bool, dropped_repeats: bool = False) -> None:
+def say_overlap(
+    overlap: SplitOverlap,
+    dropped: bool,
+    dropped_repeats: bool = False,
+    selected: SplitOverlap | None = None,
+) -> None:
     """Name the items that more than one split holds (on both sides of a comparison of the
-    splits), and the repeats within a split, on stderr."""
+    splits), and the repeats within a split, on stderr. ``overlap`` is of the whole splits;
+    ``selected``, the overlap of the items a ``--limit`` or ``--sample`` chose, says how many
+    of those are among them (under ``--limit 3`` "8 items of split dev also in split val"
+    read as if they were in the run)."""
+
+    def among(n: int | None) -> str:
+        return "" if selected is None else f", {n or 0} of them among the selected items"
+
     names = list(overlap.shared_with)
     for i, s in enumerate(names):
         for o in names[i + 1 :]:
             n = overlap.shared_with[s].get(o)
             if n:
-                what = "left out of both" if dropped else "kept; --drop-shared leaves them out"
+                what = (
+                    "left out of both"
+                    if dropped
+                    else "kept"
+                    + among(selected.shared_with[s].get(o) if selected else None)
+                    + "; --drop-shared leaves them out"
+                )
                 err_console.print(
                     styled(
                         "yellow",
@@ -219,7 +237,13 @@ def say_overlap(overlap: SplitOverlap, dropped: bool, dropped_repeats: bool = Fa
     for s, rep in overlap.repeated.items():
         if rep:
             again, first = next(iter(rep.items()))
-            what = "left out" if dropped_repeats else "kept; --drop-repeats leaves them out"
+            what = (
+                "left out"
+                if dropped_repeats
+                else "kept"
+                + among(len(selected.repeated[s]) if selected else None)
+                + "; --drop-repeats leaves them out"
+            )
             err_console.print(
                 styled(
                     "yellow",
