@@ -58,6 +58,9 @@ def test_run_writes_records_and_summary_then_resumes(
     assert rec["alg1"] == (rec["rank"] == 1 and lp.count(lp[0]) == 1)
     assert rec["p_value"] == pytest.approx(sum(v >= lp[0] for v in lp) / 24)
     assert "Algorithm 1" in first.stdout
+    # the excluded item was finished, not scored (the line said "scored 5 items")
+    assert "finished 5 items (1 of them excluded, not scored) in" in first.stdout
+    assert summary["timings"]["items_excluded_now"] == 1
     assert summary["timings"]["scores_computed"] == 4 * 24
 
     again = run_cli(*args, cwd=tmp_path)

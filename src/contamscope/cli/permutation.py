@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -316,11 +317,15 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         if done:
             err_console.print(f"resuming: {done} of {total} items already scored in {out}")
         task["id"] = progress.add_task("scoring", total=total, completed=done, rate="")
+        task["start"], task["now"] = time.perf_counter(), 0
 
     def on_items(n: int) -> None:
+        # items finished by this run over its time so far, as the summary line counts them
+        # (rich's speed is the last two updates' rate: 0.24 items/s against the summary's 0.04)
         progress.advance(task["id"], n)
-        speed = progress.tasks[0].speed
-        progress.update(task["id"], rate=f"{speed:.2f} items/s" if speed else "")
+        task["now"] += n
+        rate = task["now"] / max(time.perf_counter() - task["start"], 1e-9)
+        progress.update(task["id"], rate=f"{rate:.2f} items/s")
 
     with progress:
         outcome = run_permutation(

@@ -21,6 +21,13 @@ def _ci(pair: list[float] | None, pct: bool = True) -> str:
     )
 
 
+def _excluded_now(timings: dict[str, Any]) -> str:
+    """`` (2 of them excluded, not scored)`` when this run excluded items (summaries before
+    ``items_excluded_now`` do not say)."""
+    n = timings.get("items_excluded_now") or 0
+    return f" ({n} of them excluded, not scored)" if n else ""
+
+
 def print_permutation_summary(summary: dict[str, Any]) -> None:
     stats = summary["statistics"]
     counts = summary["counts"]
@@ -130,7 +137,8 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         console.print(
             styled(
                 "dim",
-                f"scored {plural(tm['items_scored_now'], 'item')} in {tm['scoring_seconds']:.1f} s "
-                f"({tm['items_per_second']:.2f} items/s); {tm['scores_from_cache']} scores from cache",
+                f"finished {plural(tm['items_scored_now'], 'item')}{_excluded_now(tm)} in "
+                f"{tm['scoring_seconds']:.1f} s ({tm['items_per_second']:.2f} items/s); "
+                f"{tm['scores_from_cache']} scores from cache",
             )
         )

@@ -371,8 +371,6 @@ def run_permutation(
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [it for it in items if it.id not in done]
-    if on_start is not None:
-        on_start(len(items), len(done))
     alg1 = Algorithm1(ties=config.ties)
     alg2 = Algorithm2(deltas=config.deltas)
     offloaded = not backend.computes_on_local_cpu
@@ -380,6 +378,8 @@ def run_permutation(
     workers = config.detector_workers
     if workers is None:
         workers = min(16, (os.cpu_count() or 1) - 1) if offloaded else 0
+    if on_start is not None:  # here: the progress bar's rate and the summary's time one span
+        on_start(len(items), len(done))
     t0 = time.perf_counter()
     scored_now = 0
     tokens = 0
@@ -422,6 +422,7 @@ def run_permutation(
             "scoring_seconds": round(elapsed, 3),
             "items_scored_now": scored_now,
             "items_resumed": len(items) - scored_now,
+            "items_excluded_now": sum(1 for it in todo if done.get(it.id, {}).get("excluded")),
             "items_per_second": round(scored_now / elapsed, 3)
             if elapsed > 0 and scored_now
             else None,
