@@ -70,6 +70,19 @@ def test_run_writes_records_and_summary_then_resumes(
     assert s2["statistics"] == summary["statistics"]
     assert (out / "items.jsonl").read_text().count("\n") == 5
 
+    # another --alpha re-analyses the folder's records (it was refused as other settings), and
+    # so does a folder written when settings.json held alpha
+    settings = json.loads((out / "settings.json").read_text())
+    assert "alpha" not in settings["config"] and summary["config"]["alpha"] == 0.05
+    settings["config"]["alpha"] = 0.05
+    (out / "settings.json").write_text(json.dumps(settings))
+    strict = run_cli(*args, "--alpha", "0.01", cwd=tmp_path)
+    assert strict.returncode == 0, strict.stderr
+    s4 = json.loads((out / "summary.json").read_text())
+    assert s4["timings"]["items_scored_now"] == 0 and s4["config"]["alpha"] == 0.01
+    assert "alpha" not in json.loads((out / "settings.json").read_text())["config"]
+    assert s4["statistics"]["alpha"] == 0.01 != summary["statistics"]["alpha"]
+
     # a new run folder with the same items reuses every cached score; a --sample larger than
     # the benchmark takes every item and says so
     third = run_cli(

@@ -365,9 +365,18 @@ def run_permutation(
         "benchmark": loaded.source,
         "benchmark_hash": loaded.content_hash,
         "selection": _selection(loaded, [it.id for it in items], selection),
-        "config": config.settings(),
+        # alpha is analysis only (no record depends on it): another --alpha re-analyses the
+        # folder's records; summary.json holds it
+        "config": {k: v for k, v in config.settings().items() if k != "alpha"},
     }
-    done = run_dir.open(settings, overwrite=overwrite, complete=_readable)
+    stored = None if overwrite else run_dir.stored_settings()
+    old_config = stored.get("config") if isinstance(stored, dict) else None
+    with_alpha = (  # a folder written when settings.json held alpha
+        [settings | {"config": settings["config"] | {"alpha": old_config["alpha"]}}]
+        if isinstance(old_config, dict) and "alpha" in old_config
+        else []
+    )
+    done = run_dir.open(settings, overwrite=overwrite, complete=_readable, upgrades=with_alpha)
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [it for it in items if it.id not in done]
@@ -523,7 +532,7 @@ def build_summary(
             "files": len(loaded.files),
             "selection": settings["selection"],
         },
-        "config": settings["config"],
+        "config": settings["config"] | {"alpha": config.alpha},
         "counts": {
             "items_loaded": len(loaded.items),
             "items_selected": len(records),
