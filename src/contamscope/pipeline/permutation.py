@@ -357,6 +357,9 @@ def run_permutation(
     counted = scorer.mark()
     check_items(items, MCQItem, "the permutation test")
     check_backend(backend, prompt_logprobs=True, method="the permutation test")
+    # alpha is analysis only (no record depends on it): another --alpha re-analyses the
+    # folder's records; summary.json holds it
+    scoring: dict[str, Any] = {k: v for k, v in config.settings().items() if k != "alpha"}
     settings = {
         "method": "permutation",
         "run_schema": RUN_SCHEMA_VERSION,
@@ -365,14 +368,12 @@ def run_permutation(
         "benchmark": loaded.source,
         "benchmark_hash": loaded.content_hash,
         "selection": _selection(loaded, [it.id for it in items], selection),
-        # alpha is analysis only (no record depends on it): another --alpha re-analyses the
-        # folder's records; summary.json holds it
-        "config": {k: v for k, v in config.settings().items() if k != "alpha"},
+        "config": scoring,
     }
     stored = None if overwrite else run_dir.stored_settings()
     old_config = stored.get("config") if isinstance(stored, dict) else None
     with_alpha = (  # a folder written when settings.json held alpha
-        [settings | {"config": settings["config"] | {"alpha": old_config["alpha"]}}]
+        [settings | {"config": scoring | {"alpha": old_config["alpha"]}}]
         if isinstance(old_config, dict) and "alpha" in old_config
         else []
     )
