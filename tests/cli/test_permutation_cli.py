@@ -212,6 +212,9 @@ def test_a_wrong_model_or_dtype_is_said_before_the_benchmark_is_read(
 def test_help_has_examples_and_cache_commands(tmp_path: Path) -> None:
     res = run_cli("permutation", "--help", cwd=tmp_path)
     assert res.returncode == 0 and "Examples" in res.stdout and "--benchmark" in res.stdout
+    # a flag is shown alone ("--strict <bool>" read as if a value followed); values keep types
+    strict = next(ln for ln in res.stdout.splitlines() if "--strict" in ln)
+    assert "<bool>" not in res.stdout and "<" not in strict and "<path>" in res.stdout
     for sub in (
         ["--help"],
         ["cache", "--help"],

@@ -12,6 +12,27 @@ from . import cap as cap_cli
 from . import sweep as sweep_cli
 from .common import EXIT_USER_ERROR, err_console, styled
 
+
+def _flags_without_a_type() -> None:
+    """Help shows an on/off flag as ``--overwrite`` alone: typer 0.29 writes ``--overwrite
+    <bool>``, which reads as if a value had to follow (journey audit). Other types are kept."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "flags_hidden", False):
+        return  # another typer: its own display
+
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
+        if self.is_flag and not self.count:
+            return None
+        return shown(self, ctx)  # type: ignore[no-any-return]
+
+    display_type_rich.flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_a_type()
+
 app = typer.Typer(
     name="contamscope",
     help="Has this model seen this benchmark's test set? Benchmark-contamination detection.",
