@@ -102,8 +102,15 @@ def test_validate_trains_scores_and_reports_then_reuses(
     assert "alg2-anchored@-0.17" in first.stdout
 
     # a re-run that drops the baseline and epoch 1 reuses the checkpoints and scores
-    again = run_cli(*args[:-8], "--epochs", "2", "--no-baseline", *args[-6:], cwd=tmp_path)
+    # (with no COLUMNS, as when a user pipes the output to a log: the table's numbers are kept
+    # whole, not cut to "0.3…" for 80 columns)
+    again = run_cli(
+        *args[:-8], "--epochs", "2", "--no-baseline", *args[-6:], cwd=tmp_path, columns=None
+    )
     assert again.returncode == 0, again.stderr
+    assert "…" not in again.stdout
+    fpr = summary["results"][2]["detectors"]["rank@0.05"]["fpr"]
+    assert f"{fpr:.3f} [" in again.stdout
     assert "training a copy" not in again.stderr
     summary2 = json.loads((out / "summary.json").read_text())
     assert summary2["results"] == summary["results"][2:]

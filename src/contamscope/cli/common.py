@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -54,10 +55,21 @@ EXIT_ROWS_SKIPPED = 3
 """The run finished, but some input rows were skipped (listed in summary.json)."""
 EXIT_INTERRUPTED = 130
 
+
+def _file_width(stream: object) -> int | None:
+    """Width of output that goes to a file or pipe: rich lays it out for 80 columns, which cut
+    the numbers of wide tables to "0.3…" in a log; 200 keeps them whole. A terminal (or an
+    explicit ``COLUMNS``) keeps its own width."""
+    isatty = getattr(stream, "isatty", None)
+    if "COLUMNS" in os.environ or (isatty is not None and isatty()):
+        return None
+    return 200
+
+
 # no markup: file names, row text and model names may hold brackets ("d/x[/]y.csv"); styles
 # come from :func:`styled`
-console = Console(markup=False)
-err_console = Console(stderr=True, markup=False)
+console = Console(markup=False, width=_file_width(sys.stdout))
+err_console = Console(stderr=True, markup=False, width=_file_width(sys.stderr))
 
 
 def styled(style: str, text: str, rest: str = "") -> Text:

@@ -286,11 +286,18 @@ def run(**kw: Any) -> None:
     def on_phase(text: str) -> None:
         progress.console.print(styled("dim", f"{text} ..."))
 
+    def begin(description: str, total: int, done: int = 0) -> None:
+        # a finished bar's clock stops: rich keeps counting a task until it is stopped, so every
+        # earlier bar showed the time of the whole run
+        if "id" in current:
+            progress.stop_task(current["id"])
+        current["id"] = progress.add_task(description, total=total, completed=done)
+
     def on_train_start(total: int) -> None:
-        current["id"] = progress.add_task("training", total=total)
+        begin("training", total)
 
     def on_score_start(label: str, total: int, done: int) -> None:
-        current["id"] = progress.add_task(f"scoring {label}", total=total, completed=done)
+        begin(f"scoring {label}", total, done)
 
     def advance(n: int) -> None:
         progress.advance(current["id"], n)
@@ -312,6 +319,8 @@ def run(**kw: Any) -> None:
             on_score_start=on_score_start,
             on_items=advance,
         )
+        if "id" in current:
+            progress.stop_task(current["id"])
     print_validation_summary(outcome.summary)
     from ..validate.report import plot_roc
 
