@@ -128,6 +128,18 @@ def test_validate_trains_scores_and_reports_then_reuses(
     assert json.loads((out / "train_log.json").read_text()) == summary3["training"]
     assert summary2["config"]["baseline"] is False and summary2["config"]["epochs"] == [2]
 
+    # --alpha is analysis only: another level re-analyses the folder (no training, no scoring)
+    fourth = run_cli(*args, "--alpha", "0.1", cwd=tmp_path)
+    assert fourth.returncode == 0, fourth.stderr
+    assert "training a copy" not in fourth.stderr
+    summary4 = json.loads((out / "summary.json").read_text())
+    assert summary4["config"]["permutation"]["alpha"] == 0.1
+    assert "alpha" not in json.loads((out / "settings.json").read_text())["config"]["permutation"]
+    assert "rank@0.1" in summary4["results"][1]["detectors"]
+    for e in (0, 1, 2):
+        timings = json.loads((out / f"epoch-{e}" / "summary.json").read_text())["timings"]
+        assert timings["items_scored_now"] == 0 and timings["items_resumed"] == 8
+
 
 @pytest.mark.parametrize(
     ("extra", "message"),
@@ -167,3 +179,25 @@ def test_skipped_rows_are_listed_and_exit_3(tmp_path: Path, tiny_model_path: Pat
     assert res.returncode == 3, res.stderr
     summary = json.loads((tmp_path / "v" / "summary.json").read_text())
     assert [s.split(": ", 1)[0] for s in summary["skipped_rows"]] == [f"{path}:7"]
+
+
+def test_a_rerun_that_draws_other_items_is_refused(tmp_path: Path) -> None:
+    """A folder's scores and checkpoints belong to its split: a re-run whose draw differs (only
+    the automatic reference count can, through --alpha) is refused and the folder kept."""
+    from contamscope.errors import ConfigError
+    from contamscope.validate.pipeline import _check_same_split
+
+    path = tmp_path / "split.json"
+    old = {"leaked": [{"id": "a", "training_order": [0, 1]}], "clean": ["b"], "reference": []}
+    _check_same_split(path, old, overwrite=False)  # no folder yet
+    path.write_text(json.dumps(old), encoding="utf-8")
+    _check_same_split(path, json.loads(json.dumps(old)), overwrite=False)  # the same draw
+    more_refs = {**old, "reference": ["c", "d"]}
+    with pytest.raises(
+        ConfigError, match="this run draws 2 reference items, the folder's run drew 0"
+    ):
+        _check_same_split(path, more_refs, overwrite=False)
+    with pytest.raises(ConfigError, match="drew other items than this one"):
+        _check_same_split(path, {**old, "clean": ["e"]}, overwrite=False)
+    _check_same_split(path, more_refs, overwrite=True)  # --overwrite starts again
+    assert json.loads(path.read_text()) == old

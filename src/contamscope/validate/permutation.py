@@ -178,14 +178,27 @@ class PermutationValidation(ValidationMethod):
         }
 
     def settings(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "scenario": self.scenario,
-            "permutation": self.permutation.settings(),
-        }
+        # alpha is analysis only, as in the permutation command: another --alpha re-analyses
+        # the folder's records (the membership test's scoring settings hold no alpha either)
+        perm = {k: v for k, v in self.permutation.settings().items() if k != "alpha"}
+        out: dict[str, Any] = {"scenario": self.scenario, "permutation": perm}
         if self.reference_items != 0:
             out["reference_items"] = self.reference_items
             out["membership"] = self.membership.scoring_settings()
         return out
+
+    def summary_settings(self) -> dict[str, Any]:
+        out = self.settings()
+        out["permutation"] = out["permutation"] | {"alpha": self.permutation.alpha}
+        return out
+
+    def earlier_settings(self, stored: dict[str, Any]) -> list[dict[str, Any]]:
+        old = stored.get("permutation")
+        if isinstance(old, dict) and "alpha" in old:  # written when settings.json held alpha
+            out = self.settings()
+            out["permutation"] = out["permutation"] | {"alpha": old["alpha"]}
+            return [out]
+        return []
 
     def draw(self, n_items: int, seed: int) -> Split:
         split = split_items(

@@ -107,7 +107,17 @@ class ValidationMethod(ABC):
 
     @abstractmethod
     def settings(self) -> dict[str, Any]:
-        """Method settings that change the numbers (a re-run must match them)."""
+        """Method settings that change the stored records (a re-run must match them)."""
+
+    def summary_settings(self) -> dict[str, Any]:
+        """The settings as summary.json reports them: :meth:`settings` and the analysis-only
+        ones (a re-run may change those: it re-analyses the folder's records)."""
+        return self.settings()
+
+    def earlier_settings(self, stored: dict[str, Any]) -> list[dict[str, Any]]:
+        """Method settings that a folder written by an earlier version stored for the records
+        these :meth:`settings` make (given the folder's stored method settings)."""
+        return []
 
     @abstractmethod
     def skipped_rows(self) -> list[str]:
@@ -166,6 +176,32 @@ class ValidationOutcome:
     run_dir: Path
 
 
+def _check_same_split(path: Path, record: dict[str, Any], overwrite: bool) -> None:
+    """Refuse a re-run whose draw differs from the folder's (the settings match, so only an
+    automatic choice can: ``--reference-items`` left to pick its count, which depends on
+    ``--alpha``); its stored scores and checkpoints belong to the other split."""
+    if overwrite or not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # unreadable: rewritten below
+    if not isinstance(old, dict) or old == record:
+        return
+    if {k: v for k, v in old.items() if k != "reference"} != {
+        k: v for k, v in record.items() if k != "reference"
+    }:
+        raise ConfigError(
+            f"{path}: the folder's run drew other items than this one; --overwrite (or another "
+            "--out) to start it again"
+        )
+    raise ConfigError(
+        f"--alpha: this run draws {plural(len(record.get('reference', [])), 'reference item')}, "
+        f"the folder's run drew {len(old.get('reference', []))} (the automatic --reference-items "
+        "depends on --alpha); run with the folder's --alpha, or --overwrite / another --out"
+    )
+
+
 def _read_train_log(path: Path) -> list[dict[str, Any]]:
     """The epochs an earlier run logged ([] when none, or the file is unreadable)."""
     try:
@@ -215,10 +251,20 @@ def run_validation(
     if overwrite:
         for sub in [out / "checkpoints", *out.glob("epoch-*")]:
             shutil.rmtree(sub, ignore_errors=True)
-    root.open(settings, overwrite=overwrite)
-    (out / "split.json").write_text(
-        json.dumps(method.split_record(split), indent=1) + "\n", encoding="utf-8"
+    stored = None if overwrite else root.stored_settings()
+    stored_config = stored.get("config") if isinstance(stored, dict) else None
+    upgrades = (
+        [
+            settings | {"config": {**config.settings(), **old}}
+            for old in method.earlier_settings(stored_config)
+        ]
+        if isinstance(stored_config, dict)
+        else []
     )
+    root.open(settings, overwrite=overwrite, upgrades=upgrades)
+    record = method.split_record(split)
+    _check_same_split(out / "split.json", record, overwrite)
+    (out / "split.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
     phase(f"loading model {model}")
     backend = load_backend(model, device=device, dtype=dtype, options=options or {})
@@ -348,7 +394,8 @@ def build_summary(
         "model": {"spec": model, **{k: v for k, v in model_info.items() if k != "spec"}},
         "benchmark": bench,
         "config": {
-            **settings["config"],
+            **config.settings(),
+            **method.summary_settings(),
             "epochs": list(config.epochs),
             "baseline": config.baseline,
         },
