@@ -132,6 +132,23 @@ def test_spec_and_option_errors_are_one_line() -> None:
         load_backend("hf:someone/x", device="tpu")
 
 
+def test_a_bare_model_folder_or_gguf_path_reads_as_hf(tmp_path: Path) -> None:
+    """--model ./my-model was 'unknown model spec' though hf:./my-model loads it."""
+    from contamscope.backends import normalize_model_spec
+
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    gguf = tmp_path / "m.Q4.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert normalize_model_spec(str(folder)) == f"hf:{folder}"
+    assert normalize_model_spec(str(gguf)) == f"hf:{gguf}"
+    # specs with a backend, hub ids, and paths that are nothing stay as they are
+    for spec in ("smollm2", f"hf:{folder}", f"vllm:{folder}", "gpt5", str(tmp_path / "none")):
+        assert normalize_model_spec(spec) == spec
+    (tmp_path / "notes.txt").write_text("x")
+    assert normalize_model_spec(str(tmp_path / "notes.txt")) == str(tmp_path / "notes.txt")
+
+
 def test_tree_split_runs_each_branch_once_and_keeps_paths() -> None:
     from contamscope.backends.tree_plan import build_trees as _build_trees
 

@@ -63,7 +63,9 @@ def test_run_writes_records_and_summary_then_resumes(
     assert summary["timings"]["items_excluded_now"] == 1
     assert summary["timings"]["scores_computed"] == 4 * 24
 
-    again = run_cli(*args, cwd=tmp_path)
+    # the model folder given without hf: is the same spec: the re-run resumes
+    bare = [str(tiny_model_path) if a == f"hf:{tiny_model_path}" else a for a in args]
+    again = run_cli(*bare, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     s2 = json.loads((out / "summary.json").read_text())
     assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 5

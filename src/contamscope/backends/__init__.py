@@ -10,7 +10,14 @@ from .base import (
     ScoreResult,
     TokenStats,
 )
-from .registry import BACKENDS, DTYPE_NAMES, check_model_spec, load_backend, parse_model_options
+from .registry import (
+    BACKENDS,
+    DTYPE_NAMES,
+    check_model_spec,
+    load_backend,
+    normalize_model_spec,
+    parse_model_options,
+)
 
 __all__ = [
     "Backend",
@@ -25,5 +32,6 @@ __all__ = [
     "DTYPE_NAMES",
     "check_model_spec",
     "load_backend",
+    "normalize_model_spec",
     "parse_model_options",
 ]

@@ -16,7 +16,14 @@ from typing import Any
 from ..errors import ConfigError, ModelError
 from .base import Backend
 
-__all__ = ["load_backend", "BACKENDS", "DTYPE_NAMES", "check_model_spec", "parse_model_options"]
+__all__ = [
+    "load_backend",
+    "BACKENDS",
+    "DTYPE_NAMES",
+    "check_model_spec",
+    "normalize_model_spec",
+    "parse_model_options",
+]
 
 # prefix -> (module, factory attribute, extra to install)
 BACKENDS: dict[str, tuple[str, str, str]] = {
@@ -55,6 +62,23 @@ DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 """What ``--dtype`` takes (the backend resolves ``auto``)."""
 
 
+def normalize_model_spec(spec: str) -> str:
+    """A bare path to a local model folder or ``.gguf`` file is read as ``hf:PATH``; any other
+    spec is returned as it is (a run folder stores the normalised spec, so ``--model ./m`` and
+    ``--model hf:./m`` resume each other's runs).
+
+    >>> normalize_model_spec("smollm2")
+    'smollm2'
+    """
+    kind, sep, _ = spec.partition(":")
+    if (sep and kind in BACKENDS) or spec in BACKENDS:
+        return spec
+    path = Path(spec).expanduser()
+    if path.is_dir() or (path.suffix.lower() == ".gguf" and path.is_file()):
+        return f"hf:{spec}"
+    return spec
+
+
 def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> None:
     """Fail now, with the error loading would give, on a spec that names no backend or (with
     ``paths``) a local path that does not exist, and on an unknown ``dtype``: the commands call
@@ -65,8 +89,8 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         kind, rest = spec, ""
     if kind not in BACKENDS or (kind in ("hf", "openai", "vllm") and not rest):
         raise ModelError(
-            f"unknown model spec {spec!r}; use smollm2 (the bundled default), hf:PATH_OR_HUB_ID, "
-            "openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
+            f"unknown model spec {spec!r}; use smollm2 (the bundled default), a model folder, "
+            "hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
     local = paths and kind in ("hf", "vllm") and rest.startswith((".", "/", "~"))
     if local and not Path(rest).expanduser().exists():
@@ -88,6 +112,7 @@ def load_backend(
     Traceback (most recent call last):
     ModelError: unknown model spec 'nonsense'; use smollm2 or hf:PATH_OR_ID
     """
+    spec = normalize_model_spec(spec)
     check_model_spec(spec)
     kind, sep, rest = spec.partition(":")
     if not sep:

@@ -143,11 +143,24 @@ def name_option(message: str, kw: dict[str, Any]) -> str:
     return message
 
 
+def _normalize_model_specs(kw: dict[str, Any]) -> None:
+    """``--model``, ``--paraphraser`` and sweep's ``--models`` naming a local model folder or
+    ``.gguf`` file without ``hf:`` read as ``hf:PATH`` (stored so in the run folder)."""
+    from ..backends.registry import normalize_model_spec
+
+    for key in ("model", "paraphraser"):
+        if isinstance(kw.get(key), str):
+            kw[key] = normalize_model_spec(kw[key])
+    if isinstance(kw.get("models"), str):
+        kw["models"] = ",".join(normalize_model_spec(m.strip()) for m in kw["models"].split(","))
+
+
 def user_errors(fn: F) -> F:
     """Turn user errors into one line on stderr and a non-zero exit; never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _normalize_model_specs(kwargs)
         try:
             return fn(*args, **kwargs)
         except ContamscopeError as exc:
