@@ -257,7 +257,8 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
     with pytest.raises(StoreError) as err:
         damaged.get_many([k for k, _ in rows])
     assert str(err.value).startswith(f"{path}: not a usable score cache (")
-    assert "cache clear --yes" in str(err.value)
+    # the hint names this --cache-dir: a bare `cache clear --yes` empties the default cache
+    assert f"`contamscope cache clear --yes --cache-dir {path.parent}` removes it" in str(err.value)
     damaged.close()
     res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import shlex
 import sqlite3
 import threading
 import time
@@ -140,9 +141,21 @@ def _db_problem(path: Path, exc: Exception) -> str:
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
         return f"{path}: score cache error ({text}); use --no-cache or another --cache-dir"
     return (
-        f"{path}: not a usable score cache ({text}); `contamscope cache clear --yes` removes "
+        f"{path}: not a usable score cache ({text}); `{_clear_command(path)}` removes "
         "it, or use --no-cache or another --cache-dir"
     )
+
+
+def _clear_command(path: Path) -> str:
+    """The command that removes the cache file ``path`` (its --cache-dir unless the default:
+    a bare ``cache clear`` would empty the user's default cache, not this one)."""
+    from ..paths import default_score_db
+
+    if path.name != "scores.sqlite":  # a file the Python API named: not a --cache-dir's
+        return f"rm {shlex.quote(str(path))}"
+    if path.resolve() != default_score_db().resolve():
+        return f"contamscope cache clear --yes --cache-dir {shlex.quote(str(path.parent))}"
+    return "contamscope cache clear --yes"
 
 
 class ScoreCache:
