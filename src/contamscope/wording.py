@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["plural", "number"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -12,3 +12,16 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     ('1 item', '0 items', '1,024 queries')
     """
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def number(x: float, signed: bool = False) -> str:
+    """Three decimals, one from 1,000 on, and 4 significant digits from 10^5 on (a perplexity
+    of a model that never saw such text is 10^28, whose 29 digits say nothing).
+
+    >>> number(48830.2), number(5.778e28), number(-0.0123, signed=True)
+    ('48830.2', '5.778e+28', '-0.012')
+    """
+    sign = "+" if signed else ""
+    if abs(x) >= 1e5:
+        return f"{x:{sign}.3e}"
+    return f"{x:{sign}.1f}" if abs(x) >= 1000 else f"{x:{sign}.3f}"

@@ -16,6 +16,7 @@ from contamscope.detectors.benbench import first_mismatch, starting_points
 from contamscope.pipeline.benbench import BenBenchConfig, SplitInput, run_benbench
 from contamscope.pipeline.benbench_refs import inline_reference
 from contamscope.store import CachedScorer, RunDir, ScoreCache
+from contamscope.wording import number
 
 ROWS = [
     {
@@ -170,6 +171,10 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["rows_skipped"] == 1
     assert summary["skipped_rows"]["test"] == [f"{bench}:3: missing answer"]
+    # a random model's perplexity (10^28 here) reads in 4 significant digits, not 29
+    ppl = summary["statistics"]["splits"]["test"]["original"]["ppl"]
+    assert re.search(rf"answer perplexity\s*│\s*{re.escape(number(ppl))}\s*│", r.stdout), r.stdout
+    assert not re.search(r"\d{9}", r.stdout), r.stdout
     r = run_cli("card", "--run", "run", "--out", "card.md", "--model-name", "Tiny", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     card = (tmp_path / "card.md").read_text()

@@ -12,7 +12,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
-from ..wording import plural
+from ..wording import number, plural
 from .common import (
     MODEL_OPTIONS_HELP,
     ItemProgress,
@@ -366,7 +366,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
 def _num(x: float | None, pct: bool = False) -> str:
     if x is None:
         return "-"
-    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+    return f"{100 * x:.1f}%" if pct else number(x)
 
 
 def _ci(ci: list[float] | None, pct: bool = False) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from ..detectors.benbench import LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
-from ..wording import plural
+from ..wording import number, plural
 from .cap import mean_ci
 from .html import Column, Section, Table, clip, esc, in_lang
 from .methods import Estimate, ReportOptions
@@ -115,20 +115,7 @@ def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
         return "–"
     if pct:
         return f"{100 * x:+.1f} pp" if signed else f"{100 * x:.1f}%"
-    return _num(x, signed)
-
-
-def _num(x: float, signed: bool) -> str:
-    """Three decimals (one precision down a column), one from 1,000 on, and 4 significant
-    digits from 10^5 on: as the item table writes its numbers.
-
-    >>> _num(48830.2, False), _num(513400.0, False), _num(-0.0123, True)
-    ('48830.2', '5.134e+05', '-0.012')
-    """
-    sign = "+" if signed else ""
-    if abs(x) >= 1e5:
-        return f"{x:{sign}.3e}"
-    return f"{x:{sign}.1f}" if abs(x) >= 1000 else f"{x:{sign}.3f}"
+    return number(x, signed)
 
 
 def _ci(pair: Sequence[float] | None, pct: bool) -> str:
@@ -136,7 +123,7 @@ def _ci(pair: Sequence[float] | None, pct: bool) -> str:
         return "–"
     if pct:
         return f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
-    return f"[{_num(pair[0], True)}, {_num(pair[1], True)}]"
+    return f"[{number(pair[0], True)}, {number(pair[1], True)}]"
 
 
 def _metric_keys(summary: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
+from ..wording import number
 
 __all__ = [
     "CARD_SCHEMA",
@@ -263,7 +264,7 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
 def _num(x: float | None, pp: bool) -> str:
     if x is None:
         return "-"
-    return f"{100 * x:.1f}%" if pp else f"{x:.3f}"
+    return f"{100 * x:.1f}%" if pp else number(x)
 
 
 def _delta(v: dict[str, Any], pp: bool) -> str:
@@ -272,7 +273,7 @@ def _delta(v: dict[str, Any], pp: bool) -> str:
         return "-"
 
     def f(x: float) -> str:
-        return f"{100 * x:+.1f}" if pp else f"{x:+.3f}"
+        return f"{100 * x:+.1f}" if pp else number(x, signed=True)
 
     ci = "" if not v.get("ci") else f" [{f(v['ci'][0])}, {f(v['ci'][1])}]"
     return f"{f(v['value'])}{' pp' if pp else ''}{ci}, p {p_text(v.get('p_value'))}"
