@@ -37,6 +37,24 @@ def test_engine_matches_naive_full_forward(tiny_backend) -> None:  # type: ignor
     assert got[0].boundary_chars == 0
 
 
+def test_scoring_passes_the_kv_cache_by_this_transformers_name(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """transformers 5.24 renamed forward's past_key_values to cache and warned (FutureWarning,
+    'will be removed in 5.40') on every run's stderr; the split and the fallback head both."""
+    import warnings
+
+    old_split = tiny_backend._split_head
+    try:
+        for split in (True, False):
+            tiny_backend._split_head = split
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                tiny_backend.score(REQUESTS[:2])
+            said = [str(w.message) for w in caught if "past_key_values" in str(w.message)]
+            assert said == [], said
+    finally:
+        tiny_backend._split_head = old_split
+
+
 def test_small_batch_budget_and_fallback_head_give_same_numbers(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     ref = [r.logprob for r in tiny_backend.score(REQUESTS)]
     old_budget, old_split = tiny_backend.max_batch_tokens, tiny_backend._split_head

@@ -222,6 +222,7 @@ class HFBackend(Backend):
             self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         self._split_head = self._decoder is not None and self._head_w is not None
+        self._cache_kw = _cache_keyword(self._trunk().forward)
         self._lse_kernel: Any = None
         """One-pass log-softmax-at-target kernel (CUDA with Triton, checked once; else None)."""
         if self._split_head and cuda and os.environ.get("CONTAMSCOPE_NO_TRITON") != "1":
@@ -547,13 +548,17 @@ class HFBackend(Backend):
                 moments[s : s + _HEAD_ROWS] = _vocab_moments(logp[s : s + _HEAD_ROWS])
         return out
 
-    def _forward(self, ids: torch.Tensor, **kw: Any) -> tuple[torch.Tensor, Any]:
+    def _trunk(self) -> Any:
+        """The module run for scoring: the decoder without its head (split head), or the model."""
+        return self._decoder if self._split_head else self.model
+
+    def _forward(self, ids: torch.Tensor, cache: Any = None, **kw: Any) -> tuple[torch.Tensor, Any]:
         """Final hidden states (or logits, on the fallback path) and the KV cache."""
-        if self._split_head:
-            out = self._decoder(ids, **kw)
-            return out.last_hidden_state, out.past_key_values
-        out = self.model(ids, **kw)
-        return out.logits, out.past_key_values
+        if cache is not None:
+            kw[self._cache_kw] = cache
+        out = self._trunk()(ids, **kw)
+        cache_out = out.get("cache", out.get("past_key_values"))
+        return out.last_hidden_state if self._split_head else out.logits, cache_out
 
     def _run_prefixes(self, prefixes: list[tuple[int, ...]]) -> tuple[list[Any], torch.Tensor]:
         """Run prefixes once (right-padded batch): the per-layer (keys, values) of the batch, each
@@ -613,7 +618,7 @@ class HFBackend(Backend):
             self._upload(batch.ids),
             attention_mask=mask,
             position_ids=self._upload(batch.pos),
-            past_key_values=kv,
+            cache=kv,
         )
         flat = torch.cat([states.reshape(n * width, -1), held.last.index_select(0, slots)])
         tgt = self._upload(batch.targets)
@@ -740,3 +745,15 @@ class HFBackend(Backend):
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
         p = len(e.prefix)
         return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
+
+
+def _cache_keyword(forward: Any) -> str:
+    """The name a model's forward takes its KV cache by: ``cache`` from transformers 5.24,
+    ``past_key_values`` before (5.24 still takes it, with a FutureWarning on every run)."""
+    import inspect
+
+    try:
+        params = inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
