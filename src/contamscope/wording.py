@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plural", "number"]
+__all__ = ["plural", "number", "value"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -25,3 +25,14 @@ def number(x: float, signed: bool = False) -> str:
     if abs(x) >= 1e5:
         return f"{x:{sign}.3e}"
     return f"{x:{sign}.1f}" if abs(x) >= 1000 else f"{x:{sign}.3f}"
+
+
+def value(x: float | None, pct: bool = False) -> str:
+    """A table cell: ``-`` for no value, a rate as a percentage, else :func:`number`.
+
+    >>> value(None), value(0.125, pct=True), value(2.5)
+    ('-', '12.5%', '2.500')
+    """
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pct else number(x)

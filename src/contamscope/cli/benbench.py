@@ -12,7 +12,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
-from ..wording import number, plural
+from ..wording import plural, value
 from .common import (
     MODEL_OPTIONS_HELP,
     ItemProgress,
@@ -363,14 +363,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
 
 
-def _num(x: float | None, pct: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{100 * x:.1f}%" if pct else number(x)
-
-
 def _ci(ci: list[float] | None, pct: bool = False) -> str:
-    return "-" if not ci else f"[{_num(ci[0], pct)}, {_num(ci[1], pct)}]"
+    return "-" if not ci else f"[{value(ci[0], pct)}, {value(ci[1], pct)}]"
 
 
 _LABELS = {
@@ -417,9 +411,9 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             d = st["delta"][key]
             t.add_row(
                 label,
-                _num(st["original"][key], pct),
-                _num((st["reference"] or {}).get(key), pct),
-                _num(d["delta"], pct) if d["n"] else "-",
+                value(st["original"][key], pct),
+                value((st["reference"] or {}).get(key), pct),
+                value(d["delta"], pct) if d["n"] else "-",
                 _ci(d["ci"], pct),
                 p_text(d.get("p_value")),
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
@@ -460,7 +454,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 continue
             t.add_row(
                 label,
-                _num(v["value"], pct),
+                value(v["value"], pct),
                 _ci(v["ci"], pct),
                 p_text(v.get("p_value")),
                 "-" if v["relative_pct"] is None else f"{v['relative_pct']:+.2f}",

@@ -160,8 +160,8 @@ def user_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _normalize_model_specs(kwargs)
         try:
+            _normalize_model_specs(kwargs)
             return fn(*args, **kwargs)
         except ContamscopeError as exc:
             line = name_option(str(exc), kwargs)

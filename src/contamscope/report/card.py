@@ -23,7 +23,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import number
+from ..wording import number, value
 
 __all__ = [
     "CARD_SCHEMA",
@@ -261,12 +261,6 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
     }
 
 
-def _num(x: float | None, pp: bool) -> str:
-    if x is None:
-        return "-"
-    return f"{100 * x:.1f}%" if pp else number(x)
-
-
 def _delta(v: dict[str, Any], pp: bool) -> str:
     """Signed difference with its CI and p-value: accuracies in percentage points."""
     if v.get("value") is None:
@@ -330,9 +324,9 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines.append(
             f"| {md(c['benchmark'])} | {md(c['split'])} | `{c['content_hash'][:12]}` | "
             f"{c['items']} ({c['items_paired']}) | {md(_refs(c))} | "
-            f"{_num(ppl.get('original'), False)} / {_num(ppl.get('paraphrase'), False)} | "
+            f"{value(ppl.get('original'), False)} / {value(ppl.get('paraphrase'), False)} | "
             f"{_delta(ppl, False)} | "
-            f"{_num(acc.get('original'), True)} / {_num(acc.get('paraphrase'), True)} | "
+            f"{value(acc.get('original'), True)} / {value(acc.get('paraphrase'), True)} | "
             f"{_delta(acc, True)} | {inst['count']}/{inst['of']} / {para_inst} |"
         )
     dtts = [c for c in card["checks"] if "delta_train_test" in c]

@@ -187,17 +187,18 @@ class PermutationValidation(ValidationMethod):
             out["membership"] = self.membership.scoring_settings()
         return out
 
-    def summary_settings(self) -> dict[str, Any]:
+    def _settings_with_alpha(self, alpha: Any) -> dict[str, Any]:
         out = self.settings()
-        out["permutation"] = out["permutation"] | {"alpha": self.permutation.alpha}
+        out["permutation"] = out["permutation"] | {"alpha": alpha}
         return out
+
+    def summary_settings(self) -> dict[str, Any]:
+        return self._settings_with_alpha(self.permutation.alpha)
 
     def earlier_settings(self, stored: dict[str, Any]) -> list[dict[str, Any]]:
         old = stored.get("permutation")
         if isinstance(old, dict) and "alpha" in old:  # written when settings.json held alpha
-            out = self.settings()
-            out["permutation"] = out["permutation"] | {"alpha": old["alpha"]}
-            return [out]
+            return [self._settings_with_alpha(old["alpha"])]
         return []
 
     def draw(self, n_items: int, seed: int) -> Split:
