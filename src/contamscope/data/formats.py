@@ -108,7 +108,7 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             id=f"{stem}-{row_no}",
             question=question_text(row[0]),
             options=options,
-            answer=parse_answer(row[5], options, ints=True, text=True),
+            answer=parse_answer(row[5], options, ints=True),
             subject=subject,
             source=src,
             line=line,
