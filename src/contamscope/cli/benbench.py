@@ -58,7 +58,10 @@ resume).
 
 def command(
     model: str = typer.Option(
-        "smollm2", "--model", "-m", help="Model spec: smollm2, hf:PATH_OR_ID."
+        "smollm2",
+        "--model",
+        "-m",
+        help="Model spec: smollm2, a local model folder or .gguf file, hf:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
         ...,

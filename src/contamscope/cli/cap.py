@@ -58,7 +58,13 @@ resume).
 
 
 def command(
-    model: str = typer.Option("smollm2", "--model", "-m", help="Model spec (generation backend)."),
+    model: str = typer.Option(
+        "smollm2",
+        "--model",
+        "-m",
+        help="Model that generates answers: smollm2, a local model folder or .gguf file, hf:, "
+        "vllm:, openai:BASE_URL#MODEL.",
+    ),
     benchmark: str = typer.Option(
         ...,
         "--benchmark",

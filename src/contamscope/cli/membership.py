@@ -60,7 +60,10 @@ resume).
 
 def command(
     model: str = typer.Option(
-        "smollm2", "--model", "-m", help="Model spec: smollm2, hf:PATH_OR_ID, vllm:, openai:."
+        "smollm2",
+        "--model",
+        "-m",
+        help="Model spec: smollm2, a local model folder or .gguf file, hf:, vllm:, openai:.",
     ),
     benchmark: str = typer.Option(
         ...,

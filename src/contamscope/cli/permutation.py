@@ -83,9 +83,9 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model spec: smollm2 (bundled), hf:PATH_OR_HUB_ID (folder, .gguf file, hub id), "
-        "openai:BASE_URL#MODEL (OpenAI-compatible server; key from $CONTAMSCOPE_API_KEY or "
-        "$OPENAI_API_KEY), vllm:PATH_OR_HUB_ID.",
+        help="Model spec: smollm2 (bundled), a local model folder or .gguf file, "
+        "hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL (OpenAI-compatible server; key from "
+        "$CONTAMSCOPE_API_KEY or $OPENAI_API_KEY), vllm:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
         "mmlu",

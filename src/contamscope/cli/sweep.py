@@ -99,7 +99,12 @@ class Job:
 
 
 def command(
-    models: str = typer.Option(..., "--models", help="Comma-separated model specs."),
+    models: str = typer.Option(
+        ...,
+        "--models",
+        help="Comma-separated model specs (smollm2, local folders or .gguf files, hf:, vllm:, "
+        "openai:).",
+    ),
     benchmarks: str = typer.Option(
         ..., "--benchmarks", help="Comma-separated benchmarks (mmlu, files, folders, hf:DATASET)."
     ),

@@ -67,7 +67,11 @@ def _parse_epochs(text: str) -> tuple[int, ...]:
 
 def command(
     model: str = typer.Option(
-        "smollm2", "--model", "-m", help="Model to contaminate: smollm2 or hf:PATH_OR_HUB_ID."
+        "smollm2",
+        "--model",
+        "-m",
+        help="Model to contaminate: smollm2, a local model folder or .gguf file, or "
+        "hf:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
         "mmlu", "--benchmark", "-b", help="mmlu (bundled), a file or folder, or hf:DATASET."
