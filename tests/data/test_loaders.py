@@ -718,7 +718,10 @@ def test_an_mmlu_csv_digit_answer_is_always_the_index(tmp_path: Path) -> None:
     header = "question,choice0,choice1,choice2,choice3,answer\n"
     text = header + "Degree?,0,4,2,6,1\nIndex?,8,2,24,120,2\nQ?,7,8,9,10,8\n"
     result = load_benchmark(str(write(tmp_path, "algebra_test.csv", text)), format="mmlu-csv")
-    assert [(i.id, i.answer) for i in result.items] == [("algebra_test-0", 1), ("algebra_test-1", 2)]
+    assert [(i.id, i.answer) for i in result.items] == [
+        ("algebra_test-0", 1),
+        ("algebra_test-1", 2),
+    ]
     assert one_problem(result).reason == "answer '8' is out of range for 4 options"
 
 

@@ -100,7 +100,11 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
 
     # changed shared options are refused (results would mix settings)
     changed = _sweep(two_models, benches, out, "--sample", "2")
-    assert changed.returncode == 2 and "other options (--sample None -> 2)" in changed.stderr
+    assert (
+        changed.returncode == 2
+        and "other options (--sample None -> 2); use another --out, or --overwrite"
+        in changed.stderr
+    )
 
     # a benchmark file edited since: its finished pairs are not passed off as done (they were
     # skipped with the old file's numbers, exit 0)

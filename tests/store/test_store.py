@@ -108,7 +108,8 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
     run.open({"model": "a", "seed": 0, "selection": {}})
     run.append([{"id": "x"}])
     run.close()
-    with pytest.raises(StoreError, match=r"\(seed: 0 -> 1\)"):
+    # --overwrite costs nothing already scored: the message says so (users re-ran from scratch)
+    with pytest.raises(StoreError, match=r"\(seed: 0 -> 1\); .*--overwrite .*not computed again"):
         RunDir(tmp_path / "run").open({"model": "a", "seed": 1, "selection": {}})
     # a field mapping given on the re-run is named down to the key, with both values
     with pytest.raises(StoreError, match=r"selection.fields: \(none\) -> 'question=answer'"):

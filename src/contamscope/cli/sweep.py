@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
+from ..store.run import REPLACE_HINT
 from ..wording import plural
 from .common import (
     EXIT_ROWS_SKIPPED,
@@ -179,8 +180,7 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
         changed = _differ(old, shared)
         if changed:
             raise ConfigError(
-                f"{out} holds a sweep with other options ({', '.join(changed)}); "
-                "use another --out or --overwrite"
+                f"{out} holds a sweep with other options ({', '.join(changed)}); " + REPLACE_HINT
             )
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"options": shared}, indent=2) + "\n", encoding="utf-8")

@@ -34,6 +34,13 @@ def _release(key: str, owner: int, fd: int) -> None:
     os.close(fd)  # drops the flock
 
 
+REPLACE_HINT = (
+    "use another --out, or --overwrite to replace it (what the score cache holds is not "
+    "computed again)"
+)
+"""How a refused re-run with other settings goes on (runs and sweeps say it alike)."""
+
+
 class RunDir:
     """An output folder for one run of one method.
 
@@ -111,7 +118,7 @@ class RunDir:
             if old != settings and old not in list(upgrades):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
-                    "use another --out or --overwrite"
+                    + REPLACE_HINT
                 )
         elif overwrite:
             for p in (self.items_path, self.summary_path):
