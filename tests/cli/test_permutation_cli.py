@@ -199,6 +199,20 @@ def test_user_errors_are_one_line_without_traceback(
         (["--model", "smollm3"], "unknown model spec 'smollm3'"),
         (["--model", "hf:/no/such/folder"], "--model hf:/no/such/folder: no such file or folder"),
         (["--dtype", "fp16"], "--dtype 'fp16': expected auto, float32, bfloat16, float16"),
+        # a bare path that is not there said 'unknown model spec'
+        (["--model", "./no-such-model"], "--model ./no-such-model: no such file or folder"),
+        (["--model", "gone.gguf"], "--model gone.gguf: no such file or folder"),
+        # a bare hub id: how to write it
+        (["--model", "Qwen/Qwen2-0.5B"], "(a hub id takes hf:, as in hf:Qwen/Qwen2-0.5B)"),
+        # a folder that is no model folder (a run folder) failed after the benchmark was read,
+        # with transformers' "Couldn't instantiate the backend tokenizer ..."
+        (["--model", "hf:./runs"], "--model hf:./runs: not a model folder (no config.json)"),
+        (["--model", "./runs"], "--model hf:./runs: not a model folder (no config.json)"),
+        (["--model", "./notes.txt"], "--model ./notes.txt: expected a model folder or a .gguf"),
+        (
+            ["--model", "./w"],
+            "--model hf:./w: not a model folder (no config.json); it holds m.gguf",
+        ),
     ],
 )
 def test_a_wrong_model_or_dtype_is_said_before_the_benchmark_is_read(
@@ -206,6 +220,11 @@ def test_a_wrong_model_or_dtype_is_said_before_the_benchmark_is_read(
 ) -> None:
     """The bundled MMLU's 'repeats: 106 items repeat ...' came first, and the error after it
     (journey audit)."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "items.jsonl").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("a model?\n", encoding="utf-8")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "m.gguf").write_bytes(b"GGUF")
     res = run_cli("permutation", "--benchmark", "mmlu", *args, cwd=tmp_path)
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr

@@ -88,15 +88,41 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
     if not sep:
         kind, rest = spec, ""
     if kind not in BACKENDS or (kind in ("hf", "openai", "vllm") and not rest):
+        if paths and _path_like(spec):  # a bare path that normalize_model_spec did not take
+            _check_local_model(spec, Path(spec).expanduser())
+        hub = f" (a hub id takes hf:, as in hf:{spec})" if _hub_id_like(spec) else ""
         raise ModelError(
-            f"unknown model spec {spec!r}; use smollm2 (the bundled default), a model folder, "
-            "hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
+            f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), a model "
+            "folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
-    local = paths and kind in ("hf", "vllm") and rest.startswith((".", "/", "~"))
-    if local and not Path(rest).expanduser().exists():
-        raise ModelError(f"{spec}: no such file or folder")
+    if paths and kind in ("hf", "vllm") and _path_like(rest):
+        _check_local_model(spec, Path(rest).expanduser())
     if dtype not in DTYPE_NAMES:
         raise ConfigError(f"--dtype {dtype!r}: expected {', '.join(DTYPE_NAMES)}")
+
+
+def _path_like(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or text.lower().endswith(".gguf")
+
+
+def _hub_id_like(text: str) -> bool:
+    owner, sep, name = text.partition("/")
+    return bool(sep and owner and name) and "/" not in name and ":" not in text
+
+
+def _check_local_model(spec: str, path: Path) -> None:
+    """A local folder loads only with its ``config.json``; one without was tried anyway, and
+    transformers' tokenizer message ('Couldn't instantiate the backend tokenizer ...') came
+    after the benchmark had been read."""
+    if not path.exists():
+        raise ModelError(f"{spec}: no such file or folder")
+    if not path.is_dir() and path.suffix.lower() != ".gguf":
+        raise ModelError(f"{spec}: expected a model folder or a .gguf file")
+    configs = ("config.json", "adapter_config.json")  # a PEFT adapter loads with its base
+    if path.is_dir() and not any((path / name).is_file() for name in configs):
+        ggufs = sorted(p.name for p in path.glob("*.gguf"))
+        hint = f"; it holds {ggufs[0]}: pass that file" if ggufs else ""
+        raise ModelError(f"{spec}: not a model folder (no config.json){hint}")
 
 
 def load_backend(
