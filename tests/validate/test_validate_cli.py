@@ -152,17 +152,20 @@ def test_validate_trains_scores_and_reports_then_reuses(
         # detectors that could never fire, and a declared statistic whose test went missing
         (["--reference-items", "10"], "--reference-items 10: with alpha 0.05 the membership"),
         (["--statistic", "combined"], "--statistic 'combined': validate declares one of"),
+        # the model is checked before the benchmark is read ('loading model ./nope ...' came
+        # first, after the benchmark's messages)
+        (["--model", "./nope"], "error: --model ./nope: no such file or folder"),
     ],
 )
 def test_user_errors_are_one_line(
-    tmp_path: Path, bench: Path, extra: list[str], message: str
+    tmp_path: Path, bench: Path, tiny_model_path: Path, extra: list[str], message: str
 ) -> None:
-    res = run_cli(
-        "validate", "--model", "hf:/nonexistent", "--benchmark", str(bench), *extra, cwd=tmp_path
-    )
+    model = ["--model", f"hf:{tiny_model_path}"]
+    res = run_cli("validate", *model, "--benchmark", str(bench), *extra, cwd=tmp_path)
     assert res.returncode == 2
     assert message in res.stderr
     assert "Traceback" not in res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [res.stderr.strip()]
 
 
 def test_skipped_rows_are_listed_and_exit_3(tmp_path: Path, tiny_model_path: Path) -> None:

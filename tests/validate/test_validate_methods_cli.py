@@ -208,12 +208,16 @@ def test_cap_validation_end_to_end_and_reuse(
     ],
 )
 def test_method_user_errors_are_one_line(
-    tmp_path: Path, gsm8k_file: Path, mcq_folder: Path, extra: list[str], message: str
+    tmp_path: Path,
+    gsm8k_file: Path,
+    mcq_folder: Path,
+    tiny_model_path: Path,
+    extra: list[str],
+    message: str,
 ) -> None:
     bench = mcq_folder if "cap" in extra else gsm8k_file
-    res = run_cli(
-        "validate", "--model", "hf:/nonexistent", "--benchmark", str(bench), *extra, cwd=tmp_path
-    )
+    model = f"hf:{tiny_model_path}"  # checked first: these errors come before it loads
+    res = run_cli("validate", "--model", model, "--benchmark", str(bench), *extra, cwd=tmp_path)
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
     assert "Traceback" not in res.stderr

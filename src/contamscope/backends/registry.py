@@ -95,8 +95,10 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), a model "
             "folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
-    if paths and kind in ("hf", "vllm") and _path_like(rest):
-        _check_local_model(spec, Path(rest).expanduser())
+    if paths and kind in ("hf", "vllm"):
+        path = Path(rest).expanduser()
+        if _path_like(rest) or path.exists():  # a local folder wins over a hub id, as in
+            _check_local_model(spec, path)  # transformers
     if dtype not in DTYPE_NAMES:
         raise ConfigError(f"--dtype {dtype!r}: expected {', '.join(DTYPE_NAMES)}")
 

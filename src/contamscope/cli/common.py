@@ -114,6 +114,7 @@ _SPEC_OPTIONS = {
     "reference": "--reference",
     "train_reference": "--train-reference",
     "model": "--model",
+    "paraphraser": "--paraphraser",
     "embedder": "--embedder",
     "benchmarks": "--benchmarks",
     "models": "--models",

@@ -253,7 +253,7 @@ _METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
 
 @user_errors
 def run(**kw: Any) -> None:
-    from ..backends import parse_model_options
+    from ..backends import check_model_spec, parse_model_options
     from ..validate import TrainConfig, ValidateConfig, plot_summary, run_validation
 
     build = _METHODS.get(kw["method"])
@@ -272,6 +272,7 @@ def run(**kw: Any) -> None:
             seed=kw["seed"],
         ),
     )
+    check_model_spec(kw["model"], kw["dtype"])  # before the benchmark's messages
     method, default_name = build(kw)
     out = kw["out"] or Path("runs") / default_name
     check_output_folder(out)
