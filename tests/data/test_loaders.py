@@ -814,6 +814,29 @@ def test_utf16_without_a_bom_is_named(tmp_path: Path) -> None:
         load_cap(str(jsonl), ["train", "test"])
 
 
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-32"])
+def test_utf16_and_utf32_with_a_bom_are_read(tmp_path: Path, codec: str) -> None:
+    """Excel's 'Unicode Text' and Windows tools save UTF-16 with a byte-order mark, which names
+    the encoding; such files were refused with 'not UTF-8 text (byte offset 0)'."""
+    text = "question,A,B,C,D,answer\nCafé?,a,b,c,d,B\nbad row\nQ?,1,2,3,4,A\n"
+    bom = {"utf-16-be": b"\xfe\xff"}.get(codec, b"")  # utf-16 and utf-32 write their own
+    path = write(tmp_path, "wide_test.csv", "")
+    path.write_bytes(bom + text.encode(codec))
+    result = load_benchmark(str(path))
+    assert [(i.question, i.answer) for i in result.items] == [("Café?", 1), ("Q?", 0)]
+    assert one_problem(result).line == 3  # line numbers as in the file
+    # the QA loader reads through the same decoder
+    from contamscope.data.qa import load_qa
+
+    jsonl = tmp_path / "qa.jsonl"
+    jsonl.write_bytes(bom + '{"question": "Q?", "answer": "1"}\n'.encode(codec))
+    assert [i.question for i in load_qa(str(jsonl)).items] == ["Q?"]
+    # a file cut inside a character after its mark is named, as for UTF-8
+    path.write_bytes(bom + text.encode(codec)[:-1])
+    with pytest.raises(DataError, match=r"not UTF-\d\d text after its byte-order mark"):
+        load_benchmark(str(path))
+
+
 @pytest.mark.parametrize(
     ("name", "header", "fmt"),
     [

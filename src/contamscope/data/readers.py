@@ -54,10 +54,26 @@ def not_a_file(path: Path) -> str:
     return "not a file or folder"
 
 
+_WIDE_BOMS = (
+    ((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"), "utf-32"),
+    ((b"\xff\xfe", b"\xfe\xff"), "utf-16"),
+)
+
+
 def decode_text(path: Path, raw: bytes) -> str:
-    """A data file's bytes as text: UTF-8 (a leading BOM dropped), else a one-line DataError
+    """A data file's bytes as text: UTF-8 (a leading BOM dropped), UTF-16 or UTF-32 with a
+    byte-order mark (Excel's and Windows tools' 'Unicode' saves), else a one-line DataError
     naming the byte, or UTF-16 without a byte-order mark (which decodes as UTF-8 with a NUL
     between every two ASCII letters)."""
+    for boms, codec in _WIDE_BOMS:  # UTF-32's marks first: UTF-16 LE's is a prefix of one
+        if raw.startswith(boms):
+            try:
+                return raw.decode(codec).lstrip("\ufeff")
+            except UnicodeDecodeError as e:
+                raise DataError(
+                    f"{path}: not {codec.upper()} text after its byte-order mark (byte offset "
+                    f"{e.start}); re-save as UTF-8"
+                ) from None
     skip = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
     try:
         text = raw[skip:].decode("utf-8")
