@@ -260,6 +260,7 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
     assert str(err.value).startswith(f"{path}: not a usable score cache (")
     # the hint names this --cache-dir: a bare `cache clear --yes` empties the default cache
     assert f"`contamscope cache clear --yes --cache-dir {path.parent}` removes it" in str(err.value)
+    assert f"`contamscope cache repair --cache-dir {path.parent}` salvages" in str(err.value)
     damaged.close()
     res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
@@ -270,6 +271,59 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
         "malformed)"
     ), res.stdout
     assert not path.exists()
+
+
+def _damaged_cache(path: Path, n: int) -> list[tuple[str, ScoreResult]]:
+    """A cache of ``n`` distinct scores (and a model name) with 4 pages in its middle
+    overwritten, as a disk error or a copy cut short leaves one."""
+    cache = ScoreCache(path)
+    cache.note_model("fp|float32", {"spec": "hf:./m", "detail": "d"})
+    rows = [(f"key-{i}-" + "x" * 200, ScoreResult(-float(i), 3)) for i in range(n)]
+    cache.put_many("fp|float32", rows)
+    cache.close()
+    db = sqlite3.connect(path)  # fold the WAL in: one file to damage
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(size // 2)
+        fh.write(b"\xa5" * 16384)
+    return rows
+
+
+def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
+    """A damaged cache could only be removed, every score in it with it: `cache repair` keeps
+    the rows SQLite can still read, exactly as stored, and sets the damaged file aside."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    rows = _damaged_cache(path, 3000)
+    res = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 0, res.stderr
+    kept = int(out.split("kept ")[1].split(" scores")[0].replace(",", ""))
+    assert 2000 < kept < 3000, out  # 4 pages of ~16 rows each and their neighbours
+    assert "1 model name" in out and "on damaged pages could not be read" in out
+    assert f"the damaged file is kept as {Path('c') / 'scores.sqlite.damaged'}" in out
+    assert (tmp_path / "c" / "scores.sqlite.damaged").is_file()
+    repaired = ScoreCache(path)
+    got = repaired.get_many([k for k, _ in rows])
+    assert len(got) == kept and repaired.info().entries == kept
+    family = [path.with_name(path.name + end) for end in ("", "-wal", "-shm")]
+    assert repaired.info().size_bytes == sum(p.stat().st_size for p in family if p.exists())
+    assert all(got[k] == r for k, r in rows if k in got)  # the values as stored
+    assert [m.name for m in repaired.models()] == ["hf:./m"]
+    repaired.put_many("fp|float32", rows[:5])  # writable again
+    repaired.close()
+    # a sound cache is left as it is
+    again = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
+    assert again.returncode == 0 and "no damage found" in again.stdout, again.stderr
+    assert not (tmp_path / "c" / "scores.sqlite.damaged-2").exists()
+    # a file that is no SQLite file at all has nothing to salvage: one line, exit 2
+    path.write_bytes(b"not a database" * 100)
+    res = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "nothing to salvage" in res.stderr and "cache clear --yes --cache-dir c" in res.stderr
 
 
 def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`contamscope cache info|clear`: see and manage the score cache."""
+"""`contamscope cache info|clear|repair`: see and manage the score cache."""
 
 from __future__ import annotations
 
@@ -128,6 +128,37 @@ def clear(
         console.print(f"removed {path}, which was {why}")
         return
     console.print(f"deleted {plural(n, 'score')} from {path}")
+
+
+@app.command("repair")
+@user_errors
+def repair(cache_dir: Path | None = CacheDir) -> None:
+    """Salvage the readable scores of a damaged cache file into a new one (run it while no run
+    uses the cache); the damaged file is kept beside it as scores.sqlite.damaged.
+
+    Example: contamscope cache repair --cache-dir /shared/contamscope-cache
+    """
+    from ..store.repair import repair_cache
+
+    path = cache_path(cache_dir)
+    report = repair_cache(path)
+    if report.sound:
+        console.print(f"{path}: no damage found (SQLite's quick_check passes); nothing changed")
+        return
+    names = {"scores": "score", "blobs": "stored statistic", "models": "model name"}
+    kept = ", ".join(plural(report.kept.get(t, 0), w) for t, w in names.items())
+    lost = sum(report.lost.values())
+    console.print(
+        f"repaired {path}: kept {kept}; "
+        + (
+            f"{plural(lost, 'row id')} on damaged pages could not be read (their scores are "
+            "computed again when a run needs them)"
+            if lost
+            else "every row was read"
+        )
+        + f"\nthe damaged file is kept as {report.damaged_copy}: delete it when satisfied",
+        highlight=False,
+    )
 
 
 def _clear_converted(yes: bool) -> None:

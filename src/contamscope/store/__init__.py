@@ -1,6 +1,7 @@
 """Score cache and run records."""
 
 from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ModelSetup, ScoreCache, score_key
+from .repair import RepairReport, repair_cache
 from .run import RUN_SCHEMA_VERSION, RunDir, read_records, releases_run_dir
 
 __all__ = [
@@ -14,4 +15,6 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "read_records",
     "releases_run_dir",
+    "repair_cache",
+    "RepairReport",
 ]

@@ -140,22 +140,40 @@ def _db_problem(path: Path, exc: Exception) -> str:
         )
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
         return f"{path}: score cache error ({text}); use --no-cache or another --cache-dir"
+    repair = _repair_command(path)
     return (
-        f"{path}: not a usable score cache ({text}); `{_clear_command(path)}` removes "
-        "it, or use --no-cache or another --cache-dir"
+        f"{path}: not a usable score cache ({text}); "
+        + (f"`{repair}` salvages its readable scores, " if repair else "")
+        + f"`{_clear_command(path)}` removes it, or use --no-cache or another --cache-dir"
     )
 
 
 def _clear_command(path: Path) -> str:
     """The command that removes the cache file ``path`` (its --cache-dir unless the default:
     a bare ``cache clear`` would empty the user's default cache, not this one)."""
+    where = _cache_dir_args(path)
+    if where is None:  # a file the Python API named: not a --cache-dir's
+        return f"rm {shlex.quote(str(path))}"
+    return f"contamscope cache clear --yes{where}"
+
+
+def _repair_command(path: Path) -> str | None:
+    """``cache repair`` for a damaged --cache-dir's file (None for a file the Python API
+    named otherwise: :func:`contamscope.store.repair.repair_cache` takes any path)."""
+    where = _cache_dir_args(path)
+    return None if where is None else f"contamscope cache repair{where}"
+
+
+def _cache_dir_args(path: Path) -> str | None:
+    """`` --cache-dir DIR`` that makes a cache command act on ``path`` ('' for the default
+    cache, None for a file that is no --cache-dir's ``scores.sqlite``)."""
     from ..paths import default_score_db
 
-    if path.name != "scores.sqlite":  # a file the Python API named: not a --cache-dir's
-        return f"rm {shlex.quote(str(path))}"
+    if path.name != "scores.sqlite":
+        return None
     if path.resolve() != default_score_db().resolve():
-        return f"contamscope cache clear --yes --cache-dir {shlex.quote(str(path.parent))}"
-    return "contamscope cache clear --yes"
+        return f" --cache-dir {shlex.quote(str(path.parent))}"
+    return ""
 
 
 class ScoreCache:
@@ -322,7 +340,8 @@ class ScoreCache:
             "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM "
             "(SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs)"
         ).fetchone()
-        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
+        family = [self.path.with_name(self.path.name + end) for end in ("", "-wal", "-shm")]
+        size = sum(p.stat().st_size for p in family if p.exists())  # not a .damaged copy
         return CacheInfo(str(self.path), entries, models, size)
 
     @_db_errors

@@ -1,0 +1,177 @@
+"""Salvage the readable rows of a damaged score cache (``contamscope cache repair``).
+
+A damaged SQLite file (a disk error, a copy cut short, a cache shared over a network file
+system whose locks failed) made every run refuse the whole cache, hours of scores with it.
+SQLite reads a damaged table by ``rowid`` ranges up to the damaged page: each table is read in
+ranges, a range that fails is halved, and a single row that still fails is counted as lost.
+The rows read (type-checked) go into a fresh cache file that takes the damaged one's place; the
+damaged file is kept beside it, renamed, until the user deletes it.
+
+Run it while no run uses the cache: a run writing during the repair loses those writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from .cache import SCHEMA_VERSION, ScoreCache, _clear_command
+
+_TABLES: dict[str, Callable[[tuple[Any, ...]], bool]] = {
+    # table -> whether a row read from it is well formed (damaged pages can read as values)
+    "scores": lambda r: (
+        isinstance(r[0], str)
+        and isinstance(r[2], (int, float))
+        and not math.isnan(r[2])
+        and (r[3] is None or isinstance(r[3], int))
+    ),
+    "blobs": lambda r: isinstance(r[0], str) and isinstance(r[2], str) and _json(r[3]),
+    "models": lambda r: isinstance(r[0], str),
+    "model_specs": lambda r: isinstance(r[0], str) and isinstance(r[1], str),
+}
+"""The cache's tables, in :class:`ScoreCache`'s schema, with each one's row check."""
+
+
+def _json(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        json.loads(value)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class RepairReport:
+    """What :func:`repair_cache` did: rows kept and lost per table, where the damaged file went.
+
+    ``damaged_copy`` is None when the file was found sound (nothing was changed)."""
+
+    path: Path
+    kept: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
+    damaged_copy: Path | None = None
+
+    @property
+    def sound(self) -> bool:
+        return self.damaged_copy is None
+
+
+def repair_cache(path: Path) -> RepairReport:
+    """Salvage the readable rows of the score cache at ``path`` into a new file at ``path``;
+    the damaged file is kept as ``PATH.damaged`` (``.damaged-2``, ... if taken). A sound file
+    (SQLite's ``quick_check`` passes) is left as it is. StoreError when there is nothing to
+    read (no file, no SQLite header, another schema version)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"{path}: no score cache here")
+    old = _open(path)
+    try:
+        if _sound(old):
+            return RepairReport(path)
+        report = RepairReport(path)
+        fresh = path.with_name(path.name + ".repairing")
+        for leftover in _family(fresh):
+            leftover.unlink(missing_ok=True)
+        ScoreCache(fresh).close()  # the current schema, empty
+        new = sqlite3.connect(fresh)
+        try:
+            with new:
+                for table, well_formed in _TABLES.items():
+                    columns = [row[1] for row in new.execute(f"PRAGMA table_info({table})")]
+                    kept, lost = _copy_table(old, new, table, columns, well_formed, path)
+                    report.kept[table], report.lost[table] = kept, lost
+        finally:
+            new.close()
+    finally:
+        old.close()
+    report.damaged_copy = _set_aside(path)
+    os.replace(fresh, path)
+    return report
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(
+            f"{path}: nothing to salvage ({exc}); `{_clear_command(path)}` removes it"
+        ) from None
+    if row is None or str(row[0]) != str(SCHEMA_VERSION):
+        db.close()
+        found = "no schema version" if row is None else f"schema {row[0]}"
+        raise StoreError(
+            f"{path}: {found}, this version reads {SCHEMA_VERSION}: nothing to salvage for it; "
+            f"`{_clear_command(path)}` removes it"
+        )
+    return db
+
+
+def _sound(db: sqlite3.Connection) -> bool:
+    try:
+        return db.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _copy_table(
+    old: sqlite3.Connection,
+    new: sqlite3.Connection,
+    table: str,
+    columns: list[str],
+    well_formed: Callable[[tuple[Any, ...]], bool],
+    path: Path,
+) -> tuple[int, int]:
+    """(rows kept, rows lost) of one table, read by rowid ranges, halving the ones that fail."""
+    select = f"SELECT {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ?"
+    insert = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})"
+    try:
+        top = old.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+    except sqlite3.OperationalError:  # no such table: it holds nothing to keep
+        return 0, 0
+    except sqlite3.DatabaseError:  # the right edge is damaged: bound rowids by the file size
+        top = path.stat().st_size // 16  # no row of these tables takes under 16 bytes
+    kept = lost = 0
+    ranges = [(1, top)] if top >= 1 else []
+    while ranges:
+        lo, hi = ranges.pop()
+        try:
+            rows = old.execute(select, (lo, hi)).fetchall()
+        except sqlite3.DatabaseError:
+            if lo == hi:
+                lost += 1
+            else:
+                mid = (lo + hi) // 2
+                ranges += [(mid + 1, hi), (lo, mid)]
+            continue
+        good = [r for r in rows if well_formed(r)]
+        lost += len(rows) - len(good)
+        kept += new.executemany(insert, good).rowcount
+    return kept, lost
+
+
+def _family(path: Path) -> list[Path]:
+    """A SQLite file with its write-ahead log and shared-memory index."""
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def _set_aside(path: Path) -> Path:
+    """Move the damaged file (with its WAL files, kept paired by name) out of the way."""
+    n, target = 1, path.with_name(path.name + ".damaged")
+    while any(p.exists() for p in _family(target)):
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{n}")
+    for src, dst in zip(_family(path), _family(target)):
+        if src.exists():
+            os.replace(src, dst)
+    return target
