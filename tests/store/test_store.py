@@ -303,7 +303,8 @@ def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     kept = int(out.split("kept ")[1].split(" scores")[0].replace(",", ""))
     assert 2000 < kept < 3000, out  # 4 pages of ~16 rows each and their neighbours
-    assert "1 model name" in out and "on damaged pages could not be read" in out
+    lost = int(out.split("lost ")[1].split(" rows on damaged pages")[0].replace(",", ""))
+    assert kept + lost == 3000 and "1 model name" in out  # counted from the key index
     assert f"the damaged file is kept as {Path('c') / 'scores.sqlite.damaged'}" in out
     assert (tmp_path / "c" / "scores.sqlite.damaged").is_file()
     repaired = ScoreCache(path)
@@ -324,6 +325,22 @@ def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
     res = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "nothing to salvage" in res.stderr and "cache clear --yes --cache-dir c" in res.stderr
+
+
+def test_cache_repair_says_when_the_rows_lost_cannot_be_counted(tmp_path: Path) -> None:
+    """With the last pages gone (the ends of the score table and of its key index) the rows
+    there were are unknown: the report says None, not a count of row ids probed."""
+    from contamscope.store import repair_cache
+
+    path = tmp_path / "scores.sqlite"
+    rows = _damaged_cache(path, 3000)
+    with open(path, "r+b") as fh:  # the tail of the file as well
+        fh.seek(path.stat().st_size - 16384)
+        fh.write(b"\x5a" * 16384)
+    report = repair_cache(path)
+    assert report.lost["scores"] is None and 0 < report.kept["scores"] < 3000
+    got = ScoreCache(path).get_many([k for k, _ in rows])
+    assert len(got) == report.kept["scores"] and all(got[k] == r for k, r in rows if k in got)
 
 
 def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> None:

@@ -147,13 +147,16 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
         return
     names = {"scores": "score", "blobs": "stored statistic", "models": "model name"}
     kept = ", ".join(plural(report.kept.get(t, 0), w) for t, w in names.items())
-    lost = sum(report.lost.values())
+    counts = list(report.lost.values())
+    if None in counts:
+        lost = "an unknown number of rows (the ends of a table and its index are damaged)"
+    else:
+        lost = plural(sum(c for c in counts if c is not None), "row")
     console.print(
         f"repaired {path}: kept {kept}; "
         + (
-            f"{plural(lost, 'row id')} on damaged pages could not be read (their scores are "
-            "computed again when a run needs them)"
-            if lost
+            f"lost {lost} on damaged pages (their scores are computed again when a run needs them)"
+            if any(c != 0 for c in counts)
             else "every row was read"
         )
         + f"\nthe damaged file is kept as {report.damaged_copy}: delete it when satisfied",

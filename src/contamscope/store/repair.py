@@ -57,7 +57,8 @@ class RepairReport:
 
     path: Path
     kept: dict[str, int] = field(default_factory=dict)
-    lost: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int | None] = field(default_factory=dict)
+    """Rows there were and are not kept, per table; None where how many cannot be known."""
     damaged_copy: Path | None = None
 
     @property
@@ -131,33 +132,69 @@ def _copy_table(
     columns: list[str],
     well_formed: Callable[[tuple[Any, ...]], bool],
     path: Path,
-) -> tuple[int, int]:
-    """(rows kept, rows lost) of one table, read by rowid ranges, halving the ones that fail."""
-    select = f"SELECT {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ?"
+) -> tuple[int, int | None]:
+    """(rows kept, rows lost) of one table, read by rowid ranges, halving the ones that fail.
+
+    The rows there were are the row ids in the table's key index (a separate b-tree, often
+    intact); with the index damaged too, the failing row ids are counted, and lost is None
+    (unknown) when even the table's last row id cannot be read."""
+    select = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ?"
     insert = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})"
     try:
-        top = old.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+        old.execute(f"SELECT 1 FROM {table} LIMIT 0").fetchall()
     except sqlite3.OperationalError:  # no such table: it holds nothing to keep
         return 0, 0
-    except sqlite3.DatabaseError:  # the right edge is damaged: bound rowids by the file size
-        top = path.stat().st_size // 16  # no row of these tables takes under 16 bytes
-    kept = lost = 0
+    except sqlite3.DatabaseError:
+        pass
+    expected = _indexed_rowids(old, table)
+    unknown = False
+    if expected is not None:
+        top = max(expected, default=0)
+    else:
+        try:
+            top = old.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+        except sqlite3.DatabaseError:  # the right edge is damaged too: bound by the file size
+            top, unknown = path.stat().st_size // 16, True  # no row takes under 16 bytes
+    kept, malformed, failed = 0, 0, 0
+    read: set[int] = set()
     ranges = [(1, top)] if top >= 1 else []
-    while ranges:
+    while ranges and failed <= _MAX_FAILED:
         lo, hi = ranges.pop()
         try:
             rows = old.execute(select, (lo, hi)).fetchall()
         except sqlite3.DatabaseError:
             if lo == hi:
-                lost += 1
+                failed += 1
             else:
                 mid = (lo + hi) // 2
-                ranges += [(mid + 1, hi), (lo, mid)]
+                ranges += [(mid + 1, hi), (lo, mid)]  # the lower half first
             continue
-        good = [r for r in rows if well_formed(r)]
-        lost += len(rows) - len(good)
+        read.update(r[0] for r in rows)
+        good = [r[1:] for r in rows if well_formed(r[1:])]
+        malformed += len(rows) - len(good)
         kept += new.executemany(insert, good).rowcount
-    return kept, lost
+    if expected is not None:
+        return kept, len(expected - read) + malformed
+    return kept, None if unknown or ranges else failed + malformed
+
+
+_MAX_FAILED = 1_000_000
+"""Unreadable row ids probed one by one before a table's salvage stops (bounds the time where
+neither the table's end nor its index can be read)."""
+
+
+def _indexed_rowids(old: sqlite3.Connection, table: str) -> set[int] | None:
+    """The row ids in ``table``'s primary-key index, or None when it cannot be read."""
+    try:
+        names = old.execute(
+            "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name=?", (table,)
+        ).fetchall()
+        if not names:
+            return None
+        query = f"SELECT rowid FROM {table} INDEXED BY {names[0][0]}"
+        return {r[0] for r in old.execute(query)}
+    except sqlite3.DatabaseError:
+        return None
 
 
 def _family(path: Path) -> list[Path]:
