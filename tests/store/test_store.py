@@ -243,17 +243,7 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
     from cli_runner import run_cli
 
     path = tmp_path / "c" / "scores.sqlite"
-    cache = ScoreCache(path)
-    rows = [(f"key-{i}-" + "x" * 200, ScoreResult(-1.0, 3)) for i in range(3000)]
-    cache.put_many("fp", rows)
-    cache.close()
-    db = sqlite3.connect(path)  # fold the WAL in: one file to damage
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.close()
-    size = path.stat().st_size
-    with open(path, "r+b") as fh:
-        fh.seek(size // 2)
-        fh.write(b"\xa5" * 16384)
+    rows = _damaged_cache(path, 3000)
     damaged = ScoreCache(path)
     with pytest.raises(StoreError) as err:
         damaged.get_many([k for k, _ in rows])
