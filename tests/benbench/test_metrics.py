@@ -95,13 +95,26 @@ def test_delta_stats_known_values() -> None:
     d = delta_stats([0.5, 0.7, 0.9], [0.4, 0.4, 0.4], n_boot=500)
     assert d["delta"] == pytest.approx(0.3)
     assert d["relative_pct"] == pytest.approx(75.0)
-    lo, hi = d["ci"]
-    assert 0.1 <= lo <= 0.3 <= hi <= 0.5
+    # 3 items: the expanded interval is the whole bootstrap range, the per-item deltas' range
+    assert d["ci"] == pytest.approx([0.1, 0.5])
     same = delta_stats([0.2, 0.3], [0.2, 0.3], n_boot=200)
     assert same["delta"] == 0 and same["ci"] == [0.0, 0.0]
     zero_ref = delta_stats([0.2, 0.0], [0.0, 0.0], n_boot=200)
     assert zero_ref["relative_pct"] is None and zero_ref["relative_ci"] is None
     assert delta_stats([], [])["delta"] is None
+
+
+def test_delta_ci_covers_at_its_level_with_few_items() -> None:
+    """The plain bootstrap percentile interval of Delta covered the true 0 in about 88% of
+    clean 6-item data sets (too narrow by sqrt((n-1)/n) and by z for t); the expanded
+    percentile interval holds about 95%."""
+    rng = np.random.default_rng(7)
+    sets = 400
+    covered = 0
+    for s in range(sets):
+        ci = delta_stats(rng.normal(0, 1, 6), rng.normal(0, 1, 6), seed=s)["ci"]
+        covered += ci[0] <= 0 <= ci[1]
+    assert covered / sets >= 0.91  # binomial sd at 0.95: 0.011
 
 
 def test_delta_train_test() -> None:

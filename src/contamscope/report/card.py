@@ -302,8 +302,9 @@ def render_markdown(card: dict[str, Any]) -> str:
         "Original / paraphrase and Delta (original - paraphrase) are over the items with a "
         "usable paraphrase (paired). Leak direction: Delta perplexity < 0, Delta accuracy > 0. "
         "p: one-sided randomization test, H0 = each item's original is as familiar to the model "
-        "as its paraphrases. Intervals: 95% paired bootstrap over items (too narrow with few "
-        "items; the p-value holds its level at any number).",
+        "as its paraphrases. Intervals: 95% paired bootstrap over items, expanded percentile "
+        "(still too narrow with 2-3 items, where a bootstrap cannot reach beyond the items' "
+        "range; the p-value holds its level at any number).",
         "",
         "| benchmark | split | sha256 | items (paired) | references | perplexity orig / para | "
         f"Delta perplexity [95% CI], p | {gram} acc orig / para | Delta acc [95% CI], p | "
