@@ -287,6 +287,8 @@ def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
     from cli_runner import run_cli
 
     path = tmp_path / "c" / "scores.sqlite"
+    none = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)  # as `cache clear`
+    assert none.returncode == 0 and "no cache yet; nothing to repair" in none.stdout, none.stderr
     rows = _damaged_cache(path, 3000)
     res = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
     out = " ".join(res.stdout.split())

@@ -141,6 +141,9 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
     from ..store.repair import repair_cache
 
     path = cache_path(cache_dir)
+    if not path.exists():
+        console.print(f"{path}: no cache yet; nothing to repair")
+        return
     report = repair_cache(path)
     if report.sound:
         console.print(f"{path}: no damage found (SQLite's quick_check passes); nothing changed")
