@@ -299,6 +299,7 @@ def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
     assert kept + lost == 3000 and "1 model name" in out  # counted from the key index
     assert f"the damaged file is kept as {Path('c') / 'scores.sqlite.damaged'}" in out
     assert (tmp_path / "c" / "scores.sqlite.damaged").is_file()
+    assert not list(path.parent.glob("*.repairing*"))  # nothing of the new file left behind
     repaired = ScoreCache(path)
     got = repaired.get_many([k for k, _ in rows])
     assert len(got) == kept and repaired.info().entries == kept

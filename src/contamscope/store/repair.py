@@ -90,12 +90,15 @@ def repair_cache(path: Path) -> RepairReport:
                     columns = [row[1] for row in new.execute(f"PRAGMA table_info({table})")]
                     kept, lost = _copy_table(old, new, table, columns, well_formed, path)
                     report.kept[table], report.lost[table] = kept, lost
+            new.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all in the one file that moves
         finally:
             new.close()
     finally:
         old.close()
     report.damaged_copy = _set_aside(path)
     os.replace(fresh, path)
+    for leftover in _family(fresh)[1:]:
+        leftover.unlink(missing_ok=True)
     return report
 
 
