@@ -240,8 +240,6 @@ def _split_input(
 @user_errors
 def run(**kw: Any) -> None:
     check_model(kw)  # before the benchmark's messages
-    if kw.get("paraphraser"):
-        check_model(kw, kw["paraphraser"])
     with executor_from(kw) as executor:
         scan(kw, executor)
 

@@ -10,6 +10,7 @@ from rich.table import Table
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_folder, default_score_db, model_cache_dir
 from ..store import ScoreCache
+from ..store.cache import sqlite_files
 from ..wording import plural
 from .common import console, err_console, user_errors
 
@@ -119,7 +120,7 @@ def clear(
     except StoreError as exc:  # not a readable cache (damaged, other schema): remove the file
         if path.is_dir() or not exc.replaceable:
             raise
-        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        for p in sqlite_files(path):
             try:
                 p.unlink(missing_ok=True)
             except OSError as gone:

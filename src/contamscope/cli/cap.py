@@ -206,8 +206,6 @@ def _default(key: str) -> Any:
 @user_errors
 def run(**kw: Any) -> None:
     check_model(kw)  # before the benchmark's messages
-    if kw.get("paraphraser"):
-        check_model(kw, kw["paraphraser"])
     with executor_from(kw) as executor:
         scan(kw, executor)
 

@@ -41,12 +41,16 @@ GPUS_PER_WORKER_OPT = typer.Option(
 
 
 def check_model(kw: Mapping[str, Any], spec: str | None = None) -> None:
-    """The command's model spec (or ``spec``) and ``--dtype``, checked before the benchmark is
-    read; a local path only where this machine loads the model (Ray workers may see paths
-    this machine does not)."""
+    """The command's model spec and its ``--paraphraser`` if any (or ``spec``) and ``--dtype``,
+    checked before the benchmark is read; a local path only where this machine loads the model
+    (Ray workers may see paths this machine does not)."""
     from ..backends import check_model_spec
 
-    check_model_spec(spec or kw["model"], kw["dtype"], paths=kw["executor"] == "local")
+    specs = (
+        [spec] if spec else [kw["model"], *([kw["paraphraser"]] if kw.get("paraphraser") else [])]
+    )
+    for one in specs:
+        check_model_spec(one, kw["dtype"], paths=kw["executor"] == "local")
 
 
 def executor_from(kw: Mapping[str, Any]) -> Executor:

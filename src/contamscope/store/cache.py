@@ -176,6 +176,11 @@ def _cache_dir_args(path: Path) -> str | None:
     return ""
 
 
+def sqlite_files(path: Path) -> list[Path]:
+    """A SQLite file with its write-ahead log and shared-memory index (WAL mode)."""
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
 class ScoreCache:
     """SQLite store of computed scores. Safe to share between processes (WAL mode) and between
     the threads of one process (one connection, used by one thread at a time).
@@ -340,8 +345,8 @@ class ScoreCache:
             "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM "
             "(SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs)"
         ).fetchone()
-        family = [self.path.with_name(self.path.name + end) for end in ("", "-wal", "-shm")]
-        size = sum(p.stat().st_size for p in family if p.exists())  # not a .damaged copy
+        files = sqlite_files(self.path)  # not a .damaged copy beside them
+        size = sum(p.stat().st_size for p in files if p.exists())
         return CacheInfo(str(self.path), entries, models, size)
 
     @_db_errors

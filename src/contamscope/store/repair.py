@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from .cache import SCHEMA_VERSION, ScoreCache, _clear_command
+from .cache import SCHEMA_VERSION, ScoreCache, _clear_command, sqlite_files
 
 _TABLES: dict[str, Callable[[tuple[Any, ...]], bool]] = {
     # table -> whether a row read from it is well formed (damaged pages can read as values)
@@ -80,7 +80,7 @@ def repair_cache(path: Path) -> RepairReport:
             return RepairReport(path)
         report = RepairReport(path)
         fresh = path.with_name(path.name + ".repairing")
-        for leftover in _family(fresh):
+        for leftover in sqlite_files(fresh):
             leftover.unlink(missing_ok=True)
         ScoreCache(fresh).close()  # the current schema, empty
         new = sqlite3.connect(fresh)
@@ -97,7 +97,7 @@ def repair_cache(path: Path) -> RepairReport:
         old.close()
     report.damaged_copy = _set_aside(path)
     os.replace(fresh, path)
-    for leftover in _family(fresh)[1:]:
+    for leftover in sqlite_files(fresh)[1:]:
         leftover.unlink(missing_ok=True)
     return report
 
@@ -200,18 +200,13 @@ def _indexed_rowids(old: sqlite3.Connection, table: str) -> set[int] | None:
         return None
 
 
-def _family(path: Path) -> list[Path]:
-    """A SQLite file with its write-ahead log and shared-memory index."""
-    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
-
-
 def _set_aside(path: Path) -> Path:
     """Move the damaged file (with its WAL files, kept paired by name) out of the way."""
     n, target = 1, path.with_name(path.name + ".damaged")
-    while any(p.exists() for p in _family(target)):
+    while any(p.exists() for p in sqlite_files(target)):
         n += 1
         target = path.with_name(f"{path.name}.damaged-{n}")
-    for src, dst in zip(_family(path), _family(target)):
+    for src, dst in zip(sqlite_files(path), sqlite_files(target)):
         if src.exists():
             os.replace(src, dst)
     return target
