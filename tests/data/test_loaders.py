@@ -926,3 +926,87 @@ def test_a_benchmark_of_the_other_kind_says_which_commands_read_it(tmp_path: Pat
         load_benchmark(str(qa))
     with pytest.raises(DataError, match="mmlu: the bundled MMLU is multiple-choice"):
         load_qa("mmlu")
+
+
+def _table(rows: list[list[str]], delimiter: str) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, delimiter=delimiter, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
+_TABLES = {  # name -> (format to pass, rows); questions hold commas and quotes
+    "anatomy_test": (None, [["Which, if any?", "a", "b, c", "d", 'say "e"', "B"]]),
+    "cmmlu_test": (
+        None,
+        [
+            ["", "Question", "A", "B", "C", "D", "Answer"],
+            ["0", "问题，一?", "甲", "乙", "丙", "丁", "C"],
+        ],
+    ),
+    "ceval_val": (
+        None,
+        [["id", "question", "A", "B", "C", "D", "answer"], ["0", "Q, 1?", "a", "b", "c", "d", "D"]],
+    ),
+    "mine": (
+        "csv",
+        [["question", "A", "B", "C", "D", "answer"], ["Q, 2?", "a", "b", "c", "d", "A"]],
+    ),
+}
+
+
+@pytest.mark.parametrize("stem", list(_TABLES))
+def test_tab_separated_files_read_as_their_csv_twins(tmp_path: Path, stem: str) -> None:
+    """Every CSV format reads from a .tsv file, from a tab-separated file named .csv (a
+    spreadsheet's 'Text (Tab delimited)' save) and from Excel's 'Unicode Text' (UTF-16, tabs);
+    all were refused ('unknown extension' or 'no column ...') and give the CSV's items."""
+    fmt, rows = _TABLES[stem]
+    bad = ["only, two", "cells"]  # one malformed row after the good one, kept as a problem
+    csv_file = write(tmp_path / "csv", f"{stem}.csv", _table([*rows, bad], ","))
+    tsv_text = _table([*rows, bad], "\t")
+    fields = FieldMap.parse("question=question,options=A|B|C|D,answer=answer") if fmt else None
+
+    def load(path: Path) -> LoadResult:
+        return load_benchmark(str(path), format=fmt, field_map=fields)
+
+    want = load(csv_file)
+    assert len(want.items) == 1 and len(want.problems) == 1
+    tabbed_csv = write(tmp_path / "tabbed", f"{stem}.csv", tsv_text)
+    unicode_text = tmp_path / "unicode" / f"{stem}.csv"
+    unicode_text.parent.mkdir()
+    unicode_text.write_bytes(tsv_text.encode("utf-16"))
+    for path in (write(tmp_path / "tsv", f"{stem}.tsv", tsv_text), tabbed_csv, unicode_text):
+        got = load(path)
+        assert got.format == want.format
+        assert [(i.question, i.options, i.answer, i.subject) for i in got.items] == [
+            (i.question, i.options, i.answer, i.subject) for i in want.items
+        ]
+        assert [p.line for p in got.problems] == [p.line for p in want.problems]
+    # a folder of .tsv files, as the official layouts hold .csv ones
+    assert [i.question for i in load(tmp_path / "tsv").items] == [i.question for i in want.items]
+
+
+def test_a_tab_inside_a_quoted_csv_cell_keeps_the_comma_delimiter(tmp_path: Path) -> None:
+    path = write(tmp_path, "x_test.csv", '"Q\twith a tab",a,b,c,d,A\nQ2,a,b,c,d,B\n')
+    assert [i.question for i in load_benchmark(str(path)).items] == ["Q\twith a tab", "Q2"]
+
+
+def test_an_unclosed_quote_in_a_tsv_file_keeps_the_rows_after_it(tmp_path: Path) -> None:
+    rows = ["q1\ta\tb\tc\td\tA", 'q2\t"a\tb\tc\td\tB', "q3\ta\tb\tc\td\tC", 'q4\t"x"\tb\tc\td\tD']
+    path = write(tmp_path, "x_test.tsv", "\n".join(rows) + "\n")
+    result = load_benchmark(str(path))
+    assert [i.question for i in result.items] == ["q1", "q3", "q4"]
+    assert one_problem(result).line == 2 and "runs on to line 4" in one_problem(result).reason
+
+
+def test_tsv_question_answer_and_cap_files(tmp_path: Path) -> None:
+    from contamscope.data.cap import CapFields, load_cap
+    from contamscope.data.qa import load_qa
+
+    qa = write(tmp_path, "qa_test.tsv", "question\tanswer\nHow many, in all?\t42\n")
+    assert [(i.question, i.answer) for i in load_qa(str(qa)).items] == [("How many, in all?", "42")]
+    rows = "input\toutput\tsplit\nQ, a?\t1\ttrain\nQ, b?\t2\ttest\n"
+    cap = load_cap(str(write(tmp_path, "cap.tsv", rows)), ["train", "test"], fields=CapFields())
+    assert [i.question for i in cap.splits["test"].items] == ["Q, b?"]

@@ -72,6 +72,10 @@ def formats() -> None:
         "split subfolders in a multiple-choice format, or generic JSONL/CSV/JSON with "
         "--fields input=F,output=F,split=F (docs/cap.md)"
     )
+    typer.echo(
+        "Every CSV format also reads tab-separated files: .tsv, or a .csv whose first line "
+        "splits at tabs. Text is UTF-8, or UTF-16/UTF-32 with a byte-order mark."
+    )
 
 
 def _version(value: bool) -> None:

@@ -27,12 +27,13 @@ import numpy as np
 from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import (
-    csv_table,
     decode_text,
     json_object,
     jsonl_lines,
     load_json_list,
     not_a_file,
+    read_table,
+    table_suffix,
 )
 from contamscope.data.records import RowError, question_text
 from contamscope.errors import ConfigError, DataError
@@ -65,7 +66,7 @@ FINEVAL_PROMPT = (
 _PAIR_FILE = re.compile(
     r"^(?:(?P<subset>[A-Za-z0-9]+)_)?(?P<kind>ori|mod)_(?P<split>[A-Za-z0-9]+)(?P<samples>_samples)?\.json$"
 )
-_GENERIC_EXT = (".jsonl", ".csv", ".json")
+_GENERIC_EXT = (".jsonl", ".csv", ".tsv", ".json")
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _read(path: Path, digest: Any) -> str:
 def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:
     """(line or record number, record) of a JSON list, JSONL or CSV file; bad rows collected."""
     out: list[tuple[int, dict[str, Any]]] = []
-    suffix = path.suffix.lower()
+    suffix = table_suffix(path)
     if suffix == ".json":
         for i, rec in enumerate(load_json_list(path, text), start=1):
             if isinstance(rec, dict):
@@ -180,7 +181,7 @@ def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str
             except RowError as e:
                 col.problem(str(path), line, str(e))
     elif suffix == ".csv":
-        first, rows = csv_table(text)
+        first, rows = read_table(path, text)
         if first is None:
             return out
         header = [h.strip() for h in first[1]]
@@ -193,7 +194,7 @@ def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str
                 continue
             out.append((line, dict(zip(header, cells))))
     else:
-        raise DataError(f"{path}: unsupported file type (use .json, .jsonl or .csv)")
+        raise DataError(f"{path}: unsupported file type (use .json, .jsonl, .csv or .tsv)")
     if not out and not col.problems:
         raise DataError(f"{path}: no records (empty file)")
     return out
@@ -598,7 +599,9 @@ def _load_generic(
         for s in splits:
             found = [path / f"{s}{ext}" for ext in _GENERIC_EXT if (path / f"{s}{ext}").is_file()]
             if not found:
-                raise ConfigError(f"split {s!r}: no {s}.jsonl, {s}.csv or {s}.json in {path}")
+                raise ConfigError(
+                    f"split {s!r}: no {s}.jsonl, {s}.csv, {s}.tsv or {s}.json in {path}"
+                )
             per_split[s] = found[:1]
         by_field = False
     else:

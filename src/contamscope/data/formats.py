@@ -15,11 +15,12 @@ from typing import Any
 
 from contamscope.data.items import MCQItem
 from contamscope.data.readers import (
-    csv_table,
     header_text,
     json_object,
     jsonl_lines,
     load_json_list,
+    read_table,
+    table_suffix,
 )
 from contamscope.data.records import (
     LABELS,
@@ -96,7 +97,7 @@ def split_subject(stem: str) -> str:
 
 def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
-    first, rest = csv_table(text)
+    first, rest = read_table(path, text)
     header = first is not None and [c.strip().lower() for c in first[1]] in _MMLU_HEADERS
     rows = rest if header or first is None else itertools.chain([first], rest)
 
@@ -119,7 +120,7 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
-    first, rows = csv_table(text)
+    first, rows = read_table(path, text)
     if first is None:
         return 0
     header = [c.strip().lower() for c in first[1]]
@@ -149,7 +150,7 @@ def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, subject = str(path), split_subject(path.stem)
-    first, rows = csv_table(text)
+    first, rows = read_table(path, text)
     if first is None:
         return 0
     header = [c.strip().lower() for c in first[1]]
@@ -288,7 +289,7 @@ def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
 
 def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
-    first, rows = csv_table(text)
+    first, rows = read_table(path, text)
     if first is None:
         return 0
     header = first[1]
@@ -345,14 +346,14 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
 
     With an explicit field map the generic format for the extension is chosen.
     """
-    ext = path.suffix.lower()
+    ext = table_suffix(path)
     if ext not in (".csv", ".jsonl", ".json"):
-        raise _undetectable(path, f"unknown extension {ext or '(none)'!r}")
+        raise _undetectable(path, f"unknown extension {path.suffix or '(none)'!r}")
     if fm is not None:
         return ext[1:]
     question = FieldMap().question
     if ext == ".csv":
-        first, _ = csv_table(text)
+        first, _ = read_table(path, text)
         if first is None:
             raise DataError(f"{path}: no items (empty file)")
         row = first[1]

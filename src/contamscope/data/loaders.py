@@ -26,7 +26,7 @@ from contamscope.data.formats import (
     split_subject,
 )
 from contamscope.data.items import LoadResult
-from contamscope.data.readers import decode_text, not_a_file
+from contamscope.data.readers import decode_text, not_a_file, table_suffix
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
 
@@ -173,15 +173,16 @@ def _folder_files(folder: Path, format: str | None) -> list[Path]:
     )
     if format is not None:
         ext = EXTENSIONS[format]
-        chosen = [p for p in files if p.suffix.lower() == ext]
+        chosen = [p for p in files if table_suffix(p) == ext]
         if not chosen:
-            raise DataError(f"{folder}: no {ext} files (format {format})")
+            also = " or .tsv" if ext == ".csv" else ""
+            raise DataError(f"{folder}: no {ext}{also} files (format {format})")
         return chosen
     known = {ext for ext in EXTENSIONS.values()}
-    chosen = [p for p in files if p.suffix.lower() in known]
-    exts = sorted({p.suffix.lower() for p in chosen})
+    chosen = [p for p in files if table_suffix(p) in known]
+    exts = sorted({table_suffix(p) for p in chosen})
     if not chosen:
-        raise DataError(f"{folder}: no benchmark files ({', '.join(sorted(known))})")
+        raise DataError(f"{folder}: no benchmark files ({', '.join(sorted(known))}, .tsv)")
     if len(exts) > 1:
         raise DataError(
             f"{folder}: holds {' and '.join(exts)} files; pass --format to pick one kind"

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from contamscope.data.items import LoadResult, QAItem
-from contamscope.data.readers import csv_table, decode_text, json_object, jsonl_lines, not_a_file
+from contamscope.data.readers import (
+    decode_text,
+    json_object,
+    jsonl_lines,
+    not_a_file,
+    read_table,
+    table_suffix,
+)
 from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
 from contamscope.errors import ConfigError, DataError
 
@@ -182,8 +189,8 @@ def _make_item(
 
 
 def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | None, Any]]:
-    if fmt == "qa-csv" or (fmt is None and path.suffix.lower() == ".csv"):
-        header, rows = csv_table(text)
+    if fmt == "qa-csv" or (fmt is None and table_suffix(path) == ".csv"):
+        header, rows = read_table(path, text)
         if header is None:
             return
         names = [h.strip() for h in header[1]]
@@ -239,7 +246,7 @@ def load_qa(
     text = decode_text(path, raw)
     fm = field_map or FieldMap()
     sink = Sink(strict=strict)
-    is_csv = format == "qa-csv" or (format is None and path.suffix.lower() == ".csv")
+    is_csv = format == "qa-csv" or (format is None and table_suffix(path) == ".csv")
     fmt = "qa-csv" if is_csv else format
     if is_csv and field_map is None:
         fm = FieldMap()  # question / answer / id / subject columns by default

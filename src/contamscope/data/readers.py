@@ -13,8 +13,12 @@ from contamscope.data.records import RowError
 from contamscope.errors import DataError
 
 __all__ = [
+    "TABLE_SUFFIXES",
     "csv_rows",
     "csv_table",
+    "read_table",
+    "table_delimiter",
+    "table_suffix",
     "decode_text",
     "not_a_file",
     "jsonl_lines",
@@ -90,7 +94,43 @@ def decode_text(path: Path, raw: bytes) -> str:
     return text
 
 
-def csv_rows(text: str) -> Iterator[tuple[int, list[str] | RowError]]:
+TABLE_SUFFIXES = (".csv", ".tsv")
+"""Extensions of delimited tables: ``.csv`` (comma, or tab when the first line says so) and
+``.tsv`` (tab)."""
+
+
+def table_suffix(path: Path) -> str:
+    """``path``'s extension in lower case, with ``.tsv`` read as ``.csv`` (the same formats,
+    split at tabs).
+
+    >>> table_suffix(Path("anatomy_test.TSV")), table_suffix(Path("a.jsonl"))
+    ('.csv', '.jsonl')
+    """
+    suffix = path.suffix.lower()
+    return ".csv" if suffix in TABLE_SUFFIXES else suffix
+
+
+def table_delimiter(path: Path, text: str) -> str:
+    """The cell delimiter of a table file: a tab for ``.tsv``; otherwise a comma, unless the
+    first non-blank line splits into more cells at tabs than at commas (a spreadsheet's
+    "Text (Tab delimited)" or "Unicode Text" save, whatever its name).
+
+    >>> table_delimiter(Path("a.csv"), "question\\tA\\tB\\nq, with a comma\\t1\\t2\\n")
+    '\\t'
+    >>> table_delimiter(Path("a.csv"), '"q\\twith a tab",A,B\\n')
+    ','
+    """
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    line = next((ln for ln in io.StringIO(text) if ln.strip()), "")
+    if "\t" not in line:
+        return ","
+    by_comma = next(csv.reader([line]), [])
+    by_tab = next(csv.reader([line], delimiter="\t"), [])
+    return "\t" if len(by_tab) > len(by_comma) else ","
+
+
+def csv_rows(text: str, delimiter: str = ",") -> Iterator[tuple[int, list[str] | RowError]]:
     """(start line, cells) per CSV record; blank and all-empty records are skipped.
 
     A quote left open (``q,"a,b,c,d,A``) makes the csv module read every following line into
@@ -106,7 +146,7 @@ def csv_rows(text: str) -> Iterator[tuple[int, list[str] | RowError]]:
     width: int | None = None
     first = 0  # 0-based index of the line reading starts at
     while True:
-        reader = csv.reader(iter(lines[first:]))
+        reader = csv.reader(iter(lines[first:]), delimiter=delimiter)
         end = first
         restart = None
         for row in reader:
@@ -117,8 +157,8 @@ def csv_rows(text: str) -> Iterator[tuple[int, list[str] | RowError]]:
                 width = len(row)
             elif (
                 end > start
-                and (len(row) != width or not _well_quoted(lines[start - 1 : end]))
-                and _swallowed(lines[start:end], width)
+                and (len(row) != width or not _well_quoted(lines[start - 1 : end], delimiter))
+                and _swallowed(lines[start:end], width, delimiter)
             ):
                 yield (
                     start,
@@ -138,35 +178,43 @@ def csv_rows(text: str) -> Iterator[tuple[int, list[str] | RowError]]:
 CsvRecord = tuple[int, "list[str] | RowError"]
 
 
-def csv_table(text: str) -> tuple[tuple[int, list[str]] | None, Iterator[CsvRecord]]:
+def csv_table(
+    text: str, delimiter: str = ","
+) -> tuple[tuple[int, list[str]] | None, Iterator[CsvRecord]]:
     """The first CSV record (a header, or a header-less file's first row; never a RowError,
     as it sets the width the others are checked against) and an iterator over the rest, as
     :func:`csv_rows` gives them."""
-    rows = csv_rows(text)
+    rows = csv_rows(text, delimiter)
     first = next(rows, None)
     if first is None:
         return None, rows
     return (first[0], cast(list[str], first[1])), rows
 
 
-def _well_quoted(lines: list[str]) -> bool:
+def read_table(path: Path, text: str) -> tuple[tuple[int, list[str]] | None, Iterator[CsvRecord]]:
+    """:func:`csv_table` of a ``.csv`` or ``.tsv`` file's text, split at its
+    :func:`table_delimiter`."""
+    return csv_table(text, table_delimiter(path, text))
+
+
+def _well_quoted(lines: list[str], delimiter: str) -> bool:
     """Whether one record's lines parse under the csv module's strict rules (a closing quote
     is followed by a delimiter or the line's end, and comes before the end of the data)."""
     try:
-        for _ in csv.reader(iter(lines), strict=True):
+        for _ in csv.reader(iter(lines), delimiter=delimiter, strict=True):
             pass
     except csv.Error:
         return False
     return True
 
 
-def _swallowed(lines: list[str], width: int) -> bool:
+def _swallowed(lines: list[str], width: int, delimiter: str) -> bool:
     """Whether ``lines`` (those after a record's first line) hold a clean record of ``width``
     cells on their own (no stray quote in a cell): then the record took in rows, rather than
     being a multi-line question with a cell missing."""
     return any(
         len(row) == width and not any('"' in cell for cell in row)
-        for row in csv.reader(iter(lines))
+        for row in csv.reader(iter(lines), delimiter=delimiter)
     )
 
 
