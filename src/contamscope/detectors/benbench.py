@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.detectors.stats import MC_RESAMPLES, randomization_p
+from contamscope.detectors.stats import MC_RESAMPLES, expanded_tail, randomization_p
 
 __all__ = [
     "NgramResult",
@@ -331,22 +331,6 @@ def _pairs_ci(pairs: Any, statistic: Any, n_boot: int, seed: int) -> list[float]
     tail = expanded_tail(len(pairs))
     lo, hi = np.quantile(vals, [tail, 1 - tail])
     return [float(lo), float(hi)]
-
-
-def expanded_tail(n: int, level: float = 0.95) -> float:
-    """The tail probability of the *expanded* bootstrap percentile interval (Hesterberg 2015):
-    ``Phi(-sqrt(n / (n - 1)) * t_{n-1, (1 - level) / 2})``. The plain percentile interval of a
-    mean over ``n`` items is too narrow by about ``sqrt((n - 1) / n)`` and by using the normal's
-    quantile for Student's t; with few items it missed the truth far more than 5% of the time
-    (benchmarks/benbench_null.py). Tends to ``(1 - level) / 2`` as ``n`` grows.
-
-    >>> round(expanded_tail(100), 4), round(expanded_tail(5), 5)
-    (0.0231, 0.00095)
-    """
-    from scipy import stats
-
-    t = stats.t.ppf(1 - (1 - level) / 2, n - 1)
-    return float(stats.norm.sf(math.sqrt(n / (n - 1)) * t))
 
 
 def delta_train_test(
