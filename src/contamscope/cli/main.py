@@ -69,7 +69,7 @@ def formats() -> None:
         typer.echo(f"  {name:16} {desc}")
     typer.echo(
         "cap: CAP folders as published ([SUBSET_](ori|mod)_SPLIT[_samples].json), a folder of "
-        "split subfolders in a multiple-choice format, or generic JSONL/CSV/JSON with "
+        "split subfolders in a multiple-choice format, or generic JSONL/CSV/TSV/JSON with "
         "--fields input=F,output=F,split=F (docs/cap.md)"
     )
     typer.echo(
