@@ -960,8 +960,8 @@ _TABLES = {  # name -> (format to pass, rows); questions hold commas and quotes
 @pytest.mark.parametrize("stem", list(_TABLES))
 def test_tab_separated_files_read_as_their_csv_twins(tmp_path: Path, stem: str) -> None:
     """Every CSV format reads from a .tsv file, from a tab-separated file named .csv (a
-    spreadsheet's 'Text (Tab delimited)' save) and from Excel's 'Unicode Text' (UTF-16, tabs);
-    all were refused ('unknown extension' or 'no column ...') and give the CSV's items."""
+    spreadsheet's 'Text (Tab delimited)' save) and from Excel's 'Unicode Text' (UTF-16, tabs,
+    .txt); all were refused ('unknown extension' or 'no column ...') and give the CSV's items."""
     fmt, rows = _TABLES[stem]
     bad = ["only, two", "cells"]  # one malformed row after the good one, kept as a problem
     csv_file = write(tmp_path / "csv", f"{stem}.csv", _table([*rows, bad], ","))
@@ -974,7 +974,7 @@ def test_tab_separated_files_read_as_their_csv_twins(tmp_path: Path, stem: str) 
     want = load(csv_file)
     assert len(want.items) == 1 and len(want.problems) == 1
     tabbed_csv = write(tmp_path / "tabbed", f"{stem}.csv", tsv_text)
-    unicode_text = tmp_path / "unicode" / f"{stem}.csv"
+    unicode_text = tmp_path / "unicode" / f"{stem}.txt"  # as Excel names it
     unicode_text.parent.mkdir()
     unicode_text.write_bytes(tsv_text.encode("utf-16"))
     for path in (write(tmp_path / "tsv", f"{stem}.tsv", tsv_text), tabbed_csv, unicode_text):
@@ -984,7 +984,9 @@ def test_tab_separated_files_read_as_their_csv_twins(tmp_path: Path, stem: str) 
             (i.question, i.options, i.answer, i.subject) for i in want.items
         ]
         assert [p.line for p in got.problems] == [p.line for p in want.problems]
-    # a folder of .tsv files, as the official layouts hold .csv ones
+    # a folder of .tsv files, as the official layouts hold .csv ones; a folder's .txt files
+    # are notes, not benchmark files
+    write(tmp_path / "tsv", "README.txt", "Tab-separated\tcopies\n")
     assert [i.question for i in load(tmp_path / "tsv").items] == [i.question for i in want.items]
 
 
@@ -1005,8 +1007,15 @@ def test_tsv_question_answer_and_cap_files(tmp_path: Path) -> None:
     from contamscope.data.cap import CapFields, load_cap
     from contamscope.data.qa import load_qa
 
-    qa = write(tmp_path, "qa_test.tsv", "question\tanswer\nHow many, in all?\t42\n")
-    assert [(i.question, i.answer) for i in load_qa(str(qa)).items] == [("How many, in all?", "42")]
-    rows = "input\toutput\tsplit\nQ, a?\t1\ttrain\nQ, b?\t2\ttest\n"
-    cap = load_cap(str(write(tmp_path, "cap.tsv", rows)), ["train", "test"], fields=CapFields())
-    assert [i.question for i in cap.splits["test"].items] == ["Q, b?"]
+    for ext in (".tsv", ".txt"):
+        qa = write(tmp_path, f"qa_test{ext}", "question\tanswer\nHow many, in all?\t42\n")
+        got = [(i.question, i.answer) for i in load_qa(str(qa)).items]
+        assert got == [("How many, in all?", "42")]
+        rows = "input\toutput\tsplit\nQ, a?\t1\ttrain\nQ, b?\t2\ttest\n"
+        cap = load_cap(
+            str(write(tmp_path, f"cap{ext}", rows)), ["train", "test"], fields=CapFields()
+        )
+        assert [i.question for i in cap.splits["test"].items] == ["Q, b?"]
+    # a .txt file that is no table is still named as an unknown kind of file
+    with pytest.raises(DataError, match="unknown extension '.txt'"):
+        load_benchmark(str(write(tmp_path, "notes.txt", "some notes, not a table\n")))

@@ -73,8 +73,8 @@ def formats() -> None:
         "--fields input=F,output=F,split=F (docs/cap.md)"
     )
     typer.echo(
-        "Every CSV format also reads tab-separated files: .tsv, or a .csv whose first line "
-        "splits at tabs. Text is UTF-8, or UTF-16/UTF-32 with a byte-order mark."
+        "Every CSV format also reads tab-separated files: .tsv, or a .csv or .txt file whose "
+        "first line splits at tabs. Text is UTF-8, or UTF-16/UTF-32 with a byte-order mark."
     )
 
 

@@ -167,7 +167,7 @@ def _read(path: Path, digest: Any) -> str:
 def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:
     """(line or record number, record) of a JSON list, JSONL or CSV file; bad rows collected."""
     out: list[tuple[int, dict[str, Any]]] = []
-    suffix = table_suffix(path)
+    suffix = table_suffix(path, text)
     if suffix == ".json":
         for i, rec in enumerate(load_json_list(path, text), start=1):
             if isinstance(rec, dict):

@@ -346,7 +346,7 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
 
     With an explicit field map the generic format for the extension is chosen.
     """
-    ext = table_suffix(path)
+    ext = table_suffix(path, text)
     if ext not in (".csv", ".jsonl", ".json"):
         raise _undetectable(path, f"unknown extension {path.suffix or '(none)'!r}")
     if fm is not None:

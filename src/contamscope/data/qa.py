@@ -189,7 +189,7 @@ def _make_item(
 
 
 def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | None, Any]]:
-    if fmt == "qa-csv" or (fmt is None and table_suffix(path) == ".csv"):
+    if fmt == "qa-csv" or (fmt is None and table_suffix(path, text) == ".csv"):
         header, rows = read_table(path, text)
         if header is None:
             return
@@ -246,7 +246,7 @@ def load_qa(
     text = decode_text(path, raw)
     fm = field_map or FieldMap()
     sink = Sink(strict=strict)
-    is_csv = format == "qa-csv" or (format is None and table_suffix(path) == ".csv")
+    is_csv = format == "qa-csv" or (format is None and table_suffix(path, text) == ".csv")
     fmt = "qa-csv" if is_csv else format
     if is_csv and field_map is None:
         fm = FieldMap()  # question / answer / id / subject columns by default

@@ -99,14 +99,20 @@ TABLE_SUFFIXES = (".csv", ".tsv")
 ``.tsv`` (tab)."""
 
 
-def table_suffix(path: Path) -> str:
+def table_suffix(path: Path, text: str | None = None) -> str:
     """``path``'s extension in lower case, with ``.tsv`` read as ``.csv`` (the same formats,
-    split at tabs).
+    split at tabs), and with ``text`` given, a ``.txt`` file whose first line splits at tabs
+    too (a spreadsheet's "Text (Tab delimited)" or "Unicode Text" save). A folder's ``.txt``
+    files are never benchmark files (READMEs, licences).
 
     >>> table_suffix(Path("anatomy_test.TSV")), table_suffix(Path("a.jsonl"))
     ('.csv', '.jsonl')
+    >>> table_suffix(Path("a.txt"), "question\\tA\\tB\\n"), table_suffix(Path("a.txt"), "notes\\n")
+    ('.csv', '.txt')
     """
     suffix = path.suffix.lower()
+    if suffix == ".txt" and text is not None and table_delimiter(path, text) == "\t":
+        return ".csv"
     return ".csv" if suffix in TABLE_SUFFIXES else suffix
 
 
