@@ -310,3 +310,32 @@ def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
     # repeats outside the items run are not named (MMLU's 106 were named for a 5-item sample)
     two = run_cli(*base, "--out", "two", "--limit", "2", cwd=tmp_path)
     assert two.returncode == 0 and "repeats" not in two.stderr, two.stderr
+
+
+def test_a_custom_template_is_used_recorded_and_held_on_resume(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    layout = tmp_path / "layout.json"
+    layout.write_text(
+        json.dumps(
+            {"question": "Question: {question}\nOptions:\n", "option": "({label}) {text}\n"}
+        ),
+        encoding="utf-8",
+    )
+    base = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench)]
+    out = tmp_path / "run"
+    res = run_cli(*base, "--out", str(out), "--limit", "2", "--template", str(layout), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert [r["prefix"] for r in records] == ["Question: What is 2+2?\nOptions:\n"] + [
+        "Question: Which planet is largest?\nOptions:\n"
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["template"]["option"] == "({label}) {text}\n"
+    # the same layout typed inline resumes the run; another layout is refused, naming it
+    inline = layout.read_text(encoding="utf-8")
+    again = run_cli(*base, "--out", str(out), "--limit", "2", "--template", inline, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "resuming: 2 of 2 items already scored" in again.stdout + again.stderr
+    other = run_cli(*base, "--out", str(out), "--limit", "2", "--template", "mmlu", cwd=tmp_path)
+    assert other.returncode == 2 and "config.template.option" in other.stderr

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,52 @@ def test_template_errors_name_the_option() -> None:
         get_template("nope")
     with pytest.raises(ConfigError, match="question"):
         PromptTemplate("bad", question="no placeholder")
+
+
+CUSTOM = '{"question": "Question: {question}\\nOptions:\\n", "option": "({label}) {text}\\n"}'
+
+
+def test_a_custom_template_from_json_or_a_json_file(tmp_path: Path) -> None:
+    """A layout of one's own (lm-eval-harness style, a Chinese one) was impossible: only the
+    two built-in names were accepted."""
+    item = MCQItem(id="x", question="Which is red?", options=("sky", "blood"))
+    t = get_template(CUSTOM)
+    assert t.name == "custom"
+    assert t.prefix(item) + t.continuation(item, (1, 0)) == (
+        "Question: Which is red?\nOptions:\n(A) blood\n(B) sky\n"
+    )
+    path = tmp_path / "zh.json"  # a file, with a BOM and a name, in Chinese
+    text = '{"name": "zh", "question": "问题：{question}\\n", "option": "{label}．{text}\\n"}'
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    zh = get_template(str(path))
+    assert (zh.name, zh.prefix(item), zh.continuation(item, (0, 1))) == (
+        "zh",
+        "问题：Which is red?\n",
+        "A．sky\nB．blood\n",
+    )
+    # typed into Python with real newlines inside the strings: read as they are
+    assert (
+        get_template('{"question": "{question}\n", "option": "{text}\n"}').question
+        == "{question}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("fancy", "unknown --template 'fancy'; known: mmlu, paper, or a JSON object"),
+        ("[1]", "--template: expected a JSON object"),
+        ('{"question": "{question}"', "--template: not JSON (Expecting"),
+        ('{"question": "{question}"}', "--template: no 'option' format"),
+        ('{"question": "{question}", "option": "{text}", "x": 1}', "unknown key 'x'"),
+        ('{"question": "{question}", "option": 3}', "'option' must be a string, got int"),
+        ('{"question": "Q", "option": "{text}"}', "--template: template 'custom': the question"),
+        ('{"question": "{question}", "option": "{label}"}', "the option format needs {text}"),
+        ('{"name": "mmlu", "question": "{question}", "option": "{text}"}', "built-in"),
+        ("missing.json", "--template missing.json: no such file"),
+    ],
+)
+def test_a_bad_custom_template_is_one_line_naming_the_option(spec: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        get_template(spec)
+    assert needle in str(e.value) and "\n" not in str(e.value)

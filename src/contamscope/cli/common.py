@@ -35,6 +35,7 @@ __all__ = [
     "open_cache",
     "pick_items",
     "MODEL_OPTIONS_HELP",
+    "TEMPLATE_HELP",
 ]
 
 MODEL_OPTIONS_HELP = (
@@ -47,6 +48,13 @@ MODEL_OPTIONS_HELP = (
     "See docs/backends.md."
 )
 """Help of ``-M``: every backend's options (a test keeps it in step with the backends)."""
+
+TEMPLATE_HELP = (
+    "Prompt layout: paper (the paper's code), mmlu, or your own as JSON, e.g. "
+    '\'{"question": "Question: {question}\\nOptions:\\n", "option": "({label}) {text}\\n"}\', '
+    "or a .json file holding that."
+)
+"""Help of ``--template`` (permutation, membership, validate, sweep)."""
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2

@@ -14,6 +14,7 @@ from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
+    TEMPLATE_HELP,
     ItemProgress,
     console,
     err_console,
@@ -121,9 +122,7 @@ def command(
         None, "--sample", min=1, help="A seeded random sample of N benchmark items."
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and the bootstrap."),
-    template: str = typer.Option(
-        "paper", "--template", help="Text layout: paper or mmlu (the permutation templates)."
-    ),
+    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
     bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples of the AUC CI."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),

@@ -23,6 +23,7 @@ from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
+    TEMPLATE_HELP,
     console,
     err_console,
     exit_if_skipped,
@@ -117,9 +118,7 @@ def command(
         None, "--sample", min=1, help="Score a seeded random sample of N items."
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
-    template: str = typer.Option(
-        "paper", "--template", help="Prompt layout: paper (the paper's code) or mmlu."
-    ),
+    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
     max_exhaustive: int = typer.Option(
         6, "--max-exhaustive", help="All n! orders up to this many options."
     ),

@@ -25,6 +25,7 @@ from .common import (
     EXIT_ROWS_SKIPPED,
     EXIT_USER_ERROR,
     MODEL_OPTIONS_HELP,
+    TEMPLATE_HELP,
     console,
     err_console,
     styled,
@@ -118,7 +119,7 @@ def command(
         None, "--sample", min=1, help="Seeded random sample of N items per benchmark."
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
-    template: str = typer.Option("paper", "--template", help="Prompt layout: paper or mmlu."),
+    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     model_opt: list[str] | None = typer.Option(

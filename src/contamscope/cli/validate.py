@@ -22,6 +22,7 @@ from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
+    TEMPLATE_HELP,
     console,
     err_console,
     exit_if_skipped,
@@ -125,7 +126,7 @@ def command(
         None, "--subjects", help="Comma-separated subjects to keep."
     ),
     template: str = typer.Option(
-        "paper", "--template", help="permutation: prompt layout, paper or mmlu."
+        "paper", "--template", help=f"permutation and membership: {TEMPLATE_HELP}"
     ),
     deltas: str | None = typer.Option(
         None, "--deltas", help="Algorithm 2 thresholds (default: the paper's -0.2,-0.17,-0.15)."

@@ -7,7 +7,9 @@ in every order, so conditioning on it loses nothing and lets the question be run
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..data.items import MCQItem, option_labels
 from ..errors import ConfigError
@@ -66,11 +68,67 @@ TEMPLATES: dict[str, PromptTemplate] = {
 }
 
 
-def get_template(name: str) -> PromptTemplate:
-    """Look up a named template; unknown names raise ConfigError listing the known ones."""
+_TEMPLATE_KEYS = ("name", "question", "option")
+_CUSTOM_HELP = (
+    'a JSON object {"question": "...{question}...", "option": "...{label}...{text}..."} or a '
+    ".json file holding one"
+)
+
+
+def get_template(spec: str) -> PromptTemplate:
+    r"""A named template (``paper``, ``mmlu``), a JSON object ``{"question": ..., "option": ...,
+    "name": ...}`` (``name`` optional, default ``custom``) or the path of a ``.json`` file
+    holding one. Anything else raises a one-line ConfigError naming ``--template``.
+
+    >>> t = get_template('{"question": "Question: {question}\n", "option": "({label}) {text}\n"}')
+    >>> t.name, t.option
+    ('custom', '({label}) {text}\n')
+    """
+    if spec in TEMPLATES:
+        return TEMPLATES[spec]
+    where = f"--template {spec!r}"
+    text = spec.strip()
+    if not text.startswith(("{", "[")):
+        path = Path(spec).expanduser()
+        if not (path.is_file() or path.suffix.lower() == ".json"):
+            raise ConfigError(
+                f"unknown {where}; known: {', '.join(sorted(TEMPLATES))}, or {_CUSTOM_HELP}"
+            )
+        where = f"--template {spec}"
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            raise ConfigError(f"{where}: no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{where}: cannot read it as UTF-8 text ({e})") from None
+    else:
+        where = "--template"
     try:
-        return TEMPLATES[name]
-    except KeyError:
+        obj = json.loads(text, strict=False)  # a newline typed into a format is one
+    except json.JSONDecodeError as e:
         raise ConfigError(
-            f"unknown --template {name!r}; known: {', '.join(sorted(TEMPLATES))}"
+            f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno})"
         ) from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected {_CUSTOM_HELP}")
+    unknown = [k for k in obj if k not in _TEMPLATE_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; expected {', '.join(_TEMPLATE_KEYS)}"
+        )
+    missing = [k for k in ("question", "option") if k not in obj]
+    if missing:
+        raise ConfigError(f"{where}: no {missing[0]!r} format; expected {_CUSTOM_HELP}")
+    bad = next((k for k, v in obj.items() if not isinstance(v, str)), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: {bad!r} must be a string, got {type(obj[bad]).__name__}")
+    name = obj.get("name") or "custom"
+    if name in TEMPLATES and (obj["question"], obj["option"]) != (
+        TEMPLATES[name].question,
+        TEMPLATES[name].option,
+    ):
+        raise ConfigError(f"{where}: the name {name!r} is a built-in template's; choose another")
+    try:
+        return PromptTemplate(name, obj["question"], obj["option"])
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
