@@ -132,6 +132,9 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
     signal, sentence = verdict(stats, natural)
     colour = "yellow" if signal is None else "red" if signal else "green"
     console.print(styled(f"bold {colour}", f"{sentence}"))
+    line = subject_line(summary.get("by_subject"))
+    if line:
+        console.print(line)
     tm = summary["timings"]
     if tm.get("items_per_second"):
         console.print(
@@ -142,3 +145,31 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"{tm['scores_from_cache']} scores from cache",
             )
         )
+
+
+def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
+    """One line on which subjects stand out (summary.json's ``by_subject``), or None for a run
+    of one subject.
+
+    >>> row = {"subject": "anatomy", "alg1_rate": 0.5, "alg1_chance": 1 / 24, "q_value": 0.002,
+    ...        "flagged": True}
+    >>> subject_line({"n_tested": 3, "n_flagged": 1, "subjects": [row]})
+    'by subject (Benjamini-Hochberg, 5% false discoveries): 1 of 3 subjects flagged: anatomy (Algorithm 1 50.0% vs 4.2% by chance, q = 0.002)'
+    """
+    if not block:
+        return None
+    head = "by subject (Benjamini-Hochberg, 5% false discoveries): "
+    if not block["n_flagged"]:
+        return f"{head}none of {plural(block['n_tested'], 'subject')} tested stands out"
+    flagged = [r for r in block["subjects"] if r["flagged"]]
+    named = ", ".join(
+        f"{r['subject']} (Algorithm 1 {pct_text(r['alg1_rate'])} vs {pct_text(r['alg1_chance'])} "
+        f"by chance, q = {p_text(r['q_value'])})"
+        for r in flagged[:shown]
+    )
+    more = (
+        f" and {len(flagged) - shown} more (summary.json by_subject)"
+        if len(flagged) > shown
+        else ""
+    )
+    return f"{head}{block['n_flagged']} of {plural(block['n_tested'], 'subject')} flagged: {named}{more}"

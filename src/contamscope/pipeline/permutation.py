@@ -16,7 +16,7 @@ import random
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
@@ -486,6 +486,84 @@ def natural_order_summary(
     }
 
 
+SUBJECT_LEVEL = 0.05
+"""False-discovery rate of the per-subject flags (Benjamini-Hochberg over the subjects)."""
+
+
+def subject_summary(
+    records: Sequence[dict[str, Any]], natural_ids: Collection[str], alpha: float
+) -> dict[str, Any] | None:
+    """Which subjects stand out: per subject, the verdict's three tests (``p_values``: alg1,
+    rank, gap) on its items without a natural option order, their Bonferroni-combined p-value (the smallest times the number
+    computed), and Benjamini-Hochberg q-values over the subjects tested. None with fewer than
+    two subjects.
+
+    H0 per subject: no item of the subject was seen (its original orders are exchangeable with
+    the others). A subject is flagged at q <= :data:`SUBJECT_LEVEL`: in expectation at most 5%
+    of the flagged subjects are false, and when no subject was seen the chance that any is
+    flagged is at most 5%."""
+    from ..detectors import item_score_from_dict
+    from ..detectors.membership import benjamini_hochberg
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("subject"):
+            groups.setdefault(str(r["subject"]), []).append(r)
+    if len(groups) < 2:
+        return None
+    rows: list[dict[str, Any]] = []
+    for subject, recs in sorted(groups.items()):
+        tested = [item_score_from_dict(r) for r in recs if r["id"] not in natural_ids]
+        row: dict[str, Any] = {
+            "subject": subject,
+            "n_items": len(recs),
+            "n_tested": len(tested),
+            "alg1_rate": None,
+            "alg1_chance": None,
+            "rank_rate": None,
+            "gap_mean": None,
+            "p_values": None,
+            "p_value": None,
+            "q_value": None,
+            "flagged": False,
+        }
+        if tested:
+            stats = summarize(tested, alpha=alpha).to_dict()
+            ps = {k: (stats.get(k) or {}).get("p_value") for k in ("alg1", "rank", "gap")}
+            computed = [p for p in ps.values() if p is not None]
+            row.update(
+                alg1_rate=stats["alg1"]["rate"],
+                alg1_chance=stats["alg1"]["chance"],
+                rank_rate=stats["rank"]["rate"],
+                gap_mean=(stats.get("gap") or {}).get("mean"),
+                p_values=ps,
+                p_value=min(1.0, len(computed) * min(computed)) if computed else None,
+            )
+        rows.append(row)
+    tested_rows = [r for r in rows if r["p_value"] is not None]
+    qs = benjamini_hochberg([r["p_value"] for r in tested_rows])
+    for r, q in zip(tested_rows, qs, strict=True):
+        r["q_value"] = float(q)
+        r["flagged"] = bool(q <= SUBJECT_LEVEL)
+    rows.sort(key=lambda r: (r["p_value"] is None, r["p_value"] or 0.0, r["subject"]))
+    return {
+        "null_hypothesis": "per subject: no item of the subject was seen, so each item's "
+        "original option order is exchangeable with its other orders",
+        "p_value": "the smallest of the subject's Algorithm-1 excess, rank-test count and "
+        "mean-gap p-values times the number computed (Bonferroni), on its items without a "
+        "natural option order",
+        "adjustment": "Benjamini-Hochberg over the subjects tested: the flagged subjects hold at "
+        "most 5% false ones in expectation; with no subject seen, the chance that any is flagged "
+        "is at most 5%",
+        "level": SUBJECT_LEVEL,
+        "n_subjects": len(rows),
+        "n_tested": len(tested_rows),
+        "n_flagged": sum(r["flagged"] for r in rows),
+        "n_without_subject": sum(1 for r in records if not r.get("subject")),
+        "subjects": rows,
+    }
+
+
 def _readable(record: dict[str, Any]) -> bool:
     """Whether a stored record is complete: excluded with its reason, or an item score the
     summary can read back (a record cut short was kept as finished and crashed the summary)."""
@@ -550,6 +628,7 @@ def build_summary(
         "statistics": stats,
         "natural_order": natural,
         "verdict": verdict_dict(stats, natural),
+        "by_subject": subject_summary(included, set(natural["ids"]), config.alpha),
         "timings": timing,
         "versions": _package_versions(),
     }

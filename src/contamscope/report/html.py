@@ -262,6 +262,7 @@ th{background:#f2f2f5;position:sticky;top:0}
 .tbl th.asc::after{content:" ▲"}.tbl th.desc::after{content:" ▼"}
 td.k-num,td.k-int,td.k-pct,td.k-p,td.k-pair,th.k-num,th.k-int,th.k-pct,th.k-p,th.k-pair{text-align:right;font-variant-numeric:tabular-nums}
 .stats td:not(:first-child){text-align:right;font-variant-numeric:tabular-nums}
+tr.flag td{background:#fde8dc}
 .tbl-bar input{padding:4px 8px;width:280px;font-size:14px}.tbl-count{color:#555;font-size:13px}
 .pager{margin:6px 0}.pager button{font-size:13px}
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(480px,100%),1fr));gap:14px}

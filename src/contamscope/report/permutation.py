@@ -172,6 +172,9 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
         _evidence_section(ranks, gaps, stats),
         _cases_section(cases, len(gaps)),
     ]
+    by_subject = run.summary.get("by_subject")
+    if by_subject:
+        out.insert(1, _subject_section(by_subject))
     if label_pairs:
         out.append(
             validation_section(
@@ -327,6 +330,36 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
         '<table class="stats"><tr><th>test</th><th>p-value (one-sided)</th>'
         f"<th>rejects H0</th></tr>{body}</table>"
     )
+
+
+def _subject_section(block: dict[str, Any]) -> Section:
+    """Which subjects stand out: each subject's tests, Bonferroni-combined p and BH q-value."""
+    flagged = block["n_flagged"]
+    head = (
+        f'<p class="note">H0 per subject: {esc(block["null_hypothesis"])}. p: '
+        f"{esc(block['p_value'])}. q: {esc(block['adjustment'])}. "
+        f"<b>{flagged} of {plural(block['n_tested'], 'subject')} flagged</b> (q ≤ "
+        f"{block['level']:g}).</p>"
+    )
+    body = []
+    for r in block["subjects"]:
+        ps = r.get("p_values") or {}
+        cls = ' class="flag"' if r["flagged"] else ""
+        body.append(
+            f"<tr{cls}><td>{esc(r['subject'])}</td><td>{r['n_tested']} / {r['n_items']}</td>"
+            f"<td>{fmt_pct(r['alg1_rate'])}</td><td>{fmt_pct(r['alg1_chance'])}</td>"
+            f"<td>{fmt_pct(r['rank_rate'])}</td>"
+            + "".join(f"<td>{fmt_p(ps.get(k))}</td>" for k in ("alg1", "rank", "gap"))
+            + f"<td>{fmt_p(r['p_value'])}</td><td>{fmt_p(r['q_value'])}</td>"
+            f"<td>{'yes' if r['flagged'] else 'no'}</td></tr>"
+        )
+    table = (
+        '<table class="stats"><tr><th>subject</th><th>items tested / analysed</th>'
+        "<th>Algorithm 1</th><th>chance</th><th>rank test</th><th>p Alg. 1</th>"
+        "<th>p rank</th><th>p gap</th><th>p (Bonferroni)</th><th>q (BH)</th>"
+        f"<th>flagged</th></tr>{''.join(body)}</table>"
+    )
+    return Section("subjects", "By subject", head + table)
 
 
 def _evidence_section(
