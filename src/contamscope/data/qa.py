@@ -189,7 +189,7 @@ def _make_item(
 
 
 def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | None, Any]]:
-    if fmt == "qa-csv" or (fmt is None and table_suffix(path, text) == ".csv"):
+    if fmt == "qa-csv":  # load_qa resolved the format from the file
         header, rows = read_table(path, text)
         if header is None:
             return

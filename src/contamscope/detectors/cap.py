@@ -344,7 +344,7 @@ def permutation_p(
     number of items (one item per split cannot reach 0.05), and each direction of the verdict
     gets at most half the level. The relabelled differences are skewed when the splits differ
     in size (a small split's PCR swings further), so counting |difference| >= |observed| left
-    almost no power to name a small split: 0.3% at 5 or 12 reference items against 50 or 100
+    almost no power to name a small split: 0.1% at 5 or 12 reference items against 50 or 100
     (benchmarks/cap_null.py). NaN when undefined.
 
     >>> permutation_p(([1.0], [0.0]), ([0.0], [1.0]), 0.99, alpha=0.01, scale="tanh",
@@ -439,9 +439,9 @@ def compare_splits(
     H0: the two splits are equally exposed, their items exchangeable, i.e. PCR_reference =
     PCR_other. The CI is the expanded percentile interval (:func:`expanded_tail` at the
     smaller split's size) of the difference over ``n_boot`` resamples of each split's items;
-    the plain percentile interval covered the true difference in 85-89% of runs at 5 items per
-    split (benchmarks/cap_null.py). The p-value is the split-label permutation test's over ``n_boot`` relabellings
-    (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
+    the plain percentile interval covered the true difference in 79-91% of runs where a split
+    had 5 items (benchmarks/cap_null.py). The p-value is the split-label permutation test's
+    over ``n_boot`` relabellings (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
     and p <= :data:`VERDICT_LEVEL` (the bootstrap alone named one in 34% of clean pairs of
     2-item splits, 20% at 3, 8% at 8). Several comparisons of one run are one family:
     :func:`adjust_for_family` decides them on Holm-adjusted p-values.

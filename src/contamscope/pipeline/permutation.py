@@ -494,9 +494,9 @@ def subject_summary(
     records: Sequence[dict[str, Any]], natural_ids: Collection[str], alpha: float
 ) -> dict[str, Any] | None:
     """Which subjects stand out: per subject, the verdict's three tests (``p_values``: alg1,
-    rank, gap) on its items without a natural option order, their Bonferroni-combined p-value (the smallest times the number
-    computed), and Benjamini-Hochberg q-values over the subjects tested. None with fewer than
-    two subjects.
+    rank, gap) on its items without a natural option order, their Bonferroni-combined p-value
+    (the smallest times the number computed), and Benjamini-Hochberg q-values over the
+    subjects tested. None with fewer than two subjects.
 
     H0 per subject: no item of the subject was seen (its original orders are exchangeable with
     the others). A subject is flagged at q <= :data:`SUBJECT_LEVEL`: in expectation at most 5%
