@@ -27,6 +27,7 @@ from contamscope.detectors import (
     summarize,
 )
 from contamscope.pipeline.cap import CapConfig, build_cap_summary
+from contamscope.pipeline.permutation import subject_summary
 
 MakeRun = Callable[..., Path]
 
@@ -81,8 +82,12 @@ def write_run(
     exact_alg2: bool = False,
     labels_in_records: bool = False,
     seed: int = 0,
+    leak_only: str | None = None,
 ) -> Path:
-    """Write settings.json, items.jsonl and summary.json like ``contamscope permutation`` does."""
+    """Write settings.json, items.jsonl and summary.json like ``contamscope permutation`` does.
+
+    Items ``subj{i % 7}-{i}``; every ``leaked_every``-th one is leaked (its original order lifted
+    to the top), only within subject ``leak_only`` when given."""
     rng = np.random.default_rng(seed)
     alg1 = Algorithm1()
     path.mkdir(parents=True, exist_ok=True)
@@ -101,7 +106,7 @@ def write_run(
             )
             continue
         lp = rng.normal(-40.0, 1.5, 24)
-        leaked = i % leaked_every == 0
+        leaked = i % leaked_every == 0 and leak_only in (None, f"subj{i % 7}")
         if leaked:
             lp[0] = lp.max() + lift * rng.uniform(0.2, 1.0)
         rec = _record(i, lp, exact_alg2, alg1)
@@ -135,6 +140,7 @@ def write_run(
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],
         "statistics": stats,
+        "by_subject": subject_summary(included, set(), 0.05),
         "timings": {},
         "versions": {},
     }

@@ -48,7 +48,7 @@ def test_report_renders_without_errors(make_run, tmp_path: Path) -> None:
     assert res.errors == []
     assert res.probes["figures"] == 2 + 8 + 2  # rank, gap, 8 cases, ROC + PR
     assert res.probes["sections"] == [
-        "verdict", "evidence", "cases", "validation", "items", "provenance"
+        "verdict", "subjects", "evidence", "cases", "validation", "items", "provenance"
     ]  # fmt: skip
     assert res.probes["rows_on_page"] == 50
     assert res.probes["count"] == "120 of 120 rows"

@@ -217,6 +217,55 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     assert load_run(a).method == "permutation"
 
 
+def test_leaderboard_names_the_subjects_flagged_on_their_own(make_run, tmp_path: Path) -> None:
+    """A run whose leak sits in one subject: the board names that subject (CSV, Markdown, the
+    HTML runs table) and says how many runs it tested; a clean run's subjects are 'none of 7'."""
+    a = make_run("a", n_items=72, leaked_every=1, leak_only="subj3")
+    b = make_run("b", n_items=72, leaked_every=1000, seed=1)
+    sb = json.loads((b / "summary.json").read_text())
+    sb["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
+    (b / "summary.json").write_text(json.dumps(sb))
+    by = json.loads((a / "summary.json").read_text())["by_subject"]
+    assert [r["subject"] for r in by["subjects"] if r["flagged"]] == ["subj3"]
+
+    entries = collect([a, b])
+    assert [(e.estimate.flagged, e.estimate.n_parts) for e in entries] == [
+        (("subj3",), 7),
+        ((), 7),
+    ]
+    md = to_markdown(entries)
+    assert (
+        "- hf:synthetic-model on synthetic.csv: subjects flagged on their own, 1 of 7: subj3\n"
+        in md
+    )
+    assert "clean-model on synthetic.csv: subjects flagged" not in md
+    assert (
+        "- subjects tested on their own in 2 runs (Benjamini-Hochberg q <= 0.05 within each run); "
+        "1 with a flagged subject; when no model saw any subject, the expected number of such "
+        "runs is at most 0.1\n"
+    ) in md
+
+    write_leaderboard([a, b], tmp_path / "lb.csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "lb.csv").read_text())))
+    assert [(r["subjects_tested"], r["flagged_subjects"]) for r in rows] == [
+        ("7", "subj3"),
+        ("7", ""),
+    ]
+    text, _ = write_leaderboard([a, b], tmp_path / "lb.html")
+    runs = _table_data(text, "runs")
+    col = [c["label"] for c in runs["columns"]].index("subjects flagged")
+    assert sorted(r[col] for r in runs["rows"]) == ["1 of 7: subj3", "none of 7"]
+    assert "subjects flagged on their own, 1 of 7: subj3</li>" in text
+
+    # a run from before the by-subject tests (or with one subject) has no such column value
+    s = json.loads((b / "summary.json").read_text())
+    del s["by_subject"]
+    (b / "summary.json").write_text(json.dumps(s))
+    entries = collect([a, b])
+    assert entries[1].estimate.n_parts is None
+    assert "tested on their own in 1 run " in to_markdown(entries)
+
+
 def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
     make_run, tmp_path: Path
 ) -> None:

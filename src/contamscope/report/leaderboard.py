@@ -275,14 +275,16 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
         ["model", "benchmark", "method", "statistic", "estimate", "ci_low", "ci_high",
-         "p_value", "n_items", "raw_rate", "chance", "run_dir"]
+         "p_value", "n_items", "raw_rate", "chance", "subjects_tested", "flagged_subjects",
+         "run_dir"]
     )  # fmt: skip
     for e in entries:
         s = e.estimate
         w.writerow(
             [e.model, e.benchmark, e.method, s.statistic, s.value,
              s.ci[0] if s.ci else None, s.ci[1] if s.ci else None, s.p_value, s.n_items,
-             s.raw.get("rate"), s.raw.get("chance"), str(e.run_dir)]
+             s.raw.get("rate"), s.raw.get("chance"), s.n_parts, "; ".join(s.flagged),
+             str(e.run_dir)]
         )  # fmt: skip
     return buf.getvalue()
 
@@ -310,6 +312,7 @@ def to_markdown(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut]
     lines.append("")
     lines.extend(f"- {x}" for x in _legends(entries, html=False))
     lines.append(f"- {significance_line(entries)}")
+    lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
     lines.extend(f"- left out: {md(str(x))}" for x in left_out)
     return "\n".join(lines) + "\n"
 
@@ -329,6 +332,36 @@ def significance_line(entries: Sequence[LeaderboardEntry], level: float = 0.05) 
         f"{level:.0%}; {adjusted} after Holm's correction over all {len(ps)} "
         f"(family-wise error at most {level:.0%})"
     )
+
+
+def flagged_text(est: Estimate) -> str | None:
+    """``2 of 12: anatomy, virology``, ``none of 12``, or None when the run tests no subjects."""
+    if est.n_parts is None:
+        return None
+    if not est.flagged:
+        return f"none of {est.n_parts}"
+    return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
+
+
+def flagged_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> list[str]:
+    """The subjects flagged on their own, one line per run with a flag, and how many false
+    flags the board can hold: each run's flags keep a 5% chance of any false one when its
+    model saw no subject, so over R runs up to R x 5% runs with a flag are expected by chance."""
+    tested = [e for e in entries if e.estimate.n_parts is not None]
+    if not tested:
+        return []
+    out = [
+        f"{e.model} on {e.benchmark}: subjects flagged on their own, {flagged_text(e.estimate)}"
+        for e in tested
+        if e.estimate.flagged
+    ]
+    n_flagged = len(out)
+    out.append(
+        f"subjects tested on their own in {plural(len(tested), 'run')} (Benjamini-Hochberg "
+        f"q <= {level:g} within each run); {n_flagged} with a flagged subject; when no model saw "
+        f"any subject, the expected number of such runs is at most {level * len(tested):.2g}"
+    )
+    return out
 
 
 def _legends(entries: Sequence[LeaderboardEntry], html: bool = True) -> list[str]:
@@ -443,7 +476,7 @@ def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = (
     long_rows = [
         [e.model, e.benchmark, e.method, e.estimate.statistic,
          [e.estimate.value, e.estimate.text()] if e.estimate.value is not None else None,
-         e.estimate.p_value, e.estimate.n_items, str(e.run_dir)]
+         e.estimate.p_value, e.estimate.n_items, flagged_text(e.estimate), str(e.run_dir)]
         for e in ordered
     ]  # fmt: skip
     long = Table(
@@ -456,6 +489,7 @@ def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = (
             Column("estimate", "estimate [95% CI]", "pair"),
             Column("p", "p-value", "p", help="H0: no leakage; sidedness in the legend"),
             Column("n", "items", "int"),
+            Column("flagged", "subjects flagged", help="tested on their own; BH q <= 0.05"),
             Column("run", "run folder"),
         ],
         long_rows,
@@ -465,6 +499,7 @@ def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = (
     methods = list(dict.fromkeys(e.method for e in entries))
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
     legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
+    legend += "".join(f"<li>{esc(x)}</li>" for x in flagged_lines(entries))
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
         Section(

@@ -82,6 +82,12 @@ class Estimate:
     legend: str = ""
     """How to read the cell (direction, H0, sidedness of the p-value); shown under the
     leaderboard so cells of different methods are not read as the same number."""
+    flagged: tuple[str, ...] = ()
+    """Parts of the benchmark flagged on their own, most significant first (a permutation
+    run's subjects at Benjamini-Hochberg q <= 0.05); named under the leaderboard, since a leak
+    of a few subjects can stay below the whole run's estimate."""
+    n_parts: int | None = None
+    """How many parts were tested on their own (None: the run tests no parts)."""
 
     def text(self) -> str:
         """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""

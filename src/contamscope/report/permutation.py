@@ -47,6 +47,7 @@ def estimate(run: RunData) -> Estimate | None:
     if not a1 or not stats.get("n_items"):
         return None
     ci = a1.get("excess_ci")
+    subjects = run.summary.get("by_subject") or {}
     return Estimate(
         statistic="Algorithm-1 excess over chance",
         value=a1.get("excess"),
@@ -58,6 +59,8 @@ def estimate(run: RunData) -> Estimate | None:
         "never saw the benchmark shows; p-value one-sided, H0: no leakage. Counted on the items "
         "the verdict tests: items whose published option order is a natural one (sorted "
         "numbers, truth-table blocks) are set aside, as a clean model prefers that order too.",
+        flagged=tuple(str(r["subject"]) for r in subjects.get("subjects") or [] if r["flagged"]),
+        n_parts=int(subjects["n_tested"]) if subjects else None,
     )
 
 
