@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from contamscope.backends import GenerateRequest, ScoreRequest, load_backend
 from contamscope.backends.openai_compat import OpenAIBackend, split_continuation
 from contamscope.backends.probe import available_methods, check_backend
 from contamscope.errors import CapabilityError, ConfigError, ModelError
+from contamscope.store.cache import CachedScorer, ScoreCache
 
 BOS = "<|endoftext|>"
 REQUESTS = [
@@ -229,6 +231,40 @@ def test_echo_only_server_scores_but_refuses_token_stats(serve: Any) -> None:
     assert b.mode == "echo"
     with pytest.raises(CapabilityError, match="needs per-token log-probs.*methods this backend"):
         check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
+
+
+def test_echo_only_server_gives_token_logprobs_without_ids(
+    serve: Any, tiny_backend: Any, tmp_path: Path
+) -> None:
+    """Echo gives each prompt token's log-prob but not its id: per-token log-probs equal the
+    local backend's with -1 for every id, so the membership test runs (its statistics need the
+    log-probs only) while BenBench (ids) and Min-K%++ (the vocabulary) are refused. The id-less
+    results are cached apart: the same model later served with ids is never handed -1."""
+    s = serve("--no-prompt-logprobs")
+    b = backend(s.url)
+    check_backend(
+        b, prompt_logprobs=True, token_logprobs=True, from_start=True, method="the membership test"
+    )
+    assert b.mode == "echo" and b.capabilities.token_logprobs and not b.capabilities.token_stats
+    assert available_methods(b.capabilities) == ["permutation", "CAP", "membership"]
+    with pytest.raises(CapabilityError, match="vocabulary.*e.g. --statistic min_k"):
+        check_backend(b, token_stats=True, vocab_stats=True, method="Min-K%++")
+    want = tiny_backend.token_stats(REQUESTS)
+    cache = ScoreCache(tmp_path / "cache.sqlite")
+    got = CachedScorer(b, cache).token_stats(REQUESTS)
+    for g, w in zip(got, want, strict=True):
+        assert g.logprobs == pytest.approx(w.logprobs, abs=1e-3)
+        assert g.tokens == g.greedy == (-1,) * len(w.tokens)
+        assert g.boundary_chars == w.boundary_chars
+    first = b.fingerprint()
+    port = s.port
+    s.stop()
+    full = backend(serve(port=port).url)
+    check_backend(full, prompt_logprobs=True, token_stats=True, method="BenBench")
+    assert full.fingerprint() == first and full.capabilities.token_stats
+    again = CachedScorer(full, cache).token_stats(REQUESTS)
+    assert [g.tokens for g in again] == [w.tokens for w in want]
+    assert [g.greedy for g in again] == [w.greedy for w in want]
 
 
 _GARBAGE = {  # replies that are JSON but not shaped like OpenAI's API

@@ -144,3 +144,49 @@ def test_methods_scoring_from_the_first_token_need_a_bos_before_any_work(
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
+
+
+def test_membership_on_an_echo_only_server_equals_local(
+    tmp_path: Path, serve: Any, tiny_model_path: Path
+) -> None:
+    """A server that answers only echo (token strings and log-probs, no ids) runs the membership
+    test with a statistic that needs per-token log-probs only; every record equals the local
+    backend's. The default Min-K%++ needs the vocabulary and is refused in one line that names
+    a statistic that works."""
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    ref = tmp_path / "fresh.csv"
+    ref.write_text("Name a colour?,red,dog,cat,cow,A\nName a fruit?,apple,car,bus,van,A\n")
+    server = serve("--no-prompt-logprobs")
+    remote = ["--model", f"openai:{server.url}#tiny", "-M", "canary=structural"]
+    common = ["--benchmark", str(bench), "--reference", str(ref), "-M", "bos=<|endoftext|>"]
+    refused = run_cli("membership", *remote, *common, "--out", str(tmp_path / "no"), cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "vocabulary" in line and "--statistic min_k" in line
+    assert not (tmp_path / "no" / "items.jsonl").exists()
+
+    runs = {"remote": remote, "local": ["--model", f"hf:{tiny_model_path}", "--device", "cpu"]}
+    for name, model in runs.items():
+        res = run_cli(
+            "membership",
+            *model,
+            *common,
+            "--statistic",
+            "min_k",
+            "--out",
+            str(tmp_path / name),
+            cwd=tmp_path,
+        )
+        assert res.returncode == 0, res.stderr
+    got, want = records(tmp_path / "remote"), records(tmp_path / "local")
+    assert len(got) == 6 and got.keys() == want.keys()
+    for key in want:  # the local backend also records Min-K%++, which echo cannot give
+        assert got[key]["statistics"].pop("min_k_pp") is None
+        assert want[key]["statistics"].pop("min_k_pp") is not None
+        assert same(got[key]["statistics"], want[key]["statistics"]), key
+        assert got[key]["n_tokens"] == want[key]["n_tokens"]
+    summaries = [json.loads((tmp_path / n / "summary.json").read_text()) for n in runs]
+    assert same(
+        summaries[0]["statistics"]["dataset_test"], summaries[1]["statistics"]["dataset_test"]
+    )

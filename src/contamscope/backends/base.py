@@ -59,11 +59,13 @@ class TokenStats:
     """
 
     tokens: tuple[int, ...]
-    """Token ids of the continuation, as tokenised inside ``prefix + continuation``."""
+    """Token ids of the continuation, as tokenised inside ``prefix + continuation``; -1 each
+    from a backend that gives log-probs without ids (``Capabilities.token_logprobs`` only)."""
     logprobs: tuple[float, ...]
     """Natural-log probability of each token given everything before it (float32 or better)."""
     greedy: tuple[int, ...]
-    """The model's most likely token at each position (its greedy prediction)."""
+    """The model's most likely token at each position (its greedy prediction); -1 where
+    unknown (the first token of a text, a backend without ids)."""
     boundary_chars: int = 0
     """As in :class:`ScoreResult`: prefix characters sharing the first scored token."""
     mean_logprob: tuple[float, ...] | None = None
@@ -116,12 +118,21 @@ class Capabilities:
     """Free-text generation (needed by CAP, BenBench's lenient n-gram modes, paraphrasing)."""
     token_stats: bool = False
     """Per-token log-probs and greedy predictions of given text (BenBench's n-gram accuracy)."""
+    token_logprobs: bool = False
+    """Per-token log-probs of given text without their token ids or greedy predictions (a
+    server answering ``echo``): :meth:`Backend.token_stats` then gives -1 for every id. Enough
+    for the membership test's loss, zlib and Min-K% statistics; ``token_stats`` implies it."""
     vocab_stats: bool = False
     """``token_stats`` also carries each position's mean and std of log p over the vocabulary
     (``TokenStats.mean_logprob`` / ``std_logprob``; the Min-K%++ membership statistic)."""
     from_start: bool = True
     """Scores a text from its first token (an empty prefix, as BenBench and the membership test
     do): needs a BOS token to condition the first token on."""
+
+    @property
+    def per_token(self) -> bool:
+        """Per-token log-probs of given text, with or without token ids."""
+        return self.token_stats or self.token_logprobs
 
 
 class Backend(ABC):
@@ -175,6 +186,7 @@ class Backend(ABC):
         prompt_logprobs: bool = False,
         generate: bool = False,
         token_stats: bool = False,
+        token_logprobs: bool = False,
         vocab_stats: bool = False,
         from_start: bool = False,
         method: str,
@@ -192,14 +204,19 @@ class Backend(ABC):
             )
         if generate and not self.capabilities.generate:
             raise CapabilityError(f"{method} needs generation, which {self.spec!r} cannot do")
+        if vocab_stats and not self.capabilities.vocab_stats:  # before token_stats: it says more
+            raise CapabilityError(
+                f"{method} needs each position's mean and std of log-probs over the vocabulary, "
+                f"which backend {self.spec!r} cannot return (it needs the full next-token "
+                "distribution: use an hf: model, or a statistic without it, e.g. --statistic "
+                "min_k)"
+            )
         if token_stats and not self.capabilities.token_stats:
             raise CapabilityError(
                 f"{method} needs per-token log-probs and greedy predictions, which backend "
                 f"{self.spec!r} cannot return"
             )
-        if vocab_stats and not self.capabilities.vocab_stats:
+        if token_logprobs and not self.capabilities.per_token:
             raise CapabilityError(
-                f"{method} needs each position's mean and std of log-probs over the vocabulary, "
-                f"which backend {self.spec!r} cannot return (it needs the full next-token "
-                "distribution: use an hf: model)"
+                f"{method} needs per-token log-probs, which backend {self.spec!r} cannot return"
             )

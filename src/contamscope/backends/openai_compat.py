@@ -122,6 +122,7 @@ class OpenAIBackend(Backend):
             prompt_logprobs=True,
             generate=True,
             token_stats=logprobs == "prompt_logprobs",
+            token_logprobs=True,
             from_start=bool(bos),
         )
         self.refusal: str | None = None
@@ -276,6 +277,7 @@ class OpenAIBackend(Backend):
             prompt_logprobs=self.capabilities.prompt_logprobs,
             generate=True,
             token_stats=self.mode == "prompt_logprobs" and self.capabilities.prompt_logprobs,
+            token_logprobs=self.capabilities.prompt_logprobs,
             from_start=bool(self.bos),
         )
 
@@ -351,19 +353,22 @@ class OpenAIBackend(Backend):
     ) -> list[TokenStats]:
         if requests and self.mode == "auto":
             self._resolve_mode(self._prepare(requests[0]))
-        if not self.capabilities.token_stats:
-            raise CapabilityError(
-                f"backend {self.spec!r} cannot return per-token statistics: they need token ids, "
-                "which only vLLM's prompt_logprobs gives (-M logprobs=prompt_logprobs)"
-            )
+        if not self.capabilities.per_token:
+            raise CapabilityError(f"backend {self.spec!r} cannot return per-token log-probs")
+        # echo gives each token's text and log-prob but no ids: -1 for them (token_logprobs)
+        ids = self.capabilities.token_stats
         out: list[TokenStats] = []
-        for req, pt in self._run_prompts(requests, 1, progress, "token-stats"):
-            if pt is None or pt.ids is None or pt.greedy is None:
+        for req, pt in self._run_prompts(requests, 1 if ids else 0, progress, "token-stats"):
+            if pt is None or (ids and (pt.ids is None or pt.greedy is None)):
                 out.append(TokenStats.too_long())
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
             lps = tuple(math.nan if x is None else float(x) for x in pt.logprobs[start:])
-            out.append(TokenStats(pt.ids[start:], lps, pt.greedy[start:], boundary))
+            if ids and pt.ids is not None and pt.greedy is not None:
+                out.append(TokenStats(pt.ids[start:], lps, pt.greedy[start:], boundary))
+            else:
+                unknown = (-1,) * len(lps)
+                out.append(TokenStats(unknown, lps, unknown, boundary))
         return out
 
     def decode(self, tokens: Sequence[int]) -> str:

@@ -34,7 +34,7 @@ METHOD_NEEDS: Mapping[str, Capabilities] = {
     "permutation": Capabilities(prompt_logprobs=True, from_start=False),
     "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
     "CAP": Capabilities(prompt_logprobs=False, generate=True, from_start=False),
-    "membership": Capabilities(prompt_logprobs=True, token_stats=True),
+    "membership": Capabilities(prompt_logprobs=True, token_logprobs=True),
     "membership (min_k_pp)": Capabilities(prompt_logprobs=True, token_stats=True, vocab_stats=True),
 }
 """What each method needs from a backend (CAP works black-box, from generated text only;
@@ -86,6 +86,7 @@ def available_methods(caps: Capabilities) -> list[str]:
         if (caps.prompt_logprobs or not need.prompt_logprobs)
         and (caps.generate or not need.generate)
         and (caps.token_stats or not need.token_stats)
+        and (caps.per_token or not need.token_logprobs)
         and (caps.vocab_stats or not need.vocab_stats)
         and (caps.from_start or not need.from_start)
     ]
@@ -96,7 +97,11 @@ def _refuse(backend: OpenAIBackend, report: ProbeReport, reason: str) -> ProbeRe
     report.reason = reason
     backend.refusal = reason
     backend.capabilities = Capabilities(
-        prompt_logprobs=False, generate=True, token_stats=False, from_start=bool(backend.bos)
+        prompt_logprobs=False,
+        generate=True,
+        token_stats=False,
+        token_logprobs=False,
+        from_start=bool(backend.bos),
     )
     return report
 
@@ -213,6 +218,7 @@ def check_backend(
     prompt_logprobs: bool = False,
     generate: bool = False,
     token_stats: bool = False,
+    token_logprobs: bool = False,
     vocab_stats: bool = False,
     from_start: bool = False,
 ) -> ProbeReport | None:
@@ -222,7 +228,7 @@ def check_backend(
     per backend object: the pipelines call this too, so a Python caller gets the same check).
     """
     report: ProbeReport | None = None
-    if backend.spec.startswith("openai:") and (prompt_logprobs or token_stats):
+    if backend.spec.startswith("openai:") and (prompt_logprobs or token_stats or token_logprobs):
         from .openai_compat import OpenAIBackend
 
         if isinstance(backend, OpenAIBackend):
@@ -232,6 +238,7 @@ def check_backend(
             prompt_logprobs=prompt_logprobs,
             generate=generate,
             token_stats=token_stats,
+            token_logprobs=token_logprobs,
             vocab_stats=vocab_stats,
             from_start=from_start,
             method=method,

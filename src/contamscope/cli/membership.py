@@ -277,7 +277,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         check_backend(
             scorer.backend,
             prompt_logprobs=True,
-            token_stats=True,
+            token_logprobs=True,
+            token_stats=config.needs_vocab,
             vocab_stats=config.needs_vocab,
             method=f"the membership test (--statistic {config.statistic})",
         )

@@ -11,6 +11,7 @@ worker; a shard whose workers die ``max_retries + 1`` times fails the run with a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -83,13 +84,7 @@ class ScoringWorker:
             "fingerprint": self.backend.fingerprint(),
             "describe": self.backend.describe(),
             "local_cpu": self.backend.computes_on_local_cpu,
-            "capabilities": (
-                caps.prompt_logprobs,
-                caps.generate,
-                caps.token_stats,
-                caps.vocab_stats,
-                caps.from_start,
-            ),
+            "capabilities": dataclasses.asdict(caps),
         }
 
     def run(self, kind: str, requests: list[Any]) -> list[Any]:
@@ -260,7 +255,7 @@ class RemoteBackend(Backend):
         self._pool = pool
         info = pool.info
         self.spec = info["spec"]
-        self.capabilities = Capabilities(*info["capabilities"])
+        self.capabilities = Capabilities(**info["capabilities"])
         self._fingerprint = info["fingerprint"]
         self._describe = dict(info["describe"])
         self._executor = executor
@@ -296,7 +291,7 @@ class RemoteBackend(Backend):
     def token_stats(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[TokenStats]:
-        self.require(token_stats=True, method="token_stats")
+        self.require(token_logprobs=True, method="token_stats")
         return self._collect("token_stats", requests, progress)
 
     def generate(

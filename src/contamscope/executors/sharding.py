@@ -159,7 +159,7 @@ class StreamingScorer(CachedScorer):
     ) -> list[TokenStats]:
         if vocab_stats:
             self.backend.require(token_stats=True, vocab_stats=True, method="vocabulary statistics")
-        kind = stats_kind(vocab_stats)
+        kind = stats_kind(vocab_stats, self.backend.capabilities.token_stats)
         keys = [blob_key(self.fingerprint, kind, r) for r in requests]
         found: dict[str, Any] = {}
         cache = self.cache

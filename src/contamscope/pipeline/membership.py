@@ -282,7 +282,8 @@ def run_membership(
     check_backend(
         backend,
         prompt_logprobs=True,
-        token_stats=True,
+        token_logprobs=True,
+        token_stats=config.needs_vocab,
         vocab_stats=config.needs_vocab,
         from_start=True,
         method=method,

@@ -443,10 +443,15 @@ def _stats_ok(st: TokenStats) -> bool:
     return all(x == x for x in st.logprobs)  # never store NaN (too long for the model)
 
 
-def stats_kind(vocab_stats: bool) -> str:
+def stats_kind(vocab_stats: bool, ids: bool = True) -> str:
     """Blob kind of per-token statistics. Blobs that carry the vocabulary mean/std have their
     own kind (so their own keys): a blob written before those fields existed, or by a call
-    that did not need them, is never served to a request that needs them."""
+    that did not need them, is never served to a request that needs them. Log-probs without
+    token ids (``ids=False``: a server answering ``echo``) have theirs too, so their -1 ids are
+    never served to BenBench, which needs the ids, when the same model is later scored through
+    a server that gives them."""
+    if not ids:
+        return "token_logprobs"
     return "token_stats+vocab" if vocab_stats else "token_stats"
 
 
@@ -579,7 +584,7 @@ class CachedScorer:
         if vocab_stats:
             self.backend.require(token_stats=True, vocab_stats=True, method="vocabulary statistics")
         out = self._through(
-            stats_kind(vocab_stats),
+            stats_kind(vocab_stats, self.backend.capabilities.token_stats),
             requests,
             self.backend.token_stats,
             lambda st: dump_stats(st, vocab_stats),

@@ -235,7 +235,8 @@ class PermutationValidation(ValidationMethod):
         if self._reference:
             backend.require(
                 prompt_logprobs=True,
-                token_stats=True,
+                token_logprobs=True,
+                token_stats=self.membership.statistic == "min_k_pp",
                 vocab_stats=self.membership.statistic == "min_k_pp",
                 method="validate (membership detectors; --reference-items 0 leaves them out)",
             )
