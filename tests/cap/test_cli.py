@@ -252,3 +252,38 @@ def test_year_shift_on_supplied_modified_inputs_is_said_to_be_ignored(
     assert "ignored --year-shift on the items of train, test with a modified input" in said
     r = run_cli(*args, "--out", str(tmp_path / "plain"), cwd=tmp_path)
     assert r.returncode == 0 and "--year-shift" not in r.stderr
+
+
+def test_cap_template_lays_out_the_mcq_prompts(
+    fineval_dir: Path, qa_file: Path, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """--template replaces FinEval's layout (a Chinese benchmark asked in Chinese, say): the
+    prompts sent are the layout's, original and modified alike; the run folder keeps it, so
+    another layout is refused and the same one resumes. A qa task says it ignores it."""
+    layout = json.dumps({"question": "问题：{question}\n", "option": "{label}. {text}\n",
+                         "answer": "答案："}, ensure_ascii=False)  # fmt: skip
+    out = tmp_path / "run"
+    args = ["--model", f"hf:{tiny_model_path}", "--device", "cpu", "--n-boot", "200"]
+    bench = ["--benchmark", str(fineval_dir), "--splits", "dev,val", "--out", str(out)]
+    res = run_cli(*args, *bench, "--template", layout, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert len(records) == 6
+    for r in records:
+        for prompt in (r["input"], r["modified_input"]):
+            assert prompt.startswith(f"问题：{r['split']} ") and prompt.endswith("\n答案：")
+            assert "\nA. " in prompt and "\nD. " in prompt and "'A':" not in prompt
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["config"]["template"]["answer"] == "答案："
+
+    again = run_cli(*args, *bench, "--template", layout, cwd=tmp_path)
+    assert again.returncode == 0 and "resuming: 6 of 6" in again.stderr
+    other = run_cli(*args, *bench, "--template", "mmlu", cwd=tmp_path)
+    assert other.returncode == 2
+    assert "template" in other.stderr.strip().splitlines()[-1]
+
+    qa = run_cli(*args, "--benchmark", str(qa_file), "--fields",
+                 "input=question,output=answer,split=part", "--splits", "train,test",
+                 "--out", str(tmp_path / "qa"), "--template", layout, cwd=tmp_path)  # fmt: skip
+    assert qa.returncode == 0, qa.stderr
+    assert "ignored --template: it applies to mcq tasks; this is qa" in qa.stderr

@@ -368,3 +368,17 @@ def test_items_left_unmodified_are_out_of_pcr_unless_asked(
     unchanged = [r for r in kept.records() if r["input"] == r["modified_input"]]
     assert len(unchanged) == 2 and all(r["c"] == 1.0 for r in unchanged)  # consistent by design
     assert kept.summary["analysis"]["include_unmodified"] is True
+
+
+def test_a_template_is_for_multiple_choice_only() -> None:
+    from contamscope.perturb import get_template
+
+    assert CapConfig(task="mcq", template=get_template("mmlu")).settings()["template"] == {
+        "name": "mmlu",
+        "question": "{question}\n",
+        "option": "{label}. {text}\n",
+        "answer": "Answer:",
+    }
+    assert "template" not in CapConfig(task="mcq").settings()  # older run folders still match
+    with pytest.raises(ConfigError, match="--template lays out multiple-choice prompts; --task"):
+        CapConfig(task="qa", template=get_template("mmlu"))

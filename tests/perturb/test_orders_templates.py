@@ -81,6 +81,13 @@ def test_a_custom_template_from_json_or_a_json_file(tmp_path: Path) -> None:
         get_template('{"question": "{question}\n", "option": "{text}\n"}').question
         == "{question}\n"
     )
+    # the answer cue (CAP's prompts): recorded only when it is not the default, so the layouts
+    # of run folders written before it existed still match
+    assert "answer" not in t.describe() and "answer" not in get_template("paper").describe()
+    cued = get_template(text.replace('"name": "zh", ', '"answer": "答案：", '))
+    assert cued.prompt(item) == "问题：Which is red?\nA．sky\nB．blood\n答案："
+    assert cued.describe()["answer"] == "答案："
+    assert t.prompt(item).endswith("(B) blood\nAnswer:")
 
 
 @pytest.mark.parametrize(

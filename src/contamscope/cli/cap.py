@@ -145,6 +145,14 @@ def command(
     no_loglik: bool = typer.Option(
         False, "--no-loglik", help="mcq: skip the log-likelihood choice."
     ),
+    template: str | None = typer.Option(
+        None,
+        "--template",
+        help="mcq: prompt layout (default: FinEval's for FinEval items, else 'Question: ...', "
+        "'A. ...', 'Answer:'): paper, mmlu, or your own as JSON with an optional answer cue, "
+        'e.g. \'{"question": "问题：{question}\\n", "option": "{label}. {text}\\n", '
+        '"answer": "答案："}\', or a .json file holding that.',
+    ),
     n_boot: int = typer.Option(
         2000,
         "--bootstrap",
@@ -194,6 +202,7 @@ _TASK_ONLY = {
     "--include-answer-changing": "qa",
     "--mcq-metric": "mcq",
     "--no-loglik": "mcq",
+    "--template": "mcq",
 }
 """Options read by one task only: given for another, they are reported as ignored."""
 
@@ -221,6 +230,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..backends.probe import check_backend
     from ..data.cap import CapFields, load_cap
     from ..data.overlap import split_overlap
+    from ..perturb import get_template
     from ..pipeline.cap import CapConfig, check_splits, run_cap
     from ..store import RunDir
 
@@ -274,6 +284,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         n_boot=kw["n_boot"],
         min_diff=kw["min_diff"],
         batch_items=kw["batch_items"],
+        template=get_template(kw["template"]) if kw["template"] and data.task == "mcq" else None,
     )
     check_splits(data, split_names)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})

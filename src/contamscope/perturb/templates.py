@@ -15,6 +15,9 @@ from ..data.items import MCQItem, option_labels
 from ..errors import ConfigError
 from .orders import apply_order
 
+ANSWER_CUE = "Answer:"
+"""What follows the options when a method asks the model for the answer letter."""
+
 __all__ = ["PromptTemplate", "TEMPLATES", "get_template"]
 
 
@@ -32,6 +35,9 @@ class PromptTemplate:
     """Format of the prefix; ``{question}`` is replaced by the question text."""
     option: str = "{label}:{text}\n"
     """Format of one option line; ``{label}`` and ``{text}`` are replaced."""
+    answer: str = ANSWER_CUE
+    """Text after the options where a generating method (CAP) asks for the answer letter; the
+    option-order scoring does not use it."""
 
     def __post_init__(self) -> None:
         if "{question}" not in self.question:
@@ -52,8 +58,17 @@ class PromptTemplate:
             for lab, txt in zip(labels, texts)
         )
 
+    def prompt(self, item: MCQItem) -> str:
+        """The item in its published order followed by the answer cue: what a generating
+        method (CAP) sends to ask for the answer letter."""
+        options = self.continuation(item, tuple(range(item.n_options)))
+        return self.prefix(item) + options + self.answer
+
     def describe(self) -> dict[str, str]:
-        return {"name": self.name, "question": self.question, "option": self.option}
+        out = {"name": self.name, "question": self.question, "option": self.option}
+        if self.answer != ANSWER_CUE:  # run folders written before the cue existed still match
+            out["answer"] = self.answer
+        return out
 
 
 TEMPLATES: dict[str, PromptTemplate] = {
@@ -68,7 +83,7 @@ TEMPLATES: dict[str, PromptTemplate] = {
 }
 
 
-_TEMPLATE_KEYS = ("name", "question", "option")
+_TEMPLATE_KEYS = ("name", "question", "option", "answer")
 _CUSTOM_HELP = (
     'a JSON object {"question": "...{question}...", "option": "...{label}...{text}..."} or a '
     ".json file holding one"
@@ -77,8 +92,9 @@ _CUSTOM_HELP = (
 
 def get_template(spec: str) -> PromptTemplate:
     r"""A named template (``paper``, ``mmlu``), a JSON object ``{"question": ..., "option": ...,
-    "name": ...}`` (``name`` optional, default ``custom``) or the path of a ``.json`` file
-    holding one. Anything else raises a one-line ConfigError naming ``--template``.
+    "name": ..., "answer": ...}`` (``name`` optional, default ``custom``; ``answer`` optional,
+    the cue after the options where CAP asks for the letter, default ``Answer:``) or the path
+    of a ``.json`` file holding one. Anything else raises a one-line ConfigError naming ``--template``.
 
     >>> t = get_template('{"question": "Question: {question}\n", "option": "({label}) {text}\n"}')
     >>> t.name, t.option
@@ -129,6 +145,6 @@ def get_template(spec: str) -> PromptTemplate:
     ):
         raise ConfigError(f"{where}: the name {name!r} is a built-in template's; choose another")
     try:
-        return PromptTemplate(name, obj["question"], obj["option"])
+        return PromptTemplate(name, obj["question"], obj["option"], obj.get("answer", ANSWER_CUE))
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None

@@ -40,6 +40,7 @@ from ..perturb.modify import (
     shift_item_years,
     split_context,
 )
+from ..perturb.templates import PromptTemplate
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_items
 from .outcome import Outcome
@@ -96,10 +97,15 @@ class CapConfig:
     """Smallest |PCR difference| called evidence (in addition to the CI excluding 0)."""
     batch_items: int = 16
     """Items per generation batch (results are saved after each)."""
+    template: PromptTemplate | None = None
+    """mcq: the prompt layout (``--template``: question, option lines, answer cue); None =
+    FinEval's for FinEval items, else ``Question: ...`` / ``A. ...`` / ``Answer:``."""
 
     def __post_init__(self) -> None:
         if self.task not in CONSISTENCY:
             raise ConfigError(f"--task {self.task!r}: expected mcq, qa or summary")
+        if self.template is not None and self.task != "mcq":
+            raise ConfigError(f"--template lays out multiple-choice prompts; --task is {self.task}")
         if self.scale not in SCALES:
             raise ConfigError(f"--scale {self.scale!r}: expected one of {', '.join(SCALES)}")
         if self.alpha < 0:
@@ -123,6 +129,9 @@ class CapConfig:
     def settings(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("batch_items")
+        d.pop("template")  # absent unless given: run folders from before it still match
+        if self.template is not None:
+            d["template"] = self.template.describe() | {"answer": self.template.answer}
         analysis = ("alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric")
         for k in (*analysis, "include_unmodified"):
             d.pop(k)  # analysis-only: changing them re-analyses stored records, no re-run needed
@@ -142,8 +151,11 @@ class CapOutcome(Outcome):
         return self.scored_now
 
 
-def mcq_prompt(item: MCQItem) -> str:
-    """The prompt of a multiple-choice item: FinEval's layout for FinEval items, else English."""
+def mcq_prompt(item: MCQItem, template: PromptTemplate | None = None) -> str:
+    """The prompt of a multiple-choice item: ``template``'s layout when given, else FinEval's
+    for FinEval items and English for the others."""
+    if template is not None:
+        return template.prompt(item)
     if item.meta.get("prompt_style") == "fineval":
         opts = ", ".join(f"'{_LABELS[i]}': {o}" for i, o in enumerate(item.options))
         return FINEVAL_PROMPT.format(question=item.question, options=opts)
@@ -172,13 +184,14 @@ class _Plan:
 
 def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: int) -> _Plan:
     if cfg.task == "mcq":
-        if supplied is not None:
-            p0 = item.meta.get("input") or mcq_prompt(item)
-            p1 = supplied.meta.get("input") or mcq_prompt(supplied)
+        t = cfg.template
+        if supplied is not None:  # a layout given by --template replaces the supplied inputs'
+            p0 = (None if t else item.meta.get("input")) or mcq_prompt(item, t)
+            p1 = (None if t else supplied.meta.get("input")) or mcq_prompt(supplied, t)
             return _Plan(split, item, supplied, p0, p1, {"kind": "factual", "supplied": True})
         reordered, order = reorder_options(item, seed=cfg.seed)
         what = {"kind": "factual", "supplied": False, "order": list(order)}
-        return _Plan(split, item, reordered, mcq_prompt(item), mcq_prompt(reordered), what)
+        return _Plan(split, item, reordered, mcq_prompt(item, t), mcq_prompt(reordered, t), what)
     if cfg.task == "qa":
         if supplied is not None:
             mod: Any = QAItem(
