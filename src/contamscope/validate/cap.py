@@ -19,6 +19,7 @@ from typing import Any
 
 from ..data.cap import CapData
 from ..errors import ConfigError
+from ..perturb.templates import PromptTemplate
 from ..pipeline.cap import CapConfig, _letter_cont, build_cap_summary, mcq_prompt, run_cap
 from ..store import CachedScorer, RunDir
 from .data import Split
@@ -29,18 +30,26 @@ __all__ = ["CapValidation", "cap_training_text"]
 _LABELS = "ABCDEFGHIJ"
 
 
-def cap_training_text(item: Any, task: str, supplied: bool = False) -> str:
-    """The text a leaked CAP item is trained on: the prompt the CAP pipeline sends, then the
-    reference answer (multiple choice: the answer letter, spaced as the log-likelihood reader
-    scores it; QA: the reference after a space).
+def cap_training_text(
+    item: Any, task: str, supplied: bool = False, template: PromptTemplate | None = None
+) -> str:
+    """The text a leaked CAP item is trained on: the prompt the CAP pipeline sends (in
+    ``template``'s layout when the run has one), then the reference answer (multiple choice: the
+    answer letter, spaced as the log-likelihood reader scores it; QA: the reference after a
+    space).
 
     >>> from contamscope.data.items import MCQItem
     >>> it = MCQItem(id="q", question="2 + 2?", options=("3", "4"), answer=1)
     >>> cap_training_text(it, "mcq")
     'Question: 2 + 2?\\nA. 3\\nB. 4\\nAnswer: B'
+    >>> zh = PromptTemplate("zh", "问：{question}\\n", "{label}) {text}\\n", "答：")
+    >>> cap_training_text(it, "mcq", template=zh)
+    '问：2 + 2?\\nA) 3\\nB) 4\\n答：B'
     """
     if task == "mcq":
-        prompt = (item.meta.get("input") if supplied else None) or mcq_prompt(item)
+        prompt = (item.meta.get("input") if supplied and not template else None) or mcq_prompt(
+            item, template
+        )
         return prompt + _letter_cont(prompt, _LABELS[item.answer])
     sep = "" if item.question[-1:].isspace() else " "
     return item.question + sep + (item.answer or "")
@@ -143,7 +152,9 @@ class CapValidation(ValidationMethod):
 
     def training_texts(self, split: Split) -> list[str]:
         return [
-            cap_training_text(it, self.cap.task, self._supplied(self.trained_split, it.id))
+            cap_training_text(
+                it, self.cap.task, self._supplied(self.trained_split, it.id), self.cap.template
+            )
             for it in split.leaked
         ]
 
