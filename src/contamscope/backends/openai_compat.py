@@ -364,11 +364,10 @@ class OpenAIBackend(Backend):
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
             lps = tuple(math.nan if x is None else float(x) for x in pt.logprobs[start:])
-            if ids and pt.ids is not None and pt.greedy is not None:
-                out.append(TokenStats(pt.ids[start:], lps, pt.greedy[start:], boundary))
-            else:
-                unknown = (-1,) * len(lps)
-                out.append(TokenStats(unknown, lps, unknown, boundary))
+            unknown = (-1,) * len(lps)
+            tokens = pt.ids[start:] if ids and pt.ids is not None else unknown
+            greedy = pt.greedy[start:] if ids and pt.greedy is not None else unknown
+            out.append(TokenStats(tokens, lps, greedy, boundary))
         return out
 
     def decode(self, tokens: Sequence[int]) -> str:

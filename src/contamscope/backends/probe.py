@@ -97,11 +97,7 @@ def _refuse(backend: OpenAIBackend, report: ProbeReport, reason: str) -> ProbeRe
     report.reason = reason
     backend.refusal = reason
     backend.capabilities = Capabilities(
-        prompt_logprobs=False,
-        generate=True,
-        token_stats=False,
-        token_logprobs=False,
-        from_start=bool(backend.bos),
+        prompt_logprobs=False, generate=True, token_stats=False, from_start=bool(backend.bos)
     )
     return report
 

@@ -276,10 +276,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     with console.status("checking what the model can do ..."):
         check_backend(
             scorer.backend,
-            prompt_logprobs=True,
-            token_logprobs=True,
-            token_stats=config.needs_vocab,
-            vocab_stats=config.needs_vocab,
+            **config.backend_needs,
             method=f"the membership test (--statistic {config.statistic})",
         )
     selection = {

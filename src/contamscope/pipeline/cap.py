@@ -164,6 +164,13 @@ def mcq_prompt(item: MCQItem, template: PromptTemplate | None = None) -> str:
     return "\n".join(lines) + "\nAnswer:"
 
 
+def mcq_input(item: MCQItem, template: PromptTemplate | None, supplied: bool) -> str:
+    """The prompt CAP sends for ``item``: its own ``input`` when the data supply one (FinEval's
+    files) and no ``template`` lays it out, else :func:`mcq_prompt`."""
+    given = item.meta.get("input") if supplied and template is None else None
+    return given or mcq_prompt(item, template)
+
+
 def _letter_cont(prompt: str, letter: str) -> str:
     last = prompt[-1:] if prompt else ""
     return letter if (not last or last.isspace() or not last.isascii()) else " " + letter
@@ -185,9 +192,8 @@ class _Plan:
 def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: int) -> _Plan:
     if cfg.task == "mcq":
         t = cfg.template
-        if supplied is not None:  # a layout given by --template replaces the supplied inputs'
-            p0 = (None if t else item.meta.get("input")) or mcq_prompt(item, t)
-            p1 = (None if t else supplied.meta.get("input")) or mcq_prompt(supplied, t)
+        if supplied is not None:
+            p0, p1 = mcq_input(item, t, True), mcq_input(supplied, t, True)
             return _Plan(split, item, supplied, p0, p1, {"kind": "factual", "supplied": True})
         reordered, order = reorder_options(item, seed=cfg.seed)
         what = {"kind": "factual", "supplied": False, "order": list(order)}

@@ -118,6 +118,14 @@ class MembershipConfig:
         """Whether the declared statistic needs the vocabulary mean/std (Min-K%++)."""
         return self.statistic in ("min_k_pp", "combined")
 
+    @property
+    def backend_needs(self) -> dict[str, bool]:
+        """What the declared statistic needs from a backend (``check_backend``'s arguments):
+        per-token log-probs, with ids and the vocabulary mean/std for Min-K%++."""
+        vocab = self.needs_vocab
+        return {"prompt_logprobs": True, "token_logprobs": True, "token_stats": vocab,
+                "vocab_stats": vocab}  # fmt: skip
+
     def scoring_settings(self) -> dict[str, Any]:
         """What the stored records depend on (a run folder keeps them fixed)."""
         out: dict[str, Any] = {"template": self.template.describe(), "k": self.k}
@@ -279,15 +287,7 @@ def run_membership(
     backend = scorer.backend
     counted = scorer.mark()
     method = f"the membership test (--statistic {config.statistic})"
-    check_backend(
-        backend,
-        prompt_logprobs=True,
-        token_logprobs=True,
-        token_stats=config.needs_vocab,
-        vocab_stats=config.needs_vocab,
-        from_start=True,
-        method=method,
-    )
+    check_backend(backend, **config.backend_needs, from_start=True, method=method)
     if not reference_items:
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
     check_items(items, object, method, "benchmark items")

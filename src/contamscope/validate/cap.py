@@ -20,7 +20,7 @@ from typing import Any
 from ..data.cap import CapData
 from ..errors import ConfigError
 from ..perturb.templates import PromptTemplate
-from ..pipeline.cap import CapConfig, _letter_cont, build_cap_summary, mcq_prompt, run_cap
+from ..pipeline.cap import CapConfig, _letter_cont, build_cap_summary, mcq_input, run_cap
 from ..store import CachedScorer, RunDir
 from .data import Split
 from .pipeline import ScoreHooks, ValidationMethod, read_records
@@ -47,9 +47,7 @@ def cap_training_text(
     '问：2 + 2?\\nA) 3\\nB) 4\\n答：B'
     """
     if task == "mcq":
-        prompt = (item.meta.get("input") if supplied and not template else None) or mcq_prompt(
-            item, template
-        )
+        prompt = mcq_input(item, template, supplied)
         return prompt + _letter_cont(prompt, _LABELS[item.answer])
     sep = "" if item.question[-1:].isspace() else " "
     return item.question + sep + (item.answer or "")
