@@ -283,6 +283,26 @@ def test_span_masks_are_the_ancestor_masks() -> None:
             want[r, 0, :k, pw : pw + k] = t.mask()
             want[r, 0, k:, pw + k :] = np.eye(b.width - k, dtype=bool)  # padding: itself
         assert (got == want).all()
+        # a sliding window of 3 positions: prefix key j at position j, node keys at their own
+        masks = tree_mask(
+            b,
+            torch.from_numpy(b.spans),
+            torch.from_numpy(b.lengths),
+            torch.from_numpy(b.prefix_lengths),
+            torch.from_numpy(b.pos),
+            {"full_attention": None, "sliding_attention": 3},
+        )
+        assert (masks["full_attention"].numpy() == want).all()
+        keys = np.concatenate(
+            [
+                np.broadcast_to(np.arange(b.prefix_width), b.pos.shape[:1] + (b.prefix_width,)),
+                b.pos,
+            ],
+            axis=1,
+        )
+        near = b.pos[:, :, None] - keys[:, None, :] < 3
+        assert (masks["sliding_attention"].numpy() == (want & near[:, None])).all()
+        assert masks["sliding_attention"].numpy().any(-1).all()  # every row sees itself
 
 
 def test_split_from_the_char_map_equals_the_split_from_all_offsets(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ from .tree_plan import (
     Unit,
     bucket,
     filled_cache,
+    layer_windows,
     plan_in_process,
     planning_pool,
     tree_mask,
@@ -54,7 +56,11 @@ from .tree_plan import (
 
 __all__ = ["HFBackend", "resolve_device", "resolve_dtype", "quiet_transformers"]
 
-ENGINE_VERSION = "3"
+ENGINE_VERSION = "4"
+"""Part of the fingerprint, so scores of another engine's numbers are not reused. Version 4
+corrected sliding-window and eager-attention models (version 3 ignored the window in the tree
+and added eager attention's mask as 1s and 0s); a model with only full attention through SDPA
+gets the numbers of version 3 and keeps its key, so those cached scores stay valid."""
 _HEAD_ROWS = 256
 """Rows of vocabulary logits computed at once (small enough to stay in cache)."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -240,6 +246,20 @@ class HFBackend(Backend):
         """Real (non-padding) positions run so far, trunk tokens repeated across subtrees included."""
         self.tokens_min = 0
         """The minimum that must be run: each prefix once plus the nodes of its token trie."""
+        self._windows = layer_windows(model.config)
+        """Attention window per kind of layer (:func:`~.tree_plan.layer_windows`)."""
+        self.engine = "prefix-tree"
+        """How :meth:`score` runs: ``prefix-tree`` (the engine above), or ``full-sequence``
+        (every text run whole, batched) for a model whose layers tree attention cannot run
+        (recurrent state, chunked attention) or whose results it does not reproduce."""
+        why = self._tree_engine_fails()
+        if why:
+            self.engine = "full-sequence"
+            print(
+                f"note: {spec}: the prefix-tree engine cannot run this model ({why}); "
+                "each text is scored in one full forward pass (same numbers, slower)",
+                file=sys.stderr,
+            )
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -404,6 +424,33 @@ class HFBackend(Backend):
         want = ref.gather(-1, ids[0, 1:, None]).squeeze(-1)
         return bool(torch.allclose(mine, want, atol=2e-2 if self.dtype != torch.float32 else 1e-4))
 
+    def _tree_engine_fails(self) -> str | None:
+        """Why the prefix-tree engine cannot score this model (None when it can): a layer kind
+        that tree attention cannot run, or, checked once on a small branching tree of two
+        prefixes, an error or a log-prob off the model's own full forward pass (recurrent or
+        convolutional layers that read the tree's rows as one sequence)."""
+        if self._windows is None:
+            return "layers other than full or sliding-window attention"
+        checks = [
+            ScoreRequest("The quick brown fox", " jumps over the dog"),
+            ScoreRequest("The quick brown fox", " jumps under a tree"),
+            ScoreRequest("The quick brown fox", " sleeps"),
+            ScoreRequest("1, 2, 3,", " 4, 5"),
+        ]
+        counts = self.tokens_run, self.tokens_useful, self.tokens_min
+        try:
+            got = [r.logprob for r in self._score_tree(checks)]
+        except Exception as exc:  # noqa: BLE001 (any failure of the model's own code)
+            return f"{type(exc).__name__} in a tree-attention pass"
+        finally:
+            self.tokens_run, self.tokens_useful, self.tokens_min = counts
+        want = [self.naive_logprob(r) for r in checks]
+        tol = 1e-3 if self.dtype == torch.float32 else 0.25
+        worst = max(abs(g - w) for g, w in zip(got, want))
+        if not worst <= tol:  # NaN too
+            return f"log-probs differ from a full forward pass by {worst:.3g}"
+        return None
+
     # --- identity -------------------------------------------------------------------------
     def fingerprint(self) -> str:
         if self._fingerprint is None:
@@ -419,10 +466,19 @@ class HFBackend(Backend):
                 str(self.dtype).replace("torch.", ""),
                 f"tok={tok_hash}",
                 f"bos={self.bos_id}",
-                f"engine={ENGINE_VERSION}",
+                f"engine={self._engine_key()}",
             ]
             self._fingerprint = "|".join(parts)
         return self._fingerprint
+
+    def _engine_key(self) -> str:
+        """:data:`ENGINE_VERSION`, or 3 where version 4 computes the same numbers."""
+        same = (
+            self.engine == "prefix-tree"
+            and self._windows == {"full_attention": None}
+            and self.model.config._attn_implementation != "eager"
+        )
+        return "3" if same else ENGINE_VERSION
 
     @property
     def computes_on_local_cpu(self) -> bool:
@@ -440,6 +496,7 @@ class HFBackend(Backend):
             "dtype": str(self.dtype).replace("torch.", ""),
             "bos_token_id": self.bos_id,
             "max_batch_tokens": self.max_batch_tokens,
+            "engine": self.engine,
             "parameters": sum(p.numel() for p in self.model.parameters()),
         }
 
@@ -570,7 +627,13 @@ class HFBackend(Backend):
         for r, p in enumerate(prefixes):
             ids[r, : len(p)] = torch.tensor(p)
             attn[r, : len(p)] = 1
-        states, cache = self._forward(ids.to(dev), attention_mask=attn.to(dev), use_cache=True)
+        # a cache of full layers: a sliding-window layer's own cache would keep only the last
+        # window of keys (the mask of this pass applies the window)
+        from transformers import DynamicCache
+
+        states, cache = self._forward(
+            ids.to(dev), DynamicCache(), attention_mask=attn.to(dev), use_cache=True
+        )
         self.tokens_run += ids.numel()
         self.tokens_useful += sum(len(p) for p in prefixes)
         last = torch.tensor([len(p) - 1 for p in prefixes], device=dev)
@@ -607,18 +670,20 @@ class HFBackend(Backend):
         every member (on the device, in ``batch.members`` order)."""
         n, width, pw = len(batch.slots), batch.width, batch.prefix_width
         slots = self._upload(batch.slots)
-        kv = filled_cache(self.model.config, held.keys, held.values, slots, pw, width)
+        kv = filled_cache(held.keys, held.values, slots, pw, width)
+        pos = self._upload(batch.pos)
         mask = tree_mask(
             batch,
             self._upload(batch.spans),
             self._upload(batch.lengths),
             self._upload(batch.prefix_lengths),
+            pos,
+            self._windows,
         )
+        if self.model.config._attn_implementation == "eager":
+            mask = _additive(mask, self.dtype)
         states, _ = self._forward(
-            self._upload(batch.ids),
-            attention_mask=mask,
-            position_ids=self._upload(batch.pos),
-            cache=kv,
+            self._upload(batch.ids), attention_mask=mask, position_ids=pos, cache=kv
         )
         flat = torch.cat([states.reshape(n * width, -1), held.last.index_select(0, slots)])
         tgt = self._upload(batch.targets)
@@ -647,6 +712,15 @@ class HFBackend(Backend):
         return bucket(sizes, budget or self.max_batch_tokens, max_pad, extra)
 
     def score(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    ) -> list[ScoreResult]:
+        if self.engine == "full-sequence":
+            from .hf_text import score_full
+
+            return score_full(self, requests, progress)
+        return self._score_tree(requests, progress)
+
+    def _score_tree(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
         n = len(requests)
@@ -745,6 +819,16 @@ class HFBackend(Backend):
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
         p = len(e.prefix)
         return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
+
+
+def _additive(mask: Any, dtype: torch.dtype) -> Any:
+    """A boolean mask (or a dict of them) as the additive float mask that eager attention adds
+    to its scores (0 where attended, the dtype's minimum elsewhere); SDPA takes booleans, eager
+    attention would add them as 1 and 0 and mask nothing."""
+    if isinstance(mask, dict):
+        return {kind: _additive(m, dtype) for kind, m in mask.items()}
+    low = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=mask.device)
+    return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), low)
 
 
 def _cache_keyword(forward: Any) -> str:

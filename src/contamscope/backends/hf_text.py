@@ -15,18 +15,35 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .base import GenerateRequest, Generation, ProgressFn, ScoreRequest, TokenStats
+from .base import GenerateRequest, Generation, ProgressFn, ScoreRequest, ScoreResult, TokenStats
 
 if TYPE_CHECKING:
     from .hf import HFBackend
 
-__all__ = ["token_stats", "generate"]
+__all__ = ["token_stats", "score_full", "generate"]
+
+
+def score_full(
+    backend: HFBackend, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+) -> list[ScoreResult]:
+    """:meth:`HFBackend.score` with every text run whole (the engine's ``full-sequence`` mode):
+    the sum of :func:`token_stats`' log-probs, NaN for a text too long for the model."""
+    out = []
+    for s in token_stats(backend, requests, progress, vocab=False):
+        # TokenStats.too_long marks a text set aside unread with one -1 token (no real id)
+        n = 0 if s.tokens == (-1,) else len(s.tokens)
+        out.append(ScoreResult(math.fsum(s.logprobs), n, s.boundary_chars))
+    return out
 
 
 def token_stats(
-    backend: HFBackend, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
+    backend: HFBackend,
+    requests: Sequence[ScoreRequest],
+    progress: ProgressFn | None = None,
+    vocab: bool = True,
 ) -> list[TokenStats]:
-    """Teacher-forced log-probs and greedy predictions of each continuation."""
+    """Teacher-forced log-probs and greedy predictions of each continuation (with ``vocab``
+    False the log-probs alone: greedy -1, no vocabulary statistics)."""
     encoded = backend.encode_many(requests)
     out: list[TokenStats | None] = [None] * len(requests)
     runnable: list[tuple[int, int]] = []
@@ -60,11 +77,15 @@ def token_stats(
             states, _ = backend._forward(ids.to(dev), attention_mask=attn.to(dev))
             flat = states.reshape(len(seqs) * width, -1)[torch.tensor(rows, device=dev)]
             tgt = torch.tensor(targets, device=dev)
-            best = torch.empty_like(tgt)
-            moments = torch.empty((len(targets), 2), dtype=torch.float32, device=dev)
-            lp = backend._node_logprobs(flat, tgt, best, moments).tolist()
-            greedy = best.tolist()
-            mean, std = moments.T.tolist()
+            if vocab:
+                best = torch.empty_like(tgt)
+                moments = torch.empty((len(targets), 2), dtype=torch.float32, device=dev)
+                lp = backend._node_logprobs(flat, tgt, best, moments).tolist()
+                greedy = best.tolist()
+                mean, std = moments.T.tolist()
+            else:
+                lp = backend._node_logprobs(flat, tgt).tolist()
+                greedy, mean, std = [-1] * len(targets), None, None
             backend.tokens_run += ids.numel()
             backend.tokens_useful += int(attn.sum())
             offset = 0
@@ -76,8 +97,8 @@ def token_stats(
                     tuple(lp[offset : offset + k]),
                     tuple(greedy[offset : offset + k]),
                     e.boundary_chars,
-                    tuple(mean[offset : offset + k]),
-                    tuple(std[offset : offset + k]),
+                    None if mean is None else tuple(mean[offset : offset + k]),
+                    None if std is None else tuple(std[offset : offset + k]),
                 )
                 offset += k
             if progress is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "build_trees",
     "prepare_batch",
     "tree_mask",
+    "layer_windows",
     "filled_cache",
     "Encoded",
     "encode_requests",
@@ -545,14 +546,60 @@ def planning_pool(tokenizer: Any) -> Any:
     return SpawnPool(1, initializer=_worker_init, initargs=(tokenizer,))
 
 
-def tree_mask(batch: Batch, spans: Any, lengths: Any, prefix_lengths: Any) -> Any:
+def layer_windows(config: Any) -> dict[str, int | None] | None:
+    """The attention window of each kind of decoder layer in a transformers ``config``: None
+    for full attention, the window for sliding-window attention (a query at position ``q``
+    sees keys at positions ``k`` with ``q - k < window``, as transformers' masks).
+
+    Returns None when some layer is of another kind (chunked attention, linear attention,
+    recurrent state, shared KV), which tree attention cannot run. Models that name their layer
+    kinds (``layer_types``: Gemma 2/3, Qwen2, ...) take one mask per kind; a model without them
+    but with a ``sliding_window`` (Mistral, Phi-3) applies the window in every layer.
+
+    >>> from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig
+    >>> layer_windows(Gemma3TextConfig(sliding_window=512, num_hidden_layers=6))
+    {'full_attention': None, 'sliding_attention': 512}
+    >>> layer_windows(MistralConfig(sliding_window=4096)), layer_windows(LlamaConfig())
+    ({'sliding_attention': 4096}, {'full_attention': None})
+    """
+    cfg = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    window = getattr(cfg, "sliding_window", None)
+    kinds = getattr(cfg, "layer_types", None)
+    if kinds is None:
+        if getattr(cfg, "attention_chunk_size", None) or getattr(cfg, "kv_sharing_modes", None):
+            return None
+        kinds = ["sliding_attention" if window else "full_attention"]
+    out: dict[str, int | None] = {}
+    for kind in sorted(set(kinds)):
+        if kind == "full_attention":
+            out[kind] = None
+        elif kind == "sliding_attention" and window:
+            out[kind] = int(window)
+        else:
+            return None
+    return out
+
+
+def tree_mask(
+    batch: Batch,
+    spans: Any,
+    lengths: Any,
+    prefix_lengths: Any,
+    positions: Any = None,
+    windows: dict[str, int | None] | None = None,
+) -> Any:
     """The [rows, 1, width, prefix width + width] boolean attention mask of ``batch``, built
     where ``spans``, ``lengths`` and ``prefix_lengths`` (its arrays as tensors) live.
 
     A real node attends to its row's prefix (not the padding behind it) and to its ancestors and
     itself (:attr:`Tree.spans`); a padding position attends to itself only. Building it on the
     device uploads ``rows x width`` integers instead of the ``rows x width x (prefix + width)``
-    mask."""
+    mask.
+
+    With ``windows`` (:func:`layer_windows`) and ``positions`` (``batch.pos`` as a tensor), a
+    sliding-window kind's mask also drops keys ``window`` or more positions behind the query
+    (prefix key ``j`` is at position ``j``, a node at its own); with two or more kinds the
+    result is a dict of masks by kind, as such models take it."""
     import torch
 
     dev = spans.device
@@ -562,35 +609,43 @@ def tree_mask(batch: Batch, spans: Any, lengths: Any, prefix_lengths: Any) -> An
     real = cols[None, :] < lengths[:, None]
     pcols = torch.arange(batch.prefix_width, device=dev)
     pre = (pcols[None, None, :] < prefix_lengths[:, None, None]) & real[:, :, None]
-    return torch.cat([pre, tree], dim=-1)[:, None]
+    full = torch.cat([pre, tree], dim=-1)[:, None]
+    if not windows:
+        return full
+    masks = {}
+    for kind, window in windows.items():
+        if window is None:
+            masks[kind] = full
+            continue
+        keys = torch.cat([pcols[None, :].expand(len(positions), -1), positions], dim=-1)
+        near = positions[:, :, None] - keys[:, None, :] < window
+        masks[kind] = full & near[:, None]
+    return masks if len(masks) > 1 else next(iter(masks.values()))
 
 
 def filled_cache(
-    config: Any, held_keys: list[Any], held_values: list[Any], slots: Any, pw: int, width: int
+    held_keys: list[Any], held_values: list[Any], slots: Any, pw: int, width: int
 ) -> Any:
     """A transformers ``DynamicCache`` whose layers hold each row's prefix keys/values.
 
-    Full-attention layers get one buffer per layer of ``pw + width`` positions: the prefix part
-    is gathered straight into it and the forward pass writes the new keys/values behind it, so
-    the prefix is copied once (``DynamicCache.update`` would copy it again on every
-    concatenation). Other layer kinds (sliding windows) go through their own ``update``.
+    Each layer gets one buffer of ``pw + width`` positions: the prefix part is gathered straight
+    into it and the forward pass writes the new keys/values behind it, so the prefix is copied
+    once (``DynamicCache.update`` would copy it again on every concatenation). Sliding-window
+    layers get a full buffer too (their own cache layer would keep only the window's last keys,
+    out of line with the mask): the window is in the mask (:func:`tree_mask`).
     """
     import torch
     from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
-    kv = DynamicCache(config=config)
-    layers: Any = getattr(kv, "layers", None)
-    for i, (hk, hv) in enumerate(zip(held_keys, held_values)):
-        layer = layers[i] if layers is not None and i < len(layers) else None
-        if layer is not None and type(layer) is DynamicLayer:
-            k = hk.new_empty((len(slots), hk.shape[1], pw + width, hk.shape[3]))
-            v = hv.new_empty((len(slots), hv.shape[1], pw + width, hv.shape[3]))
-            torch.index_select(hk[:, :, :pw], 0, slots, out=k[:, :, :pw])
-            torch.index_select(hv[:, :, :pw], 0, slots, out=v[:, :, :pw])
-            layers[i] = _prefilled_layer_class()(k, v, pw)
-        else:
-            kv.update(hk[:, :, :pw].index_select(0, slots), hv[:, :, :pw].index_select(0, slots), i)
+    kv = DynamicCache()
+    layers: list[Any] = []
+    for hk, hv in zip(held_keys, held_values):
+        k = hk.new_empty((len(slots), hk.shape[1], pw + width, hk.shape[3]))
+        v = hv.new_empty((len(slots), hv.shape[1], pw + width, hv.shape[3]))
+        torch.index_select(hk[:, :, :pw], 0, slots, out=k[:, :, :pw])
+        torch.index_select(hv[:, :, :pw], 0, slots, out=v[:, :, :pw])
+        layers.append(_prefilled_layer_class()(k, v, pw))
+    kv.layers = layers
     return kv
 
 

@@ -1,0 +1,206 @@
+"""The engine on other architectures than Llama: sliding-window attention (Gemma 2/3, Mistral,
+Qwen2, Phi-3), eager attention, and layers tree attention cannot run (Mamba, LFM2).
+
+Each tiny random model has a window of a few tokens, far shorter than the items, so a mask that
+forgot the window, or a cache that kept only its last keys, would be caught (before the fix the
+first gave Gemma 3 log-probs 4.6 nats off with no error, the second a shape error)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.backends import ScoreRequest
+
+QUESTION = (
+    "Question: which of these is the largest planet of the solar system, by mass and by radius?\n"
+)
+OPTIONS = ["A. Jupiter\n", "B. Saturn\n", "C. Earth and its moon\n", "D. Mars\n"]
+REQUESTS = [ScoreRequest(QUESTION, "".join(p)) for p in itertools.permutations(OPTIONS)][:8] + [
+    ScoreRequest("Hi ", "there"),  # a prefix shorter than the window
+    ScoreRequest("下列有关鳃弓的描述，错误的是:\n", "A:由间充质增生形成\nB:人胚第4周出现\n"),
+]
+WINDOW = 6
+
+
+def _common(vocab: int) -> dict[str, Any]:
+    return dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+
+
+def _gemma3(t: Any, v: int) -> Any:
+    kinds = ["sliding_attention", "full_attention"] * 2
+    cfg = t.Gemma3TextConfig(sliding_window=WINDOW, head_dim=16, layer_types=kinds, **_common(v))
+    return t.Gemma3ForCausalLM(cfg)
+
+
+def _gemma2(t: Any, v: int) -> Any:
+    return t.Gemma2ForCausalLM(t.Gemma2Config(sliding_window=WINDOW, head_dim=16, **_common(v)))
+
+
+def _mistral(t: Any, v: int) -> Any:
+    return t.MistralForCausalLM(t.MistralConfig(sliding_window=WINDOW, **_common(v)))
+
+
+def _qwen2(t: Any, v: int) -> Any:
+    cfg = t.Qwen2Config(
+        use_sliding_window=True, sliding_window=WINDOW, max_window_layers=2, **_common(v)
+    )
+    return t.Qwen2ForCausalLM(cfg)
+
+
+def _phi3(t: Any, v: int) -> Any:
+    return t.Phi3ForCausalLM(t.Phi3Config(sliding_window=WINDOW, **_common(v)))
+
+
+def _llama(t: Any, v: int) -> Any:
+    return t.LlamaForCausalLM(t.LlamaConfig(**_common(v)))
+
+
+def _mamba(t: Any, v: int) -> Any:
+    return t.MambaForCausalLM(t.MambaConfig(vocab_size=v, hidden_size=64, num_hidden_layers=2))
+
+
+def _lfm2(t: Any, v: int) -> Any:
+    common = _common(v)
+    common.pop("max_position_embeddings")
+    return t.Lfm2ForCausalLM(t.Lfm2Config(full_attn_idxs=[1, 3], **common))
+
+
+def _build(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer: Any, make: Callable[[Any, int], Any]
+) -> Path:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    model = make(transformers, len(tokenizer))
+    with torch.no_grad():  # make log-probs vary a lot between texts
+        model.get_input_embeddings().weight.normal_(0, 1.0)
+    path = tmp_path_factory.mktemp("arch") / make.__name__.strip("_")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _load(path: Path, attn: str | None = None) -> Any:
+    from contamscope.backends.hf import HFBackend
+
+    options = {"bos": "<|endoftext|>"} | ({"attn": attn} if attn else {})
+    return HFBackend.from_pretrained(
+        str(path), spec=f"hf:{path}", identity=path.name, device="cpu", dtype="float32",
+        options=options,
+    )  # fmt: skip
+
+
+def _worst(backend: Any, requests: list[ScoreRequest]) -> float:
+    got = backend.score(requests)
+    return max(abs(r.logprob - backend.naive_logprob(q)) for r, q in zip(got, requests))
+
+
+@pytest.mark.parametrize(
+    ("make", "attn", "windows"),
+    [
+        (_gemma3, "sdpa", {"full_attention": None, "sliding_attention": WINDOW}),
+        (_gemma3, "eager", {"full_attention": None, "sliding_attention": WINDOW}),
+        (_gemma2, "eager", {"full_attention": None, "sliding_attention": WINDOW}),
+        (_mistral, "sdpa", {"sliding_attention": WINDOW}),
+        (_qwen2, "sdpa", {"full_attention": None, "sliding_attention": WINDOW}),
+        (_phi3, "eager", {"sliding_attention": WINDOW}),
+        (_llama, "eager", {"full_attention": None}),
+    ],
+    ids=lambda x: x.__name__.strip("_") if callable(x) else None,
+)
+def test_tree_engine_matches_the_full_forward_pass(
+    tmp_path_factory: pytest.TempPathFactory,
+    smollm2_tokenizer: Any,
+    make: Callable[[Any, int], Any],
+    attn: str,
+    windows: dict[str, int | None],
+) -> None:
+    """Sliding-window layers see the last ``WINDOW`` positions in the tree too (prefix keys and
+    ancestor nodes alike), and eager attention gets an additive mask (it added the boolean
+    mask as 1s and 0s and masked nothing: Llama 0.01, Gemma 2 1.56 nats off)."""
+    backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make), attn)
+    assert backend.engine == "prefix-tree" and backend._windows == windows
+    assert backend.fingerprint().endswith("|engine=4")  # not the scores version 3 got wrong
+    assert len(backend.encode(REQUESTS[0]).prefix) > 3 * WINDOW
+    assert _worst(backend, REQUESTS) < 1e-3
+    old = backend.max_tree_nodes
+    try:  # subtrees cut below the window: trunks repeated, depths past the window
+        backend.max_tree_nodes = 4
+        assert _worst(backend, REQUESTS[:3]) < 1e-3
+    finally:
+        backend.max_tree_nodes = old
+
+
+@pytest.mark.parametrize("make", [_mamba, _lfm2], ids=["mamba", "lfm2"])
+def test_models_tree_attention_cannot_run_score_whole_texts(
+    tmp_path_factory: pytest.TempPathFactory,
+    smollm2_tokenizer: Any,
+    make: Callable[[Any, int], Any],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Recurrent (Mamba) and convolution (LFM2) layers carry state along a sequence, so a
+    tree's rows cannot be read as branches: the backend says so once and runs each text
+    whole, with the same numbers, NaN for a text too long and 0 for an empty one."""
+    backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make))
+    assert backend.engine == "full-sequence"
+    assert backend.describe()["engine"] == "full-sequence"
+    err = capfd.readouterr().err
+    assert "the prefix-tree engine cannot run this model" in err and err.count("\n") == 1
+    assert _worst(backend, REQUESTS) < 1e-3
+    seen: list[int] = []
+    backend.max_length = 64  # (Mamba has no context limit of its own)
+    requests = [
+        ScoreRequest("Q:", ""),
+        ScoreRequest("word " * 1000, "A:x\n"),  # set aside before tokenising it all
+        ScoreRequest("word " * 70, "A:x\n"),  # tokenised, found too long
+        REQUESTS[0],
+    ]
+    got = backend.score(requests, progress=seen.append)
+    assert got[0].logprob == 0.0 and got[0].n_tokens == 0
+    assert math.isnan(got[1].logprob) and got[1].n_tokens == 0
+    assert math.isnan(got[2].logprob) and not math.isnan(got[3].logprob)
+    assert [g.n_tokens for g in got[2:]] == [len(backend.encode(r).cont) for r in requests[2:]]
+    assert sum(seen) == 4
+
+
+def test_a_model_the_check_finds_off_is_scored_whole(
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The load-time check compares the tree engine with a full forward pass: a tree pass that
+    gives other numbers (here: the window of the mask set far too short) or fails means the
+    texts are scored whole."""
+    from contamscope.backends import tree_plan
+
+    monkeypatch.setattr(tree_plan, "layer_windows", lambda config: {"full_attention": 1})
+    monkeypatch.setattr("contamscope.backends.hf.layer_windows", tree_plan.layer_windows)
+    backend = _load(tiny_model_path)
+    assert backend.engine == "full-sequence"
+    assert "log-probs differ from a full forward pass by" in capfd.readouterr().err
+    assert backend.tokens_run == backend.tokens_min == 0  # the check's passes are not counted
+    assert _worst(backend, REQUESTS[:3]) < 1e-3
+    monkeypatch.setattr(
+        "contamscope.backends.hf.layer_windows", lambda config: {"full_attention": None}
+    )
+    assert _load(tiny_model_path).engine == "prefix-tree"
+
+
+def test_full_attention_sdpa_models_keep_their_cached_scores(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """Version 4 changed no number of a full-attention model run through SDPA: its scores keep
+    the key of version 3 (a cache of SmolLM2 or Llama scores stays valid)."""
+    assert tiny_backend.engine == "prefix-tree"
+    assert tiny_backend.fingerprint().endswith("|engine=3")
