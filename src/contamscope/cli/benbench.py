@@ -61,7 +61,7 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model spec: smollm2, a local model folder or .gguf file, hf:PATH_OR_HUB_ID.",
+        help="Model spec: smollm2 or gemma3 (bundled), a local model folder or .gguf file, hf:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
         ...,

@@ -62,7 +62,7 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model that generates answers: smollm2, a local model folder or .gguf file, hf:, "
+        help="Model that generates answers: smollm2 or gemma3 (bundled), a local model folder or .gguf file, hf:, "
         "vllm:, openai:BASE_URL#MODEL.",
     ),
     benchmark: str = typer.Option(

@@ -64,7 +64,7 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model spec: smollm2, a local model folder or .gguf file, hf:, vllm:, openai:.",
+        help="Model spec: smollm2 or gemma3 (bundled), a local model folder or .gguf file, hf:, vllm:, openai:.",
     ),
     benchmark: str = typer.Option(
         ...,

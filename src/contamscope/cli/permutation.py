@@ -84,7 +84,7 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model spec: smollm2 (bundled), a local model folder or .gguf file, "
+        help="Model spec: smollm2 or gemma3 (bundled), a local model folder or .gguf file, "
         "hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL (OpenAI-compatible server; key from "
         "$CONTAMSCOPE_API_KEY or $OPENAI_API_KEY), vllm:PATH_OR_HUB_ID.",
     ),

@@ -104,7 +104,7 @@ def command(
     models: str = typer.Option(
         ...,
         "--models",
-        help="Comma-separated model specs (smollm2, local folders or .gguf files, hf:, vllm:, "
+        help="Comma-separated model specs (smollm2, gemma3, local folders or .gguf files, hf:, vllm:, "
         "openai:).",
     ),
     benchmarks: str = typer.Option(

@@ -71,7 +71,7 @@ def command(
         "smollm2",
         "--model",
         "-m",
-        help="Model to contaminate: smollm2, a local model folder or .gguf file, or "
+        help="Model to contaminate: smollm2 or gemma3 (bundled), a local model folder or .gguf file, or "
         "hf:PATH_OR_HUB_ID.",
     ),
     benchmark: str = typer.Option(
