@@ -69,6 +69,22 @@ def _llama(t: Any, v: int) -> Any:
     return t.LlamaForCausalLM(t.LlamaConfig(**_common(v)))
 
 
+def _gpt_neox(t: Any, v: int) -> Any:  # Pythia: the models whose training data is public
+    cfg = t.GPTNeoXConfig(
+        vocab_size=v, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=512,
+    )  # fmt: skip
+    return t.GPTNeoXForCausalLM(cfg)
+
+
+def _gpt2(t: Any, v: int) -> Any:  # learned absolute positions
+    return t.GPT2LMHeadModel(t.GPT2Config(vocab_size=v, n_embd=64, n_layer=2, n_head=4))
+
+
+def _bloom(t: Any, v: int) -> Any:  # ALiBi: position biases from the 2-D attention mask
+    return t.BloomForCausalLM(t.BloomConfig(vocab_size=v, hidden_size=64, n_layer=2, n_head=4))
+
+
 def _mamba(t: Any, v: int) -> Any:
     return t.MambaForCausalLM(t.MambaConfig(vocab_size=v, hidden_size=64, num_hidden_layers=2))
 
@@ -120,6 +136,8 @@ def _worst(backend: Any, requests: list[ScoreRequest]) -> float:
         (_qwen2, "sdpa", {"full_attention": None, "sliding_attention": WINDOW}),
         (_phi3, "eager", {"sliding_attention": WINDOW}),
         (_llama, "eager", {"full_attention": None}),
+        (_gpt_neox, "eager", {"full_attention": None}),
+        (_gpt2, "eager", {"full_attention": None}),
     ],
     ids=lambda x: x.__name__.strip("_") if callable(x) else None,
 )
@@ -146,21 +164,32 @@ def test_tree_engine_matches_the_full_forward_pass(
         backend.max_tree_nodes = old
 
 
-@pytest.mark.parametrize("make", [_mamba, _lfm2], ids=["mamba", "lfm2"])
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (_mamba, "layers other than full or sliding-window attention"),
+        (_lfm2, "layers other than full or sliding-window attention"),
+        (_bloom, "ValueError in a tree-attention pass"),
+    ],
+    ids=["mamba", "lfm2", "bloom"],
+)
 def test_models_tree_attention_cannot_run_score_whole_texts(
     tmp_path_factory: pytest.TempPathFactory,
     smollm2_tokenizer: Any,
     make: Callable[[Any, int], Any],
+    why: str,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Recurrent (Mamba) and convolution (LFM2) layers carry state along a sequence, so a
-    tree's rows cannot be read as branches: the backend says so once and runs each text
-    whole, with the same numbers, NaN for a text too long and 0 for an empty one."""
-    backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make))
+    tree's rows cannot be read as branches, and Bloom's ALiBi biases come from a 2-D mask
+    (its tree pass raises): the backend says so once and runs each text whole, with the
+    same numbers, NaN for a text too long and 0 for an empty one."""
+    backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make), "eager")
     assert backend.engine == "full-sequence"
     assert backend.describe()["engine"] == "full-sequence"
     err = capfd.readouterr().err
-    assert "the prefix-tree engine cannot run this model" in err and err.count("\n") == 1
+    assert f"the prefix-tree engine cannot run this model ({why})" in err
+    assert err.count("\n") == 1
     assert _worst(backend, REQUESTS) < 1e-3
     seen: list[int] = []
     backend.max_length = 64  # (Mamba has no context limit of its own)
