@@ -248,6 +248,8 @@ class HFBackend(Backend):
         """The minimum that must be run: each prefix once plus the nodes of its token trie."""
         self._windows = layer_windows(model.config)
         """Attention window per kind of layer (:func:`~.tree_plan.layer_windows`)."""
+        self._eager = getattr(model.config, "_attn_implementation", None) == "eager"
+        """Eager attention adds its mask to the scores: it takes an additive float mask."""
         self.engine = "prefix-tree"
         """How :meth:`score` runs: ``prefix-tree`` (the engine above), or ``full-sequence``
         (every text run whole, batched) for a model whose layers tree attention cannot run
@@ -476,7 +478,7 @@ class HFBackend(Backend):
         same = (
             self.engine == "prefix-tree"
             and self._windows == {"full_attention": None}
-            and self.model.config._attn_implementation != "eager"
+            and not self._eager
         )
         return "3" if same else ENGINE_VERSION
 
@@ -680,7 +682,7 @@ class HFBackend(Backend):
             pos,
             self._windows,
         )
-        if self.model.config._attn_implementation == "eager":
+        if self._eager:
             mask = _additive(mask, self.dtype)
         states, _ = self._forward(
             self._upload(batch.ids), attention_mask=mask, position_ids=pos, cache=kv
