@@ -233,3 +233,27 @@ def test_full_attention_sdpa_models_keep_their_cached_scores(tiny_backend) -> No
     the key of version 3 (a cache of SmolLM2 or Llama scores stays valid)."""
     assert tiny_backend.engine == "prefix-tree"
     assert tiny_backend.fingerprint().endswith("|engine=3")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_sliding_window_tree_on_cuda(
+    tmp_path_factory: pytest.TempPathFactory, smollm2_tokenizer: Any, dtype: str
+) -> None:
+    """The windowed masks built on the device, in the GPU's planning chunks (skipped without
+    CUDA, as in CI)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    from contamscope.backends.hf import HFBackend
+
+    path = _build(tmp_path_factory, smollm2_tokenizer, _gemma3)
+    backend = HFBackend.from_pretrained(
+        str(path), spec="tiny-gemma3", identity="g", device="cuda", dtype=dtype,
+        options={"bos": "<|endoftext|>"},
+    )  # fmt: skip
+    assert backend.engine == "prefix-tree"
+    backend.plan_chunk_tokens = 64
+    tol = 1e-3 if dtype == "float32" else 0.5  # bfloat16 hidden states vs float64 reference
+    assert _worst(backend, REQUESTS) < tol
