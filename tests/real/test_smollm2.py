@@ -69,3 +69,18 @@ def test_engine_matches_naive_on_real_4_and_5_option_and_chinese_items(
     got = smollm2_backend.score(reqs)
     for r, g in zip(reqs, got):
         assert g.logprob == pytest.approx(smollm2_backend.naive_logprob(r), abs=1e-3)
+
+
+def test_the_converted_model_folder_is_readable_by_others(smollm2_backend) -> None:  # type: ignore[no-untyped-def]
+    """The converted copy (made in this session's model folder by the fixture) has the
+    permissions of the files in it, not mkdtemp's 0700: a team sharing CONTAMSCOPE_MODEL_DIR
+    can read it."""
+    import os
+    import stat
+
+    from contamscope.backends.bundled import converted_gguf, smollm2_gguf_path
+
+    folder = converted_gguf(smollm2_gguf_path())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as md
+import os
 import shutil
 import sys
 import tempfile
@@ -86,6 +87,9 @@ def _convert(gguf: Path, dest: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        umask = os.umask(0)  # mkdtemp made the folder 0700: give it the files' permissions,
+        os.umask(umask)  # so others who share the model cache can read it
+        os.chmod(tmp, 0o777 & ~umask)
         try:
             tmp.rename(dest)
         except OSError:  # another process finished first
