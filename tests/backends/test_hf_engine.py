@@ -384,6 +384,9 @@ def test_gemma3_without_its_packages_or_with_damaged_chunks_is_one_line(
 
     from contamscope.backends import bundled
 
+    # a model folder of its own: the session's may hold a converted copy already, which loads
+    # without the packages
+    monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(tmp_path / "models"))
     missing = dataclasses.replace(bundled.GEMMA3, parts=("no-such-dist-part1",))
     monkeypatch.setattr(bundled, "GEMMA3", missing)
     with pytest.raises(ModelError) as err:
