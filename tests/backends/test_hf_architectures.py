@@ -213,10 +213,9 @@ def test_a_model_the_check_finds_off_is_scored_whole(
     """The load-time check compares the tree engine with a full forward pass: a tree pass that
     gives other numbers (here: the window of the mask set far too short) or fails means the
     texts are scored whole."""
-    from contamscope.backends import tree_plan
-
-    monkeypatch.setattr(tree_plan, "layer_windows", lambda config: {"full_attention": 1})
-    monkeypatch.setattr("contamscope.backends.hf.layer_windows", tree_plan.layer_windows)
+    monkeypatch.setattr(
+        "contamscope.backends.hf.layer_windows", lambda config: {"full_attention": 1}
+    )
     backend = _load(tiny_model_path)
     assert backend.engine == "full-sequence"
     assert "log-probs differ from a full forward pass by" in capfd.readouterr().err
