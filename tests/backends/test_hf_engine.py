@@ -83,13 +83,14 @@ def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None: 
     targets = torch.randint(0, w.shape[0], (rows,))
     ref = torch.log_softmax((hidden.double() @ w.double().t()), -1)
     got = tiny_backend._token_logprobs(hidden, targets)
-    kept = tiny_backend._logits_buf
-    assert kept is not None and kept.shape == (hf._HEAD_ROWS, w.shape[0])
+    kept = tiny_backend._buffers["logits"]
+    assert kept.shape == (hf._HEAD_ROWS, w.shape[0])
     assert torch.allclose(got.double(), ref.gather(-1, targets[:, None]).squeeze(-1), atol=1e-4)
     argmax = torch.empty(rows, dtype=torch.long)
     moments = torch.empty(rows, 2)
     again = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
-    assert tiny_backend._logits_buf is kept  # the same block again, not a new one
+    assert tiny_backend._buffers["logits"] is kept  # the same block again, not a new one
+    assert tiny_backend._buffers["probs"].shape == kept.shape  # the moments' p
     assert torch.equal(again, got)
     assert torch.equal(argmax, ref.argmax(-1))
     p = ref.exp()

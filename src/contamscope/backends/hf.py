@@ -147,13 +147,14 @@ class _Held:
     last: torch.Tensor
 
 
-def _vocab_moments(logp: torch.Tensor) -> torch.Tensor:
+def _vocab_moments(logp: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
     """[rows, 2]: mean and std of log p over the vocabulary under p itself, per row of float32
     log-probs [rows, vocab] (overwritten: it is used as scratch space, so one extra buffer of
-    its size is the only memory added). The variance is computed around the mean, not as
-    E[(log p)^2] - mean^2, which cancels catastrophically in float32 for flat distributions.
+    its size, ``scratch`` where given, is the only memory added). The variance is computed
+    around the mean, not as E[(log p)^2] - mean^2, which cancels catastrophically in float32
+    for flat distributions.
     """
-    p = torch.exp(logp)
+    p = torch.exp(logp, out=scratch) if scratch is not None else torch.exp(logp)
     mean = torch.einsum("rv,rv->r", p, logp)
     logp.sub_(mean[:, None]).square_()
     var = torch.einsum("rv,rv->r", p, logp)
@@ -258,8 +259,8 @@ class HFBackend(Backend):
         if head is not None and self.device.type == "cuda" and self.dtype != torch.float32:
             self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
-        self._logits_buf: torch.Tensor | None = None
-        """CPU: the vocabulary logits of one chunk of rows, reused (:meth:`_head_logits`)."""
+        self._buffers: dict[str, torch.Tensor] = {}
+        """CPU: vocabulary-sized blocks reused for every chunk of rows (:meth:`_kept`)."""
         self._split_head = self._decoder is not None and self._head_w is not None
         self._cache_kw = _cache_keyword(self._trunk().forward)
         self._lse_kernel: Any = None
@@ -598,11 +599,15 @@ class HFBackend(Backend):
             target = logits.gather(-1, targets[s : s + step, None]).squeeze(-1)
             if argmax is not None:
                 argmax[s : s + step] = logits.argmax(-1)
-            if moments is not None:
-                lse = torch.logsumexp(logits, dim=-1)
-                moments[s : s + step] = _vocab_moments(logits.sub_(lse[:, None]))
-            else:  # in place: no second vocabulary-sized temporary
-                top = logits.amax(-1)
+            top = logits.amax(-1)
+            if moments is not None:  # exp(logits - top), then p, in one more block
+                if logits.device.type == "cpu":
+                    scratch = self._kept("probs", (logits.shape[0], logits.shape[1]))
+                else:
+                    scratch = torch.empty_like(logits)
+                lse = top + torch.sub(logits, top[:, None], out=scratch).exp_().sum(-1).log_()
+                moments[s : s + step] = _vocab_moments(logits.sub_(lse[:, None]), scratch)
+            else:  # in place: no second vocabulary-sized block
                 lse = top + logits.sub_(top[:, None]).exp_().sum(-1).log_()
             out[s : s + step] = target - lse
         return out
@@ -627,15 +632,21 @@ class HFBackend(Backend):
         # on the CPU into one buffer kept for the backend's life: a fresh [256, vocab] float32
         # block is larger than glibc's mmap threshold, so every chunk was mapped, faulted in
         # page by page, zeroed by the kernel and unmapped (a third of the head's time)
-        rows, vocab = hidden.shape[0], self._head_w.shape[0]
-        buf = self._logits_buf
+        logits = self._kept("logits", (hidden.shape[0], self._head_w.shape[0]))
+        torch.mm(hidden.float(), self._head_w.t(), out=logits)
+        return logits if bias is None else logits.add_(bias)
+
+    def _kept(self, name: str, shape: tuple[int, int]) -> torch.Tensor:
+        """A float32 CPU block of ``shape`` [rows, vocab] from the buffer ``name``, kept for the
+        backend's life (grown when more rows are asked for)."""
+        rows, vocab = shape
+        buf = self._buffers.get(name)
         inference = torch.is_inference_mode_enabled()  # (a buffer made in it is read-only outside)
         if buf is None or buf.shape[0] < rows or buf.is_inference() != inference:
-            buf = self._logits_buf = torch.empty(
+            buf = self._buffers[name] = torch.empty(
                 (max(rows, _HEAD_ROWS), vocab), dtype=torch.float32
             )
-        logits = torch.mm(hidden.float(), self._head_w.t(), out=buf[:rows])
-        return logits if bias is None else logits.add_(bias)
+        return buf[:rows]
 
     def _node_logprobs(
         self,
