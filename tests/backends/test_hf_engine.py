@@ -69,8 +69,9 @@ def test_small_batch_budget_and_fallback_head_give_same_numbers(tiny_backend) ->
 
 
 def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None:  # type: ignore[no-untyped-def]
-    """The CPU head writes each chunk's logits into one kept buffer (a fresh vocabulary-sized
-    block per chunk was mapped and faulted in by the kernel: a third of the head's time), and
+    """The CPU head writes each chunk's logits into one kept buffer per thread (a fresh
+    vocabulary-sized block per chunk was mapped and faulted in by the kernel: a third of the
+    head's time), and
     its in-place log-sum-exp, argmax and vocabulary moments equal float64 log-softmax."""
     import torch
 
@@ -83,14 +84,20 @@ def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None: 
     targets = torch.randint(0, w.shape[0], (rows,))
     ref = torch.log_softmax((hidden.double() @ w.double().t()), -1)
     got = tiny_backend._token_logprobs(hidden, targets)
-    kept = tiny_backend._buffers["logits"]
+    kept = tiny_backend._buffers.logits
     assert kept.shape == (hf._HEAD_ROWS, w.shape[0])
     assert torch.allclose(got.double(), ref.gather(-1, targets[:, None]).squeeze(-1), atol=1e-4)
     argmax = torch.empty(rows, dtype=torch.long)
     moments = torch.empty(rows, 2)
     again = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
-    assert tiny_backend._buffers["logits"] is kept  # the same block again, not a new one
-    assert tiny_backend._buffers["probs"].shape == kept.shape  # the moments' p
+    assert tiny_backend._buffers.logits is kept  # the same block again, not a new one
+    assert tiny_backend._buffers.probs.shape == kept.shape  # the moments' p
+    # threads that share a backend score at once: each writes logits into a block of its own
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(tiny_backend._kept, "logits", (8, w.shape[0])).result()
+    assert theirs.data_ptr() != kept.data_ptr()
     assert torch.equal(again, got)
     assert torch.equal(argmax, ref.argmax(-1))
     p = ref.exp()

@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -259,8 +260,9 @@ class HFBackend(Backend):
         if head is not None and self.device.type == "cuda" and self.dtype != torch.float32:
             self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
-        self._buffers: dict[str, torch.Tensor] = {}
-        """CPU: vocabulary-sized blocks reused for every chunk of rows (:meth:`_kept`)."""
+        self._buffers = threading.local()
+        """CPU: vocabulary-sized blocks reused for every chunk of rows, one set per thread
+        (:meth:`_kept`; threads that share a backend score at once)."""
         self._split_head = self._decoder is not None and self._head_w is not None
         self._cache_kw = _cache_keyword(self._trunk().forward)
         self._lse_kernel: Any = None
@@ -637,15 +639,14 @@ class HFBackend(Backend):
         return logits if bias is None else logits.add_(bias)
 
     def _kept(self, name: str, shape: tuple[int, int]) -> torch.Tensor:
-        """A float32 CPU block of ``shape`` [rows, vocab] from the buffer ``name``, kept for the
-        backend's life (grown when more rows are asked for)."""
+        """A float32 CPU block of ``shape`` [rows, vocab] from this thread's buffer ``name``,
+        kept for the backend's life (grown when more rows are asked for)."""
         rows, vocab = shape
-        buf = self._buffers.get(name)
+        kept: dict[str, torch.Tensor] = self._buffers.__dict__
+        buf = kept.get(name)
         inference = torch.is_inference_mode_enabled()  # (a buffer made in it is read-only outside)
         if buf is None or buf.shape[0] < rows or buf.is_inference() != inference:
-            buf = self._buffers[name] = torch.empty(
-                (max(rows, _HEAD_ROWS), vocab), dtype=torch.float32
-            )
+            buf = kept[name] = torch.empty((max(rows, _HEAD_ROWS), vocab), dtype=torch.float32)
         return buf[:rows]
 
     def _node_logprobs(
