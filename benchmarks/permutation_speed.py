@@ -144,6 +144,7 @@ def compare(
     t_ref = time.perf_counter() - t0
     ref_tokens = sum(len(backend.encode(r).prefix) + len(backend.encode(r).cont) for r in reqs)
     times = []
+    usage = _kernel_usage()
     for _ in range(repeats):  # median of several runs (GPU runs are short)
         backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
         if backend.device.type == "cuda":
@@ -154,6 +155,7 @@ def compare(
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     t_eng = sorted(times)[len(times) // 2]
+    system, faults = (b - a for a, b in zip(usage, _kernel_usage()))
     diff = max(abs(a - g.logprob) for a, g in zip(ref, got))
     useful = backend.tokens_min
     eff = 2 * params * useful / t_eng / peak
@@ -167,15 +169,29 @@ def compare(
         "overhead": backend.tokens_run / useful - 1,
         "max_abs_diff": diff,
         "efficiency": eff,
+        "system_s": system / repeats,
+        "page_faults": faults / repeats,
     }
     print(
         f"{name:28} items={len(items):3d} ref {row['ref_items_s']:7.3f} items/s | engine "
         f"{row['eng_items_s']:7.3f} items/s | speedup {row['speedup']:5.2f}x "
         f"(prefix-tree token bound {row['token_ratio']:.2f}x; positions run beyond it {100 * row['overhead']:.0f}%) | "
-        f"max|diff| {diff:.2e} | efficiency {100 * eff:.0f}% of matmul peak",
+        f"max|diff| {diff:.2e} | efficiency {100 * eff:.0f}% of matmul peak | "
+        f"engine's system time {row['system_s']:.1f} s, {row['page_faults'] / 1e6:.2f}M page faults",
         flush=True,
     )
     return row
+
+
+def _kernel_usage() -> tuple[float, int]:
+    """(system CPU seconds, minor page faults) of this process so far: time the kernel spent
+    for it, e.g. faulting in memory that malloc gave back (docs/performance.md, "Page faults")."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0, 0
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_stime, r.ru_minflt
 
 
 def main() -> int:
