@@ -71,8 +71,8 @@ def test_small_batch_budget_and_fallback_head_give_same_numbers(tiny_backend) ->
 def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     """The CPU head writes each chunk's logits into one kept buffer per thread (a fresh
     vocabulary-sized block per chunk was mapped and faulted in by the kernel: a third of the
-    head's time), and
-    its in-place log-sum-exp, argmax and vocabulary moments equal float64 log-softmax."""
+    head's time), and its in-place log-sum-exp, argmax and vocabulary moments equal float64
+    log-softmax."""
     import torch
 
     from contamscope.backends import hf
@@ -92,12 +92,6 @@ def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None: 
     again = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
     assert tiny_backend._buffers.logits is kept  # the same block again, not a new one
     assert tiny_backend._buffers.probs.shape == kept.shape  # the moments' p
-    # threads that share a backend score at once: each writes logits into a block of its own
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        theirs = pool.submit(tiny_backend._kept, "logits", (8, w.shape[0])).result()
-    assert theirs.data_ptr() != kept.data_ptr()
     assert torch.equal(again, got)
     assert torch.equal(argmax, ref.argmax(-1))
     p = ref.exp()
@@ -105,6 +99,12 @@ def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None: 
     assert torch.allclose(moments[:, 0].double(), mean, atol=1e-3)
     std = (p * (ref - mean[:, None]) ** 2).sum(-1).sqrt()
     assert torch.allclose(moments[:, 1].double(), std, atol=1e-3)
+    # threads that share a backend score at once: each writes logits into a block of its own
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(tiny_backend._kept, "logits", (8, w.shape[0])).result()
+    assert theirs.data_ptr() != kept.data_ptr()
 
 
 def test_results_keep_request_order_and_progress_counts(tiny_backend) -> None:  # type: ignore[no-untyped-def]

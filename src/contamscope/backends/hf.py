@@ -603,10 +603,7 @@ class HFBackend(Backend):
                 argmax[s : s + step] = logits.argmax(-1)
             top = logits.amax(-1)
             if moments is not None:  # exp(logits - top), then p, in one more block
-                if logits.device.type == "cpu":
-                    scratch = self._kept("probs", (logits.shape[0], logits.shape[1]))
-                else:
-                    scratch = torch.empty_like(logits)
+                scratch = self._kept("probs", (logits.shape[0], logits.shape[1]))
                 lse = top + torch.sub(logits, top[:, None], out=scratch).exp_().sum(-1).log_()
                 moments[s : s + step] = _vocab_moments(logits.sub_(lse[:, None]), scratch)
             else:  # in place: no second vocabulary-sized block
@@ -639,9 +636,12 @@ class HFBackend(Backend):
         return logits if bias is None else logits.add_(bias)
 
     def _kept(self, name: str, shape: tuple[int, int]) -> torch.Tensor:
-        """A float32 CPU block of ``shape`` [rows, vocab] from this thread's buffer ``name``,
-        kept for the backend's life (grown when more rows are asked for)."""
+        """A float32 block of ``shape`` [rows, vocab]: on the CPU from this thread's buffer
+        ``name``, kept for the backend's life (grown when more rows are asked for); on another
+        device a fresh one (its caching allocator reuses memory itself)."""
         rows, vocab = shape
+        if self.device.type != "cpu":
+            return torch.empty(shape, dtype=torch.float32, device=self.device)
         kept: dict[str, torch.Tensor] = self._buffers.__dict__
         buf = kept.get(name)
         inference = torch.is_inference_mode_enabled()  # (a buffer made in it is read-only outside)
