@@ -102,6 +102,19 @@ def _micro_batches(seqs: list[list[int]], budget: int) -> list[list[list[int]]]:
     return batches
 
 
+def _padded(batch: list[list[int]], device: Any) -> tuple[Any, Any]:
+    """(ids, attention mask) of token lists, right-padded with 0 to the longest."""
+    import torch
+
+    width = max(len(x) for x in batch)
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for r, x in enumerate(batch):
+        ids[r, : len(x)] = torch.tensor(x)
+        mask[r, : len(x)] = 1
+    return ids.to(device), mask.to(device)
+
+
 def train_epochs(
     model: Any,
     sequences: Sequence[Sequence[int]],
@@ -118,17 +131,29 @@ def train_epochs(
     """
     import torch
 
+    from .head_loss import plain_loss, split_head_fits, split_loss
+
     if not sequences:
         raise ConfigError("nothing to train on")
+    device = next(model.parameters()).device
+    # the head's loss a block of rows at a time where that is the model's own loss (checked
+    # on the start of the first text, in eval mode, before the seed is set)
+    first = _padded([list(sequences[0])[:64]], device)
+    loss_of = split_loss if split_head_fits(model, *first) else plain_loss
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    device = next(model.parameters()).device
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(
-        params, lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.999), eps=1e-8
-    )
-    pad = 0
+
+    def adamw(fused: bool | None) -> torch.optim.AdamW:
+        return torch.optim.AdamW(
+            params, config.lr, (0.9, 0.999), 1e-8, config.weight_decay, fused=fused
+        )
+
+    try:  # one kernel per parameter: no foreach temporaries the size of the model
+        opt = adamw(True)
+    except (RuntimeError, TypeError):  # a device or torch without the fused kernel
+        opt = adamw(None)
     logs: list[EpochLog] = []
     seqs = [list(s) for s in sequences]
     for epoch in range(1, n_epochs + 1):
@@ -141,21 +166,7 @@ def train_epochs(
             step_tokens = sum(len(x) - 1 for x in step_seqs)
             opt.zero_grad(set_to_none=True)
             for mb in _micro_batches(step_seqs, config.max_batch_tokens):
-                width = max(len(x) for x in mb)
-                ids = torch.full((len(mb), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(mb), width), dtype=torch.long)
-                for r, x in enumerate(mb):
-                    ids[r, : len(x)] = torch.tensor(x)
-                    mask[r, : len(x)] = 1
-                ids, mask = ids.to(device), mask.to(device)
-                logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-                targets = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
-                loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.size(-1)),
-                    targets.reshape(-1),
-                    ignore_index=-100,
-                    reduction="sum",
-                )
+                loss = loss_of(model, *_padded(mb, device))
                 (loss / step_tokens).backward()
                 loss_sum += float(loss.detach())
             if config.max_grad_norm > 0:
