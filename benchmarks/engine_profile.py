@@ -1,7 +1,7 @@
 """Where the scoring engine's time goes: host preparation, device work, and the top kernels.
 
 Scores the same MMLU items with :class:`~contamscope.backends.hf.HFBackend` several ways in one
-process and prints, per variant (batch budget, subtree size):
+process and prints, per variant (scoring-pass budget, subtree size):
 
 * wall time per call (median of ``--repeats``), items/s and efficiency (useful FLOP/s over the
   dense matmul peak measured here, as in ``permutation_speed.py``);
@@ -137,10 +137,10 @@ def main() -> int:
     backend.score(requests_for(items[:16]))  # warm-up
     variants = [
         tuple(float(x) for x in v.split(":")) for v in args.variants.split(",") if v.strip()
-    ] or [(backend.max_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]
+    ] or [(backend.score_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]
     for variant in variants:
         budget, nodes = int(variant[0]), int(variant[1])
-        backend.max_batch_tokens, backend.max_tree_nodes = budget, nodes
+        backend.score_batch_tokens, backend.max_tree_nodes = budget, nodes
         if len(variant) > 2:
             backend.pad_tolerance = variant[2]
         if len(variant) > 3:

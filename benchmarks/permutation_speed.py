@@ -230,14 +230,14 @@ def main() -> int:
     if args.tree_nodes:
         backend.max_tree_nodes = args.tree_nodes
     if args.max_batch_tokens:
-        backend.max_batch_tokens = args.max_batch_tokens
+        backend.max_batch_tokens = backend.score_batch_tokens = args.max_batch_tokens
         backend.plan_chunk_tokens = 2 * args.max_batch_tokens if backend.plan_chunk_tokens else 0
     repeats = args.repeats or (3 if backend.device.type == "cuda" else 1)
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
     print(
         f"model {args.model}: {params / 1e6:.1f}M parameters, {backend.dtype}, {backend.device}, "
-        f"threads {torch.get_num_threads()}, batch budget {backend.max_batch_tokens} tokens, "
+        f"threads {torch.get_num_threads()}, scoring passes of at most {backend.score_batch_tokens} tokens, "
         f"subtrees of at most {backend.max_tree_nodes} tokens"
     )
     print(f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s")

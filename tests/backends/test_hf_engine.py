@@ -58,14 +58,59 @@ def test_scoring_passes_the_kv_cache_by_this_transformers_name(tiny_backend) -> 
 
 def test_small_batch_budget_and_fallback_head_give_same_numbers(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     ref = [r.logprob for r in tiny_backend.score(REQUESTS)]
-    old_budget, old_split = tiny_backend.max_batch_tokens, tiny_backend._split_head
+    old_budget, old_split = tiny_backend.score_batch_tokens, tiny_backend._split_head
     try:
-        tiny_backend.max_batch_tokens = 16  # forces one continuation per batch
+        tiny_backend.score_batch_tokens = 16  # forces one continuation per batch
         assert [r.logprob for r in tiny_backend.score(REQUESTS)] == pytest.approx(ref, abs=1e-4)
         tiny_backend._split_head = False  # the plain model-logits path
         assert [r.logprob for r in tiny_backend.score(REQUESTS)] == pytest.approx(ref, abs=1e-4)
     finally:
-        tiny_backend.max_batch_tokens, tiny_backend._split_head = old_budget, old_split
+        tiny_backend.score_batch_tokens, tiny_backend._split_head = old_budget, old_split
+
+
+def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
+    tiny_model_path: Path,
+) -> None:
+    """By default a CPU backend scores in passes of ``_CPU_SCORE_TOKENS`` while generation and
+    full-text statistics keep the wider budget; a budget the user gives is used for both. The
+    widest scoring pass is counted from the tokens the engine runs."""
+    from contamscope.backends import hf
+
+    default = hf.HFBackend.from_pretrained(
+        str(tiny_model_path), spec="t", identity="t", device="cpu", dtype="float32"
+    )
+    assert (default.max_batch_tokens, default.score_batch_tokens) == (4096, hf._CPU_SCORE_TOKENS)
+    assert default.planner().max_batch_tokens == hf._CPU_SCORE_TOKENS
+    given = hf.HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec="t",
+        identity="t",
+        device="cpu",
+        dtype="float32",
+        options={"max_batch_tokens": "256"},
+    )
+    assert (given.max_batch_tokens, given.score_batch_tokens) == (256, 256)
+    widths: list[int] = []
+    forward = default._forward
+
+    def recorded(ids, *a, **kw):  # type: ignore[no-untyped-def]
+        widths.append(ids.numel())
+        return forward(ids, *a, **kw)
+
+    default._forward = recorded  # type: ignore[method-assign]
+    texts = [
+        f"Question {k}: which of these numbers is the largest of all? {k * 7}" for k in range(90)
+    ]
+    reqs = [
+        ScoreRequest(t, f" Answer {o}: {k} and {o * 3}.")
+        for k, t in enumerate(texts)
+        for o in range(4)
+    ]
+    default.score(reqs)
+    assert 0 < max(widths) <= hf._CPU_SCORE_TOKENS < default.tokens_run
+    widths.clear()
+    default.token_stats([ScoreRequest("", t) for t in texts])  # ~1.5k tokens in all
+    assert max(widths) > hf._CPU_SCORE_TOKENS
 
 
 def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None:  # type: ignore[no-untyped-def]

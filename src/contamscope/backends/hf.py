@@ -64,6 +64,11 @@ and added eager attention's mask as 1s and 0s); a model with only full attention
 gets the numbers of version 3 and keeps its key, so those cached scores stay valid."""
 _HEAD_ROWS = 256
 """Rows of vocabulary logits computed at once (small enough to stay in cache)."""
+_CPU_SCORE_TOKENS = 1024
+"""Default width of a CPU scoring pass. Narrower passes keep a layer's activations closer to
+the cache: 24 MMLU items with SmolLM2 scored 4-8% faster at 1024 tokens than at 4096 (three
+in-process A/Bs, 2026-11-26; 512-2048 are alike). Generation keeps the wider budget: a decoding
+step reads all the weights for few tokens, and 48 greedy generations took 33% longer at 1024."""
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -235,6 +240,11 @@ class HFBackend(Backend):
         self.capabilities = replace(type(self).capabilities, from_start=self.bos_id is not None)
         self.max_batch_tokens = max_batch_tokens or self._default_budget()
         cuda = self.device.type == "cuda"
+        self.score_batch_tokens = max_batch_tokens or (
+            self.max_batch_tokens if cuda else _CPU_SCORE_TOKENS
+        )
+        """Tokens per scoring pass (prefixes, order subtrees): the budget, except on the CPU by
+        default (``_CPU_SCORE_TOKENS``); full-text statistics and generation use the budget."""
         if self.device.type == "cpu":
             keep_freed_memory()
         self.max_tree_nodes = 1024 if cuda else 256
@@ -560,7 +570,7 @@ class HFBackend(Backend):
             bos_id=self.bos_id,
             max_length=self.max_length,
             max_tree_nodes=self.max_tree_nodes,
-            max_batch_tokens=self.max_batch_tokens,
+            max_batch_tokens=self.score_batch_tokens,
             pad_tolerance=self.pad_tolerance,
             chunk_tokens=self.plan_chunk_tokens,
         )
@@ -713,7 +723,7 @@ class HFBackend(Backend):
         lasts: list[torch.Tensor] = []
         slots: list[int] = []
         sizes = [(i, len(p)) for i, p in enumerate(prefixes)]
-        for batch in self._chunks(sizes, max_pad=self.pad_tolerance):
+        for batch in self._chunks(sizes, self.score_batch_tokens, self.pad_tolerance):
             layers, last = self._run_prefixes([prefixes[i] for i in batch])
             if not keys:
                 for k, v in layers:

@@ -174,7 +174,7 @@ def command(
         None,
         "--max-batch-tokens",
         min=64,
-        help="Token budget of one forward pass (memory bound); default: 4096 on CPU, from free memory on GPU.",
+        help="Token budget of one forward pass (memory bound); default: from free memory on GPU; on CPU 1024 for scoring passes, 4096 for generation.",
     ),
     batch_items: int | None = typer.Option(
         None,
