@@ -68,27 +68,26 @@ def test_small_batch_budget_and_fallback_head_give_same_numbers(tiny_backend) ->
         tiny_backend.score_batch_tokens, tiny_backend._split_head = old_budget, old_split
 
 
+def _cpu_backend(path: Path, **options: str):  # type: ignore[no-untyped-def]
+    from contamscope.backends.hf import HFBackend
+
+    return HFBackend.from_pretrained(
+        str(path), spec="x", identity="tiny", device="cpu", dtype="float32", options=options
+    )
+
+
 def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
     tiny_model_path: Path,
 ) -> None:
     """By default a CPU backend scores in passes of ``_CPU_SCORE_TOKENS`` while generation and
     full-text statistics keep the wider budget; a budget the user gives is used for both. The
-    widest scoring pass is counted from the tokens the engine runs."""
+    widths are those of the token arrays each forward pass is given."""
     from contamscope.backends import hf
 
-    default = hf.HFBackend.from_pretrained(
-        str(tiny_model_path), spec="t", identity="t", device="cpu", dtype="float32"
-    )
+    default = _cpu_backend(tiny_model_path)
     assert (default.max_batch_tokens, default.score_batch_tokens) == (4096, hf._CPU_SCORE_TOKENS)
     assert default.planner().max_batch_tokens == hf._CPU_SCORE_TOKENS
-    given = hf.HFBackend.from_pretrained(
-        str(tiny_model_path),
-        spec="t",
-        identity="t",
-        device="cpu",
-        dtype="float32",
-        options={"max_batch_tokens": "256"},
-    )
+    given = _cpu_backend(tiny_model_path, max_batch_tokens="256")
     assert (given.max_batch_tokens, given.score_batch_tokens) == (256, 256)
     widths: list[int] = []
     forward = default._forward
@@ -199,27 +198,11 @@ def test_a_huge_text_is_set_aside_without_tokenising_all_of_it(tiny_backend) -> 
 
 
 def test_fingerprint_changes_with_bos_and_is_stable(tiny_backend, tiny_model_path) -> None:  # type: ignore[no-untyped-def]
-    from contamscope.backends.hf import HFBackend
-
-    other = HFBackend.from_pretrained(
-        str(tiny_model_path),
-        spec="x",
-        identity="tiny",
-        device="cpu",
-        dtype="float32",
-        options={"bos": "none"},
-    )
+    other = _cpu_backend(tiny_model_path, bos="none")
     assert other.fingerprint() != tiny_backend.fingerprint()
     assert tiny_backend.fingerprint() == tiny_backend.fingerprint()
     with pytest.raises(ConfigError, match="-M bos=NOT_A_TOKEN"):
-        HFBackend.from_pretrained(
-            str(tiny_model_path),
-            spec="x",
-            identity="tiny",
-            device="cpu",
-            dtype="float32",
-            options={"bos": "NOT_A_TOKEN"},
-        )
+        _cpu_backend(tiny_model_path, bos="NOT_A_TOKEN")
 
 
 def test_spec_and_option_errors_are_one_line() -> None:

@@ -122,6 +122,17 @@ def keep_freed_memory() -> bool:
     return _HEAP_KEPT
 
 
+def right_padded(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask) of token lists on the CPU, right-padded with 0 to the longest."""
+    width = max(len(r) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -695,12 +706,7 @@ class HFBackend(Backend):
         """Run prefixes once (right-padded batch): the per-layer (keys, values) of the batch, each
         [rows, heads, width, dim], and each prefix's last final state [rows, hidden]."""
         dev = self.device
-        width = max(len(p) for p in prefixes)
-        ids = torch.zeros((len(prefixes), width), dtype=torch.long)
-        attn = torch.zeros((len(prefixes), width), dtype=torch.long)
-        for r, p in enumerate(prefixes):
-            ids[r, : len(p)] = torch.tensor(p)
-            attn[r, : len(p)] = 1
+        ids, attn = right_padded(prefixes)
         # a cache of full layers: a sliding-window layer's own cache would keep only the last
         # window of keys (the mask of this pass applies the window)
         from transformers import DynamicCache

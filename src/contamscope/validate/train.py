@@ -103,15 +103,10 @@ def _micro_batches(seqs: list[list[int]], budget: int) -> list[list[list[int]]]:
 
 
 def _padded(batch: list[list[int]], device: Any) -> tuple[Any, Any]:
-    """(ids, attention mask) of token lists, right-padded with 0 to the longest."""
-    import torch
+    """(ids, attention mask) of token lists on ``device``, right-padded with 0 to the longest."""
+    from ..backends.hf import right_padded
 
-    width = max(len(x) for x in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for r, x in enumerate(batch):
-        ids[r, : len(x)] = torch.tensor(x)
-        mask[r, : len(x)] = 1
+    ids, mask = right_padded(batch)
     return ids.to(device), mask.to(device)
 
 
