@@ -7,7 +7,7 @@ token position once:
 2. The continuations of a prefix (its option orders) form a token trie: orders that share
    leading options share tokens. The trie is cut at branch points into subtrees of at most
    ``max_tree_nodes`` tokens (only the short trunk above a cut is run twice).
-3. Subtrees run in length-bucketed batches under ``max_batch_tokens``, attending to their
+3. Subtrees run in length-bucketed batches under ``score_batch_tokens``, attending to their
    prefix's cached keys/values and, through a tree attention mask, to their own ancestors, at
    positions ``len(prefix) + depth``.
 4. The vocabulary log-softmax is computed only where a token is scored, in float32, from the
