@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .base import GenerateRequest, Generation, ProgressFn, ScoreRequest, ScoreResult, TokenStats
+from .hf import right_padded
 
 if TYPE_CHECKING:
     from .hf import HFBackend
@@ -63,14 +64,11 @@ def token_stats(
     with torch.inference_mode():
         for batch in backend._chunks(runnable):
             seqs = [list(encoded[i].prefix) + encoded[i].cont for i in batch]
-            width = max(len(q) for q in seqs)
-            ids = torch.zeros((len(seqs), width), dtype=torch.long)
-            attn = torch.zeros((len(seqs), width), dtype=torch.long)
+            ids, attn = right_padded(seqs)
+            width = ids.shape[1]
             rows: list[int] = []
             targets: list[int] = []
-            for r, (i, q) in enumerate(zip(batch, seqs)):
-                ids[r, : len(q)] = torch.tensor(q)
-                attn[r, : len(q)] = 1
+            for r, i in enumerate(batch):
                 p = len(encoded[i].prefix)
                 rows.extend(r * width + p - 1 + j for j in range(len(encoded[i].cont)))
                 targets.extend(encoded[i].cont)
