@@ -114,6 +114,12 @@ def main() -> int:
     )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kernels", action="store_true", help="top kernels by device time")
+    ap.add_argument(
+        "--sync-sites",
+        action="store_true",
+        help="list the code where the host waits for the device, with counts (one call, CUDA)",
+    )
+    ap.add_argument("--trace", type=Path, help="write a gzipped Chrome trace of one call (CUDA)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if args.random_init:
@@ -165,18 +171,76 @@ def main() -> int:
             f"{synced:.3f}s: {parts}, other {rest:.3f}s",
             flush=True,
         )
-    if args.kernels and backend.device.type == "cuda":
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            backend.score(reqs)
-            torch.cuda.synchronize()
-        print(
-            prof.key_averages().table(
-                sort_by="cuda_time_total", row_limit=25, max_name_column_width=60
-            )
-        )
+    if backend.device.type != "cuda":
+        return 0
+    if args.sync_sites:
+        print_sync_sites(lambda: backend.score(reqs))
+    if args.kernels or args.trace:
+        profiled(lambda: backend.score(reqs), args.trace)
     return 0
+
+
+def print_sync_sites(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` with PyTorch's synchronisation debug mode and print where the host waited
+    for the device: the innermost frames of this project and transformers, with counts."""
+    import traceback
+    import warnings
+    from collections import Counter
+
+    sites: Counter[str] = Counter()
+
+    def record(*_: Any, **__: Any) -> None:
+        frames = [
+            f
+            for f in traceback.extract_stack()[:-1]
+            if "contamscope" in f.filename or "transformers" in f.filename
+        ]
+        sites[
+            " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames[-4:][::-1])
+        ] += 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    print(f"host waited for the device {sum(sites.values())} times in one call:")
+    for site, count in sites.most_common(15):
+        print(f"  {count:6d}  {site}")
+
+
+def profiled(fn: Callable[[], Any], trace: Path | None) -> None:
+    """One call of ``fn`` under torch.profiler: the top kernels by device time, the top host
+    operations (CUDA runtime calls included) by their own time, and how long the device was
+    busy; with ``trace``, a gzipped Chrome trace there."""
+    import gzip
+    import shutil
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    table = prof.key_averages()
+    print(table.table(sort_by="cuda_time_total", row_limit=20, max_name_column_width=60))
+    print(table.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=60))
+    busy = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    print(
+        f"device busy {busy / 1e6:.3f}s of a {wall:.3f}s profiled call ({100 * busy / 1e6 / wall:.0f}%)"
+    )
+    if trace:
+        raw = trace.with_suffix("")
+        prof.export_chrome_trace(str(raw))
+        with raw.open("rb") as src, gzip.open(trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        raw.unlink()
+        print(f"trace: {trace} ({trace.stat().st_size / 1e6:.1f} MB)")
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ def random_init_backend(shape: str, tokenizer_dir: str, device: str, dtype: str)
     config = LlamaConfig(
         vocab_size=len(tok), max_position_embeddings=8192, tie_word_embeddings=True, **SHAPES[shape]
     )
-    model = LlamaForCausalLM(config).to(dtype=resolve_dtype(dtype, dev), device=dev)
+    with dev:  # initialised where it runs (a 1B model's random init takes a while on a CPU)
+        model = LlamaForCausalLM(config).to(dtype=resolve_dtype(dtype, dev))
     return HFBackend(
         model, tok, spec=f"random:{shape}", identity=f"random:{shape}", bos="<|endoftext|>"
     )

@@ -48,6 +48,7 @@ from .tree_plan import (
     Planner,
     Unit,
     bucket,
+    chain_mask,
     filled_cache,
     layer_windows,
     plan_in_process,
@@ -699,24 +700,32 @@ class HFBackend(Backend):
         if cache is not None:
             kw[self._cache_kw] = cache
         out = self._trunk()(ids, **kw)
-        cache_out = out.get("cache", out.get("past_key_values"))
+        cache_out = out.get("cache")  # (transformers 5.24; reading the old name warns there)
+        if cache_out is None:
+            cache_out = out.get("past_key_values")
         return out.last_hidden_state if self._split_head else out.logits, cache_out
 
     def _run_prefixes(self, prefixes: list[tuple[int, ...]]) -> tuple[list[Any], torch.Tensor]:
         """Run prefixes once (right-padded batch): the per-layer (keys, values) of the batch, each
         [rows, heads, width, dim], and each prefix's last final state [rows, hidden]."""
         dev = self.device
-        ids, attn = right_padded(prefixes)
+        ids, _ = right_padded(prefixes)
+        lengths = np.array([len(p) for p in prefixes])
+        width = ids.shape[1]
+        kw: dict[str, Any] = {}
+        if lengths.min() < width:  # (equal lengths: no mask, the causal kernel)
+            # built on the device from the lengths: given a 2-D mask, transformers asks the
+            # device whether it is all ones, a synchronisation that idles a GPU between passes
+            mask = chain_mask(self._upload(lengths), width, self._windows)
+            kw["attention_mask"] = _additive(mask, self.dtype) if self._eager else mask
         # a cache of full layers: a sliding-window layer's own cache would keep only the last
         # window of keys (the mask of this pass applies the window)
         from transformers import DynamicCache
 
-        states, cache = self._forward(
-            ids.to(dev), DynamicCache(), attention_mask=attn.to(dev), use_cache=True
-        )
+        states, cache = self._forward(self._upload(ids), DynamicCache(), use_cache=True, **kw)
         self.tokens_run += ids.numel()
-        self.tokens_useful += sum(len(p) for p in prefixes)
-        last = torch.tensor([len(p) - 1 for p in prefixes], device=dev)
+        self.tokens_useful += int(lengths.sum())
+        last = self._upload(lengths - 1)
         layers = [(layer.keys, layer.values) for layer in cache.layers]
         return layers, states[torch.arange(len(prefixes), device=dev), last]
 
@@ -735,14 +744,14 @@ class HFBackend(Backend):
                 for k, v in layers:
                     keys.append(k.new_zeros((n, k.shape[1], width, k.shape[3])))
                     values.append(v.new_zeros((n, v.shape[1], width, v.shape[3])))
-            rows = torch.tensor(batch, device=self.device)
+            rows = self._upload(np.asarray(batch))
             for i, (k, v) in enumerate(layers):
                 keys[i][rows, :, : k.shape[2]] = k
                 values[i][rows, :, : v.shape[2]] = v
             lasts.append(last)
             slots.extend(batch)
         order = torch.empty(n, dtype=torch.long, device=self.device)
-        order[torch.tensor(slots, device=self.device)] = torch.arange(n, device=self.device)
+        order[self._upload(np.asarray(slots))] = torch.arange(n, device=self.device)
         return _Held(keys, values, torch.cat(lasts)[order])
 
     def _run_batch(self, batch: Batch, held: _Held) -> torch.Tensor:
@@ -773,10 +782,12 @@ class HFBackend(Backend):
         self.tokens_useful += batch.nodes
         return node_lp[self._upload(batch.index)].sum(-1)
 
-    def _upload(self, array: np.ndarray) -> torch.Tensor:
+    def _upload(self, array: np.ndarray | torch.Tensor) -> torch.Tensor:
         """A host array on the model's device; on CUDA through pinned memory without waiting
-        for the device, so the host prepares the next batch while this one runs."""
-        t = torch.from_numpy(array)
+        for the device, so the host prepares the next batch while this one runs (a plain
+        ``tensor.to(device)`` or ``torch.tensor(..., device=...)`` from pageable memory waits
+        for all the work queued before it)."""
+        t = torch.from_numpy(array) if isinstance(array, np.ndarray) else array
         if self.device.type != "cuda":
             return t
         return t.pin_memory().to(self.device, non_blocking=True)

@@ -600,14 +600,49 @@ def tree_mask(
     sliding-window kind's mask also drops keys ``window`` or more positions behind the query
     (prefix key ``j`` is at position ``j``, a node at its own); with two or more kinds the
     result is a dict of masks by kind, as such models take it."""
+    return _attention_mask(
+        batch.width, batch.prefix_width, spans, lengths, prefix_lengths, positions, windows
+    )
+
+
+def chain_mask(lengths: Any, width: int, windows: dict[str, int | None] | None = None) -> Any:
+    """The causal mask of right-padded token rows of ``lengths`` (a tensor, where the mask is
+    built) padded to ``width``, as :func:`tree_mask` builds it for rows of chains with no
+    prefix: a real token attends to the real tokens up to itself, a padding position to itself
+    only.
+
+    >>> import torch
+    >>> chain_mask(torch.tensor([2]), 3)[0, 0].int().tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    >>> chain_mask(torch.tensor([3]), 3, {"sliding_attention": 2})[0, 0].int().tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
+    """
+    import torch
+
+    cols = torch.arange(width, device=lengths.device)
+    real = cols[None, :] < lengths[:, None]
+    spans = torch.where(real, lengths[:, None], cols[None, :] + 1)
+    positions = cols[None, :].expand(len(lengths), -1)
+    return _attention_mask(width, 0, spans, lengths, lengths, positions, windows)
+
+
+def _attention_mask(
+    width: int,
+    prefix_width: int,
+    spans: Any,
+    lengths: Any,
+    prefix_lengths: Any,
+    positions: Any,
+    windows: dict[str, int | None] | None,
+) -> Any:
     import torch
 
     dev = spans.device
-    cols = torch.arange(batch.width, device=dev)
+    cols = torch.arange(width, device=dev)
     i, j = cols[None, :, None], cols[None, None, :]
     tree = (j <= i) & (i < spans[:, None, :])
     real = cols[None, :] < lengths[:, None]
-    pcols = torch.arange(batch.prefix_width, device=dev)
+    pcols = torch.arange(prefix_width, device=dev)
     pre = (pcols[None, None, :] < prefix_lengths[:, None, None]) & real[:, :, None]
     full = torch.cat([pre, tree], dim=-1)[:, None]
     if not windows:

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One lease's GPU measurements of the scoring engine, in one call (docs/performance.md, "GPU").
+#
+#   bash benchmarks/gpu_round.sh TOKENIZER_DIR BENCHDATA_DIR [OLD_SRC] [STAGES]
+#
+# TOKENIZER_DIR: a saved tokenizer (the SmolLM2 one: the random-weight 1B model uses its
+# vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
+# checkout's src/ to time side by side (the baseline); STAGES: a comma list of tests, profile,
+# old, alloc, speed (default: tests,profile,old,alloc). Logs and a trace go to $OUT (or
+# ./gpu_round_out). EXTRA_PATH: a folder of packages the machine lacks (added to PYTHONPATH).
+set -u
+TOK=$1
+DATA=$2
+OLD=${3:-}
+STAGES=${4:-tests,profile,old,alloc}
+OUT=${OUT:-gpu_round_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+model="--device cuda --dtype bfloat16 --random-init llama-1b --tokenizer $TOK --benchdata $DATA"
+# the engine's GPU defaults, planning in line (0) and in a process (1); then wider passes
+variants="131072:1024:0.5:0,131072:1024:0.5:1,262144:2048:0.5:1"
+
+stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+X=${EXTRA_PATH:+:$EXTRA_PATH}
+
+if stage tests; then
+    echo "== the CUDA tests (tokenizer from $TOK)"
+    CONTAMSCOPE_TEST_TOKENIZER=$TOK PYTHONPATH=src$X timeout 300 $PY -m pytest -q -m gpu \
+        -p no:cacheprovider tests/backends/test_cuda.py tests/backends/test_hf_architectures.py \
+        2>&1 | tee "$OUT/tests.log"
+fi
+
+if stage profile; then
+    echo "== this checkout: variants, where the host waits, kernels, trace"
+    PYTHONPATH=src$X timeout 300 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "$variants" --sync-sites --kernels --trace "$OUT/trace.json.gz" \
+        2>&1 | tee "$OUT/profile.log"
+fi
+if stage old && [[ -n "$OLD" ]]; then
+    echo "== baseline ($OLD)"
+    PYTHONPATH=$OLD$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "$variants" 2>&1 | tee "$OUT/old.log"
+fi
+if stage alloc; then
+    echo "== this checkout, expandable allocator segments"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=src$X timeout 200 \
+        $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 --variants "$variants" \
+        2>&1 | tee "$OUT/alloc.log"
+fi
+if stage speed; then
+    echo "== permutation_speed: reference vs engine"
+    PYTHONPATH=src$X timeout 400 $PY benchmarks/permutation_speed.py $model --items 100 \
+        --long-items 20 --cmb-items 5 2>&1 | tee "$OUT/speed.log"
+fi
+echo "== summary"
+grep -h "passed\|failed\|items/s\|busy\|waited" "$OUT"/*.log
