@@ -120,8 +120,16 @@ def main() -> int:
         help="list the code where the host waits for the device, with counts (one call, CUDA)",
     )
     ap.add_argument("--trace", type=Path, help="write a gzipped Chrome trace of one call (CUDA)")
+    ap.add_argument(
+        "--fuse",
+        action="store_true",
+        help="experiment: Llama's rotary embedding, RMSNorm and gated activation compiled into "
+        "fused kernels (torch.compile, patched in this process only)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if args.fuse:
+        fuse_llama_elementwise()
     if args.random_init:
         backend = random_init_backend(args.random_init, args.tokenizer, args.device, args.dtype)
     else:
@@ -144,15 +152,19 @@ def main() -> int:
     variants = [
         tuple(float(x) for x in v.split(":")) for v in args.variants.split(",") if v.strip()
     ] or [(backend.score_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]
-    for variant in variants:
-        budget, nodes = int(variant[0]), int(variant[1])
-        backend.score_batch_tokens, backend.max_tree_nodes = budget, nodes
+
+    def apply(variant: tuple[float, ...]) -> None:
+        backend.score_batch_tokens, backend.max_tree_nodes = int(variant[0]), int(variant[1])
         if len(variant) > 2:
             backend.pad_tolerance = variant[2]
         if len(variant) > 3:
             backend.plan_workers = int(variant[3])
         if backend.plan_chunk_tokens:
-            backend.plan_chunk_tokens = 2 * budget
+            backend.plan_chunk_tokens = 2 * backend.score_batch_tokens
+
+    for variant in variants:
+        apply(variant)
+        budget, nodes = backend.score_batch_tokens, backend.max_tree_nodes
         backend.score(reqs[: 24 * 16])  # warm-up at this shape
         backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
         wall = timed_calls(lambda: backend.score(reqs), backend, args.repeats)
@@ -173,11 +185,40 @@ def main() -> int:
         )
     if backend.device.type != "cuda":
         return 0
+    apply(variants[0])  # the diagnostics below run the first variant
     if args.sync_sites:
         print_sync_sites(lambda: backend.score(reqs))
     if args.kernels or args.trace:
         profiled(lambda: backend.score(reqs), args.trace)
     return 0
+
+
+def fuse_llama_elementwise() -> None:
+    """Experiment: route transformers' Llama rotary embedding, RMSNorm and gated activation
+    through torch.compile'd functions (one fused kernel each instead of 3-8 element-wise ones),
+    to measure what fusion would give the engine. Patches this process's Llama classes."""
+    from transformers.models.llama import modeling_llama as ml
+
+    torch._dynamo.config.suppress_errors = True  # (a failed compile runs the plain code)
+
+    @torch.compile(dynamic=True)
+    def rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        xf = x.float()
+        return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+    @torch.compile(dynamic=True)
+    def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(g) * u
+
+    def norm_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        return rms(x, self.weight, self.variance_epsilon)
+
+    def mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(silu_mul(self.gate_proj(x), self.up_proj(x)))
+
+    ml.apply_rotary_pos_emb = torch.compile(ml.apply_rotary_pos_emb, dynamic=True)
+    ml.LlamaRMSNorm.forward = norm_forward
+    ml.LlamaMLP.forward = mlp_forward
 
 
 def print_sync_sites(fn: Callable[[], Any]) -> None:

@@ -6,7 +6,7 @@
 # TOKENIZER_DIR: a saved tokenizer (the SmolLM2 one: the random-weight 1B model uses its
 # vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
 # checkout's src/ to time side by side (the baseline); STAGES: a comma list of tests, profile,
-# old, alloc, speed (default: tests,profile,old,alloc). Logs and a trace go to $OUT (or
+# old, alloc, speed, fuse (default: tests,profile,old,alloc). Logs and a trace go to $OUT (or
 # ./gpu_round_out). EXTRA_PATH: a folder of packages the machine lacks (added to PYTHONPATH).
 set -u
 TOK=$1
@@ -20,8 +20,10 @@ PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 model="--device cuda --dtype bfloat16 --random-init llama-1b --tokenizer $TOK --benchdata $DATA"
-# the engine's GPU defaults, planning in line (0) and in a process (1); then wider passes
-variants="131072:1024:0.5:0,131072:1024:0.5:1,262144:2048:0.5:1"
+# the engine's GPU defaults first (profiled), then other subtree sizes and in-line planning;
+# VARIANTS / OLD_VARIANTS (BUDGET:TREE_NODES:PAD:PLAN_WORKERS, comma-separated) override them
+variants=${VARIANTS:-131072:1024:0.5:1,131072:512:0.5:1,131072:256:0.5:1,131072:1024:0.5:0}
+old_variants=${OLD_VARIANTS:-131072:1024:0.5:0,131072:1024:0.5:1}
 
 stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 X=${EXTRA_PATH:+:$EXTRA_PATH}
@@ -41,8 +43,8 @@ if stage profile; then
 fi
 if stage old && [[ -n "$OLD" ]]; then
     echo "== baseline ($OLD)"
-    PYTHONPATH=$OLD$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
-        --variants "$variants" 2>&1 | tee "$OUT/old.log"
+    PYTHONPATH=$OLD$X timeout 150 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "$old_variants" 2>&1 | tee "$OUT/old.log"
 fi
 if stage alloc; then
     echo "== this checkout, expandable allocator segments"
@@ -52,8 +54,13 @@ if stage alloc; then
 fi
 if stage speed; then
     echo "== permutation_speed: reference vs engine"
-    PYTHONPATH=src$X timeout 400 $PY benchmarks/permutation_speed.py $model --items 100 \
+    PYTHONPATH=src$X timeout 240 $PY benchmarks/permutation_speed.py $model --items 100 \
         --long-items 20 --cmb-items 5 2>&1 | tee "$OUT/speed.log"
+fi
+if stage fuse; then
+    echo "== experiment: fused element-wise kernels (torch.compile), the default variant"
+    PYTHONPATH=src$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "${variants%%,*}" --fuse 2>&1 | tee "$OUT/fuse.log"
 fi
 echo "== summary"
 grep -h "passed\|failed\|items/s\|busy\|waited" "$OUT"/*.log

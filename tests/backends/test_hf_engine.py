@@ -511,3 +511,17 @@ def test_cpu_backends_keep_freed_memory_instead_of_faulting_it_in_again() -> Non
         pytest.skip("no glibc mallopt in this C library")
     assert runs["0"][0] is False
     assert runs["1"][1] * 3 < runs["0"][1], runs
+
+
+def test_additive_masks_score_as_boolean_masks(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """The CUDA path passes additive float masks (tree and prefix chain masks alike); on any
+    device they give the boolean masks' numbers, with prefixes of several lengths in one pass."""
+    reqs = REQUESTS + [ScoreRequest("a much longer question than the others:", "A:x\nB:y\n")]
+    ref = tiny_backend.score(reqs)
+    old = tiny_backend._float_mask
+    try:
+        tiny_backend._float_mask = not old
+        got = tiny_backend.score(reqs)
+    finally:
+        tiny_backend._float_mask = old
+    assert [g.logprob for g in got] == pytest.approx([r.logprob for r in ref], abs=1e-5)

@@ -265,9 +265,10 @@ class HFBackend(Backend):
         self.plan_chunk_tokens = 2 * self.max_batch_tokens if cuda else 0
         """Requests are planned (tokenised, tries, batch arrays) in chunks of about this many
         tokens; 0 plans a whole call at once."""
-        self.plan_workers = 0
-        """1: plan chunks in a planning process while the device runs the previous ones (a GPU
-        option, ``-M plan_workers=1``; not yet measured on a GPU); 0: plan in line."""
+        self.plan_workers = 1 if cuda else 0
+        """1: plan chunks in a planning process while the device runs the previous ones (the
+        GPU default: 20% more items/s on an H200, docs/performance.md); 0: plan in line (the
+        CPU default: there the planning competes with the model for the same cores)."""
         self._pool: Any = None
         self.pad_tolerance = 0.5 if cuda else 0.1
         """Rows of a scoring batch may be padded by this fraction of its shortest (+16 tokens).
@@ -308,6 +309,9 @@ class HFBackend(Backend):
         """Attention window per kind of layer (:func:`~.tree_plan.layer_windows`)."""
         self._eager = getattr(model.config, "_attn_implementation", None) == "eager"
         """Eager attention adds its mask to the scores: it takes an additive float mask."""
+        self._float_mask = self._eager or cuda
+        """Pass masks as additive float masks: eager attention needs them, and on CUDA SDPA
+        would convert a boolean mask into one in every layer (2% of the device's time)."""
         self.engine = "prefix-tree"
         """How :meth:`score` runs: ``prefix-tree`` (the engine above), or ``full-sequence``
         (every text run whole, batched) for a model whose layers tree attention cannot run
@@ -717,7 +721,7 @@ class HFBackend(Backend):
             # built on the device from the lengths: given a 2-D mask, transformers asks the
             # device whether it is all ones, a synchronisation that idles a GPU between passes
             mask = chain_mask(self._upload(lengths), width, self._windows)
-            kw["attention_mask"] = _additive(mask, self.dtype) if self._eager else mask
+            kw["attention_mask"] = _additive(mask, self.dtype) if self._float_mask else mask
         # a cache of full layers: a sliding-window layer's own cache would keep only the last
         # window of keys (the mask of this pass applies the window)
         from transformers import DynamicCache
@@ -769,7 +773,7 @@ class HFBackend(Backend):
             pos,
             self._windows,
         )
-        if self._eager:
+        if self._float_mask:
             mask = _additive(mask, self.dtype)
         states, _ = self._forward(
             self._upload(batch.ids), attention_mask=mask, position_ids=pos, cache=kv
