@@ -922,8 +922,10 @@ def _additive(mask: Any, dtype: torch.dtype) -> Any:
     attention would add them as 1 and 0 and mask nothing."""
     if isinstance(mask, dict):
         return {kind: _additive(m, dtype) for kind, m in mask.items()}
-    low = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=mask.device)
-    return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device), low)
+    # (filled on the device: a scalar made with torch.tensor(..., device=...) is copied from
+    # the host, which waits for all the work queued before it)
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill_(~mask, torch.finfo(dtype).min)
 
 
 def _cache_keyword(forward: Any) -> str:
