@@ -20,9 +20,9 @@ PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 model="--device cuda --dtype bfloat16 --random-init llama-1b --tokenizer $TOK --benchdata $DATA"
-# the engine's GPU defaults first (profiled), then other subtree sizes and in-line planning;
+# the engine's GPU defaults first (profiled), then other subtree sizes and a planning process;
 # VARIANTS / OLD_VARIANTS (BUDGET:TREE_NODES:PAD:PLAN_WORKERS, comma-separated) override them
-variants=${VARIANTS:-131072:1024:0.5:1,131072:512:0.5:1,131072:256:0.5:1,131072:1024:0.5:0}
+variants=${VARIANTS:-131072:1024:0.5:0,131072:512:0.5:0,131072:256:0.5:0,131072:1024:0.5:1}
 old_variants=${OLD_VARIANTS:-131072:1024:0.5:0,131072:1024:0.5:1}
 
 stage() { [[ ",$STAGES," == *",$1,"* ]]; }

@@ -525,16 +525,3 @@ def test_additive_masks_score_as_boolean_masks(tiny_backend) -> None:  # type: i
     finally:
         tiny_backend._float_mask = old
     assert [g.logprob for g in got] == pytest.approx([r.logprob for r in ref], abs=1e-5)
-
-
-def test_planning_chunks_start_small_and_double() -> None:
-    """The device waits for the first planning chunk: it is an eighth of the chunk size, and
-    each next one doubles up to the size; a prefix's requests stay together, none is lost."""
-    from contamscope.backends.tree_plan import Planner
-
-    planner = Planner(None, None, None, 256, 4096, 0.5, chunk_tokens=800)
-    reqs = [ScoreRequest(f"{i:03d}" + "q" * 397, c) for i in range(20) for c in ("", "")]
-    chunks = list(planner.chunks(reqs))  # 100 tokens (by characters / 4) per prefix
-    assert [len(c) // 2 for c in chunks] == [1, 2, 4, 8, 5]
-    assert sorted(i for c in chunks for i in c) == list(range(len(reqs)))
-    assert all(reqs[c[0]].prefix == reqs[c[1]].prefix for c in chunks)

@@ -265,10 +265,10 @@ class HFBackend(Backend):
         self.plan_chunk_tokens = 2 * self.max_batch_tokens if cuda else 0
         """Requests are planned (tokenised, tries, batch arrays) in chunks of about this many
         tokens; 0 plans a whole call at once."""
-        self.plan_workers = 1 if cuda else 0
-        """1: plan chunks in a planning process while the device runs the previous ones (the
-        GPU default: 20% more items/s on an H200, docs/performance.md); 0: plan in line (the
-        CPU default: there the planning competes with the model for the same cores)."""
+        self.plan_workers = 0
+        """1: plan chunks in a planning process while the device runs the previous ones (a GPU
+        option, ``-M plan_workers=1``: on an H200 it measured within the noise of planning in
+        line, which the device's queue already overlaps, docs/performance.md); 0: in line."""
         self._pool: Any = None
         self.pad_tolerance = 0.5 if cuda else 0.1
         """Rows of a scoring batch may be padded by this fraction of its shortest (+16 tokens).
