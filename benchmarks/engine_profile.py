@@ -148,7 +148,6 @@ def main() -> int:
         mmlu = [it for it in mmlu if it.subject in keep]
     items = random.Random(args.seed).sample(mmlu, min(args.items, len(mmlu)))
     reqs = requests_for(items)
-    backend.score(requests_for(items[:16]))  # warm-up
     variants = [
         tuple(float(x) for x in v.split(":")) for v in args.variants.split(",") if v.strip()
     ] or [(backend.score_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]

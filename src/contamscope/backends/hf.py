@@ -721,7 +721,7 @@ class HFBackend(Backend):
             # built on the device from the lengths: given a 2-D mask, transformers asks the
             # device whether it is all ones, a synchronisation that idles a GPU between passes
             mask = chain_mask(self._upload(lengths), width, self._windows)
-            kw["attention_mask"] = _additive(mask, self.dtype) if self._float_mask else mask
+            kw["attention_mask"] = self._model_mask(mask)
         # a cache of full layers: a sliding-window layer's own cache would keep only the last
         # window of keys (the mask of this pass applies the window)
         from transformers import DynamicCache
@@ -773,10 +773,11 @@ class HFBackend(Backend):
             pos,
             self._windows,
         )
-        if self._float_mask:
-            mask = _additive(mask, self.dtype)
         states, _ = self._forward(
-            self._upload(batch.ids), attention_mask=mask, position_ids=pos, cache=kv
+            self._upload(batch.ids),
+            attention_mask=self._model_mask(mask),
+            position_ids=pos,
+            cache=kv,
         )
         flat = torch.cat([states.reshape(n * width, -1), held.last.index_select(0, slots)])
         tgt = self._upload(batch.targets)
@@ -785,6 +786,10 @@ class HFBackend(Backend):
         self.tokens_run += n * width
         self.tokens_useful += batch.nodes
         return node_lp[self._upload(batch.index)].sum(-1)
+
+    def _model_mask(self, mask: Any) -> Any:
+        """A boolean mask (or dict of them) in the form this model's attention takes it."""
+        return _additive(mask, self.dtype) if self._float_mask else mask
 
     def _upload(self, array: np.ndarray | torch.Tensor) -> torch.Tensor:
         """A host array on the model's device; on CUDA through pinned memory without waiting
