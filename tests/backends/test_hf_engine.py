@@ -127,28 +127,56 @@ def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None: 
     hidden = torch.randn(rows, w.shape[1])
     targets = torch.randint(0, w.shape[0], (rows,))
     ref = torch.log_softmax((hidden.double() @ w.double().t()), -1)
-    got = tiny_backend._token_logprobs(hidden, targets)
-    kept = tiny_backend._buffers.logits
-    assert kept.shape == (hf._HEAD_ROWS, w.shape[0])
-    assert torch.allclose(got.double(), ref.gather(-1, targets[:, None]).squeeze(-1), atol=1e-4)
+    want = ref.gather(-1, targets[:, None]).squeeze(-1)
     argmax = torch.empty(rows, dtype=torch.long)
     moments = torch.empty(rows, 2)
-    again = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
-    assert tiny_backend._buffers.logits is kept  # the same block again, not a new one
-    assert tiny_backend._buffers.probs.shape == kept.shape  # the moments' p
-    assert torch.equal(again, got)
+    got = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
+    kept = tiny_backend._buffers.logits
+    assert kept.shape == (hf._HEAD_ROWS, w.shape[0])
+    assert torch.allclose(got.double(), want, atol=1e-4)
     assert torch.equal(argmax, ref.argmax(-1))
     p = ref.exp()
     mean = (p * ref).sum(-1)
     assert torch.allclose(moments[:, 0].double(), mean, atol=1e-3)
     std = (p * (ref - mean[:, None]) ** 2).sum(-1).sqrt()
     assert torch.allclose(moments[:, 1].double(), std, atol=1e-3)
+    tiny_backend._token_logprobs(hidden, targets, argmax, moments)
+    assert tiny_backend._buffers.logits is kept  # the same block again, not a new one
+    assert tiny_backend._buffers.probs.shape == kept.shape  # the moments' p
     # threads that share a backend score at once: each writes logits into a block of its own
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         theirs = pool.submit(tiny_backend._kept, "logits", (8, w.shape[0])).result()
     assert theirs.data_ptr() != kept.data_ptr()
+
+
+def test_cpu_head_in_vocabulary_blocks_equals_log_softmax(tiny_backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Plain scoring on the CPU takes the vocabulary in blocks and combines their
+    log-sum-exps: with blocks that do not divide the vocabulary (the last one short) and rows
+    that do not divide the chunk, every target, in whichever block it falls, gets float64
+    log-softmax's value, and none is above zero."""
+    import torch
+
+    from contamscope.backends import hf
+
+    monkeypatch.setattr(hf, "_VOCAB_BLOCK", 1000)
+    monkeypatch.setattr(hf, "_BLOCKED_ROWS", 100)
+    torch.manual_seed(1)
+    w = tiny_backend._head_w
+    vocab = w.shape[0]
+    assert vocab % 1000
+    rows = 250
+    hidden = torch.randn(rows, w.shape[1]) * 4  # peaked: some log-probs near 0
+    logits = hidden.double() @ w.double().t()
+    targets = torch.randint(0, vocab, (rows,))
+    targets[:3] = torch.tensor([0, vocab - 1, vocab - vocab % 1000])  # first, last, last block
+    targets[3:13] = logits[3:13].argmax(-1)  # each row's most likely token
+    ref = torch.log_softmax(logits, -1).gather(-1, targets[:, None]).squeeze(-1)
+    got = tiny_backend._token_logprobs(hidden, targets)
+    assert tiny_backend._buffers.block.shape[1] == 1000
+    assert torch.allclose(got.double(), ref, atol=1e-4)
+    assert bool((got <= 0).all())
 
 
 def test_results_keep_request_order_and_progress_counts(tiny_backend) -> None:  # type: ignore[no-untyped-def]
