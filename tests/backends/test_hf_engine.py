@@ -112,71 +112,79 @@ def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
     assert max(widths) > hf._CPU_SCORE_TOKENS
 
 
-def test_vocabulary_head_reuses_one_logits_buffer_on_cpu(tiny_backend) -> None:  # type: ignore[no-untyped-def]
-    """The CPU head writes each chunk's logits into one kept buffer per thread (a fresh
-    vocabulary-sized block per chunk was mapped and faulted in by the kernel: a third of the
-    head's time), and its in-place log-sum-exp, argmax and vocabulary moments equal float64
-    log-softmax."""
+def _float64_head(backend, hidden):  # type: ignore[no-untyped-def]
+    import torch
+
+    return torch.log_softmax(hidden.double() @ backend._head_w.double().t(), -1)
+
+
+@pytest.mark.parametrize("blocks", ["default", "uneven"])
+def test_cpu_head_in_vocabulary_blocks_equals_log_softmax(
+    tiny_backend, monkeypatch, blocks
+) -> None:  # type: ignore[no-untyped-def]
+    """The CPU head takes the vocabulary in blocks and combines them: the log-prob of every
+    target (in whichever block it falls, the last short one too), the most likely token and
+    the mean and std of log p under p equal float64 log-softmax over the whole vocabulary, and
+    no log-prob is above zero. "uneven": blocks that divide neither the vocabulary nor the
+    rows."""
     import torch
 
     from contamscope.backends import hf
 
-    torch.manual_seed(0)
-    w = tiny_backend._head_w
-    rows = hf._HEAD_ROWS + 37  # two chunks, the second one short
-    hidden = torch.randn(rows, w.shape[1])
-    targets = torch.randint(0, w.shape[0], (rows,))
-    ref = torch.log_softmax((hidden.double() @ w.double().t()), -1)
+    if blocks == "uneven":
+        monkeypatch.setattr(hf, "_VOCAB_BLOCK", 1000)
+        monkeypatch.setattr(hf, "_BLOCKED_ROWS", 100)
+    torch.manual_seed(1)
+    vocab = tiny_backend._head_w.shape[0]
+    assert vocab % 1000
+    rows = 250
+    hidden = torch.randn(rows, tiny_backend._head_w.shape[1])
+    hidden[: rows // 2] *= 6  # peaked rows (log-probs near 0) and nearly flat ones
+    hidden[rows // 2 :] *= 0.05
+    ref = _float64_head(tiny_backend, hidden)
+    targets = torch.randint(0, vocab, (rows,))
+    targets[:3] = torch.tensor([0, vocab - 1, vocab - vocab % 1000])  # first, last, last block
+    targets[3:13] = ref[3:13].argmax(-1)  # each row's most likely token
     want = ref.gather(-1, targets[:, None]).squeeze(-1)
+    got = tiny_backend._token_logprobs(hidden, targets)
+    assert torch.allclose(got.double(), want, atol=1e-4)
+    assert bool((got <= 0).all())
     argmax = torch.empty(rows, dtype=torch.long)
     moments = torch.empty(rows, 2)
-    got = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
-    kept = tiny_backend._buffers.logits
-    assert kept.shape == (hf._HEAD_ROWS, w.shape[0])
-    assert torch.allclose(got.double(), want, atol=1e-4)
+    again = tiny_backend._token_logprobs(hidden, targets, argmax, moments)
+    assert torch.allclose(again, got, atol=1e-6)
     assert torch.equal(argmax, ref.argmax(-1))
     p = ref.exp()
     mean = (p * ref).sum(-1)
-    assert torch.allclose(moments[:, 0].double(), mean, atol=1e-3)
     std = (p * (ref - mean[:, None]) ** 2).sum(-1).sqrt()
-    assert torch.allclose(moments[:, 1].double(), std, atol=1e-3)
-    tiny_backend._token_logprobs(hidden, targets, argmax, moments)
-    assert tiny_backend._buffers.logits is kept  # the same block again, not a new one
-    assert tiny_backend._buffers.probs.shape == kept.shape  # the moments' p
-    # threads that share a backend score at once: each writes logits into a block of its own
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        theirs = pool.submit(tiny_backend._kept, "logits", (8, w.shape[0])).result()
-    assert theirs.data_ptr() != kept.data_ptr()
+    assert torch.allclose(moments[:, 0].double(), mean, atol=1e-4)
+    assert torch.allclose(moments[:, 1].double(), std, atol=1e-4)
+    top = ref.max(-1).values  # both kinds of rows were there:
+    assert top[: rows // 2].max() > -0.5 and top[rows // 2 :].max() < -3
 
 
-def test_cpu_head_in_vocabulary_blocks_equals_log_softmax(tiny_backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Plain scoring on the CPU takes the vocabulary in blocks and combines their
-    log-sum-exps: with blocks that do not divide the vocabulary (the last one short) and rows
-    that do not divide the chunk, every target, in whichever block it falls, gets float64
-    log-softmax's value, and none is above zero."""
+def test_cpu_head_reuses_its_blocks_one_set_per_thread(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """The CPU head writes logits into blocks kept for the backend's life (a fresh
+    vocabulary-sized block per chunk was mapped and faulted in by the kernel: a third of the
+    head's time); threads that share a backend score at once, each into blocks of its own."""
     import torch
 
     from contamscope.backends import hf
 
-    monkeypatch.setattr(hf, "_VOCAB_BLOCK", 1000)
-    monkeypatch.setattr(hf, "_BLOCKED_ROWS", 100)
-    torch.manual_seed(1)
-    w = tiny_backend._head_w
-    vocab = w.shape[0]
-    assert vocab % 1000
-    rows = 250
-    hidden = torch.randn(rows, w.shape[1]) * 4  # peaked: some log-probs near 0
-    logits = hidden.double() @ w.double().t()
-    targets = torch.randint(0, vocab, (rows,))
-    targets[:3] = torch.tensor([0, vocab - 1, vocab - vocab % 1000])  # first, last, last block
-    targets[3:13] = logits[3:13].argmax(-1)  # each row's most likely token
-    ref = torch.log_softmax(logits, -1).gather(-1, targets[:, None]).squeeze(-1)
-    got = tiny_backend._token_logprobs(hidden, targets)
-    assert tiny_backend._buffers.block.shape[1] == 1000
-    assert torch.allclose(got.double(), ref, atol=1e-4)
-    assert bool((got <= 0).all())
+    hidden = torch.randn(hf._BLOCKED_ROWS + 37, tiny_backend._head_w.shape[1])
+    targets = torch.zeros(hidden.shape[0], dtype=torch.long)
+    moments = torch.empty(hidden.shape[0], 2)
+    tiny_backend._token_logprobs(hidden, targets, moments=moments)
+    names = ("block", "probs", "products")
+    kept = [getattr(tiny_backend._buffers, name) for name in names]
+    assert {b.shape for b in kept} == {(hf._BLOCKED_ROWS, hf._VOCAB_BLOCK)}
+    tiny_backend._token_logprobs(hidden[:5], targets[:5], moments=moments[:5])
+    assert all(getattr(tiny_backend._buffers, n) is b for n, b in zip(names, kept))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(tiny_backend._kept, "block", (8, hf._VOCAB_BLOCK)).result()
+    assert theirs.data_ptr() != kept[0].data_ptr()
 
 
 def test_results_keep_request_order_and_progress_counts(tiny_backend) -> None:  # type: ignore[no-untyped-def]

@@ -172,14 +172,16 @@ class _Held:
 def _vocab_moments(logp: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
     """[rows, 2]: mean and std of log p over the vocabulary under p itself, per row of float32
     log-probs [rows, vocab] (overwritten: it is used as scratch space, so one extra buffer of
-    its size, ``scratch`` where given, is the only memory added). The variance is computed
-    around the mean, not as E[(log p)^2] - mean^2, which cancels catastrophically in float32
-    for flat distributions.
+    its size, ``scratch`` where given, and the products for the mean are the memory added).
+    The variance is computed around the mean, not as E[(log p)^2] - mean^2, which cancels
+    catastrophically in float32 for flat distributions; the products are summed by ``sum``,
+    not einsum, whose float32 dot product on the CPU was 25x less accurate (a mean off by
+    6e-3 for Gemma 3's vocabulary of 262k).
     """
     p = torch.exp(logp, out=scratch) if scratch is not None else torch.exp(logp)
-    mean = torch.einsum("rv,rv->r", p, logp)
+    mean = (p * logp).sum(-1)
     logp.sub_(mean[:, None]).square_()
-    var = torch.einsum("rv,rv->r", p, logp)
+    var = p.mul_(logp).sum(-1)
     return torch.stack([mean, var.clamp_min(0).sqrt()], dim=-1)
 
 
@@ -288,7 +290,7 @@ class HFBackend(Backend):
             self._head_half = head.weight.detach()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         self._buffers = threading.local()
-        """CPU: vocabulary-sized blocks reused for every chunk of rows, one set per thread
+        """CPU: blocks of logits reused for every chunk of rows, one set per thread
         (:meth:`_kept`; threads that share a backend score at once)."""
         self._split_head = self._decoder is not None and self._head_w is not None
         self._cache_kw = _cache_keyword(self._trunk().forward)
@@ -617,8 +619,8 @@ class HFBackend(Backend):
         each row is written into it; when ``moments`` (float32 [rows, 2]) is given, each row's
         mean and std of log p over the vocabulary (:func:`_vocab_moments`, same logits chunk)."""
         assert self._head_w is not None
-        if hidden.device.type == "cpu" and argmax is None and moments is None:
-            return self._blocked_logprobs(hidden, targets)
+        if hidden.device.type == "cpu":
+            return self._blocked_logprobs(hidden, targets, argmax, moments)
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         step = _HEAD_ROWS
         if hidden.device.type == "cuda":  # about 256 MB of float32 logits at a time
@@ -643,15 +645,25 @@ class HFBackend(Backend):
             out[s : s + step] = target - lse
         return out
 
-    def _blocked_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log p(target) on the CPU, the vocabulary taken in blocks of :data:`_VOCAB_BLOCK`.
+    def _blocked_logprobs(
+        self,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        argmax: torch.Tensor | None = None,
+        moments: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:meth:`_token_logprobs` on the CPU, the vocabulary taken in blocks of
+        :data:`_VOCAB_BLOCK` columns.
 
         A [512, 4,096] block of logits stays in cache between the product that writes it and
-        the log-sum-exp that reads it; a [256, 49,152] one (50 MiB) goes out to memory and back,
-        and the product writing it ran at 263 GFLOP/s against 348 in blocks (SmolLM2's head,
-        one host). Each block's maximum and sum of exponentials are kept and combined at the end
-        (the log-sum-exp of log-sum-exps); the target's logit is taken from its block, so
-        ``target - lse`` is never above zero."""
+        the passes that read it; a [256, 49,152] one (50 MiB) goes out to memory and back, and
+        the product writing it ran at 263 GFLOP/s against 348 in blocks (SmolLM2's head, one
+        host). Per block, its maximum (and where, for ``argmax``), its sum of exponentials and,
+        for ``moments``, the mean and variance of its logits under its own softmax are kept;
+        at the end they are combined: the log-sum-exp of the blocks' log-sum-exps, and the
+        blocks' means and variances weighted by their share of the probability (the parallel
+        form of the variance, which does not cancel as E[x^2] - E[x]^2 would). The target's
+        logit is read from its block, so ``target - lse`` is never above zero."""
         assert self._head_w is not None
         w, rows, vb = self._head_w, _BLOCKED_ROWS, _VOCAB_BLOCK
         vocab = w.shape[0]
@@ -662,26 +674,55 @@ class HFBackend(Backend):
             h, tg = hidden[s : s + rows], targets[s : s + rows]
             n = h.shape[0]
             block_of, offset = tg // vb, (tg % vb)[:, None]
-            tops = torch.empty((n, nblocks), dtype=torch.float32)
-            sums = torch.empty((n, nblocks), dtype=torch.float32)
+            tops, sums, means, varis = torch.empty((4, n, nblocks), dtype=torch.float32)
+            where = torch.empty((n, nblocks), dtype=torch.long) if argmax is not None else None
             target = torch.empty(n, dtype=torch.float32)
             buf = self._kept("block", (n, vb))
+            if moments is not None:
+                scratch = (self._kept("probs", (n, vb)), self._kept("products", (n, vb)))
             for j, v in enumerate(range(0, vocab, vb)):
-                logits = buf[:, : min(vb, vocab - v)]
+                cols = min(vb, vocab - v)  # (the last block may be narrower: kept contiguous)
+                logits = buf.view(-1)[: n * cols].view(n, cols)
                 torch.mm(h, w[v : v + vb].t(), out=logits)
                 if self._head_b is not None:
                     logits.add_(self._head_b[v : v + vb].float())
                 if self._softcap:
                     logits.div_(self._softcap).tanh_().mul_(self._softcap)
-                here = block_of == j
                 picked = logits.gather(1, offset.clamp(max=logits.shape[1] - 1)).squeeze(1)
-                target = torch.where(here, picked, target)
-                top = logits.amax(-1)
+                target = torch.where(block_of == j, picked, target)
+                if where is not None:
+                    top, at = logits.max(-1)
+                    where[:, j] = at + v
+                else:
+                    top = logits.amax(-1)
                 tops[:, j] = top
-                sums[:, j] = logits.sub_(top[:, None]).exp_().sum(-1)
+                if moments is None:  # in place: no second block
+                    sums[:, j] = logits.sub_(top[:, None]).exp_().sum(-1)
+                    continue
+                # mean and variance of (logit - top) under the block's softmax: values near 0,
+                # products summed by .sum() (einsum's float32 dot was 25x less accurate)
+                d = logits.sub_(top[:, None])
+                p, tmp = (b.view(-1)[: n * cols].view(n, cols) for b in scratch)
+                total = torch.exp(d, out=p).sum(-1)
+                sums[:, j] = total
+                mean = torch.mul(p, d, out=tmp).sum(-1).div_(total)
+                means[:, j] = mean
+                varis[:, j] = p.mul_(d.sub_(mean[:, None]).square_()).sum(-1).div_(total)
             peak = tops.amax(-1)
-            lse = peak + tops.sub_(peak[:, None]).exp_().mul_(sums).sum(-1).log_()
+            if where is not None and argmax is not None:
+                argmax[s : s + n] = where.gather(1, tops.argmax(-1, keepdim=True)).squeeze(1)
+            tops.sub_(peak[:, None])  # each block's top - the row's
+            share = tops.exp().mul_(sums)  # each block's probability x z
+            z = share.sum(-1)
+            lse = peak + z.log()
             out[s : s + n] = target - lse
+            if moments is not None:  # log p = (logit - top) + (top - peak) - log z
+                share.div_(z[:, None])
+                means.add_(tops)
+                mean = (share * means).sum(-1)
+                var = (share * (varis + (means - mean[:, None]).square_())).sum(-1)
+                moments[s : s + n, 0] = mean - z.log()
+                moments[s : s + n, 1] = var.clamp_min_(0).sqrt_()
         return out
 
     def _head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -699,27 +740,27 @@ class HFBackend(Backend):
                 return logits if bias is None else logits + bias
             except (RuntimeError, TypeError):  # no mm(out_dtype) in this torch build
                 self._head_half = None
-        if self.device.type != "cpu":
-            return torch.nn.functional.linear(hidden.float(), self._head_w, bias)
-        # on the CPU into one buffer kept for the backend's life: a fresh [256, vocab] float32
-        # block is larger than glibc's mmap threshold, so every chunk was mapped, faulted in
-        # page by page, zeroed by the kernel and unmapped (a third of the head's time)
-        logits = self._kept("logits", (hidden.shape[0], self._head_w.shape[0]))
-        torch.mm(hidden.float(), self._head_w.t(), out=logits)
-        return logits if bias is None else logits.add_(bias)
+        return torch.nn.functional.linear(hidden.float(), self._head_w, bias)
 
     def _kept(self, name: str, shape: tuple[int, int]) -> torch.Tensor:
-        """A float32 block of ``shape`` [rows, vocab]: on the CPU from this thread's buffer
-        ``name``, kept for the backend's life (grown when more rows are asked for); on another
-        device a fresh one (its caching allocator reuses memory itself)."""
-        rows, vocab = shape
+        """A float32 block of ``shape`` [rows, columns]: on the CPU from this thread's buffer
+        ``name``, kept for the backend's life (made again when more rows or other columns are
+        asked for); on another device a fresh one (its caching allocator reuses memory itself).
+        Fresh blocks of logits on the CPU were each mapped, faulted in page by page, zeroed by
+        the kernel and unmapped (a third of the head's time, docs/performance.md)."""
+        rows, cols = shape
         if self.device.type != "cpu":
             return torch.empty(shape, dtype=torch.float32, device=self.device)
         kept: dict[str, torch.Tensor] = self._buffers.__dict__
         buf = kept.get(name)
         inference = torch.is_inference_mode_enabled()  # (a buffer made in it is read-only outside)
-        if buf is None or buf.shape[0] < rows or buf.is_inference() != inference:
-            buf = kept[name] = torch.empty((max(rows, _HEAD_ROWS), vocab), dtype=torch.float32)
+        if (
+            buf is None
+            or buf.shape[0] < rows
+            or buf.shape[1] != cols
+            or buf.is_inference() != inference
+        ):
+            buf = kept[name] = torch.empty((max(rows, _HEAD_ROWS), cols), dtype=torch.float32)
         return buf[:rows]
 
     def _node_logprobs(
