@@ -64,7 +64,8 @@ corrected sliding-window and eager-attention models (version 3 ignored the windo
 and added eager attention's mask as 1s and 0s); a model with only full attention through SDPA
 gets the numbers of version 3 and keeps its key, so those cached scores stay valid."""
 _HEAD_ROWS = 256
-"""Rows of vocabulary logits computed at once (small enough to stay in cache)."""
+"""Rows of whole-vocabulary logits computed at once off the CPU (at least; CUDA takes about
+256 MB of them) and by the logits fallback; the CPU's head works in blocks (below)."""
 _BLOCKED_ROWS = 512
 _VOCAB_BLOCK = 4096
 """Rows and vocabulary columns of one block of logits in :meth:`HFBackend._blocked_logprobs`
@@ -617,7 +618,8 @@ class HFBackend(Backend):
 
         When ``argmax`` (a long tensor, one entry per row) is given, the most likely token of
         each row is written into it; when ``moments`` (float32 [rows, 2]) is given, each row's
-        mean and std of log p over the vocabulary (:func:`_vocab_moments`, same logits chunk)."""
+        mean and std of log p over the vocabulary (:func:`_vocab_moments`, same logits chunk).
+        On the CPU in blocks of the vocabulary (:meth:`_blocked_logprobs`)."""
         assert self._head_w is not None
         if hidden.device.type == "cpu":
             return self._blocked_logprobs(hidden, targets, argmax, moments)
