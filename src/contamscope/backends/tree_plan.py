@@ -117,28 +117,42 @@ def build_trees(
             j += size[j]
         return out
 
-    units: list[tuple[list[int], int]] = []  # (trunk, root of the rest), in pre-order
+    # (trunk, first node, end) in pre-order: the trunk's nodes, then the whole subtrees of
+    # consecutive siblings (children of the trunk's last node) that are nodes first .. end - 1
+    units: list[tuple[list[int], int, int]] = []
 
-    def emit(node: int, trunk: list[int]) -> None:
-        if size[node] + len(trunk) <= max_nodes or size[node] == 1:
-            units.append((trunk, node))
-            return
-        kids = children(node)
-        for child in kids:
-            emit(child, trunk + [node])
+    def emit(nodes: list[int], trunk: list[int]) -> None:
+        """Run the subtrees of the sibling ``nodes`` below ``trunk``: consecutive ones packed
+        together while they fit in ``max_nodes`` with the trunk; one too large alone is cut at
+        its own children (its node joins the trunk)."""
+        group: list[int] = []
+        used = len(trunk)
+        for node in nodes:
+            if group and used + size[node] > max_nodes:
+                units.append((trunk, group[0], node))
+                group, used = [], len(trunk)
+            if len(trunk) + size[node] > max_nodes and size[node] > 1:
+                emit(children(node), trunk + [node])
+                continue
+            group.append(node)
+            used += size[node]
+        if group:
+            units.append((trunk, group[0], group[-1] + size[group[-1]]))
 
-    root = 0
+    roots, root = [], 0
     while root < total:
-        emit(root, [])
+        roots.append(root)
         root += size[root]
+    emit(roots, [])
     dep_a = np.asarray(depths, dtype=np.int64)
     par_a, size_a = np.asarray(parents, dtype=np.int64), np.asarray(size, dtype=np.int64)
     trees = []
-    for trunk, r in units:
-        nt, sz = len(trunk), size[r]
-        rest = slice(r, r + sz)
+    for trunk, r, end in units:
+        nt, sz = len(trunk), end - r
+        rest = slice(r, end)
         local_par = np.concatenate([np.arange(-1, nt - 1), par_a[rest] - r + nt])
-        local_par[nt] = nt - 1  # the first node below the trunk
+        # the packed subtrees' roots hang from the trunk's last node (-1: none)
+        local_par[nt:][par_a[rest] < r] = nt - 1
         spans = np.concatenate([np.full(nt, nt + sz), np.arange(nt, nt + sz) + size_a[rest]])
         trees.append(
             Tree(
@@ -151,19 +165,19 @@ def build_trees(
                 spans=spans.tolist(),
             )
         )
-    starts = [r for _, r in units]
+    starts = [r for _, r, _ in units]
     empty = Tree(prefix, [], [], [], [], [])
     for member, ids in ends:
         if not ids:
             empty.members.append(member)
             empty.paths.append([])
             continue
-        end = ids[-1]
-        u = bisect.bisect_right(starts, end) - 1
-        trunk, r = units[u] if u >= 0 else ([], -1)
-        if u < 0 or end >= r + size[r]:  # a trunk node: its first unit is the next one
+        last = ids[-1]
+        u = bisect.bisect_right(starts, last) - 1
+        trunk, r, end = units[u] if u >= 0 else ([], -1, -1)
+        if last >= end:  # a trunk node: its first unit is the next one
             u += 1
-            trunk, r = units[u]
+            trunk, r, end = units[u]
             local = list(range(len(ids)))
         else:
             nt = len(trunk)
@@ -427,6 +441,12 @@ class Planner:
     pad_tolerance: float
     chunk_tokens: int
     """Plan in chunks of about this many tokens (0: all at once)."""
+    key_cost: float = 0.0
+    """The work of attending to one key, as a share of running one token through the model
+    (0: subtrees of ``max_tree_nodes`` always). When set, each question's trie is cut into
+    subtrees of 1, 2 or 4 x ``max_tree_nodes`` (at most ``max_batch_tokens``), whichever costs
+    least: (tokens run) + ``key_cost`` x (each row's tokens x the keys they attend to). Larger
+    subtrees repeat fewer trunk tokens and attend to more keys (:meth:`trees`)."""
 
     def encode(self, requests: Sequence[Any]) -> list[Encoded]:
         """:func:`encode_requests` with this planner's tokenizer, BOS and context."""
@@ -451,6 +471,30 @@ class Planner:
                 chunk, size = [], 0
         if chunk:
             yield chunk
+
+    def trees(
+        self, prefix: tuple[int, ...], conts: list[tuple[int, list[int]]]
+    ) -> tuple[list[Tree], int]:
+        """:func:`build_trees` at the subtree size that costs least (see :attr:`key_cost`).
+
+        A five-option question's 120 orders make a trie of about 6,000 tokens; cut into
+        subtrees of 256 its trunks are repeated so often that 39% more tokens run than the
+        trie holds (20 CMB items, SmolLM2's tokenizer), and at 512 10%, while each token
+        attends to about 575 keys instead of 320."""
+        best: tuple[float, list[Tree], int] | None = None
+        size = self.max_tree_nodes
+        for scale in (1, 2, 4) if self.key_cost else (1,):
+            nodes = min(size * scale, max(self.max_batch_tokens, size))
+            trees, total = build_trees(prefix, conts, max_nodes=nodes)
+            cost = sum(
+                len(t.tokens) * (1 + self.key_cost * (len(prefix) + len(t.tokens))) for t in trees
+            )
+            if best is None or cost < best[0]:
+                best = (cost, trees, total)
+            if len([t for t in trees if t.tokens]) <= 1 or nodes >= self.max_batch_tokens:
+                break  # the whole trie is one subtree already (or no wider rows fit)
+        assert best is not None
+        return best[1], best[2]
 
     def plan(self, requests: Sequence[Any], index: Sequence[int]) -> list[Unit]:
         """The units of one chunk (``requests``, whose indices in the call are ``index``).
@@ -481,9 +525,7 @@ class Planner:
             ]
             skipped += len(members) - len(ok)
             if ok:
-                trees[prefix], trie_nodes = build_trees(
-                    prefix, [(i, conts[i]) for i in ok], max_nodes=self.max_tree_nodes
-                )
+                trees[prefix], trie_nodes = self.trees(prefix, [(i, conts[i]) for i in ok])
                 minimum += len(prefix) + trie_nodes
         prefixes = list(trees)
         held_groups = bucket(
