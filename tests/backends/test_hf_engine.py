@@ -89,6 +89,10 @@ def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
     assert default.planner().max_batch_tokens == hf._CPU_SCORE_TOKENS
     given = _cpu_backend(tiny_model_path, max_batch_tokens="256")
     assert (given.max_batch_tokens, given.score_batch_tokens) == (256, 256)
+    # subtree sizes by cost on the CPU, unless the user fixes them
+    assert default.planner().key_cost == default.key_cost > 0
+    fixed = _cpu_backend(tiny_model_path, max_tree_nodes="128")
+    assert (fixed.planner().max_tree_nodes, fixed.planner().key_cost) == (128, 0.0)
     widths: list[int] = []
     forward = default._forward
 
@@ -287,6 +291,59 @@ def test_tree_split_runs_each_branch_once_and_keeps_paths() -> None:
     for t in split:
         for m, path in zip(t.members, t.paths):
             assert [t.tokens[k] for k in path] == dict(conts)[m]
+    # siblings that fit together share one run of their trunk: [1 | 2 3 4, 5 6] and [1 | 7]
+    conts = [(0, [1, 2, 3]), (1, [1, 2, 4]), (2, [1, 5, 6]), (3, [1, 7])]
+    packed, n3 = _build_trees((9,), conts, max_nodes=6)
+    assert n3 == 7 and [t.tokens for t in packed] == [[1, 2, 3, 4, 5, 6], [1, 7]]
+    assert packed[0].parents == [-1, 0, 1, 1, 0, 4]  # 2 and 5 hang from the trunk's 1
+    assert packed[0].mask()[4].tolist() == [True, False, False, False, True, False]
+    for t in packed:
+        for m, path in zip(t.members, t.paths):
+            assert [t.tokens[k] for k in path] == dict(conts)[m]
+
+
+def test_planner_cuts_each_trie_at_the_subtree_size_that_costs_least() -> None:
+    """With ``key_cost`` set, a five-option question's 120 orders are cut at 1, 2 or 4 x
+    ``max_tree_nodes``, whichever costs least (tokens run + key_cost x tokens x keys): fewer
+    trunk repeats than the fixed size; with attention dearer than everything, the fixed size;
+    with ``key_cost`` 0, always the fixed size."""
+    from itertools import permutations
+
+    from contamscope.backends.tree_plan import Planner, build_trees
+
+    options = [[10 + k] * 6 for k in range(5)]  # five options of six tokens
+    conts = [
+        (m, [t for o in order for t in options[o]])
+        for m, order in enumerate(permutations(range(5)))
+    ]
+    prefix = tuple(range(100, 140))
+    plan = Planner(
+        None,
+        None,
+        None,
+        max_tree_nodes=64,
+        max_batch_tokens=1024,
+        pad_tolerance=0.1,
+        chunk_tokens=0,
+    )
+
+    def cost(trees, key_cost):  # type: ignore[no-untyped-def]
+        return sum(len(t.tokens) * (1 + key_cost * (len(prefix) + len(t.tokens))) for t in trees)
+
+    fixed, total = plan.trees(prefix, conts)
+    assert max(len(t.tokens) for t in fixed) <= 64
+    plan.key_cost = 1 / 4000
+    adaptive, total2 = plan.trees(prefix, conts)
+    assert total2 == total == 6 * (5 + 20 + 60 + 120 + 120)
+    sizes = [build_trees(prefix, conts, max_nodes=n)[0] for n in (64, 128, 256)]
+    assert cost(adaptive, 1 / 4000) == min(cost(c, 1 / 4000) for c in sizes)
+    assert sum(len(t.tokens) for t in adaptive) < sum(len(t.tokens) for t in fixed)
+    assert max(len(t.tokens) for t in adaptive) > 64
+    for t in adaptive:
+        for m, path in zip(t.members, t.paths):
+            assert [t.tokens[k] for k in path] == dict(conts)[m]
+    plan.key_cost = 1.0
+    assert [t.tokens for t in plan.trees(prefix, conts)[0]] == [t.tokens for t in fixed]
 
 
 def test_engine_with_tiny_subtrees_matches_naive(tiny_backend) -> None:  # type: ignore[no-untyped-def]

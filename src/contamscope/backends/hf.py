@@ -186,6 +186,21 @@ def _vocab_moments(logp: torch.Tensor, scratch: torch.Tensor | None = None) -> t
     return torch.stack([mean, var.clamp_min(0).sqrt()], dim=-1)
 
 
+def _key_cost(model: Any) -> float:
+    """The work of attending to one key, as a share of running one token through ``model``:
+    4 x heads x head size FLOPs a layer (query-key products and the weighted values) against
+    2 x parameters (1/3,900 for SmolLM2-135M); 0 when the config does not say."""
+    try:
+        cfg = model.config.get_text_config()
+        heads = int(cfg.num_attention_heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        per_key = 4 * int(cfg.num_hidden_layers) * heads * head_dim
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+    params = sum(p.numel() for p in model.parameters())
+    return per_key / (2 * params) if params else 0.0
+
+
 def _local_identity(path: Path) -> str:
     """Content identity of a local model folder or file: its path and every file's name and
     bytes (:func:`~contamscope.store.digests.file_digest`: read in full once per change of
@@ -269,6 +284,10 @@ class HFBackend(Backend):
         self.max_tree_nodes = 1024 if cuda else 256
         """Order trees are split into subtrees of at most this many tokens (attention blocks;
         a GPU runs a whole MMLU question's 24 orders as one row)."""
+        self.key_cost = 0.0 if cuda else _key_cost(model)
+        """CPU: each question's subtrees are 1, 2 or 4 x ``max_tree_nodes``, whichever costs
+        least by this share of a token's work per attended key (:attr:`.Planner.key_cost`);
+        0 (a GPU, or ``-M max_tree_nodes`` given): always ``max_tree_nodes``."""
         self.plan_chunk_tokens = 2 * self.max_batch_tokens if cuda else 0
         """Requests are planned (tokenised, tries, batch arrays) in chunks of about this many
         tokens; 0 plans a whole call at once."""
@@ -451,7 +470,7 @@ class HFBackend(Backend):
             max_batch_tokens=max_bt,
         )
         if max_tree is not None:
-            backend.max_tree_nodes = max_tree
+            backend.max_tree_nodes, backend.key_cost = max_tree, 0.0
         if opts.get("plan_workers"):
             backend.plan_workers = int(opts["plan_workers"])
         return backend
@@ -596,6 +615,7 @@ class HFBackend(Backend):
             max_batch_tokens=self.score_batch_tokens,
             pad_tolerance=self.pad_tolerance,
             chunk_tokens=self.plan_chunk_tokens,
+            key_cost=self.key_cost,
         )
 
     def _fast_tokenizer(self) -> Any:
