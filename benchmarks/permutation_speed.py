@@ -210,7 +210,11 @@ def main() -> int:
     ap.add_argument("--random-init", choices=sorted(SHAPES), help="random-weight model shape")
     ap.add_argument("--tokenizer", help="tokenizer folder for --random-init")
     ap.add_argument("--repeats", type=int, default=0, help="engine timings (median); 0: 3 on GPU")
-    ap.add_argument("--tree-nodes", type=int, help="engine subtree size (default: the backend's)")
+    ap.add_argument(
+        "--tree-nodes",
+        type=int,
+        help="engine subtree size, fixed (default: the backend's; on a CPU 1-4x it by cost)",
+    )
     ap.add_argument(
         "--max-batch-tokens", type=int, help="engine batch budget (default: the backend's)"
     )
@@ -229,7 +233,7 @@ def main() -> int:
         assert isinstance(loaded, HFBackend)
         backend = loaded
     if args.tree_nodes:
-        backend.max_tree_nodes = args.tree_nodes
+        backend.max_tree_nodes, backend.key_cost = args.tree_nodes, 0.0
     if args.max_batch_tokens:
         backend.max_batch_tokens = backend.score_batch_tokens = args.max_batch_tokens
         backend.plan_chunk_tokens = 2 * args.max_batch_tokens if backend.plan_chunk_tokens else 0
@@ -240,6 +244,7 @@ def main() -> int:
         f"model {args.model}: {params / 1e6:.1f}M parameters, {backend.dtype}, {backend.device}, "
         f"threads {torch.get_num_threads()}, scoring passes of at most {backend.score_batch_tokens} tokens, "
         f"subtrees of at most {backend.max_tree_nodes} tokens"
+        + (" (or 2x, 4x where that costs less)" if getattr(backend, "key_cost", 0) else "")
     )
     print(f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s")
     rng = random.Random(args.seed)
