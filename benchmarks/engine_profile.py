@@ -178,7 +178,7 @@ def main() -> int:
         parts = ", ".join(f"{k} {v:.3f}s" for k, v in totals.items())
         rest = synced - sum(totals.values())
         print(
-            f"budget {budget:6d} nodes {nodes:4d} pad {backend.pad_tolerance:g} planning "
+            f"budget {budget:6d} nodes {nodes:4d}{'x1-4' if getattr(backend, 'key_cost', 0) else ''} pad {backend.pad_tolerance:g} planning "
             f"processes {backend.plan_workers}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
             f" efficiency {100 * eff:.1f}%, beyond bound {100 * over:.0f}% | synchronised "
             f"{synced:.3f}s: {parts}, other {rest:.3f}s",
