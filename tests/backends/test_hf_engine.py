@@ -116,12 +116,6 @@ def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
     assert max(widths) > hf._CPU_SCORE_TOKENS
 
 
-def _float64_head(backend, hidden):  # type: ignore[no-untyped-def]
-    import torch
-
-    return torch.log_softmax(hidden.double() @ backend._head_w.double().t(), -1)
-
-
 @pytest.mark.parametrize("blocks", ["default", "uneven"])
 def test_cpu_head_in_vocabulary_blocks_equals_log_softmax(
     tiny_backend, monkeypatch, blocks
@@ -145,7 +139,7 @@ def test_cpu_head_in_vocabulary_blocks_equals_log_softmax(
     hidden = torch.randn(rows, tiny_backend._head_w.shape[1])
     hidden[: rows // 2] *= 6  # peaked rows (log-probs near 0) and nearly flat ones
     hidden[rows // 2 :] *= 0.05
-    ref = _float64_head(tiny_backend, hidden)
+    ref = torch.log_softmax(hidden.double() @ tiny_backend._head_w.double().t(), -1)
     targets = torch.randint(0, vocab, (rows,))
     targets[:3] = torch.tensor([0, vocab - 1, vocab - vocab % 1000])  # first, last, last block
     targets[3:13] = ref[3:13].argmax(-1)  # each row's most likely token
