@@ -4,7 +4,7 @@ Scores the same MMLU items with :class:`~contamscope.backends.hf.HFBackend` seve
 process and prints, per variant (scoring-pass budget, subtree size):
 
 * wall time per call (median of ``--repeats``), items/s and efficiency (useful FLOP/s over the
-  dense matmul peak measured here, as in ``permutation_speed.py``);
+  dense matmul peak read just before and after the timed calls, as in ``permutation_speed.py``);
 * a synchronised breakdown: tokenisation, trie building, prefix runs, subtree runs (each timed
   with the device synchronised around it, so the parts add up to device + host time);
 * with ``--kernels``, the top device kernels by time (torch.profiler) for one call.
@@ -168,7 +168,9 @@ def main() -> int:
         # variant of a run 10-20% slower than the same settings run second, whichever they were)
         backend.score(reqs)
         backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
+        before = matmul_peak(backend.dtype, backend.device)  # (the host's speed drifts)
         wall = timed_calls(lambda: backend.score(reqs), backend, args.repeats)
+        peak = (before + matmul_peak(backend.dtype, backend.device)) / 2
         useful = backend.tokens_min / args.repeats
         over = backend.tokens_run / max(backend.tokens_min, 1) - 1
         eff = 2 * params * useful / wall / peak
@@ -180,7 +182,7 @@ def main() -> int:
         print(
             f"budget {budget:6d} nodes {nodes:4d}{'x1-4' if getattr(backend, 'key_cost', 0) else ''} pad {backend.pad_tolerance:g} planning "
             f"processes {backend.plan_workers}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
-            f" efficiency {100 * eff:.1f}%, beyond bound {100 * over:.0f}% | synchronised "
+            f" efficiency {100 * eff:.1f}% (peak {peak / 1e9:.0f} GFLOP/s around it), beyond bound {100 * over:.0f}% | synchronised "
             f"{synced:.3f}s: {parts}, other {rest:.3f}s",
             flush=True,
         )
