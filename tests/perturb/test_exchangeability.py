@@ -246,3 +246,64 @@ def test_nested_options_are_a_natural_order_and_counted_on_mmlu() -> None:
     assert natural_order_reason(["二价体", "二价体和单价体", "三价体、二价体和单价体"]) == (
         "nested options (each adds to the one before)"
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        # CMB: a clean SmolLM2 ranked this published order 10th of 120 (gap +5.8 nats)
+        (["I类", "Ⅱ类", "Ⅲ类", "Ⅳ类", "Ⅴ类"], "numbers in increasing order"),
+        (["Lamina I.", "Lamina II.", "Lamina V.", "Lamina IX"], "numbers in increasing order"),
+        (["Stage IV", "Stage III", "Stage II", "Stage I"], "numbers in decreasing order"),
+        (["Every 4 hours.", "Every 8 hours.", "Every 12 hours.", "Every 16 hours."], "numbers in increasing order"),
+        (["x^2 + y^2 = 1", "x^2 + y^2 = 2", "x^2 + y^2 = 9", "x^2 + y^2 = 16"], "numbers in increasing order"),
+        (["第11肋", "第10肋", "第8肋", "第6肋"], "numbers in decreasing order"),
+        (["第二十届", "第二十二届", "第二十四届", "第二十六届"], "numbers in increasing order"),
+        (["一个", "两个", "三个", "四个"], "numbers in increasing order"),
+        (["医生甲", "医生乙", "医生丙", "医生丁"], "numbers in increasing order"),
+        (["①风寒侵袭", "②肾亏骼空", "③痰浊凝聚", "④痰毒内蕴"], "numbers in increasing order"),
+        # a minus sign counts (it was dropped before a bare number: -5 read as 5)
+        (["-5", "-3", "0", "2"], "numbers in increasing order"),
+        (["−2.5 V", "−1 V", "+1 V", "+2.5 V"], "numbers in increasing order"),
+    ],
+)  # fmt: skip
+def test_natural_orders_of_numbered_options(options: list[str], reason: str) -> None:
+    from contamscope.perturb.exchangeability import natural_order_reason
+
+    assert natural_order_reason(options) == reason
+    assert natural_order_reason([options[1], options[0], *options[2:]]) is None  # unsorted
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["0.1", "0.2", "0.05", "0.08"],  # a shared "0." is no opening: 0.1, 0.2, 0.05, 0.08
+        ["24%", "23%", "-21%", "2%"],
+        ["six", "sixty", "five", "fifty"],  # a shared "six" is part of the number words
+        ["Iron", "Vanadium", "Xenon", "Zinc"],  # initials are no Roman numerals
+        ["B12 icosahedra", "B8 cubes", "B6 octahedra", "B4 tetrahedra"],  # names, not numbers
+        ["I think so", "V", "X", "Iodine"],
+        ["甲状腺", "肾上腺", "垂体", "胰岛"],  # one stem as a first character is no label
+    ],
+)
+def test_not_natural_orders(options: list[str]) -> None:
+    from contamscope.perturb.exchangeability import natural_order_reason
+
+    assert natural_order_reason(options) is None
+
+
+def test_numbered_natural_orders_on_bundled_mmlu() -> None:
+    """The bundled MMLU test set (no ../shared needed): Roman numerals and shared openings."""
+    from contamscope.data import load_benchmark
+    from contamscope.perturb.exchangeability import natural_order_reason
+
+    items = load_benchmark("mmlu").items
+    found = {tuple(it.options): natural_order_reason(it.options) for it in items}
+    assert found[("Quadrant I", "Quadrant II", "Quadrant III", "Quadrant IV")] == (
+        "numbers in increasing order"
+    )
+    assert found[("Louis XIII", "Louis XIV", "Louis XV", "Louis XVI")] == (
+        "numbers in increasing order"
+    )
+    numbers = [it for it in items if (natural_order_reason(it.options) or "").startswith("numbers")]
+    assert len(numbers) == 838  # the count the rule's docstring gives

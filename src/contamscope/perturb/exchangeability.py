@@ -63,7 +63,9 @@ kept item can bias the test while a wrongly dropped one only costs a little powe
 
 from __future__ import annotations
 
+import os
 import re
+import unicodedata
 from collections.abc import Sequence
 
 __all__ = ["non_exchangeable_reason", "natural_order_reason"]
@@ -311,7 +313,7 @@ def non_exchangeable_reason(options: Sequence[str]) -> str | None:
 
 # --------------------------------------------------------------------------- natural orders
 
-_NUMBER = re.compile(r"^\s*[(\[]?\s*[-+−]?\s*[$£€¥]?\s*([-+−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+_NUMBER = re.compile(r"^\s*[(\[]?\s*([-+]?)\s*[$£€¥]?\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 _TRUTH_WORDS = (
     ("true", "false"),
     ("wrong", "not wrong"),
@@ -380,14 +382,87 @@ def _number_word(option: str) -> float | None:
     )
 
 
-def _leading_number(option: str) -> float | None:
-    m = _NUMBER.match(option.replace("−", "-"))
-    if not m:
-        return _number_word(option)
-    try:
-        return float(m.group(1).replace(",", "").replace("−", "-"))
-    except ValueError:
+_ROMAN = (
+    re.compile(r"X{0,3}(?:IX|IV|V?I{0,3})(?![A-Za-z])"),
+    re.compile(r"x{0,3}(?:ix|iv|v?i{0,3})(?![A-Za-z])"),
+)
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
+_CHINESE_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+_CHINESE_NUMBER = re.compile(r"[零〇一二两三四五六七八九十]+")
+_STEMS = "甲乙丙丁戊己庚辛壬癸"
+"""The heavenly stems, Chinese ordinal labels: 甲 乙 丙 丁 name the parties of a law question,
+甲类 乙类 classes, 甲型 乙型 types."""
+
+
+def _roman(numeral: str) -> int:
+    values = [_ROMAN_VALUES[c] for c in numeral.upper()]
+    return sum(-v if v < w else v for v, w in zip(values, values[1:] + [0]))
+
+
+def _chinese_number(text: str) -> int | None:
+    """The value of a Chinese numeral below 100 ("三", "十二", "二十", "四十五"), or None."""
+    head, ten, tail = text.partition("十")
+    if not ten:
+        return _CHINESE_DIGITS[text] if len(text) == 1 else None
+    if len(head) > 1 or len(tail) > 1 or "十" in tail:
         return None
+    return 10 * (_CHINESE_DIGITS[head] if head else 1) + (_CHINESE_DIGITS[tail] if tail else 0)
+
+
+def _leading_number(option: str) -> float | None:
+    """The value of the number an option starts with: digits (signs, currency, thousands
+    commas, decimals, exponents), an English number word, a Roman numeral (I-XXXIX, either
+    case, or one of Unicode's: Ⅳ), a numbered symbol (①, ⑴, ⒈, ㈢), a Chinese numeral below
+    100 (三, 十二) or a heavenly stem (甲 = 1, 乙 = 2, ...)."""
+    m = _NUMBER.match(option.replace("−", "-"))
+    if m:  # (a sign before a currency symbol, "-$5", or after it, "$-5")
+        try:
+            value = float(m.group(2).replace(",", ""))
+        except ValueError:
+            return None
+        return -value if m.group(1) == "-" else value
+    text = option.lstrip(" (（[")
+    if not text:
+        return None
+    first = text[0]
+    if first in _STEMS:
+        return float(_STEMS.index(first) + 1)
+    chinese = _CHINESE_NUMBER.match(text)
+    if chinese:
+        whole = _chinese_number(chinese.group())
+        return None if whole is None else float(whole)
+    if not first.isascii() and not unicodedata.category(first).startswith("L"):
+        numeric = unicodedata.numeric(first, None)  # Ⅳ, ⅳ, ①, ⑴, ⒈, ㈢, full-width digits
+        if numeric is not None:
+            return float(numeric)
+    for pattern in _ROMAN:
+        roman = pattern.match(text)
+        if roman and roman.group():
+            return float(_roman(roman.group()))
+    return _number_word(option)
+
+
+def _shared_start(texts: Sequence[str]) -> int:
+    """Where the options' shared opening ends, backed off to the start of a number or word
+    ("Lamina I." / "Lamina II." share "Lamina "; "第11肋" / "第10肋" share "第"; "0.1" / "0.2"
+    share nothing a number can follow)."""
+    shared = os.path.commonprefix(list(texts))
+    end = len(shared)
+    while end and _inside_number_or_word(shared, end - 1):
+        end -= 1
+    return end
+
+
+def _inside_number_or_word(text: str, i: int) -> bool:
+    c = text[i]
+    if c in ".,":  # a decimal point or thousands comma after a digit
+        return i > 0 and text[i - 1].isdigit()
+    return (
+        (c.isascii() and c.isalnum())
+        or c in _STEMS
+        or _CHINESE_NUMBER.match(c) is not None
+        or unicodedata.numeric(c, None) is not None
+    )
 
 
 def natural_order_reason(options: Sequence[object]) -> str | None:
@@ -399,10 +474,18 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     of ``1/n!`` without any leak (H0 of the permutation test, exchangeability of the published
     order, does not hold for them). Rules:
 
-    1. **Sorted numbers**: every option starts with a number (signs, currency, thousands commas,
-       decimals, exponents, or an English number word below 100: "seven", "twenty-one") and the values are distinct and strictly increasing or decreasing in
-       the published order. In the MMLU test set 740 of the 1,091 items whose options are all
-       distinct numbers are sorted (68%, where a random order would be sorted 8% of the time).
+    1. **Sorted numbers**: after the opening all options share ("Lamina ", "Every ", "第",
+       "x^2 + y^2 = "; backed off to the start of a word or number), every option starts with a
+       number and the values are distinct and strictly increasing or decreasing in the
+       published order. A number is digits (signs, currency, thousands commas, decimals,
+       exponents), an English number word below 100 ("seven", "twenty-one"), a Roman numeral
+       ("Quadrant III", "Louis XIV", CMB's "I类 / Ⅱ类 / Ⅲ类"), a numbered symbol (①, ⑴), a
+       Chinese numeral ("三级", "第二十届") or a heavenly stem, the Chinese ordinal labels
+       (甲 乙 丙 丁: the parties of a law question, "医生甲 / 医生乙"). Of the items whose options
+       are all distinct numbers, 838 of 1,261 are sorted in the MMLU test set (66%, where a
+       random order of four would be sorted 8% of the time), 922 of 1,343 in C-Eval's test set
+       (69%), 31 of 42 in the CMB sample, and 46 of 732 in CMMLU's test set (6%: CMMLU
+       shuffled its options).
     2. **A truth-table block**: every option is a comma-separated pair of verdicts from one
        two-word vocabulary (True/False, Wrong/Not wrong, Yes/No, Correct/Incorrect,
        Valid/Invalid), e.g. MMLU's ``Wrong, Wrong / Wrong, Not wrong / Not wrong, Wrong / ...``.
@@ -423,6 +506,14 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     True
     >>> natural_order_reason(["seven", "eight", "nine", "ten"])
     'numbers in increasing order'
+    >>> natural_order_reason(["I类", "Ⅱ类", "Ⅲ类", "Ⅳ类", "Ⅴ类"])
+    'numbers in increasing order'
+    >>> natural_order_reason(["Every 4 hours.", "Every 8 hours.", "Every 12 hours.", "Every 16 hours."])
+    'numbers in increasing order'
+    >>> natural_order_reason(["甲公司", "乙公司", "丙公司", "丁公司"])
+    'numbers in increasing order'
+    >>> natural_order_reason(["0.1", "0.2", "0.05", "0.08"]) is None
+    True
     >>> natural_order_reason(["One of them", "Ten of them", "Three", "Twenty-one"]) is None
     True
     >>> natural_order_reason(["True, True", "False, False", "True, False", "False, True"])
@@ -440,7 +531,8 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     texts = [str(o).strip() for o in options]
     if len(texts) < 2:
         return None
-    values = [_leading_number(t) for t in texts]
+    start = _shared_start(texts)
+    values = [_leading_number(t[start:]) for t in texts]
     if all(v is not None for v in values):
         vs = [float(v) for v in values if v is not None]
         if len(set(vs)) == len(vs):
