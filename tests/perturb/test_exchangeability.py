@@ -307,3 +307,32 @@ def test_numbered_natural_orders_on_bundled_mmlu() -> None:
     )
     numbers = [it for it in items if (natural_order_reason(it.options) or "").startswith("numbers")]
     assert len(numbers) == 838  # the count the rule's docstring gives
+
+
+def test_two_by_two_blocks_listed_row_by_row() -> None:
+    from contamscope.perturb.exchangeability import block_orders, natural_order_reason
+
+    block = [
+        "acute lymphocytic leukemia",
+        "acute myelogenous leukemia",
+        "chronic lymphocytic leukemia",
+        "chronic myelogenous leukemia",
+    ]
+    orders = block_orders(block)
+    assert orders is not None and len(orders) == 8  # either factor first, either level first
+    assert (0, 1, 2, 3) in orders and (0, 2, 1, 3) in orders and (0, 3, 1, 2) not in orders
+    assert natural_order_reason(block) == "a 2 x 2 block listed row by row"
+    mixed = [block[0], block[3], block[1], block[2]]  # diagonal first: not row by row
+    assert natural_order_reason(mixed) is None
+    assert block_orders(mixed) is not None
+    assert natural_order_reason(
+        ["低温长日作物", "低温短日作物", "高温长日作物", "高温短日作物"]
+    ) == ("a 2 x 2 block listed row by row")
+    assert natural_order_reason(["300 J into the system", "600 J into the system",
+                                 "300 J out of the system", "600 J out of the system"]) == (
+        "a 2 x 2 block listed row by row"
+    )  # fmt: skip
+    # options that share words without crossing two choices are no block
+    assert block_orders(["red wine", "white wine", "red grapes", "green tea"]) is None
+    assert block_orders(["Paris", "London", "Rome", "Berlin"]) is None
+    assert block_orders(["a", "b", "c"]) is None

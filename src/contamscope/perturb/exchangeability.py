@@ -68,7 +68,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["non_exchangeable_reason", "natural_order_reason"]
+__all__ = ["block_orders", "non_exchangeable_reason", "natural_order_reason"]
 
 _LETTERS = "ABCDEFGHIJ"
 
@@ -465,6 +465,50 @@ def _inside_number_or_word(text: str, i: int) -> bool:
     )
 
 
+def block_orders(options: Sequence[object]) -> list[tuple[int, ...]] | None:
+    """The orders that list four options forming a 2 x 2 block factor by factor, or None.
+
+    A block is two choices crossed with two ("acute / chronic" x "lymphocytic / myelogenous
+    leukemia", "300 J / 600 J" x "into / out of the system", "低温 / 高温" x "长日 / 短日作物"): each
+    option's words beyond those all four share are exactly one level of each factor, and each
+    level is shared by two options. Writers list such options row by row, and any of the 8
+    orders that do (either factor first, either level first in each) is returned, the
+    published order's indices permuted: a random order is one of them a third of the time.
+
+    >>> len(block_orders(["acute lymphocytic leukemia", "acute myelogenous leukemia",
+    ...                   "chronic lymphocytic leukemia", "chronic myelogenous leukemia"]))
+    8
+    >>> block_orders(["Paris", "London", "Rome", "Berlin"]) is None
+    True
+    """
+    if len(options) != 4:
+        return None
+    bags = [{w.lower() for w in _WORD.findall(str(o))} for o in options]
+    common = set.intersection(*bags)
+    own = [b - common for b in bags]
+    for a, b, c, d in ((0, 1, 2, 3), (0, 2, 1, 3), (0, 3, 1, 2)):
+        # rows (a, b) and (c, d); columns (a, x) and (b, y) for either pairing of c and d
+        for x, y in ((c, d), (d, c)):
+            grid = ((a, b), (x, y))
+            rows = [(own[r[0]] & own[r[1]]) - own[q[0]] - own[q[1]] for r, q in (grid, grid[::-1])]
+            cols = [
+                (own[grid[0][k]] & own[grid[1][k]]) - own[grid[0][1 - k]] - own[grid[1][1 - k]]
+                for k in (0, 1)
+            ]
+            if not all(rows + cols):
+                continue
+            if any(own[grid[r][k]] != rows[r] | cols[k] for r in (0, 1) for k in (0, 1)):
+                continue
+            orders = set()
+            for r0 in (0, 1):
+                for k0 in (0, 1):
+                    rs, ks = (r0, 1 - r0), (k0, 1 - k0)
+                    orders.add(tuple(grid[r][k] for r in rs for k in ks))
+                    orders.add(tuple(grid[r][k] for k in ks for r in rs))
+            return sorted(orders)
+    return None
+
+
 def natural_order_reason(options: Sequence[object]) -> str | None:
     """Why the published order of these options is a *natural* one, or None.
 
@@ -497,6 +541,11 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
        aside. In the MMLU test set 14 items (12 of them anatomy), in CMMLU 1, in C-Eval test 5;
        a clean model put the two of them in an 8-item anatomy sample first, which made the
        verdict read "leakage signal" (journey audit).
+    5. **A 2 x 2 block listed row by row** (:func:`block_orders`): "acute lymphocytic / acute
+       myelogenous / chronic lymphocytic / chronic myelogenous leukemia". Of the items whose
+       options form such a block, 121 of 159 are listed row by row in the MMLU test set (76%,
+       where a random order would be 33% of the time) and 107 of 136 in C-Eval's; 47 of 130 in
+       CMMLU's (36%, shuffled).
 
     >>> natural_order_reason(["1", "2", "5", "11"])
     'numbers in increasing order'
@@ -547,6 +596,9 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
             return f"a fixed truth-table block ({yes}/{no})"
     if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
         return "combinations of numbered statements"
+    blocks = block_orders(texts)
+    if blocks and tuple(range(len(texts))) in blocks:
+        return "a 2 x 2 block listed row by row"
     bags = [{w.lower() for w in _WORD.findall(t)} for t in texts]
     if all(bags):
         if all(a < b for a, b in zip(bags, bags[1:])):

@@ -1,0 +1,154 @@
+"""Which option orders does a model favour when they are not the published one?
+
+The permutation test reads "the published order is favoured beyond chance" as leakage. It is not
+leakage when writers put options in a conventional order that any model, clean or not, prefers:
+sorted numbers, a 2 x 2 block listed row by row, maybe alphabetical order. This script measures
+each convention's pull directly, on items whose published order does NOT follow it: if the model
+still picks a conventional order as its favourite more often than chance, the convention (not
+the benchmark) is what it prefers, and items published in that order must be set aside
+(``natural_order_reason``). Leakage cannot produce this signal: a model that saw an item favours
+its published order, which here is not a conventional one.
+
+For each benchmark and convention it prints, over the items with that structure: how many have a
+conventional published order (and how often their published order is the favourite: Algorithm
+1), and for a sample of the others, how often the favourite is a conventional order against the
+chance rate (conventional orders / orders), with an exact binomial p-value (H0: no pull).
+
+    python benchmarks/order_preference.py                           # bundled SmolLM2 and MMLU
+    python benchmarks/order_preference.py --model gemma3 --items 120 \\
+        --benchmarks mmlu,../shared/benchdata/cmmlu/test,../shared/benchdata/ceval-exam/test
+
+Scores go through the score cache (the default one, or ``--cache-dir``), so runs share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scipy.stats import binomtest
+
+from contamscope.backends import ScoreRequest, load_backend
+from contamscope.data import MCQItem, load_benchmark
+from contamscope.paths import default_score_db
+from contamscope.perturb import TEMPLATES, option_orders
+from contamscope.perturb.exchangeability import (
+    _leading_number,
+    _shared_start,
+    block_orders,
+    non_exchangeable_reason,
+)
+from contamscope.store import CachedScorer, ScoreCache
+
+Orders = list[tuple[int, ...]]
+
+
+def sorted_number_orders(options: Sequence[object]) -> Orders | None:
+    """Increasing and decreasing order of the options' numbers (as ``natural_order_reason``
+    reads them), or None when an option has none or two are equal."""
+    texts = [str(o).strip() for o in options]
+    start = _shared_start(texts)
+    values = [_leading_number(t[start:]) for t in texts]
+    if any(v is None for v in values) or len(set(values)) < len(values):
+        return None
+    up = tuple(sorted(range(len(texts)), key=lambda i: values[i]))  # type: ignore[arg-type, return-value]
+    return [up, up[::-1]]
+
+
+def alphabetical_orders(options: Sequence[object]) -> Orders | None:
+    """Alphabetical order (case aside), or None when two options read the same."""
+    texts = [str(o).strip().lower() for o in options]
+    if len(set(texts)) < len(texts):
+        return None
+    return [tuple(sorted(range(len(texts)), key=lambda i: texts[i]))]
+
+
+CONVENTIONS: dict[str, Callable[[Sequence[object]], Orders | None]] = {
+    "sorted-numbers": sorted_number_orders,
+    "2x2-block": block_orders,
+    "alphabetical": alphabetical_orders,
+}
+
+
+def favourites(scorer: CachedScorer, items: list[MCQItem]) -> list[tuple[tuple[int, ...], int]]:
+    """Each item's favourite order (highest log-prob of the option lines) and its order count."""
+    template = TEMPLATES["paper"]
+    per_item = [option_orders(it.n_options).orders for it in items]
+    requests = [
+        ScoreRequest(template.prefix(it), template.continuation(it, o))
+        for it, orders in zip(items, per_item)
+        for o in orders
+    ]
+    results = iter(scorer.score(requests))
+    out = []
+    for orders in per_item:
+        values = [next(results).logprob for _ in orders]
+        out.append((orders[values.index(max(values))], len(orders)))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--benchmarks", default="mmlu", help="comma list of benchmark paths or names")
+    ap.add_argument("--items", type=int, default=100, help="items per group (sampled)")
+    ap.add_argument("--conventions", default=",".join(CONVENTIONS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache-dir", help="score cache folder (default: the user cache)")
+    args = ap.parse_args()
+    backend = load_backend(args.model)
+    db = Path(args.cache_dir) / "scores.sqlite" if args.cache_dir else default_score_db()
+    scorer = CachedScorer(backend, ScoreCache(db))
+    print(f"model {args.model}; items per group at most {args.items}; seed {args.seed}")
+    for bench in args.benchmarks.split(","):
+        items = [
+            it for it in load_benchmark(bench).items if non_exchangeable_reason(it.options) is None
+        ]
+        for name in args.conventions.split(","):
+            convention = CONVENTIONS[name]
+            # an item with an earlier convention's structure (numbers before alphabetical
+            # order) stays out of the later ones, whose pull it would blur
+            earlier = list(CONVENTIONS.values())[: list(CONVENTIONS).index(name)]
+            structured = [
+                (it, convention(it.options))
+                for it in items
+                if not any(rule(it.options) for rule in earlier)
+            ]
+            identity = {it.id: tuple(range(it.n_options)) for it in items}
+            published = [it for it, orders in structured if orders and identity[it.id] in orders]
+            others = [
+                (it, orders)
+                for it, orders in structured
+                if orders and identity[it.id] not in orders
+            ]
+            rng = random.Random(args.seed)
+            pub_sample = rng.sample(published, min(args.items, len(published)))
+            other_sample = rng.sample(others, min(args.items, len(others)))
+            if not other_sample:
+                print(f"{bench:40} {name:22} no items with this structure")
+                continue
+            pub_fav = favourites(scorer, pub_sample)
+            alg1 = sum(fav == identity[it.id] for it, (fav, _) in zip(pub_sample, pub_fav))
+            fav = favourites(scorer, [it for it, _ in other_sample])
+            hits = sum(f in orders for (f, _), (_, orders) in zip(fav, other_sample))
+            chance = sum(len(o) / n for (_, n), (_, o) in zip(fav, other_sample)) / len(fav)
+            p = binomtest(hits, len(fav), chance, alternative="greater").pvalue
+            n_struct = len(published) + len(others)
+            print(
+                f"{bench:40} {name:22} {n_struct:5d} items with the structure, "
+                f"{len(published)} ({len(published) / n_struct:.0%}) published in it | "
+                f"published not conventional ({len(fav)} scored): favourite conventional "
+                f"{hits} ({hits / len(fav):.1%}; chance {chance:.1%}; p = {p:.2g}) | "
+                f"published conventional ({len(pub_fav)} scored): published is the "
+                f"favourite {alg1}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
