@@ -336,3 +336,20 @@ def test_two_by_two_blocks_listed_row_by_row() -> None:
     assert block_orders(["red wine", "white wine", "red grapes", "green tea"]) is None
     assert block_orders(["Paris", "London", "Rome", "Berlin"]) is None
     assert block_orders(["a", "b", "c"]) is None
+
+
+def test_label_combinations_in_dictionary_order() -> None:
+    """C-Eval's politics and history items combine circled statements: 112 of its 290 such
+    items list them in dictionary order (a clean SmolLM2 put one such published order first)."""
+    from contamscope.perturb.exchangeability import natural_order_reason
+
+    assert natural_order_reason(["①②", "①④", "②③", "③④"]) == "combinations of numbered statements"
+    assert natural_order_reason(["①、②", "①、③", "②、④", "③、④"]) == (
+        "combinations of numbered statements"
+    )
+    assert (
+        natural_order_reason(["甲乙", "甲丙", "乙丁", "丙丁"])
+        == "combinations of numbered statements"
+    )
+    assert natural_order_reason(["③④", "①②", "②③", "①④"]) is None  # not in order
+    assert natural_order_reason(["①②", "①④", "②③", "全部"]) is None  # not all labels

@@ -465,6 +465,18 @@ def _inside_number_or_word(text: str, i: int) -> bool:
     )
 
 
+_LABELS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫⑬⑭⑮⑯⑰⑱⑲⑳" + _STEMS
+_LABEL_SEQUENCE = re.compile(rf"\s*[{_LABELS}](?:\s*[、，,和与及]?\s*[{_LABELS}])*\s*[。.]?\s*")
+
+
+def _label_sequence(option: str) -> tuple[int, ...] | None:
+    """The statements an option combines when it is only their labels ("①③④", "①、③",
+    "甲乙"), as numbers; else None."""
+    if not _LABEL_SEQUENCE.fullmatch(option):
+        return None
+    return tuple(_LABELS.index(c) % 20 for c in option if c in _LABELS)
+
+
 def block_orders(options: Sequence[object]) -> list[tuple[int, ...]] | None:
     """The orders that list four options forming a 2 x 2 block factor by factor, or None.
 
@@ -534,7 +546,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
        two-word vocabulary (True/False, Wrong/Not wrong, Yes/No, Correct/Incorrect,
        Valid/Invalid), e.g. MMLU's ``Wrong, Wrong / Wrong, Not wrong / Not wrong, Wrong / ...``.
     3. **Statement combinations**: every option is a combination of Roman-numeral statements
-       ("I only", "II and III", "(i), (ii), and (iii) only").
+       ("I only", "II and III", "(i), (ii), and (iii) only"), in any order; or every option is
+       only the labels of numbered statements ("①②", "①④", "②③", "③④"; "甲乙", "甲丙") and
+       the options are in dictionary order of those numbers. Of C-Eval's 290 such items, 112
+       are in that order (39%, where a random order of four would be 4%).
     4. **Nested options**: each option holds every word of the one before and more (or each
        drops part of the one before): "The ribs / The ribs and sternum / The ribs, sternum and
        clavicle / ...". Words are runs of letters and digits, and each Chinese character, case
@@ -562,6 +577,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     >>> natural_order_reason(["甲公司", "乙公司", "丙公司", "丁公司"])
     'numbers in increasing order'
     >>> natural_order_reason(["0.1", "0.2", "0.05", "0.08"]) is None
+    True
+    >>> natural_order_reason(["①②", "①④", "②③", "③④"])
+    'combinations of numbered statements'
+    >>> natural_order_reason(["①④", "①②", "②③", "③④"]) is None
     True
     >>> natural_order_reason(["One of them", "Ten of them", "Three", "Twenty-one"]) is None
     True
@@ -595,6 +614,9 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
         if all(len(p) >= 2 and all(w in words for w in p) for p in parts):
             return f"a fixed truth-table block ({yes}/{no})"
     if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
+        return "combinations of numbered statements"
+    labelled = [seq for seq in map(_label_sequence, texts) if seq]
+    if len(labelled) == len(texts) and all(a < b for a, b in zip(labelled, labelled[1:])):
         return "combinations of numbered statements"
     blocks = block_orders(texts)
     if blocks and tuple(range(len(texts))) in blocks:
