@@ -12,7 +12,7 @@ its published order, which here is not a conventional one.
 For each benchmark and convention it prints, over the items with that structure: how many have a
 conventional published order (and how often their published order is the favourite: Algorithm
 1), and for a sample of the others, how often the favourite is a conventional order against the
-chance rate (conventional orders / orders), with an exact binomial p-value (H0: no pull).
+chance rate (conventional orders / orders), with an exact (Poisson-)binomial p-value (H0: no pull).
 
     python benchmarks/order_preference.py                           # bundled SmolLM2 and MMLU
     python benchmarks/order_preference.py --model gemma3 --items 120 \\
@@ -25,51 +25,19 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Callable, Sequence
 from pathlib import Path
-
-from scipy.stats import binomtest
 
 from contamscope.backends import ScoreRequest, load_backend
 from contamscope.data import MCQItem, load_benchmark
+from contamscope.detectors.stats import poisson_binomial_sf
 from contamscope.paths import default_score_db
 from contamscope.perturb import TEMPLATES, option_orders
 from contamscope.perturb.exchangeability import (
-    _leading_number,
-    _shared_start,
-    block_orders,
+    CONVENTIONS,
+    conventions_of,
     non_exchangeable_reason,
 )
 from contamscope.store import CachedScorer, ScoreCache
-
-Orders = list[tuple[int, ...]]
-
-
-def sorted_number_orders(options: Sequence[object]) -> Orders | None:
-    """Increasing and decreasing order of the options' numbers (as ``natural_order_reason``
-    reads them), or None when an option has none or two are equal."""
-    texts = [str(o).strip() for o in options]
-    start = _shared_start(texts)
-    values = [_leading_number(t[start:]) for t in texts]
-    if any(v is None for v in values) or len(set(values)) < len(values):
-        return None
-    up = tuple(sorted(range(len(texts)), key=lambda i: values[i]))  # type: ignore[arg-type, return-value]
-    return [up, up[::-1]]
-
-
-def alphabetical_orders(options: Sequence[object]) -> Orders | None:
-    """Alphabetical order (case aside), or None when two options read the same."""
-    texts = [str(o).strip().lower() for o in options]
-    if len(set(texts)) < len(texts):
-        return None
-    return [tuple(sorted(range(len(texts)), key=lambda i: texts[i]))]
-
-
-CONVENTIONS: dict[str, Callable[[Sequence[object]], Orders | None]] = {
-    "sorted-numbers": sorted_number_orders,
-    "2x2-block": block_orders,
-    "alphabetical": alphabetical_orders,
-}
 
 
 def favourites(scorer: CachedScorer, items: list[MCQItem]) -> list[tuple[tuple[int, ...], int]]:
@@ -96,7 +64,7 @@ def main() -> int:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--benchmarks", default="mmlu", help="comma list of benchmark paths or names")
     ap.add_argument("--items", type=int, default=100, help="items per group (sampled)")
-    ap.add_argument("--conventions", default=",".join(CONVENTIONS))
+    ap.add_argument("--conventions", default=",".join(CONVENTIONS), help="comma list")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", help="score cache folder (default: the user cache)")
     args = ap.parse_args()
@@ -109,15 +77,9 @@ def main() -> int:
             it for it in load_benchmark(bench).items if non_exchangeable_reason(it.options) is None
         ]
         for name in args.conventions.split(","):
-            convention = CONVENTIONS[name]
-            # an item with an earlier convention's structure (numbers before alphabetical
-            # order) stays out of the later ones, whose pull it would blur
-            earlier = list(CONVENTIONS.values())[: list(CONVENTIONS).index(name)]
-            structured = [
-                (it, convention(it.options))
-                for it in items
-                if not any(rule(it.options) for rule in earlier)
-            ]
+            # as in the run summaries (conventions_of): options with another convention's
+            # structure do not count as alphabetical, whose pull they would blur
+            structured = [(it, conventions_of(it.options).get(name)) for it in items]
             identity = {it.id: tuple(range(it.n_options)) for it in items}
             published = [it for it, orders in structured if orders and identity[it.id] in orders]
             others = [
@@ -129,17 +91,18 @@ def main() -> int:
             pub_sample = rng.sample(published, min(args.items, len(published)))
             other_sample = rng.sample(others, min(args.items, len(others)))
             if not other_sample:
-                print(f"{bench:40} {name:22} no items with this structure")
+                print(f"{bench:40} {name:37} no items with this structure")
                 continue
             pub_fav = favourites(scorer, pub_sample)
             alg1 = sum(fav == identity[it.id] for it, (fav, _) in zip(pub_sample, pub_fav))
             fav = favourites(scorer, [it for it, _ in other_sample])
             hits = sum(f in orders for (f, _), (_, orders) in zip(fav, other_sample))
-            chance = sum(len(o) / n for (_, n), (_, o) in zip(fav, other_sample)) / len(fav)
-            p = binomtest(hits, len(fav), chance, alternative="greater").pvalue
+            probs = [len(o) / n for (_, n), (_, o) in zip(fav, other_sample)]
+            chance = sum(probs) / len(probs)
+            p = poisson_binomial_sf(hits, probs)
             n_struct = len(published) + len(others)
             print(
-                f"{bench:40} {name:22} {n_struct:5d} items with the structure, "
+                f"{bench:40} {name:37} {n_struct:5d} items with the structure, "
                 f"{len(published)} ({len(published) / n_struct:.0%}) published in it | "
                 f"published not conventional ({len(fav)} scored): favourite conventional "
                 f"{hits} ({hits / len(fav):.1%}; chance {chance:.1%}; p = {p:.2g}) | "

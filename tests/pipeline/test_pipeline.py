@@ -193,3 +193,72 @@ def test_a_record_cut_short_is_scored_again(tmp_path: Path, tiny_backend) -> Non
     again = [json.loads(x) for x in items.read_text().splitlines()]
     assert sorted(r["id"] for r in again) == sorted(r["id"] for r in first)
     assert {r["id"]: r["rank"] for r in again} == {r["id"]: r["rank"] for r in first}
+
+
+def _items(rows: list[list[str]]):  # type: ignore[no-untyped-def]
+    from contamscope.data import MCQItem
+
+    return [MCQItem(id=f"q{i}", question="Q?", options=tuple(o)) for i, o in enumerate(rows)]
+
+
+def test_convention_summary_tells_a_benchmark_ordered_by_convention_from_a_shuffled_one() -> None:
+    """Model-free: 30 numbered items published in sorted order (a writer's convention) against
+    the same items shuffled, as CMMLU shuffled its options."""
+    import random
+
+    from contamscope.pipeline.permutation import convention_summary
+
+    numbered = [[f"{a} m", f"{a + 2} m", f"{a + 5} m", f"{a + 9} m"] for a in range(30)]
+    ordered = convention_summary(_items(numbered))
+    row = next(r for r in ordered["conventions"] if r["convention"] == "sorted numbers")
+    assert (row["items"], row["published"], row["rate"]) == (30, 30, 1.0)
+    assert row["chance"] == 2 / 24 and row["p_value"] == (2 / 24) ** 30  # all 30, exactly
+    assert ordered["ordered_by_convention"] is True
+    assert ordered["level"] == 0.05 / len(ordered["conventions"])
+
+    rng = random.Random(1)
+    shuffled = [rng.sample(o, 4) for o in numbered]
+    mixed = convention_summary(_items(shuffled))
+    row = next(r for r in mixed["conventions"] if r["convention"] == "sorted numbers")
+    assert row["items"] == 30 and row["published"] <= 6 and row["p_value"] > 0.05
+    assert mixed["ordered_by_convention"] is False
+    # options referring to each other are not counted; items without a structure neither
+    mmlu_like = _items([["1", "2", "3", "All of the above"], ["Paris", "Rome", "Oslo", "Lima"]])
+    counted = {r["convention"]: r["items"] for r in convention_summary(mmlu_like)["conventions"]}
+    assert counted == {"alphabetical": 1}
+
+
+def test_a_signal_on_a_benchmark_ordered_by_convention_says_so() -> None:
+    from contamscope.detectors.verdict import verdict
+
+    stats = {
+        "n_items": 100,
+        "alg1": {"p_value": 1e-6},
+        "rank": {"p_value": 1e-5},
+        "gap": {"p_value": 1e-4},
+    }
+    conventions = {
+        "level": 0.0125,
+        "ordered_by_convention": True,
+        "conventions": [
+            {"convention": "alphabetical", "items": 900, "published": 90, "rate": 0.1,
+             "chance": 1 / 24, "p_value": 1e-20},
+            {"convention": "sorted numbers", "items": 1261, "published": 838, "rate": 838 / 1261,
+             "chance": 2 / 24, "p_value": 0.0},
+            {"convention": "2 x 2 block listed row by row", "items": 30, "published": 12,
+             "rate": 0.4, "chance": 1 / 3, "p_value": 0.3},
+        ],
+    }  # fmt: skip
+    natural = {"n_items": 0, "conventions": conventions}
+    signal, sentence = verdict(stats, natural)
+    assert signal is True and sentence.startswith("LEAKAGE SIGNAL")
+    # strongest first (rate over chance), the one not beyond chance left out
+    assert "(sorted numbers: 838 of 1,261 items, 66.5% against 8.3% if shuffled; alphabetical" in (
+        sentence
+    )
+    assert "2 x 2 block" not in sentence and "membership --reference" in sentence
+    no_signal = {k: ({"p_value": 0.5} if k != "n_items" else 100) for k in stats}
+    signal, sentence = verdict(no_signal, natural)
+    assert signal is False and "convention" not in sentence
+    conventions["ordered_by_convention"] = False
+    assert "convention" not in verdict(stats, natural)[1]

@@ -579,3 +579,41 @@ def test_board_rows_are_models_not_spellings_of_specs(make_run, tmp_path: Path) 
         ("hf:/m", "y.csv"),
         ("hf:/m", "z.csv"),
     }
+
+
+def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
+    make_run, tmp_path: Path
+) -> None:
+    """A benchmark whose published orders follow writers' conventions beyond chance (the
+    summary's ``natural_order.conventions``) gets one line under the board, whatever the
+    number of its cells; a shuffled one gets none."""
+    a = make_run("a", n_items=24, leaked_every=2)
+    b = make_run("b", n_items=24, leaked_every=1000)
+    for run, model in ((a, "hf:one"), (b, "hf:two")):
+        s = json.loads((run / "summary.json").read_text())
+        s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
+        s.setdefault("natural_order", {"n_items": 0})["conventions"] = {
+            "level": 0.0125,
+            "ordered_by_convention": True,
+            "conventions": [
+                {"convention": "sorted numbers", "items": 1261, "published": 838,
+                 "rate": 838 / 1261, "chance": 2 / 24, "p_value": 0.0},
+            ],
+        }  # fmt: skip
+        (run / "summary.json").write_text(json.dumps(s))
+    entries = collect([a, b])
+    md = to_markdown(entries)
+    line = (
+        "- synthetic.csv: its published option orders follow writers' conventions (sorted "
+        "numbers: 838 of 1,261 items, 66.5% against 8.3% if shuffled)"
+    )
+    assert md.count(line) == 1
+    write_leaderboard([a, b], tmp_path / "lb.html")
+    assert "its published option orders follow writers&#x27; conventions" in (
+        (tmp_path / "lb.html").read_text()
+    )
+    for run in (a, b):
+        s = json.loads((run / "summary.json").read_text())
+        s["natural_order"]["conventions"]["ordered_by_convention"] = False
+        (run / "summary.json").write_text(json.dumps(s))
+    assert "writers' conventions" not in to_markdown(collect([a, b]))

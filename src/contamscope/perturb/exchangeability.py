@@ -66,9 +66,18 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["block_orders", "non_exchangeable_reason", "natural_order_reason"]
+__all__ = [
+    "CONVENTIONS",
+    "alphabetical_orders",
+    "block_orders",
+    "conventions_of",
+    "label_orders",
+    "natural_order_reason",
+    "non_exchangeable_reason",
+    "sorted_number_orders",
+]
 
 _LETTERS = "ABCDEFGHIJ"
 
@@ -477,7 +486,45 @@ def _label_sequence(option: str) -> tuple[int, ...] | None:
     return tuple(_LABELS.index(c) % 20 for c in option if c in _LABELS)
 
 
-def block_orders(options: Sequence[object]) -> list[tuple[int, ...]] | None:
+Orders = list[tuple[int, ...]]
+"""Orders of an item's options, each as the published options' indices in the order listed."""
+
+
+def sorted_number_orders(options: Sequence[object]) -> Orders | None:
+    """The increasing and decreasing orders of the options' numbers (after the opening they
+    share; :func:`_leading_number` reads them), or None when an option has no number or two
+    are equal.
+
+    >>> sorted_number_orders(["Every 8 hours", "Every 4 hours", "Every 12 hours"])
+    [(1, 0, 2), (2, 0, 1)]
+    """
+    texts = [str(o).strip() for o in options]
+    start = _shared_start(texts)
+    values = [_leading_number(t[start:]) for t in texts]
+    known = [v for v in values if v is not None]
+    if len(known) < len(texts) or len(set(known)) < len(known):
+        return None
+    up = tuple(sorted(range(len(known)), key=known.__getitem__))
+    return [up, up[::-1]]
+
+
+def label_orders(options: Sequence[object]) -> Orders | None:
+    """The dictionary order of options that are only statement labels ("①③", "甲乙"), or None."""
+    labelled = [seq for seq in (_label_sequence(str(o).strip()) for o in options) if seq]
+    if len(labelled) < len(options) or len(set(labelled)) < len(labelled):
+        return None
+    return [tuple(sorted(range(len(labelled)), key=labelled.__getitem__))]
+
+
+def alphabetical_orders(options: Sequence[object]) -> Orders | None:
+    """The alphabetical order of the options (case aside), or None when two read the same."""
+    texts = [str(o).strip().lower() for o in options]
+    if len(set(texts)) < len(texts):
+        return None
+    return [tuple(sorted(range(len(texts)), key=texts.__getitem__))]
+
+
+def block_orders(options: Sequence[object]) -> Orders | None:
     """The orders that list four options forming a 2 x 2 block factor by factor, or None.
 
     A block is two choices crossed with two ("acute / chronic" x "lymphocytic / myelogenous
@@ -599,15 +646,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     texts = [str(o).strip() for o in options]
     if len(texts) < 2:
         return None
-    start = _shared_start(texts)
-    values = [_leading_number(t[start:]) for t in texts]
-    if all(v is not None for v in values):
-        vs = [float(v) for v in values if v is not None]
-        if len(set(vs)) == len(vs):
-            if all(a < b for a, b in zip(vs, vs[1:])):
-                return "numbers in increasing order"
-            if all(a > b for a, b in zip(vs, vs[1:])):
-                return "numbers in decreasing order"
+    published = tuple(range(len(texts)))
+    numbers = sorted_number_orders(texts)
+    if numbers and published in numbers:
+        return f"numbers in {'increasing' if numbers[0] == published else 'decreasing'} order"
     for yes, no in _TRUTH_WORDS:
         words = {yes, no}
         parts = [[p.strip().rstrip(".").lower() for p in t.split(",")] for t in texts]
@@ -615,11 +657,10 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
             return f"a fixed truth-table block ({yes}/{no})"
     if all(_ROMAN_COMBO.match(t) and re.search(r"[ivxIVX]", t) for t in texts):
         return "combinations of numbered statements"
-    labelled = [seq for seq in map(_label_sequence, texts) if seq]
-    if len(labelled) == len(texts) and all(a < b for a, b in zip(labelled, labelled[1:])):
+    if label_orders(texts) == [published]:
         return "combinations of numbered statements"
     blocks = block_orders(texts)
-    if blocks and tuple(range(len(texts))) in blocks:
+    if blocks and published in blocks:
         return "a 2 x 2 block listed row by row"
     bags = [{w.lower() for w in _WORD.findall(t)} for t in texts]
     if all(bags):
@@ -628,3 +669,31 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
         if all(a > b for a, b in zip(bags, bags[1:])):
             return "nested options (each drops part of the one before)"
     return None
+
+
+CONVENTIONS: dict[str, Callable[[Sequence[object]], Orders | None]] = {
+    "sorted numbers": sorted_number_orders,
+    "statement labels in dictionary order": label_orders,
+    "2 x 2 block listed row by row": block_orders,
+    "alphabetical": alphabetical_orders,
+}
+"""Writers' conventions for ordering options that can be read from the options alone, each
+with the function giving the orders that follow it (None: the options lack its structure)."""
+
+
+def conventions_of(options: Sequence[object]) -> dict[str, Orders]:
+    """The conventions of :data:`CONVENTIONS` these options have the structure for, with the
+    orders that follow each. Options with numbers or statement labels are not also counted as
+    alphabetical (their dictionary order mostly follows the numbers).
+
+    >>> conventions_of(["2 apples", "1 apple", "3 apples"])
+    {'sorted numbers': [(1, 0, 2), (2, 0, 1)]}
+    """
+    found: dict[str, Orders] = {}
+    for name, orders_of in CONVENTIONS.items():
+        if name == "alphabetical" and found:
+            break
+        orders = orders_of(options)
+        if orders:
+            found[name] = orders
+    return found

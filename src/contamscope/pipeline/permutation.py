@@ -27,8 +27,14 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item, summarize
+from ..detectors.verdict import VERDICT_ALPHA
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
-from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
+from ..perturb.exchangeability import (
+    CONVENTIONS,
+    conventions_of,
+    natural_order_reason,
+    non_exchangeable_reason,
+)
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from ..workers import SpawnPool
 from .inputs import check_items
@@ -486,6 +492,50 @@ def natural_order_summary(
     }
 
 
+def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
+    """Do the benchmark's published option orders follow writers' conventions (sorted numbers,
+    statement labels in dictionary order, 2 x 2 blocks row by row, alphabetical order;
+    :data:`~contamscope.perturb.exchangeability.CONVENTIONS`) more often than shuffled options
+    would? Over every loaded item whose options are exchangeable, per convention: the items with
+    its structure, how many are published in it, the rate a random order would have, and an
+    exact (Poisson-binomial) p-value. No model is involved: it is a property of the benchmark.
+
+    A benchmark ordered by convention can favour its published orders without any leak through
+    conventions no rule detects (seasons, stages of a process); the verdict says so when it
+    reads a leakage signal. A benchmark whose options were shuffled (CMMLU's) shows none."""
+    from ..detectors.stats import poisson_binomial_sf
+
+    probs: dict[str, list[float]] = {name: [] for name in CONVENTIONS}
+    published: Counter[str] = Counter()
+    for it in items:
+        if non_exchangeable_reason(it.options) is not None:
+            continue
+        identity = tuple(range(it.n_options))
+        for name, orders in conventions_of(it.options).items():
+            probs[name].append(len(orders) / math.factorial(it.n_options))
+            published[name] += identity in orders
+    rows: list[dict[str, Any]] = [
+        {
+            "convention": name,
+            "items": len(p),
+            "published": published[name],
+            "rate": published[name] / len(p),
+            "chance": sum(p) / len(p),
+            "p_value": poisson_binomial_sf(published[name], p),
+        }
+        for name, p in probs.items()
+        if p
+    ]
+    level = VERDICT_ALPHA / max(1, len(rows))
+    return {
+        "null_hypothesis": "the published option orders are shuffled: each is any of its "
+        "item's orders with equal probability",
+        "level": level,
+        "ordered_by_convention": any(r["p_value"] <= level for r in rows),
+        "conventions": rows,
+    }
+
+
 SUBJECT_LEVEL = 0.05
 """False-discovery rate of the per-subject flags (Benjamini-Hochberg over the subjects)."""
 
@@ -597,6 +647,7 @@ def build_summary(
     stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha).to_dict()
     by_id = {it.id: it for it in loaded.items}
     natural = natural_order_summary(included, by_id, config.alpha)
+    natural["conventions"] = convention_summary(loaded.items)
     repeated = repeats([by_id[r["id"]] for r in included if r["id"] in by_id])
     return {
         "schema": "contamscope.permutation.summary/1",

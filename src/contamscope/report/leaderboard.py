@@ -313,6 +313,7 @@ def to_markdown(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut]
     lines.extend(f"- {x}" for x in _legends(entries, html=False))
     lines.append(f"- {significance_line(entries)}")
     lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
+    lines.extend(f"- {md(x)}" for x in caveat_lines(entries))
     lines.extend(f"- left out: {md(str(x))}" for x in left_out)
     return "\n".join(lines) + "\n"
 
@@ -341,6 +342,22 @@ def flagged_text(est: Estimate) -> str | None:
     if not est.flagged:
         return f"none of {est.n_parts}"
     return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
+
+
+def caveat_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """One line per benchmark whose cells carry a caveat (its options follow writers'
+    conventions, which a model can favour without a leak)."""
+    by_bench: dict[str, str] = {}
+    for e in entries:
+        if e.estimate.caveat:
+            by_bench.setdefault(e.benchmark, e.estimate.caveat)
+    return [
+        f"{bench}: its published option orders follow writers' conventions ({caveat}); a "
+        "model can favour such orders without having seen the benchmark, through conventions "
+        "no rule detects, so a signal there needs a test against fresh items "
+        "(contamscope membership --reference)"
+        for bench, caveat in by_bench.items()
+    ]
 
 
 def flagged_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> list[str]:
@@ -500,6 +517,7 @@ def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = (
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
     legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
     legend += "".join(f"<li>{esc(x)}</li>" for x in flagged_lines(entries))
+    legend += "".join(f"<li>{esc(x)}</li>" for x in caveat_lines(entries))
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
         Section(

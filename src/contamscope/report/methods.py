@@ -88,6 +88,9 @@ class Estimate:
     of a few subjects can stay below the whole run's estimate."""
     n_parts: int | None = None
     """How many parts were tested on their own (None: the run tests no parts)."""
+    caveat: str = ""
+    """Why this cell's benchmark may show leakage without any (said under the leaderboard once
+    per benchmark): a permutation run's benchmark whose options follow writers' conventions."""
 
     def text(self) -> str:
         """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""

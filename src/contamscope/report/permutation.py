@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ..detectors.verdict import conventions_text
 from ..wording import plural
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang
 from .methods import Estimate, ReportOptions
@@ -61,6 +62,7 @@ def estimate(run: RunData) -> Estimate | None:
         "numbers, truth-table blocks) are set aside, as a clean model prefers that order too.",
         flagged=tuple(str(r["subject"]) for r in subjects.get("subjects") or [] if r["flagged"]),
         n_parts=int(subjects["n_tested"]) if subjects else None,
+        caveat=conventions_text(run.summary.get("natural_order")),
     )
 
 
