@@ -593,6 +593,7 @@ def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
         s = json.loads((run / "summary.json").read_text())
         s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
         s.setdefault("natural_order", {"n_items": 0})["conventions"] = {
+            "null_hypothesis": "the published option orders are shuffled",
             "level": 0.0125,
             "ordered_by_convention": True,
             "conventions": [
@@ -612,6 +613,10 @@ def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
     assert "its published option orders follow writers&#x27; conventions" in (
         (tmp_path / "lb.html").read_text()
     )
+    # each run's report shows the check as a table
+    html = build_report(a).read_text(encoding="utf-8")
+    assert "This benchmark orders its options by convention" in html
+    assert "<tr><td>sorted numbers</td><td>1,261</td><td>838 (66.5%)</td><td>8.3%</td>" in html
     for run in (a, b):
         s = json.loads((run / "summary.json").read_text())
         s["natural_order"]["conventions"]["ordered_by_convention"] = False

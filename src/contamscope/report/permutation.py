@@ -302,7 +302,38 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     natural = run.summary.get("natural_order") or {}
     if natural.get("n_items"):
         table += _set_aside(stats, natural)
+    if (natural.get("conventions") or {}).get("conventions"):
+        table += _conventions(natural["conventions"])
     return Section("verdict", "Verdict and statistics", head + table)
+
+
+def _conventions(block: dict[str, Any]) -> str:
+    """Whether the benchmark's published orders follow writers' conventions beyond chance
+    (model-free, over all its loaded items with exchangeable options)."""
+    body = "".join(
+        f"<tr><td>{esc(r['convention'])}</td><td>{r['items']:,}</td><td>{r['published']:,} "
+        f"({fmt_pct(r['rate'])})</td><td>{fmt_pct(r['chance'])}</td><td>{fmt_p(r['p_value'])}"
+        f"</td><td>{'yes' if r['p_value'] <= block['level'] else 'no'}</td></tr>"
+        for r in block["conventions"]
+    )
+    verdict = (
+        "This benchmark orders its options by convention: a model that never saw it can favour "
+        "the published orders through conventions no rule detects (seasons, the stages of a "
+        "process), so a leakage signal here needs a test against fresh items written the same "
+        "way (<code>contamscope membership --reference</code>)."
+        if block.get("ordered_by_convention")
+        else "No convention is followed beyond chance, as for a benchmark whose options were "
+        "shuffled."
+    )
+    return (
+        '<p class="note">Does the benchmark order its options by writers\' conventions? Over its '
+        "loaded items with exchangeable options, no model involved. H0: "
+        f"{esc(block['null_hypothesis'])}; each convention at p ≤ {block['level']:.3g}. "
+        f"{verdict}</p>"
+        '<table class="stats"><tr><th>convention</th><th>items with its structure</th>'
+        "<th>published in it</th><th>if shuffled</th><th>p-value (one-sided)</th>"
+        f"<th>beyond chance</th></tr>{body}</table>"
+    )
 
 
 def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
