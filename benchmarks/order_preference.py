@@ -63,7 +63,14 @@ def main() -> int:
     )
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--benchmarks", default="mmlu", help="comma list of benchmark paths or names")
-    ap.add_argument("--items", type=int, default=100, help="items per group (sampled)")
+    ap.add_argument(
+        "--items", type=int, default=100, help="items not published in a convention (sampled)"
+    )
+    ap.add_argument(
+        "--published-items",
+        type=int,
+        help="items published in it, for Algorithm 1's rate beside (default: --items)",
+    )
     ap.add_argument("--conventions", default=",".join(CONVENTIONS), help="comma list")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", help="score cache folder (default: the user cache)")
@@ -88,7 +95,8 @@ def main() -> int:
                 if orders and identity[it.id] not in orders
             ]
             rng = random.Random(args.seed)
-            pub_sample = rng.sample(published, min(args.items, len(published)))
+            n_pub = args.items if args.published_items is None else args.published_items
+            pub_sample = rng.sample(published, min(n_pub, len(published)))
             other_sample = rng.sample(others, min(args.items, len(others)))
             if not other_sample:
                 print(f"{bench:40} {name:37} no items with this structure")
@@ -107,7 +115,13 @@ def main() -> int:
                 f"published not conventional ({len(fav)} scored): favourite conventional "
                 f"{hits} ({hits / len(fav):.1%}; chance {chance:.1%}; p = {p:.2g}) | "
                 f"published conventional ({len(pub_fav)} scored): published is the "
-                f"favourite {alg1}",
+                f"favourite {alg1}"
+                + (
+                    f" ({alg1 / len(pub_fav):.1%}; chance "
+                    f"{sum(1 / n for _, n in pub_fav) / len(pub_fav):.1%})"
+                    if pub_fav
+                    else ""
+                ),
                 flush=True,
             )
     return 0
