@@ -585,10 +585,12 @@ def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
     make_run, tmp_path: Path
 ) -> None:
     """A benchmark whose published orders follow writers' conventions beyond chance (the
-    summary's ``natural_order.conventions``) gets one line under the board, whatever the
-    number of its cells; a shuffled one gets none."""
+    summary's ``natural_order.conventions``) and where a cell rejects H0 gets one line under
+    the board, whatever the number of its cells; a shuffled one gets none, nor one without
+    a signal."""
     a = make_run("a", n_items=24, leaked_every=2)
     b = make_run("b", n_items=24, leaked_every=1000)
+    assert collect([b])[0].estimate.p_value > 0.05 and collect([a])[0].estimate.p_value < 0.05
     for run, model in ((a, "hf:one"), (b, "hf:two")):
         s = json.loads((run / "summary.json").read_text())
         s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
@@ -609,6 +611,7 @@ def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
         "numbers: 838 of 1,261 items, 66.5% against 8.3% if shuffled)"
     )
     assert md.count(line) == 1
+    assert "writers' conventions" not in to_markdown(collect([b]))  # no signal on the board
     write_leaderboard([a, b], tmp_path / "lb.html")
     assert "its published option orders follow writers&#x27; conventions" in (
         (tmp_path / "lb.html").read_text()

@@ -344,12 +344,14 @@ def flagged_text(est: Estimate) -> str | None:
     return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
 
 
-def caveat_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
-    """One line per benchmark whose cells carry a caveat (its options follow writers'
-    conventions, which a model can favour without a leak)."""
+def caveat_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> list[str]:
+    """One line per benchmark with a cell that rejects H0 at ``level`` and carries a caveat
+    (the benchmark's options follow writers' conventions, which a model can favour without a
+    leak)."""
     by_bench: dict[str, str] = {}
     for e in entries:
-        if e.estimate.caveat:
+        p = e.estimate.p_value
+        if e.estimate.caveat and p is not None and p <= level:
             by_bench.setdefault(e.benchmark, e.estimate.caveat)
     return [
         f"{bench}: its published option orders follow writers' conventions ({caveat}); a "

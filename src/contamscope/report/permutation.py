@@ -59,7 +59,8 @@ def estimate(run: RunData) -> Estimate | None:
         legend="percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
         "never saw the benchmark shows; p-value one-sided, H0: no leakage. Counted on the items "
         "the verdict tests: items whose published option order is a natural one (sorted "
-        "numbers, truth-table blocks) are set aside, as a clean model prefers that order too.",
+        "numbers, truth-table blocks, 2 x 2 blocks row by row, ...) are set aside, as a clean "
+        "model prefers that order too.",
         flagged=tuple(str(r["subject"]) for r in subjects.get("subjects") or [] if r["flagged"]),
         n_parts=int(subjects["n_tested"]) if subjects else None,
         caveat=conventions_text(run.summary.get("natural_order")),
