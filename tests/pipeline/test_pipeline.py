@@ -226,6 +226,7 @@ def test_convention_summary_tells_a_benchmark_ordered_by_convention_from_a_shuff
     mmlu_like = _items([["1", "2", "3", "All of the above"], ["Paris", "Rome", "Oslo", "Lima"]])
     counted = {r["convention"]: r["items"] for r in convention_summary(mmlu_like)["conventions"]}
     assert counted == {"alphabetical": 1}
+    assert convention_summary(_items([["1", "2"], ["b", "a"]]))["conventions"] == []  # 2 options
 
 
 def test_a_signal_on_a_benchmark_ordered_by_convention_says_so() -> None:

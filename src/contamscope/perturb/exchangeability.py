@@ -690,6 +690,8 @@ def conventions_of(options: Sequence[object]) -> dict[str, Orders]:
     {'sorted numbers': [(1, 0, 2), (2, 0, 1)]}
     """
     found: dict[str, Orders] = {}
+    if len(options) < 3:  # two options: either order is sorted, a block needs four
+        return found
     for name, orders_of in CONVENTIONS.items():
         if name == "alphabetical" and found:
             break
