@@ -34,6 +34,8 @@ def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:
     assert re.search(r"^(leakage signal|no evidence|nothing to test) - ", out, re.M), out
     assert "Algorithm 1 rate:" in out and out.count(" rank ") == 3
     assert re.search(r"^Question: .*\nOptions:\n\(A\) .*\n\(B\) ", out, re.M), out
+    assert re.search(r"^alphabetical: \d+ of \d+ items, \d+% against 4% if shuffled", out, re.M)
+    assert "numbers in increasing order" in out
     assert re.search(r"^qa (contaminated|fine-tuned|no evidence|inconclusive|likely)", out, re.M)
     assert "exact n-gram accuracy, original - paraphrase: " in out
     assert re.search(r"^benchmark vs reference: AUC [0-9.]+ p = [0-9.]+$", out, re.M)
