@@ -2,7 +2,8 @@
 
 The permutation test reads "the published order is favoured beyond chance" as leakage. It is not
 leakage when writers put options in a conventional order that any model, clean or not, prefers:
-sorted numbers, a 2 x 2 block listed row by row, maybe alphabetical order. This script measures
+sorted numbers, statement labels in order, a 2 x 2 block listed row by row, maybe alphabetical
+order (``CONVENTIONS``). This script measures
 each convention's pull directly, on items whose published order does NOT follow it: if the model
 still picks a conventional order as its favourite more often than chance, the convention (not
 the benchmark) is what it prefers, and items published in that order must be set aside
@@ -19,6 +20,7 @@ chance rate (conventional orders / orders), with an exact (Poisson-)binomial p-v
         --benchmarks mmlu,../shared/benchdata/cmmlu/test,../shared/benchdata/ceval-exam/test
 
 Scores go through the score cache (the default one, or ``--cache-dir``), so runs share them.
+Measured figures (SmolLM2 and Gemma 3 on MMLU, C-Eval, CMMLU): docs/results.md.
 """
 
 from __future__ import annotations
