@@ -70,6 +70,7 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
     records = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
     spider = next(r for r in records if r["id"] == nat["ids"][0])
     assert nat["n_items"] == 1 and nat["reasons"] == {"numbers in increasing order": 1}
+    assert nat["by_id"] == {spider["id"]: "numbers in increasing order"}
     assert nat["alg1_count"] == int(spider["alg1"]) and nat["alg1_chance"] == 1 / 24
     # all three items are analysed; the verdict's statistics use the two others
     assert outcome.summary["statistics"]["n_items"] == 3

@@ -385,6 +385,7 @@ def _set_aside_as_natural(run: Path, ids: set[str]) -> dict[str, Any]:
         "alg1_rate": sum(r["alg1"] for r in natural) / len(natural),
         "alg1_chance": 1 / 24,
         "ids": [r["id"] for r in natural],
+        "by_id": {r["id"]: "numbers in increasing order" for r in natural},
         "statistics_without": summarize([item_score_from_dict(r) for r in rest]).to_dict(),
     }
     (run / "summary.json").write_text(json.dumps(s))
@@ -415,6 +416,10 @@ def test_leaderboard_cell_rests_on_the_items_the_verdict_tests(make_run, tmp_pat
     html = build_report(run).read_text(encoding="utf-8")
     first_id = s["natural_order"]["ids"][0]
     assert f"(numbers in increasing order: {len(flagged)}), for which H0 fails" in html
+    # the item table says which items the verdict set aside, and why
+    marked = {r[0]: r[8] for r in _table_data(html)["rows"]}
+    assert marked[first_id] == "set aside by the verdict: numbers in increasing order"
+    assert sum(v is not None for v in marked.values()) == len(flagged)
     assert f"without any leak: {first_id}, " in html
     rest = s["natural_order"]["statistics_without"]
     assert f"tests on the other {rest['n_items']} items" in html

@@ -471,12 +471,14 @@ def natural_order_summary(
     natural: list[dict[str, Any]] = []
     rest: list[dict[str, Any]] = []
     reasons: Counter[str] = Counter()
+    by_id: dict[str, str] = {}
     for r in records:
         item = items.get(r["id"])
         reason = natural_order_reason(item.options) if item is not None else None
         (natural if reason else rest).append(r)
         if reason:
             reasons[reason] += 1
+            by_id[r["id"]] = reason
     scores = [item_score_from_dict(r) for r in natural]
     k = sum(s.alg1 for s in scores)
     return {
@@ -486,6 +488,7 @@ def natural_order_summary(
         "alg1_rate": k / len(natural) if natural else None,
         "alg1_chance": sum(1.0 / s.n_orders for s in scores) / len(scores) if scores else None,
         "ids": [r["id"] for r in natural],
+        "by_id": by_id,
         "statistics_without": summarize(
             [item_score_from_dict(r) for r in rest], alpha=alpha
         ).to_dict(),

@@ -123,6 +123,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     # the k most suspicious items: min-heap on (-p, gap, -index), so heap[0] is the mildest kept
     heap: list[tuple[float, float, int, _Case]] = []
     k = max(0, options.top_cases)
+    set_aside = (summary.get("natural_order") or {}).get("by_id") or {}
     for i, rec in enumerate(run.iter_records()):
         label = rec.get("leak_label")
         if options.labels is not None:
@@ -148,7 +149,9 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 rec["alg1"],
                 _alg2_flag(rec, d0),
                 rec.get("alg2_score"),
-                None,
+                f"set aside by the verdict: {set_aside[rec['id']]}"
+                if rec["id"] in set_aside
+                else None,
                 q,
                 label,
             ]
@@ -548,7 +551,12 @@ def _table_section(
             ),
         ),
         Column("alg2_score", "outlier score", "num", help="IsolationForest score of the max"),
-        Column("excluded", "excluded because"),
+        Column(
+            "excluded",
+            "excluded / set aside because",
+            help="excluded: not scored (options refer to each other); set aside: scored, but "
+            "its published order is a natural one, which the verdict does not test",
+        ),
         Column("question", "question"),
     ]
     if labels:
