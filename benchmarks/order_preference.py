@@ -85,17 +85,14 @@ def main() -> int:
         items = [
             it for it in load_benchmark(bench).items if non_exchangeable_reason(it.options) is None
         ]
+        # as in the run summaries (conventions_of): options with another convention's
+        # structure do not count as alphabetical, whose pull they would blur
+        found = [conventions_of(it.options) for it in items]
+        identity = {it.id: tuple(range(it.n_options)) for it in items}
         for name in args.conventions.split(","):
-            # as in the run summaries (conventions_of): options with another convention's
-            # structure do not count as alphabetical, whose pull they would blur
-            structured = [(it, conventions_of(it.options).get(name)) for it in items]
-            identity = {it.id: tuple(range(it.n_options)) for it in items}
-            published = [it for it, orders in structured if orders and identity[it.id] in orders]
-            others = [
-                (it, orders)
-                for it, orders in structured
-                if orders and identity[it.id] not in orders
-            ]
+            structured = [(it, f[name]) for it, f in zip(items, found) if name in f]
+            published = [it for it, orders in structured if identity[it.id] in orders]
+            others = [(it, orders) for it, orders in structured if identity[it.id] not in orders]
             rng = random.Random(args.seed)
             n_pub = args.items if args.published_items is None else args.published_items
             pub_sample = rng.sample(published, min(n_pub, len(published)))

@@ -483,7 +483,7 @@ def _label_sequence(option: str) -> tuple[int, ...] | None:
     "甲乙"), as numbers; else None."""
     if not _LABEL_SEQUENCE.fullmatch(option):
         return None
-    return tuple(_LABELS.index(c) % 20 for c in option if c in _LABELS)
+    return tuple(_LABELS.index(c) for c in option if c in _LABELS)
 
 
 Orders = list[tuple[int, ...]]
