@@ -86,6 +86,31 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
+def resolve_bos(tok: Any, bos: str) -> int | None:
+    """The id of the token prepended to every text: ``none``, a token of ``tok`` (``-M
+    bos=TOKEN``), or ``auto`` (the tokenizer's BOS, else its EOS, else none)."""
+    if bos == "none":
+        return None
+    if bos != "auto":
+        tid = tok.convert_tokens_to_ids(bos)
+        if tid is None or (tid == tok.unk_token_id and bos != tok.unk_token):
+            raise ConfigError(f"-M bos={bos}: not a token of this tokenizer")
+        return int(tid)
+    for cand in (tok.bos_token_id, tok.eos_token_id):
+        if cand is not None:
+            return int(cand)
+    return None
+
+
+def fast_tokenizer(tok: Any) -> Any:
+    """The ``tokenizers.Tokenizer`` behind a fast tokenizer when calling it directly gives
+    what the transformers wrapper gives (no truncation or padding set), else None."""
+    rust = getattr(tok, "_tokenizer", None)
+    if rust is None or not hasattr(rust, "encode_batch"):
+        return None
+    return rust if rust.truncation is None and rust.padding is None else None
+
+
 def _int_option(opts: dict[str, str], key: str, least: int) -> int | None:
     """``-M key=N`` as an integer of at least ``least``; None when not given."""
     if not opts.get(key):
@@ -476,18 +501,7 @@ class HFBackend(Backend):
         return backend
 
     def _resolve_bos(self, bos: str) -> int | None:
-        tok = self.tokenizer
-        if bos == "none":
-            return None
-        if bos != "auto":
-            tid = tok.convert_tokens_to_ids(bos)
-            if tid is None or (tid == tok.unk_token_id and bos != tok.unk_token):
-                raise ConfigError(f"-M bos={bos}: not a token of this tokenizer")
-            return int(tid)
-        for cand in (tok.bos_token_id, tok.eos_token_id):
-            if cand is not None:
-                return int(cand)
-        return None
+        return resolve_bos(self.tokenizer, bos)
 
     def _default_budget(self) -> int:
         if self.device.type != "cuda":
@@ -619,12 +633,7 @@ class HFBackend(Backend):
         )
 
     def _fast_tokenizer(self) -> Any:
-        """The ``tokenizers.Tokenizer`` behind a fast tokenizer when calling it directly gives
-        what the transformers wrapper gives (no truncation or padding set), else None."""
-        rust = getattr(self.tokenizer, "_tokenizer", None)
-        if rust is None or not hasattr(rust, "encode_batch"):
-            return None
-        return rust if rust.truncation is None and rust.padding is None else None
+        return fast_tokenizer(self.tokenizer)
 
     # --- scoring ------------------------------------------------------------------------------
     def _token_logprobs(

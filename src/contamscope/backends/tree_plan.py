@@ -30,6 +30,9 @@ __all__ = [
     "filled_cache",
     "Encoded",
     "encode_requests",
+    "trie_size",
+    "token_counts",
+    "TokenCounts",
     "Planner",
     "bucket",
     "plan_in_process",
@@ -396,6 +399,55 @@ def encode_requests(
             raise ConfigError("empty prefix and no BOS token: set -M bos=TOKEN")
         out.append(Encoded(tuple(prefix), list(ids[split:]), boundary))
     return out
+
+
+def trie_size(seqs: Sequence[Sequence[int]]) -> int:
+    """Nodes of the token trie of ``seqs``: the fewest tokens that score them all once the
+    prefix they follow has run (the size :func:`build_trees` returns).
+
+    >>> trie_size([[1, 2, 3], [1, 2, 4], [1, 5], [1, 2, 3]])
+    5
+    """
+    total = 0
+    prev: tuple[int, ...] = ()
+    for seq in sorted(tuple(s) for s in seqs):
+        lcp, m = 0, min(len(seq), len(prev))
+        while lcp < m and seq[lcp] == prev[lcp]:
+            lcp += 1
+        total += len(seq) - lcp
+        prev = seq
+    return total
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """What scoring a set of requests costs in tokens run through the model."""
+
+    reference: int
+    """Each request's prefix and continuation in full, one sequence per request (the published
+    code's way)."""
+    minimum: int
+    """Each distinct prefix once plus the token trie of its continuations: the fewest the
+    prefix-tree engine must run (its efficiency counts these)."""
+    too_long: int
+    """Requests longer than the context, left out of both counts (the run leaves them as NaN)."""
+
+
+def token_counts(
+    tokenizer: Any, bos_id: int | None, requests: Sequence[Any], max_length: int | None = None
+) -> TokenCounts:
+    """:class:`TokenCounts` of ``requests``, tokenised as :func:`encode_requests` tokenises
+    them for scoring (BOS included)."""
+    reference = too_long = 0
+    groups: dict[tuple[int, ...], list[list[int]]] = {}
+    for e in encode_requests(tokenizer, bos_id, requests, max_length):
+        if e.too_long or (max_length is not None and len(e.prefix) + len(e.cont) > max_length):
+            too_long += 1
+            continue
+        reference += len(e.prefix) + len(e.cont)
+        groups.setdefault(e.prefix, []).append(e.cont)
+    minimum = sum(len(p) + trie_size(c) for p, c in groups.items())
+    return TokenCounts(reference, minimum, too_long)
 
 
 def bucket(

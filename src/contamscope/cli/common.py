@@ -86,8 +86,14 @@ def styled(style: str, text: str, rest: str = "") -> Text:
     return Text.assemble((text, style), rest)
 
 
-def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int = 10) -> None:
-    """The first ``shown`` skipped input rows (``file:line: reason``), one line each, on stderr."""
+def list_skipped(
+    problems: Sequence[object],
+    label: str = "skipped",
+    shown: int = 10,
+    listed: str = "summary.json",
+) -> None:
+    """The first ``shown`` skipped input rows (``file:line: reason``), one line each, on stderr
+    (``listed``: where all of them are)."""
     for p in problems[:shown]:
         err_console.print(styled("yellow", label, f" {p}"), highlight=False, soft_wrap=True)
     if len(problems) > shown:
@@ -95,7 +101,7 @@ def list_skipped(problems: Sequence[object], label: str = "skipped", shown: int 
             styled(
                 "yellow",
                 label,
-                f" ... and {len(problems) - shown} more rows (listed in summary.json)",
+                f" ... and {len(problems) - shown} more rows (listed in {listed})",
             )
         )
 

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from .. import __version__
-from . import benbench, cache, card, membership, permutation, report, validate
+from . import benbench, cache, card, inspect_benchmark, membership, permutation, report, validate
 from . import cap as cap_cli
 from . import sweep as sweep_cli
 from .common import EXIT_USER_ERROR, err_console, styled
@@ -41,6 +41,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("permutation", epilog=permutation.EPILOG, no_args_is_help=False)(permutation.command)
+app.command("inspect", epilog=inspect_benchmark.EPILOG, no_args_is_help=False)(
+    inspect_benchmark.command
+)
 app.add_typer(cache.app, name="cache")
 app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)

@@ -31,6 +31,7 @@ from ..detectors.verdict import VERDICT_ALPHA
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     CONVENTIONS,
+    REPORTED_ONLY,
     conventions_of,
     natural_order_reason,
     non_exchangeable_reason,
@@ -525,6 +526,7 @@ def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
             "rate": published[name] / len(p),
             "chance": sum(p) / len(p),
             "p_value": poisson_binomial_sf(published[name], p),
+            "set_aside": name not in REPORTED_ONLY,
         }
         for name, p in probs.items()
         if p

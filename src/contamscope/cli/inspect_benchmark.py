@@ -1,0 +1,287 @@
+"""`contamscope inspect`: what a permutation run would read in a benchmark, with no model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ..detectors.verdict import p_text, pct_text
+from ..wording import plural
+from .common import (
+    MODEL_OPTIONS_HELP,
+    TEMPLATE_HELP,
+    console,
+    exit_if_skipped,
+    list_skipped,
+    pick_items,
+    reading_options,
+    styled,
+    subject_list,
+    user_errors,
+)
+
+EPILOG = """
+Examples:
+
+  contamscope inspect --benchmark mmlu
+
+  contamscope inspect --benchmark ../data/cmmlu --split test --model smollm2
+
+  contamscope inspect --benchmark cmb.json --format cmb-json --sample 500 --json > cmb.inspect.json
+
+Nothing is scored: the counts come from the benchmark's text (and, with --model, from the
+model's tokenizer alone; the weights are not loaded). Exit codes: 0 ok, 2 user error, 3 some
+input rows were skipped.
+"""
+
+
+def command(
+    benchmark: str = typer.Option(
+        "mmlu",
+        "--benchmark",
+        "-b",
+        help="mmlu (bundled MMLU test set), a file or folder, or hf:DATASET.",
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="Benchmark format (detected when omitted); see `contamscope formats`.",
+    ),
+    fields: str | None = typer.Option(
+        None,
+        "--fields",
+        help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
+    ),
+    split: str | None = typer.Option(
+        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
+    ),
+    subjects: str | None = typer.Option(
+        None, "--subjects", help="Comma-separated subjects to keep."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N items."),
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="A seeded random sample of N items."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
+    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
+    max_exhaustive: int = typer.Option(
+        6, "--max-exhaustive", help="All n! orders up to this many options."
+    ),
+    mc_orders: int = typer.Option(
+        719, "--mc-orders", help="Random orders scored above --max-exhaustive."
+    ),
+    include_non_exchangeable: bool = typer.Option(
+        False,
+        "--include-non-exchangeable",
+        help="Count items whose options refer to each other ('All of the above') as scored.",
+    ),
+    drop_repeats: bool = typer.Option(
+        False,
+        "--drop-repeats",
+        help="Leave out items repeating an earlier item's question and options (before "
+        "--limit/--sample).",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Count the tokens a run costs with this model's tokenizer (smollm2, gemma3, a "
+        "folder, hf:PATH_OR_HUB_ID; only the tokenizer is read).",
+    ),
+    model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on the first malformed row instead of skipping it."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the whole inspection as JSON (ids of every item set aside)."
+    ),
+) -> None:
+    """What would a permutation run read in BENCHMARK? Counts, orders, tokens and the
+    benchmark's option-order conventions, without scoring anything."""
+    run(**locals())
+
+
+@user_errors
+def run(**kw: Any) -> None:
+    from ..backends import parse_model_options
+    from ..perturb import get_template
+    from ..pipeline import PermutationConfig
+    from ..pipeline.survey import survey_permutation
+    from .permutation import load_for
+
+    config = PermutationConfig(
+        template=get_template(kw["template"]),
+        max_exhaustive=kw["max_exhaustive"],
+        mc_orders=kw["mc_orders"],
+        seed=kw["seed"],
+        include_non_exchangeable=kw["include_non_exchangeable"],
+    )
+    options = parse_model_options(kw["model_opt"])
+    tokenizer = None
+    if kw["model"]:
+        from ..backends.tokenizer import load_tokenizer
+
+        with console.status(f"reading the tokenizer of {kw['model']} ..."):
+            tokenizer = load_tokenizer(kw["model"], options)
+    elif options:
+        from ..errors import ConfigError
+
+        raise ConfigError("-M sets options of --model's tokenizer: give --model too")
+    loaded = load_for(kw)
+    list_skipped(loaded.problems, listed="the --json output")
+    items = loaded.items
+    if kw["drop_repeats"]:
+        from ..data.overlap import repeats
+
+        repeated = repeats(items)
+        items = [it for it in items if it.id not in repeated]
+    items = pick_items(items, kw)
+    selection = {
+        "subjects": subject_list(kw),
+        "limit": kw["limit"],
+        "sample": kw["sample"],
+        "seed": kw["seed"],
+        "split": kw["split"],
+        **({"drop_repeats": True} if kw["drop_repeats"] else {}),
+        **reading_options(kw),
+    }
+    with console.status("counting ..."):
+        found = survey_permutation(loaded, items, config, tokenizer=tokenizer, selection=selection)
+    if kw["as_json"]:
+        typer.echo(json.dumps(found, indent=1, ensure_ascii=False))
+    else:
+        print_inspection(found)
+    exit_if_skipped(len(loaded.problems), "input row")
+
+
+def print_inspection(found: dict[str, Any]) -> None:
+    """The inspection as a few lines and the conventions table."""
+    c = found["counts"]
+    bench = found["benchmark"]
+    head = Table.grid(padding=(0, 2))
+    head.add_column(no_wrap=True)
+    head.add_column(overflow="fold")
+    head.add_row(
+        "benchmark",
+        f"{bench['source']}; format {bench['format']}, {plural(bench['files'], 'file')}, "
+        f"sha256 {bench['content_hash'][:12]}",
+    )
+    options = ", ".join(
+        f"{plural(k, 'item')} with {n} options" for n, k in c["options_histogram"].items()
+    )
+    head.add_row(
+        "items",
+        f"{c['items_selected']:,} selected of {c['items_loaded']:,} loaded"
+        + (f" in {plural(c['subjects'], 'subject')}" if c["subjects"] else "")
+        + f"; rows skipped: {c['rows_skipped']}; {options or 'no items'}",
+    )
+    excluded = found["excluded"]
+    texts = ", ".join(f"{t} {k}" for t, k in list(excluded["texts"].items())[:4])
+    head.add_row(
+        "set aside",
+        (f"{c['items_excluded']:,}" if c["items_excluded"] else "no items")
+        + " whose options refer to each other"
+        + (f" ({texts}{', ...' if len(excluded['texts']) > 4 else ''})" if texts else "")
+        + (": not scored (--include-non-exchangeable scores them)" if c["items_excluded"] else ""),
+    )
+    natural = found["natural_order"]
+    reasons = "; ".join(f"{r}: {k:,}" for r, k in natural["reasons"].items())
+    head.add_row(
+        "natural order",
+        f"{c['items_natural_order']:,} scored but left out of the verdict: their published order "
+        f"is a natural one, for which H0 fails without a leak"
+        + (f" ({reasons})" if reasons else ""),
+    )
+    head.add_row(
+        "tested",
+        f"the verdict's tests read {plural(c['items_tested'], 'item')}"
+        + (
+            f"; {c['repeats']} repeat an earlier item's question and options"
+            if c["repeats"]
+            else ""
+        ),
+    )
+    orders = found["orders"]
+    per = ", ".join(f"{k:,} per {n}-option item" for n, k in orders["per_item"].items())
+    head.add_row(
+        "orders",
+        f"{orders['total']:,} to score ({per})"
+        + (
+            f"; {orders['sampled_items']:,} items above --max-exhaustive get a Monte Carlo sample"
+            if orders["sampled_items"]
+            else ""
+        ),
+    )
+    tokens = found.get("tokens")
+    if tokens:
+        ratio = f", {tokens['ratio']:.2f}x fewer" if tokens["ratio"] else ""
+        long = (
+            f"; {plural(tokens['items_too_long'], 'item')} longer than the model's context "
+            f"({tokens['context']:,} tokens) would be left out"
+            if tokens["items_too_long"]
+            else ""
+        )
+        head.add_row(
+            "tokens",
+            f"{tokens['prefix_tree']:,} run by the prefix-tree engine, "
+            f"{tokens['reference']:,} by the reference code's one sequence per order{ratio} "
+            f"({tokens['model']}'s tokenizer){long}",
+        )
+    console.print(head, highlight=False)
+    _print_conventions(found["conventions"], c["items_loaded"])
+
+
+def _print_conventions(block: dict[str, Any], loaded: int) -> None:
+    rows = block["conventions"]
+    if not rows:
+        console.print(
+            styled(
+                "dim",
+                "conventions: no item has a structure a convention orders (numbers, "
+                "statement labels, 2 x 2 blocks, words)",
+            )
+        )
+        return
+    t = Table(
+        title=f"Option-order conventions of all {loaded:,} loaded items "
+        "(H0: the published orders are shuffled)",
+        title_justify="left",
+    )
+    for col in ("convention", "items with it", "published in it", "if shuffled", "p-value"):
+        t.add_column(col, justify="left" if col == "convention" else "right")
+    t.add_column("the verdict")
+    for r in rows:
+        t.add_row(
+            r["convention"],
+            f"{r['items']:,}",
+            f"{pct_text(r['rate'])} ({r['published']:,})",
+            pct_text(r["chance"]),
+            p_text(r["p_value"]),
+            "sets these items aside" if r.get("set_aside", True) else "counts them",
+        )
+    console.print(t)
+    if block["ordered_by_convention"]:
+        console.print(
+            styled(
+                "yellow",
+                "ordered by convention:",
+                f" at least one convention beyond chance (p <= {block['level']:.3g}, Bonferroni). "
+                "The rules set aside the conventional orders they read, but a model may favour "
+                "published orders through conventions they miss (seasons, stages); read a "
+                "leakage signal on this benchmark beside `contamscope membership --reference`.",
+            ),
+            highlight=False,
+        )
+    else:
+        console.print(
+            styled(
+                "green",
+                "no convention beyond chance:",
+                f" no p-value at or below {block['level']:.3g} (Bonferroni), so nothing here says "
+                "the published orders are other than shuffled.",
+            ),
+            highlight=False,
+        )

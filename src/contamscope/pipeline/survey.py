@@ -1,0 +1,164 @@
+"""What a permutation run on a benchmark would read, before any model is loaded: the items it
+would score and set aside, the orders and tokens that cost, and whether the benchmark's
+published option orders follow writers' conventions (``contamscope inspect``)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+from ..data.items import LoadResult, MCQItem
+from ..data.overlap import repeats
+from ..perturb import option_orders
+from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
+from .permutation import PermutationConfig, convention_summary
+
+__all__ = ["survey_permutation"]
+
+_TOKEN_CHUNK = 256
+"""Items tokenised per call when counting tokens (bounds the memory of 120-order items)."""
+
+
+def _orders(n_options: int, config: PermutationConfig) -> int:
+    """Orders a run scores for an item of ``n_options`` options: all n! up to
+    ``max_exhaustive`` options, else the original and ``mc_orders`` random ones."""
+    total = math.factorial(n_options)
+    if n_options <= config.max_exhaustive:
+        return total
+    return min(total, config.mc_orders + 1)
+
+
+def _token_block(
+    tokenizer: Any, items: Sequence[MCQItem], config: PermutationConfig
+) -> dict[str, Any]:
+    """Tokens a run of ``items`` costs with ``tokenizer`` (a ModelTokenizer): the reference
+    way's against the prefix-tree engine's minimum."""
+    from ..backends.base import ScoreRequest
+    from ..backends.tree_plan import token_counts
+
+    reference = minimum = too_long = 0
+    longest: set[str] = set()
+    for s in range(0, len(items), _TOKEN_CHUNK):
+        for item in items[s : s + _TOKEN_CHUNK]:
+            orders = option_orders(
+                item.n_options,
+                max_exhaustive=config.max_exhaustive,
+                mc_orders=config.mc_orders,
+                seed=config.seed,
+                key=item.id,
+            )
+            prefix = config.template.prefix(item)
+            requests = [
+                ScoreRequest(prefix, config.template.continuation(item, o)) for o in orders.orders
+            ]
+            counts = token_counts(
+                tokenizer.tokenizer, tokenizer.bos_id, requests, tokenizer.max_length
+            )
+            reference += counts.reference
+            minimum += counts.minimum
+            too_long += counts.too_long
+            if counts.too_long:
+                longest.add(item.id)
+    return {
+        "model": tokenizer.spec,
+        "bos": tokenizer.bos_id is not None,
+        "context": tokenizer.max_length,
+        "reference": reference,
+        "prefix_tree": minimum,
+        "ratio": reference / minimum if minimum else None,
+        "items_too_long": len(longest),
+        "orders_too_long": too_long,
+        "meaning": "reference: every order's prefix and options run in full, one sequence each "
+        "(the published code); prefix_tree: each question once plus the token trie of its "
+        "orders, the fewest the engine must run. BOS included where the model takes one.",
+    }
+
+
+def survey_permutation(
+    loaded: LoadResult,
+    items: Sequence[MCQItem],
+    config: PermutationConfig | None = None,
+    *,
+    tokenizer: Any = None,
+    selection: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a permutation run of ``items`` (chosen from ``loaded``) with ``config`` would read:
+
+    - ``counts``: items loaded and selected, rows skipped, options per item, subjects;
+    - ``excluded``: items a run sets aside unscored, as their options refer to each other
+      ("All of the above"), with ``include_non_exchangeable`` none are;
+    - ``natural_order``: scored items whose published order is a natural one (sorted numbers,
+      statement labels, 2 x 2 blocks ...); the verdict leaves them out, as H0 fails for them
+      without a leak;
+    - ``tested``: the items the verdict's tests read;
+    - ``conventions``: :func:`convention_summary` over all loaded items;
+    - ``orders``: option orders to score; ``tokens`` (with ``tokenizer``, a
+      :class:`~contamscope.backends.tokenizer.ModelTokenizer`): tokens the reference way and
+      the prefix-tree engine run.
+
+    No model is loaded and nothing is scored.
+    """
+    config = config or PermutationConfig()
+    excluded: dict[str, str] = {}
+    natural: dict[str, str] = {}
+    scored: list[MCQItem] = []
+    for it in items:
+        reason = non_exchangeable_reason(it.options)
+        if reason and not config.include_non_exchangeable:
+            excluded[it.id] = reason
+            continue
+        scored.append(it)
+        nat = natural_order_reason(it.options)
+        if nat:
+            natural[it.id] = nat
+    histogram = Counter(it.n_options for it in items)
+    orders_by_n = {n: _orders(n, config) for n in sorted({it.n_options for it in scored})}
+    repeated = repeats(items)
+    subjects = Counter(it.subject for it in items if it.subject)
+    out: dict[str, Any] = {
+        "schema": "contamscope.inspect/1",
+        "contamscope_version": __version__,
+        "benchmark": {
+            "source": loaded.source,
+            "format": loaded.format,
+            "content_hash": loaded.content_hash,
+            "files": len(loaded.files),
+            **({"selection": selection} if selection else {}),
+        },
+        "config": config.settings(),
+        "counts": {
+            "items_loaded": len(loaded.items),
+            "items_selected": len(items),
+            "rows_skipped": len(loaded.problems),
+            "options_histogram": dict(sorted(histogram.items())),
+            "subjects": len(subjects),
+            "items_scored": len(scored),
+            "items_excluded": len(excluded),
+            "items_natural_order": len(natural),
+            "items_tested": len(scored) - len(natural),
+            "repeats": len(repeated),
+        },
+        "skipped_rows": [str(p) for p in loaded.problems],
+        "excluded": {
+            "texts": dict(  # the option text that refers to the others, most frequent first
+                Counter(r.split(": ", 1)[-1].lower() for r in excluded.values()).most_common(20)
+            ),
+            "by_id": excluded,
+        },
+        "natural_order": {
+            "reasons": dict(Counter(natural.values()).most_common()),
+            "by_id": natural,
+        },
+        "repeats": repeated,
+        "orders": {
+            "per_item": {str(n): k for n, k in orders_by_n.items()},
+            "total": sum(orders_by_n[it.n_options] for it in scored),
+            "sampled_items": sum(1 for it in scored if it.n_options > config.max_exhaustive),
+        },
+        "conventions": convention_summary(loaded.items),
+        "tokens": _token_block(tokenizer, scored, config) if tokenizer is not None else None,
+    }
+    return out

@@ -1,0 +1,95 @@
+"""`contamscope inspect`: the real command on files, the bundled MMLU and the real sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_runner import run_cli
+
+ROWS = [
+    "How many legs has a spider?,4,6,8,10,C",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    "Which of these are mammals?,Whale,Bat,Dog,All of the above,D",
+    "a row with too few fields,1,2",
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+]
+
+
+def _bench(tmp_path: Path) -> Path:
+    path = tmp_path / "toy_test.csv"
+    path.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    return path
+
+
+def test_text_output_names_what_a_run_reads_and_exits_3_on_a_skipped_row(tmp_path: Path) -> None:
+    bench = _bench(tmp_path)
+    got = run_cli("inspect", "--benchmark", str(bench), cwd=tmp_path)
+    assert got.returncode == 3, got.stderr
+    assert f"{bench}:4" in got.stderr  # the skipped row, by file and line
+    out = got.stdout
+    assert "4 selected of 4 loaded in 1 subject; rows skipped: 1" in out
+    assert "1 whose options refer to each other ('all of the above' 1)" in out
+    assert "1 scored but left out of the verdict" in out and "numbers in increasing order" in out
+    assert "the verdict's tests read 2 items" in out
+    assert "72 to score (24 per 4-option item)" in out
+    assert "tokens" not in out  # no --model: no token counts
+    assert "Option-order conventions of all 4 loaded items" in out
+    assert not (tmp_path / "runs").exists()  # nothing is scored or written
+
+
+def test_json_output_with_token_counts_from_a_models_tokenizer(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    bench = _bench(tmp_path)
+    got = run_cli(
+        "inspect",
+        "--benchmark",
+        str(bench),
+        "--model",
+        str(tiny_model_path),
+        "-M",
+        "bos=<|endoftext|>",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert got.returncode == 3, got.stderr
+    found = json.loads(got.stdout)
+    assert found["schema"] == "contamscope.inspect/1"
+    assert found["skipped_rows"] and "toy_test.csv:4" in found["skipped_rows"][0]
+    assert found["counts"]["items_tested"] == 2
+    tokens = found["tokens"]
+    assert tokens["model"] == f"hf:{tiny_model_path}" and tokens["bos"] is True
+    assert tokens["reference"] > 2 * tokens["prefix_tree"] > 0
+
+
+def test_user_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
+    bench = _bench(tmp_path)
+    got = run_cli("inspect", "-b", str(bench), "-M", "bos=none", cwd=tmp_path)
+    assert got.returncode == 2 and "give --model too" in got.stderr
+    assert "Traceback" not in got.stderr
+    served = run_cli(
+        "inspect", "-b", str(bench), "-m", "openai:http://localhost:1/v1#m", cwd=tmp_path
+    )
+    assert served.returncode == 2 and "tokenizer is not available here" in served.stderr
+    missing = run_cli("inspect", "-b", str(tmp_path / "nope.csv"), cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.csv" in missing.stderr
+    assert "Traceback" not in served.stderr + missing.stderr
+
+
+def test_the_bundled_mmlu_is_ordered_by_convention(tmp_path: Path) -> None:
+    got = run_cli("inspect", "--limit", "20", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "20 selected of 14,042 loaded" in got.stdout
+    assert "ordered by convention" in got.stdout
+    assert "sorted numbers" in got.stdout and "sets these items aside" in got.stdout
+
+
+def test_cmmlu_options_look_shuffled(tmp_path: Path, benchdata: Path) -> None:
+    got = run_cli(
+        "inspect", "-b", str(benchdata / "cmmlu"), "--split", "test", "--json", cwd=tmp_path
+    )
+    assert got.returncode == 0, got.stderr
+    conventions = json.loads(got.stdout)["conventions"]
+    assert conventions["ordered_by_convention"] is False
+    assert all(r["p_value"] > conventions["level"] for r in conventions["conventions"])

@@ -1,0 +1,80 @@
+"""What a permutation run would read, counted without a model (`contamscope inspect`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contamscope.data import LoadResult, MCQItem
+from contamscope.pipeline import PermutationConfig
+from contamscope.pipeline.survey import survey_permutation
+
+ITEMS = [
+    MCQItem("a", "Pick a planet", ("Mars", "Venus", "Jupiter", "Earth"), subject="astro"),
+    MCQItem("b", "How many legs has a spider?", ("4", "6", "8", "10"), subject="bio"),
+    MCQItem("c", "Which are mammals?", ("Whale", "Bat", "Dog", "All of the above"), subject="bio"),
+    MCQItem("d", "Pick a colour", ("red", "green", "blue", "yellow", "white"), subject="art"),
+    MCQItem("e", "Pick a number", ("7", "3", "9", "1", "5", "2", "8"), subject="art"),
+    MCQItem("f", "pick a planet", ("Mars", "Venus", "Jupiter", "Earth"), subject="astro"),
+]
+
+
+def _loaded(items: list[MCQItem]) -> LoadResult[MCQItem]:
+    return LoadResult(items, [], "toy", "jsonl", "0" * 64, ["toy.jsonl"])
+
+
+def test_counts_what_a_run_scores_sets_aside_and_tests() -> None:
+    found = survey_permutation(_loaded(ITEMS), ITEMS, PermutationConfig(mc_orders=99))
+    c = found["counts"]
+    assert c["items_selected"] == 6 and c["subjects"] == 3
+    assert c["options_histogram"] == {4: 4, 5: 1, 7: 1}
+    assert c["items_excluded"] == 1
+    assert found["excluded"]["by_id"] == {
+        "c": "option D refers to other options: 'All of the above'"
+    }
+    assert found["excluded"]["texts"] == {"'all of the above'": 1}
+    # the spider's legs are in increasing order: scored, but not read by the verdict
+    assert found["natural_order"]["by_id"] == {"b": "numbers in increasing order"}
+    assert c["items_scored"] == 5 and c["items_natural_order"] == 1 and c["items_tested"] == 4
+    assert found["repeats"] == {"f": "a"} and c["repeats"] == 1
+    orders = found["orders"]
+    assert orders["per_item"] == {"4": 24, "5": 120, "7": 100}  # 7 > max_exhaustive: 1 + 99
+    assert orders["total"] == 3 * 24 + 120 + 100 and orders["sampled_items"] == 1
+    assert found["tokens"] is None  # no tokenizer given
+
+
+def test_include_non_exchangeable_scores_every_item() -> None:
+    found = survey_permutation(
+        _loaded(ITEMS), ITEMS, PermutationConfig(include_non_exchangeable=True, max_exhaustive=7)
+    )
+    assert found["counts"]["items_excluded"] == 0 and found["counts"]["items_scored"] == 6
+    assert found["orders"]["per_item"]["7"] == math.factorial(7)
+
+
+def test_conventions_are_read_over_every_loaded_item_not_the_selection() -> None:
+    numbered = [
+        MCQItem(f"n{i}", f"How many {i}?", tuple(str(i + k) for k in (1, 2, 3, 4)))
+        for i in range(30)
+    ]
+    found = survey_permutation(_loaded(numbered), numbered[:2])
+    rows = {r["convention"]: r for r in found["conventions"]["conventions"]}
+    assert rows["sorted numbers"]["items"] == 30 and rows["sorted numbers"]["published"] == 30
+    assert rows["sorted numbers"]["chance"] == pytest.approx(2 / 24)
+    assert rows["sorted numbers"]["set_aside"] is True
+    assert found["conventions"]["ordered_by_convention"] is True
+    assert found["counts"]["items_natural_order"] == 2
+
+
+def test_counts_tokens_with_a_tokenizer(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.backends.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_backend.spec, {"bos": "<|endoftext|>"})
+    assert tok.bos_id == tiny_backend.bos_id and tok.max_length == tiny_backend.max_length
+    found = survey_permutation(
+        _loaded(ITEMS), ITEMS, PermutationConfig(mc_orders=99), tokenizer=tok
+    )
+    tokens = found["tokens"]
+    assert tokens["prefix_tree"] > 0 and tokens["reference"] > 2 * tokens["prefix_tree"]
+    assert tokens["ratio"] == pytest.approx(tokens["reference"] / tokens["prefix_tree"])
+    assert tokens["items_too_long"] == 0 and tokens["context"] == 512
