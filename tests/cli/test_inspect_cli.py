@@ -93,3 +93,9 @@ def test_cmmlu_options_look_shuffled(tmp_path: Path, benchdata: Path) -> None:
     conventions = json.loads(got.stdout)["conventions"]
     assert conventions["ordered_by_convention"] is False
     assert all(r["p_value"] > conventions["level"] for r in conventions["conventions"])
+
+
+def test_help_has_examples(tmp_path: Path) -> None:
+    got = run_cli("inspect", "--help", cwd=tmp_path)
+    assert got.returncode == 0 and "Examples" in got.stdout and "--json" in got.stdout
+    assert "inspect" in run_cli("--help", cwd=tmp_path).stdout

@@ -11,7 +11,6 @@ from rich.table import Table
 from ..detectors.verdict import p_text, pct_text
 from ..wording import plural
 from .common import (
-    MODEL_OPTIONS_HELP,
     TEMPLATE_HELP,
     console,
     exit_if_skipped,
@@ -91,7 +90,12 @@ def command(
         help="Count the tokens a run costs with this model's tokenizer (smollm2, gemma3, a "
         "folder, hf:PATH_OR_HUB_ID; only the tokenizer is read).",
     ),
-    model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),
+    model_opt: list[str] | None = typer.Option(
+        None,
+        "-M",
+        help="Option of --model's tokenizer, key=value, repeatable: bos=TOKEN|none, "
+        "revision=REV (a run's other -M options change no count and are ignored here).",
+    ),
     strict: bool = typer.Option(
         False, "--strict", help="Fail on the first malformed row instead of skipping it."
     ),

@@ -12,6 +12,7 @@ from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .cap import CapConfig, CapOutcome, check_splits, run_cap
 from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
 from .outcome import Outcome
+from .survey import survey_permutation
 from .permutation import (
     PermutationConfig,
     PermutationOutcome,
@@ -27,6 +28,7 @@ __all__ = [
     "RunOutcome",
     "run_permutation",
     "select_items",
+    "survey_permutation",
     "BenBenchConfig",
     "BenBenchOutcome",
     "SplitInput",
