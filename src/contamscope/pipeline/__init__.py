@@ -12,7 +12,6 @@ from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .cap import CapConfig, CapOutcome, check_splits, run_cap
 from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
 from .outcome import Outcome
-from .survey import survey_permutation
 from .permutation import (
     PermutationConfig,
     PermutationOutcome,
@@ -20,6 +19,7 @@ from .permutation import (
     run_permutation,
     select_items,
 )
+from .survey import survey_permutation
 
 __all__ = [
     "Outcome",
