@@ -66,7 +66,7 @@ def test_json_output_with_token_counts_from_a_models_tokenizer(
 def test_user_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
     bench = _bench(tmp_path)
     got = run_cli("inspect", "-b", str(bench), "-M", "bos=none", cwd=tmp_path)
-    assert got.returncode == 2 and "give --model too" in got.stderr
+    assert got.returncode == 2 and "-M needs --model" in got.stderr
     assert "Traceback" not in got.stderr
     served = run_cli(
         "inspect", "-b", str(bench), "-m", "openai:http://localhost:1/v1#m", cwd=tmp_path
@@ -99,3 +99,19 @@ def test_help_has_examples(tmp_path: Path) -> None:
     got = run_cli("inspect", "--help", cwd=tmp_path)
     assert got.returncode == 0 and "Examples" in got.stdout and "--json" in got.stdout
     assert "inspect" in run_cli("--help", cwd=tmp_path).stdout
+
+
+def test_measure_loads_the_model_and_estimates_the_time(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    bench = _bench(tmp_path)
+    args = ["inspect", "-b", str(bench), "-m", str(tiny_model_path), "-M", "bos=<|endoftext|>"]
+    got = run_cli(*args, "--measure", "2", "--device", "cpu", "--json", cwd=tmp_path)
+    assert got.returncode == 3, got.stderr  # the skipped row
+    timed = json.loads(got.stdout)["time"]
+    assert timed["items"] == 2 and timed["orders"] == 48 and timed["device"] == "cpu"
+    assert timed["basis"] == "prefix-tree tokens" and timed["estimate_seconds"] > 0
+    text = run_cli(*args, "--measure", "1", cwd=tmp_path)
+    assert "of scoring on cpu: 1 sampled item (24 orders) took" in text.stdout
+    alone = run_cli("inspect", "-b", str(bench), "--measure", "2", cwd=tmp_path)
+    assert alone.returncode == 2 and "--measure needs --model" in alone.stderr

@@ -78,3 +78,32 @@ def test_counts_tokens_with_a_tokenizer(tiny_backend) -> None:  # type: ignore[n
     assert tokens["prefix_tree"] > 0 and tokens["reference"] > 2 * tokens["prefix_tree"]
     assert tokens["ratio"] == pytest.approx(tokens["reference"] / tokens["prefix_tree"])
     assert tokens["items_too_long"] == 0 and tokens["context"] == 512
+
+
+def test_measure_scales_the_sample_time_by_the_runs_tokens(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.backends.tokenizer import load_tokenizer, tokenizer_of
+    from contamscope.pipeline.survey import measure_permutation
+
+    config = PermutationConfig(mc_orders=99)
+    counted = load_tokenizer(tiny_backend.spec, {"bos": "<|endoftext|>"})
+    found = survey_permutation(_loaded(ITEMS), ITEMS, config, tokenizer=counted)
+    timed = measure_permutation(
+        found, tiny_backend, ITEMS, config, n_items=2, tokenizer=tokenizer_of(tiny_backend)
+    )
+    assert timed["items"] == 2 and timed["basis"] == "prefix-tree tokens"
+    assert timed["run_cost"] == found["tokens"]["prefix_tree"] > timed["sample_cost"] > 0
+    assert timed["estimate_seconds"] == pytest.approx(
+        timed["seconds"] * timed["run_cost"] / timed["sample_cost"]
+    )
+    # a sample of every scored item costs what the run costs: the backend's tokenizer and the
+    # one read alone count alike, and the estimate is the time measured
+    whole = measure_permutation(
+        found, tiny_backend, ITEMS, config, n_items=99, tokenizer=tokenizer_of(tiny_backend)
+    )
+    assert whole["items"] == 5 and whole["orders"] == found["orders"]["total"]
+    assert whole["sample_cost"] == whole["run_cost"]
+    assert whole["estimate_seconds"] == pytest.approx(whole["seconds"])
+    # without token counts the orders are the basis
+    bare = survey_permutation(_loaded(ITEMS), ITEMS, config)
+    by_orders = measure_permutation(bare, tiny_backend, ITEMS, config, n_items=1)
+    assert by_orders["basis"] == "orders" and by_orders["run_cost"] == bare["orders"]["total"]

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError, ModelError
 from .registry import check_model_spec, normalize_model_spec
 
-__all__ = ["ModelTokenizer", "load_tokenizer"]
+__all__ = ["ModelTokenizer", "load_tokenizer", "tokenizer_of"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,13 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
         bos_id=resolve_bos(tok, opts.get("bos", default_bos)),
         max_length=_context(folder, opts.get("revision")),
     )
+
+
+def tokenizer_of(backend: Any) -> ModelTokenizer | None:
+    """The :class:`ModelTokenizer` a loaded transformers backend scores with, None for a
+    backend without one here (a served model)."""
+    planner = getattr(backend, "planner", None)
+    if planner is None:
+        return None
+    plan = planner()
+    return ModelTokenizer(backend.spec, plan.tokenizer, plan.bos_id, plan.max_length)

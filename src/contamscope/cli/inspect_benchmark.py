@@ -31,9 +31,12 @@ Examples:
 
   contamscope inspect --benchmark cmb.json --format cmb-json --sample 500 --json > cmb.inspect.json
 
-Nothing is scored: the counts come from the benchmark's text (and, with --model, from the
-model's tokenizer alone; the weights are not loaded). Exit codes: 0 ok, 2 user error, 3 some
-input rows were skipped.
+  contamscope inspect --benchmark mmlu --model hf:Qwen/Qwen2.5-0.5B --measure 64 --device cuda
+
+Nothing is scored and nothing written: the counts come from the benchmark's text (and, with
+--model, from the model's tokenizer alone; the weights are not loaded). --measure N loads the
+model and scores N sampled items to estimate the run's time. Exit codes: 0 ok, 2 user error, 3
+some input rows were skipped.
 """
 
 
@@ -93,8 +96,21 @@ def command(
     model_opt: list[str] | None = typer.Option(
         None,
         "-M",
-        help="Option of --model's tokenizer, key=value, repeatable: bos=TOKEN|none, "
-        "revision=REV (a run's other -M options change no count and are ignored here).",
+        help="Model option key=value, repeatable: for the counts bos=TOKEN|none and "
+        "revision=REV matter; with --measure, all of `permutation --help`'s.",
+    ),
+    measure: int | None = typer.Option(
+        None,
+        "--measure",
+        min=1,
+        help="Also load --model, score a seeded sample of N items (no cache) and extrapolate "
+        "the run's scoring time from it.",
+    ),
+    device: str = typer.Option("auto", "--device", help="With --measure: auto, cpu, cuda, cuda:N."),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="With --measure: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
     ),
     strict: bool = typer.Option(
         False, "--strict", help="Fail on the first malformed row instead of skipping it."
@@ -124,16 +140,28 @@ def run(**kw: Any) -> None:
         include_non_exchangeable=kw["include_non_exchangeable"],
     )
     options = parse_model_options(kw["model_opt"])
-    tokenizer = None
-    if kw["model"]:
+    if not kw["model"] and (options or kw["measure"]):
+        from ..errors import ConfigError
+
+        given = "--measure" if kw["measure"] else "-M"
+        raise ConfigError(f"{given} needs --model (the model to count or score with)")
+    tokenizer = backend = None
+    if kw["measure"]:
+        from ..backends import load_backend
+        from ..backends.probe import check_backend
+        from ..backends.tokenizer import tokenizer_of
+
+        with console.status(f"loading model {kw['model']} ..."):
+            backend = load_backend(
+                kw["model"], device=kw["device"], dtype=kw["dtype"], options=options
+            )
+            check_backend(backend, prompt_logprobs=True, method="the permutation test")
+        tokenizer = tokenizer_of(backend)
+    elif kw["model"]:
         from ..backends.tokenizer import load_tokenizer
 
         with console.status(f"reading the tokenizer of {kw['model']} ..."):
             tokenizer = load_tokenizer(kw["model"], options)
-    elif options:
-        from ..errors import ConfigError
-
-        raise ConfigError("-M sets options of --model's tokenizer: give --model too")
     loaded = load_for(kw)
     list_skipped(loaded.problems, listed="the --json output")
     items = loaded.items
@@ -154,11 +182,41 @@ def run(**kw: Any) -> None:
     }
     with console.status("counting ..."):
         found = survey_permutation(loaded, items, config, tokenizer=tokenizer, selection=selection)
+    if backend is not None:
+        from ..pipeline.survey import measure_permutation
+
+        with console.status(f"scoring {plural(kw['measure'], 'sampled item')} ..."):
+            found["time"] = measure_permutation(
+                found,
+                backend,
+                items,
+                config,
+                n_items=kw["measure"],
+                seed=kw["seed"],
+                tokenizer=tokenizer,
+            )
     if kw["as_json"]:
         typer.echo(json.dumps(found, indent=1, ensure_ascii=False))
     else:
         print_inspection(found)
     exit_if_skipped(len(loaded.problems), "input row")
+
+
+def _duration(seconds: float | None) -> str:
+    """``42 s``, ``12 min``, ``3.4 h``, ``2.1 days``.
+
+    >>> _duration(42.4), _duration(725), _duration(12_300), _duration(200_000)
+    ('42 s', '12 min', '3.4 h', '2.3 days')
+    """
+    if seconds is None:
+        return "an unknown time"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:.1f} days"
 
 
 def print_inspection(found: dict[str, Any]) -> None:
@@ -233,6 +291,15 @@ def print_inspection(found: dict[str, Any]) -> None:
             f"{tokens['prefix_tree']:,} run by the prefix-tree engine, "
             f"{tokens['reference']:,} by the reference code's one sequence per order{ratio} "
             f"({tokens['model']}'s tokenizer){long}",
+        )
+    timed = found.get("time")
+    if timed:
+        head.add_row(
+            "time",
+            f"about {_duration(timed['estimate_seconds'])} of scoring on {timed['device']}: "
+            f"{plural(timed['items'], 'sampled item')} ({timed['orders']:,} orders) took "
+            f"{timed['seconds']:.1f} s, scaled by {timed['basis']} "
+            f"({timed['run_cost']:,} for the run, {timed['sample_cost']:,} in the sample)",
         )
     console.print(head, highlight=False)
     _print_conventions(found["conventions"], c["items_loaded"])

@@ -5,6 +5,8 @@ published option orders follow writers' conventions (``contamscope inspect``).""
 from __future__ import annotations
 
 import math
+import random
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -16,10 +18,7 @@ from ..perturb import option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from .permutation import PermutationConfig, convention_summary
 
-__all__ = ["survey_permutation"]
-
-_TOKEN_CHUNK = 256
-"""Items tokenised per call when counting tokens (bounds the memory of 120-order items)."""
+__all__ = ["survey_permutation", "measure_permutation"]
 
 
 def _orders(n_options: int, config: PermutationConfig) -> int:
@@ -31,37 +30,39 @@ def _orders(n_options: int, config: PermutationConfig) -> int:
     return min(total, config.mc_orders + 1)
 
 
+def _requests(item: MCQItem, config: PermutationConfig) -> list[Any]:
+    """The score requests a run makes for ``item``: its prefix with each order's options."""
+    from ..backends.base import ScoreRequest
+
+    orders = option_orders(
+        item.n_options,
+        max_exhaustive=config.max_exhaustive,
+        mc_orders=config.mc_orders,
+        seed=config.seed,
+        key=item.id,
+    )
+    prefix = config.template.prefix(item)
+    return [ScoreRequest(prefix, config.template.continuation(item, o)) for o in orders.orders]
+
+
 def _token_block(
     tokenizer: Any, items: Sequence[MCQItem], config: PermutationConfig
 ) -> dict[str, Any]:
     """Tokens a run of ``items`` costs with ``tokenizer`` (a ModelTokenizer): the reference
     way's against the prefix-tree engine's minimum."""
-    from ..backends.base import ScoreRequest
     from ..backends.tree_plan import token_counts
 
     reference = minimum = too_long = 0
     longest: set[str] = set()
-    for s in range(0, len(items), _TOKEN_CHUNK):
-        for item in items[s : s + _TOKEN_CHUNK]:
-            orders = option_orders(
-                item.n_options,
-                max_exhaustive=config.max_exhaustive,
-                mc_orders=config.mc_orders,
-                seed=config.seed,
-                key=item.id,
-            )
-            prefix = config.template.prefix(item)
-            requests = [
-                ScoreRequest(prefix, config.template.continuation(item, o)) for o in orders.orders
-            ]
-            counts = token_counts(
-                tokenizer.tokenizer, tokenizer.bos_id, requests, tokenizer.max_length
-            )
-            reference += counts.reference
-            minimum += counts.minimum
-            too_long += counts.too_long
-            if counts.too_long:
-                longest.add(item.id)
+    for item in items:
+        counts = token_counts(
+            tokenizer.tokenizer, tokenizer.bos_id, _requests(item, config), tokenizer.max_length
+        )
+        reference += counts.reference
+        minimum += counts.minimum
+        too_long += counts.too_long
+        if counts.too_long:
+            longest.add(item.id)
     return {
         "model": tokenizer.spec,
         "bos": tokenizer.bos_id is not None,
@@ -162,3 +163,60 @@ def survey_permutation(
         "tokens": _token_block(tokenizer, scored, config) if tokenizer is not None else None,
     }
     return out
+
+
+def measure_permutation(
+    found: dict[str, Any],
+    backend: Any,
+    items: Sequence[MCQItem],
+    config: PermutationConfig | None = None,
+    *,
+    n_items: int = 32,
+    seed: int = 0,
+    tokenizer: Any = None,
+) -> dict[str, Any]:
+    """How long scoring the run ``found`` (:func:`survey_permutation` of ``items``) would take
+    with ``backend``: a seeded sample of ``n_items`` of the items it would score is scored in
+    one call (after one item alone, untimed: first calls pay for lazy set-up), without the
+    score cache, and the time is scaled by the run's cost over the sample's, in prefix-tree
+    tokens where ``tokenizer`` counts them (``found`` must hold its ``tokens``), else in
+    orders. An extrapolation: a run's batches, other load on the machine and, on a GPU, a
+    sample too small to fill it change the rate."""
+    from ..backends.tree_plan import token_counts
+    from ..errors import ConfigError
+
+    config = config or PermutationConfig()
+    excluded = found["excluded"]["by_id"]
+    scored = [it for it in items if it.id not in excluded]
+    if not scored:
+        raise ConfigError("no items to score: nothing to measure")
+    if n_items < 1:
+        raise ConfigError(f"--measure {n_items}: expected 1 or more")
+    sample = random.Random(seed).sample(scored, min(n_items, len(scored)))
+    backend.score(_requests(sample[0], config))
+    requests = [r for it in sample for r in _requests(it, config)]
+    t0 = time.perf_counter()
+    backend.score(requests)
+    seconds = time.perf_counter() - t0
+    tokens = found.get("tokens")
+    if tokenizer is not None and tokens:
+        basis = "prefix-tree tokens"
+        part = token_counts(
+            tokenizer.tokenizer, tokenizer.bos_id, requests, tokenizer.max_length
+        ).minimum
+        whole = tokens["prefix_tree"]
+    else:
+        basis, part, whole = "orders", len(requests), found["orders"]["total"]
+    return {
+        "model": backend.spec,
+        "device": backend.describe().get("device"),
+        "items": len(sample),
+        "orders": len(requests),
+        "seconds": seconds,
+        "basis": basis,
+        "sample_cost": part,
+        "run_cost": whole,
+        "estimate_seconds": seconds * whole / part if part else None,
+        "meaning": "the sample's scoring time scaled by the run's cost over the sample's (in "
+        "the basis named), computing every score afresh: an extrapolation, not a bound",
+    }
