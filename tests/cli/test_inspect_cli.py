@@ -112,6 +112,7 @@ def test_measure_loads_the_model_and_estimates_the_time(
     assert timed["items"] == 2 and timed["orders"] == 48 and timed["device"] == "cpu"
     assert timed["basis"] == "prefix-tree tokens" and timed["estimate_seconds"] > 0
     text = run_cli(*args, "--measure", "1", cwd=tmp_path)
-    assert "of scoring on cpu: 1 sampled item (24 orders) took" in text.stdout
+    assert "on cpu: scoring" in text.stdout and "(1 sampled item, 24 orders, took" in text.stdout
+    assert "of per-item detectors" in text.stdout
     alone = run_cli("inspect", "-b", str(bench), "--measure", "2", cwd=tmp_path)
     assert alone.returncode == 2 and "--measure needs --model" in alone.stderr

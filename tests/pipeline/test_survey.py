@@ -92,8 +92,13 @@ def test_measure_scales_the_sample_time_by_the_runs_tokens(tiny_backend) -> None
     )
     assert timed["items"] == 2 and timed["basis"] == "prefix-tree tokens"
     assert timed["run_cost"] == found["tokens"]["prefix_tree"] > timed["sample_cost"] > 0
-    assert timed["estimate_seconds"] == pytest.approx(
+    assert timed["scoring_seconds"] == pytest.approx(
         timed["seconds"] * timed["run_cost"] / timed["sample_cost"]
+    )
+    # a model on this CPU: a run computes the detectors inline, so their time counts
+    assert timed["detectors_inline"] is True and timed["detector_seconds"] > 0
+    assert timed["estimate_seconds"] == pytest.approx(
+        timed["scoring_seconds"] + timed["detector_seconds"]
     )
     # a sample of every scored item costs what the run costs: the backend's tokenizer and the
     # one read alone count alike, and the estimate is the time measured
@@ -102,7 +107,7 @@ def test_measure_scales_the_sample_time_by_the_runs_tokens(tiny_backend) -> None
     )
     assert whole["items"] == 5 and whole["orders"] == found["orders"]["total"]
     assert whole["sample_cost"] == whole["run_cost"]
-    assert whole["estimate_seconds"] == pytest.approx(whole["seconds"])
+    assert whole["scoring_seconds"] == pytest.approx(whole["seconds"])
     # without token counts the orders are the basis
     bare = survey_permutation(_loaded(ITEMS), ITEMS, config)
     by_orders = measure_permutation(bare, tiny_backend, ITEMS, config, n_items=1)

@@ -104,7 +104,8 @@ def command(
         "--measure",
         min=1,
         help="Also load --model, score a seeded sample of N items (no cache) and extrapolate "
-        "the run's scoring time from it.",
+        "the run's scoring time from it (on a GPU give 256 or more, a run's batch there, or "
+        "the estimate runs high).",
     ),
     device: str = typer.Option("auto", "--device", help="With --measure: auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option(
@@ -294,12 +295,19 @@ def print_inspection(found: dict[str, Any]) -> None:
         )
     timed = found.get("time")
     if timed:
+        detectors = (
+            f" plus {_duration(timed['detector_seconds'])} of per-item detectors"
+            if timed["detectors_inline"]
+            else f"; the per-item detectors ({_duration(timed['detector_seconds'])} in one "
+            "process) run beside it"
+        )
         head.add_row(
             "time",
-            f"about {_duration(timed['estimate_seconds'])} of scoring on {timed['device']}: "
-            f"{plural(timed['items'], 'sampled item')} ({timed['orders']:,} orders) took "
-            f"{timed['seconds']:.1f} s, scaled by {timed['basis']} "
-            f"({timed['run_cost']:,} for the run, {timed['sample_cost']:,} in the sample)",
+            f"about {_duration(timed['estimate_seconds'])} on {timed['device']}: scoring "
+            f"{_duration(timed['scoring_seconds'])} ({plural(timed['items'], 'sampled item')}, "
+            f"{timed['orders']:,} orders, took {timed['seconds']:.1f} s; scaled by "
+            f"{timed['basis']}, {timed['run_cost']:,} for the run and {timed['sample_cost']:,} "
+            f"in the sample){detectors}",
         )
     console.print(head, highlight=False)
     _print_conventions(found["conventions"], c["items_loaded"])

@@ -14,6 +14,7 @@ from typing import Any
 from .. import __version__
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
+from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb import option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from .permutation import PermutationConfig, convention_summary
@@ -194,10 +195,30 @@ def measure_permutation(
         raise ConfigError(f"--measure {n_items}: expected 1 or more")
     sample = random.Random(seed).sample(scored, min(n_items, len(scored)))
     backend.score(_requests(sample[0], config))
-    requests = [r for it in sample for r in _requests(it, config)]
+    per_item = [_requests(it, config) for it in sample]
+    requests = [r for reqs in per_item for r in reqs]
     t0 = time.perf_counter()
-    backend.score(requests)
+    results = backend.score(requests)
     seconds = time.perf_counter() - t0
+    # the per-item detectors (Algorithm 2's IsolationForest is most of it): a run on this
+    # machine's CPU runs them inline, between batches; with a GPU or a served model they run
+    # in worker processes while the next batch is scored
+    alg1, alg2 = Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
+    t0 = time.perf_counter()
+    start = 0
+    for it, reqs in zip(sample, per_item):
+        logprobs = [r.logprob for r in results[start : start + len(reqs)]]
+        start += len(reqs)
+        if not any(math.isnan(x) for x in logprobs):
+            score_item(
+                logprobs,
+                n_options=it.n_options,
+                exhaustive=len(reqs) == math.factorial(it.n_options),
+                alg1=alg1,
+                alg2=alg2,
+            )
+    detectors = (time.perf_counter() - t0) * len(scored) / len(sample)
+    inline = bool(getattr(backend, "computes_on_local_cpu", False))
     tokens = found.get("tokens")
     if tokenizer is not None and tokens:
         basis = "prefix-tree tokens"
@@ -216,7 +237,14 @@ def measure_permutation(
         "basis": basis,
         "sample_cost": part,
         "run_cost": whole,
-        "estimate_seconds": seconds * whole / part if part else None,
-        "meaning": "the sample's scoring time scaled by the run's cost over the sample's (in "
-        "the basis named), computing every score afresh: an extrapolation, not a bound",
+        "scoring_seconds": seconds * whole / part if part else None,
+        "detector_seconds": detectors,
+        "detectors_inline": inline,
+        "estimate_seconds": (seconds * whole / part + (detectors if inline else 0.0))
+        if part
+        else None,
+        "meaning": "scoring: the sample's scoring time scaled by the run's cost over the "
+        "sample's (in the basis named), computing every score afresh; detectors: their time on "
+        "the sample scaled by the items, added where a run computes them inline (a model on "
+        "this machine's CPU). An extrapolation, not a bound",
     }
