@@ -146,23 +146,10 @@ def run(**kw: Any) -> None:
 
         given = "--measure" if kw["measure"] else "-M"
         raise ConfigError(f"{given} needs --model (the model to count or score with)")
-    tokenizer = backend = None
-    if kw["measure"]:
-        from ..backends import load_backend
-        from ..backends.probe import check_backend
-        from ..backends.tokenizer import tokenizer_of
+    if kw["model"]:  # a mistyped spec fails before the benchmark is read
+        from ..backends import check_model_spec
 
-        with console.status(f"loading model {kw['model']} ..."):
-            backend = load_backend(
-                kw["model"], device=kw["device"], dtype=kw["dtype"], options=options
-            )
-            check_backend(backend, prompt_logprobs=True, method="the permutation test")
-        tokenizer = tokenizer_of(backend)
-    elif kw["model"]:
-        from ..backends.tokenizer import load_tokenizer
-
-        with console.status(f"reading the tokenizer of {kw['model']} ..."):
-            tokenizer = load_tokenizer(kw["model"], options)
+        check_model_spec(kw["model"], kw["dtype"])
     loaded = load_for(kw)
     list_skipped(loaded.problems, listed="the --json output")
     items = loaded.items
@@ -181,6 +168,23 @@ def run(**kw: Any) -> None:
         **({"drop_repeats": True} if kw["drop_repeats"] else {}),
         **reading_options(kw),
     }
+    tokenizer = backend = None
+    if kw["measure"]:
+        from ..backends import load_backend
+        from ..backends.probe import check_backend
+        from ..backends.tokenizer import tokenizer_of
+
+        with console.status(f"loading model {kw['model']} ..."):
+            backend = load_backend(
+                kw["model"], device=kw["device"], dtype=kw["dtype"], options=options
+            )
+            check_backend(backend, prompt_logprobs=True, method="the permutation test")
+        tokenizer = tokenizer_of(backend)
+    elif kw["model"]:
+        from ..backends.tokenizer import load_tokenizer
+
+        with console.status(f"reading the tokenizer of {kw['model']} ..."):
+            tokenizer = load_tokenizer(kw["model"], options)
     with console.status("counting ..."):
         found = survey_permutation(loaded, items, config, tokenizer=tokenizer, selection=selection)
     if backend is not None:
