@@ -220,3 +220,34 @@ def test_pairs_run_with_other_options_are_not_put_on_one_board(
     board, left = (out / "leaderboard.md").read_text(encoding="utf-8").split("- left out:")
     assert benches[0].name in board and benches[1].name not in board
     assert benches[1].name in left and "other options (--limit 4 -> 2" in left
+
+
+def test_dry_run_names_each_pairs_state_and_orders_and_writes_nothing(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    bench, more = (write_bench(tmp_path / f"{n}_test.csv", k) for n, k in (("b", 3), ("c", 4)))
+    out = tmp_path / "sweep"
+    first = _sweep(two_models, [bench], out)
+    assert first.returncode == 0, first.stderr
+    jobs = {
+        (j.model, j.benchmark): j.run_dir
+        for j in plan_jobs(two_models, [str(bench), str(more)], out)
+    }
+    cut = jobs[(two_models[1], str(bench))]  # killed after its first item
+    (cut / "summary.json").unlink()
+    records = (cut / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    (cut / "items.jsonl").write_text(records[0] + "\n", encoding="utf-8")
+    before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
+    dry = _sweep(two_models, [bench, more], out, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    rows = [ln.split("│")[1:-1] for ln in dry.stdout.splitlines() if ln.startswith("│")]
+    state = {(r[0].strip(), r[1].strip()): (r[2].strip(), r[4].strip()) for r in rows}
+    a, b = two_models
+    assert state[(a, str(bench))] == ("finished earlier (skipped)", "-")
+    assert state[(b, str(bench))] == ("resumes: 1 of 3 items stored", "48")  # 2 items x 24
+    assert state[(a, str(more))] == state[(b, str(more))] == ("to run", "96")
+    assert "3 pairs to run of 4, about 240 option orders to score" in dry.stdout
+    assert sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    # options a real run would refuse are refused here too
+    other = _sweep(two_models, [bench], out, "--dry-run", "--limit", "2")
+    assert other.returncode == 2 and "other options" in other.stderr

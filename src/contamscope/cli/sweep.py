@@ -48,7 +48,8 @@ Examples:
   contamscope sweep --models hf:Qwen/Qwen2-7B,hf:meta-llama/Llama-3.1-8B --benchmarks mmlu,arc.jsonl --executor ray --ray-address auto --gpus-per-worker 1 --dtype bfloat16
 
 Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
-whose benchmark file changed since fails (--overwrite runs it again).
+whose benchmark file changed since fails (--overwrite runs it again). --dry-run says which
+pairs would run and how many option orders they would score, and stops.
 Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
 Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
 130 interrupted (re-run to resume).
@@ -136,6 +137,12 @@ def command(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start every pair afresh (and accept changed options)."
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Say what the sweep would do (each pair's state, items and orders to score) and "
+        "stop: no model is loaded, nothing is written.",
+    ),
     executor: str = EXECUTOR_OPT,
     ray_address: str | None = RAY_ADDRESS_OPT,
     workers: int | None = WORKERS_OPT,
@@ -171,7 +178,8 @@ def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
     return [Job(m, b, out / f"{names[m]}__{names[b]}") for m in models for b in benchmarks]
 
 
-def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
+def _refuse_other_options(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
+    """ConfigError when ``out`` holds a sweep run with other options (without --overwrite)."""
     path = out / "sweep.json"
     if path.exists() and not overwrite:
         try:
@@ -183,6 +191,11 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
             raise ConfigError(
                 f"{out} holds a sweep with other options ({', '.join(changed)}); " + REPLACE_HINT
             )
+
+
+def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
+    path = out / "sweep.json"
+    _refuse_other_options(out, shared, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"options": shared}, indent=2) + "\n", encoding="utf-8")
 
@@ -226,6 +239,9 @@ def run(**kw: Any) -> None:
         for b in benchmarks:
             load_for(_job_kwargs(Job(models[0], b, out), kw))
     shared = {k: kw[k] for k in SHARED}
+    if kw["dry_run"]:
+        _dry_run(jobs, kw, shared)
+        return
     held = RunDir(out).hold()  # two sweeps on one folder ran each other's pairs as failed
     _check_manifest(out, shared, kw["overwrite"])
     status: dict[Job, str] = {}
@@ -289,6 +305,68 @@ def run(**kw: Any) -> None:
         raise SystemExit(EXIT_USER_ERROR)
     if any("rows skipped" in s for s in status.values()):
         raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _stored_records(run_dir: Path) -> int:
+    """Item records an unfinished pair's folder holds (lines of items.jsonl; 0 when none)."""
+    try:
+        with (run_dir / "items.jsonl").open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
+
+
+def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> None:
+    """What the sweep would do, from the benchmarks' text and the run folders alone."""
+    from rich.table import Table
+
+    from ..perturb import get_template
+    from ..pipeline import PermutationConfig
+    from ..pipeline.survey import survey_permutation
+    from .common import pick_items
+    from .permutation import load_for
+
+    _refuse_other_options(kw["out"], shared, kw["overwrite"])
+    config = PermutationConfig(template=get_template(kw["template"]), seed=kw["seed"])
+    per_benchmark: dict[str, dict[str, Any]] = {}
+    hashes: dict[str, str] = {}
+    table = Table(title="sweep (dry run: nothing loaded, scored or written)")
+    for col in ("model", "benchmark", "state", "items", "orders to score", "run folder"):
+        table.add_column(col, overflow="fold", justify="right" if "orders" in col else "left")
+    total = to_run = 0
+    for job in jobs:
+        if job.benchmark not in per_benchmark:
+            loaded = load_for(_job_kwargs(job, kw))
+            items = pick_items(loaded.items, kw)
+            per_benchmark[job.benchmark] = survey_permutation(loaded, items, config)
+        found = per_benchmark[job.benchmark]
+        n, orders = found["counts"]["items_selected"], found["orders"]["total"]
+        finished = (job.run_dir / "summary.json").exists() and not kw["overwrite"]
+        if finished:
+            state, left = _finished_status(job, kw, hashes), 0
+            if state.startswith("failed"):
+                state = state.replace("failed: ", "would fail: ", 1)
+        else:
+            done = 0 if kw["overwrite"] else min(_stored_records(job.run_dir), n)
+            state = f"resumes: {done:,} of {n:,} items stored" if done else "to run"
+            left = round(orders * (n - done) / n) if n else 0
+            to_run += 1
+        total += left
+        table.add_row(
+            job.model,
+            job.benchmark,
+            state,
+            f"{n:,}",
+            f"{left:,}" if left else "-",
+            str(job.run_dir),
+        )
+    console.print(table)
+    console.print(
+        f"{plural(to_run, 'pair')} to run of {len(jobs)}, about {total:,} option orders to score "
+        "(a resumed pair's share by its items); `contamscope inspect --model M --measure N` "
+        "times one model on one benchmark",
+        highlight=False,
+    )
 
 
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
