@@ -380,8 +380,90 @@ _NUMBER_WORD = re.compile(
 )
 
 
+_ORDINAL_UNITS = [
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+]
+_ORDINAL_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate(
+        [
+            "twentieth",
+            "thirtieth",
+            "fortieth",
+            "fiftieth",
+            "sixtieth",
+            "seventieth",
+            "eightieth",
+            "ninetieth",
+        ]
+    )
+}
+_ORDINAL_WORD = re.compile(
+    r"^\s*(?:("
+    + "|".join(_TENS)
+    + r")[-\s]("
+    + "|".join(_ORDINAL_UNITS[:9])
+    + r")|("
+    + "|".join([*_ORDINAL_UNITS, *_ORDINAL_TENS])
+    + r"))\b",
+    re.IGNORECASE,
+)
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTH = re.compile(r"^\s*(" + "|".join(_MONTHS) + r")\b", re.IGNORECASE)
+
+
+def _ordinal_word(option: str) -> float | None:
+    """The value of a leading English ordinal below 100 ("third", "twenty-first"), or of a
+    month's full name (March = 3): orders writers count in."""
+    m = _ORDINAL_WORD.match(option)
+    if m:
+        if m.group(3):
+            word = m.group(3).lower()
+            if word in _ORDINAL_TENS:
+                return float(_ORDINAL_TENS[word])
+            return float(_ORDINAL_UNITS.index(word) + 1)
+        return float(_TENS[m.group(1).lower()] + _ORDINAL_UNITS.index(m.group(2).lower()) + 1)
+    month = _MONTH.match(option)
+    return float(_MONTHS.index(month.group(1).lower()) + 1) if month else None
+
+
 def _number_word(option: str) -> float | None:
-    """The value of a leading spelled-out English number below 100 ("seven", "twenty-one")."""
+    """The value of a leading spelled-out English number below 100 ("seven", "twenty-one"),
+    ordinal ("third") or month ("March")."""
+    ordinal = _ordinal_word(option)  # first: "twenty-first" is not twenty
+    if ordinal is not None:
+        return ordinal
     m = _NUMBER_WORD.match(option)
     if not m:
         return None
@@ -582,11 +664,12 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
        "x^2 + y^2 = "; backed off to the start of a word or number), every option starts with a
        number and the values are distinct and strictly increasing or decreasing in the
        published order. A number is digits (signs, currency, thousands commas, decimals,
-       exponents), an English number word below 100 ("seven", "twenty-one"), a Roman numeral
+       exponents), an English number word below 100 ("seven", "twenty-one"), ordinal ("Third
+       Amendment", "Sixteenth-century Spain") or month ("January", "March"), a Roman numeral
        ("Quadrant III", "Louis XIV", CMB's "I类 / Ⅱ类 / Ⅲ类"), a numbered symbol (①, ⑴), a
        Chinese numeral ("三级", "第二十届") or a heavenly stem, the Chinese ordinal labels
        (甲 乙 丙 丁: the parties of a law question, "医生甲 / 医生乙"). Of the items whose options
-       are all distinct numbers, 838 of 1,261 are sorted in the MMLU test set (66%, where a
+       are all distinct numbers, 851 of 1,275 are sorted in the MMLU test set (67%, where a
        random order of four would be sorted 8% of the time), 922 of 1,343 in C-Eval's test set
        (69%), 31 of 42 in the CMB sample, and 46 of 732 in CMMLU's test set (6%: CMMLU
        shuffled its options).
@@ -617,6 +700,8 @@ def natural_order_reason(options: Sequence[object]) -> str | None:
     >>> natural_order_reason(["0", "4", "2", "6"]) is None
     True
     >>> natural_order_reason(["seven", "eight", "nine", "ten"])
+    'numbers in increasing order'
+    >>> natural_order_reason(["First Amendment", "Sixth Amendment", "Ninth Amendment", "Fourteenth Amendment"])
     'numbers in increasing order'
     >>> natural_order_reason(["I类", "Ⅱ类", "Ⅲ类", "Ⅳ类", "Ⅴ类"])
     'numbers in increasing order'
