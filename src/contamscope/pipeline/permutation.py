@@ -249,6 +249,19 @@ class _PlannedBatch:
     """Records of items left out without scoring (options that refer to each other)."""
 
 
+def item_texts(item: MCQItem, config: PermutationConfig) -> tuple[Any, str, list[str]]:
+    """(the orders a run scores for ``item``, its prefix, the continuation of each order)."""
+    orders = option_orders(
+        item.n_options,
+        max_exhaustive=config.max_exhaustive,
+        mc_orders=config.mc_orders,
+        seed=config.seed,
+        key=item.id,
+    )
+    prefix = config.template.prefix(item)
+    return orders, prefix, [config.template.continuation(item, o) for o in orders.orders]
+
+
 def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _PlannedBatch:
     """The score requests of ``batch``: each item's prefix with the continuation of each of its
     orders; items whose options are not exchangeable become excluded records unless
@@ -271,15 +284,7 @@ def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _Planned
                 }
             )
             continue
-        orders = option_orders(
-            item.n_options,
-            max_exhaustive=config.max_exhaustive,
-            mc_orders=config.mc_orders,
-            seed=config.seed,
-            key=item.id,
-        )
-        prefix = config.template.prefix(item)
-        conts = [config.template.continuation(item, o) for o in orders.orders]
+        orders, prefix, conts = item_texts(item, config)
         planned.items.append(
             _PlannedItem(item, orders, prefix, conts, len(planned.requests), reason)
         )

@@ -15,9 +15,8 @@ from .. import __version__
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item
-from ..perturb import option_orders
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
-from .permutation import PermutationConfig, convention_summary
+from .permutation import PermutationConfig, convention_summary, item_texts
 
 __all__ = ["survey_permutation", "measure_permutation"]
 
@@ -35,15 +34,8 @@ def _requests(item: MCQItem, config: PermutationConfig) -> list[Any]:
     """The score requests a run makes for ``item``: its prefix with each order's options."""
     from ..backends.base import ScoreRequest
 
-    orders = option_orders(
-        item.n_options,
-        max_exhaustive=config.max_exhaustive,
-        mc_orders=config.mc_orders,
-        seed=config.seed,
-        key=item.id,
-    )
-    prefix = config.template.prefix(item)
-    return [ScoreRequest(prefix, config.template.continuation(item, o)) for o in orders.orders]
+    _, prefix, conts = item_texts(item, config)
+    return [ScoreRequest(prefix, c) for c in conts]
 
 
 def _token_block(
