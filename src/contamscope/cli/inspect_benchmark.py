@@ -11,7 +11,6 @@ from rich.table import Table
 from ..detectors.verdict import p_text, pct_text
 from ..wording import plural
 from .common import (
-    TEMPLATE_HELP,
     console,
     exit_if_skipped,
     list_skipped,
@@ -20,6 +19,22 @@ from .common import (
     styled,
     subject_list,
     user_errors,
+)
+from .permutation import (
+    BENCHMARK_OPT,
+    DEVICE_OPT,
+    DTYPE_OPT,
+    FIELDS_OPT,
+    FORMAT_OPT,
+    LIMIT_OPT,
+    MAX_EXHAUSTIVE_OPT,
+    MC_ORDERS_OPT,
+    SAMPLE_OPT,
+    SEED_OPT,
+    SPLIT_OPT,
+    STRICT_OPT,
+    SUBJECTS_OPT,
+    TEMPLATE_OPT,
 )
 
 EPILOG = """
@@ -41,40 +56,17 @@ some input rows were skipped.
 
 
 def command(
-    benchmark: str = typer.Option(
-        "mmlu",
-        "--benchmark",
-        "-b",
-        help="mmlu (bundled MMLU test set), a file or folder, or hf:DATASET.",
-    ),
-    fmt: str | None = typer.Option(
-        None,
-        "--format",
-        help="Benchmark format (detected when omitted); see `contamscope formats`.",
-    ),
-    fields: str | None = typer.Option(
-        None,
-        "--fields",
-        help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
-    ),
-    split: str | None = typer.Option(
-        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
-    ),
-    subjects: str | None = typer.Option(
-        None, "--subjects", help="Comma-separated subjects to keep."
-    ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N items."),
-    sample: int | None = typer.Option(
-        None, "--sample", min=1, help="A seeded random sample of N items."
-    ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
-    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
-    max_exhaustive: int = typer.Option(
-        6, "--max-exhaustive", help="All n! orders up to this many options."
-    ),
-    mc_orders: int = typer.Option(
-        719, "--mc-orders", help="Random orders scored above --max-exhaustive."
-    ),
+    benchmark: str = BENCHMARK_OPT,
+    fmt: str | None = FORMAT_OPT,
+    fields: str | None = FIELDS_OPT,
+    split: str | None = SPLIT_OPT,
+    subjects: str | None = SUBJECTS_OPT,
+    limit: int | None = LIMIT_OPT,
+    sample: int | None = SAMPLE_OPT,
+    seed: int = SEED_OPT,
+    template: str = TEMPLATE_OPT,
+    max_exhaustive: int = MAX_EXHAUSTIVE_OPT,
+    mc_orders: int = MC_ORDERS_OPT,
     include_non_exchangeable: bool = typer.Option(
         False,
         "--include-non-exchangeable",
@@ -107,15 +99,9 @@ def command(
         "the run's scoring time from it (on a GPU give 256 or more, a run's batch there, or "
         "the estimate runs high).",
     ),
-    device: str = typer.Option("auto", "--device", help="With --measure: auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option(
-        "auto",
-        "--dtype",
-        help="With --measure: auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
-    ),
-    strict: bool = typer.Option(
-        False, "--strict", help="Fail on the first malformed row instead of skipping it."
-    ),
+    device: str = DEVICE_OPT,
+    dtype: str = DTYPE_OPT,
+    strict: bool = STRICT_OPT,
     as_json: bool = typer.Option(
         False, "--json", help="Print the whole inspection as JSON (ids of every item set aside)."
     ),

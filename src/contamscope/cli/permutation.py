@@ -68,6 +68,46 @@ resume).
 """
 
 
+# options `inspect` shares: the same benchmark, read and sampled the same way
+BENCHMARK_OPT = typer.Option(
+    "mmlu",
+    "--benchmark",
+    "-b",
+    help="mmlu (bundled MMLU test set), a file or folder, or hf:DATASET.",
+)
+FORMAT_OPT = typer.Option(
+    None,
+    "--format",
+    help="Benchmark format (detected when omitted); see `contamscope formats`.",
+)
+FIELDS_OPT = typer.Option(
+    None,
+    "--fields",
+    help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
+)
+SPLIT_OPT = typer.Option(None, "--split", help="Sub-folder of a benchmark folder (test, dev, val).")
+SUBJECTS_OPT = typer.Option(None, "--subjects", help="Comma-separated subjects to keep.")
+LIMIT_OPT = typer.Option(None, "--limit", min=1, help="Score only the first N items.")
+SAMPLE_OPT = typer.Option(None, "--sample", min=1, help="Score a seeded random sample of N items.")
+SEED_OPT = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders.")
+TEMPLATE_OPT = typer.Option("paper", "--template", help=TEMPLATE_HELP)
+MAX_EXHAUSTIVE_OPT = typer.Option(
+    6, "--max-exhaustive", help="All n! orders up to this many options."
+)
+MC_ORDERS_OPT = typer.Option(
+    719, "--mc-orders", help="Random orders scored above --max-exhaustive."
+)
+DEVICE_OPT = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N.")
+DTYPE_OPT = typer.Option(
+    "auto",
+    "--dtype",
+    help="auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
+)
+STRICT_OPT = typer.Option(
+    False, "--strict", help="Fail on the first malformed row instead of skipping it."
+)
+
+
 def _parse_deltas(text: str | None) -> tuple[float, ...] | None:
     if not text:
         return None
@@ -88,43 +128,20 @@ def command(
         "hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL (OpenAI-compatible server; key from "
         "$CONTAMSCOPE_API_KEY or $OPENAI_API_KEY), vllm:PATH_OR_HUB_ID.",
     ),
-    benchmark: str = typer.Option(
-        "mmlu",
-        "--benchmark",
-        "-b",
-        help="mmlu (bundled MMLU test set), a file or folder, or hf:DATASET.",
-    ),
+    benchmark: str = BENCHMARK_OPT,
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Run folder (default: runs/permutation-<model>-<benchmark>)."
     ),
-    fmt: str | None = typer.Option(
-        None,
-        "--format",
-        help="Benchmark format (detected when omitted); see `contamscope formats`.",
-    ),
-    fields: str | None = typer.Option(
-        None,
-        "--fields",
-        help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
-    ),
-    split: str | None = typer.Option(
-        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
-    ),
-    subjects: str | None = typer.Option(
-        None, "--subjects", help="Comma-separated subjects to keep."
-    ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items."),
-    sample: int | None = typer.Option(
-        None, "--sample", min=1, help="Score a seeded random sample of N items."
-    ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders."),
-    template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
-    max_exhaustive: int = typer.Option(
-        6, "--max-exhaustive", help="All n! orders up to this many options."
-    ),
-    mc_orders: int = typer.Option(
-        719, "--mc-orders", help="Random orders scored above --max-exhaustive."
-    ),
+    fmt: str | None = FORMAT_OPT,
+    fields: str | None = FIELDS_OPT,
+    split: str | None = SPLIT_OPT,
+    subjects: str | None = SUBJECTS_OPT,
+    limit: int | None = LIMIT_OPT,
+    sample: int | None = SAMPLE_OPT,
+    seed: int = SEED_OPT,
+    template: str = TEMPLATE_OPT,
+    max_exhaustive: int = MAX_EXHAUSTIVE_OPT,
+    mc_orders: int = MC_ORDERS_OPT,
     ties: str = typer.Option(
         "not_leaked",
         "--ties",
@@ -149,12 +166,8 @@ def command(
         help="Leave out items repeating an earlier item's question and options (before "
         "--limit/--sample); by default they are kept and counted, as in the paper.",
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
-    dtype: str = typer.Option(
-        "auto",
-        "--dtype",
-        help="auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
-    ),
+    device: str = DEVICE_OPT,
+    dtype: str = DTYPE_OPT,
     model_opt: list[str] | None = typer.Option(
         None,
         "-M",
@@ -166,9 +179,7 @@ def command(
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not read or write the score cache."
     ),
-    strict: bool = typer.Option(
-        False, "--strict", help="Fail on the first malformed row instead of skipping it."
-    ),
+    strict: bool = STRICT_OPT,
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     max_batch_tokens: int | None = typer.Option(
         None,
