@@ -190,3 +190,26 @@ def test_membership_on_an_echo_only_server_equals_local(
     assert same(
         summaries[0]["statistics"]["dataset_test"], summaries[1]["statistics"]["dataset_test"]
     )
+
+
+def test_inspect_measures_a_served_model_by_orders(tmp_path: Path, tiny_server: Any) -> None:
+    """A served model has no tokenizer here: --measure scales the sample's time by orders."""
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    spec = f"openai:{tiny_server.url}#tiny"
+    opts = ["-M", "bos=<|endoftext|>", "-M", "canary=structural"]
+    got = run_cli(
+        "inspect", "-b", str(bench), "-m", spec, *opts, "--measure", "2", "--json", cwd=tmp_path
+    )
+    assert got.returncode == 0, got.stderr
+    found = json.loads(got.stdout)
+    timed = found["time"]
+    assert found["tokens"] is None and timed["basis"] == "orders"
+    assert timed["device"] == "a served model" and timed["orders"] == 48
+    assert timed["run_cost"] == found["orders"]["total"] == 4 * 24
+    assert timed["scoring_seconds"] == pytest.approx(timed["seconds"] * 2)
+    assert timed["detectors_inline"] is False
+    assert timed["estimate_seconds"] == pytest.approx(timed["scoring_seconds"])
+    # counting tokens needs a tokenizer, which a served model does not give
+    bare = run_cli("inspect", "-b", str(bench), "-m", spec, cwd=tmp_path)
+    assert bare.returncode == 2 and "tokenizer is not available here" in bare.stderr

@@ -222,7 +222,7 @@ def measure_permutation(
         basis, part, whole = "orders", len(requests), found["orders"]["total"]
     return {
         "model": backend.spec,
-        "device": backend.describe().get("device"),
+        "device": backend.describe().get("device") or "a served model",
         "items": len(sample),
         "orders": len(requests),
         "seconds": seconds,
