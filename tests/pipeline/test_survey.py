@@ -38,6 +38,11 @@ def test_counts_what_a_run_scores_sets_aside_and_tests() -> None:
     assert found["natural_order"]["by_id"] == {"b": "numbers in increasing order"}
     assert c["items_scored"] == 5 and c["items_natural_order"] == 1 and c["items_tested"] == 4
     assert found["repeats"] == {"f": "a"} and c["repeats"] == 1
+    assert found["by_subject"] == {
+        "art": {"items": 2, "excluded": 0, "natural_order": 0, "tested": 2},
+        "astro": {"items": 2, "excluded": 0, "natural_order": 0, "tested": 2},
+        "bio": {"items": 2, "excluded": 1, "natural_order": 1, "tested": 0},
+    }
     orders = found["orders"]
     assert orders["per_item"] == {"4": 24, "5": 120, "7": 100}  # 7 > max_exhaustive: 1 + 99
     assert orders["total"] == 3 * 24 + 120 + 100 and orders["sampled_items"] == 1

@@ -257,6 +257,17 @@ def print_inspection(found: dict[str, Any]) -> None:
             else ""
         ),
     )
+    untestable = {k: v for k, v in found.get("by_subject", {}).items() if not v["tested"]}
+    if untestable:
+        named = ", ".join(
+            f"{name} ({plural(v['items'], 'item')})" for name, v in list(untestable.items())[:5]
+        )
+        more = f" and {len(untestable) - 5} more" if len(untestable) > 5 else ""
+        head.add_row(
+            "",
+            f"nothing to test in {plural(len(untestable), 'subject')}: {named}{more} "
+            "(every item set aside or not scored)",
+        )
     orders = found["orders"]
     per = ", ".join(f"{k:,} per {n}-option item" for n, k in orders["per_item"].items())
     head.add_row(

@@ -108,6 +108,21 @@ def survey_permutation(
         nat = natural_order_reason(it.options)
         if nat:
             natural[it.id] = nat
+    by_subject: dict[str, dict[str, int]] = {}
+    for it in items:
+        if it.subject:
+            row = by_subject.setdefault(
+                it.subject, {"items": 0, "excluded": 0, "natural_order": 0, "tested": 0}
+            )
+            row["items"] += 1
+            kind = (
+                "excluded"
+                if it.id in excluded
+                else "natural_order"
+                if it.id in natural
+                else "tested"
+            )
+            row[kind] += 1
     histogram = Counter(it.n_options for it in items)
     orders_by_n = {n: _orders(n, config) for n in sorted({it.n_options for it in scored})}
     repeated = repeats(items)
@@ -147,6 +162,7 @@ def survey_permutation(
             "by_id": natural,
         },
         "repeats": repeated,
+        "by_subject": dict(sorted(by_subject.items())),
         "orders": {
             "per_item": {str(n): k for n, k in orders_by_n.items()},
             "total": sum(orders_by_n[it.n_options] for it in scored),
