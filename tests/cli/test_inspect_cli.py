@@ -83,7 +83,7 @@ def test_the_bundled_mmlu_is_ordered_by_convention(tmp_path: Path) -> None:
     assert "20 selected of 14,042 loaded" in got.stdout
     assert "ordered by convention" in got.stdout
     whole = run_cli("inspect", "--subjects", "moral_scenarios,virology", cwd=tmp_path)
-    assert "nothing to test in 1 subject: moral_scenarios (895 items)" in whole.stdout
+    assert "not scored: moral_scenarios (895 items)" in whole.stdout
     assert "sorted numbers" in got.stdout and "sets these items aside" in got.stdout
 
 

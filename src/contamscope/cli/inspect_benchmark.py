@@ -265,8 +265,8 @@ def print_inspection(found: dict[str, Any]) -> None:
         more = f" and {len(untestable) - 5} more" if len(untestable) > 5 else ""
         head.add_row(
             "",
-            f"nothing to test in {plural(len(untestable), 'subject')}: {named}{more} "
-            "(every item set aside or not scored)",
+            f"nothing to test in {plural(len(untestable), 'subject')}, every item set aside "
+            f"or not scored: {named}{more}",
         )
     orders = found["orders"]
     per = ", ".join(f"{k:,} per {n}-option item" for n, k in orders["per_item"].items())
