@@ -118,3 +118,39 @@ def test_measure_loads_the_model_and_estimates_the_time(
     assert "of per-item detectors" in text.stdout
     alone = run_cli("inspect", "-b", str(bench), "--measure", "2", cwd=tmp_path)
     assert alone.returncode == 2 and "--measure needs --model" in alone.stderr
+
+
+def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
+    """References of the benchmark's kind but ordered otherwise: named before any scoring."""
+    import random
+
+    rng = random.Random(2)
+    bench, ref = tmp_path / "sorted_test.csv", tmp_path / "fresh.csv"
+    rows, refs = [], []
+    for i in range(20):
+        values = sorted(rng.sample(range(1, 99), 4))
+        rows.append(f"How many units in case {i}?," + ",".join(map(str, values)) + ",A")
+        values = rng.sample(range(1, 99), 4)
+        while values in (sorted(values), sorted(values, reverse=True)):
+            rng.shuffle(values)
+        refs.append(f"How many parts in crate {i}?," + ",".join(map(str, values)) + ",B")
+    refs.append(rows[0])  # a benchmark item among the references: left out, as membership does
+    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(refs) + "\n", encoding="utf-8")
+    got = run_cli("inspect", "-b", str(bench), "-r", str(ref), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    text = " ".join(got.stdout.split())
+    assert "Benchmark against 20 reference items" in text
+    assert (
+        "references unlike the benchmark: natural option order 100.0% of benchmark items, 0.0% of references"
+        in text
+    )
+    missing = run_cli(
+        "inspect", "-b", str(bench), "-r", str(bench.with_name("b2.csv")), cwd=tmp_path
+    )
+    assert missing.returncode == 2 and "b2.csv" in missing.stderr  # a missing file: one line
+    same = tmp_path / "more_sorted.csv"
+    same.write_text("\n".join(r.replace("case", "box") for r in rows[:12]) + "\n", encoding="utf-8")
+    ok = run_cli("inspect", "-b", str(bench), "-r", str(same), "--json", cwd=tmp_path)
+    check = json.loads(ok.stdout)["reference_check"]
+    assert check["alike"] is True and check["items"] == 12

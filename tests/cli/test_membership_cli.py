@@ -85,6 +85,10 @@ def test_run_records_summary_resume_reanalysis_and_report(
     assert summary["alpha"] == 0.05 and "false-positive rate" in summary["error_rate"]
     assert summary["counts"]["benchmark"]["items_analysed"] == 5
     assert summary["timings"]["requests_computed"] == 29
+    check = summary["reference_check"]  # 1 of 5 sorted (2+2) against none of 24: alike
+    assert check["alike"] is True and check["rows"][1]["feature"] == "natural option order"
+    assert check["rows"][1]["benchmark"] == {"count": 1, "of": 5, "rate": 0.2}
+    assert "references unlike" not in first.stdout
 
     # the record's numbers follow from the model: the item text scored from BOS
     text = "What is 2+2?:\nA:3\nB:4\nC:5\nD:6\n"
@@ -340,3 +344,34 @@ def test_split_picks_the_benchmark_folder_and_a_reference_file_is_read_as_is(
     assert r.returncode == 0, r.stderr
     counts = json.loads((tmp_path / "b" / "summary.json").read_text())["counts"]
     assert counts["reference"]["items_loaded"] == 24
+
+
+def test_references_ordered_unlike_the_benchmark_are_named(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """References whose options follow no convention, against a benchmark whose numbers are
+    sorted: the reference check says so (the combined test would read the difference as
+    familiarity)."""
+    rng = random.Random(1)
+    bench, ref = tmp_path / "sorted_test.csv", tmp_path / "shuffled.csv"
+    rows, refs = [], []
+    for i in range(16):
+        values = sorted(rng.sample(range(1, 99), 4))
+        rows.append(f"How many units in case {i}?," + ",".join(map(str, values)) + ",A")
+        values = rng.sample(range(1, 99), 4)
+        while values in (sorted(values), sorted(values, reverse=True)):
+            rng.shuffle(values)
+        refs.append(f"How many parts in crate {i}?," + ",".join(map(str, values)) + ",B")
+    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(refs) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    got = run_cli(*_args(tiny_model_path, bench, ref, out, "--statistic", "loss"), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    check = json.loads((out / "summary.json").read_text())["reference_check"]
+    rows_by = {r["feature"]: r for r in check["rows"]}
+    assert check["alike"] is False
+    assert rows_by["natural option order"]["benchmark"]["rate"] == 1.0
+    assert rows_by["natural option order"]["reference"]["rate"] == 0.0
+    assert rows_by["natural option order"]["p_value"] < check["level"]
+    text = " ".join(got.stdout.split())
+    assert "references unlike the benchmark: natural option order 100.0% of benchmark items" in text

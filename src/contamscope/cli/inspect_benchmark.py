@@ -78,6 +78,16 @@ def command(
         help="Leave out items repeating an earlier item's question and options (before "
         "--limit/--sample).",
     ),
+    reference: str | None = typer.Option(
+        None,
+        "--reference",
+        "-r",
+        help="Items the model never saw, as `membership --reference` takes them: are they "
+        "written like the benchmark's, in what their option orders show?",
+    ),
+    reference_format: str | None = typer.Option(
+        None, "--reference-format", help="Format of --reference (default: the benchmark's)."
+    ),
     model: str | None = typer.Option(
         None,
         "--model",
@@ -154,6 +164,15 @@ def run(**kw: Any) -> None:
         **({"drop_repeats": True} if kw["drop_repeats"] else {}),
         **reading_options(kw),
     }
+    references = None
+    if kw["reference"]:
+        from ..pipeline.membership import distinct_references, unseen_references
+        from .membership import load_reference
+
+        ref = load_reference(kw, loaded)
+        list_skipped(ref.problems, "skipped (reference)", listed="the --json output")
+        references, _ = distinct_references(ref.items)
+        references, _ = unseen_references(loaded.items, references)
     tokenizer = backend = None
     if kw["measure"]:
         from ..backends import load_backend
@@ -173,6 +192,13 @@ def run(**kw: Any) -> None:
             tokenizer = load_tokenizer(kw["model"], options)
     with console.status("counting ..."):
         found = survey_permutation(loaded, items, config, tokenizer=tokenizer, selection=selection)
+    if references is not None:
+        from ..pipeline.membership import reference_likeness
+
+        found["reference_check"] = reference_likeness(items, references) | {
+            "source": kw["reference"],
+            "items": len(references),
+        }
     if backend is not None:
         from ..pipeline.survey import measure_permutation
 
@@ -190,7 +216,8 @@ def run(**kw: Any) -> None:
         typer.echo(json.dumps(found, indent=1, ensure_ascii=False))
     else:
         print_inspection(found)
-    exit_if_skipped(len(loaded.problems), "input row")
+    skipped = len(loaded.problems) + (len(ref.problems) if kw["reference"] else 0)
+    exit_if_skipped(skipped, "input row")
 
 
 def _duration(seconds: float | None) -> str:
@@ -312,6 +339,8 @@ def print_inspection(found: dict[str, Any]) -> None:
         )
     console.print(head, highlight=False)
     _print_conventions(found["conventions"], c["items_loaded"])
+    if found.get("reference_check"):
+        _print_likeness(found["reference_check"])
 
 
 def _print_conventions(block: dict[str, Any], loaded: int) -> None:
@@ -362,6 +391,40 @@ def _print_conventions(block: dict[str, Any], loaded: int) -> None:
                 "no convention beyond chance:",
                 f" no p-value at or below {block['level']:.3g} (Bonferroni), so nothing here says "
                 "the published orders are other than shuffled.",
+            ),
+            highlight=False,
+        )
+
+
+def _print_likeness(check: dict[str, Any]) -> None:
+    from .membership import likeness_text
+
+    t = Table(
+        title=f"Benchmark against {plural(check['items'], 'reference item')} ({check['source']}; "
+        "H0: both have each feature at the same rate)",
+        title_justify="left",
+    )
+    for col in ("feature", "benchmark", "references", "Fisher p"):
+        t.add_column(col, justify="left" if col == "feature" else "right")
+    for r in check["rows"]:
+        b, f = r["benchmark"], r["reference"]
+        t.add_row(
+            r["feature"],
+            f"{pct_text(b['rate'])} ({b['count']:,} of {b['of']:,})",
+            f"{pct_text(f['rate'])} ({f['count']:,} of {f['of']:,})",
+            p_text(r["p_value"]),
+        )
+    console.print(t)
+    unlike = likeness_text(check)
+    if unlike:
+        console.print(styled("yellow", "references unlike the benchmark:", f" {unlike}"))
+    else:
+        console.print(
+            styled(
+                "green",
+                "references alike:",
+                f" no feature differs at p <= {check['level']:.3g} (Bonferroni); with few "
+                "references that is weak evidence of likeness",
             ),
             highlight=False,
         )

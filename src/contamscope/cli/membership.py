@@ -25,7 +25,6 @@ from .common import (
     reading_options,
     slug,
     styled,
-    subject_list,
     user_errors,
 )
 from .executor import (
@@ -161,18 +160,22 @@ def _family(fmt: str) -> str:
 
 
 def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
+    from .permutation import load_for
+
+    bench = load_for(kw)
+    ref = load_reference(kw, bench)
+    for name, loaded in (("benchmark", bench), ("reference", ref)):
+        list_skipped(loaded.problems, f"skipped ({name})")
+    return bench, ref
+
+
+def load_reference(kw: dict[str, Any], bench: Any) -> Any:
+    """``--reference`` read as the command's options say, beside the benchmark ``bench``: in
+    its format (``--reference-format`` reads another on purpose), with ``--fields`` for
+    generic files and the ``--split`` folder when it has one."""
     from ..data import FieldMap, load_benchmark
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
-    subjects = subject_list(kw)
-    bench = load_benchmark(
-        kw["benchmark"],
-        format=kw["fmt"],
-        subjects=subjects,
-        split=kw["split"],
-        field_map=fm,
-        strict=kw["strict"],
-    )
     ref_fmt = kw["reference_format"] or kw["fmt"]
     generic = ("jsonl", "csv", "json")
     # --fields maps generic files: the reference's too, unless it is read as a known format
@@ -196,9 +199,7 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
             f"{bench.format!r}; reference items must be written like the benchmark's "
             "(--reference-format FORMAT to read it as another format on purpose)"
         )
-    for name, loaded in (("benchmark", bench), ("reference", ref)):
-        list_skipped(loaded.problems, f"skipped ({name})")
-    return bench, ref
+    return ref
 
 
 def scan(kw: dict[str, Any], executor: Executor) -> None:
@@ -350,3 +351,32 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
         highlight=False,
     )
     console.print(styled("dim", str(st["error_rate"])), highlight=False)
+    unlike = likeness_text(summary.get("reference_check"))
+    if unlike:
+        console.print(styled("yellow", "references unlike the benchmark:", f" {unlike}"))
+
+
+def likeness_text(check: dict[str, Any] | None) -> str:
+    """What differs between benchmark and reference items (a membership summary's
+    ``reference_check``), and what that does to the test; empty when nothing does.
+
+    >>> row = {"feature": "natural option order", "p_value": 1e-9,
+    ...        "benchmark": {"rate": 0.158}, "reference": {"rate": 0.02}}
+    >>> likeness_text({"alike": False, "level": 0.01, "rows": [row]})[:87]
+    'natural option order 15.8% of benchmark items, 2.0% of references (Fisher p = 1.00e-09)'
+    """
+    if not check or check.get("alike", True):
+        return ""
+    from ..detectors.verdict import p_text, pct_text
+
+    rows = [r for r in check["rows"] if r["p_value"] <= check["level"]]
+    named = "; ".join(
+        f"{r['feature']} {pct_text(r['benchmark']['rate'])} of benchmark items, "
+        f"{pct_text(r['reference']['rate'])} of references (Fisher p = {p_text(r['p_value'])})"
+        for r in rows
+    )
+    return (
+        f"{named}. The stated error rate assumes references drawn like the benchmark items; "
+        "references from other subjects or writers can be flagged against, or flag, clean items "
+        "(docs/methods.md, 'What a valid reference set is')"
+    )

@@ -233,6 +233,83 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
     return rec
 
 
+LIKENESS_LEVEL = 0.05
+"""Family-wise level of :func:`reference_likeness` (Bonferroni over its rows)."""
+
+
+def reference_likeness(items: Sequence[MCQItem], references: Sequence[MCQItem]) -> dict[str, Any]:
+    """Are the reference items written like the benchmark items, in what their option orders
+    show? Per feature, the share of each set that has it and a two-sided Fisher exact test of
+    H0: the two sets have it at the same rate; rows are compared at :data:`LIKENESS_LEVEL`
+    over their number (Bonferroni). Features: options that refer to each other, a natural
+    published order (:func:`natural_order_reason`), and per writers' convention
+    (:data:`~contamscope.perturb.exchangeability.CONVENTIONS`) the share of the items with its
+    structure that are published in it. No model is involved.
+
+    The membership test's false-positive rate holds when references are drawn like the
+    benchmark items; the combined statistic reads the option-order gap, which a natural order
+    moves without a leak, so references ordered less conventionally than the benchmark make it
+    flag clean items. A row that differs says so; none differing is weak evidence with few
+    references.
+
+    >>> from contamscope.data import MCQItem
+    >>> bench = [MCQItem(f"b{i}", "q", ("1", "2", "3", "4")) for i in range(40)]
+    >>> refs = [MCQItem(f"r{i}", "q", ("3", "1", "4", "2")) for i in range(40)]
+    >>> check = reference_likeness(bench, refs)
+    >>> check["alike"], check["rows"][1]["feature"], check["rows"][1]["benchmark"]["rate"]
+    (False, 'natural option order', 1.0)
+    """
+    from scipy.stats import fisher_exact
+
+    from ..perturb.exchangeability import (
+        CONVENTIONS,
+        conventions_of,
+        natural_order_reason,
+        non_exchangeable_reason,
+    )
+
+    def shares(group: Sequence[MCQItem]) -> dict[str, tuple[int, int]]:
+        counts: dict[str, list[int]] = {"options refer to each other": [0, len(group)]}
+        counts["natural option order"] = [0, 0]
+        for name in CONVENTIONS:
+            counts[f"published in {name} order" if name == "alphabetical" else name] = [0, 0]
+        for it in group:
+            if non_exchangeable_reason(it.options) is not None:
+                counts["options refer to each other"][0] += 1
+                continue
+            counts["natural option order"][1] += 1
+            counts["natural option order"][0] += natural_order_reason(it.options) is not None
+            identity = tuple(range(it.n_options))
+            for name, orders in conventions_of(it.options).items():
+                key = f"published in {name} order" if name == "alphabetical" else name
+                counts[key][1] += 1
+                counts[key][0] += identity in orders
+        return {k: (v[0], v[1]) for k, v in counts.items()}
+
+    ours, theirs = shares(items), shares(references)
+    rows: list[dict[str, Any]] = []
+    for feature, (k, n) in ours.items():
+        kr, nr = theirs[feature]
+        if not n or not nr:
+            continue
+        _, p = fisher_exact([[k, n - k], [kr, nr - kr]], alternative="two-sided")
+        rows.append(
+            {
+                "feature": feature,
+                "benchmark": {"count": k, "of": n, "rate": k / n},
+                "reference": {"count": kr, "of": nr, "rate": kr / nr},
+                "p_value": float(min(1.0, p)),
+            }
+        )
+    level = LIKENESS_LEVEL / max(1, len(rows))
+    return {
+        "null_hypothesis": "per feature: benchmark and reference items have it at the same rate",
+        "level": level,
+        "alike": all(r["p_value"] > level for r in rows),
+        "rows": rows,
+    }
+
+
 def _order_requests(item: MCQItem, template: PromptTemplate) -> list[ScoreRequest]:
     """The permutation test's requests for ``item``: the original order first."""
     orders = option_orders(item.n_options, key=item.id)
@@ -390,6 +467,7 @@ def run_membership(
         "requests_from_cache": reused,
     }
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
+    summary["reference_check"] = reference_likeness(items, reference_items)
     run_dir.write_summary(summary)
     return MembershipOutcome(summary, run_dir.path, scored_now, len(wanted) - scored_now)
 
