@@ -375,3 +375,8 @@ def test_references_ordered_unlike_the_benchmark_are_named(
     assert rows_by["natural option order"]["p_value"] < check["level"]
     text = " ".join(got.stdout.split())
     assert "references unlike the benchmark: natural option order 100.0% of benchmark items" in text
+    rep = run_cli("report", str(out), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Are the references written like the benchmark?" in html
+    assert "<strong>the references differ</strong>" in html and "100.0% (16 of 16)" in html
