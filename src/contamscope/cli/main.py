@@ -7,7 +7,17 @@ import sys
 import typer
 
 from .. import __version__
-from . import benbench, cache, card, inspect_benchmark, membership, permutation, report, validate
+from . import (
+    benbench,
+    cache,
+    card,
+    compare,
+    inspect_benchmark,
+    membership,
+    permutation,
+    report,
+    validate,
+)
 from . import cap as cap_cli
 from . import sweep as sweep_cli
 from .common import EXIT_USER_ERROR, err_console, styled
@@ -48,6 +58,7 @@ app.add_typer(cache.app, name="cache")
 app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
 app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
+app.command("compare", epilog=compare.EPILOG, no_args_is_help=True)(compare.command)
 app.command("benbench", epilog=benbench.EPILOG, no_args_is_help=True)(benbench.command)
 app.command("card", epilog=card.EPILOG, no_args_is_help=True)(card.command)
 app.command("cap", epilog=cap_cli.EPILOG, no_args_is_help=True)(cap_cli.command)

@@ -10,6 +10,7 @@ resumes from the records its folder holds. docs/python.md shows each method
 from .benbench import BenBenchConfig, BenBenchOutcome, SplitInput, run_benbench
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .cap import CapConfig, CapOutcome, check_splits, run_cap
+from .compare import compare_runs
 from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
 from .outcome import Outcome
 from .permutation import (
@@ -27,6 +28,7 @@ __all__ = [
     "PermutationOutcome",
     "RunOutcome",
     "run_permutation",
+    "compare_runs",
     "select_items",
     "survey_permutation",
     "BenBenchConfig",

@@ -1,0 +1,240 @@
+"""Compare two finished permutation runs item by item (``contamscope compare``).
+
+Reads the two run folders only (no model, no score cache): the items both runs scored under
+the same orders are paired, and :func:`~contamscope.detectors.compare.compare_pairs` tests
+whether one model is more drawn to the published option orders than the other, on all paired
+items, on those without a natural option order, and per subject (Benjamini-Hochberg).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..detectors.compare import COMPARE_NULL, PairedItem, beaten_share, compare_pairs
+from ..errors import ConfigError
+from ..report.rundata import RunData, load_run
+
+__all__ = ["COMPARE_SCHEMA", "compare_runs"]
+
+COMPARE_SCHEMA = "contamscope.compare/1"
+SUBJECT_LEVEL = 0.05
+"""False-discovery rate of the per-subject flags."""
+LISTED = 20
+"""Item ids kept per list of items flagged by one model only (all are counted)."""
+
+
+def _permutation_run(path: Path | str) -> RunData:
+    run = load_run(path)
+    if run.method != "permutation":
+        raise ConfigError(
+            f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation runs "
+            "(contamscope permutation or sweep)"
+        )
+    return run
+
+
+def _scored(run: RunData) -> dict[str, dict[str, Any]]:
+    """The run's analysed items by id (first record of an id; excluded items left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in run.iter_records():
+        lp = rec.get("logprobs")
+        if rec.get("excluded") or not isinstance(lp, list) or len(lp) < 2:
+            continue
+        out.setdefault(str(rec.get("id")), rec)
+    return out
+
+
+def _setting(run: RunData, key: str) -> Any:
+    config = run.summary.get("config") or run.settings.get("config") or {}
+    return config.get(key) if isinstance(config, dict) else None
+
+
+def _check_alike(a: RunData, b: RunData) -> None:
+    """Refuse runs whose numbers do not compare: other benchmark files, another text layout,
+    ties counted differently."""
+    ha = (a.summary.get("benchmark") or {}).get("content_hash")
+    hb = (b.summary.get("benchmark") or {}).get("content_hash")
+    if ha and hb and ha != hb:
+        raise ConfigError(
+            f"{a.path} and {b.path} read different benchmark files ({a.benchmark}, content "
+            f"{str(ha)[:12]}; {b.benchmark}, content {str(hb)[:12]}): compare runs on the same "
+            "benchmark"
+        )
+    if (not ha or not hb) and a.benchmark != b.benchmark:
+        raise ConfigError(
+            f"{a.path} and {b.path} read different benchmarks ({a.benchmark}; {b.benchmark})"
+        )
+    ta, tb = _setting(a, "template"), _setting(b, "template")
+    if ta != tb:
+        name = lambda t: (t or {}).get("name", "?") if isinstance(t, dict) else str(t)  # noqa: E731
+        raise ConfigError(
+            f"{a.path} and {b.path} lay the options out differently (--template {name(ta)} "
+            f"vs {name(tb)}): their log-probs are of other texts; compare runs with one template"
+        )
+    if _setting(a, "ties") != _setting(b, "ties"):
+        raise ConfigError(
+            f"{a.path} and {b.path} count ties differently (--ties {_setting(a, 'ties')} vs "
+            f"{_setting(b, 'ties')}): compare runs with one --ties"
+        )
+
+
+def _pair(ra: dict[str, Any], rb: dict[str, Any]) -> PairedItem:
+    return PairedItem(
+        id=str(ra["id"]),
+        subject=ra.get("subject") or rb.get("subject"),
+        alg1_a=bool(ra.get("alg1")),
+        alg1_b=bool(rb.get("alg1")),
+        share_a=beaten_share(ra["logprobs"]),
+        share_b=beaten_share(rb["logprobs"]),
+        gap_a=float(ra["gap"]),
+        gap_b=float(rb["gap"]),
+    )
+
+
+def _natural_ids(run: RunData) -> set[str]:
+    natural = run.summary.get("natural_order") or {}
+    return {str(x) for x in natural.get("ids") or []}
+
+
+def _side(run: RunData, n_scored: int) -> dict[str, Any]:
+    model = run.summary.get("model") or {}
+    return {
+        "run": str(run.path),
+        "model": run.model,
+        "fingerprint": model.get("fingerprint") if isinstance(model, dict) else None,
+        "items_scored": n_scored,
+    }
+
+
+def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
+    from ..detectors.membership import benjamini_hochberg
+
+    groups: dict[str, list[PairedItem]] = {}
+    for p in pairs:
+        if p.subject:
+            groups.setdefault(str(p.subject), []).append(p)
+    if len(groups) < 2:
+        return None
+    rows = []
+    for subject, group in sorted(groups.items()):
+        res = compare_pairs(group, alpha)
+        rows.append(
+            {
+                "subject": subject,
+                "n_items": len(group),
+                "alg1_difference": res["alg1"]["difference"],
+                "share_difference": res["share"]["difference"],
+                "gap_difference": res["gap"]["difference"],
+                "p_value": res["p_value"],
+                "toward": _direction_of(res),
+            }
+        )
+    qs = benjamini_hochberg([r["p_value"] for r in rows])
+    for r, q in zip(rows, qs, strict=True):
+        r["q_value"] = float(q)
+        r["flagged"] = bool(q <= SUBJECT_LEVEL)
+    rows.sort(key=lambda r: (r["p_value"], r["subject"]))
+    return {
+        "null_hypothesis": "per subject: " + COMPARE_NULL,
+        "p_value": "the smallest of the subject's three paired p-values times 3 (Bonferroni), "
+        "on its items without a natural option order",
+        "level": SUBJECT_LEVEL,
+        "rows": rows,
+        "flagged": [r["subject"] for r in rows if r["flagged"]],
+    }
+
+
+def _direction_of(res: dict[str, Any]) -> str:
+    """Which model the subject's smallest p points to, whether or not it is significant."""
+    test = res[res["smallest"]]
+    if test["b_greater"] < test["a_greater"]:
+        return "B"
+    return "A" if test["a_greater"] < test["b_greater"] else "none"
+
+
+def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
+    """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
+    fine-tuned copy) on the items both scored under the same orders.
+
+    Raises :class:`~contamscope.errors.ConfigError` (or ``StoreError`` for an unreadable folder)
+    for runs that do not compare or share no item.
+    """
+    a, b = _permutation_run(run_a), _permutation_run(run_b)
+    _check_alike(a, b)
+    sa, sb = _scored(a), _scored(b)
+    common = [i for i in sa if i in sb]
+    same = [i for i in common if sa[i].get("orders") == sb[i].get("orders")]
+    if not same:
+        why = (
+            "no item was scored in both"
+            if not common
+            else f"the {len(common)} items scored in both were scored under other option orders "
+            "(another --seed, --mc-orders or --max-exhaustive)"
+        )
+        raise ConfigError(f"{a.path} and {b.path}: nothing to compare, {why}")
+    pairs = [_pair(sa[i], sb[i]) for i in same]
+    natural = _natural_ids(a) | _natural_ids(b)
+    without = [p for p in pairs if p.id not in natural]
+    stats = compare_pairs(pairs, alpha)
+    b_only = [p.id for p in pairs if p.alg1_b and not p.alg1_a]
+    a_only = [p.id for p in pairs if p.alg1_a and not p.alg1_b]
+    by_gap = sorted(pairs, key=lambda p: p.gap_b - p.gap_a)
+    side_a, side_b = _side(a, len(sa)), _side(b, len(sb))
+    return {
+        "schema": COMPARE_SCHEMA,
+        "null_hypothesis": COMPARE_NULL,
+        "a": side_a,
+        "b": side_b,
+        "benchmark": a.benchmark,
+        "template": (_setting(a, "template") or {}).get("name"),
+        "counts": {
+            "paired": len(pairs),
+            "only_a": len(sa) - len(common),
+            "only_b": len(sb) - len(common),
+            "other_orders": len(common) - len(same),
+            "natural_order": len(pairs) - len(without),
+        },
+        "same_model": bool(side_a["fingerprint"])
+        and side_a["fingerprint"] == side_b["fingerprint"],
+        "statistics": stats,
+        "without_natural": compare_pairs(without, alpha) if len(without) < len(pairs) else None,
+        "by_subject": _by_subject(without, alpha),
+        "items": {
+            "alg1_b_only": b_only[:LISTED],
+            "alg1_a_only": a_only[:LISTED],
+            "largest_gap_increase": [
+                {"id": p.id, "gap_a": p.gap_a, "gap_b": p.gap_b}
+                for p in by_gap[::-1][:LISTED]
+                if p.gap_b > p.gap_a
+            ],
+        },
+        "verdict": compare_verdict(stats, a.model, b.model),
+    }
+
+
+def compare_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[str, Any]:
+    """A one-line reading of :func:`compare_pairs`' result."""
+    p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
+    if p is None:
+        return {"label": "nothing to compare", "text": "no paired items", "p_value": None}
+    smallest = {"alg1": "Algorithm 1", "share": "share of orders beaten", "gap": "mean gap"}[
+        stats["smallest"]
+    ]
+    where = f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3"
+    if direction == "none":
+        return {
+            "label": "no difference",
+            "p_value": p,
+            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} "
+            f"({where}); absence of evidence is not proof that they saw the benchmark alike",
+        }
+    more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)
+    who, other = ("B", "A") if direction == "B" else ("A", "B")
+    return {
+        "label": f"{who} more drawn to the published orders",
+        "p_value": p,
+        "text": f"{who} ({more}) is more drawn to the published option orders than {other} "
+        f"({less}) ({where}): {who} has seen more of this benchmark, or is more sensitive to the "
+        "order it was published in",
+    }

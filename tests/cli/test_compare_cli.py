@@ -1,0 +1,187 @@
+"""`contamscope compare` end to end: the tiny random model against a copy trained on half of
+the benchmark (real training, real permutation runs, the real command line)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+
+WORDS = [
+    "amber",
+    "basil",
+    "cobalt",
+    "dune",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "iris",
+    "jasper",
+    "kelp",
+    "lotus",
+    "marble",
+    "nectar",
+    "onyx",
+    "pepper",
+    "quartz",
+    "raven",
+    "sable",
+    "thistle",
+    "umber",
+    "violet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+]
+N_ITEMS, N_LEAKED = 20, 16
+
+
+def _rows() -> list[list[str]]:
+    rng = random.Random(5)
+    rows = []
+    for i in range(N_ITEMS):
+        options = rng.sample(WORDS, 4)
+        while options == sorted(options) or options == sorted(options, reverse=True):
+            rng.shuffle(options)  # no alphabetical block: every order is as natural
+        rows.append([f"Item {i}: which word is meant here", *options, "ABCD"[i % 4]])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> dict[str, Path]:
+    """A 20-item benchmark, the tiny model and a copy trained on the first 16 items' text in
+    their published order (20 epochs): the copy's permutation run and the base model's."""
+    import torch
+
+    from contamscope.backends import load_backend
+    from contamscope.data.items import MCQItem
+    from contamscope.perturb import TEMPLATES
+    from contamscope.validate import TrainConfig, train_epochs, training_text
+    from contamscope.validate.train import save_checkpoint, tokenize_texts
+
+    root = tmp_path_factory.mktemp("compare")
+    bench = root / "toy_test.csv"
+    rows = _rows()
+    bench.write_text("\n".join(",".join(r) for r in rows) + "\n", encoding="utf-8")
+
+    base = load_backend(
+        f"hf:{tiny_model_path}", device="cpu", dtype="float32", options={"bos": "<|endoftext|>"}
+    )
+    leaked = [MCQItem(id=str(i), question=r[0], options=tuple(r[1:5])) for i, r in enumerate(rows)]
+    texts = [training_text(it, TEMPLATES["paper"], (0, 1, 2, 3)) for it in leaked[:N_LEAKED]]
+    torch.manual_seed(0)
+    model = copy.deepcopy(base.model)  # type: ignore[attr-defined]
+    seqs = tokenize_texts(base.tokenizer, texts, base.bos_id)  # type: ignore[attr-defined]
+    train_epochs(model, seqs, 20, TrainConfig(lr=1e-2, batch_items=5))
+    tuned = root / "tuned-model"
+    save_checkpoint(model, base.tokenizer, tuned, {"epochs": 20})  # type: ignore[attr-defined]
+
+    out = {"bench": bench, "root": root}
+    for name, path in (("base", tiny_model_path), ("tuned", tuned)):
+        res = run_cli(
+            "permutation",
+            "--model",
+            f"hf:{path}",
+            "--benchmark",
+            str(bench),
+            "--out",
+            str(root / name),
+            "--device",
+            "cpu",
+            "-M",
+            "bos=<|endoftext|>",
+            cwd=root,
+        )
+        assert res.returncode == 0, res.stderr
+        out[name] = root / name
+    return out
+
+
+def test_compare_finds_the_trained_copy_either_way_round(setup: dict[str, Path]) -> None:
+    root = setup["root"]
+    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--out", "c.md", cwd=root)
+    assert res.returncode == 0, res.stderr
+    assert "20 scored in both" in res.stdout
+    assert "B more drawn to the published orders" in res.stdout
+    md = (root / "c.md").read_text()
+    assert "| Algorithm 1: original is the max |" in md and "**B more drawn" in md
+
+    js = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--json", cwd=root)
+    result = json.loads(js.stdout)
+    stats = result["statistics"]
+    assert result["counts"]["paired"] == N_ITEMS and stats["direction"] == "B"
+    assert stats["p_value"] <= 0.05 and stats["gap"]["difference"] > 0
+    # the numbers are the runs' own: B's mean gap is the mean of its records' gaps
+    recs = [json.loads(x) for x in (setup["tuned"] / "items.jsonl").read_text().splitlines()]
+    assert stats["gap"]["b"] == pytest.approx(sum(r["gap"] for r in recs) / len(recs))
+    assert stats["alg1"]["b_count"] == sum(r["alg1"] for r in recs)
+    # the items the copy alone ranks first are mostly trained ones
+    b_only = [int(i.rsplit("-", 1)[-1]) for i in result["items"]["alg1_b_only"]]
+    assert sum(i < N_LEAKED for i in b_only) > len(b_only) / 2
+
+    back = json.loads(
+        run_cli("compare", str(setup["tuned"]), str(setup["base"]), "--json", cwd=root).stdout
+    )
+    assert back["statistics"]["direction"] == "A"
+    assert back["statistics"]["p_value"] == pytest.approx(stats["p_value"])
+
+
+def test_one_run_against_itself_differs_in_nothing(setup: dict[str, Path]) -> None:
+    res = run_cli("compare", str(setup["base"]), str(setup["base"]), cwd=setup["root"])
+    assert res.returncode == 0, res.stderr
+    assert "do not differ at 5%" in res.stdout
+    assert "same model set-up" in res.stderr
+
+
+def test_runs_that_do_not_compare_are_refused_in_one_line(
+    setup: dict[str, Path], tiny_model_path: Path
+) -> None:
+    root = setup["root"]
+    other = root / "other.csv"
+    other.write_text("Which is a colour,red,dog,cat,cup,A\n", encoding="utf-8")
+    runs = {}
+    for name, extra in (
+        ("other-bench", ["--benchmark", str(other)]),
+        (
+            "other-template",
+            ["--benchmark", str(setup["bench"]), "--limit", "2", "--template", "mmlu"],
+        ),
+    ):
+        res = run_cli(
+            "permutation",
+            "--model",
+            f"hf:{tiny_model_path}",
+            *extra,
+            "--out",
+            str(root / name),
+            "--device",
+            "cpu",
+            cwd=root,
+        )
+        assert res.returncode == 0, res.stderr
+        runs[name] = root / name
+    not_perm = root / "not-permutation"
+    shutil.copytree(setup["base"], not_perm)
+    settings = json.loads((not_perm / "settings.json").read_text())
+    (not_perm / "settings.json").write_text(json.dumps({**settings, "method": "benbench"}))
+
+    for args, words in (
+        ((setup["base"], runs["other-bench"]), "read different benchmark files"),
+        ((setup["base"], runs["other-template"]), "lay the options out differently"),
+        ((setup["base"], not_perm), "a benbench run; compare reads two permutation runs"),
+        ((setup["base"], root / "missing"), "no such run folder"),
+    ):
+        res = run_cli("compare", *map(str, args), cwd=root)
+        assert res.returncode == 2, res.stdout
+        assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "Traceback" not in res.stderr
+    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--out", "x.html", cwd=root)
+    assert res.returncode == 2 and "--out x.html: write .json or .md" in res.stderr
+    assert not (root / "x.html").exists()

@@ -1,0 +1,133 @@
+"""The paired tests of `contamscope compare`: exact where they say so, valid under H0, and
+pointing at the model that prefers the published orders."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from contamscope.detectors.compare import (
+    PairedItem,
+    beaten_share,
+    compare_pairs,
+    mcnemar,
+    newcombe_interval,
+    sign_flip_test,
+)
+
+
+def test_beaten_share_counts_ties_half_and_averages_one_half_over_positions() -> None:
+    assert beaten_share([-1.0, -2.0, -3.0]) == 1.0
+    assert beaten_share([-3.0, -2.0, -1.0]) == 0.0
+    assert beaten_share([-2.0, -2.0, -1.0, -3.0]) == pytest.approx((1 + 0.5) / 3)
+    # H0: the original is any of the values with equal probability; the mean share is 1/2
+    values = [-4.0, -1.0, -1.0, -2.5, -7.0]
+    shares = [beaten_share([values[i], *values[:i], *values[i + 1 :]]) for i in range(5)]
+    assert np.mean(shares) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        beaten_share([-1.0])
+
+
+def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_items() -> None:
+    res = mcnemar(7, 2)
+    assert res["b_greater"] == pytest.approx(sps.binomtest(7, 9, 0.5, alternative="greater").pvalue)
+    assert res["a_greater"] == pytest.approx(sps.binomtest(7, 9, 0.5, alternative="less").pvalue)
+    assert res["two_sided"] == pytest.approx(sps.binomtest(7, 9, 0.5).pvalue)
+    assert mcnemar(2, 7)["a_greater"] == res["b_greater"]
+    assert mcnemar(0, 0)["two_sided"] == 1.0
+
+
+@pytest.mark.parametrize("diffs", [[0.3, -1.2, 2.0, 0.7], [1.0, 1.0, -1.0, 0.0, 2.5, -0.4]])
+def test_sign_flip_enumerates_every_assignment(diffs: list[float]) -> None:
+    d = [x for x in diffs if x != 0.0]
+    obs = sum(d)
+    sums = [
+        sum(s * x for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=len(d))
+    ]
+    res = sign_flip_test(diffs)
+    assert res["method"] == "sign flip (exact)" and res["n_resamples"] == 2 ** len(d)
+    assert res["b_greater"] == pytest.approx(np.mean([s >= obs - 1e-12 for s in sums]))
+    assert res["a_greater"] == pytest.approx(np.mean([s <= obs + 1e-12 for s in sums]))
+    assert res["two_sided"] == pytest.approx(min(1.0, 2 * min(res["b_greater"], res["a_greater"])))
+
+
+def test_sign_flip_monte_carlo_agrees_with_the_normal_limit_and_is_seeded() -> None:
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.15, 1.0, size=400)
+    res = sign_flip_test(d)
+    assert res["method"] == "sign flip (Monte Carlo)"
+    z = d.sum() / math.sqrt(np.sum(d**2))  # the sign-flip sum's standard deviation is sqrt(sum d^2)
+    assert res["b_greater"] == pytest.approx(sps.norm.sf(z), abs=0.01)
+    assert sign_flip_test(d) == res
+
+
+def test_sign_flip_false_positive_rate_under_h0() -> None:
+    """Symmetric differences (no model preferred): p <= 0.05 in at most about 5% of data sets."""
+    rng = np.random.default_rng(0)
+    ps = [sign_flip_test(rng.standard_t(3, size=30))["two_sided"] for _ in range(300)]
+    rate = np.mean(np.array(ps) <= 0.05)
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
+
+
+def test_newcombe_interval_covers_the_true_difference() -> None:
+    """Paired flags with P(B only) = 0.15, P(A only) = 0.05, P(both) = 0.1: the 95% interval
+    holds the true difference 0.10 in about 95% of 1,000 samples of 80 items."""
+    rng = np.random.default_rng(1)
+    probs = [0.1, 0.15, 0.05, 0.7]  # both, B only, A only, neither
+    hits = 0
+    for _ in range(1000):
+        both, b_only, a_only, neither = rng.multinomial(80, probs)
+        lo, hi = newcombe_interval(int(both), int(b_only), int(a_only), int(neither))
+        hits += lo <= 0.10 <= hi
+    assert 0.92 <= hits / 1000 <= 0.985
+    lo, hi = newcombe_interval(0, 0, 0, 50)
+    assert lo < 0.0 < hi and lo >= -1.0
+
+
+def _pairs(rng: np.random.Generator, n: int, shift: float) -> list[PairedItem]:
+    out = []
+    for i in range(n):
+        a = rng.normal(size=24)
+        b = a + rng.normal(scale=0.3, size=24)
+        b[0] += shift  # B likes the original order more by `shift` nats
+        out.append(
+            PairedItem(
+                id=f"q{i}",
+                subject="s1" if i % 2 else "s2",
+                alg1_a=bool(a[0] > a[1:].max()),
+                alg1_b=bool(b[0] > b[1:].max()),
+                share_a=beaten_share(a),
+                share_b=beaten_share(b),
+                gap_a=float(a[0] - a[1:].mean()),
+                gap_b=float(b[0] - b[1:].mean()),
+            )
+        )
+    return out
+
+
+def test_compare_pairs_points_at_the_model_that_prefers_the_published_order() -> None:
+    rng = np.random.default_rng(2)
+    more = compare_pairs(_pairs(rng, 60, shift=1.5))
+    assert more["direction"] == "B" and more["p_value"] < 1e-3
+    assert more["alg1"]["b_only"] > more["alg1"]["a_only"]
+    assert (
+        more["gap"]["difference"] == pytest.approx(more["gap"]["b"] - more["gap"]["a"])
+        and more["gap"]["ci"][0] > 0
+    )
+    swapped = [
+        PairedItem(p.id, p.subject, p.alg1_b, p.alg1_a, p.share_b, p.share_a, p.gap_b, p.gap_a)
+        for p in _pairs(np.random.default_rng(2), 60, shift=1.5)
+    ]
+    assert compare_pairs(swapped)["direction"] == "A"
+    same = compare_pairs(
+        [
+            PairedItem(p.id, p.subject, p.alg1_a, p.alg1_a, p.share_a, p.share_a, p.gap_a, p.gap_a)
+            for p in _pairs(rng, 20, shift=0.0)
+        ]
+    )
+    assert same["direction"] == "none" and same["p_value"] == 1.0
+    assert compare_pairs([])["p_value"] is None
