@@ -182,6 +182,34 @@ def test_runs_that_do_not_compare_are_refused_in_one_line(
         assert res.returncode == 2, res.stdout
         assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert "Traceback" not in res.stderr
-    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--out", "x.html", cwd=root)
-    assert res.returncode == 2 and "--out x.html: write .json or .md" in res.stderr
-    assert not (root / "x.html").exists()
+    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--out", "x.txt", cwd=root)
+    assert res.returncode == 2 and "--out x.txt: write .json, .md or .html" in res.stderr
+    assert not (root / "x.txt").exists()
+
+
+def test_compare_page_in_a_browser(setup: dict[str, Path]) -> None:
+    from contamscope.report.browser import check_page, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("chromium not installed (Debian package 'chromium'; .ci/run installs it)")
+    root = setup["root"]
+    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "-o", "c.html", cwd=root)
+    assert res.returncode == 0, res.stderr
+    page = check_page(
+        root / "c.html",
+        probes={
+            "figures": 'document.querySelectorAll("svg.fig").length',
+            "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
+            "count": 'document.querySelector("#items .tbl-count").textContent',
+            "verdict": 'document.querySelector(".verdict strong").textContent',
+            "search": """(() => { const i = document.querySelector('#items input');
+                i.value = 'toy_test-3'; i.dispatchEvent(new Event('input'));
+                return document.querySelectorAll('#items tbody tr').length; })()""",
+        },
+    )
+    assert page.errors == []
+    assert page.probes["figures"] == 2
+    assert page.probes["sections"] == ["verdict", "evidence", "items", "provenance"]
+    assert page.probes["count"] == f"{N_ITEMS} of {N_ITEMS} rows"
+    assert page.probes["verdict"] == "B more drawn to the published orders"
+    assert page.probes["search"] == 1

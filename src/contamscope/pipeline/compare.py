@@ -210,6 +210,20 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
             ],
         },
         "verdict": compare_verdict(stats, a.model, b.model),
+        "paired_items": [
+            {
+                "id": p.id,
+                "subject": p.subject,
+                "natural_order": p.id in natural,
+                "alg1_a": p.alg1_a,
+                "alg1_b": p.alg1_b,
+                "share_a": p.share_a,
+                "share_b": p.share_b,
+                "gap_a": p.gap_a,
+                "gap_b": p.gap_b,
+            }
+            for p in pairs
+        ],
     }
 
 
