@@ -179,7 +179,9 @@ def _figures(items: list[dict[str, Any]]) -> list[str]:
         ax.axvline(mean, color=HIGHLIGHT, lw=2, label=f"mean ({mean:+.2f})")
         ax.set(xlabel="gap of B − gap of A (nats)", ylabel="items")
         ax.yaxis.get_major_locator().set_params(integer=True)
-        ax.set_title("Gap differences (right of 0: B favours the published order more)", fontsize=10)
+        ax.set_title(
+            "Gap differences (right of 0: B favours the published order more)", fontsize=10
+        )
         ax.legend(fontsize=8)
         figs.append(to_svg(fig, "histogram of gap differences, B minus A"))
     return figs
