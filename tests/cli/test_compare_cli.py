@@ -213,3 +213,54 @@ def test_compare_page_in_a_browser(setup: dict[str, Path]) -> None:
     assert page.probes["count"] == f"{N_ITEMS} of {N_ITEMS} rows"
     assert page.probes["verdict"] == "B more drawn to the published orders"
     assert page.probes["search"] == 1
+
+
+def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
+    setup: dict[str, Path],
+) -> None:
+    """A run of the first 6 items pairs 6 (14 only in A); a run whose orders were drawn (4
+    options above --max-exhaustive 3) pairs none and is refused, naming why."""
+    root = setup["root"]
+    for name, extra in (
+        ("first-six", ["--limit", "6"]),
+        ("drawn-orders", ["--limit", "4", "--max-exhaustive", "3", "--mc-orders", "10"]),
+    ):
+        res = run_cli(
+            "permutation",
+            "--model",
+            f"hf:{setup['tuned'].parent / 'tuned-model'}",
+            "--benchmark",
+            str(setup["bench"]),
+            *extra,
+            "--out",
+            str(root / name),
+            "--device",
+            "cpu",
+            "-M",
+            "bos=<|endoftext|>",
+            cwd=root,
+        )
+        assert res.returncode == 0, res.stderr
+    res = run_cli("compare", str(setup["base"]), str(root / "first-six"), "--json", cwd=root)
+    assert res.returncode == 0, res.stderr
+    counts = json.loads(res.stdout)["counts"]
+    assert counts == {
+        "paired": 6,
+        "only_a": N_ITEMS - 6,
+        "only_b": 0,
+        "other_orders": 0,
+        "natural_order": 0,
+    }
+    # B's six are the tuned model's, scored again in other batches: the full run's numbers to
+    # float32 rounding
+    six = json.loads(res.stdout)["paired_items"]
+    full = json.loads(
+        run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--json", cwd=root).stdout
+    )["paired_items"]
+    for got, want in zip(six, full[:6], strict=False):
+        assert got["id"] == want["id"] and got["alg1_b"] == want["alg1_b"]
+        assert got["gap_b"] == pytest.approx(want["gap_b"], abs=1e-3)
+        assert got["share_b"] == pytest.approx(want["share_b"], abs=0.05)
+    res = run_cli("compare", str(setup["base"]), str(root / "drawn-orders"), cwd=root)
+    assert res.returncode == 2
+    assert "nothing to compare, the 4 items scored in both were scored under other" in res.stderr
