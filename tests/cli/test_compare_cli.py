@@ -54,6 +54,25 @@ def _rows() -> list[list[str]]:
     return rows
 
 
+def _permutation(model: Path, out: Path, *extra: str) -> None:
+    """A permutation run of ``model`` (BOS <|endoftext|>, CPU) into ``out``; ``extra`` adds
+    --benchmark and the selection."""
+    res = run_cli(
+        "permutation",
+        "--model",
+        f"hf:{model}",
+        *extra,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "-M",
+        "bos=<|endoftext|>",
+        cwd=out.parent,
+    )
+    assert res.returncode == 0, res.stderr
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> dict[str, Path]:
     """A 20-item benchmark, the tiny model and a copy trained on the first 16 items' text in
@@ -85,21 +104,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> di
 
     out = {"bench": bench, "root": root}
     for name, path in (("base", tiny_model_path), ("tuned", tuned)):
-        res = run_cli(
-            "permutation",
-            "--model",
-            f"hf:{path}",
-            "--benchmark",
-            str(bench),
-            "--out",
-            str(root / name),
-            "--device",
-            "cpu",
-            "-M",
-            "bos=<|endoftext|>",
-            cwd=root,
-        )
-        assert res.returncode == 0, res.stderr
+        _permutation(path, root / name, "--benchmark", str(bench))
         out[name] = root / name
     return out
 
@@ -154,18 +159,7 @@ def test_runs_that_do_not_compare_are_refused_in_one_line(
             ["--benchmark", str(setup["bench"]), "--limit", "2", "--template", "mmlu"],
         ),
     ):
-        res = run_cli(
-            "permutation",
-            "--model",
-            f"hf:{tiny_model_path}",
-            *extra,
-            "--out",
-            str(root / name),
-            "--device",
-            "cpu",
-            cwd=root,
-        )
-        assert res.returncode == 0, res.stderr
+        _permutation(tiny_model_path, root / name, *extra)
         runs[name] = root / name
     not_perm = root / "not-permutation"
     shutil.copytree(setup["base"], not_perm)
@@ -225,22 +219,7 @@ def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
         ("first-six", ["--limit", "6"]),
         ("drawn-orders", ["--limit", "4", "--max-exhaustive", "3", "--mc-orders", "10"]),
     ):
-        res = run_cli(
-            "permutation",
-            "--model",
-            f"hf:{setup['tuned'].parent / 'tuned-model'}",
-            "--benchmark",
-            str(setup["bench"]),
-            *extra,
-            "--out",
-            str(root / name),
-            "--device",
-            "cpu",
-            "-M",
-            "bos=<|endoftext|>",
-            cwd=root,
-        )
-        assert res.returncode == 0, res.stderr
+        _permutation(root / "tuned-model", root / name, "--benchmark", str(setup["bench"]), *extra)
     res = run_cli("compare", str(setup["base"]), str(root / "first-six"), "--json", cwd=root)
     assert res.returncode == 0, res.stderr
     counts = json.loads(res.stdout)["counts"]
