@@ -21,7 +21,7 @@ def ray_cluster() -> Iterator[Any]:
 
 def _write_bench(path: Path, n: int) -> Path:
     rows = [
-        f"Question number {i} about topic {i % 7}?,first {i},second {i * 3},third,fourth {i % 5},A"
+        f"Question number {i} about topic {i % 7}?,red {i},blue {i * 3},green,pink {i % 5},A"
         for i in range(n)
     ]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
