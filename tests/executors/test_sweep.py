@@ -251,3 +251,32 @@ def test_dry_run_names_each_pairs_state_and_orders_and_writes_nothing(
     # options a real run would refuse are refused here too
     other = _sweep(two_models, [bench], out, "--dry-run", "--limit", "2")
     assert other.returncode == 2 and "other options" in other.stderr
+
+
+def test_baseline_compares_every_other_model_with_it_per_benchmark(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """--baseline: after the pairs, each other model is compared with the baseline on each
+    benchmark (compare.md, one page per comparison). The two folders hold the same weights, so
+    every paired difference is 0 and the comparison finds none."""
+    benches = [write_bench(tmp_path / f"b{i}_test.csv", 5) for i in range(2)]
+    out = tmp_path / "sweep"
+    wrong = _sweep(two_models, benches, out, "--baseline", "smollm2")
+    assert wrong.returncode == 2 and "--baseline smollm2: not one of --models" in wrong.stderr
+    assert not out.exists()
+
+    dry = _sweep(two_models, benches, out, "--baseline", two_models[0], "--dry-run")
+    assert dry.returncode == 0 and "then compares 1 other model with the baseline" in dry.stdout
+    assert not out.exists()
+
+    res = _sweep(two_models, benches, out, "--baseline", two_models[0])
+    assert res.returncode == 0, res.stderr
+    table = (out / "compare.md").read_text(encoding="utf-8")
+    rows = [ln for ln in table.splitlines() if ln.startswith(f"| {two_models[1]} |")]
+    assert len(rows) == 2 and all("| no difference |" in r for r in rows)
+    assert all(f"| {b} | 5 | +0.0% | +0.000 | 1 | 1 |" in t for b, t in zip(benches, rows))
+    pages = sorted((out / "compare").glob("*.html"))
+    assert [p.stem for p in pages] == sorted(
+        p.name for p in out.iterdir() if p.is_dir() and p.name.startswith("tiny-b")
+    )
+    assert "Compared with the baseline" in res.stdout

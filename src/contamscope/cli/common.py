@@ -160,11 +160,11 @@ def name_option(message: str, kw: dict[str, Any]) -> str:
 
 
 def _normalize_model_specs(kw: dict[str, Any]) -> None:
-    """``--model``, ``--paraphraser`` and sweep's ``--models`` naming a local model folder or
+    """``--model``, ``--paraphraser`` and sweep's ``--models`` and ``--baseline`` naming a local model folder or
     ``.gguf`` file without ``hf:`` read as ``hf:PATH`` (stored so in the run folder)."""
     from ..backends.registry import normalize_model_spec
 
-    for key in ("model", "paraphraser"):
+    for key in ("model", "paraphraser", "baseline"):
         if isinstance(kw.get(key), str):
             kw[key] = normalize_model_spec(kw[key])
     if isinstance(kw.get("models"), str):

@@ -134,6 +134,13 @@ def command(
         None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
     ),
     report: bool = typer.Option(False, "--report", help="Also write each run's HTML report."),
+    baseline: str | None = typer.Option(
+        None,
+        "--baseline",
+        help="One of --models (e.g. the base model of fine-tuned copies): at the end, compare "
+        "every other model with it on each benchmark, item by item (contamscope compare; "
+        "Holm over the comparisons); writes OUT/compare.md and OUT/compare/*.html.",
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start every pair afresh (and accept changed options)."
     ),
@@ -232,6 +239,12 @@ def run(**kw: Any) -> None:
     for b in benchmarks:  # a typo in the last benchmark is found before hours of scoring
         check_benchmark_spec(b, split=kw["split"], format=kw["fmt"])
     out: Path = kw["out"]
+    if kw.get("baseline") is not None and kw["baseline"] not in models:
+        raise ConfigError(f"--baseline {kw['baseline']}: not one of --models ({', '.join(models)})")
+    if kw.get("baseline") is not None and len(models) < 2:
+        raise ConfigError(
+            "--baseline: give at least one other model in --models to compare with it"
+        )
     jobs = plan_jobs(models, benchmarks, out)
     if kw["subjects"]:  # a benchmark without those subjects failed only after the others ran
         from .permutation import load_for
@@ -241,6 +254,12 @@ def run(**kw: Any) -> None:
     shared = {k: kw[k] for k in SHARED}
     if kw["dry_run"]:
         _dry_run(jobs, kw, shared)
+        if kw.get("baseline") is not None:
+            console.print(
+                f"then compares {plural(len(models) - 1, 'other model')} with the baseline "
+                f"{kw['baseline']} on each benchmark ({out / 'compare.md'})",
+                highlight=False,
+            )
         return
     held = RunDir(out).hold()  # two sweeps on one folder ran each other's pairs as failed
     _check_manifest(out, shared, kw["overwrite"])
@@ -288,6 +307,8 @@ def run(**kw: Any) -> None:
     failed = [(j, s) for j, s in status.items() if s.startswith("failed")]
     if finished:
         _leaderboard(finished, out, failed)
+    if kw.get("baseline") is not None:
+        _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
     others = sorted(
         p.parent for p in out.glob("*/summary.json") if p.parent not in {j.run_dir for j in jobs}
     )
@@ -435,3 +456,61 @@ def _leaderboard(run_dirs: list[Path], out: Path, failed: list[tuple[Job, str]])
         )
         return
     console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")
+
+
+def _compare_with_baseline(jobs: list[Job], finished: set[Path], baseline: str, out: Path) -> None:
+    """Compare each model's finished pair with the baseline's on the same benchmark (paired
+    tests of :mod:`contamscope.pipeline.compare`), Holm-adjust the verdicts' p-values over all
+    comparisons, print and write OUT/compare.md, and one page per comparison in OUT/compare/."""
+    from ..detectors.cap import holm
+    from ..paths import write_text_atomic
+    from ..pipeline.compare import compare_runs
+    from ..report.compare import write_compare
+
+    base = {j.benchmark: j for j in jobs if j.model == baseline and j.run_dir in finished}
+    done: list[tuple[Job, dict[str, Any]]] = []
+    for j in jobs:
+        if j.model == baseline or j.run_dir not in finished or j.benchmark not in base:
+            continue
+        try:
+            result = compare_runs(base[j.benchmark].run_dir, j.run_dir)
+        except ContamscopeError as exc:
+            err_console.print(
+                styled("yellow", "not compared:", f" {j.model} on {j.benchmark}: {exc}"),
+                highlight=False,
+            )
+            continue
+        write_compare(result, out / "compare" / f"{j.run_dir.name}.html")
+        done.append((j, result))
+    if not done:
+        console.print(f"compare: no model could be compared with the baseline {baseline}")
+        return
+    adjusted = holm([r["statistics"]["p_value"] for _, r in done])
+    lines = [
+        f"# Compared with the baseline {baseline}",
+        "",
+        "Each model (B) against the baseline (A) on the same items: is B more drawn to the "
+        "published option orders? H0: on every item the two models are equally drawn to the "
+        "published order. p: the smallest of three paired tests x 3; Holm: adjusted over the "
+        f"{len(done)} comparisons (family-wise error at most 5%).",
+        "",
+        "| model | benchmark | items | Algorithm 1, B - A | gap, B - A (nats) | p | Holm | verdict | page |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for (j, r), p_holm in zip(done, adjusted, strict=True):
+        st = r["statistics"]
+        toward = st["direction"] if p_holm <= st["alpha"] else "none"
+        label = {
+            "B": "more drawn than the baseline",
+            "A": "less drawn than the baseline",
+            "none": "no difference",
+        }[toward]
+        lines.append(
+            f"| {j.model} | {j.benchmark} | {r['counts']['paired']} | "
+            f"{st['alg1']['difference']:+.1%} | {st['gap']['difference']:+.3f} | "
+            f"{st['p_value']:.3g} | {p_holm:.3g} | {label} | compare/{j.run_dir.name}.html |"
+        )
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(out / "compare.md", text)
+    console.print(text, highlight=False, markup=False)
+    console.print(f"comparisons: {out / 'compare.md'} and {out / 'compare'}/", highlight=False)
