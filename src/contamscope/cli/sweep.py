@@ -492,7 +492,7 @@ def _compare_with_baseline(jobs: list[Job], finished: set[Path], baseline: str, 
         "Each model (B) against the baseline (A) on the same items: is B more drawn to the "
         "published option orders? H0: on every item the two models are equally drawn to the "
         "published order. p: the smallest of three paired tests x 3; Holm: adjusted over the "
-        f"{len(done)} comparisons (family-wise error at most 5%).",
+        f"{plural(len(done), 'comparison')} (family-wise error at most 5%).",
         "",
         "| model | benchmark | items | Algorithm 1, B - A | gap, B - A (nats) | p | Holm | verdict | page |",
         "|---|---|---:|---:|---:|---:|---:|---|---|",
