@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from cli_runner import run_cli
+from toy_rows import sorted_and_shuffled
 
 ROWS = [
     "How many legs has a spider?,4,6,8,10,C",
@@ -122,18 +123,8 @@ def test_measure_loads_the_model_and_estimates_the_time(
 
 def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
     """References of the benchmark's kind but ordered otherwise: named before any scoring."""
-    import random
-
-    rng = random.Random(2)
     bench, ref = tmp_path / "sorted_test.csv", tmp_path / "fresh.csv"
-    rows, refs = [], []
-    for i in range(20):
-        values = sorted(rng.sample(range(1, 99), 4))
-        rows.append(f"How many units in case {i}?," + ",".join(map(str, values)) + ",A")
-        values = rng.sample(range(1, 99), 4)
-        while values in (sorted(values), sorted(values, reverse=True)):
-            rng.shuffle(values)
-        refs.append(f"How many parts in crate {i}?," + ",".join(map(str, values)) + ",B")
+    rows, refs = sorted_and_shuffled(20, seed=2)
     refs.append(rows[0])  # a benchmark item among the references: left out, as membership does
     bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
     ref.write_text("\n".join(refs) + "\n", encoding="utf-8")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from cli_runner import run_cli
+from toy_rows import sorted_and_shuffled
 from typer.testing import CliRunner
 
 from contamscope.backends.base import Capabilities
@@ -352,16 +353,8 @@ def test_references_ordered_unlike_the_benchmark_are_named(
     """References whose options follow no convention, against a benchmark whose numbers are
     sorted: the reference check says so (the combined test would read the difference as
     familiarity)."""
-    rng = random.Random(1)
     bench, ref = tmp_path / "sorted_test.csv", tmp_path / "shuffled.csv"
-    rows, refs = [], []
-    for i in range(16):
-        values = sorted(rng.sample(range(1, 99), 4))
-        rows.append(f"How many units in case {i}?," + ",".join(map(str, values)) + ",A")
-        values = rng.sample(range(1, 99), 4)
-        while values in (sorted(values), sorted(values, reverse=True)):
-            rng.shuffle(values)
-        refs.append(f"How many parts in crate {i}?," + ",".join(map(str, values)) + ",B")
+    rows, refs = sorted_and_shuffled(16, seed=1)
     bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
     ref.write_text("\n".join(refs) + "\n", encoding="utf-8")
     out = tmp_path / "run"

@@ -23,6 +23,7 @@ from .common import (
 from .permutation import (
     BENCHMARK_OPT,
     DEVICE_OPT,
+    DROP_REPEATS_OPT,
     DTYPE_OPT,
     FIELDS_OPT,
     FORMAT_OPT,
@@ -72,12 +73,7 @@ def command(
         "--include-non-exchangeable",
         help="Count items whose options refer to each other ('All of the above') as scored.",
     ),
-    drop_repeats: bool = typer.Option(
-        False,
-        "--drop-repeats",
-        help="Leave out items repeating an earlier item's question and options (before "
-        "--limit/--sample).",
-    ),
+    drop_repeats: bool = DROP_REPEATS_OPT,
     reference: str | None = typer.Option(
         None,
         "--reference",

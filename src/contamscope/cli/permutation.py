@@ -103,6 +103,12 @@ DTYPE_OPT = typer.Option(
     "--dtype",
     help="auto (bfloat16 on GPU, float32 on CPU), float32, bfloat16, float16.",
 )
+DROP_REPEATS_OPT = typer.Option(
+    False,
+    "--drop-repeats",
+    help="Leave out items repeating an earlier item's question and options (before "
+    "--limit/--sample); by default they are kept and counted, as in the paper.",
+)
 STRICT_OPT = typer.Option(
     False, "--strict", help="Fail on the first malformed row instead of skipping it."
 )
@@ -160,12 +166,7 @@ def command(
         "--include-non-exchangeable",
         help="Also score items whose options refer to each other ('All of the above').",
     ),
-    drop_repeats: bool = typer.Option(
-        False,
-        "--drop-repeats",
-        help="Leave out items repeating an earlier item's question and options (before "
-        "--limit/--sample); by default they are kept and counted, as in the paper.",
-    ),
+    drop_repeats: bool = DROP_REPEATS_OPT,
     device: str = DEVICE_OPT,
     dtype: str = DTYPE_OPT,
     model_opt: list[str] | None = typer.Option(

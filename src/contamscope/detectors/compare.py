@@ -36,6 +36,7 @@ __all__ = [
     "PairedItem",
     "beaten_share",
     "compare_pairs",
+    "leaning",
     "mcnemar",
     "newcombe_interval",
     "sign_flip_test",
@@ -197,10 +198,12 @@ def _mean_ci(d: NDArray[np.float64]) -> list[float] | None:
     return [m - half, m + half]
 
 
-def _direction(p: dict[str, Any]) -> str:
-    if p["b_greater"] < p["a_greater"]:
+def leaning(test: dict[str, Any]) -> str:
+    """Which model a paired test's one-sided p-values point to ("B", "A", or "none" when
+    equal), whether or not it is significant."""
+    if test["b_greater"] < test["a_greater"]:
         return "B"
-    if p["a_greater"] < p["b_greater"]:
+    if test["a_greater"] < test["b_greater"]:
         return "A"
     return "none"
 
@@ -254,5 +257,5 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
     p = min(1.0, len(STATISTICS) * out[smallest]["two_sided"])
     out["p_value"] = p
     out["smallest"] = smallest
-    out["direction"] = _direction(out[smallest]) if p <= alpha else "none"
+    out["direction"] = leaning(out[smallest]) if p <= alpha else "none"
     return out

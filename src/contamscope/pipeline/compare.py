@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..detectors.compare import COMPARE_NULL, PairedItem, beaten_share, compare_pairs
+from ..detectors.compare import COMPARE_NULL, PairedItem, beaten_share, compare_pairs, leaning
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run
 
@@ -50,6 +50,10 @@ def _setting(run: RunData, key: str) -> Any:
     return config.get(key) if isinstance(config, dict) else None
 
 
+def _template_name(template: Any) -> str:
+    return str(template.get("name", "?")) if isinstance(template, dict) else str(template)
+
+
 def _check_alike(a: RunData, b: RunData) -> None:
     """Refuse runs whose numbers do not compare: other benchmark files, another text layout,
     ties counted differently."""
@@ -67,10 +71,10 @@ def _check_alike(a: RunData, b: RunData) -> None:
         )
     ta, tb = _setting(a, "template"), _setting(b, "template")
     if ta != tb:
-        name = lambda t: (t or {}).get("name", "?") if isinstance(t, dict) else str(t)  # noqa: E731
         raise ConfigError(
-            f"{a.path} and {b.path} lay the options out differently (--template {name(ta)} "
-            f"vs {name(tb)}): their log-probs are of other texts; compare runs with one template"
+            f"{a.path} and {b.path} lay the options out differently (--template "
+            f"{_template_name(ta)} vs {_template_name(tb)}): their log-probs are of other "
+            "texts; compare runs with one template"
         )
     if _setting(a, "ties") != _setting(b, "ties"):
         raise ConfigError(
@@ -127,7 +131,7 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
                 "share_difference": res["share"]["difference"],
                 "gap_difference": res["gap"]["difference"],
                 "p_value": res["p_value"],
-                "toward": _direction_of(res),
+                "toward": leaning(res[res["smallest"]]),
             }
         )
     qs = benjamini_hochberg([r["p_value"] for r in rows])
@@ -143,14 +147,6 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
         "rows": rows,
         "flagged": [r["subject"] for r in rows if r["flagged"]],
     }
-
-
-def _direction_of(res: dict[str, Any]) -> str:
-    """Which model the subject's smallest p points to, whether or not it is significant."""
-    test = res[res["smallest"]]
-    if test["b_greater"] < test["a_greater"]:
-        return "B"
-    return "A" if test["a_greater"] < test["b_greater"] else "none"
 
 
 def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
@@ -179,7 +175,9 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
     stats = compare_pairs(pairs, alpha)
     b_only = [p.id for p in pairs if p.alg1_b and not p.alg1_a]
     a_only = [p.id for p in pairs if p.alg1_a and not p.alg1_b]
-    by_gap = sorted(pairs, key=lambda p: p.gap_b - p.gap_a)
+    increased = sorted(
+        (p for p in pairs if p.gap_b > p.gap_a), key=lambda p: p.gap_b - p.gap_a, reverse=True
+    )
     side_a, side_b = _side(a, len(sa)), _side(b, len(sb))
     return {
         "schema": COMPARE_SCHEMA,
@@ -204,9 +202,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
             "alg1_b_only": b_only[:LISTED],
             "alg1_a_only": a_only[:LISTED],
             "largest_gap_increase": [
-                {"id": p.id, "gap_a": p.gap_a, "gap_b": p.gap_b}
-                for p in by_gap[::-1][:LISTED]
-                if p.gap_b > p.gap_a
+                {"id": p.id, "gap_a": p.gap_a, "gap_b": p.gap_b} for p in increased[:LISTED]
             ],
         },
         "verdict": compare_verdict(stats, a.model, b.model),
