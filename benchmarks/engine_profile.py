@@ -122,25 +122,29 @@ def main() -> int:
     ap.add_argument("--trace", type=Path, help="write a gzipped Chrome trace of one call (CUDA)")
     ap.add_argument(
         "--fuse",
-        action="store_true",
-        help="experiment: Llama's rotary embedding, RMSNorm and gated activation compiled into "
-        "fused kernels (torch.compile, patched in this process only)",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the engine's fused kernels (-M fuse; auto: on CUDA with Triton)",
     )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    if args.fuse:
-        fuse_llama_elementwise()
+    t0 = time.perf_counter()
     if args.random_init:
-        backend = random_init_backend(args.random_init, args.tokenizer, args.device, args.dtype)
+        backend = random_init_backend(
+            args.random_init, args.tokenizer, args.device, args.dtype, args.fuse
+        )
     else:
-        loaded = load_backend(args.model, device=args.device, dtype=args.dtype)
+        loaded = load_backend(
+            args.model, device=args.device, dtype=args.dtype, options={"fuse": args.fuse}
+        )
         assert isinstance(loaded, HFBackend)
         backend = loaded
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
     print(
         f"{params / 1e6:.0f}M parameters, {backend.dtype}, {backend.device}, "
-        f"matmul peak {peak / 1e12:.2f} TFLOP/s, threads {torch.get_num_threads()}"
+        f"matmul peak {peak / 1e12:.2f} TFLOP/s, threads {torch.get_num_threads()}; "
+        f"loaded in {time.perf_counter() - t0:.1f}s; fused kernels: {', '.join(backend.fused) or 'none'}"
     )
     mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
     if args.subjects:
@@ -166,7 +170,10 @@ def main() -> int:
         budget, nodes = backend.score_batch_tokens, backend.max_tree_nodes
         # warm-up: one whole untimed call (on the H200 a warm-up of 16 items left the first
         # variant of a run 10-20% slower than the same settings run second, whichever they were)
+        t0 = time.perf_counter()
         backend.score(reqs)
+        _sync(backend)
+        print(f"  warm-up call {time.perf_counter() - t0:.1f}s (compiling, where fused)")
         backend.tokens_run = backend.tokens_useful = backend.tokens_min = 0
         before = matmul_peak(backend.dtype, backend.device)  # (the host's speed drifts)
         wall = timed_calls(lambda: backend.score(reqs), backend, args.repeats)
@@ -194,34 +201,6 @@ def main() -> int:
     if args.kernels or args.trace:
         profiled(lambda: backend.score(reqs), args.trace)
     return 0
-
-
-def fuse_llama_elementwise() -> None:
-    """Experiment: route transformers' Llama rotary embedding, RMSNorm and gated activation
-    through torch.compile'd functions (one fused kernel each instead of 3-8 element-wise ones),
-    to measure what fusion would give the engine. Patches this process's Llama classes."""
-    from transformers.models.llama import modeling_llama as ml
-
-    torch._dynamo.config.suppress_errors = True  # (a failed compile runs the plain code)
-
-    @torch.compile(dynamic=True)
-    def rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-        xf = x.float()
-        return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-    @torch.compile(dynamic=True)
-    def silu_mul(g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.silu(g) * u
-
-    def norm_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-        return rms(x, self.weight, self.variance_epsilon)
-
-    def mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(silu_mul(self.gate_proj(x), self.up_proj(x)))
-
-    ml.apply_rotary_pos_emb = torch.compile(ml.apply_rotary_pos_emb, dynamic=True)
-    ml.LlamaRMSNorm.forward = norm_forward
-    ml.LlamaMLP.forward = mlp_forward
 
 
 def print_sync_sites(fn: Callable[[], Any]) -> None:

@@ -6,7 +6,7 @@
 # TOKENIZER_DIR: a saved tokenizer (the SmolLM2 one: the random-weight 1B model uses its
 # vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
 # checkout's src/ to time side by side (the baseline); STAGES: a comma list of tests, profile,
-# old, alloc, speed, fuse (default: tests,profile,old,alloc). Logs and a trace go to $OUT (or
+# old, alloc, speed, eager (default: tests,profile,old,alloc); they run in the order given. Logs and a trace go to $OUT (or
 # ./gpu_round_out). EXTRA_PATH: a folder of packages the machine lacks (added to PYTHONPATH).
 set -u
 TOK=$1
@@ -25,42 +25,45 @@ model="--device cuda --dtype bfloat16 --random-init llama-1b --tokenizer $TOK --
 variants=${VARIANTS:-131072:1024:0.5:0,131072:512:0.5:0,131072:256:0.5:0,131072:1024:0.5:1}
 old_variants=${OLD_VARIANTS:-131072:1024:0.5:0,131072:1024:0.5:1}
 
-stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 X=${EXTRA_PATH:+:$EXTRA_PATH}
 
-if stage tests; then
+
+run_tests() {
     echo "== the CUDA tests (tokenizer from $TOK)"
-    CONTAMSCOPE_TEST_TOKENIZER=$TOK PYTHONPATH=src$X timeout 300 $PY -m pytest -q -m gpu \
+    CONTAMSCOPE_TEST_TOKENIZER=$TOK PYTHONPATH=src$X timeout 150 $PY -m pytest -q -m gpu \
         -p no:cacheprovider tests/backends/test_cuda.py tests/backends/test_hf_architectures.py \
         2>&1 | tee "$OUT/tests.log"
-fi
-
-if stage profile; then
-    echo "== this checkout: variants, where the host waits, kernels, trace"
-    PYTHONPATH=src$X timeout 300 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
-        --variants "$variants" --sync-sites --kernels --trace "$OUT/trace.json.gz" \
+}
+run_profile() {
+    echo "== this checkout: variants, where the host waits, kernels (TRACE=1: a trace)"
+    PYTHONPATH=src$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "$variants" --sync-sites --kernels ${TRACE:+--trace "$OUT/trace.json.gz"} \
         2>&1 | tee "$OUT/profile.log"
-fi
-if stage old && [[ -n "$OLD" ]]; then
+}
+run_old() {
+    [[ -n "$OLD" ]] || return 0
     echo "== baseline ($OLD)"
     PYTHONPATH=$OLD$X timeout 150 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
         --variants "$old_variants" 2>&1 | tee "$OUT/old.log"
-fi
-if stage alloc; then
+}
+run_alloc() {
     echo "== this checkout, expandable allocator segments"
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=src$X timeout 200 \
         $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 --variants "$variants" \
         2>&1 | tee "$OUT/alloc.log"
-fi
-if stage speed; then
+}
+run_speed() {
     echo "== permutation_speed: reference vs engine"
-    PYTHONPATH=src$X timeout 240 $PY benchmarks/permutation_speed.py $model --items 100 \
+    PYTHONPATH=src$X timeout 200 $PY benchmarks/permutation_speed.py $model --items 100 \
         --long-items 20 --cmb-items 5 2>&1 | tee "$OUT/speed.log"
-fi
-if stage fuse; then
-    echo "== experiment: fused element-wise kernels (torch.compile), the default variant"
-    PYTHONPATH=src$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
-        --variants "${variants%%,*}" --fuse 2>&1 | tee "$OUT/fuse.log"
-fi
+}
+run_eager() {
+    echo "== this checkout, fused kernels off (-M fuse=off): the eager model, same variants"
+    PYTHONPATH=src$X timeout 100 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
+        --variants "$variants" --fuse off 2>&1 | tee -a "$OUT/eager.log"
+}
+for s in ${STAGES//,/ }; do
+    "run_$s"
+done
 echo "== summary"
-grep -h "passed\|failed\|items/s\|busy\|waited" "$OUT"/*.log
+grep -h "passed\|failed\|items/s\|busy\|waited\|warm-up\|fused kernels" "$OUT"/*.log

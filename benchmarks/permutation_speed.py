@@ -75,7 +75,9 @@ SHAPES: dict[str, dict[str, int]] = {
 __doc__ = __doc__ % ", ".join(SHAPES)  # noqa: A001
 
 
-def random_init_backend(shape: str, tokenizer_dir: str, device: str, dtype: str) -> HFBackend:
+def random_init_backend(
+    shape: str, tokenizer_dir: str, device: str, dtype: str, fuse: str = "auto"
+) -> HFBackend:
     """A random-weight model of a published shape (for timing on machines without checkpoints)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -90,7 +92,12 @@ def random_init_backend(shape: str, tokenizer_dir: str, device: str, dtype: str)
     with dev:  # initialised where it runs (a 1B model's random init takes a while on a CPU)
         model = LlamaForCausalLM(config).to(dtype=resolve_dtype(dtype, dev))
     return HFBackend(
-        model, tok, spec=f"random:{shape}", identity=f"random:{shape}", bos="<|endoftext|>"
+        model,
+        tok,
+        spec=f"random:{shape}",
+        identity=f"random:{shape}",
+        bos="<|endoftext|>",
+        fuse=fuse,
     )
 
 
@@ -113,10 +120,11 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float = 3.0) 
 
 
 def reference_logprob(backend: HFBackend, prefix: str, cont: str) -> float:
-    """The published script's computation: full sequence, float64 softmax, per-token copies."""
+    """The published script's computation: full sequence, float64 softmax, per-token copies
+    (the model's own eager code, not the engine's fused kernels)."""
     e = backend.encode(ScoreRequest(prefix, cont))
     ids = torch.tensor([list(e.prefix) + e.cont], device=backend.device)
-    with torch.no_grad():
+    with torch.no_grad(), backend.eager():
         logits = backend.model(ids).logits
         logp = torch.log_softmax(logits.double(), dim=2)
         per_token = [logp[:, k - 1, ids[0, k]] for k in range(1, ids.shape[1])]
@@ -228,6 +236,12 @@ def main() -> int:
     ap.add_argument(
         "--max-batch-tokens", type=int, help="engine batch budget (default: the backend's)"
     )
+    ap.add_argument(
+        "--fuse",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the engine's fused kernels (-M fuse; auto: on CUDA with Triton)",
+    )
     args = ap.parse_args()
     if not args.benchdata.is_dir():
         print(f"needs {args.benchdata} (MMLU, CMB files)", file=sys.stderr)
@@ -236,10 +250,14 @@ def main() -> int:
         if not args.tokenizer:
             print("--random-init needs --tokenizer DIR", file=sys.stderr)
             return 2
-        backend = random_init_backend(args.random_init, args.tokenizer, args.device, args.dtype)
+        backend = random_init_backend(
+            args.random_init, args.tokenizer, args.device, args.dtype, args.fuse
+        )
         args.model = f"random-init {args.random_init}"
     else:
-        loaded = load_backend(args.model, device=args.device, dtype=args.dtype)
+        loaded = load_backend(
+            args.model, device=args.device, dtype=args.dtype, options={"fuse": args.fuse}
+        )
         assert isinstance(loaded, HFBackend)
         backend = loaded
     if args.tree_nodes:
@@ -255,6 +273,7 @@ def main() -> int:
         f"threads {torch.get_num_threads()}, scoring passes of at most {backend.score_batch_tokens} tokens, "
         f"subtrees of at most {backend.max_tree_nodes} tokens"
         + (" (or 2x, 4x where that costs less)" if getattr(backend, "key_cost", 0) else "")
+        + f"; fused kernels: {', '.join(backend.fused) or 'none'}"
     )
     print(
         f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s (each sample's efficiency is "

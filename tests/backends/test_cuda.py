@@ -43,8 +43,23 @@ def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # t
         assert g.logprob == pytest.approx(backend.naive_logprob(r), abs=tol)
     from contamscope.backends import cuda_kernels
 
-    # the one-pass log-softmax kernel is used wherever Triton is there
+    # the one-pass log-softmax kernel and the fused element-wise kernels (-M fuse=auto) are
+    # used wherever Triton is there
     assert (backend._lse_kernel is not None) == cuda_kernels.available()
+    assert bool(backend.fused) == cuda_kernels.available()
+    eager = HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec="tiny",
+        identity="tiny",
+        device="cuda",
+        dtype=dtype,
+        options={"bos": "<|endoftext|>", "fuse": "off"},
+    )
+    assert eager.fused == []
+    eager.plan_chunk_tokens, eager.plan_workers = 64, 1
+    same = 1e-4 if dtype == "float32" else 0.25  # (bfloat16: rounded at other steps)
+    for g, e in zip(got, eager.score(reqs)):
+        assert g.logprob == pytest.approx(e.logprob, abs=same)
 
 
 def _check_vocab_moments(backend, tol: float) -> None:  # type: ignore[no-untyped-def]

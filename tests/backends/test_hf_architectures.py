@@ -111,10 +111,11 @@ def _build(
     return path
 
 
-def _load(path: Path, attn: str | None = None) -> Any:
+def _load(path: Path, attn: str | None = None, fuse: str | None = None) -> Any:
     from contamscope.backends.hf import HFBackend
 
     options = {"bos": "<|endoftext|>"} | ({"attn": attn} if attn else {})
+    options |= {"fuse": fuse} if fuse else {}
     return HFBackend.from_pretrained(
         str(path), spec=f"hf:{path}", identity=path.name, device="cpu", dtype="float32",
         options=options,
@@ -232,6 +233,83 @@ def test_full_attention_sdpa_models_keep_their_cached_scores(tiny_backend) -> No
     the key of version 3 (a cache of SmolLM2 or Llama scores stays valid)."""
     assert tiny_backend.engine == "prefix-tree"
     assert tiny_backend.fingerprint().endswith("|engine=3")
+
+
+@pytest.mark.parametrize(
+    ("make", "kinds"),
+    [
+        (_llama, ["LlamaMLP", "LlamaRMSNorm", "modeling_llama.apply_rotary_pos_emb"]),
+        (_gemma3, ["Gemma3MLP", "Gemma3RMSNorm", "modeling_gemma3.apply_rotary_pos_emb"]),
+        (_qwen2, ["Qwen2MLP", "Qwen2RMSNorm", "modeling_qwen2.apply_rotary_pos_emb"]),
+        (_phi3, ["Phi3RMSNorm", "modeling_phi3.apply_rotary_pos_emb"]),  # (one gate_up_proj)
+    ],
+    ids=lambda x: x.__name__.strip("_") if callable(x) else None,
+)
+def test_fused_kernels_give_the_eager_numbers(
+    tmp_path_factory: pytest.TempPathFactory,
+    smollm2_tokenizer: Any,
+    make: Callable[[Any, int], Any],
+    kinds: list[str],
+) -> None:
+    """``-M fuse=on`` compiles each family's own norm, gated MLP and rotary code into fused
+    kernels (torch.compile; here through C++ on the CPU, on a GPU through Triton, where it is
+    the default): the log-probs of the eager model to float32 rounding, and another model of the
+    family loaded without it keeps running the eager code."""
+    import shutil
+
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("torch.compile on the CPU needs a C++ compiler; this machine has none")
+    from torch._dynamo.utils import counters
+
+    path = _build(tmp_path_factory, smollm2_tokenizer, make)
+    eager = _load(path, fuse="off")
+    want = [r.logprob for r in eager.score(REQUESTS)]
+    assert eager.fused == [] and _load(path).fused == []  # auto: not on a CPU
+    fused = _load(path, fuse="on")
+    assert fused.fused == kinds == fused.describe()["fused"]
+    got = [r.logprob for r in fused.score(REQUESTS)]
+    assert max(abs(g - w) for g, w in zip(got, want)) < 1e-4
+    assert fused.fingerprint() == eager.fingerprint()  # same numbers: the cache is shared
+    captured = counters["stats"]["calls_captured"]
+    again = [r.logprob for r in eager.score(REQUESTS)]  # (scored in the same batches)
+    assert again == want
+    assert counters["stats"]["calls_captured"] == captured  # the eager model compiled nothing
+
+
+def test_fusion_that_changes_the_numbers_is_undone(
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The fused model's final states are checked against the eager ones on a probe batch when
+    it loads: a compiled function that computes something else, or fails to compile, leaves the
+    model eager (every module's own forward back) with a one-line note, and scoring goes on."""
+    import torch
+
+    from contamscope.backends import fusion
+
+    def off_by_two(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*a: Any, **k: Any) -> Any:
+            out = fn(*a, **k)
+            return out * 2 if isinstance(out, torch.Tensor) else out  # (rotary: a pair)
+
+        return run
+
+    def broken(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*a: Any, **k: Any) -> Any:
+            raise RuntimeError("no kernel for this")
+
+        return run
+
+    for compiled, why in (
+        (off_by_two, "fused states differ from the eager ones by"),
+        (broken, "compiling failed (RuntimeError: no kernel for this)"),
+    ):
+        monkeypatch.setattr(fusion, "_compiled", compiled)
+        backend = _load(tiny_model_path, fuse="on")
+        err = capfd.readouterr().err
+        assert f"fused kernels not used, {why}" in err and err.count("\n") == 1
+        assert backend.fused == [] and backend._fusion is None
+        assert not any("forward" in m.__dict__ for m in backend.model.modules())
+        assert _worst(backend, REQUESTS[:3]) < 1e-3
 
 
 @pytest.mark.gpu

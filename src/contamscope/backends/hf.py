@@ -18,6 +18,7 @@ Every number equals the naive full-sequence computation (tests check 1e-3 in flo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -267,6 +268,7 @@ OPTIONS = frozenset(
         "trust_remote_code",
         "attn",
         "plan_workers",
+        "fuse",
     }
 )
 """The ``-M key=value`` options of ``hf:`` models (docs/backends.md)."""
@@ -288,6 +290,7 @@ class HFBackend(Backend):
         identity: str,
         bos: str = "auto",
         max_batch_tokens: int | None = None,
+        fuse: str = "auto",
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -363,6 +366,9 @@ class HFBackend(Backend):
         self._float_mask = self._eager or cuda
         """Pass masks as additive float masks: eager attention needs them, and on CUDA SDPA
         would convert a boolean mask into one in every layer (1.5% of an H200's kernel time)."""
+        self.fused: list[str] = []
+        """What runs as compiled fused kernels (:mod:`.fusion`; empty: the eager model)."""
+        self._fusion: Any = None
         self.engine = "prefix-tree"
         """How :meth:`score` runs: ``prefix-tree`` (the engine above), or ``full-sequence``
         (every text run whole, batched) for a model whose layers tree attention cannot run
@@ -375,6 +381,7 @@ class HFBackend(Backend):
                 "each text is scored in one full forward pass (same numbers, slower)",
                 file=sys.stderr,
             )
+        self._fuse(fuse)
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -434,6 +441,8 @@ class HFBackend(Backend):
                 raise ConfigError(f"-M {key}={opts[key]}: expected {' or '.join(allowed)}")
         if opts.get("plan_workers", "0") not in ("0", "1"):
             raise ConfigError("-M plan_workers: expected 0 or 1")
+        if opts.get("fuse", "auto").lower() not in ("auto", "on", "off"):
+            raise ConfigError(f"-M fuse={opts['fuse']}: expected auto, on or off")
         if "revision" in opts and not identity.startswith("hub:"):
             raise ConfigError(
                 f"-M revision={opts['revision']}: a revision picks a version of a hub model "
@@ -493,12 +502,68 @@ class HFBackend(Backend):
             identity=identity,
             bos=opts.get("bos", default_bos),
             max_batch_tokens=max_bt,
+            fuse=opts.get("fuse", "auto").lower(),
         )
         if max_tree is not None:
             backend.max_tree_nodes, backend.key_cost = max_tree, 0.0
         if opts.get("plan_workers"):
             backend.plan_workers = int(opts["plan_workers"])
         return backend
+
+    def _fuse(self, fuse: str) -> None:
+        """Compile the element-wise parts of the model into fused kernels (:mod:`.fusion`):
+        ``on``; ``auto`` = on CUDA where Triton is there (on this project's CPU it measured no
+        gain, docs/performance.md); ``off``. Where fusing fails or changes the numbers beyond
+        rounding, the model stays eager, with a note."""
+        if fuse == "off" or self.engine != "prefix-tree":
+            return
+        if fuse == "auto":
+            from . import cuda_kernels
+
+            if self.device.type != "cuda" or not cuda_kernels.available():
+                return
+            if os.environ.get("CONTAMSCOPE_NO_TRITON") == "1":
+                return
+        from .fusion import FusionError
+        from .fusion import fuse as fuse_model
+
+        # a fixed batch of two rows (the second shorter: a padded row, as in scoring)
+        vocab = int(self.model.config.vocab_size)
+        ids = (torch.arange(2 * 24, device=self.device).reshape(2, 24) * 7919) % vocab
+        mask = torch.ones_like(ids)
+        mask[1, 17:] = 0
+
+        def probe() -> torch.Tensor:
+            with torch.inference_mode():
+                states, _ = self._forward(ids, attention_mask=mask)
+            return states[mask.bool()]
+
+        # float32 rounding, or one step of the model's half-precision dtype per layer
+        half = self.dtype in (torch.float16, torch.bfloat16)
+        tolerance = 0.1 if half else 1e-4
+        try:
+            self._fusion = fuse_model(self.model, probe, tolerance)
+        except FusionError as exc:
+            print(
+                f"note: {self.spec}: fused kernels not used, {exc}; the eager model runs "
+                "(same numbers, slower; -M fuse=off skips the attempt)",
+                file=sys.stderr,
+            )
+            return
+        self.fused = self._fusion.kinds
+
+    @contextlib.contextmanager
+    def eager(self) -> Iterator[None]:
+        """The model's own unfused code inside this block (a reference computation)."""
+        fusion, self._fusion = self._fusion, None
+        try:
+            if fusion is None:
+                yield
+            else:
+                with fusion.suspended():
+                    yield
+        finally:
+            self._fusion = fusion
 
     def _resolve_bos(self, bos: str) -> int | None:
         return resolve_bos(self.tokenizer, bos)
@@ -601,6 +666,7 @@ class HFBackend(Backend):
             "bos_token_id": self.bos_id,
             "max_batch_tokens": self.max_batch_tokens,
             "engine": self.engine,
+            "fused": self.fused,
             "parameters": sum(p.numel() for p in self.model.parameters()),
         }
 
@@ -822,7 +888,13 @@ class HFBackend(Backend):
         """Final hidden states (or logits, on the fallback path) and the KV cache."""
         if cache is not None:
             kw[self._cache_kw] = cache
-        out = self._trunk()(ids, **kw)
+        if self._fusion is not None:
+            from .fusion import running
+
+            with running():
+                out = self._trunk()(ids, **kw)
+        else:
+            out = self._trunk()(ids, **kw)
         cache_out = out.get("cache")  # (transformers 5.24; reading the old name warns there)
         if cache_out is None:
             cache_out = out.get("past_key_values")
@@ -1031,10 +1103,11 @@ class HFBackend(Backend):
         return str(self.tokenizer.decode(list(tokens)))
 
     def naive_logprob(self, req: ScoreRequest) -> float:
-        """Reference computation: one full forward pass, float64 log-softmax (for tests)."""
+        """Reference computation: one full forward pass of the model's own (unfused) code,
+        float64 log-softmax (for tests)."""
         e = self.encode(req)
         ids = torch.tensor([list(e.prefix) + e.cont], device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), self.eager():
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
         p = len(e.prefix)
         return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
