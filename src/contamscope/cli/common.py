@@ -41,7 +41,8 @@ __all__ = [
 MODEL_OPTIONS_HELP = (
     "Model option key=value, repeatable. hf: bos=TOKEN|none, max_batch_tokens=N, "
     "max_tree_nodes=N (fixes the subtree size; a CPU otherwise picks it per question), "
-    "plan_workers=0|1, revision=REV, trust_remote_code=true, attn=sdpa|eager. "
+    "plan_workers=0|1, fuse=auto|on|off (fused kernels; auto: on with CUDA), revision=REV, "
+    "trust_remote_code=true, attn=sdpa|eager. "
     "openai: bos=TEXT (needed by benbench and membership), max_connections=8, timeout=120, "
     "retries=5, backoff=0.5, api_key_env=VAR, logprobs=auto|echo|prompt_logprobs, "
     "canary=full|structural. vllm: tensor_parallel_size=N, gpu_memory_utilization=F, "
