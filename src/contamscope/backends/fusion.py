@@ -123,6 +123,7 @@ def fuse(model: Any, probe: Callable[[], Any] | None = None, tolerance: float = 
     modules, homes = fusible(model)
     if not modules and not homes:
         return Fused()
+    _settle_compiler()
     want = _detached(probe()) if probe is not None else None
     fused = Fused(modules=[])
     for m in modules:
@@ -148,7 +149,33 @@ def fuse(model: Any, probe: Callable[[], Any] | None = None, tolerance: float = 
     if not torch.isfinite(got).all() or off > tolerance:
         fused.undo()
         raise FusionError(f"fused states differ from the eager ones by {off:.3g} of their scale")
+    _forgive_compile_errors()
     return fused
+
+
+_RECOMPILES = 64
+
+
+def _settle_compiler() -> None:
+    """Process-wide settings for the compiled functions: each is shared by every model of its
+    family in the process, and recompiles for each dtype, tensor rank (Gemma's norm also runs
+    on the heads' queries and keys) and batch of one row; past PyTorch's default of 8
+    versions it warns and runs eager."""
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    if getattr(cfg, "recompile_limit", _RECOMPILES) < _RECOMPILES:
+        cfg.recompile_limit = _RECOMPILES
+
+
+def _forgive_compile_errors() -> None:
+    """Once the probe batch compiled and agreed: a shape that fails to compile later in a run
+    runs eager instead of stopping the run (``suppress_errors``; set after the probe, so that a
+    model that cannot compile at all is reported, not run eager under a fused label)."""
+    import torch._dynamo
+
+    if hasattr(torch._dynamo.config, "suppress_errors"):
+        torch._dynamo.config.suppress_errors = True
 
 
 class FusionError(RuntimeError):
