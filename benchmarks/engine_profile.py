@@ -32,16 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from permutation_speed import (  # noqa: E402
     BENCHDATA,
-    SHAPES,
+    add_model_args,
+    engine_backend,
     matmul_peak,
-    random_init_backend,
     requests_for,
 )
 
-from contamscope.backends import (
-    load_backend,  # noqa: E402
-    tree_plan,  # noqa: E402
-)
+from contamscope.backends import tree_plan  # noqa: E402
 from contamscope.backends.hf import HFBackend  # noqa: E402
 from contamscope.data import load_benchmark  # noqa: E402
 
@@ -99,11 +96,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--random-init", choices=sorted(SHAPES))
-    ap.add_argument("--tokenizer")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
+    add_model_args(ap)
     ap.add_argument("--items", type=int, default=200)
     ap.add_argument("--subjects", default="", help="comma list: only these MMLU subjects")
     ap.add_argument("--benchdata", type=Path, default=BENCHDATA)
@@ -129,16 +122,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    if args.random_init:
-        backend = random_init_backend(
-            args.random_init, args.tokenizer, args.device, args.dtype, args.fuse
-        )
-    else:
-        loaded = load_backend(
-            args.model, device=args.device, dtype=args.dtype, options={"fuse": args.fuse}
-        )
-        assert isinstance(loaded, HFBackend)
-        backend = loaded
+    backend = engine_backend(args, args.dtype, args.fuse)
     params = sum(p.numel() for p in backend.model.parameters())
     peak = matmul_peak(backend.dtype, backend.device)
     print(

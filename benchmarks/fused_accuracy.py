@@ -23,9 +23,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from permutation_speed import BENCHDATA, SHAPES, random_init_backend, requests_for  # noqa: E402
+from permutation_speed import BENCHDATA, add_model_args, engine_backend, requests_for  # noqa: E402
 
-from contamscope.backends import load_backend  # noqa: E402
 from contamscope.data import load_benchmark  # noqa: E402
 
 
@@ -37,20 +36,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--random-init", choices=sorted(SHAPES))
-    ap.add_argument("--tokenizer")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    add_model_args(ap, dtype="bfloat16")
     ap.add_argument("--items", type=int, default=40)
     ap.add_argument("--benchdata", type=Path, default=BENCHDATA)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
     def load(dtype: str, fuse: str) -> Any:
-        if args.random_init:
-            return random_init_backend(args.random_init, args.tokenizer, args.device, dtype, fuse)
-        return load_backend(args.model, device=args.device, dtype=dtype, options={"fuse": fuse})
+        return engine_backend(args, dtype, fuse)
 
     mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
     items = random.Random(args.seed).sample(mmlu, args.items)

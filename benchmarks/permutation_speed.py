@@ -101,6 +101,26 @@ def random_init_backend(
     )
 
 
+def add_model_args(ap: argparse.ArgumentParser, dtype: str = "auto") -> None:
+    """The model options the engine benchmarks share."""
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--random-init", choices=sorted(SHAPES), help="random-weight model shape")
+    ap.add_argument("--tokenizer", help="tokenizer folder for --random-init")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default=dtype)
+
+
+def engine_backend(args: argparse.Namespace, dtype: str, fuse: str) -> HFBackend:
+    """The model of :func:`add_model_args`' options, in ``dtype``, fused or not."""
+    if args.random_init:
+        if not args.tokenizer:
+            raise SystemExit("--random-init needs --tokenizer DIR")
+        return random_init_backend(args.random_init, args.tokenizer, args.device, dtype, fuse)
+    loaded = load_backend(args.model, device=args.device, dtype=dtype, options={"fuse": fuse})
+    assert isinstance(loaded, HFBackend)
+    return loaded
+
+
 def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float = 3.0) -> float:
     """Best dense matmul FLOP/s over a few square sizes."""
     best = 0.0
@@ -217,16 +237,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--model", default="smollm2")
+    add_model_args(ap)
     ap.add_argument("--items", type=int, default=60, help="MMLU items across subjects")
     ap.add_argument("--long-items", type=int, default=10, help="long-passage history items")
     ap.add_argument("--cmb-items", type=int, default=6, help="5-option CMB items (120 orders)")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--benchdata", type=Path, default=BENCHDATA, help="folder with mmlu/ and CMB")
-    ap.add_argument("--random-init", choices=sorted(SHAPES), help="random-weight model shape")
-    ap.add_argument("--tokenizer", help="tokenizer folder for --random-init")
     ap.add_argument("--repeats", type=int, default=0, help="engine timings (median); 0: 3 on GPU")
     ap.add_argument(
         "--tree-nodes",
@@ -246,20 +262,9 @@ def main() -> int:
     if not args.benchdata.is_dir():
         print(f"needs {args.benchdata} (MMLU, CMB files)", file=sys.stderr)
         return 2
+    backend = engine_backend(args, args.dtype, args.fuse)
     if args.random_init:
-        if not args.tokenizer:
-            print("--random-init needs --tokenizer DIR", file=sys.stderr)
-            return 2
-        backend = random_init_backend(
-            args.random_init, args.tokenizer, args.device, args.dtype, args.fuse
-        )
         args.model = f"random-init {args.random_init}"
-    else:
-        loaded = load_backend(
-            args.model, device=args.device, dtype=args.dtype, options={"fuse": args.fuse}
-        )
-        assert isinstance(loaded, HFBackend)
-        backend = loaded
     if args.tree_nodes:
         backend.max_tree_nodes, backend.key_cost = args.tree_nodes, 0.0
     if args.max_batch_tokens:

@@ -15,19 +15,24 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # type: ignore[no-untyped-def]
-    from contamscope.backends import ScoreRequest
+def _on_cuda(path, dtype: str, **options: str):  # type: ignore[no-untyped-def]
     from contamscope.backends.hf import HFBackend
 
-    backend = HFBackend.from_pretrained(
-        str(tiny_model_path),
+    return HFBackend.from_pretrained(
+        str(path),
         spec="tiny",
         identity="tiny",
         device="cuda",
         dtype=dtype,
-        options={"bos": "<|endoftext|>"},
+        options={"bos": "<|endoftext|>", **options},
     )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.backends import ScoreRequest
+
+    backend = _on_cuda(tiny_model_path, dtype)
     reqs = [
         ScoreRequest("Which one?:\n", c) for c in ("A:x\nB:yy\n", "A:yy\nB:x\n", "A:zzz\nB:x\n")
     ]
@@ -49,14 +54,7 @@ def test_engine_on_cuda_matches_naive(tiny_model_path, dtype: str) -> None:  # t
     # used wherever Triton is there
     assert (backend._lse_kernel is not None) == cuda_kernels.available()
     assert bool(backend.fused) == cuda_kernels.available()
-    eager = HFBackend.from_pretrained(
-        str(tiny_model_path),
-        spec="tiny",
-        identity="tiny",
-        device="cuda",
-        dtype=dtype,
-        options={"bos": "<|endoftext|>", "fuse": "off"},
-    )
+    eager = _on_cuda(tiny_model_path, dtype, fuse="off")
     assert eager.fused == []
     eager.plan_chunk_tokens, eager.plan_workers = 64, 1
     for g, e in zip(got, eager.score(reqs)):  # (bfloat16: rounded at other steps)
@@ -89,16 +87,7 @@ def _check_vocab_moments(backend, tol: float) -> None:  # type: ignore[no-untype
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_vocab_moments_on_cuda(tiny_model_path, dtype: str) -> None:  # type: ignore[no-untyped-def]
-    from contamscope.backends.hf import HFBackend
-
-    backend = HFBackend.from_pretrained(
-        str(tiny_model_path),
-        spec="tiny",
-        identity="tiny",
-        device="cuda",
-        dtype=dtype,
-        options={"bos": "<|endoftext|>"},
-    )
+    backend = _on_cuda(tiny_model_path, dtype)
     # bfloat16: the head multiplies the same bf16 operands with float32 sums (only the
     # summation order differs from the float64 reference)
     _check_vocab_moments(backend, 1e-4 if dtype == "float32" else 1e-3)
