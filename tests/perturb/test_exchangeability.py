@@ -319,6 +319,48 @@ def test_numbered_natural_orders_on_bundled_mmlu() -> None:
     assert found[("January.", "March.", "May.", "July.")] == "numbers in increasing order"
 
 
+@pytest.mark.parametrize(
+    ("options", "natural"),
+    [
+        (["Sunday", "Monday", "Tuesday", "Wednesday"], True),  # a cycle from any start
+        (["Friday", "Thursday", "Wednesday", "Tuesday"], True),  # backwards
+        (["November", "December", "January", "February"], True),  # not sorted as numbers
+        (["秋分日", "冬至日", "春分日", "夏至日"], True),
+        (["the winter solstice", "the spring equinox", "the summer solstice", "the autumn equinox"], True),
+        (["Monday", "Wednesday", "Tuesday", "Thursday"], False),
+        (["春季", "秋季", "夏季", "冬季"], False),  # CMMLU's order of them
+        (["Springs", "Summer", "Fall", "Winter"], False),  # "Springs" is no season
+        (["Spring", "Summer", "Paris", "Winter"], False),
+        (["Monday", "Tuesday"], False),  # two options: any order is a cycle
+    ],
+)  # fmt: skip
+def test_cycles_in_order(options: list[str], natural: bool) -> None:
+    from contamscope.perturb.exchangeability import conventions_of, natural_order_reason
+
+    reason = natural_order_reason(options)
+    assert (reason == "a cycle in order (weekdays, months or seasons)") == natural
+    if natural:  # the convention that the permutation summary counts, too
+        assert tuple(range(len(options))) in conventions_of(options)["a cycle in order"]
+
+
+def test_cycles_on_the_benchmarks(benchdata: Path) -> None:
+    """The counts rule 6 of natural_order_reason gives: MMLU's weekdays and months all in
+    cycle order, C-Eval's seasons 4 of 5, CMMLU's (shuffled options) none of 5."""
+    from contamscope.data import load_benchmark
+    from contamscope.perturb.exchangeability import cycle_orders
+
+    for name, cycled, total in (
+        ("mmlu/test", 9, 9),
+        ("ceval-exam/test", 4, 5),
+        ("cmmlu/test", 0, 5),
+    ):
+        items = load_benchmark(str(benchdata / name)).items
+        found = [(it.options, cycle_orders(it.options)) for it in items]
+        found = [(o, c) for o, c in found if c]
+        assert len(found) == total, name
+        assert sum(tuple(range(len(o))) in c for o, c in found) == cycled, name
+
+
 def test_two_by_two_blocks_listed_row_by_row() -> None:
     from contamscope.perturb.exchangeability import block_orders, natural_order_reason
 

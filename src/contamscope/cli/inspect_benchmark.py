@@ -375,7 +375,7 @@ def _print_conventions(block: dict[str, Any], loaded: int) -> None:
                 "ordered by convention:",
                 f" at least one convention beyond chance (p <= {block['level']:.3g}, Bonferroni). "
                 "The rules set aside the conventional orders they read, but a model may favour "
-                "published orders through conventions they miss (seasons, stages); read a "
+                "published orders through conventions they miss (stages, scales); read a "
                 "leakage signal on this benchmark beside `contamscope membership --reference`.",
             ),
             highlight=False,

@@ -66,7 +66,7 @@ def verdict(
     if signal and shown:
         sentence += (
             f". But this benchmark's authors ordered options by convention ({shown}), and "
-            "conventions no rule detects (seasons, the stages of a process) favour the "
+            "conventions no rule detects (the stages of a process, severity scales) favour the "
             "published order without any leak; a test against fresh items written the same way "
             "(contamscope membership --reference) tells the two apart"
         )

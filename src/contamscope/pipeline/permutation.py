@@ -510,7 +510,7 @@ def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
     exact (Poisson-binomial) p-value. No model is involved: it is a property of the benchmark.
 
     A benchmark ordered by convention can favour its published orders without any leak through
-    conventions no rule detects (seasons, stages of a process); the verdict says so when it
+    conventions no rule detects (stages of a process, severity scales); the verdict says so when it
     reads a leakage signal. A benchmark whose options were shuffled (CMMLU's) shows none."""
     from ..detectors.stats import poisson_binomial_sf
 

@@ -322,8 +322,8 @@ def _conventions(block: dict[str, Any]) -> str:
     )
     verdict = (
         "This benchmark orders its options by convention: a model that never saw it can favour "
-        "the published orders through conventions no rule detects (seasons, the stages of a "
-        "process), so a leakage signal here needs a test against fresh items written the same "
+        "the published orders through conventions no rule detects (the stages of a process, "
+        "mild / moderate / severe), so a leakage signal here needs a test against fresh items written the same "
         "way (<code>contamscope membership --reference</code>)."
         if block.get("ordered_by_convention")
         else "No convention is followed beyond chance, as for a benchmark whose options were "
