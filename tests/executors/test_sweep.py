@@ -280,3 +280,23 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
         p.name for p in out.iterdir() if p.is_dir() and p.name.startswith("tiny-b")
     )
     assert "Compared with the baseline" in res.stdout
+    # the board lists the comparisons under it, each linked to its page
+    board = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert f"## Compared with the baseline {two_models[0]}" in board
+    assert sum(f"[compare/{p.name}](compare/{p.name})" in board for p in pages) == 2
+    from contamscope.report.browser import check_page, find_chromium
+
+    if find_chromium() is None:
+        return  # (the links are checked in a browser where Chromium is installed)
+    seen = check_page(
+        out / "leaderboard.html",
+        probes={
+            "links": "Array.from(document.querySelectorAll('#baseline a'))"
+            ".map(a => a.href.split('/').slice(-2).join('/'))",
+            "verdicts": "Array.from(document.querySelectorAll('#baseline td'))"
+            ".filter(td => td.textContent === 'no difference').length",
+        },
+    )
+    assert seen.errors == []
+    assert sorted(seen.probes["links"]) == [f"compare/{p.name}" for p in pages]
+    assert seen.probes["verdicts"] == 2

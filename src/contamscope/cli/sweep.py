@@ -12,15 +12,19 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from ..store.run import REPLACE_HINT
 from ..wording import plural
+
+if TYPE_CHECKING:
+    from ..report.leaderboard import BaselineComparison
 from .common import (
     EXIT_ROWS_SKIPPED,
     EXIT_USER_ERROR,
@@ -139,7 +143,8 @@ def command(
         "--baseline",
         help="One of --models (e.g. the base model of fine-tuned copies): at the end, compare "
         "every other model with it on each benchmark, item by item (contamscope compare; "
-        "Holm over the comparisons); writes OUT/compare.md and OUT/compare/*.html.",
+        "Holm over the comparisons); writes OUT/compare.md and OUT/compare/*.html, and lists "
+        "them under the board.",
     ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start every pair afresh (and accept changed options)."
@@ -305,10 +310,11 @@ def run(**kw: Any) -> None:
         if (j.run_dir / "summary.json").exists() and not status.get(j, "").startswith("failed")
     ]
     failed = [(j, s) for j, s in status.items() if s.startswith("failed")]
-    if finished:
-        _leaderboard(finished, out, failed)
+    compared: list[BaselineComparison] = []
     if kw.get("baseline") is not None:
-        _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
+        compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
+    if finished:
+        _leaderboard(finished, out, failed, compared)
     others = sorted(
         p.parent for p in out.glob("*/summary.json") if p.parent not in {j.run_dir for j in jobs}
     )
@@ -437,9 +443,14 @@ def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
     console.print(table)
 
 
-def _leaderboard(run_dirs: list[Path], out: Path, failed: list[tuple[Job, str]]) -> None:
+def _leaderboard(
+    run_dirs: list[Path],
+    out: Path,
+    failed: list[tuple[Job, str]],
+    compared: Sequence[BaselineComparison] = (),
+) -> None:
     """Write the board of the finished pairs; the failed pairs are named under it as left out
-    (with their reason), not silently missing."""
+    (with their reason), not silently missing; the comparisons with a baseline go under it."""
     from ..report import write_leaderboard
     from ..report.leaderboard import LeftOut
 
@@ -447,9 +458,11 @@ def _leaderboard(run_dirs: list[Path], out: Path, failed: list[tuple[Job, str]])
         return [LeftOut(j.run_dir, f"{j.model} on {j.benchmark}: {why}") for j, why in failed]
 
     try:
-        text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left())
-        console.print(text, highlight=False, markup=False)
-        write_leaderboard(run_dirs, out / "leaderboard.html", "html", left())
+        text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left(), compared)
+        console.print(
+            text.split("\n## Compared with the baseline")[0], highlight=False, markup=False
+        )
+        write_leaderboard(run_dirs, out / "leaderboard.html", "html", left(), compared)
     except (ContamscopeError, ImportError) as exc:
         err_console.print(
             styled("yellow", "leaderboard not fully written:", f" {exc}"), highlight=False
@@ -458,14 +471,18 @@ def _leaderboard(run_dirs: list[Path], out: Path, failed: list[tuple[Job, str]])
     console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")
 
 
-def _compare_with_baseline(jobs: list[Job], finished: set[Path], baseline: str, out: Path) -> None:
+def _compare_with_baseline(
+    jobs: list[Job], finished: set[Path], baseline: str, out: Path
+) -> list[BaselineComparison]:
     """Compare each model's finished pair with the baseline's on the same benchmark (paired
     tests of :mod:`contamscope.pipeline.compare`), Holm-adjust the verdicts' p-values over all
-    comparisons, print and write OUT/compare.md, and one page per comparison in OUT/compare/."""
+    comparisons, print and write OUT/compare.md, and one page per comparison in OUT/compare/;
+    returns the rows (the board lists them too)."""
     from ..detectors.cap import holm
     from ..paths import write_text_atomic
     from ..pipeline.compare import compare_runs
     from ..report.compare import write_compare
+    from ..report.leaderboard import BaselineComparison, comparisons_markdown, comparisons_note
 
     base = {j.benchmark: j for j in jobs if j.model == baseline and j.run_dir in finished}
     done: list[tuple[Job, dict[str, Any]]] = []
@@ -484,19 +501,9 @@ def _compare_with_baseline(jobs: list[Job], finished: set[Path], baseline: str, 
         done.append((j, result))
     if not done:
         console.print(f"compare: no model could be compared with the baseline {baseline}")
-        return
+        return []
     adjusted = holm([r["statistics"]["p_value"] for _, r in done])
-    lines = [
-        f"# Compared with the baseline {baseline}",
-        "",
-        "Each model (B) against the baseline (A) on the same items: is B more drawn to the "
-        "published option orders? H0: on every item the two models are equally drawn to the "
-        "published order. p: the smallest of three paired tests x 3; Holm: adjusted over the "
-        f"{plural(len(done), 'comparison')} (family-wise error at most 5%).",
-        "",
-        "| model | benchmark | items | Algorithm 1, B - A | gap, B - A (nats) | p | Holm | verdict | page |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
-    ]
+    rows = []
     for (j, r), p_holm in zip(done, adjusted, strict=True):
         st = r["statistics"]
         toward = st["direction"] if p_holm <= st["alpha"] else "none"
@@ -505,12 +512,23 @@ def _compare_with_baseline(jobs: list[Job], finished: set[Path], baseline: str, 
             "A": "less drawn than the baseline",
             "none": "no difference",
         }[toward]
-        lines.append(
-            f"| {j.model} | {j.benchmark} | {r['counts']['paired']} | "
-            f"{st['alg1']['difference']:+.1%} | {st['gap']['difference']:+.3f} | "
-            f"{st['p_value']:.3g} | {p_holm:.3g} | {label} | compare/{j.run_dir.name}.html |"
+        rows.append(
+            BaselineComparison(
+                baseline=baseline,
+                model=j.model,
+                benchmark=j.benchmark,
+                items=r["counts"]["paired"],
+                alg1_difference=st["alg1"]["difference"],
+                gap_difference=st["gap"]["difference"],
+                p_value=st["p_value"],
+                p_holm=p_holm,
+                verdict=label,
+                page=f"compare/{j.run_dir.name}.html",
+            )
         )
-    text = "\n".join(lines) + "\n"
+    head = f"# Compared with the baseline {baseline}\n\n{comparisons_note(rows)}\n\n"
+    text = head + comparisons_markdown(rows)
     write_text_atomic(out / "compare.md", text)
     console.print(text, highlight=False, markup=False)
     console.print(f"comparisons: {out / 'compare.md'} and {out / 'compare'}/", highlight=False)
+    return rows

@@ -31,6 +31,8 @@ from .plots import OKABE_ITO, figure, to_svg
 from .rundata import load_run
 
 __all__ = [
+    "BaselineComparison",
+    "comparisons_markdown",
     "LeaderboardEntry",
     "LeftOut",
     "collect",
@@ -72,6 +74,86 @@ class LeftOut:
 
     def __str__(self) -> str:
         return f"{self.run_dir}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """One model compared with a sweep's baseline on one benchmark (``sweep --baseline``;
+    :func:`contamscope.pipeline.compare_runs`), as the board lists it."""
+
+    baseline: str
+    model: str
+    benchmark: str
+    items: int
+    """Items paired."""
+    alg1_difference: float
+    """Algorithm 1's rate, model minus baseline."""
+    gap_difference: float
+    """Mean gap (nats), model minus baseline."""
+    p_value: float
+    """The comparison's verdict p-value (smallest of three paired tests x 3)."""
+    p_holm: float
+    """``p_value`` Holm-adjusted over the sweep's comparisons."""
+    verdict: str
+    page: str
+    """The comparison's page, relative to the board."""
+
+
+COMPARE_HEADER = (
+    "| model | benchmark | items | Algorithm 1, B - A | gap, B - A (nats) | p | Holm | verdict "
+    "| page |"
+)
+
+
+def comparisons_markdown(rows: Sequence[BaselineComparison], links: bool = False) -> str:
+    """The comparisons with a sweep's baseline as a markdown table (``links``: the page as a
+    link, for a page that sits beside the comparison pages' folder)."""
+    lines = [COMPARE_HEADER, "|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        page_cell = f"[{r.page}]({r.page})" if links else r.page
+        lines.append(
+            f"| {r.model} | {r.benchmark} | {r.items} | {r.alg1_difference:+.1%} | "
+            f"{r.gap_difference:+.3f} | {r.p_value:.3g} | {r.p_holm:.3g} | {r.verdict} | "
+            f"{page_cell} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def comparisons_note(rows: Sequence[BaselineComparison]) -> str:
+    """What the comparison table tests, in one paragraph."""
+    return (
+        f"Each model (B) against the baseline (A), {rows[0].baseline}, on the same items: is B "
+        "more drawn to the published option orders? H0: on every item the two models are "
+        "equally drawn to the published order. p: the smallest of three paired tests x 3; "
+        f"Holm: adjusted over the {plural(len(rows), 'comparison')} (family-wise error at "
+        "most 5%)."
+    )
+
+
+def _comparisons_html(rows: Sequence[BaselineComparison]) -> str:
+    head = "".join(f"<th>{esc(h.strip())}</th>" for h in COMPARE_HEADER.strip("|").split("|"))
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{esc(x)}</td>"
+            for x in (
+                r.model,
+                r.benchmark,
+                f"{r.items:,}",
+                f"{r.alg1_difference:+.1%}",
+                f"{r.gap_difference:+.3f}",
+                f"{r.p_value:.3g}",
+                f"{r.p_holm:.3g}",
+                r.verdict,
+            )
+        )
+        + f"<td><a href='{esc(r.page)}'>{esc(r.page)}</a></td></tr>"
+        for r in rows
+    )
+    return (
+        f"<p class='note'>{esc(comparisons_note(rows))}</p>"
+        f"<table class='compare'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def collect(
@@ -289,8 +371,13 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
     return buf.getvalue()
 
 
-def to_markdown(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()) -> str:
-    """A pivot table for a README: rows are models, columns benchmarks."""
+def to_markdown(
+    entries: Sequence[LeaderboardEntry],
+    left_out: Sequence[LeftOut] = (),
+    comparisons: Sequence[BaselineComparison] = (),
+) -> str:
+    """A pivot table for a README: rows are models, columns benchmarks; with ``comparisons``,
+    the sweep's comparisons with its baseline under it."""
     entries = _shortened(entries)
     models, cols = _axes(entries)
     multi = len({c[0] for c in cols}) > 1
@@ -315,6 +402,10 @@ def to_markdown(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut]
     lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md(x)}" for x in caveat_lines(entries))
     lines.extend(f"- left out: {md(str(x))}" for x in left_out)
+    if comparisons:
+        lines += ["", f"## Compared with the baseline {md(comparisons[0].baseline)}", ""]
+        lines += [comparisons_note(comparisons), ""]
+        return "\n".join(lines) + "\n" + comparisons_markdown(comparisons, links=True)
     return "\n".join(lines) + "\n"
 
 
@@ -466,8 +557,13 @@ def _method_figures(entries: Sequence[LeaderboardEntry]) -> list[str]:
     return out
 
 
-def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()) -> str:
-    """A sortable pivot table, one bar chart per method, and the long table with p-values."""
+def to_html(
+    entries: Sequence[LeaderboardEntry],
+    left_out: Sequence[LeftOut] = (),
+    comparisons: Sequence[BaselineComparison] = (),
+) -> str:
+    """A sortable pivot table, one bar chart per method, and the long table with p-values;
+    with ``comparisons``, the sweep's comparisons with its baseline, linked to their pages."""
     entries = _shortened(entries)
     models, cols = _axes(entries)
     multi = len({c[0] for c in cols}) > 1
@@ -534,6 +630,9 @@ def to_html(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = (
         ),
         Section("runs", "Runs", "", after=long.html()),
     ]
+    if comparisons:
+        title = f"Against the baseline {comparisons[0].baseline}"
+        sections.append(Section("baseline", title, _comparisons_html(comparisons)))
     return page(
         "contamscope leakage leaderboard",
         f"{plural(len(models), 'model')} × {plural(len(cols), 'benchmark')} from "
@@ -548,10 +647,12 @@ def write_leaderboard(
     out: Path | str | None = None,
     fmt: str | None = None,
     left_out: list[LeftOut] | None = None,
+    comparisons: Sequence[BaselineComparison] = (),
 ) -> tuple[str, Path | None]:
     """Render the leaderboard as html/csv/md (from ``fmt`` or ``out``'s suffix); write it to
     ``out`` when given. Returns (text, path); runs without a cell are appended to ``left_out``
-    (and named on the html and md pages)."""
+    (and named on the html and md pages); ``comparisons`` (a sweep's, with its baseline) go
+    under the html and md boards."""
     out = Path(out) if out is not None else None
     if fmt is None:
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
@@ -570,7 +671,7 @@ def write_leaderboard(
     text = (
         to_csv(entries)
         if fmt == "csv"
-        else {"html": to_html, "md": to_markdown}[fmt](entries, left)
+        else {"html": to_html, "md": to_markdown}[fmt](entries, left, comparisons)
     )
     if out is not None:
         write_text_atomic(out, text)
