@@ -65,10 +65,16 @@ def _is_gated_mlp(module: Any) -> bool:
     return all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj"))
 
 
+def _wrapped(module: Any) -> bool:
+    """A module whose forward something else already replaced (accelerate's offloading hooks,
+    another patch): left as it is."""
+    return "forward" in module.__dict__ or hasattr(module, "_hf_hook")
+
+
 def fusible(model: Any) -> tuple[list[Any], list[types.ModuleType]]:
     """The modules of ``model`` whose forward :func:`fuse` compiles, and the modeling modules
     whose ``apply_rotary_pos_emb`` it routes through a compiled copy."""
-    modules = [m for m in model.modules() if _is_norm(m) or _is_gated_mlp(m)]
+    modules = [m for m in model.modules() if (_is_norm(m) or _is_gated_mlp(m)) and not _wrapped(m)]
     rotary: dict[str, types.ModuleType] = {}
     for m in model.modules():
         if type(m).__name__.endswith("Attention"):
