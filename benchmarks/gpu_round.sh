@@ -5,14 +5,16 @@
 #
 # TOKENIZER_DIR: a saved tokenizer (the SmolLM2 one: the random-weight 1B model uses its
 # vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
-# checkout's src/ to time side by side (the baseline); STAGES: a comma list of tests, profile,
-# old, alloc, speed, eager (default: tests,profile,old,alloc); they run in the order given. Logs and a trace go to $OUT (or
-# ./gpu_round_out). EXTRA_PATH: a folder of packages the machine lacks (added to PYTHONPATH).
+# checkout's src/ to time side by side (the baseline, stage old); STAGES: a comma list of tests,
+# eager (fused kernels off), profile (the defaults: fused), speed, accuracy, old, alloc (default:
+# tests,eager,profile,speed), each its own process, in the order given. Logs go to $OUT (or
+# ./gpu_round_out), with TRACE=1 a trace of the profiled call. EXTRA_PATH: a folder of packages
+# the machine lacks (added to PYTHONPATH).
 set -u
 TOK=$1
 DATA=$2
 OLD=${3:-}
-STAGES=${4:-tests,profile,old,alloc}
+STAGES=${4:-tests,eager,profile,speed}
 OUT=${OUT:-gpu_round_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -62,8 +64,14 @@ run_eager() {
     PYTHONPATH=src$X timeout 100 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
         --variants "$variants" --fuse off 2>&1 | tee -a "$OUT/eager.log"
 }
+run_accuracy() {
+    echo "== fused_accuracy: bfloat16 eager and fused against float32 of the same weights"
+    PYTHONPATH=src$X timeout 150 $PY benchmarks/fused_accuracy.py --device cuda --dtype bfloat16 \
+        --random-init llama-1b --tokenizer "$TOK" --benchdata "$DATA" --items 60 \
+        2>&1 | tee "$OUT/accuracy.log"
+}
 for s in ${STAGES//,/ }; do
     "run_$s"
 done
 echo "== summary"
-grep -h "passed\|failed\|items/s\|busy\|waited\|warm-up\|fused kernels" "$OUT"/*.log
+grep -h "passed\|failed\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log
