@@ -186,12 +186,17 @@ def test_models_tree_attention_cannot_run_score_whole_texts(
     tree's rows cannot be read as branches, and Bloom's ALiBi biases come from a 2-D mask
     (its tree pass raises): the backend says so once and runs each text whole, with the
     same numbers, NaN for a text too long and 0 for an empty one."""
-    backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make), "eager")
+    path = _build(tmp_path_factory, smollm2_tokenizer, make)
+    capfd.readouterr()  # (saving the model may draw a progress bar)
+    backend = _load(path, "eager")
     assert backend.engine == "full-sequence"
     assert backend.describe()["engine"] == "full-sequence"
     err = capfd.readouterr().err
     assert f"the prefix-tree engine cannot run this model ({why})" in err
     assert err.count("\n") == 1
+    # -M fuse=on applies to the tree engine: asked for here, it is said to be left unused
+    assert _load(path, "eager", fuse="on").fused == []
+    assert "fused kernels not used, the model is scored as full sequences" in capfd.readouterr().err
     assert _worst(backend, REQUESTS) < 1e-3
     seen: list[int] = []
     backend.max_length = 64  # (Mamba has no context limit of its own)
