@@ -118,31 +118,28 @@ class Fused:
                 m.forward = forward
 
 
-def fuse(model: Any, probe: Callable[[], Any] | None = None, tolerance: float = 0.0) -> Fused:
+def fuse(model: Any, probe: Callable[[], Any], tolerance: float) -> Fused:
     """Compile ``model``'s norms and gated MLPs and route its rotary embedding (see the module
-    docstring). With ``probe`` (a function returning the final states of a fixed batch; it
-    runs inside :func:`running`), the fused result must be within ``tolerance`` of the eager
-    one, measured as the largest difference over the largest magnitude; else, or where
-    compiling fails, nothing stays fused and the error is raised as :class:`FusionError`."""
+    docstring). ``probe`` returns the final states of a fixed batch; run fused (inside
+    :func:`running`), they must be within ``tolerance`` of the eager ones, measured as the
+    largest difference over the largest magnitude; else, or where compiling fails, nothing
+    stays fused and the error is raised as :class:`FusionError`."""
     import torch
 
     modules, homes = fusible(model)
     if not modules and not homes:
         return Fused()
     _settle_compiler()
-    want = _detached(probe()) if probe is not None else None
-    fused = Fused(modules=[])
+    want = _detached(probe())
     for m in modules:
         m.forward = types.MethodType(_compiled(type(m).forward), m)
-        fused.modules.append(m)
+    fused = Fused(modules=list(modules))
     for home in homes:
         if not hasattr(home.apply_rotary_pos_emb, _MARK):
             home.apply_rotary_pos_emb = _dispatching(home.apply_rotary_pos_emb)  # type: ignore[attr-defined]
     fused.kinds = sorted({type(m).__name__ for m in modules}) + [
         f"{h.__name__.rsplit('.', 1)[-1]}.apply_rotary_pos_emb" for h in homes
     ]
-    if probe is None or want is None:
-        return fused
     try:
         with running():
             got = _detached(probe())

@@ -344,7 +344,7 @@ class HFBackend(Backend):
         self._cache_kw = _cache_keyword(self._trunk().forward)
         self._lse_kernel: Any = None
         """One-pass log-softmax-at-target kernel (CUDA with Triton, checked once; else None)."""
-        if self._split_head and cuda and os.environ.get("CONTAMSCOPE_NO_TRITON") != "1":
+        if self._split_head and self._triton():
             from . import cuda_kernels
 
             assert self._head_w is not None
@@ -525,13 +525,8 @@ class HFBackend(Backend):
                     file=sys.stderr,
                 )
             return
-        if fuse == "auto":
-            from . import cuda_kernels
-
-            if self.device.type != "cuda" or not cuda_kernels.available():
-                return
-            if os.environ.get("CONTAMSCOPE_NO_TRITON") == "1":
-                return
+        if fuse == "auto" and not self._triton():
+            return
         from .fusion import FusionError
         from .fusion import fuse as fuse_model
 
@@ -560,6 +555,17 @@ class HFBackend(Backend):
             )
             return
         self.fused = self._fusion.kinds
+
+    def _triton(self) -> bool:
+        """Whether this backend's CUDA path may use Triton kernels (a CUDA device, Triton
+        importable, and not turned off with CONTAMSCOPE_NO_TRITON=1)."""
+        from . import cuda_kernels
+
+        return (
+            self.device.type == "cuda"
+            and cuda_kernels.available()
+            and os.environ.get("CONTAMSCOPE_NO_TRITON") != "1"
+        )
 
     @contextlib.contextmanager
     def eager(self) -> Iterator[None]:

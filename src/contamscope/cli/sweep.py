@@ -459,9 +459,7 @@ def _leaderboard(
 
     try:
         text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left(), compared)
-        console.print(
-            text.split("\n## Compared with the baseline")[0], highlight=False, markup=False
-        )
+        console.print(text, highlight=False, markup=False)  # (the comparisons under it)
         write_leaderboard(run_dirs, out / "leaderboard.html", "html", left(), compared)
     except (ContamscopeError, ImportError) as exc:
         err_console.print(
@@ -476,8 +474,8 @@ def _compare_with_baseline(
 ) -> list[BaselineComparison]:
     """Compare each model's finished pair with the baseline's on the same benchmark (paired
     tests of :mod:`contamscope.pipeline.compare`), Holm-adjust the verdicts' p-values over all
-    comparisons, print and write OUT/compare.md, and one page per comparison in OUT/compare/;
-    returns the rows (the board lists them too)."""
+    comparisons, write OUT/compare.md and one page per comparison in OUT/compare/; returns the
+    rows (the board lists and prints them)."""
     from ..detectors.cap import holm
     from ..paths import write_text_atomic
     from ..pipeline.compare import compare_runs
@@ -527,8 +525,6 @@ def _compare_with_baseline(
             )
         )
     head = f"# Compared with the baseline {baseline}\n\n{comparisons_note(rows)}\n\n"
-    text = head + comparisons_markdown(rows)
-    write_text_atomic(out / "compare.md", text)
-    console.print(text, highlight=False, markup=False)
+    write_text_atomic(out / "compare.md", head + comparisons_markdown(rows))
     console.print(f"comparisons: {out / 'compare.md'} and {out / 'compare'}/", highlight=False)
     return rows
