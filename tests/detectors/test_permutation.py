@@ -19,6 +19,7 @@ from contamscope.detectors import (
     gap,
     item_score_from_dict,
     rank_p_value,
+    rethreshold,
     score_item,
 )
 from contamscope.errors import ConfigError
@@ -263,3 +264,36 @@ def test_delta_key() -> None:
     assert delta_key(-0.25) == "-0.25"
     assert float(delta_key(0.1 + 0.2)) == 0.1 + 0.2
     assert not math.isnan(float(delta_key(-0.15)))
+
+
+# --------------------------------------------------------------------------- other thresholds
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rethreshold_equals_scoring_with_those_thresholds(seed: int) -> None:
+    """Other ties and deltas from a stored score (no forest fit) give what score_item gives
+    with them: on tied maxima, ties with the original, outliers and clusters, 4 and 5 options."""
+    rng = np.random.default_rng(seed)
+    n_options = 4 if seed % 2 else 5
+    lp = np.round(rng.normal(-20.0, 1.0, math.factorial(n_options)), 1)  # rounding makes ties
+    if seed % 3 == 0:
+        lp[0] = lp.max()  # the original shares the maximum with another order
+        lp[7] = lp[0]
+    elif seed % 3 == 1:
+        lp[0] = lp.max() + 4.0  # a clear outlier at the original
+    stored = score_item(lp, n_options=n_options, exhaustive=True)
+    for ties in ("not_leaked", "leaked"):
+        for deltas in (None, (-0.3, -0.1, 0.0), (0.2,)):
+            a1, a2 = Algorithm1(ties=ties), Algorithm2(deltas=deltas)  # type: ignore[arg-type]
+            want = score_item(lp, n_options=n_options, exhaustive=True, alg1=a1, alg2=a2)
+            got = rethreshold(item_score_from_dict(stored.to_dict()), lp, alg1=a1, alg2=a2)
+            assert got == want and got.to_dict() == want.to_dict()
+
+
+def test_rethreshold_refuses_log_probs_of_another_item() -> None:
+    lp = _outlier_item()
+    stored = score_item(lp, n_options=4, exhaustive=True)
+    with pytest.raises(ValueError, match="23 log-probs for an item scored under 24 orders"):
+        rethreshold(stored, lp[:23])
+    with pytest.raises(ValueError, match="maximum is order 3, the stored score's 0"):
+        rethreshold(stored, _outlier_item(at=3))

@@ -15,6 +15,7 @@ from . import (
     inspect_benchmark,
     membership,
     permutation,
+    reanalyse,
     report,
     validate,
 )
@@ -56,6 +57,7 @@ app.command("inspect", epilog=inspect_benchmark.EPILOG, no_args_is_help=False)(
 )
 app.add_typer(cache.app, name="cache")
 app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
+app.command("reanalyse", epilog=reanalyse.EPILOG, no_args_is_help=True)(reanalyse.command)
 app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
 app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
 app.command("compare", epilog=compare.EPILOG, no_args_is_help=True)(compare.command)

@@ -63,6 +63,8 @@ Examples:
   contamscope permutation --model hf:./my-model --benchmark mmlu --executor ray --ray-address auto --gpus-per-worker 1
 
 Re-running the same command with the same --out resumes: finished items are not scored again.
+Other --alpha, --ties or --deltas on a finished folder score nothing: its stored log-probs are
+analysed again (`contamscope reanalyse RUN` does the same without loading the model).
 Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 130 interrupted (re-run to
 resume).
 """
@@ -114,7 +116,7 @@ STRICT_OPT = typer.Option(
 )
 
 
-def _parse_deltas(text: str | None) -> tuple[float, ...] | None:
+def parse_deltas(text: str | None) -> tuple[float, ...] | None:
     if not text:
         return None
     try:
@@ -272,7 +274,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         mc_orders=kw["mc_orders"],
         seed=kw["seed"],
         ties=kw["ties"],
-        deltas=_parse_deltas(kw["deltas"]),
+        deltas=parse_deltas(kw["deltas"]),
         alpha=kw["alpha"],
         include_non_exchangeable=kw["include_non_exchangeable"],
         batch_items=kw["batch_items"],

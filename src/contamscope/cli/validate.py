@@ -184,7 +184,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..pipeline.membership import MembershipConfig
     from ..validate import PAPER_DELTAS, PermutationValidation
     from .common import slug
-    from .permutation import _parse_deltas
+    from .permutation import parse_deltas
 
     subjects = subject_list(kw)
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
@@ -195,7 +195,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
         permutation=PermutationConfig(
             template=get_template(kw["template"]),
             seed=kw["seed"],
-            deltas=_parse_deltas(kw["deltas"]) or PAPER_DELTAS,
+            deltas=parse_deltas(kw["deltas"]) or PAPER_DELTAS,
             alpha=kw["alpha"],
         ),
         seed=kw["seed"],

@@ -17,6 +17,7 @@ from contamscope.detectors.permutation import (
     gap_values,
     item_score_from_dict,
     rank_p_value,
+    rethreshold,
     score_item,
 )
 from contamscope.detectors.stats import (
@@ -51,6 +52,7 @@ __all__ = [
     "item_score_from_dict",
     "poisson_binomial_sf",
     "rank_p_value",
+    "rethreshold",
     "score_item",
     "summarize",
     "exact_interval",

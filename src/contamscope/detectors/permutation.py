@@ -29,7 +29,6 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.ensemble import IsolationForest
 
 from contamscope.errors import ConfigError
 
@@ -46,6 +45,7 @@ __all__ = [
     "gap",
     "item_score_from_dict",
     "rank_p_value",
+    "rethreshold",
     "score_item",
 ]
 
@@ -224,6 +224,8 @@ class Algorithm2:
         For ``N <= 256`` (every tree sees all values) the scores depend only on the multiset of
         values, not on their positions; above that sklearn subsamples 256 rows per tree.
         """
+        from sklearn.ensemble import IsolationForest  # (1.4 s to import: only when used)
+
         x = _as_logprobs(logprobs).reshape(-1, 1)
         forest = IsolationForest(
             n_estimators=self.n_estimators,
@@ -434,8 +436,48 @@ def score_item(
             f"{lp.size} log-probs but only {n_perm} distinct orders of {n_options} options"
         )
 
+    return _thresholded(
+        lp, n_options, exhaustive, alg1, alg2._result(lp, alg2.outlier_scores(lp), n_options)
+    )
+
+
+def rethreshold(
+    score: PermutationItemScore,
+    logprobs: Sequence[float] | NDArray[Any],
+    *,
+    alg1: Algorithm1 | None = None,
+    alg2: Algorithm2 | None = None,
+) -> PermutationItemScore:
+    """``score`` (an item's stored result) under other thresholds: Algorithm 1's ``ties`` and
+    Algorithm 2's ``deltas``, from the item's log-probs and its stored outlier score, so no
+    forest is fit again and the result equals :func:`score_item` run with ``alg1`` and ``alg2``
+    (the forest's scores do not depend on the thresholds).
+
+    >>> lp = [-1.0, -1.0, -5.0, -6.0, -7.0, -8.0]
+    >>> s = score_item(lp, n_options=3, exhaustive=True)
+    >>> s.alg1, rethreshold(s, lp, alg1=Algorithm1(ties="leaked")).alg1
+    (False, True)
+    >>> sorted(rethreshold(s, lp, alg2=Algorithm2(deltas=[-0.1, 0.5])).alg2_flags)
+    [-0.1, 0.5]
+    """
+    lp = _as_logprobs(logprobs)
+    if lp.size != score.n_orders:
+        raise ValueError(f"{lp.size} log-probs for an item scored under {score.n_orders} orders")
+    alg2 = alg2 if alg2 is not None else Algorithm2()
+    argmax = int(np.argmax(lp))
+    if argmax != score.alg2_argmax:
+        raise ValueError(
+            f"the log-probs' maximum is order {argmax}, the stored score's {score.alg2_argmax}"
+        )
+    r2 = alg2._result(lp, np.full(lp.size, score.alg2_score), score.n_options)
+    return _thresholded(lp, score.n_options, score.exhaustive, alg1 or Algorithm1(), r2)
+
+
+def _thresholded(
+    lp: _FloatArray, n_options: int, exhaustive: bool, alg1: Algorithm1, r2: Alg2Result
+) -> PermutationItemScore:
+    """Every statistic of one item from its log-probs and Algorithm 2's result."""
     r1 = alg1.score(lp)
-    r2 = alg2._result(lp, alg2.outlier_scores(lp), n_options)
     m = int(np.count_nonzero(lp == lp[r2.argmax]))
     null_anchored = {d: (m / lp.size if r2.score < d else 0.0) for d in r2.flags}
     return PermutationItemScore(

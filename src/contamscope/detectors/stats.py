@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from contamscope.detectors.permutation import PermutationItemScore, delta_key
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = [
     "Alg1Summary",
@@ -50,6 +52,14 @@ _EPS = 1e-9  # tolerance for p <= alpha and floor(alpha * N) with floats
 # --------------------------------------------------------------------------- helpers
 
 
+def _sps() -> ModuleType:
+    """scipy.stats, imported when first needed (0.6 s: commands that print no statistic, such
+    as ``--help``, start without it)."""
+    from scipy import stats
+
+    return stats
+
+
 def _check_proportion(k: int, n: int, conf: float) -> None:
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
@@ -73,8 +83,8 @@ def exact_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     """
     _check_proportion(k, n, conf)
     tail = (1.0 - conf) / 2.0
-    lo = 0.0 if k == 0 else float(sps.beta.ppf(tail, k, n - k + 1))
-    hi = 1.0 if k == n else float(sps.beta.ppf(1.0 - tail, k + 1, n - k))
+    lo = 0.0 if k == 0 else float(_sps().beta.ppf(tail, k, n - k + 1))
+    hi = 1.0 if k == n else float(_sps().beta.ppf(1.0 - tail, k + 1, n - k))
     return lo, hi
 
 
@@ -88,7 +98,7 @@ def wilson_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     (0.0, 1.0)
     """
     _check_proportion(k, n, conf)
-    z = float(sps.norm.ppf(0.5 + conf / 2.0))
+    z = float(_sps().norm.ppf(0.5 + conf / 2.0))
     phat = k / n
     denom = 1.0 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
@@ -110,8 +120,8 @@ def expanded_tail(n: int, level: float = 0.95) -> float:
     >>> round(expanded_tail(100), 4), round(expanded_tail(5), 5)
     (0.0231, 0.00095)
     """
-    t = sps.t.ppf(1 - (1 - level) / 2, n - 1)
-    return float(sps.norm.sf(math.sqrt(n / (n - 1)) * t))
+    t = _sps().t.ppf(1 - (1 - level) / 2, n - 1)
+    return float(_sps().norm.sf(math.sqrt(n / (n - 1)) * t))
 
 
 def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -125,7 +135,7 @@ def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:
     pmfs: list[NDArray[np.float64]] = [
         np.array([1.0 - v, v])
         if c == 1
-        else np.asarray(sps.binom.pmf(np.arange(c + 1), c, v), dtype=np.float64)
+        else np.asarray(_sps().binom.pmf(np.arange(c + 1), c, v), dtype=np.float64)
         for v, c in zip(values.tolist(), counts.tolist(), strict=True)
     ]
     if not pmfs:
@@ -166,7 +176,7 @@ def _binomial_or_pb_sf(k: int, probs: NDArray[np.float64]) -> float:
     """One-sided (greater) p-value of count ``k``: binomtest when all ``probs`` are equal."""
     if probs.size and np.all(probs == probs[0]) and 0.0 < probs[0] < 1.0:
         return float(
-            sps.binomtest(k, int(probs.size), float(probs[0]), alternative="greater").pvalue
+            _sps().binomtest(k, int(probs.size), float(probs[0]), alternative="greater").pvalue
         )
     return poisson_binomial_sf(k, probs)
 
@@ -500,8 +510,8 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
         else None
     )
     if undefined is None:
-        res = sps.ttest_1samp(g, 0.0, alternative="greater")
-        half = float(sps.t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
+        res = _sps().ttest_1samp(g, 0.0, alternative="greater")
+        half = float(_sps().t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
         ci, t = (mean - half, mean + half), _none_if_nan(float(res.statistic))
     if all(it.gap_null for it in items):  # defined for any number of items, any variance
         nulls = [np.asarray(it.gap_null, dtype=np.float64) for it in items]

