@@ -19,3 +19,19 @@ def sorted_and_shuffled(n: int, seed: int) -> tuple[list[str], list[str]]:
             rng.shuffle(values)
         refs.append(f"How many parts in crate {i}?," + ",".join(map(str, values)) + ",B")
     return rows, refs
+
+
+WORDS = ["river", "stone", "cloud", "lamp", "seven", "orange", "quiet", "market", "violin",
+         "paper", "engine", "garden"]  # fmt: skip
+
+
+def word_rows(n: int, seed: int = 0) -> list[str]:
+    """``n`` MMLU-CSV rows of random words: reference items no model has seen."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        q = " ".join(rng.sample(WORDS, 5)).capitalize() + "?"
+        rows.append(
+            ",".join([q] + [" ".join(rng.sample(WORDS, 2)) for _ in range(4)] + ["ABCD"[i % 4]])
+        )
+    return rows

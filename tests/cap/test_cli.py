@@ -49,6 +49,23 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
     assert (out / "pcr_heatmap.png").stat().st_size > 1000
     again = run_cli(*args, cwd=tmp_path)
     assert again.returncode == 0 and "resuming: 6 of 6" in again.stderr
+    # other analysis settings without the model: the summary and the heatmap are redone
+    summary = json.loads((out / "summary.json").read_text())
+    before = (out / "pcr_heatmap.png").stat().st_mtime_ns
+    re = run_contamscope(
+        "reanalyse", str(out), "--pcr-alpha", "0.1", "--scale", "linear", "--min-diff", "0.3",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert re.returncode == 0, re.stderr
+    assert "re-analysed 6 stored items; nothing scored" in re.stderr
+    assert "PCR = linear((M+0.1)/(C+0.1))" in re.stdout and "PCR_dev - PCR_val" in re.stdout
+    s2 = json.loads((out / "summary.json").read_text())
+    assert (s2["analysis"]["alpha"], s2["analysis"]["scale"]) == (0.1, "linear")
+    assert s2["analysis"]["min_diff"] == 0.3 and s2["analysis"]["n_boot"] == 200  # kept
+    assert s2["timings"] == summary["timings"] and s2["model"] == summary["model"]
+    assert (out / "pcr_heatmap.png").stat().st_mtime_ns > before
+    wrong = run_contamscope("reanalyse", str(out), "--ties", "leaked", cwd=tmp_path)
+    assert wrong.returncode == 2 and "--ties: not a setting of a cap run" in wrong.stderr
 
 
 def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:

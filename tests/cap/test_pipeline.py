@@ -21,7 +21,7 @@ from contamscope.backends.base import (
 )
 from contamscope.data.cap import CapFields, load_cap
 from contamscope.errors import ConfigError
-from contamscope.pipeline.cap import CapConfig, build_cap_summary, run_cap
+from contamscope.pipeline.cap import CapConfig, build_cap_summary, reanalyse_cap, run_cap
 from contamscope.store import CachedScorer, RunDir, ScoreCache
 
 
@@ -382,3 +382,32 @@ def test_a_template_is_for_multiple_choice_only() -> None:
     assert "template" not in CapConfig(task="mcq").settings()  # older run folders still match
     with pytest.raises(ConfigError, match="--template lays out multiple-choice prompts; --task"):
         CapConfig(task="qa", template=get_template("mmlu"))
+
+
+def test_reanalysing_a_finished_run_without_the_model_equals_a_re_run(
+    fineval_dir: Path, tmp_path: Path
+) -> None:
+    """reanalyse_cap (no model, no data) gives what a re-run of the folder with the same
+    analysis options gives, and keeps the run's provenance."""
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    scorer = _scorer(TextOnlyBackend(), tmp_path)
+    first = run_cap(data, sel, scorer, RunDir(tmp_path / "run"), CapConfig(n_boot=200))
+    other = {"alpha": 0.1, "scale": "linear", "n_boot": 300, "min_diff": 0.05}
+    rerun = run_cap(data, sel, scorer, RunDir(tmp_path / "rerun"), CapConfig(**other))
+    assert rerun.scored_now == 6  # (another folder: its records are its own)
+    out = reanalyse_cap(tmp_path / "run", **other, mcq_metric=None)
+    computed = ("analysis", "splits", "counts", "statistics", "verdict")
+    assert {k: out.summary[k] for k in computed} == {k: rerun.summary[k] for k in computed}
+    assert out.summary["statistics"] != first.summary["statistics"]
+    assert out.summary["model"] == first.summary["model"]
+    assert out.summary["timings"] == first.summary["timings"]
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["analysis"]["scale"] == "linear" and saved["analysis"]["n_boot"] == 300
+    # options not given keep the run's (now the re-analysed ones)
+    again = reanalyse_cap(tmp_path / "run", min_diff=0.0)
+    assert (
+        again.summary["analysis"]["scale"] == "linear" and again.summary["analysis"]["alpha"] == 0.1
+    )
+    with pytest.raises(ConfigError, match="CAP's analysis has no setting 'ties'"):
+        reanalyse_cap(tmp_path / "run", ties="leaked")

@@ -4,13 +4,12 @@ records and summary, resume and re-analysis, the report, and one-line errors."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_runner import run_cli
-from toy_rows import sorted_and_shuffled
+from toy_rows import sorted_and_shuffled, word_rows
 from typer.testing import CliRunner
 
 from contamscope.backends.base import Capabilities
@@ -23,38 +22,13 @@ BENCH = [
     "Pick the colour of the sky,blue,green,red,yellow,A",
     "Who wrote Hamlet?,Shakespeare,Dickens,Austen,Tolkien,A",
 ]
-WORDS = [
-    "river",
-    "stone",
-    "cloud",
-    "lamp",
-    "seven",
-    "orange",
-    "quiet",
-    "market",
-    "violin",
-    "paper",
-    "engine",
-    "garden",
-]
-
-
-def _reference_rows(n: int) -> list[str]:
-    rng = random.Random(0)
-    rows = []
-    for i in range(n):
-        q = " ".join(rng.sample(WORDS, 5)).capitalize() + "?"
-        rows.append(
-            ",".join([q] + [" ".join(rng.sample(WORDS, 2)) for _ in range(4)] + ["ABCD"[i % 4]])
-        )
-    return rows
 
 
 @pytest.fixture()
 def files(tmp_path: Path) -> tuple[Path, Path]:
     bench, ref = tmp_path / "toy_test.csv", tmp_path / "fresh.csv"
     bench.write_text("\n".join(BENCH) + "\n", encoding="utf-8")
-    ref.write_text("\n".join(_reference_rows(24)) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(word_rows(24)) + "\n", encoding="utf-8")
     return bench, ref
 
 
@@ -134,6 +108,20 @@ def test_run_records_summary_resume_reanalysis_and_report(
     s3 = json.loads((tmp_path / "run2" / "summary.json").read_text())
     assert other.returncode == 0 and s3["timings"]["requests_from_cache"] == 29
     assert s3["statistics"]["dataset_test"] == summary["statistics"]["dataset_test"]
+
+    # the same without the model: `reanalyse` (its summary equals the re-run's above)
+    re = run_cli("reanalyse", str(out), "--statistic", "loss", "--fdr", cwd=tmp_path)
+    assert re.returncode == 0, re.stderr
+    assert "re-analysed 29 stored items; nothing scored" in re.stderr and "AUC" in re.stdout
+    s4 = json.loads((out / "summary.json").read_text())
+    assert (s4["statistics"]["statistic"], s4["statistics"]["fdr"]) == ("loss", True)
+    assert s4["config"]["seed"] == 7 and s4["timings"] == s_seed["timings"]
+    tested = ("p_value", "q_value", "flag")  # as the re-run with --statistic loss --fdr wrote
+    assert [[r.get(k) for k in tested] for r in _records(out)] == [
+        [r.get(k) for k in tested] for r in recs2
+    ]
+    gap = run_cli("reanalyse", str(out), "--statistic", "gap", cwd=tmp_path)
+    assert gap.returncode == 2 and "needs every option order scored" in gap.stderr
 
     rep = run_cli("report", str(out), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
@@ -215,7 +203,7 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     # benchmark items among the references (same question and options, reordered, other
     # spacing) are left out of the reference and said; the rest is the calibration set
     mixed = tmp_path / "mixed.csv"
-    rows = _reference_rows(6) + ["Who  wrote Hamlet?,Dickens,Shakespeare,Tolkien,Austen,B"]
+    rows = word_rows(6) + ["Who  wrote Hamlet?,Dickens,Shakespeare,Tolkien,Austen,B"]
     mixed.write_text("\n".join(rows) + "\n", encoding="utf-8")
     r = run_cli(*_args(tiny_model_path, bench, mixed, tmp_path / "mixed"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -228,7 +216,7 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     # a reference given many times counted as many unseen items (12 of 30 clean items flagged
     # at a stated rate of 0.05; helper audit): the repeats are left out and said
     repeated = tmp_path / "repeated.csv"
-    rows = _reference_rows(6)
+    rows = word_rows(6)
     repeated.write_text("\n".join(rows + [rows[0]] * 3 + [rows[2]]) + "\n", encoding="utf-8")
     r = run_cli(*_args(tiny_model_path, bench, repeated, tmp_path / "rep"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -1,5 +1,5 @@
-"""`contamscope reanalyse`: a finished permutation run analysed again with other thresholds,
-from its stored log-probs; no model is loaded and nothing is scored."""
+"""`contamscope reanalyse`: a finished run (permutation, CAP, membership) analysed again with
+other analysis settings, from its stored records; no model is loaded and nothing is scored."""
 
 from __future__ import annotations
 
@@ -22,57 +22,157 @@ Examples:
 
   contamscope reanalyse runs/old --benchmark /new/place/of/mmlu/test   # the benchmark moved
 
-What changes: the rank test's --alpha, Algorithm 1's --ties and Algorithm 2's --deltas. The
-item records' flags, settings.json and summary.json are rewritten (a report.html in the folder
-too); the log-probs and Algorithm 2's outlier scores stay, so the result is what a run with
-these settings would have given. Re-running the permutation command with the new options does
-the same, after loading the model. The benchmark is read again (natural orders, conventions)
-and must be the one the run read.
+  contamscope reanalyse runs/cap-fineval --pcr-alpha 0.001 --scale linear
+
+  contamscope reanalyse runs/membership --statistic loss --fdr
+
+What each method takes (the others are refused; a setting not given keeps the run's):
+  permutation  --alpha (rank test), --ties (Algorithm 1), --deltas (Algorithm 2), --benchmark
+  membership   --statistic, --alpha, --fdr/--no-fdr, --bootstrap
+  cap          --pcr-alpha, --scale, --bootstrap, --min-diff, --similarity-threshold,
+               --mcq-metric, --include-unmodified/--exclude-unmodified
+
+The folder's summary.json (and the records' flags, p-values) are rewritten, and a report.html in
+it too; the stored scores stay, so the result is what a run with these settings would have
+given. Re-running the method's command with the new options on the same --out does the same
+after loading the model. A permutation run's benchmark is read again (natural orders,
+conventions) and must be the one the run read.
 """
+
+_OPTIONS = {
+    "permutation": ("alpha", "ties", "deltas", "benchmark"),
+    "membership": ("statistic", "alpha", "fdr", "bootstrap"),
+    "cap": (
+        "pcr_alpha", "scale", "bootstrap", "min_diff", "similarity_threshold", "mcq_metric",
+        "include_unmodified",
+    ),
+}  # fmt: skip
+_FLAGS = {
+    "fdr": "--fdr/--no-fdr",
+    "include_unmodified": "--include-unmodified/--exclude-unmodified",
+}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 def command(
-    run_dir: Path = typer.Argument(..., help="A finished permutation run folder."),
+    run_dir: Path = typer.Argument(
+        ..., help="A finished run folder (permutation, membership or cap)."
+    ),
     alpha: float | None = typer.Option(
-        None, "--alpha", help="Level of the per-item rank test (default: the run's)."
+        None, "--alpha", help="permutation, membership: the per-item test level."
     ),
     ties: str | None = typer.Option(
         None,
         "--ties",
-        help="Algorithm 1 on a tie for the maximum: not_leaked or leaked (default: the run's).",
+        help="permutation: Algorithm 1 on a tie for the maximum: not_leaked, leaked.",
     ),
     deltas: str | None = typer.Option(
         None,
         "--deltas",
-        help="Algorithm 2's outlier thresholds, comma-separated (e.g. -0.2,-0.15), or 'paper' "
-        "(-0.2 up to 4 options, -0.25 from 5); default: the run's.",
+        help="permutation: Algorithm 2's outlier thresholds, comma-separated (e.g. -0.2,-0.15), "
+        "or 'paper' (-0.2 up to 4 options, -0.25 from 5).",
     ),
     benchmark: str | None = typer.Option(
         None,
         "--benchmark",
         "-b",
-        help="Where the run's benchmark is now, when not where the run read it (same content).",
+        help="permutation: where the run's benchmark is now, if it moved (same content).",
+    ),
+    statistic: str | None = typer.Option(
+        None,
+        "--statistic",
+        help="membership: min_k_pp, min_k, loss, zlib (gap, combined: if the run scored the "
+        "option orders).",
+    ),
+    fdr: bool | None = typer.Option(
+        None, "--fdr/--no-fdr", help="membership: flag by Benjamini-Hochberg q-values, or not."
+    ),
+    bootstrap: int | None = typer.Option(
+        None, "--bootstrap", "--n-boot", min=100, help="membership, cap: bootstrap resamples."
+    ),
+    pcr_alpha: float | None = typer.Option(
+        None, "--pcr-alpha", help="cap: the PCR smoothing constant."
+    ),
+    scale: str | None = typer.Option(None, "--scale", help="cap: tanh, linear, sigmoid."),
+    min_diff: float | None = typer.Option(
+        None, "--min-diff", help="cap: smallest |PCR difference| called evidence."
+    ),
+    similarity_threshold: float | None = typer.Option(
+        None, "--similarity-threshold", help="cap (summary): cosine above which answers agree."
+    ),
+    mcq_metric: str | None = typer.Option(None, "--mcq-metric", help="cap: mapped or strict."),
+    include_unmodified: bool | None = typer.Option(
+        None,
+        "--include-unmodified/--exclude-unmodified",
+        help="cap: count items whose modified input equals the original.",
     ),
     report: bool = typer.Option(
         False, "--report", help="Also write RUN_DIR/report.html (rewritten anyway if it exists)."
     ),
 ) -> None:
-    """Analyse a finished permutation run again with other thresholds; nothing is scored."""
-    _reanalyse(
-        run_dir=run_dir,
-        alpha=alpha,
-        ties=ties,
-        deltas=deltas,
-        benchmark=benchmark,
-        report=report,
+    """Analyse a finished run again with other analysis settings; nothing is scored."""
+    given = {
+        "alpha": alpha, "ties": ties, "deltas": deltas, "benchmark": benchmark,
+        "statistic": statistic, "fdr": fdr, "bootstrap": bootstrap, "pcr_alpha": pcr_alpha,
+        "scale": scale, "min_diff": min_diff, "similarity_threshold": similarity_threshold,
+        "mcq_metric": mcq_metric, "include_unmodified": include_unmodified,
+    }  # fmt: skip
+    _reanalyse(run_dir=run_dir, given=given, report=report)
+
+
+@user_errors
+def _reanalyse(*, run_dir: Path, given: dict[str, Any], report: bool) -> None:
+    from ..errors import StoreError
+    from ..store import RunDir
+
+    if not run_dir.is_dir():
+        raise StoreError(f"{run_dir}: no such run folder")
+    stored = RunDir(run_dir).stored_settings()
+    if stored is None:
+        raise StoreError(f"{run_dir} holds no contamscope run (no settings.json)")
+    method = str(stored.get("method"))
+    if method not in _OPTIONS:
+        raise ConfigError(
+            f"{run_dir} holds a {method} run; reanalyse reads permutation, membership and cap "
+            f"runs (a {method} run has no analysis setting to change without scoring)"
+        )
+    wrong = [k for k, v in given.items() if v is not None and k not in _OPTIONS[method]]
+    if wrong:
+        own = ", ".join(_flag(k) for k in _OPTIONS[method])
+        raise ConfigError(f"{_flag(wrong[0])}: not a setting of a {method} run (its own: {own})")
+    if given["alpha"] is not None and not 0 < given["alpha"] < 1:
+        raise ConfigError(f"--alpha {given['alpha']}: must be between 0 and 1")
+    had_report = (run_dir / "report.html").exists()
+    problems = {"permutation": _permutation, "membership": _membership, "cap": _cap}[method](
+        run_dir, given
     )
+    console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
+    if had_report and not report:
+        err_console.print(styled("dim", "", "report.html was in the folder: written again"))
+    from .report import report_after_run
+
+    report_after_run(run_dir, write=report or had_report)
+    exit_if_skipped(problems)
 
 
-def _parse(ties: str | None, deltas: str | None, alpha: float | None) -> dict[str, Any]:
+def _said(n: int, changed: str) -> None:
+    err_console.print(f"re-analysed {n} stored items{changed}; nothing scored", highlight=False)
+
+
+def _permutation(run_dir: Path, given: dict[str, Any]) -> int:
+    """Re-analyse a permutation run; returns how many benchmark rows were skipped."""
+    from ..data import load_benchmark
+    from ..errors import DataError
+    from ..pipeline import reanalyse_permutation, run_benchmark
+    from ..store import RunDir
+    from .summary import print_permutation_summary
+
+    ties, deltas = given["ties"], given["deltas"]
     if ties is not None and ties not in ("not_leaked", "leaked"):
         raise ConfigError(f"--ties {ties!r}: expected not_leaked or leaked")
-    if alpha is not None and not 0 < alpha < 1:
-        raise ConfigError(f"--alpha {alpha}: must be between 0 and 1")
     parsed: Any = None
     if deltas is not None:
         if deltas.strip().lower() == "paper":
@@ -83,61 +183,69 @@ def _parse(ties: str | None, deltas: str | None, alpha: float | None) -> dict[st
             parsed = parse_deltas(deltas)
             if parsed is None:
                 raise ConfigError("--deltas '': expected comma-separated numbers or 'paper'")
-    return {"alpha": alpha, "ties": ties, "deltas": parsed}
-
-
-@user_errors
-def _reanalyse(
-    *,
-    run_dir: Path,
-    alpha: float | None,
-    ties: str | None,
-    deltas: str | None,
-    benchmark: str | None,
-    report: bool,
-) -> None:
-    from ..data import load_benchmark
-    from ..errors import DataError, StoreError
-    from ..pipeline import reanalyse_permutation, run_benchmark
-    from ..store import RunDir
-    from .report import report_after_run
-    from .summary import print_permutation_summary
-
-    options = _parse(ties, deltas, alpha)
-    if not run_dir.is_dir():
-        raise StoreError(f"{run_dir}: no such run folder")
-    stored = RunDir(run_dir).stored_settings()
-    if stored is None:
-        raise StoreError(f"{run_dir} holds no contamscope run (no settings.json)")
-    if stored.get("method") != "permutation":
-        raise ConfigError(
-            f"{run_dir} holds a {stored.get('method')} run; reanalyse reads permutation runs (a "
-            f"{stored.get('method')} run re-run with other analysis options scores nothing)"
-        )
-    how = run_benchmark(stored)
-    if benchmark is not None:
-        how["spec"] = benchmark
+    how = run_benchmark(RunDir(run_dir).stored_settings() or {})
+    if given["benchmark"] is not None:
+        how["spec"] = given["benchmark"]
     try:
         loaded = load_benchmark(**how)
     except DataError as exc:
-        if benchmark is not None:
+        if given["benchmark"] is not None:
             raise
         raise DataError(
             f"{exc} (the benchmark {run_dir} was run on; --benchmark says where it is now)"
         ) from None
     list_skipped(loaded.problems)
-    had_report = (run_dir / "report.html").exists()
     with console.status("analysing the stored scores ..."):
-        outcome = reanalyse_permutation(loaded, RunDir(run_dir), **options)
+        outcome = reanalyse_permutation(
+            loaded, RunDir(run_dir), alpha=given["alpha"], ties=ties, deltas=parsed
+        )
     changed = outcome.summary["timings"].get("reanalysed_records", 0)
-    err_console.print(
-        f"re-analysed {outcome.summary['counts']['items_selected']} stored items "
-        f"({changed} records' flags changed); nothing scored",
-        highlight=False,
-    )
+    _said(outcome.summary["counts"]["items_selected"], f" ({changed} records' flags changed)")
     print_permutation_summary(outcome.summary)
-    console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    if had_report and not report:
-        err_console.print(styled("dim", "", "report.html was in the folder: written again"))
-    report_after_run(outcome.run_dir, write=report or had_report)
-    exit_if_skipped(len(loaded.problems))
+    return len(loaded.problems)
+
+
+def _membership(run_dir: Path, given: dict[str, Any]) -> int:
+    from ..pipeline import reanalyse_membership
+    from ..store import RunDir
+    from .membership import print_membership_summary
+
+    outcome = reanalyse_membership(
+        RunDir(run_dir),
+        statistic=given["statistic"],
+        alpha=given["alpha"],
+        fdr=given["fdr"],
+        n_boot=given["bootstrap"],
+    )
+    _said(outcome.resumed, "")
+    print_membership_summary(outcome.summary)
+    return 0
+
+
+def _cap(run_dir: Path, given: dict[str, Any]) -> int:
+    from ..pipeline import reanalyse_cap
+    from ..store import RunDir
+    from .cap import print_cap_summary
+
+    outcome = reanalyse_cap(
+        RunDir(run_dir),
+        alpha=given["pcr_alpha"],
+        scale=given["scale"],
+        n_boot=given["bootstrap"],
+        min_diff=given["min_diff"],
+        similarity_threshold=given["similarity_threshold"],
+        mcq_metric=given["mcq_metric"],
+        include_unmodified=given["include_unmodified"],
+    )
+    _said(outcome.resumed, "")
+    print_cap_summary(outcome.summary)
+    plot = run_dir / "pcr_heatmap.png"
+    if plot.exists():
+        from ..report.cap_heatmap import plot_pcr_heatmap
+
+        try:
+            plot_pcr_heatmap([outcome.summary], plot)
+            err_console.print(styled("dim", "", "pcr_heatmap.png was in the folder: drawn again"))
+        except ImportError:
+            err_console.print("pcr_heatmap.png not redrawn: matplotlib is missing")
+    return 0

@@ -9,9 +9,15 @@ resumes from the records its folder holds. docs/python.md shows each method
 
 from .benbench import BenBenchConfig, BenBenchOutcome, SplitInput, run_benbench
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
-from .cap import CapConfig, CapOutcome, check_splits, run_cap
+from .cap import CapConfig, CapOutcome, check_splits, reanalyse_cap, run_cap
 from .compare import compare_runs
-from .membership import MembershipConfig, MembershipOutcome, run_membership, unseen_references
+from .membership import (
+    MembershipConfig,
+    MembershipOutcome,
+    reanalyse_membership,
+    run_membership,
+    unseen_references,
+)
 from .outcome import Outcome
 from .permutation import (
     PermutationConfig,
@@ -46,8 +52,10 @@ __all__ = [
     "CapOutcome",
     "check_splits",
     "run_cap",
+    "reanalyse_cap",
     "MembershipConfig",
     "MembershipOutcome",
     "run_membership",
+    "reanalyse_membership",
     "unseen_references",
 ]

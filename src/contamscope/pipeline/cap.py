@@ -46,7 +46,15 @@ from .inputs import check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
-__all__ = ["CapConfig", "CapOutcome", "run_cap", "build_cap_summary", "CONSISTENCY"]
+__all__ = [
+    "CAP_ANALYSIS",
+    "CONSISTENCY",
+    "CapConfig",
+    "CapOutcome",
+    "build_cap_summary",
+    "reanalyse_cap",
+    "run_cap",
+]
 
 CONSISTENCY = {"mcq": "factual", "qa": "logical", "summary": "semantic"}
 """The consistency operation gamma used for each task (paper, section 3.5)."""
@@ -55,6 +63,14 @@ _MAX_NEW = {"mcq": 8, "qa": 64, "summary": 256}
 _STOP: dict[str, tuple[str, ...]] = {"mcq": ("\n",), "qa": ("\n\n",), "summary": ()}
 _LABELS = "ABCDEFGHIJ"
 _SCALES: tuple[Scale, ...] = ("tanh", "linear", "sigmoid")
+
+
+CAP_ANALYSIS = (
+    "alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric",
+    "include_unmodified",
+)  # fmt: skip
+"""CapConfig fields only the analysis depends on (not in settings.json; summary.json's
+``analysis`` holds them): other values re-analyse the stored records."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +148,7 @@ class CapConfig:
         d.pop("template")  # absent unless given: run folders from before it still match
         if self.template is not None:
             d["template"] = self.template.describe() | {"answer": self.template.answer}
-        analysis = ("alpha", "scale", "n_boot", "min_diff", "similarity_threshold", "mcq_metric")
-        for k in (*analysis, "include_unmodified"):
+        for k in CAP_ANALYSIS:
             d.pop(k)  # analysis-only: changing them re-analyses stored records, no re-run needed
         d["consistency"] = CONSISTENCY[self.task]
         d["metric"] = _METRIC[self.task]
@@ -503,6 +518,44 @@ def run_cap(
     )
 
 
+@releases_run_dir
+def reanalyse_cap(run_dir: RunDir, **analysis: Any) -> CapOutcome:
+    """Analyse a finished CAP run again from its stored records: no model, no data, nothing
+    generated. ``analysis`` takes :data:`CAP_ANALYSIS` fields (``alpha``: the PCR constant,
+    ``scale``, ``n_boot``, ``min_diff``, ``similarity_threshold``, ``mcq_metric``,
+    ``include_unmodified``); the others keep the run's values. ``summary.json`` is rewritten,
+    with the run's model, data and timings. ``run_dir`` may be a folder path."""
+    unknown = sorted(set(analysis) - set(CAP_ANALYSIS))
+    if unknown:
+        raise ConfigError(f"CAP's analysis has no setting {unknown[0]!r}")
+    settings, old = run_dir.finished_run("cap")
+    kept = old.get("analysis") or {}
+    stored = settings["config"]
+    given = {k: v for k, v in analysis.items() if v is not None}
+    config = CapConfig(
+        task=stored["task"],
+        seed=stored["seed"],
+        paraphrase_threshold=stored.get("paraphrase_threshold", 0.98),
+        **{k: kept[k] for k in CAP_ANALYSIS if kept.get(k) is not None} | given,
+    )
+    done = run_dir.open(settings)
+    splits = list(old["splits"])
+    place = {s: i for i, s in enumerate(splits)}
+    records = sorted(
+        (r for r in done.values() if r.get("split") in place), key=lambda r: place[r["split"]]
+    )
+    analysed = set(_ANALYSIS_KEYS)
+    provenance = {k: v for k, v in old.items() if k not in analysed} | {
+        "contamscope_version": __version__,
+        "git_commit": _git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": _package_versions(),
+    }
+    summary = build_cap_summary(records, config, splits=splits, provenance=provenance)
+    run_dir.write_summary(summary)
+    return CapOutcome(summary, run_dir.path, 0, len(records), list(old.get("skipped_rows") or []))
+
+
 def _item_c(rec: dict[str, Any], cfg: CapConfig) -> float | None:
     if cfg.task == "summary":
         sim = rec.get("similarity")
@@ -599,6 +652,13 @@ def overall_verdict(comparisons: list[dict[str, Any]]) -> tuple[str, str]:
     if any(c["verdict"] == "inconclusive" for c in comparisons):
         return "inconclusive", why
     return "no evidence", why
+
+
+_ANALYSIS_KEYS = (
+    "schema", "method", "task", "consistency", "metric", "analysis", "splits", "counts",
+    "statistics", "verdict",
+)  # fmt: skip
+"""The keys of summary.json that :func:`build_cap_summary` computes; the rest is provenance."""
 
 
 def build_cap_summary(

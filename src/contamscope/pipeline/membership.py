@@ -50,6 +50,7 @@ __all__ = [
     "MembershipConfig",
     "MembershipOutcome",
     "item_request",
+    "reanalyse_membership",
     "run_membership",
     "SCHEMA",
     "ALL_STATISTICS",
@@ -559,16 +560,10 @@ def build_summary(
 ) -> dict[str, Any]:
     """summary.json: provenance, the null hypotheses, alpha and the FPR statement, counts, and
     the per-item and dataset-level tests."""
-    counts: dict[str, Any] = {}
-    for role, loaded in (("benchmark", benchmark), ("reference", reference)):
-        recs = [r for r in records if r["role"] == role]
-        counts[role] = {
-            "items_loaded": len(loaded.items),
-            "items_selected": len(recs),
-            "items_analysed": sum(1 for r in recs if _usable(r, *config.components)),
-            "excluded": dict(Counter(r["excluded"] for r in recs if r.get("excluded"))),
-            "rows_skipped": len(loaded.problems),
-        }
+    loaded = {
+        role: {"items_loaded": len(ld.items), "rows_skipped": len(ld.problems)}
+        for role, ld in (("benchmark", benchmark), ("reference", reference))
+    }
     return {
         "schema": SCHEMA,
         "method": "membership",
@@ -589,6 +584,38 @@ def build_summary(
             "files": len(reference.files),
         },
         "selection": settings["selection"],
+        **_analysis_part(records, config, test, loaded),
+        "skipped_rows": {
+            "benchmark": [str(p) for p in benchmark.problems],
+            "reference": [str(p) for p in reference.problems],
+        },
+        "excluded_items": [
+            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
+        ],
+        "timings": timing,
+        "versions": _package_versions(),
+    }
+
+
+def _analysis_part(
+    records: Sequence[dict[str, Any]],
+    config: MembershipConfig,
+    test: dict[str, Any],
+    loaded: dict[str, dict[str, int]],
+) -> dict[str, Any]:
+    """The keys of summary.json that the analysis settings decide (``loaded``: per role, the
+    items loaded and rows skipped)."""
+    counts: dict[str, Any] = {}
+    for role in ROLES:
+        recs = [r for r in records if r["role"] == role]
+        counts[role] = {
+            "items_loaded": loaded[role]["items_loaded"],
+            "items_selected": len(recs),
+            "items_analysed": sum(1 for r in recs if _usable(r, *config.components)),
+            "excluded": dict(Counter(r["excluded"] for r in recs if r.get("excluded"))),
+            "rows_skipped": loaded[role]["rows_skipped"],
+        }
+    return {
         "config": config.scoring_settings() | config.analysis_settings(),
         "text": "permutation template, original option order, scored from BOS (question and options)"
         + (
@@ -605,14 +632,67 @@ def build_summary(
             "items (same kind, format and length); a leaked reference makes the test conservative"
         ),
         "counts": counts,
-        "skipped_rows": {
-            "benchmark": [str(p) for p in benchmark.problems],
-            "reference": [str(p) for p in reference.problems],
-        },
-        "excluded_items": [
-            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
-        ],
         "statistics": test,
-        "timings": timing,
-        "versions": _package_versions(),
     }
+
+
+@releases_run_dir
+def reanalyse_membership(
+    run_dir: RunDir,
+    *,
+    statistic: str | None = None,
+    alpha: float | None = None,
+    fdr: bool | None = None,
+    n_boot: int | None = None,
+) -> MembershipOutcome:
+    """Analyse a finished membership run again from its stored per-item statistics: no model,
+    no data. Arguments left None keep the run's values. A statistic the folder's records do
+    not hold (``gap`` or ``combined`` on a run scored without the option orders, Min-K%++ from
+    a model without vocabulary statistics) is refused: re-running the membership command with
+    it scores what is missing. The records' p-values and flags and ``summary.json`` are
+    rewritten, with the run's model, data and timings. ``run_dir`` may be a folder path."""
+    import json
+
+    settings, old = run_dir.finished_run("membership")
+    had = old["config"]
+    config = MembershipConfig(
+        statistic=statistic if statistic is not None else had["statistic"],
+        k=had["k"],
+        alpha=alpha if alpha is not None else had["alpha"],
+        fdr=fdr if fdr is not None else had["fdr"],
+        template=get_template(json.dumps(had["template"])),
+        n_boot=n_boot if n_boot is not None else had["n_boot"],
+        seed=had["seed"],
+        keep_orders="orders" in settings["config"],
+    )
+    again = f"re-run the membership command with --statistic {config.statistic}"
+    if config.orders and "orders" not in settings["config"]:
+        raise ConfigError(
+            f"--statistic {config.statistic} needs every option order scored, and {run_dir.path} "
+            f"was scored without them: {again} (it scores only the orders)"
+        )
+    if config.needs_vocab and not settings.get("vocab_stats"):
+        raise ConfigError(
+            f"--statistic {config.statistic} needs the vocabulary statistics (Min-K%++), which "
+            f"the model of {run_dir.path} did not give"
+        )
+    done = run_dir.open(settings)
+    records = list(done.values())
+    test = analyse(records, config)
+    run_dir.replace_records(records)
+    loaded = {
+        role: {k: old["counts"][role][k] for k in ("items_loaded", "rows_skipped")}
+        for role in ROLES
+    }
+    summary = (
+        old
+        | _analysis_part(records, config, test, loaded)
+        | {
+            "contamscope_version": __version__,
+            "git_commit": _git_commit(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": _package_versions(),
+        }
+    )
+    run_dir.write_summary(summary)
+    return MembershipOutcome(summary, run_dir.path, 0, len(records))

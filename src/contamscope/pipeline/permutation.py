@@ -517,23 +517,10 @@ def reanalyse_permutation(
     """
     import json
 
-    from ..errors import ConfigError, DataError, StoreError
+    from ..errors import DataError, StoreError
 
-    stored = run_dir.stored_settings()
     where = run_dir.path
-    if stored is None:
-        raise StoreError(f"{where} holds no contamscope run (no settings.json)")
-    if stored.get("method") != "permutation":
-        raise ConfigError(f"{where} holds a {stored.get('method')} run, not a permutation run")
-    try:
-        scored = json.loads(run_dir.summary_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(
-            f"{where}: the run is unfinished (no summary.json); re-run its permutation command "
-            "to finish it"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{run_dir.summary_path}: cannot read it ({exc})") from None
+    stored, scored = run_dir.finished_run("permutation")
     if stored.get("benchmark_hash") != loaded.content_hash:
         raise DataError(
             f"{loaded.source} is not the benchmark {where} was run on (its content differs: "

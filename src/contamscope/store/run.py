@@ -185,6 +185,30 @@ class RunDir:
                 f"{self.settings_path}: cannot read it ({exc.strerror or exc})"
             ) from None
 
+    def finished_run(self, method: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settings and summary of the finished ``method`` run this folder holds, for
+        analysing it again; a one-line StoreError when it holds none, another method's or an
+        unfinished one (no summary.json)."""
+        settings = self.stored_settings()
+        if settings is None:
+            raise StoreError(f"{self.path} holds no contamscope run (no settings.json)")
+        if settings.get("method") != method:
+            raise StoreError(
+                f"{self.path} holds a {settings.get('method')} run, not a {method} run"
+            )
+        try:
+            summary = json.loads(self.summary_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StoreError(
+                f"{self.path}: the run is unfinished (no summary.json); re-run its {method} "
+                "command to finish it"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.summary_path}: cannot read it ({exc})") from None
+        if not isinstance(summary, dict):
+            raise StoreError(f"{self.summary_path}: not a run summary")
+        return settings, summary
+
     def _read_records(
         self, complete: Callable[[dict[str, Any]], bool] | None
     ) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,76 @@
+"""`reanalyse_membership`: a finished membership run's stored statistics tested again with
+another statistic, level or FDR, no model and no data; equal to a re-run of the folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from toy_rows import word_rows
+
+from contamscope.data import load_benchmark
+from contamscope.errors import ConfigError, StoreError
+from contamscope.pipeline import MembershipConfig, reanalyse_membership, run_membership
+from contamscope.store import CachedScorer, ScoreCache
+
+BENCH = [
+    "What is 2+2?,3,4,5,6,B",
+    "Which planet is largest?,Mars,Venus,Jupiter,Earth,C",
+    "Pick the colour of the sky,blue,green,red,yellow,A",
+    "Who wrote Hamlet?,Shakespeare,Dickens,Austen,Tolkien,A",
+]
+
+
+@pytest.fixture
+def scored(tmp_path: Path, tiny_backend: Any):  # type: ignore[no-untyped-def]
+    (tmp_path / "toy_test.csv").write_text("\n".join(BENCH) + "\n", encoding="utf-8")
+    (tmp_path / "fresh.csv").write_text("\n".join(word_rows(16, seed=1)) + "\n", encoding="utf-8")
+    bench = load_benchmark(str(tmp_path / "toy_test.csv"))
+    ref = load_benchmark(str(tmp_path / "fresh.csv"))
+    scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "scores.sqlite"))
+    cfg = MembershipConfig(n_boot=200)
+
+    def run(folder: str, config: MembershipConfig):  # type: ignore[no-untyped-def]
+        return run_membership(bench, bench.items, ref, ref.items, scorer, tmp_path / folder, config)
+
+    first = run("run", cfg)
+    return run, cfg, first
+
+
+def _analysis(summary: dict) -> dict:  # type: ignore[type-arg]
+    keys = ("config", "null_hypothesis", "alpha", "error_rate", "counts", "statistics")
+    return json.loads(json.dumps({k: summary[k] for k in keys}))
+
+
+def test_reanalysis_equals_a_re_run_with_those_settings(tmp_path: Path, scored) -> None:  # type: ignore[no-untyped-def]
+    run, cfg, first = scored
+    shutil.copytree(tmp_path / "run", tmp_path / "rerun")
+    other = replace(cfg, statistic="loss", alpha=0.2, fdr=True, n_boot=300)
+    rerun = run("rerun", other)
+    assert rerun.summary["timings"]["items_scored_now"] == 0
+    out = reanalyse_membership(tmp_path / "run", statistic="loss", alpha=0.2, fdr=True, n_boot=300)
+    assert _analysis(out.summary) == _analysis(rerun.summary)
+    assert _analysis(out.summary) != _analysis(first.summary)
+    kept = ("model", "timings", "reference_check", "benchmark", "reference", "selection")
+    assert {k: out.summary[k] for k in kept} == {k: first.summary[k] for k in kept}
+    lines = (tmp_path / "run" / "items.jsonl").read_text().splitlines()
+    assert lines == (tmp_path / "rerun" / "items.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["q_value"] is not None  # --fdr: q-values written
+    back = reanalyse_membership(
+        tmp_path / "run", statistic="min_k_pp", alpha=0.05, fdr=False, n_boot=200
+    )
+    assert _analysis(back.summary) == _analysis(first.summary)
+
+
+def test_a_statistic_the_records_lack_is_refused(tmp_path: Path, scored) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="--statistic gap needs every option order scored"):
+        reanalyse_membership(tmp_path / "run", statistic="gap")
+    with pytest.raises(ConfigError, match="--statistic 'nope': expected one of"):
+        reanalyse_membership(tmp_path / "run", statistic="nope")
+    (tmp_path / "run" / "summary.json").unlink()
+    with pytest.raises(StoreError, match="unfinished .* re-run its membership command"):
+        reanalyse_membership(tmp_path / "run", alpha=0.1)
