@@ -95,3 +95,25 @@ def test_only_finished_permutation_runs_are_reanalysed(tmp_path: Path, run: Path
     (run / "summary.json").unlink()
     res = run_cli("reanalyse", str(run), cwd=tmp_path)
     assert res.returncode == 2 and "the run is unfinished" in res.stderr
+
+
+def test_several_folders_each_done_and_one_that_fails_is_named(tmp_path: Path, run: Path) -> None:
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text("{}", encoding="utf-8")  # folders of a sweep
+    pairs = [sweep / "a", sweep / "b"]
+    for p in pairs:
+        shutil.copytree(run, p)
+    (sweep / "b" / "summary.json").unlink()  # unfinished
+    res = run_cli("reanalyse", *map(str, pairs), "--alpha", "0.2", cwd=tmp_path)
+    assert res.returncode == 2
+    assert json.loads((sweep / "a" / "summary.json").read_text())["config"]["alpha"] == 0.2
+    assert f"error: {sweep / 'b'}: the run is unfinished" in res.stderr
+    assert f"1 folder not re-analysed: {sweep / 'b'} (exit code 2)" in res.stderr
+    assert f"the board in {sweep} is from before: re-run its sweep command" in res.stderr
+    res = run_cli("reanalyse", str(sweep / "a"), str(run), "--ties", "leaked", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for folder in (sweep / "a", run):
+        assert json.loads((folder / "settings.json").read_text())["config"]["ties"] == "leaked"

@@ -9,7 +9,16 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError
-from .common import console, err_console, exit_if_skipped, list_skipped, styled, user_errors
+from ..wording import plural
+from .common import (
+    EXIT_USER_ERROR,
+    console,
+    err_console,
+    exit_if_skipped,
+    list_skipped,
+    styled,
+    user_errors,
+)
 
 EPILOG = """
 Examples:
@@ -25,6 +34,8 @@ Examples:
   contamscope reanalyse runs/cap-fineval --pcr-alpha 0.001 --scale linear
 
   contamscope reanalyse runs/membership --statistic loss --fdr
+
+  contamscope reanalyse runs/sweep/*/ --ties leaked    # every pair of a sweep (then re-run the sweep: its board)
 
 What each method takes (the others are refused; a setting not given keeps the run's):
   permutation  --alpha (rank test), --ties (Algorithm 1), --deltas (Algorithm 2), --benchmark
@@ -58,8 +69,10 @@ def _flag(name: str) -> str:
 
 
 def command(
-    run_dir: Path = typer.Argument(
-        ..., help="A finished run folder (permutation, membership or cap)."
+    run_dirs: list[Path] = typer.Argument(
+        ...,
+        help="Finished run folders (permutation, membership or cap), e.g. a sweep's runs/sweep/*/.",
+        metavar="RUN_DIR...",
     ),
     alpha: float | None = typer.Option(
         None, "--alpha", help="permutation, membership: the per-item test level."
@@ -120,11 +133,49 @@ def command(
         "scale": scale, "min_diff": min_diff, "similarity_threshold": similarity_threshold,
         "mcq_metric": mcq_metric, "include_unmodified": include_unmodified,
     }  # fmt: skip
-    _reanalyse(run_dir=run_dir, given=given, report=report)
+    _reanalyse_all(run_dirs=run_dirs, given=given, report=report)
 
 
 @user_errors
-def _reanalyse(*, run_dir: Path, given: dict[str, Any], report: bool) -> None:
+def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool) -> None:
+    """Each folder in turn; one that fails is named (one line) and the others still done."""
+    from ..errors import ContamscopeError
+
+    if given["alpha"] is not None and not 0 < given["alpha"] < 1:
+        raise ConfigError(f"--alpha {given['alpha']}: must be between 0 and 1")
+    if len(run_dirs) == 1:
+        exit_if_skipped(_reanalyse(run_dirs[0], given, report))
+        return
+    failed, skipped = [], 0
+    for run_dir in run_dirs:
+        console.rule(str(run_dir))
+        try:
+            skipped += _reanalyse(run_dir, given, report)
+        except ContamscopeError as exc:
+            err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
+            failed.append(run_dir)
+    boards = sorted({d.parent for d in run_dirs if (d.parent / "sweep.json").exists()})
+    for board in boards:
+        err_console.print(
+            f"the board in {board} is from before: re-run its sweep command to rebuild it "
+            "(finished pairs are not scored again)",
+            highlight=False,
+        )
+    if failed:
+        err_console.print(
+            styled(
+                "bold red",
+                f"{plural(len(failed), 'folder')} not re-analysed:",
+                f" {', '.join(map(str, failed))} (exit code 2)",
+            ),
+            highlight=False,
+        )
+        raise SystemExit(EXIT_USER_ERROR)
+    exit_if_skipped(skipped)
+
+
+def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
+    """One folder; returns how many benchmark rows were skipped reading its benchmark."""
     from ..errors import StoreError
     from ..store import RunDir
 
@@ -143,8 +194,6 @@ def _reanalyse(*, run_dir: Path, given: dict[str, Any], report: bool) -> None:
     if wrong:
         own = ", ".join(_flag(k) for k in _OPTIONS[method])
         raise ConfigError(f"{_flag(wrong[0])}: not a setting of a {method} run (its own: {own})")
-    if given["alpha"] is not None and not 0 < given["alpha"] < 1:
-        raise ConfigError(f"--alpha {given['alpha']}: must be between 0 and 1")
     had_report = (run_dir / "report.html").exists()
     problems = {"permutation": _permutation, "membership": _membership, "cap": _cap}[method](
         run_dir, given
@@ -155,7 +204,7 @@ def _reanalyse(*, run_dir: Path, given: dict[str, Any], report: bool) -> None:
     from .report import report_after_run
 
     report_after_run(run_dir, write=report or had_report)
-    exit_if_skipped(problems)
+    return problems
 
 
 def _said(n: int, changed: str) -> None:
