@@ -72,7 +72,7 @@ def command(
     run_dirs: list[Path] = typer.Argument(
         ...,
         help="Finished run folders (permutation, membership or cap), e.g. a sweep's runs/sweep/*/.",
-        metavar="RUN_DIR...",
+        metavar="RUN_DIR",
     ),
     alpha: float | None = typer.Option(
         None, "--alpha", help="permutation, membership: the per-item test level."
