@@ -117,3 +117,27 @@ def test_several_folders_each_done_and_one_that_fails_is_named(tmp_path: Path, r
     assert res.returncode == 0, res.stderr
     for folder in (sweep / "a", run):
         assert json.loads((folder / "settings.json").read_text())["config"]["ties"] == "leaked"
+
+
+def test_reference_run_fills_algorithm_2s_false_positive_rate(
+    tmp_path: Path, run: Path, tiny_backend
+) -> None:  # type: ignore[no-untyped-def]
+    fresh = tmp_path / "fresh_test.csv"
+    fresh.write_text(
+        "Which is a fruit?,Brick,Apple,Chair,Spoon,B\nWhich animal barks?,Cat,Cow,Dog,Owl,C\n",
+        encoding="utf-8",
+    )
+    loaded = load_benchmark(str(fresh))
+    scorer = CachedScorer(tiny_backend, None)
+    run_permutation(loaded, loaded.items, scorer, tmp_path / "ref", PermutationConfig())
+    res = run_cli(
+        "reanalyse", str(run), "--reference-run", str(tmp_path / "ref"), "--report", cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert "on clean†" in res.stdout and "unknown*" not in res.stdout
+    assert "† Algorithm 2's false-positive rate measured on clean reference items" in res.stdout
+    assert " of 2, 95% CI [" in res.stdout
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert "on clean items†" in html and "unknown*" not in html
+    res = run_cli("reanalyse", str(run), "--reference-run", "none", cwd=tmp_path)
+    assert res.returncode == 0 and "unknown*" in res.stdout

@@ -117,3 +117,79 @@ def test_reanalyse_refuses_an_unfinished_run_or_another_benchmark(tmp_path: Path
         reanalyse_permutation(loaded, run, alpha=0.1)
     with pytest.raises(StoreError, match="holds no contamscope run"):
         reanalyse_permutation(loaded, RunDir(tmp_path / "empty"))
+
+
+REFERENCE_ROWS = (
+    "Which river is longest?,Nile,Thames,Seine,Rhine,A\n"
+    "Which is a fruit?,Brick,Apple,Chair,Spoon,B\n"
+    "Which animal barks?,Cat,Cow,Dog,Owl,C\n"
+    "Which is cold?,Fire,Sun,Lava,Ice,D\n"
+    "Which is a tool?,Hammer,Cloud,Song,Rain,A\n"
+)
+
+
+def test_a_reference_run_measures_algorithm_2s_false_positive_rate(tmp_path: Path, runs) -> None:  # type: ignore[no-untyped-def]
+    from scipy.stats import fisher_exact
+
+    loaded, scorer, first, _ = runs
+    ref_file = tmp_path / "fresh_test.csv"
+    ref_file.write_text(REFERENCE_ROWS, encoding="utf-8")
+    fresh = load_benchmark(str(ref_file))
+    deltas = PermutationConfig(deltas=(-0.3, 0.0, 0.3))
+    run_permutation(fresh, fresh.items, scorer, tmp_path / "ref", deltas)  # other thresholds
+    out = reanalyse_permutation(loaded, tmp_path / "run", reference_run=tmp_path / "ref")
+    alg2 = out.summary["statistics"]["alg2"]
+    assert list(alg2) == ["-0.2"]  # the run's thresholds, applied to the reference's records
+    ref_records = list(_records(tmp_path / "ref").values())
+    from contamscope.detectors import Algorithm2, item_score_from_dict, rethreshold
+
+    flags = [
+        rethreshold(item_score_from_dict(r), r["logprobs"], alg2=Algorithm2()).alg2_flags[-0.2]
+        for r in ref_records
+    ]
+    got = alg2["-0.2"]["reference"]
+    assert (got["reference_count"], got["reference_n"]) == (sum(flags), 5)
+    k, n = alg2["-0.2"]["count"], alg2["-0.2"]["n_items"]
+    table = [[k, n - k], [sum(flags), 5 - sum(flags)]]
+    assert got["p_value"] == pytest.approx(fisher_exact(table, alternative="greater").pvalue)
+    assert out.summary["reference_run"]["n_items"] == 5
+    assert out.summary["statistics"] != first.summary["statistics"]  # (the reference fields)
+    assert out.summary["verdict"] == first.summary["verdict"]  # the verdict's tests unchanged
+    # kept by a later re-analysis, dropped with "none"
+    kept = reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
+    assert kept.summary["reference_run"]["run"] == str(tmp_path / "ref")
+    dropped = reanalyse_permutation(loaded, tmp_path / "run", reference_run="none")
+    assert "reference_run" not in dropped.summary
+    assert "reference" not in dropped.summary["statistics"]["alg2"]["-0.2"]
+    # a run scoring with it checks the reference before scoring and uses it at the end
+    again = run_permutation(
+        loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig(),
+        reference_run=tmp_path / "ref",
+    )  # fmt: skip
+    assert again.summary["statistics"]["alg2"]["-0.2"]["reference"] == got
+
+
+def test_a_reference_run_must_be_clean_items_of_the_same_model(tmp_path: Path, runs) -> None:  # type: ignore[no-untyped-def]
+    from contamscope.errors import ConfigError
+
+    loaded, scorer, *_ = runs
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError, match="a run on this same benchmark"):
+        reanalyse_permutation(loaded, run, reference_run=tmp_path / "fresh")
+    mixed = tmp_path / "mixed_test.csv"  # one tested item among new ones
+    mixed.write_text(ROWS.splitlines()[1] + "\n" + REFERENCE_ROWS, encoding="utf-8")
+    other = load_benchmark(str(mixed))
+    run_permutation(other, other.items, scorer, tmp_path / "mixed", PermutationConfig())
+    with pytest.raises(ConfigError, match="1 of its items are tested items too"):
+        reanalyse_permutation(loaded, run, reference_run=tmp_path / "mixed")
+    settings = json.loads((tmp_path / "mixed" / "settings.json").read_text())
+    settings["model_fingerprint"] = "another|float32"
+    (tmp_path / "mixed" / "settings.json").write_text(json.dumps(settings))
+    with pytest.raises(ConfigError, match="scored by another model set-up .another.float32"):
+        reanalyse_permutation(loaded, run, reference_run=tmp_path / "mixed")
+    with pytest.raises(StoreError, match="holds no contamscope run"):
+        run_permutation(
+            loaded, loaded.items, scorer, tmp_path / "x", PermutationConfig(),
+            reference_run=tmp_path / "nowhere",
+        )  # fmt: skip
+    assert not (tmp_path / "x" / "items.jsonl").exists()  # refused before scoring

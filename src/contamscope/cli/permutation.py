@@ -163,6 +163,13 @@ def command(
     alpha: float = typer.Option(
         0.05, "--alpha", help="Level of the per-item calibrated rank test."
     ),
+    reference_run: Path | None = typer.Option(
+        None,
+        "--reference-run",
+        help="A finished permutation run of the same model on items known to be clean (fresh "
+        "questions): measures Algorithm 2's false-positive rate there and tests the "
+        "benchmark's rate against it.",
+    ),
     include_non_exchangeable: bool = typer.Option(
         False,
         "--include-non-exchangeable",
@@ -349,6 +356,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             config,
             selection=selection,
             overwrite=kw["overwrite"],
+            reference_run=kw.get("reference_run"),
             on_start=on_start,
             on_items=on_items,
         )

@@ -38,7 +38,8 @@ Examples:
   contamscope reanalyse runs/sweep/*/ --ties leaked    # every pair of a sweep (then re-run the sweep: its board)
 
 What each method takes (the others are refused; a setting not given keeps the run's):
-  permutation  --alpha (rank test), --ties (Algorithm 1), --deltas (Algorithm 2), --benchmark
+  permutation  --alpha (rank test), --ties (Algorithm 1), --deltas (Algorithm 2),
+               --reference-run (Algorithm 2 on clean items), --benchmark
   membership   --statistic, --alpha, --fdr/--no-fdr, --bootstrap
   cap          --pcr-alpha, --scale, --bootstrap, --min-diff, --similarity-threshold,
                --mcq-metric, --include-unmodified/--exclude-unmodified
@@ -51,7 +52,7 @@ conventions) and must be the one the run read.
 """
 
 _OPTIONS = {
-    "permutation": ("alpha", "ties", "deltas", "benchmark"),
+    "permutation": ("alpha", "ties", "deltas", "benchmark", "reference_run"),
     "membership": ("statistic", "alpha", "fdr", "bootstrap"),
     "cap": (
         "pcr_alpha", "scale", "bootstrap", "min_diff", "similarity_threshold", "mcq_metric",
@@ -94,6 +95,12 @@ def command(
         "-b",
         help="permutation: where the run's benchmark is now, if it moved (same content).",
     ),
+    reference_run: str | None = typer.Option(
+        None,
+        "--reference-run",
+        help="permutation: a finished run of the same model on clean items (Algorithm 2's "
+        "false-positive rate); 'none' drops the run's.",
+    ),
     statistic: str | None = typer.Option(
         None,
         "--statistic",
@@ -129,6 +136,7 @@ def command(
     """Analyse a finished run again with other analysis settings; nothing is scored."""
     given = {
         "alpha": alpha, "ties": ties, "deltas": deltas, "benchmark": benchmark,
+        "reference_run": reference_run,
         "statistic": statistic, "fdr": fdr, "bootstrap": bootstrap, "pcr_alpha": pcr_alpha,
         "scale": scale, "min_diff": min_diff, "similarity_threshold": similarity_threshold,
         "mcq_metric": mcq_metric, "include_unmodified": include_unmodified,
@@ -246,7 +254,12 @@ def _permutation(run_dir: Path, given: dict[str, Any]) -> int:
     list_skipped(loaded.problems)
     with console.status("analysing the stored scores ..."):
         outcome = reanalyse_permutation(
-            loaded, RunDir(run_dir), alpha=given["alpha"], ties=ties, deltas=parsed
+            loaded,
+            RunDir(run_dir),
+            alpha=given["alpha"],
+            ties=ties,
+            deltas=parsed,
+            reference_run=given["reference_run"],
         )
     changed = outcome.summary["timings"].get("reanalysed_records", 0)
     _said(outcome.summary["counts"]["items_selected"], f" ({changed} records' flags changed)")

@@ -89,12 +89,13 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             p_text(g["p_value"]) if g["p_value"] is not None else g["reason"],
         )
     for key, d in stats["alg2"].items():
+        ref = d.get("reference")
         t.add_row(
             f"Algorithm 2 (paper), delta {key}: max an outlier",
             f"{pct_text(d['rate'])} ({d['count']})",
             _ci(d["rate_ci"]),
-            "unknown*",
-            "",
+            f"{pct_text(ref['reference_rate'])} on clean†" if ref else "unknown*",
+            p_text(ref["p_value"]) if ref else "",
         )
         t.add_row(
             "  ... and the max is the original order",
@@ -112,13 +113,29 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"orders (H0); the gap (nats) and its p-value: {g.get('method')} test.",
             )
         )
-    if stats["alg2"]:
+    measured = [(k, d["reference"]) for k, d in stats["alg2"].items() if d.get("reference")]
+    if stats["alg2"] and len(measured) < len(stats["alg2"]):
         console.print(
             styled(
                 "dim",
                 "* Algorithm 2 ignores which order is the original, so its false-positive "
                 "rate cannot be estimated from the same items; the anchored row has an exact null.",
             )
+        )
+    if measured:
+        run = summary.get("reference_run") or {}
+        rates = "; ".join(
+            f"delta {k}: {r['reference_count']} of {r['reference_n']}, 95% CI {_ci(r['reference_ci'])}"
+            for k, r in measured
+        )
+        console.print(
+            styled(
+                "dim",
+                f"† Algorithm 2's false-positive rate measured on clean reference items "
+                f"({run.get('run')}, {run.get('benchmark')}): {rates}. p: Fisher's exact test "
+                "that the benchmark's rate is higher (H0: its items are like the references).",
+            ),
+            soft_wrap=True,
         )
     if natural and natural.get("n_items"):
         rest = natural["statistics_without"]

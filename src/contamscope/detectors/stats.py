@@ -29,7 +29,9 @@ __all__ = [
     "GapTest",
     "PermutationSummary",
     "RankSummary",
+    "REFERENCE_NULL",
     "UNANCHORED_NULL_NOTE",
+    "alg2_against_reference",
     "poisson_binomial_sf",
     "randomization_p",
     "randomization_test",
@@ -584,3 +586,49 @@ def summarize(
         gap=_gap_test(items),
         alg2=alg2,
     )
+
+
+# --------------------------------------------------------------------------- clean reference items
+
+REFERENCE_NULL = (
+    "H0: the benchmark items are, for this model, like the reference items known to be clean "
+    "(drawn alike, never seen); Algorithm 2's flag rate is then the same on both"
+)
+"""The null hypothesis of :func:`alg2_against_reference`."""
+
+
+def alg2_against_reference(
+    items: Sequence[PermutationItemScore], reference: Sequence[PermutationItemScore]
+) -> dict[str, dict[str, Any]]:
+    """Algorithm 2's false-positive rate measured on ``reference`` items known to be clean
+    (scored by the same model, with the same thresholds), per threshold: the reference flag
+    rate with its Clopper-Pearson 95% interval, and Fisher's exact one-sided test that the
+    benchmark's rate is higher (:data:`REFERENCE_NULL`). The paper's Algorithm 2 ignores which
+    order is the original, so the same items cannot give its null level; clean items can.
+
+    Keyed by :func:`~contamscope.detectors.permutation.delta_key`; a threshold no reference
+    item carries is left out.
+
+    >>> from contamscope.detectors import score_item
+    >>> flat = score_item([-10.0, -10.1, -10.2, -10.3, -10.4, -10.5], n_options=3, exhaustive=True)
+    >>> out = alg2_against_reference([flat] * 4, [flat] * 8)
+    >>> out["-0.2"]["reference_count"], out["-0.2"]["reference_n"], out["-0.2"]["p_value"]
+    (0, 8, 1.0)
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for d in sorted({d for it in items for d in it.alg2_flags}):
+        bench = [it.alg2_flags[d] for it in items if d in it.alg2_flags]
+        ref = [it.alg2_flags[d] for it in reference if d in it.alg2_flags]
+        if not ref:
+            continue
+        k, n, kr, nr = sum(bench), len(bench), sum(ref), len(ref)
+        p = _sps().fisher_exact([[k, n - k], [kr, nr - kr]], alternative="greater").pvalue
+        out[delta_key(d)] = {
+            "reference_count": kr,
+            "reference_n": nr,
+            "reference_rate": kr / nr,
+            "reference_ci": _pair(exact_interval(kr, nr)),
+            "p_value": float(p),
+            "test": "Fisher's exact test, one-sided (benchmark rate > reference rate)",
+        }
+    return out

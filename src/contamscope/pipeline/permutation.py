@@ -360,12 +360,16 @@ def run_permutation(
     *,
     selection: dict[str, Any] | None = None,
     overwrite: bool = False,
+    reference_run: Path | str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_items: Callable[[int], None] | None = None,
 ) -> PermutationOutcome:
     """Score ``items`` under all (or sampled) option orders and write records and a summary.
 
-    ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive a progress display.
+    ``reference_run``: a finished run of the same model on items known to be clean, which
+    gives Algorithm 2 a measured false-positive rate (:func:`read_reference`; checked before
+    anything is scored). ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive
+    a progress display.
     """
     backend: Backend = scorer.backend
     counted = scorer.mark()
@@ -385,6 +389,8 @@ def run_permutation(
         "config": scoring,
     }
     stored = None if overwrite else run_dir.stored_settings()
+    if reference_run is not None:  # its settings checked now, its items after the scoring
+        read_reference(reference_run, settings, config, [])
     done = run_dir.open(
         settings,
         overwrite=overwrite,
@@ -436,12 +442,18 @@ def run_permutation(
     elapsed = time.perf_counter() - t0
     computed, reused = scorer.since(counted)
     ordered = [done[it.id] for it in items if it.id in done]
+    reference = (
+        read_reference(reference_run, settings, config, ordered)
+        if reference_run is not None
+        else None
+    )
     summary = build_summary(
         loaded,
         ordered,
         settings,
         config,
         backend.describe(),
+        reference=reference,
         timing={
             "scoring_seconds": round(elapsed, 3),
             "items_scored_now": scored_now,
@@ -506,6 +518,7 @@ def reanalyse_permutation(
     alpha: float | None = None,
     ties: Literal["not_leaked", "leaked"] | None = None,
     deltas: Sequence[float] | Literal["paper"] | None = None,
+    reference_run: Path | str | None = None,
 ) -> PermutationOutcome:
     """Analyse a finished permutation run again with other thresholds, from its stored
     log-probs: no model, nothing scored. ``loaded`` is the benchmark the run read (its natural
@@ -513,7 +526,9 @@ def reanalyse_permutation(
     benchmark whose content changed since is refused). ``alpha``, ``ties`` and ``deltas`` keep
     the run's values when None; ``deltas="paper"`` is the paper's thresholds by option count.
     The records' flags, ``settings.json`` and ``summary.json`` are rewritten; the summary keeps
-    the model and timings of the run that scored the items. ``run_dir`` may be a folder path.
+    the model and timings of the run that scored the items. ``reference_run`` (see
+    :func:`run_permutation`) replaces the run's; None keeps it, ``"none"`` drops it.
+    ``run_dir`` may be a folder path.
     """
     import json
 
@@ -556,7 +571,14 @@ def reanalyse_permutation(
     ordered = sorted(done.values(), key=lambda r: position[r["id"]])
     timing = dict(scored.get("timings") or {})
     timing["reanalysed_records"] = changed
-    summary = build_summary(loaded, ordered, settings, config, scored["model"], timing)
+    if reference_run is None:
+        reference_run = (scored.get("reference_run") or {}).get("run")
+    elif str(reference_run) == "none":
+        reference_run = None
+    reference = read_reference(reference_run, settings, config, ordered) if reference_run else None
+    summary = build_summary(
+        loaded, ordered, settings, config, scored["model"], timing, reference=reference
+    )
     run_dir.write_summary(summary)
     return PermutationOutcome(
         summary, run_dir.path, 0, len(ordered), [str(p) for p in loaded.problems]
@@ -822,6 +844,75 @@ def _readable(record: dict[str, Any]) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Reference:
+    """Items known to be clean, scored by the model tested: a finished permutation run."""
+
+    scores: list[Any]
+    """Their item scores under the run's thresholds (PermutationItemScore)."""
+    info: dict[str, Any]
+    """What summary.json says of them (``reference_run``)."""
+
+
+def read_reference(
+    path: Path | str, settings: Mapping[str, Any], config: PermutationConfig, records: Any
+) -> Reference:
+    """The finished permutation run at ``path`` as reference items for the run of
+    ``settings`` (whose ``records`` are its items): scored by the same model set-up (its
+    fingerprint), laid out and ordered alike, on other items. Its records are read, not
+    changed; their flags are derived under ``config``'s thresholds."""
+    from ..detectors import item_score_from_dict, rethreshold
+    from ..detectors.stats import REFERENCE_NULL
+    from ..errors import ConfigError
+    from ..store.run import read_records
+
+    where = f"--reference-run {path}"
+    ref_settings, _ = RunDir(Path(path)).finished_run("permutation")
+    if ref_settings.get("model_fingerprint") != settings.get("model_fingerprint"):
+        raise ConfigError(
+            f"{where}: scored by another model set-up ({ref_settings.get('model_fingerprint')}, "
+            f"not {settings.get('model_fingerprint')}); reference items must be scored by the "
+            "model tested"
+        )
+    same = ("template", "max_exhaustive", "mc_orders", "seed")
+    theirs, ours = ref_settings.get("config") or {}, settings.get("config") or {}
+    other = [k for k in same if theirs.get(k) != ours.get(k)]
+    if other:
+        raise ConfigError(f"{where}: scored with another {other[0].replace('_', '-')}")
+    if ref_settings.get("benchmark_hash") == settings.get("benchmark_hash"):
+        raise ConfigError(f"{where}: a run on this same benchmark; reference items must be others")
+    tested = {
+        (r["prefix"].strip(), r["continuations"][0])
+        for r in records
+        if not r.get("excluded") and r.get("continuations")
+    }
+    alg1, alg2 = Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
+    scores, shared = [], []
+    for r in read_records(Path(path)):
+        if r.get("excluded"):
+            continue
+        if (r["prefix"].strip(), r["continuations"][0]) in tested:
+            shared.append(r["id"])
+        lp = r["logprobs"]
+        scores.append(rethreshold(item_score_from_dict(r), lp, alg1=alg1, alg2=alg2))
+    if shared:
+        raise ConfigError(
+            f"{where}: {len(shared)} of its items are tested items too (first {shared[0]}); "
+            "reference items must be items the model never saw"
+        )
+    if not scores:
+        raise ConfigError(f"{where}: no reference item was analysed (all excluded)")
+    return Reference(
+        scores,
+        {
+            "run": str(path),
+            "benchmark": ref_settings.get("benchmark"),
+            "n_items": len(scores),
+            "null_hypothesis": REFERENCE_NULL,
+        },
+    )
+
+
 def build_summary(
     loaded: LoadResult,
     records: Sequence[dict[str, Any]],
@@ -829,16 +920,23 @@ def build_summary(
     config: PermutationConfig,
     model: dict[str, Any],
     timing: dict[str, Any],
+    reference: Reference | None = None,
 ) -> dict[str, Any]:
     """summary.json: provenance, counts, the dataset-level statistics and the verdict, from the
     records alone (``model``: the backend's ``describe()``), so it can be rebuilt without
-    loading the model."""
+    loading the model. ``reference``: clean items scored by the same model
+    (:func:`read_reference`), which give Algorithm 2 a measured false-positive rate."""
     from ..detectors import item_score_from_dict
+    from ..detectors.stats import alg2_against_reference
     from ..detectors.verdict import verdict_dict
 
     included = [r for r in records if not r.get("excluded")]
     excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
-    stats = summarize([item_score_from_dict(r) for r in included], alpha=config.alpha).to_dict()
+    scores = [item_score_from_dict(r) for r in included]
+    stats = summarize(scores, alpha=config.alpha).to_dict()
+    if reference is not None:
+        for key, measured in alg2_against_reference(scores, reference.scores).items():
+            stats["alg2"][key]["reference"] = measured
     by_id = {it.id: it for it in loaded.items}
     natural = natural_order_summary(included, by_id, config.alpha)
     natural["conventions"] = convention_summary(loaded.items)
@@ -874,6 +972,7 @@ def build_summary(
         "natural_order": natural,
         "verdict": verdict_dict(stats, natural),
         "by_subject": subject_summary(included, set(natural["ids"]), config.alpha),
+        **({"reference_run": reference.info} if reference is not None else {}),
         "timings": timing,
         "versions": _package_versions(),
     }

@@ -264,13 +264,14 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
             )
         )
     for key, d in (stats.get("alg2") or {}).items():
+        ref = d.get("reference")
         rows.append(
             (
                 f"Algorithm 2 (paper), δ = {esc(key)}: the maximum is an outlier",
                 f"{fmt_pct(d['rate'])} ({d['count']})",
                 fmt_ci(d["rate_ci"]),
-                "unknown*",
-                "",
+                f"{fmt_pct(ref['reference_rate'])} on clean items†" if ref else "unknown*",
+                fmt_p(ref["p_value"]) if ref else "",
             )
         )
         rows.append(
@@ -286,13 +287,29 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         f"<tr><td>{a}</td><td>{b}</td><td>{c}</td><td>{d}</td><td>{e}</td></tr>"
         for a, b, c, d, e in rows
     )
+    alg2 = stats.get("alg2") or {}
+    measured = [(k, d["reference"]) for k, d in alg2.items() if d.get("reference")]
     note = (
         '<p class="note">* Algorithm 2 ignores which order is the original, so its '
         "false-positive rate cannot be computed from the same items; measure it on items known "
-        "to be clean. The anchored row has an exact null rate.</p>"
-        if stats.get("alg2")
+        "to be clean (<code>--reference-run</code>). The anchored row has an exact null rate.</p>"
+        if len(measured) < len(alg2)
         else ""
     )
+    if measured:
+        ref_run = run.summary.get("reference_run") or {}
+        rates = "; ".join(
+            f"δ = {esc(k)}: {r['reference_count']} of {r['reference_n']} "
+            f"({fmt_pct(r['reference_rate'])}, 95% CI {fmt_ci(r['reference_ci'])})"
+            for k, r in measured
+        )
+        note += (
+            f'<p class="note">† Algorithm 2\'s false-positive rate, measured on clean reference '
+            f"items scored by the same model ({esc(ref_run.get('run'))}: "
+            f"{esc(ref_run.get('benchmark'))}): {rates}. Its p-value: Fisher's exact test that "
+            "the benchmark's rate is higher (H0: the benchmark items are, for this model, like "
+            "the reference items).</p>"
+        )
     if (stats.get("gap") or {}).get("null_range"):
         note += (
             '<p class="note">The mean gap\'s "95% of H0" is where 95% of mean gaps fall when '
