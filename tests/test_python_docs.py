@@ -33,6 +33,7 @@ def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:
     # each method printed what the doc says it prints
     assert re.search(r"^(leakage signal|no evidence|nothing to test) - ", out, re.M), out
     assert "Algorithm 1 rate:" in out and out.count(" rank ") == 3
+    assert re.search(r"^Algorithm 2 at delta -0.1: [01]\.?\d*$", out, re.M), out
     assert re.search(r"^Question: .*\nOptions:\n\(A\) .*\n\(B\) ", out, re.M), out
     assert re.search(r"^alphabetical: \d+ of \d+ items, \d+% against 4% if shuffled", out, re.M)
     assert "numbers in increasing order" in out
