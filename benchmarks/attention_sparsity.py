@@ -4,7 +4,8 @@ The engine's subtree passes attend with a dense mask: each row's queries (its su
 against its prefix keys and its own nodes, most of them masked (a node sees its ancestors
 only). A block-sparse kernel (FlexAttention, or FlashAttention with block masks) computes only
 the (query block x key block) tiles holding an unmasked pair. This script plans MMLU items as
-the engine would on a GPU (no model: the tokenizer and the planner alone), builds every
+the engine would on a GPU (no model: the tokenizer and the planner alone), counts the padded
+positions the passes run, builds every
 pass's mask and prints, per tile size, the share of tiles with any unmasked pair: the
 attention work such a kernel would still do, against the dense kernel's 100%. On the H100
 the masked attention was 22% of the kernel time of a fused call (docs/performance.md,
@@ -58,11 +59,13 @@ def main() -> None:
     tiles = [int(x) for x in args.tiles.split(",")]
     live = dict.fromkeys(tiles, 0)
     total = dict.fromkeys(tiles, 0)
-    pairs = allowed = passes = 0
+    pairs = allowed = passes = positions = nodes = 0
     for chunk in planner.chunks(reqs):
         for unit in planner.plan([reqs[i] for i in chunk], chunk):
             for b in unit.batches:
                 passes += 1
+                positions += b.ids.size  # rows x width: what the matrix products run
+                nodes += b.nodes  # the subtrees' real tokens
                 mask = tree_mask(
                     b,
                     torch.from_numpy(b.spans),
@@ -81,6 +84,10 @@ def main() -> None:
     print(
         f"{args.items} MMLU items, {len(reqs):,} orders, {passes} subtree passes "
         f"(budget {args.max_batch_tokens:,}, subtrees {args.tree_nodes}, padding {args.pad:g})"
+    )
+    print(
+        f"subtree positions run: {positions:,} for {nodes:,} tokens "
+        f"({positions / nodes - 1:.1%} padding)"
     )
     print(f"unmasked (query, key) pairs: {allowed / pairs:.1%} of the dense mask's {pairs:,}")
     for t in tiles:
