@@ -5,11 +5,10 @@ against its prefix keys and its own nodes, most of them masked (a node sees its 
 only). A block-sparse kernel (FlexAttention, or FlashAttention with block masks) computes only
 the (query block x key block) tiles holding an unmasked pair. This script plans MMLU items as
 the engine would on a GPU (no model: the tokenizer and the planner alone), counts the padded
-positions the passes run, builds every
-pass's mask and prints, per tile size, the share of tiles with any unmasked pair: the
-attention work such a kernel would still do, against the dense kernel's 100%. On the H100
-the masked attention was 22% of the kernel time of a fused call (docs/performance.md,
-round 4), so this bounds that step's gain before anyone builds it.
+positions the passes run, builds every pass's mask and prints, per tile size, the share of
+tiles with any unmasked pair: the attention work such a kernel would still do, against the
+dense kernel's 100%. On the H100 the masked attention was 22% of the kernel time of a fused
+call (docs/performance.md, round 4), so this bounds that step's gain before anyone builds it.
 
     python benchmarks/attention_sparsity.py --items 400 --tiles 64,128
 """
