@@ -40,6 +40,7 @@ def test_reanalyse_rewrites_the_analysis_and_the_report(tmp_path: Path, run: Pat
     assert res.returncode == 0, res.stderr
     assert "re-analysed 3 stored items (3 records' flags changed); nothing scored" in res.stderr
     assert "delta -0.1: max an outlier" in res.stdout and "items with p <= 0.2" in res.stdout
+    assert "the run that scored them finished 3 items in" in res.stdout  # its timings, kept
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["config"]["ties"], summary["config"]["deltas"]) == ("leaked", [-0.1, -0.3])
     assert summary["config"]["alpha"] == 0.2

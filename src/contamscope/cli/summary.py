@@ -154,10 +154,11 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         console.print(line)
     tm = summary["timings"]
     if tm.get("items_per_second"):
+        earlier = "the run that scored them " if "reanalysed_records" in tm else ""
         console.print(
             styled(
                 "dim",
-                f"finished {plural(tm['items_scored_now'], 'item')}{_excluded_now(tm)} in "
+                f"{earlier}finished {plural(tm['items_scored_now'], 'item')}{_excluded_now(tm)} in "
                 f"{tm['scoring_seconds']:.1f} s ({tm['items_per_second']:.2f} items/s); "
                 f"{tm['scores_from_cache']} scores from cache",
             )
