@@ -630,3 +630,28 @@ def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(
         s["natural_order"]["conventions"]["ordered_by_convention"] = False
         (run / "summary.json").write_text(json.dumps(s))
     assert "writers' conventions" not in to_markdown(collect([a, b]))
+
+
+def test_leaderboard_names_the_runs_whose_algorithm_1_counts_ties_as_leaked(
+    make_run, tmp_path: Path
+) -> None:
+    """A run analysed with --ties leaked (set on the run, or by reanalyse) counts more items
+    in its cell, against a higher chance: the board says which runs did."""
+    a, b = make_run("a", n_items=20), make_run("b", n_items=20, seed=1)
+    for run, model in ((a, "hf:one"), (b, "hf:two")):
+        s = json.loads((run / "summary.json").read_text())
+        s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
+        (run / "summary.json").write_text(json.dumps(s))
+    assert "tied for the maximum" not in to_markdown(collect([a, b]))  # the default: no line
+    s = json.loads((b / "summary.json").read_text())
+    s["config"]["ties"] = "leaked"
+    (b / "summary.json").write_text(json.dumps(s))
+    md = to_markdown(collect([a, b]))
+    assert (
+        "- Algorithm 1 counts an original order tied for the maximum as leaked (--ties leaked) "
+        "in hf:two on synthetic.csv (1 of 2 permutation runs; the others count them as not "
+        "leaked)"
+    ) in md
+    assert "leaked (--ties leaked) in every permutation run" in to_markdown(collect([b]))
+    write_leaderboard([a, b], tmp_path / "lb.html")
+    assert "tied for the maximum as leaked" in (tmp_path / "lb.html").read_text()

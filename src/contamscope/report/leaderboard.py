@@ -401,6 +401,7 @@ def to_markdown(
     lines.append(f"- {significance_line(entries)}")
     lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md(x)}" for x in caveat_lines(entries))
+    lines.extend(f"- {md(x)}" for x in ties_lines(entries))
     lines.extend(f"- left out: {md(str(x))}" for x in left_out)
     if comparisons:
         lines += ["", f"## Compared with the baseline {md(comparisons[0].baseline)}", ""]
@@ -433,6 +434,26 @@ def flagged_text(est: Estimate) -> str | None:
     if not est.flagged:
         return f"none of {est.n_parts}"
     return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
+
+
+def ties_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """A line naming the permutation runs whose Algorithm 1 counted an original order tied for
+    the maximum as leaked (``--ties leaked``, set on the run or by ``reanalyse``): their cells
+    count more items and have a higher chance level than the default's. None when no run did."""
+    leaked = [e for e in entries if e.estimate.settings.get("ties") == "leaked"]
+    if not leaked:
+        return []
+    runs = [e for e in entries if "ties" in e.estimate.settings]
+    which = (
+        "every permutation run"
+        if len(leaked) == len(runs)
+        else ", ".join(f"{e.model} on {e.benchmark}" for e in leaked)
+        + f" ({len(leaked)} of {len(runs)} permutation runs; the others count them as not leaked)"
+    )
+    return [
+        f"Algorithm 1 counts an original order tied for the maximum as leaked (--ties leaked) "
+        f"in {which}"
+    ]
 
 
 def caveat_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> list[str]:
@@ -615,7 +636,7 @@ def to_html(
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
     legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
     legend += "".join(f"<li>{esc(x)}</li>" for x in flagged_lines(entries))
-    legend += "".join(f"<li>{esc(x)}</li>" for x in caveat_lines(entries))
+    legend += "".join(f"<li>{esc(x)}</li>" for x in caveat_lines(entries) + ties_lines(entries))
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
         Section(

@@ -91,6 +91,9 @@ class Estimate:
     caveat: str = ""
     """Why this cell's benchmark may show leakage without any (said under the leaderboard once
     per benchmark): a permutation run's benchmark whose options follow writers' conventions."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """The run's analysis settings the cell depends on (a permutation run's Algorithm-1
+    ``ties``), so the board can say where runs differ."""
 
     def text(self) -> str:
         """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""

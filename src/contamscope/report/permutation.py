@@ -56,6 +56,7 @@ def estimate(run: RunData) -> Estimate | None:
         p_value=a1.get("p_value"),
         n_items=int(stats.get("n_items") or 0),
         raw={"rate": a1.get("rate"), "chance": a1.get("null_expected"), "set_aside": aside},
+        settings={"ties": str((run.summary.get("config") or {}).get("ties", "not_leaked"))},
         legend="percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
         "never saw the benchmark shows; p-value one-sided, H0: no leakage. Counted on the items "
         "the verdict tests: items whose published option order is a natural one (sorted "
