@@ -300,3 +300,39 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     assert seen.errors == []
     assert sorted(seen.probes["links"]) == [f"compare/{p.name}" for p in pages]
     assert seen.probes["verdicts"] == 2
+
+
+def test_other_analysis_settings_re_analyse_finished_pairs(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """--ties, --deltas and --alpha are analysis only: a finished pair analysed otherwise is
+    re-analysed from its records (no model scores anything), not skipped with its old
+    analysis nor refused as run with other options; the board shows the new analysis."""
+    bench = write_bench(tmp_path / "b_test.csv", 4)
+    out = tmp_path / "sweep"
+    assert _sweep(two_models[:1], [bench], out).returncode == 0
+    run = next(p for p in out.iterdir() if p.is_dir())
+    records = (run / "items.jsonl").read_text(encoding="utf-8")
+    again = _sweep(two_models[:1], [bench], out, "--ties", "leaked", "--alpha", "0.2")
+    assert again.returncode == 0, again.stderr
+    assert (
+        "finished earlier (re-analysed: --ties not_leaked -> leaked; --alpha 0.05 -> 0.2; "
+        "nothing scored)" in again.stdout
+    )
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["config"]["ties"], summary["config"]["alpha"]) == ("leaked", 0.2)
+    assert summary["timings"]["scores_computed"] > 0  # the first run's timings: kept
+    assert [r["logprobs"] for r in _records(run)] == [
+        json.loads(x)["logprobs"] for x in records.splitlines()
+    ]
+    assert "tied for the maximum as leaked (--ties leaked) in every permutation run" in (
+        (out / "leaderboard.md").read_text(encoding="utf-8")
+    )
+    dry = _sweep(two_models[:1], [bench], out, "--deltas=-0.1", "--dry-run")
+    assert (
+        "would be re-analysed: --ties leaked -> not_leaked; --deltas None -> [-0.1]" in dry.stdout
+    )
+    same = _sweep(two_models[:1], [bench], out, "--ties", "leaked", "--alpha", "0.2")
+    assert same.returncode == 0 and "finished earlier (skipped)" in same.stdout
+    bad = _sweep(two_models[:1], [bench], out, "--ties", "maybe")
+    assert bad.returncode == 2 and "--ties 'maybe': expected not_leaked or leaked" in bad.stderr

@@ -52,7 +52,8 @@ Examples:
   contamscope sweep --models hf:Qwen/Qwen2-7B,hf:meta-llama/Llama-3.1-8B --benchmarks mmlu,arc.jsonl --executor ray --ray-address auto --gpus-per-worker 1 --dtype bfloat16
 
 Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
-whose benchmark file changed since fails (--overwrite runs it again). --dry-run says which
+whose benchmark file changed since fails (--overwrite runs it again). Other --ties, --deltas or
+--alpha re-analyse the finished pairs from their records (nothing is scored) and the board. --dry-run says which
 pairs would run and how many option orders they would score, and stops.
 Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
 Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
@@ -138,6 +139,18 @@ def command(
         None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
     ),
     report: bool = typer.Option(False, "--report", help="Also write each run's HTML report."),
+    ties: str = typer.Option(
+        "not_leaked",
+        "--ties",
+        help="Algorithm 1: an original tied for the max counts as not_leaked or leaked. Analysis "
+        "only, as --deltas and --alpha: a finished pair analysed otherwise is re-analysed.",
+    ),
+    deltas: str | None = typer.Option(
+        None, "--deltas", help="Algorithm 2 thresholds, comma-separated (default: the paper's)."
+    ),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Level of the per-item calibrated rank test."
+    ),
     baseline: str | None = typer.Option(
         None,
         "--baseline",
@@ -226,8 +239,50 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
         cache_dir=kw["cache_dir"],
         overwrite=kw["overwrite"],
         report=kw["report"],
+        **{k: kw[k] for k in ANALYSIS},
     )
     return args
+
+
+ANALYSIS = ("ties", "deltas", "alpha")
+"""Permutation options only the analysis depends on: a finished pair analysed with other
+values is re-analysed from its records (nothing scored), not run again or refused."""
+_DEFAULTS: dict[str, Any] = {"ties": "not_leaked", "deltas": None, "alpha": 0.05}
+"""Their values in a summary that does not name them."""
+
+
+def _reanalysed(job: Job, kw: dict[str, Any]) -> str | None:
+    """Re-analyse a finished pair whose analysis settings differ from the sweep's; returns
+    what changed (None: nothing to do)."""
+    from ..pipeline import reanalyse_permutation
+    from ..store import RunDir
+    from .permutation import load_for, parse_deltas
+
+    changed = _analysis_changes(job, kw)
+    if changed:
+        reanalyse_permutation(
+            load_for(_job_kwargs(job, kw)),
+            RunDir(job.run_dir),
+            alpha=kw["alpha"],
+            ties=kw["ties"],
+            deltas=parse_deltas(kw["deltas"]) or "paper",
+        )
+    return changed
+
+
+def _analysis_changes(job: Job, kw: dict[str, Any]) -> str | None:
+    """How a finished pair's analysis settings differ from the sweep's (None: they do not)."""
+    from .permutation import parse_deltas
+
+    try:
+        summary = json.loads((job.run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # (an unreadable folder fails in its status)
+    had = {k: (summary.get("config") or {}).get(k, v) for k, v in _DEFAULTS.items()}
+    deltas = parse_deltas(kw["deltas"])
+    want = {"ties": kw["ties"], "deltas": list(deltas) if deltas else None, "alpha": kw["alpha"]}
+    changed = [f"--{k} {had[k]} -> {want[k]}" for k in ANALYSIS if want[k] != had[k]]
+    return "; ".join(changed) or None
 
 
 @user_errors
@@ -235,8 +290,13 @@ def run(**kw: Any) -> None:
     from ..data.loaders import check_benchmark_spec
     from ..paths import write_text_atomic
     from ..store import RunDir
-    from .permutation import scan
+    from .permutation import parse_deltas, scan
 
+    if kw["ties"] not in ("not_leaked", "leaked"):
+        raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
+    if not 0 < kw["alpha"] < 1:
+        raise ConfigError(f"--alpha {kw['alpha']}: must be between 0 and 1")
+    parse_deltas(kw["deltas"])  # a typo found before any model loads
     models = _split(kw["models"], "--models")
     benchmarks = _split(kw["benchmarks"], "--benchmarks")
     for m in models:  # a typo in the last model is found before hours of scoring
@@ -274,6 +334,14 @@ def run(**kw: Any) -> None:
     for j in jobs:
         if j not in todo:
             status[j] = _finished_status(j, kw, hashes)
+            if status[j].startswith("finished earlier"):
+                try:
+                    changed = _reanalysed(j, kw)
+                except ContamscopeError as exc:
+                    status[j] = f"failed: re-analysing it: {exc}"
+                    continue
+                if changed:
+                    status[j] = f"finished earlier (re-analysed: {changed}; nothing scored)"
     console.print(
         f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs, "
         f"{len(jobs) - len(todo)} finished earlier, {len(todo)} to run ({kw['executor']} executor)",
@@ -373,6 +441,8 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
             state, left = _finished_status(job, kw, hashes), 0
             if state.startswith("failed"):
                 state = state.replace("failed: ", "would fail: ", 1)
+            elif _analysis_changes(job, kw):
+                state = f"finished earlier (would be re-analysed: {_analysis_changes(job, kw)})"
         else:
             done = 0 if kw["overwrite"] else min(_stored_records(job.run_dir), n)
             state = f"resumes: {done:,} of {n:,} items stored" if done else "to run"
