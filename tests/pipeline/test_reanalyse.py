@@ -158,6 +158,10 @@ def test_a_reference_run_measures_algorithm_2s_false_positive_rate(tmp_path: Pat
     # kept by a later re-analysis, dropped with "none"
     kept = reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
     assert kept.summary["reference_run"]["run"] == str(tmp_path / "ref")
+    (tmp_path / "ref").rename(tmp_path / "moved")
+    with pytest.raises(StoreError, match="holds no contamscope run .* --reference-run none drops"):
+        reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
+    (tmp_path / "moved").rename(tmp_path / "ref")
     dropped = reanalyse_permutation(loaded, tmp_path / "run", reference_run="none")
     assert "reference_run" not in dropped.summary
     assert "reference" not in dropped.summary["statistics"]["alg2"]["-0.2"]

@@ -571,11 +571,22 @@ def reanalyse_permutation(
     ordered = sorted(done.values(), key=lambda r: position[r["id"]])
     timing = dict(scored.get("timings") or {})
     timing["reanalysed_records"] = changed
-    if reference_run is None:
+    kept = reference_run is None
+    if kept:
         reference_run = (scored.get("reference_run") or {}).get("run")
     elif str(reference_run) == "none":
         reference_run = None
-    reference = read_reference(reference_run, settings, config, ordered) if reference_run else None
+    try:
+        reference = (
+            read_reference(reference_run, settings, config, ordered) if reference_run else None
+        )
+    except StoreError as exc:
+        if not kept:
+            raise
+        raise StoreError(
+            f"{exc} (the reference run of {where}'s analysis: --reference-run PATH says where "
+            "it is now, --reference-run none drops it)"
+        ) from None
     summary = build_summary(
         loaded, ordered, settings, config, scored["model"], timing, reference=reference
     )
