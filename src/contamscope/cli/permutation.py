@@ -111,6 +111,19 @@ DROP_REPEATS_OPT = typer.Option(
     help="Leave out items repeating an earlier item's question and options (before "
     "--limit/--sample); by default they are kept and counted, as in the paper.",
 )
+# the analysis options `sweep` shares (its finished pairs are re-analysed when they change)
+TIES_OPT = typer.Option(
+    "not_leaked",
+    "--ties",
+    help="Algorithm 1: an original tied for the max counts as not_leaked or leaked.",
+)
+DELTAS_OPT = typer.Option(
+    None,
+    "--deltas",
+    help="Algorithm 2 thresholds, comma-separated (default: paper's, -0.2 up to 4 options, "
+    "-0.25 from 5).",
+)
+ALPHA_OPT = typer.Option(0.05, "--alpha", help="Level of the per-item calibrated rank test.")
 STRICT_OPT = typer.Option(
     False, "--strict", help="Fail on the first malformed row instead of skipping it."
 )
@@ -150,19 +163,9 @@ def command(
     template: str = TEMPLATE_OPT,
     max_exhaustive: int = MAX_EXHAUSTIVE_OPT,
     mc_orders: int = MC_ORDERS_OPT,
-    ties: str = typer.Option(
-        "not_leaked",
-        "--ties",
-        help="Algorithm 1: an original tied for the max counts as not_leaked or leaked.",
-    ),
-    deltas: str | None = typer.Option(
-        None,
-        "--deltas",
-        help="Algorithm 2 thresholds, comma-separated (default: paper's, -0.2 up to 4 options, -0.25 from 5).",
-    ),
-    alpha: float = typer.Option(
-        0.05, "--alpha", help="Level of the per-item calibrated rank test."
-    ),
+    ties: str = TIES_OPT,
+    deltas: str | None = DELTAS_OPT,
+    alpha: float = ALPHA_OPT,
     reference_run: Path | None = typer.Option(
         None,
         "--reference-run",

@@ -43,6 +43,7 @@ from .executor import (
     check_model,
     executor_from,
 )
+from .permutation import ALPHA_OPT, DELTAS_OPT, TIES_OPT
 
 EPILOG = """
 Examples:
@@ -139,18 +140,9 @@ def command(
         None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
     ),
     report: bool = typer.Option(False, "--report", help="Also write each run's HTML report."),
-    ties: str = typer.Option(
-        "not_leaked",
-        "--ties",
-        help="Algorithm 1: an original tied for the max counts as not_leaked or leaked. Analysis "
-        "only, as --deltas and --alpha: a finished pair analysed otherwise is re-analysed.",
-    ),
-    deltas: str | None = typer.Option(
-        None, "--deltas", help="Algorithm 2 thresholds, comma-separated (default: the paper's)."
-    ),
-    alpha: float = typer.Option(
-        0.05, "--alpha", help="Level of the per-item calibrated rank test."
-    ),
+    ties: str = TIES_OPT,
+    deltas: str | None = DELTAS_OPT,
+    alpha: float = ALPHA_OPT,
     baseline: str | None = typer.Option(
         None,
         "--baseline",
