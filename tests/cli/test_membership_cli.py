@@ -120,6 +120,10 @@ def test_run_records_summary_resume_reanalysis_and_report(
     assert [[r.get(k) for k in tested] for r in _records(out)] == [
         [r.get(k) for k in tested] for r in recs2
     ]
+    # with the re-run's seed too, the whole test equals that re-run's (bootstrap CIs included)
+    seed0 = run_cli("reanalyse", str(out), "--seed", "0", cwd=tmp_path)
+    assert seed0.returncode == 0, seed0.stderr
+    assert json.loads((out / "summary.json").read_text())["statistics"] == s2["statistics"]
     gap = run_cli("reanalyse", str(out), "--statistic", "gap", cwd=tmp_path)
     assert gap.returncode == 2 and "needs every option order scored" in gap.stderr
 

@@ -157,7 +157,7 @@ def test_a_reference_run_measures_algorithm_2s_false_positive_rate(tmp_path: Pat
     assert out.summary["verdict"] == first.summary["verdict"]  # the verdict's tests unchanged
     # kept by a later re-analysis, dropped with "none"
     kept = reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
-    assert kept.summary["reference_run"]["run"] == str(tmp_path / "ref")
+    assert kept.summary["reference_run"]["run"] == str((tmp_path / "ref").resolve())
     (tmp_path / "ref").rename(tmp_path / "moved")
     with pytest.raises(StoreError, match="holds no contamscope run .* --reference-run none drops"):
         reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)

@@ -40,7 +40,7 @@ Examples:
 What each method takes (the others are refused; a setting not given keeps the run's):
   permutation  --alpha (rank test), --ties (Algorithm 1), --deltas (Algorithm 2),
                --reference-run (Algorithm 2 on clean items), --benchmark
-  membership   --statistic, --alpha, --fdr/--no-fdr, --bootstrap
+  membership   --statistic, --alpha, --fdr/--no-fdr, --bootstrap, --seed (the bootstrap's)
   cap          --pcr-alpha, --scale, --bootstrap, --min-diff, --similarity-threshold,
                --mcq-metric, --include-unmodified/--exclude-unmodified
 
@@ -53,7 +53,7 @@ conventions) and must be the one the run read.
 
 _OPTIONS = {
     "permutation": ("alpha", "ties", "deltas", "benchmark", "reference_run"),
-    "membership": ("statistic", "alpha", "fdr", "bootstrap"),
+    "membership": ("statistic", "alpha", "fdr", "bootstrap", "seed"),
     "cap": (
         "pcr_alpha", "scale", "bootstrap", "min_diff", "similarity_threshold", "mcq_metric",
         "include_unmodified",
@@ -113,6 +113,9 @@ def command(
     bootstrap: int | None = typer.Option(
         None, "--bootstrap", "--n-boot", min=100, help="membership, cap: bootstrap resamples."
     ),
+    seed: int | None = typer.Option(
+        None, "--seed", min=0, help="membership: the bootstrap's seed."
+    ),
     pcr_alpha: float | None = typer.Option(
         None, "--pcr-alpha", help="cap: the PCR smoothing constant."
     ),
@@ -137,7 +140,8 @@ def command(
     given = {
         "alpha": alpha, "ties": ties, "deltas": deltas, "benchmark": benchmark,
         "reference_run": reference_run,
-        "statistic": statistic, "fdr": fdr, "bootstrap": bootstrap, "pcr_alpha": pcr_alpha,
+        "statistic": statistic, "fdr": fdr, "bootstrap": bootstrap, "seed": seed,
+        "pcr_alpha": pcr_alpha,
         "scale": scale, "min_diff": min_diff, "similarity_threshold": similarity_threshold,
         "mcq_metric": mcq_metric, "include_unmodified": include_unmodified,
     }  # fmt: skip
@@ -278,6 +282,7 @@ def _membership(run_dir: Path, given: dict[str, Any]) -> int:
         alpha=given["alpha"],
         fdr=given["fdr"],
         n_boot=given["bootstrap"],
+        seed=given["seed"],
     )
     _said(outcome.resumed, "")
     print_membership_summary(outcome.summary)

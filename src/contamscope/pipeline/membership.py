@@ -644,9 +644,10 @@ def reanalyse_membership(
     alpha: float | None = None,
     fdr: bool | None = None,
     n_boot: int | None = None,
+    seed: int | None = None,
 ) -> MembershipOutcome:
     """Analyse a finished membership run again from its stored per-item statistics: no model,
-    no data. Arguments left None keep the run's values. A statistic the folder's records do
+    no data. Arguments left None keep the run's values (``seed``: the bootstrap's). A statistic the folder's records do
     not hold (``gap`` or ``combined`` on a run scored without the option orders, Min-K%++ from
     a model without vocabulary statistics) is refused: re-running the membership command with
     it scores what is missing. The records' p-values and flags and ``summary.json`` are
@@ -662,7 +663,7 @@ def reanalyse_membership(
         fdr=fdr if fdr is not None else had["fdr"],
         template=get_template(json.dumps(had["template"])),
         n_boot=n_boot if n_boot is not None else had["n_boot"],
-        seed=had["seed"],
+        seed=seed if seed is not None else had["seed"],
         keep_orders="orders" in settings["config"],
     )
     again = f"re-run the membership command with --statistic {config.statistic}"

@@ -916,7 +916,7 @@ def read_reference(
     return Reference(
         scores,
         {
-            "run": str(path),
+            "run": str(Path(path).resolve()),  # a later reanalyse may run elsewhere
             "benchmark": ref_settings.get("benchmark"),
             "n_items": len(scores),
             "null_hypothesis": REFERENCE_NULL,
