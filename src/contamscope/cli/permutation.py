@@ -129,6 +129,12 @@ STRICT_OPT = typer.Option(
 )
 
 
+def check_ties(ties: str) -> None:
+    """``--ties`` is one of Algorithm 1's two modes (one line naming the option if not)."""
+    if ties not in ("not_leaked", "leaked"):
+        raise ConfigError(f"--ties {ties!r}: expected not_leaked or leaked")
+
+
 def parse_deltas(text: str | None) -> tuple[float, ...] | None:
     if not text:
         return None
@@ -276,8 +282,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..pipeline import PermutationConfig, run_permutation
     from ..store import RunDir
 
-    if kw["ties"] not in ("not_leaked", "leaked"):
-        raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
+    check_ties(kw["ties"])
     config = PermutationConfig(
         template=get_template(kw["template"]),
         max_exhaustive=kw["max_exhaustive"],

@@ -207,9 +207,10 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
         own = ", ".join(_flag(k) for k in _OPTIONS[method])
         raise ConfigError(f"{_flag(wrong[0])}: not a setting of a {method} run (its own: {own})")
     had_report = (run_dir / "report.html").exists()
-    problems = {"permutation": _permutation, "membership": _membership, "cap": _cap}[method](
-        run_dir, given
-    )
+    if method == "permutation":
+        problems = _permutation(run_dir, given, stored)
+    else:
+        problems = (_membership if method == "membership" else _cap)(run_dir, given)
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
     if had_report and not report:
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
@@ -223,28 +224,27 @@ def _said(n: int, changed: str) -> None:
     err_console.print(f"re-analysed {n} stored items{changed}; nothing scored", highlight=False)
 
 
-def _permutation(run_dir: Path, given: dict[str, Any]) -> int:
+def _permutation(run_dir: Path, given: dict[str, Any], stored: dict[str, Any]) -> int:
     """Re-analyse a permutation run; returns how many benchmark rows were skipped."""
     from ..data import load_benchmark
     from ..errors import DataError
     from ..pipeline import reanalyse_permutation, run_benchmark
     from ..store import RunDir
+    from .permutation import check_ties, parse_deltas
     from .summary import print_permutation_summary
 
     ties, deltas = given["ties"], given["deltas"]
-    if ties is not None and ties not in ("not_leaked", "leaked"):
-        raise ConfigError(f"--ties {ties!r}: expected not_leaked or leaked")
+    if ties is not None:
+        check_ties(ties)
     parsed: Any = None
     if deltas is not None:
         if deltas.strip().lower() == "paper":
             parsed = "paper"
         else:
-            from .permutation import parse_deltas
-
             parsed = parse_deltas(deltas)
             if parsed is None:
                 raise ConfigError("--deltas '': expected comma-separated numbers or 'paper'")
-    how = run_benchmark(RunDir(run_dir).stored_settings() or {})
+    how = run_benchmark(stored)
     if given["benchmark"] is not None:
         how["spec"] = given["benchmark"]
     try:

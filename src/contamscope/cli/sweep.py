@@ -282,10 +282,9 @@ def run(**kw: Any) -> None:
     from ..data.loaders import check_benchmark_spec
     from ..paths import write_text_atomic
     from ..store import RunDir
-    from .permutation import parse_deltas, scan
+    from .permutation import check_ties, parse_deltas, scan
 
-    if kw["ties"] not in ("not_leaked", "leaked"):
-        raise ConfigError(f"--ties {kw['ties']!r}: expected not_leaked or leaked")
+    check_ties(kw["ties"])
     if not 0 < kw["alpha"] < 1:
         raise ConfigError(f"--alpha {kw['alpha']}: must be between 0 and 1")
     parse_deltas(kw["deltas"])  # a typo found before any model loads
@@ -433,8 +432,8 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
             state, left = _finished_status(job, kw, hashes), 0
             if state.startswith("failed"):
                 state = state.replace("failed: ", "would fail: ", 1)
-            elif _analysis_changes(job, kw):
-                state = f"finished earlier (would be re-analysed: {_analysis_changes(job, kw)})"
+            elif changes := _analysis_changes(job, kw):
+                state = f"finished earlier (would be re-analysed: {changes})"
         else:
             done = 0 if kw["overwrite"] else min(_stored_records(job.run_dir), n)
             state = f"resumes: {done:,} of {n:,} items stored" if done else "to run"

@@ -554,10 +554,7 @@ def reanalyse_permutation(
     )
     new_config = config.settings()
     settings = stored | {"config": cfg | {k: new_config[k] for k in ("ties", "deltas")}}
-    done = run_dir.open(settings, upgrades=[stored], complete=_readable)
-    changed = _rethreshold_records(
-        run_dir, done, Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
-    )
+    done = run_dir.open(stored, complete=_readable)  # held, read; nothing written before the checks
     position = {it.id: i for i, it in enumerate(loaded.items)}
     unknown = [k for k in done if k not in position]
     if unknown:
@@ -569,8 +566,6 @@ def reanalyse_permutation(
             "to finish it"
         )
     ordered = sorted(done.values(), key=lambda r: position[r["id"]])
-    timing = dict(scored.get("timings") or {})
-    timing["reanalysed_records"] = changed
     kept = reference_run is None
     if kept:
         reference_run = (scored.get("reference_run") or {}).get("run")
@@ -587,6 +582,14 @@ def reanalyse_permutation(
             f"{exc} (the reference run of {where}'s analysis: --reference-run PATH says where "
             "it is now, --reference-run none drops it)"
         ) from None
+    # the records first: a run killed before the settings are written is put right on the
+    # next open, which checks the records' flags against the settings
+    changed = _rethreshold_records(
+        run_dir, done, Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
+    )
+    run_dir.write_settings(settings)
+    timing = dict(scored.get("timings") or {})
+    timing["reanalysed_records"] = changed
     summary = build_summary(
         loaded, ordered, settings, config, scored["model"], timing, reference=reference
     )

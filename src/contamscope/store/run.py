@@ -277,6 +277,11 @@ class RunDir:
                 "command to finish"
             ) from None
 
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        """Replace the settings of the run this (held) folder holds: a re-analysis whose
+        records already follow them."""
+        self._atomic_write(self.settings_path, settings)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._atomic_write(self.summary_path, summary)
 
