@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 
 def sorted_and_shuffled(n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -35,3 +37,27 @@ def word_rows(n: int, seed: int = 0) -> list[str]:
             ",".join([q] + [" ".join(rng.sample(WORDS, 2)) for _ in range(4)] + ["ABCD"[i % 4]])
         )
     return rows
+
+
+QA_ROWS = [
+    {
+        "question": "Tom has 3 apples and buys 4 more apples at the shop.",
+        "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7",
+        "rewritten_question": "At the shop Tom buys 4 apples; he already had 3.",
+        "rewritten_answer": "In total 3 + 4 = 7 apples.\n#### 7",
+    },
+    {
+        "question": "A box holds 12 pens and 5 are taken out of it.",
+        "answer": "12 - 5 = 7 pens remain in the box.\n#### 7",
+        "rewritten_question": "Five pens leave a box of twelve.",
+        "rewritten_answer": "The box keeps 12 - 5 = 8 pens.\n#### 8",
+    },  # answer changed: not used
+    {"question": "Hi?", "answer": "7"},  # too short for any 5-gram
+]
+"""GSM8K-style rows with BenBench's inline paraphrases (``rewritten_*``)."""
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    """``rows``, one JSON value a line."""
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path

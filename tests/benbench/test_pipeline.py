@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from cli_runner import run_cli
+from toy_rows import QA_ROWS as ROWS
+from toy_rows import write_jsonl
 
 from contamscope.backends.base import ScoreRequest
 from contamscope.data.qa import load_qa
@@ -17,27 +19,6 @@ from contamscope.pipeline.benbench import BenBenchConfig, SplitInput, run_benben
 from contamscope.pipeline.benbench_refs import inline_reference
 from contamscope.store import CachedScorer, RunDir, ScoreCache
 from contamscope.wording import number
-
-ROWS = [
-    {
-        "question": "Tom has 3 apples and buys 4 more apples at the shop.",
-        "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7",
-        "rewritten_question": "At the shop Tom buys 4 apples; he already had 3.",
-        "rewritten_answer": "In total 3 + 4 = 7 apples.\n#### 7",
-    },
-    {
-        "question": "A box holds 12 pens and 5 are taken out of it.",
-        "answer": "12 - 5 = 7 pens remain in the box.\n#### 7",
-        "rewritten_question": "Five pens leave a box of twelve.",
-        "rewritten_answer": "The box keeps 12 - 5 = 8 pens.\n#### 8",
-    },  # answer changed: not used
-    {"question": "Hi?", "answer": "7"},  # too short for any 5-gram? (checked below)
-]
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    return path
 
 
 def _greedy_ids(backend, ids: list[int], n: int) -> list[int]:  # type: ignore[no-untyped-def]

@@ -6,18 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from toy_rows import write_jsonl
 
 from contamscope.data import FieldMap
 from contamscope.data.qa import boxed_answer, gsm8k_final, load_qa
 from contamscope.errors import ConfigError, DataError
 from contamscope.perturb.paraphrase import Paraphrase, paraphrase_prompt, same_final_answer
 from contamscope.pipeline.benbench_refs import inline_reference, pair_reference
-
-
-def write_jsonl(path: Path, rows: list[object]) -> Path:
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    return path
-
 
 GSM = [
     {"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"},

@@ -90,9 +90,9 @@ def test_only_finished_permutation_runs_are_reanalysed(tmp_path: Path, run: Path
         "--ties: not a setting of a cap run (its own: --pcr-alpha"
         in run_cli("reanalyse", str(other), "--ties", "leaked", cwd=tmp_path).stderr
     )
-    (other / "settings.json").write_text(json.dumps({"method": "benbench"}))
+    (other / "settings.json").write_text(json.dumps({"method": "survey"}))  # none of ours
     res = run_cli("reanalyse", str(other), cwd=tmp_path)
-    assert res.returncode == 2 and "holds a benbench run; reanalyse reads permutation" in res.stderr
+    assert res.returncode == 2 and "holds a survey run; reanalyse reads permutation" in res.stderr
     (run / "summary.json").unlink()
     res = run_cli("reanalyse", str(run), cwd=tmp_path)
     assert res.returncode == 2 and "the run is unfinished" in res.stderr

@@ -1,4 +1,4 @@
-"""`contamscope reanalyse`: a finished run (permutation, CAP, membership) analysed again with
+"""`contamscope reanalyse`: a finished run (permutation, CAP, membership, BenBench) analysed again with
 other analysis settings, from its stored records; no model is loaded and nothing is scored."""
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ Examples:
 
   contamscope reanalyse runs/membership --statistic loss --fdr
 
+  contamscope reanalyse runs/benbench-gsm8k --edit-threshold 0.75   # the paper's code's threshold
+
   contamscope reanalyse runs/sweep/*/ --ties leaked    # every pair of a sweep (then re-run the sweep: its board)
 
 What each method takes (the others are refused; a setting not given keeps the run's):
@@ -43,6 +45,8 @@ What each method takes (the others are refused; a setting not given keeps the ru
   membership   --statistic, --alpha, --fdr/--no-fdr, --bootstrap, --seed (the bootstrap's)
   cap          --pcr-alpha, --scale, --bootstrap, --min-diff, --similarity-threshold,
                --mcq-metric, --include-unmodified/--exclude-unmodified
+  benbench     --rouge-threshold, --edit-threshold, --inclusive/--no-inclusive (the lenient
+               n-gram criteria; not for a --no-lenient run), --bootstrap, --seed (the bootstrap's)
 
 The folder's summary.json (and the records' flags, p-values) are rewritten, and a report.html in
 it too; the stored scores stay, so the result is what a run with these settings would have
@@ -58,10 +62,12 @@ _OPTIONS = {
         "pcr_alpha", "scale", "bootstrap", "min_diff", "similarity_threshold", "mcq_metric",
         "include_unmodified",
     ),
+    "benbench": ("rouge_threshold", "edit_threshold", "inclusive", "bootstrap", "seed"),
 }  # fmt: skip
 _FLAGS = {
     "fdr": "--fdr/--no-fdr",
     "include_unmodified": "--include-unmodified/--exclude-unmodified",
+    "inclusive": "--inclusive/--no-inclusive",
 }
 
 
@@ -72,7 +78,8 @@ def _flag(name: str) -> str:
 def command(
     run_dirs: list[Path] = typer.Argument(
         ...,
-        help="Finished run folders (permutation, membership or cap), e.g. a sweep's runs/sweep/*/.",
+        help="Finished run folders (permutation, membership, cap or benbench), e.g. a sweep's "
+        "runs/sweep/*/.",
         metavar="RUN_DIR",
     ),
     alpha: float | None = typer.Option(
@@ -111,10 +118,14 @@ def command(
         None, "--fdr/--no-fdr", help="membership: flag by Benjamini-Hochberg q-values, or not."
     ),
     bootstrap: int | None = typer.Option(
-        None, "--bootstrap", "--n-boot", min=100, help="membership, cap: bootstrap resamples."
+        None,
+        "--bootstrap",
+        "--n-boot",
+        min=100,
+        help="membership, cap, benbench: bootstrap resamples.",
     ),
     seed: int | None = typer.Option(
-        None, "--seed", min=0, help="membership: the bootstrap's seed."
+        None, "--seed", min=0, help="membership, benbench: the bootstrap's seed."
     ),
     pcr_alpha: float | None = typer.Option(
         None, "--pcr-alpha", help="cap: the PCR smoothing constant."
@@ -132,6 +143,17 @@ def command(
         "--include-unmodified/--exclude-unmodified",
         help="cap: count items whose modified input equals the original.",
     ),
+    rouge_threshold: float | None = typer.Option(
+        None, "--rouge-threshold", help="benbench: ROUGE-L F threshold (paper 0.75)."
+    ),
+    edit_threshold: float | None = typer.Option(
+        None,
+        "--edit-threshold",
+        help="benbench: edit-similarity threshold (paper text 0.9; its code 0.75).",
+    ),
+    inclusive: bool | None = typer.Option(
+        None, "--inclusive/--no-inclusive", help="benbench: thresholds with >= instead of >."
+    ),
     report: bool = typer.Option(
         False, "--report", help="Also write RUN_DIR/report.html (rewritten anyway if it exists)."
     ),
@@ -144,6 +166,8 @@ def command(
         "pcr_alpha": pcr_alpha,
         "scale": scale, "min_diff": min_diff, "similarity_threshold": similarity_threshold,
         "mcq_metric": mcq_metric, "include_unmodified": include_unmodified,
+        "rouge_threshold": rouge_threshold, "edit_threshold": edit_threshold,
+        "inclusive": inclusive,
     }  # fmt: skip
     _reanalyse_all(run_dirs=run_dirs, given=given, report=report)
 
@@ -199,8 +223,8 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     method = str(stored.get("method"))
     if method not in _OPTIONS:
         raise ConfigError(
-            f"{run_dir} holds a {method} run; reanalyse reads permutation, membership and cap "
-            f"runs (a {method} run has no analysis setting to change without scoring)"
+            f"{run_dir} holds a {method} run; reanalyse reads permutation, membership, cap and "
+            "benbench runs"
         )
     wrong = [k for k, v in given.items() if v is not None and k not in _OPTIONS[method]]
     if wrong:
@@ -210,7 +234,9 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     if method == "permutation":
         problems = _permutation(run_dir, given, stored)
     else:
-        problems = (_membership if method == "membership" else _cap)(run_dir, given)
+        problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
+            run_dir, given
+        )
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
     if had_report and not report:
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
@@ -315,4 +341,23 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
             err_console.print(styled("dim", "", "pcr_heatmap.png was in the folder: drawn again"))
         except ImportError:
             err_console.print("pcr_heatmap.png not redrawn: matplotlib is missing")
+    return 0
+
+
+def _benbench(run_dir: Path, given: dict[str, Any]) -> int:
+    from ..pipeline import reanalyse_benbench
+    from ..store import RunDir
+    from .benbench import print_benbench_summary
+
+    outcome = reanalyse_benbench(
+        RunDir(run_dir),
+        rouge_threshold=given["rouge_threshold"],
+        edit_threshold=given["edit_threshold"],
+        inclusive=given["inclusive"],
+        n_boot=given["bootstrap"],
+        seed=given["seed"],
+    )
+    changed = outcome.summary["timings"]["reanalysed_records"]
+    _said(outcome.resumed, f" ({changed} records changed)")
+    print_benbench_summary(outcome.summary)
     return 0

@@ -7,7 +7,13 @@ resumes from the records its folder holds. docs/python.md shows each method
 (README.md, "Quickstart: Python", the permutation test).
 """
 
-from .benbench import BenBenchConfig, BenBenchOutcome, SplitInput, run_benbench
+from .benbench import (
+    BenBenchConfig,
+    BenBenchOutcome,
+    SplitInput,
+    reanalyse_benbench,
+    run_benbench,
+)
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .cap import CapConfig, CapOutcome, check_splits, reanalyse_cap, run_cap
 from .compare import compare_runs
@@ -48,6 +54,7 @@ __all__ = [
     "inline_reference",
     "pair_reference",
     "run_benbench",
+    "reanalyse_benbench",
     "CapConfig",
     "CapOutcome",
     "check_splits",

@@ -40,15 +40,29 @@ from ..detectors.benbench import (
 )
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
-__all__ = ["BenBenchConfig", "SplitInput", "BenBenchOutcome", "run_benbench", "build_summary"]
+__all__ = [
+    "BenBenchConfig",
+    "SplitInput",
+    "BenBenchOutcome",
+    "run_benbench",
+    "reanalyse_benbench",
+    "build_summary",
+    "ANALYSIS_ONLY",
+]
 
 SCHEMA = "contamscope.benbench.summary/1"
+
+ANALYSIS_ONLY = ("rouge_threshold", "edit_threshold", "inclusive", "n_boot", "seed")
+"""Settings of a BenBench run that only the analysis depends on: the lenient criteria's
+thresholds (each n-gram's ROUGE-L and edit similarity are stored), and the bootstrap's
+resamples and seed. A run folder re-run (or ``contamscope reanalyse``) with other values
+re-derives its records from the stored n-grams instead of scoring anything."""
 
 
 @dataclass(frozen=True)
@@ -305,18 +319,46 @@ def _score_batch(
                     generated=generated_now,
                 )
             )
-        agg = ngram_item(
-            ver["ngram"]["n_tokens"],
-            results,
-            rouge_threshold=cfg.rouge_threshold,
-            edit_threshold=cfg.edit_threshold,
-            inclusive=cfg.inclusive,
-        ).to_dict()
-        agg.pop("n_tokens")
-        ver["ngram"].update(agg)
+        _aggregate(ver["ngram"], results, cfg)
     for rec in records:
         _item_metrics(rec)
     return records
+
+
+def _aggregate(ngram: dict[str, Any], results: Sequence[NgramResult], cfg: BenBenchConfig) -> None:
+    """A version's n-gram accuracies and instance flags from its starting points, under
+    ``cfg``'s thresholds, into its stored ``ngram`` part."""
+    agg = ngram_item(
+        ngram["n_tokens"],
+        results,
+        rouge_threshold=cfg.rouge_threshold,
+        edit_threshold=cfg.edit_threshold,
+        inclusive=cfg.inclusive,
+    ).to_dict()
+    agg.pop("n_tokens")
+    ngram.update(agg)
+
+
+def _rederive_records(run_dir: RunDir, done: dict[str, dict[str, Any]], cfg: BenBenchConfig) -> int:
+    """Re-derive the folder's records' threshold-dependent values (n-gram accuracies, instance
+    flags, per-item metrics and Deltas) under ``cfg`` from their stored n-grams, and rewrite the
+    records if any changed; returns how many did. Checked on every open, so a run killed
+    between writing its records and its new settings is put right on the next."""
+    import json
+
+    changed = 0
+    for rec in done.values():
+        before = json.dumps(rec, sort_keys=True)
+        for ver in rec.get("versions", []):
+            ngram = ver.get("ngram")
+            if isinstance(ngram, dict) and "results" in ngram:
+                _aggregate(ngram, [NgramResult(**r) for r in ngram["results"]], cfg)
+        if rec.get("versions"):
+            _item_metrics(rec)
+        changed += json.dumps(rec, sort_keys=True) != before
+    if changed:
+        run_dir.replace_records(done.values())
+    return changed
 
 
 def _metrics_of(ver: dict[str, Any]) -> dict[str, float | None] | None:
@@ -420,7 +462,11 @@ def run_benbench(
         ),
         "config": config.settings(),
     }
-    done = run_dir.open(settings, overwrite=overwrite)
+    stored = None if overwrite else run_dir.stored_settings()
+    done = run_dir.open(
+        settings, overwrite=overwrite, upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY)
+    )
+    _rederive_records(run_dir, done, config)
     wanted = [(s.name, it) for s in splits for it in s.items]
     ids = {f"{name}/{it.id}" for name, it in wanted}
     done = {k: v for k, v in done.items() if k in ids}
@@ -565,39 +611,85 @@ def build_summary(
     timing: dict[str, Any],
 ) -> dict[str, Any]:
     """summary.json: provenance, counts, per-split metrics, Deltas and instance-level flags."""
-    by_split: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        by_split.setdefault(r["split"], []).append(r)
-    stats: dict[str, Any] = {"splits": {}}
-    counts: dict[str, Any] = {}
+    return _summary(
+        _split_facts(splits),
+        records,
+        settings,
+        config,
+        scorer.backend.describe(),
+        None if paraphraser is None else paraphraser.backend.describe(),
+        timing,
+    )
+
+
+_READ_COUNTS = ("items_loaded", "rows_skipped", "reference_rows_skipped")
+"""A split's counts that come from reading its files, not from the records."""
+
+
+def _split_facts(splits: Sequence[SplitInput]) -> dict[str, Any]:
+    """What a summary says of the splits' files (``benchmark``, the counts of rows read and
+    skipped, ``skipped_rows``), in the splits' order: a re-analysis takes them from the run's
+    summary instead of reading the files again."""
     benchmarks: dict[str, Any] = {}
+    read: dict[str, Any] = {}
     for s in splits:
-        recs = by_split.get(s.name, [])
         ids = [it.id for it in s.items]
-        stats["splits"][s.name] = _split_stats(recs, config)
-        failures = Counter(_reason_kind(f["reason"]) for r in recs for f in r["reference_failures"])
-        counts[s.name] = {
-            "items_loaded": len(s.loaded.items),
-            "items_selected": len(recs),
-            "items_analysed": sum(1 for r in recs if not r.get("excluded")),
-            "excluded": dict(
-                Counter(r["excluded"].split(":")[0] for r in recs if r.get("excluded"))
-            ),
-            "rows_skipped": len(s.loaded.problems),
-            "reference_rows_skipped": sum(len(r.skipped_rows) for r in s.references),
-            "answer_shorter_than_n": sum(1 for r in recs if r.get("answer_shorter_than_n")),
-            "items_without_reference": sum(
-                1 for r in recs if not r.get("excluded") and r["metrics"]["n_references"] == 0
-            ),
-            "paraphrase_failures": dict(failures),
-            "paraphrases_unchecked": sum(len(r.get("references_unchecked", [])) for r in recs),
-        }
         benchmarks[s.name] = {
             "source": s.loaded.source,
             "format": s.loaded.format,
             "content_hash": s.loaded.content_hash,
             "files": len(s.loaded.files),
             "references": [r.describe(ids) for r in s.references],
+        }
+        read[s.name] = {
+            "items_loaded": len(s.loaded.items),
+            "rows_skipped": len(s.loaded.problems),
+            "reference_rows_skipped": sum(len(r.skipped_rows) for r in s.references),
+        }
+    skipped = {
+        s.name: [str(p) for p in s.loaded.problems]
+        + [row for r in s.references for row in r.skipped_rows]
+        for s in splits
+    }
+    return {"benchmark": benchmarks, "read": read, "skipped_rows": skipped}
+
+
+def _summary(
+    facts: dict[str, Any],
+    records: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+    config: BenBenchConfig,
+    model: dict[str, Any],
+    paraphraser: dict[str, Any] | None,
+    timing: dict[str, Any],
+) -> dict[str, Any]:
+    """The summary from the records and the splits' :func:`_split_facts` (``model``,
+    ``paraphraser``: the backends' ``describe()``)."""
+    by_split: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_split.setdefault(r["split"], []).append(r)
+    stats: dict[str, Any] = {"splits": {}}
+    counts: dict[str, Any] = {}
+    for name in facts["benchmark"]:
+        recs = by_split.get(name, [])
+        stats["splits"][name] = _split_stats(recs, config)
+        failures = Counter(_reason_kind(f["reason"]) for r in recs for f in r["reference_failures"])
+        read = facts["read"][name]
+        counts[name] = {
+            "items_loaded": read["items_loaded"],
+            "items_selected": len(recs),
+            "items_analysed": sum(1 for r in recs if not r.get("excluded")),
+            "excluded": dict(
+                Counter(r["excluded"].split(":")[0] for r in recs if r.get("excluded"))
+            ),
+            "rows_skipped": read["rows_skipped"],
+            "reference_rows_skipped": read["reference_rows_skipped"],
+            "answer_shorter_than_n": sum(1 for r in recs if r.get("answer_shorter_than_n")),
+            "items_without_reference": sum(
+                1 for r in recs if not r.get("excluded") and r["metrics"]["n_references"] == 0
+            ),
+            "paraphrase_failures": dict(failures),
+            "paraphrases_unchecked": sum(len(r.get("references_unchecked", [])) for r in recs),
         }
     tr, te = stats["splits"].get("train"), stats["splits"].get("test")
     if tr and te:
@@ -634,18 +726,14 @@ def build_summary(
         "contamscope_version": __version__,
         "git_commit": _git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model": scorer.backend.describe(),
-        "paraphraser": None if paraphraser is None else paraphraser.backend.describe(),
-        "benchmark": benchmarks,
+        "model": model,
+        "paraphraser": paraphraser,
+        "benchmark": facts["benchmark"],
         "selection": settings["selection"],
         "config": settings["config"],
         "metrics": METRICS,
         "counts": counts,
-        "skipped_rows": {
-            s.name: [str(p) for p in s.loaded.problems]
-            + [row for r in s.references for row in r.skipped_rows]
-            for s in splits
-        },
+        "skipped_rows": facts["skipped_rows"],
         "excluded_items": [
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],
@@ -656,3 +744,64 @@ def build_summary(
         "timings": timing,
         "versions": _package_versions(),
     }
+
+
+# --------------------------------------------------------------------------- re-analysis
+
+
+@releases_run_dir
+def reanalyse_benbench(run_dir: RunDir, **analysis: Any) -> BenBenchOutcome:
+    """Analyse a finished BenBench run again from its stored records: no model, no data,
+    nothing scored or generated. ``analysis`` takes :data:`ANALYSIS_ONLY` fields
+    (``rouge_threshold``, ``edit_threshold``, ``inclusive``, ``n_boot``, ``seed``: the
+    bootstrap's); None keeps the run's value. The records' n-gram accuracies, flags and Deltas,
+    ``settings.json`` and ``summary.json`` are rewritten; the summary keeps the model, data and
+    timings of the run that scored the items. The thresholds of a ``--no-lenient`` run are
+    refused (its n-grams were never generated). ``run_dir`` may be a folder path.
+
+    >>> reanalyse_benbench("runs/benbench-gsm8k", edit_threshold=0.75)  # doctest: +SKIP
+    """
+    from ..errors import StoreError
+
+    unknown = sorted(set(analysis) - set(ANALYSIS_ONLY))
+    if unknown:
+        raise ConfigError(f"BenBench's analysis has no setting {unknown[0]!r}")
+    stored, old = run_dir.finished_run("benbench")
+    cfg = stored["config"]
+    given = {k: v for k, v in analysis.items() if v is not None}
+    lenient_only = [k for k in ("rouge_threshold", "edit_threshold", "inclusive") if k in given]
+    if lenient_only and not cfg.get("lenient", True):
+        flag = "--" + lenient_only[0].replace("_", "-")
+        raise ConfigError(
+            f"{flag}: {run_dir.path} was run with --no-lenient, so it holds no ROUGE-L or edit "
+            "similarity to compare with a threshold (re-run it with --lenient)"
+        )
+    known = {f for f in BenBenchConfig.__dataclass_fields__ if f != "batch_items"}
+    config = BenBenchConfig(**{k: v for k, v in cfg.items() if k in known} | given)
+    settings = stored | {"config": cfg | {k: getattr(config, k) for k in ANALYSIS_ONLY}}
+    done = run_dir.open(stored)  # held, read; nothing written before the checks
+    facts = {
+        "benchmark": old["benchmark"],
+        "read": {name: {k: old["counts"][name][k] for k in _READ_COUNTS} for name in old["counts"]},
+        "skipped_rows": old.get("skipped_rows") or {},
+    }
+    place = {name: i for i, name in enumerate(facts["benchmark"])}
+    records = sorted(
+        (r for r in done.values() if r.get("split") in place), key=lambda r: place[r["split"]]
+    )
+    wanted = sum(c["items_selected"] for c in old["counts"].values())
+    if len(records) < wanted:
+        raise StoreError(
+            f"{run_dir.path} holds {len(records)} of its {wanted} items; re-run its benbench "
+            "command to finish it"
+        )
+    # the records first: a run killed before the settings are written is put right on the
+    # next open, which derives the records again under the settings
+    changed = _rederive_records(run_dir, done, config)
+    run_dir.write_settings(settings)
+    timing = dict(old.get("timings") or {}) | {"reanalysed_records": changed}
+    summary = _summary(
+        facts, records, settings, config, old["model"], old.get("paraphraser"), timing
+    )
+    run_dir.write_summary(summary)
+    return BenBenchOutcome(summary, run_dir.path, 0, len(records))

@@ -36,7 +36,7 @@ from ..perturb.exchangeability import (
     natural_order_reason,
     non_exchangeable_reason,
 )
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
 from ..workers import SpawnPool
 from .inputs import check_items
 from .outcome import Outcome
@@ -395,7 +395,7 @@ def run_permutation(
         settings,
         overwrite=overwrite,
         complete=_readable,
-        upgrades=_analysed_alike(stored, settings),
+        upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY),
     )
     alg1 = Algorithm1(ties=config.ties)
     alg2 = Algorithm2(deltas=config.deltas)
@@ -802,18 +802,6 @@ ANALYSIS_ONLY = ("alpha", "ties", "deltas")
 ``contamscope reanalyse``) with other values re-derives its records' flags from the stored
 log-probs and outlier scores instead of scoring anything. (alpha is not in settings.json; a
 folder written before that held it there too.)"""
-
-
-def _analysed_alike(stored: Any, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[stored]`` when a folder's stored settings differ from ``settings`` only in
-    :data:`ANALYSIS_ONLY` values (its records are re-derived), else ``[]``."""
-    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
-        return []
-
-    def scoring(s: dict[str, Any]) -> dict[str, Any]:
-        return s | {"config": {k: v for k, v in s["config"].items() if k not in ANALYSIS_ONLY}}
-
-    return [stored] if scoring(stored) == scoring(settings) else []
 
 
 def _rethreshold_records(

@@ -2,7 +2,7 @@
 
 from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ModelSetup, ScoreCache, score_key
 from .repair import RepairReport, repair_cache
-from .run import RUN_SCHEMA_VERSION, RunDir, read_records, releases_run_dir
+from .run import RUN_SCHEMA_VERSION, RunDir, analysis_upgrade, read_records, releases_run_dir
 
 __all__ = [
     "ScoreCache",
@@ -13,6 +13,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "RunDir",
     "RUN_SCHEMA_VERSION",
+    "analysis_upgrade",
     "read_records",
     "releases_run_dir",
     "repair_cache",

@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 
-__all__ = ["RunDir", "RUN_SCHEMA_VERSION", "read_records", "releases_run_dir"]
+__all__ = [
+    "RunDir",
+    "RUN_SCHEMA_VERSION",
+    "analysis_upgrade",
+    "read_records",
+    "releases_run_dir",
+]
 
 RUN_SCHEMA_VERSION = 1
 LOCK_FILE = ".lock"
@@ -288,6 +294,30 @@ class RunDir:
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
         write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", RUN_FOLDER)
+
+
+def analysis_upgrade(
+    stored: Any, settings: dict[str, Any], analysis: Iterable[str]
+) -> list[dict[str, Any]]:
+    """``[stored]`` when a folder's stored settings differ from ``settings`` only in the
+    ``config`` values named in ``analysis`` (settings that the analysis alone depends on: the
+    method re-derives its records instead of scoring again), else ``[]``; for
+    :meth:`RunDir.open`'s ``upgrades``.
+
+    >>> old = {"method": "m", "config": {"n": 5, "threshold": 0.9}}
+    >>> analysis_upgrade(old, {"method": "m", "config": {"n": 5, "threshold": 0.75}}, ["threshold"])
+    [{'method': 'm', 'config': {'n': 5, 'threshold': 0.9}}]
+    >>> analysis_upgrade(old, {"method": "m", "config": {"n": 4, "threshold": 0.9}}, ["threshold"])
+    []
+    """
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        return []
+    keys = set(analysis)
+
+    def scoring(s: dict[str, Any]) -> dict[str, Any]:
+        return s | {"config": {k: v for k, v in s["config"].items() if k not in keys}}
+
+    return [stored] if scoring(stored) == scoring(settings) else []
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: int = 3) -> str:
