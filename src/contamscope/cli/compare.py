@@ -40,8 +40,9 @@ def command(
         0.05, "--alpha", min=1e-6, max=0.5, help="Level of the verdict (false-positive rate)."
     ),
 ) -> None:
-    """Is model B more drawn to the published option orders than model A? Pairs two permutation
-    runs on the same benchmark item by item; nothing is scored."""
+    """Is model B more drawn to the published option orders than model A? Nothing is scored.
+
+    Pairs two permutation runs on the same benchmark item by item."""
     _compare(run_a, run_b, out, as_json, alpha)
 
 

@@ -112,8 +112,9 @@ def command(
         False, "--json", help="Print the whole inspection as JSON (ids of every item set aside)."
     ),
 ) -> None:
-    """What would a permutation run read in BENCHMARK? Counts, orders, tokens and the
-    benchmark's option-order conventions, without scoring anything."""
+    """What would a permutation run read in BENCHMARK? Nothing is scored.
+
+    Counts, orders, tokens and the benchmark's option-order conventions."""
     run(**locals())
 
 
