@@ -336,3 +336,40 @@ def test_other_analysis_settings_re_analyse_finished_pairs(
     assert same.returncode == 0 and "finished earlier (skipped)" in same.stdout
     bad = _sweep(two_models[:1], [bench], out, "--ties", "maybe")
     assert bad.returncode == 2 and "--ties 'maybe': expected not_leaked or leaked" in bad.stderr
+
+
+def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """--reference-benchmark: each model is run on the clean items too (OUT/reference/, off the
+    board), every pair's Algorithm 2 gets its false-positive rate there; a later sweep without
+    it re-analyses the finished pairs without it, scoring nothing."""
+    from toy_rows import word_rows
+
+    bench = write_bench(tmp_path / "b_test.csv", 4)
+    clean = tmp_path / "clean_test.csv"
+    clean.write_text("\n".join(word_rows(6)) + "\n", encoding="utf-8")
+    out = tmp_path / "sweep"
+    refuse = _sweep(two_models, [bench], out, "--reference-benchmark", str(bench))
+    assert refuse.returncode == 2 and "one of --benchmarks" in refuse.stderr
+    dry = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean), "--dry-run")
+    assert dry.returncode == 0 and f"{clean} (reference)" in dry.stdout
+    assert "4 of 4 runs to do (pairs and reference runs)" in dry.stdout
+    res = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean))
+    assert res.returncode == 0, res.stderr
+    assert "1 benchmarks = 2 pairs (and 2 reference runs), 0 finished earlier" in res.stdout
+    refs = sorted((out / "reference").iterdir())
+    pairs = sorted(p for p in out.iterdir() if "__" in p.name)
+    assert len(refs) == len(pairs) == 2
+    for pair, ref in zip(pairs, refs, strict=True):
+        assert pair.name.split("__")[0] == ref.name.split("__")[0]  # the pair's own model
+        summary = json.loads((pair / "summary.json").read_text(encoding="utf-8"))
+        assert summary["reference_run"]["run"] == str(ref.resolve())
+        measured = [d["reference"] for d in summary["statistics"]["alg2"].values()]
+        assert measured and all(m["reference_n"] == 6 for m in measured)
+    assert "clean_test" not in (out / "leaderboard.md").read_text(encoding="utf-8")
+    again = _sweep(two_models, [bench], out)
+    assert again.returncode == 0, again.stderr
+    assert "none; nothing scored)" in again.stdout and "re-analysed: reference run" in again.stdout
+    for pair in pairs:
+        assert "reference_run" not in json.loads((pair / "summary.json").read_text())

@@ -50,11 +50,14 @@ Examples:
 
   contamscope sweep --models smollm2,hf:./tiny --benchmarks mmlu,./cmb.json --sample 50 --out runs/sweep
 
+  contamscope sweep --models smollm2,gemma3 --benchmarks mmlu --reference-benchmark fresh_questions.csv --sample 200
+
   contamscope sweep --models hf:Qwen/Qwen2-7B,hf:meta-llama/Llama-3.1-8B --benchmarks mmlu,arc.jsonl --executor ray --ray-address auto --gpus-per-worker 1 --dtype bfloat16
 
 Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
 whose benchmark file changed since fails (--overwrite runs it again). Other --ties, --deltas or
---alpha re-analyse the finished pairs from their records (nothing is scored) and the board. --dry-run says which
+--alpha, or another --reference-benchmark (or none), re-analyse the finished pairs from their records (nothing
+is scored) and the board. --dry-run says which
 pairs would run and how many option orders they would score, and stops.
 Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
 Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
@@ -105,6 +108,8 @@ class Job:
     """Benchmark name or path."""
     run_dir: Path
     """Its run folder under --out."""
+    reference: bool = False
+    """A run on the reference benchmark (clean items), not a pair of the board."""
 
 
 def command(
@@ -143,6 +148,13 @@ def command(
     ties: str = TIES_OPT,
     deltas: str | None = DELTAS_OPT,
     alpha: float = ALPHA_OPT,
+    reference_benchmark: str | None = typer.Option(
+        None,
+        "--reference-benchmark",
+        help="Items known to be clean (e.g. questions written after the models' training): "
+        "each model is run on them too (OUT/reference/), and every pair's Algorithm 2 gets a "
+        "false-positive rate measured there (the permutation test's --reference-run).",
+    ),
     baseline: str | None = typer.Option(
         None,
         "--baseline",
@@ -217,8 +229,10 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
     path.write_text(json.dumps({"options": shared}, indent=2) + "\n", encoding="utf-8")
 
 
-def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
-    """The permutation command's defaults, with the sweep's shared options and this pair."""
+def _job_kwargs(job: Job, kw: dict[str, Any], reference: Path | None = None) -> dict[str, Any]:
+    """The permutation command's defaults, with the sweep's shared options and this pair
+    (``reference``: its model's finished run on the reference benchmark). A reference job
+    reads its benchmark whole (no --subjects: its items are others)."""
     from . import permutation
 
     params = inspect.signature(permutation.command).parameters
@@ -231,9 +245,21 @@ def _job_kwargs(job: Job, kw: dict[str, Any]) -> dict[str, Any]:
         cache_dir=kw["cache_dir"],
         overwrite=kw["overwrite"],
         report=kw["report"],
+        reference_run=reference,
         **{k: kw[k] for k in ANALYSIS},
     )
+    if job.reference:
+        args["subjects"] = None
     return args
+
+
+def reference_jobs(models: list[str], benchmark: str, out: Path) -> dict[str, Job]:
+    """Each model's run on the reference benchmark, in OUT/reference/ (off the board; a pair's
+    folder name always holds ``__``, so ``reference`` names none)."""
+    return {
+        j.model: Job(j.model, j.benchmark, out / "reference" / j.run_dir.name, reference=True)
+        for j in plan_jobs(models, [benchmark], out)
+    }
 
 
 ANALYSIS = ("ties", "deltas", "alpha")
@@ -243,14 +269,14 @@ _DEFAULTS: dict[str, Any] = {"ties": "not_leaked", "deltas": None, "alpha": 0.05
 """Their values in a summary that does not name them."""
 
 
-def _reanalysed(job: Job, kw: dict[str, Any]) -> str | None:
-    """Re-analyse a finished pair whose analysis settings differ from the sweep's; returns
-    what changed (None: nothing to do)."""
+def _reanalysed(job: Job, kw: dict[str, Any], reference: Path | None = None) -> str | None:
+    """Re-analyse a finished pair whose analysis settings (or reference run) differ from the
+    sweep's; returns what changed (None: nothing to do)."""
     from ..pipeline import reanalyse_permutation
     from ..store import RunDir
     from .permutation import load_for, parse_deltas
 
-    changed = _analysis_changes(job, kw)
+    changed = _analysis_changes(job, kw, reference)
     if changed:
         reanalyse_permutation(
             load_for(_job_kwargs(job, kw)),
@@ -258,12 +284,14 @@ def _reanalysed(job: Job, kw: dict[str, Any]) -> str | None:
             alpha=kw["alpha"],
             ties=kw["ties"],
             deltas=parse_deltas(kw["deltas"]) or "paper",
+            reference_run=reference or "none",
         )
     return changed
 
 
-def _analysis_changes(job: Job, kw: dict[str, Any]) -> str | None:
-    """How a finished pair's analysis settings differ from the sweep's (None: they do not)."""
+def _analysis_changes(job: Job, kw: dict[str, Any], reference: Path | None = None) -> str | None:
+    """How a finished pair's analysis settings and reference run differ from the sweep's
+    (None: they do not)."""
     from .permutation import parse_deltas
 
     try:
@@ -274,7 +302,16 @@ def _analysis_changes(job: Job, kw: dict[str, Any]) -> str | None:
     deltas = parse_deltas(kw["deltas"])
     want = {"ties": kw["ties"], "deltas": list(deltas) if deltas else None, "alpha": kw["alpha"]}
     changed = [f"--{k} {had[k]} -> {want[k]}" for k in ANALYSIS if want[k] != had[k]]
+    ran = (summary.get("reference_run") or {}).get("run")
+    wanted = str(reference.resolve()) if reference is not None else None
+    if ran != wanted:
+        changed.append(f"reference run {_shown(ran)} -> {_shown(wanted)}")
     return "; ".join(changed) or None
+
+
+def _shown(run: str | None) -> str:
+    """A reference run as the sweep names it: its folder under OUT/reference/, or none."""
+    return "none" if run is None else Path(run).name
 
 
 @user_errors
@@ -307,9 +344,10 @@ def run(**kw: Any) -> None:
 
         for b in benchmarks:
             load_for(_job_kwargs(Job(models[0], b, out), kw))
+    refs = _reference_plan(kw, models, benchmarks)
     shared = {k: kw[k] for k in SHARED}
     if kw["dry_run"]:
-        _dry_run(jobs, kw, shared)
+        _dry_run(_with_references(jobs, refs), kw, shared, refs)
         if kw.get("baseline") is not None:
             console.print(
                 f"then compares {plural(len(models) - 1, 'other model')} with the baseline "
@@ -319,36 +357,44 @@ def run(**kw: Any) -> None:
         return
     held = RunDir(out).hold()  # two sweeps on one folder ran each other's pairs as failed
     _check_manifest(out, shared, kw["overwrite"])
+    every = _with_references(jobs, refs)  # a model's reference run before its pairs
     status: dict[Job, str] = {}
-    todo = [j for j in jobs if kw["overwrite"] or not (j.run_dir / "summary.json").exists()]
+    todo = [j for j in every if kw["overwrite"] or not (j.run_dir / "summary.json").exists()]
     hashes: dict[str, str] = {}
-    for j in jobs:
+    for j in every:
         if j not in todo:
             status[j] = _finished_status(j, kw, hashes)
-            if status[j].startswith("finished earlier"):
-                try:
-                    changed = _reanalysed(j, kw)
-                except ContamscopeError as exc:
-                    status[j] = f"failed: re-analysing it: {exc}"
-                    continue
-                if changed:
-                    status[j] = f"finished earlier (re-analysed: {changed}; nothing scored)"
     console.print(
-        f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs, "
-        f"{len(jobs) - len(todo)} finished earlier, {len(todo)} to run ({kw['executor']} executor)",
+        f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs"
+        + (f" (and {plural(len(refs), 'reference run')})" if refs else "")
+        + f", {len(every) - len(todo)} finished earlier, {len(todo)} to run "
+        f"({kw['executor']} executor)",
         highlight=False,
     )
     failed_models: dict[str, str] = {}
+
+    def reference_of(job: Job) -> Path | None:
+        """The finished reference run a pair is analysed with (ContamscopeError: it failed)."""
+        ref = refs.get(job.model)
+        if ref is None or job.reference:
+            return None
+        if status.get(ref, "").startswith("failed"):
+            raise ConfigError(f"its model's reference run failed ({ref.run_dir})")
+        return ref.run_dir
+
     if todo:
         with executor_from(kw) as ex:
             for n, job in enumerate(todo, 1):
-                console.rule(f"[{n}/{len(todo)}] {job.model} on {job.benchmark}")
+                console.rule(
+                    f"[{n}/{len(todo)}] {job.model} on {job.benchmark}"
+                    + (" (reference)" if job.reference else "")
+                )
                 if job.model in failed_models:
                     status[job] = f"failed: {failed_models[job.model]}"
                     continue
                 try:
                     try:
-                        scan(_job_kwargs(job, kw), ex)
+                        scan(_job_kwargs(job, kw, reference_of(job)), ex)
                         status[job] = "done"
                     except SystemExit as exc:
                         if exc.code != EXIT_ROWS_SKIPPED:
@@ -362,13 +408,23 @@ def run(**kw: Any) -> None:
                     status[job] = f"failed: {exc}"
                     if isinstance(exc, (ModelError, CapabilityError)):
                         failed_models.setdefault(job.model, str(exc))  # skip its other pairs
-    _print_status(jobs, status)
+    for j in every:  # finished earlier: analysed again if the sweep's analysis differs
+        if j in todo or not status[j].startswith("finished earlier"):
+            continue
+        try:
+            changed = _reanalysed(j, kw, reference_of(j))
+        except ContamscopeError as exc:
+            status[j] = f"failed: re-analysing it: {exc}"
+            continue
+        if changed:
+            status[j] = f"finished earlier (re-analysed: {changed}; nothing scored)"
+    _print_status(every, status)
     finished = [  # a pair whose benchmark changed since is not on the board
         j.run_dir
         for j in jobs
         if (j.run_dir / "summary.json").exists() and not status.get(j, "").startswith("failed")
     ]
-    failed = [(j, s) for j, s in status.items() if s.startswith("failed")]
+    failed = [(j, s) for j, s in status.items() if s.startswith("failed") and not j.reference]
     compared: list[BaselineComparison] = []
     if kw.get("baseline") is not None:
         compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
@@ -393,6 +449,34 @@ def run(**kw: Any) -> None:
         raise SystemExit(EXIT_ROWS_SKIPPED)
 
 
+def _reference_plan(kw: dict[str, Any], models: list[str], benchmarks: list[str]) -> dict[str, Job]:
+    """Each model's reference job (empty without --reference-benchmark); the reference
+    benchmark is read now, so a typo fails before any model loads."""
+    spec = kw.get("reference_benchmark")
+    if spec is None:
+        return {}
+    from .permutation import load_for
+
+    if spec in benchmarks:
+        raise ConfigError(
+            f"--reference-benchmark {spec}: one of --benchmarks; reference items must be others"
+        )
+    refs = reference_jobs(models, spec, kw["out"])
+    load_for(_job_kwargs(next(iter(refs.values())), kw))
+    return refs
+
+
+def _with_references(jobs: list[Job], refs: dict[str, Job]) -> list[Job]:
+    """The jobs with each model's reference job first (its pairs are analysed with it)."""
+    out: list[Job] = []
+    for j in jobs:
+        ref = refs.get(j.model)
+        if ref is not None and ref not in out:
+            out.append(ref)
+        out.append(j)
+    return out
+
+
 def _stored_records(run_dir: Path) -> int:
     """Item records an unfinished pair's folder holds (lines of items.jsonl; 0 when none)."""
     try:
@@ -402,7 +486,9 @@ def _stored_records(run_dir: Path) -> int:
         return 0
 
 
-def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> None:
+def _dry_run(
+    jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any], refs: dict[str, Job]
+) -> None:
     """What the sweep would do, from the benchmarks' text and the run folders alone."""
     from rich.table import Table
 
@@ -421,6 +507,8 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
         table.add_column(col, overflow="fold", justify="right" if "orders" in col else "left")
     total = to_run = 0
     for job in jobs:
+        ref = refs.get(job.model)
+        reference = ref.run_dir if ref is not None and not job.reference else None
         if job.benchmark not in per_benchmark:
             loaded = load_for(_job_kwargs(job, kw))
             items = pick_items(loaded.items, kw)
@@ -432,7 +520,7 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
             state, left = _finished_status(job, kw, hashes), 0
             if state.startswith("failed"):
                 state = state.replace("failed: ", "would fail: ", 1)
-            elif changes := _analysis_changes(job, kw):
+            elif changes := _analysis_changes(job, kw, reference):
                 state = f"finished earlier (would be re-analysed: {changes})"
         else:
             done = 0 if kw["overwrite"] else min(_stored_records(job.run_dir), n)
@@ -442,7 +530,7 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
         total += left
         table.add_row(
             job.model,
-            job.benchmark,
+            job.benchmark + (" (reference)" if job.reference else ""),
             state,
             f"{n:,}",
             f"{left:,}" if left else "-",
@@ -450,7 +538,12 @@ def _dry_run(jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any]) -> Non
         )
     console.print(table)
     console.print(
-        f"{plural(to_run, 'pair')} to run of {len(jobs)}, about {total:,} option orders to score "
+        (
+            f"{to_run} of {len(jobs)} runs to do (pairs and reference runs)"
+            if refs
+            else f"{plural(to_run, 'pair')} to run of {len(jobs)}"
+        )
+        + f", about {total:,} option orders to score "
         "(a resumed pair's share by its items); `contamscope inspect --model M --measure N` "
         "times one model on one benchmark",
         highlight=False,
@@ -500,7 +593,8 @@ def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
     for col in ("model", "benchmark", "status", "run folder"):
         table.add_column(col, overflow="fold")
     for j in jobs:
-        table.add_row(j.model, j.benchmark, status.get(j, "not run"), str(j.run_dir))
+        name = j.benchmark + (" (reference)" if j.reference else "")
+        table.add_row(j.model, name, status.get(j, "not run"), str(j.run_dir))
     console.print(table)
 
 
