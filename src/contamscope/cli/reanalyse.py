@@ -71,6 +71,15 @@ _FLAGS = {
 }
 
 
+_KEYWORD = {"bootstrap": "n_boot", "pcr_alpha": "alpha"}
+"""Options whose pipeline keyword is another name (the others are their own)."""
+
+
+def _settings(method: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The method's options as its ``reanalyse_*`` keywords (None: keep the run's)."""
+    return {_KEYWORD.get(k, k): given[k] for k in _OPTIONS[method]}
+
+
 def _flag(name: str) -> str:
     return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
@@ -302,14 +311,7 @@ def _membership(run_dir: Path, given: dict[str, Any]) -> int:
     from ..store import RunDir
     from .membership import print_membership_summary
 
-    outcome = reanalyse_membership(
-        RunDir(run_dir),
-        statistic=given["statistic"],
-        alpha=given["alpha"],
-        fdr=given["fdr"],
-        n_boot=given["bootstrap"],
-        seed=given["seed"],
-    )
+    outcome = reanalyse_membership(RunDir(run_dir), **_settings("membership", given))
     _said(outcome.resumed, "")
     print_membership_summary(outcome.summary)
     return 0
@@ -320,16 +322,7 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
     from ..store import RunDir
     from .cap import print_cap_summary
 
-    outcome = reanalyse_cap(
-        RunDir(run_dir),
-        alpha=given["pcr_alpha"],
-        scale=given["scale"],
-        n_boot=given["bootstrap"],
-        min_diff=given["min_diff"],
-        similarity_threshold=given["similarity_threshold"],
-        mcq_metric=given["mcq_metric"],
-        include_unmodified=given["include_unmodified"],
-    )
+    outcome = reanalyse_cap(RunDir(run_dir), **_settings("cap", given))
     _said(outcome.resumed, "")
     print_cap_summary(outcome.summary)
     plot = run_dir / "pcr_heatmap.png"
@@ -349,14 +342,7 @@ def _benbench(run_dir: Path, given: dict[str, Any]) -> int:
     from ..store import RunDir
     from .benbench import print_benbench_summary
 
-    outcome = reanalyse_benbench(
-        RunDir(run_dir),
-        rouge_threshold=given["rouge_threshold"],
-        edit_threshold=given["edit_threshold"],
-        inclusive=given["inclusive"],
-        n_boot=given["bootstrap"],
-        seed=given["seed"],
-    )
+    outcome = reanalyse_benbench(RunDir(run_dir), **_settings("benbench", given))
     changed = outcome.summary["timings"]["reanalysed_records"]
     _said(outcome.resumed, f" ({changed} records changed)")
     print_benbench_summary(outcome.summary)
