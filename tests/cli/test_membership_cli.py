@@ -84,6 +84,10 @@ def test_run_records_summary_resume_reanalysis_and_report(
         assert r["p_value"] == pytest.approx(p) and r["flag"] == (p <= 0.05)
     assert "reference" not in [r["role"] for r in recs if r.get("flag")]
     assert "AUC" in first.stdout and "flagged" in first.stdout
+    from contamscope.report.membership import verdict_line
+
+    said = verdict_line(summary)  # the terminal's verdict line is the report's
+    assert said is not None and said[1][:60] in " ".join(first.stdout.split())
 
     # same folder, another statistic and FDR: nothing scored, records re-analysed
     again = run_cli(
@@ -129,7 +133,12 @@ def test_run_records_summary_resume_reanalysis_and_report(
 
     rep = run_cli("report", str(out), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    assert "membership" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Membership test (against unseen references)" in html
+    from contamscope.report.membership import verdict_line
+
+    sentence = verdict_line(json.loads((out / "summary.json").read_text()))[1]  # type: ignore[index]
+    assert sentence.split(" (")[0] in html  # the report's verdict, from the summary
 
 
 def test_killed_run_resumes(
@@ -291,6 +300,10 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     p, _ = pooled_rank_p_values(pairs[:5], pairs[5:])
     assert [x["p_value"] for x in recs[:5]] == pytest.approx(list(p))
     assert all(x["combined_score"] is not None for x in recs[:5])
+    from contamscope.report import build_report
+
+    html = build_report(out).read_text(encoding="utf-8")  # both parts per item, not one axis
+    assert html.count('class="fig"') == 3 and "Min-K%++ against the option-order gap" in html
     # a min_k_pp folder switched to gap scores only the option orders it lacks; its records
     # are then those of a folder run with the orders from the start (it was refused)
     plain = tmp_path / "plain"

@@ -446,3 +446,74 @@ def make_benbench_run(tmp_path: Path) -> MakeRun:
         return write_benbench_run(tmp_path / name, n_per_split, **kw)
 
     return make
+
+
+# --------------------------------------------------------------------------- membership runs
+# Records as ``contamscope membership`` writes them, with each statistic drawn at random (the
+# benchmark's ``shift`` higher: more familiar); the p-values, flags and summary come from the
+# pipeline's own analyse and _analysis_part.
+
+
+def write_membership_run(
+    path: Path,
+    *,
+    shift: float = 0.0,
+    n_bench: int = 30,
+    n_ref: int = 60,
+    statistic: str = "loss",
+    fdr: bool = False,
+    seed: int = 0,
+    model: str = "hf:/models/tiny",
+) -> Path:
+    from contamscope.detectors.membership import STATISTICS
+    from contamscope.pipeline.membership import MembershipConfig, _analysis_part, analyse
+
+    rng = np.random.default_rng(seed)
+    path.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+    for role, n, mu in (("benchmark", n_bench, shift), ("reference", n_ref, 0.0)):
+        for i in range(n):
+            records.append(
+                {
+                    "id": f"{role}/item-{i}",
+                    "item_id": f"item-{i}",
+                    "role": role,
+                    "subject": ["anatomy", "law"][i % 2],
+                    "n_options": 4,
+                    "n_tokens": int(rng.integers(20, 80)),
+                    "excluded": None,
+                    "statistics": {s: float(rng.normal(mu, 1.0)) for s in STATISTICS},
+                }
+            )
+    config = MembershipConfig(statistic=statistic, fdr=fdr, n_boot=200, seed=seed)
+    test = analyse(records, config)
+    loaded = {role: {"items_loaded": 100, "rows_skipped": 0} for role in ("benchmark", "reference")}
+    summary = {
+        "schema": "contamscope.membership.summary/1",
+        "method": "membership",
+        "model": {"spec": model, "fingerprint": "f"},
+        "benchmark": {"source": "bench_test.csv", "format": "mmlu-csv", "content_hash": "b"},
+        "reference": {"source": "fresh.csv", "format": "mmlu-csv", "content_hash": "r"},
+        "selection": {},
+        **_analysis_part(records, config, test, loaded),
+        "skipped_rows": {"benchmark": [], "reference": []},
+        "excluded_items": [],
+        "timings": {},
+        "versions": {},
+    }
+    settings = {"method": "membership", "model": model, "config": config.scoring_settings()}
+    (path / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    (path / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    lines = "".join(json.dumps(r) + "\n" for r in records)
+    (path / "items.jsonl").write_text(lines, encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def make_membership_run(tmp_path: Path) -> MakeRun:
+    """``make_membership_run(name, shift=0.0, **kw)`` -> a membership run folder."""
+
+    def make(name: str = "mem", **kw: Any) -> Path:
+        return write_membership_run(tmp_path / name, **kw)
+
+    return make

@@ -1,4 +1,4 @@
-"""CAP and BenBench reports and a mixed-method leaderboard in headless Chromium: no console
+"""CAP, BenBench and membership reports and a mixed-method leaderboard in headless Chromium: no console
 errors, the figures are drawn, the item table searches and pages.
 
 Skips with a reason where Debian's ``chromium`` is not installed (``.ci/run`` installs it).
@@ -82,12 +82,28 @@ def test_tiny_model_benbench_report_in_browser(tiny_benbench_run: Path, tmp_path
     assert res.probes["search"][0] == 2
 
 
-def test_mixed_leaderboard_in_browser(make_run, make_cap_run, make_benbench_run, tmp_path) -> None:
+def test_membership_report_in_browser(make_membership_run, tmp_path: Path) -> None:
+    run = make_membership_run(shift=1.0, n_bench=30, n_ref=40)
+    path = build_report(run, options=ReportOptions(page_size=25))
+    res = check_page(path, probes=probes("reference/item-39"), screenshot=tmp_path / "m.png")
+    assert res.errors == []
+    assert res.probes["figures"] == 3
+    assert res.probes["sections"] == ["verdict", "evidence", "items", "provenance"]
+    assert res.probes["rows_on_page"] == 25
+    assert res.probes["count"] == "70 of 70 rows"
+    assert res.probes["search"] == [1, "reference/item-39"]
+    assert res.probes["next_page"] == "page 2 of 3"
+
+
+def test_mixed_leaderboard_in_browser(
+    make_run, make_cap_run, make_benbench_run, make_membership_run, tmp_path
+) -> None:
     runs = [
         make_run("perm", n_items=24, leaked_every=2),
         make_cap_run("cap_a"),
         make_cap_run("cap_b", contaminated=False, model="hf:/models/other", seed=2),
         make_benbench_run("bb"),
+        make_membership_run("mem", shift=1.0, model="hf:/models/other"),
     ]
     out = tmp_path / "lb.html"
     write_leaderboard(runs, out)
@@ -101,11 +117,12 @@ def test_mixed_leaderboard_in_browser(make_run, make_cap_run, make_benbench_run,
         screenshot=tmp_path / "lb.png",
     )
     assert res.errors == []
-    assert res.probes["figures"] == 4  # 3 bar charts + CAP heatmap
-    assert res.probes["rows"] == 4
+    assert res.probes["figures"] == 5  # 4 bar charts (one per method) + CAP heatmap
+    assert res.probes["rows"] == 5  # one per run
     assert res.probes["heads"] == [
         "model",
         "synthetic.csv (Option-permutation test)",
         "finbench (CAP (consistency amplification))",
         "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))",
+        "bench_test.csv (Membership test (against unseen references))",
     ]

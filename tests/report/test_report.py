@@ -311,16 +311,16 @@ def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> N
     assert "left out: " + str(empty) in html and "1 model × 1 benchmark from 1 run" in html
     with pytest.raises(ConfigError, match=r"none of the run folders.*empty: Option-permutation"):
         collect([empty])
-    # a run of a method without a leaderboard statistic is named by its method
-    mem = tmp_path / "mem"
+    # a run of a method without a leaderboard statistic (none of ours) is named by its method
+    mem = tmp_path / "future"
     mem.mkdir()
-    (mem / "settings.json").write_text(json.dumps({"method": "membership", "model": "m"}))
-    summary = {"schema": "contamscope.membership.summary/1", "method": "membership"}
+    (mem / "settings.json").write_text(json.dumps({"method": "future", "model": "m"}))
+    summary = {"schema": "contamscope.future.summary/1", "method": "future"}
     (mem / "summary.json").write_text(json.dumps(summary | {"model": {"spec": "m"}}))
     left = []
     write_leaderboard([a, mem], None, "md", left)
     assert [x.reason for x in left] == [
-        "membership run, a method with no leaderboard statistic yet (its report has its numbers)"
+        "future run, a method with no leaderboard statistic yet (its report has its numbers)"
     ]
 
 

@@ -354,6 +354,14 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
     unlike = likeness_text(summary.get("reference_check"))
     if unlike:
         console.print(styled("yellow", "references unlike the benchmark:", f" {unlike}"))
+    from ..report.membership import verdict_line
+
+    line = verdict_line(summary)  # the report's verdict: the dataset test at 5%
+    if line is not None:
+        kind, sentence = line
+        console.print(
+            styled("bold red" if kind == "signal" else "green", sentence), highlight=False
+        )
 
 
 def likeness_text(check: dict[str, Any] | None) -> str:

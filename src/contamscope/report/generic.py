@@ -85,10 +85,8 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
         "per-item fields are shown as stored; summary.json documents their meaning.</p>"
     )
     prov = {k: run.summary.get(k) for k in ("model", "benchmark", "config", "timings", "versions")}
-    checked = _reference_check(run.summary.get("reference_check"))
     return [
         Section("statistics", "Statistics", note, after=stat_table.html()),
-        *checked,
         Section(
             "items",
             "All items",
@@ -101,46 +99,4 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
             f"<details><summary>summary.json</summary><pre>"
             f"{esc(json.dumps(prov, indent=2, ensure_ascii=False, default=str))}</pre></details>",
         ),
-    ]
-
-
-def _reference_check(check: dict[str, Any] | None) -> list[Section]:
-    """A membership run's check that its references are written like the benchmark items."""
-    if not check or not check.get("rows"):
-        return []
-    from ..detectors.verdict import p_text, pct_text
-
-    def share(d: dict[str, Any]) -> str:
-        return f"{pct_text(d['rate'])} ({d['count']:,} of {d['of']:,})"
-
-    table = Table(
-        "reference-check",
-        [
-            Column("feature", "feature"),
-            Column("benchmark", "benchmark"),
-            Column("references", "references"),
-            Column("Fisher p", "Fisher p"),
-        ],
-        [
-            [r["feature"], share(r["benchmark"]), share(r["reference"]), p_text(r["p_value"])]
-            for r in check["rows"]
-        ],
-        page_size=50,
-    )
-    level = f"{check['level']:.3g}"
-    verdict = (
-        "no feature differs at p &le; " + level + " (Bonferroni); with few references that is "
-        "weak evidence of likeness"
-        if check.get("alike")
-        else "<strong>the references differ</strong> (p &le; " + level + "): the stated "
-        "error rate assumes references drawn like the benchmark items"
-    )
-    return [
-        Section(
-            "reference-check",
-            "Are the references written like the benchmark?",
-            "<p class='note'>H0 per row: benchmark and reference items have the feature at the "
-            f"same rate (two-sided Fisher exact test). Result: {verdict}.</p>",
-            after=table.html(),
-        )
     ]

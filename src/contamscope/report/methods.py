@@ -32,7 +32,7 @@ METHOD_MODULES: dict[str, str] = {
     "contamscope.permutation.summary": "contamscope.report.permutation",
     "contamscope.cap.summary": "contamscope.report.cap",
     "contamscope.benbench.summary": "contamscope.report.benbench",
-    "contamscope.membership.summary": "contamscope.report.generic",
+    "contamscope.membership.summary": "contamscope.report.membership",
 }
 """Summary schema (without its ``/version``) -> report module."""
 

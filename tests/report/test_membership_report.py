@@ -1,0 +1,64 @@
+"""The membership run's report and leaderboard cell: the verdict follows the dataset test, the
+cell is its AUC - 0.5 with the CI shifted alike, and the figures and table are there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.report import build_report, write_leaderboard
+from contamscope.report.leaderboard import LeftOut
+from contamscope.report.membership import estimate, verdict_line
+from contamscope.report.rundata import load_run
+
+
+def test_a_familiar_benchmark_is_a_signal_and_a_clean_one_is_not(make_membership_run) -> None:
+    seen = load_run(make_membership_run("seen", shift=1.5))
+    clean = load_run(make_membership_run("clean", shift=0.0, seed=3))
+    d = seen.summary["statistics"]["dataset_test"]
+    assert d["auc"] > 0.8 and d["p_value"] < 1e-4  # the pipeline's own test of the drawn values
+    kind, sentence = verdict_line(seen.summary)  # type: ignore[misc]
+    assert kind == "signal" and sentence.startswith("LEAK SIGNAL: the model is more familiar")
+    assert f"AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}]" in sentence
+    dc = clean.summary["statistics"]["dataset_test"]
+    assert dc["p_value"] > 0.05
+    assert verdict_line(clean.summary)[0] == "clean"  # type: ignore[index]
+    # references written otherwise: said with the verdict
+    unlike = seen.summary | {"reference_check": {"alike": False, "rows": [], "level": 0.01}}
+    assert "the references are not written like the benchmark" in verdict_line(unlike)[1]  # type: ignore[index]
+    assert verdict_line({"statistics": {}}) is None
+    # the leaderboard cell: AUC - 0.5, its interval shifted alike, the test's p
+    est = estimate(seen)
+    assert est is not None and not est.percent
+    assert est.value == pytest.approx(d["auc"] - 0.5)
+    assert est.ci == pytest.approx((d["auc_ci"][0] - 0.5, d["auc_ci"][1] - 0.5))
+    assert (est.p_value, est.n_items) == (d["p_value"], 30)
+    assert est.text().startswith(f"{d['auc'] - 0.5:+.3f} [")
+
+
+def test_membership_runs_are_ranked_on_the_board(make_membership_run) -> None:
+    runs = [
+        make_membership_run("seen", shift=1.5, model="hf:/models/seen"),
+        make_membership_run("clean", shift=0.0, seed=3, model="hf:/models/clean"),
+    ]
+    left: list[LeftOut] = []
+    text, _ = write_leaderboard(runs, None, "md", left)
+    assert left == []
+    rows = [line for line in text.splitlines() if line.startswith("| hf:")]
+    assert rows[0].startswith("| hf:seen |")  # the more familiar model first
+    assert "membership AUC − 0.5" in text and "Mann-Whitney" in text
+
+
+def test_report_sections_and_figures(make_membership_run, tmp_path: Path) -> None:
+    run = make_membership_run("seen", shift=1.5, fdr=True)
+    path = build_report(run, out=tmp_path / "m.html")
+    html = path.read_text(encoding="utf-8")
+    for sid in ("verdict", "evidence", "items", "provenance"):
+        assert f'<section id="{sid}">' in html
+    assert html.count('class="fig"') == 3  # distributions, p-values, AUC per statistic
+    assert "LEAK SIGNAL" in html and "(declared)" in html and ">q<" in html
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    flagged = sum(1 for r in records if r.get("flag"))
+    assert f"{flagged} of 30 benchmark items flagged at q ≤ 0.05" in html
