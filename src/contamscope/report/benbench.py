@@ -14,7 +14,6 @@ only if the paraphrases are as natural as the originals; Delta_train - Delta_tes
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +25,7 @@ from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
 from ..wording import number, plural
 from .cap import mean_ci
-from .html import Column, Section, Table, clip, esc, in_lang
+from .html import Column, Section, Table, clip, esc, in_lang, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
@@ -539,21 +538,14 @@ def _provenance_section(run: RunData) -> Section:
     s = run.summary
     keep = {k: s.get(k) for k in ("model", "paraphraser", "benchmark", "config", "counts")}
     keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
-    fails = "".join(
-        f"<li>{esc(f.get('id'))} ({esc(f.get('reference'))}): {esc(f.get('reason'))}</li>"
-        for f in (s.get("paraphrase_failures") or [])[:200]
+    fails = [
+        f"{f.get('id')} ({f.get('reference')}): {f.get('reason')}"
+        for f in s.get("paraphrase_failures") or []
+    ]
+    skipped = [x for v in (s.get("skipped_rows") or {}).values() for x in v]
+    return provenance(
+        run,
+        keep,
+        "model, data, settings, counts",
+        [("paraphrases not used", fails), ("skipped input rows", skipped)],
     )
-    skipped = "".join(
-        f"<li>{esc(x)}</li>" for v in (s.get("skipped_rows") or {}).values() for x in v[:200]
-    )
-    body = (
-        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
-        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
-        "<details><summary>model, data, settings, counts (summary.json)</summary>"
-        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-        + (f"<details><summary>paraphrases not used</summary><ul>{fails}</ul></details>"
-           if fails else "")
-        + (f"<details><summary>skipped input rows</summary><ul>{skipped}</ul></details>"
-           if skipped else "")
-    )  # fmt: skip
-    return Section("provenance", "Provenance", body)

@@ -13,7 +13,6 @@ seeded percentile bootstrap otherwise); the comparison CI is the run's own (summ
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ import numpy as np
 from ..detectors.stats import wilson_interval
 from ..wording import plural
 from .cap_heatmap import pcr_matrix
-from .html import Column, Section, Table, clip, esc, fmt_p, in_lang
+from .html import Column, Section, Table, clip, esc, fmt_p, in_lang, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, legend_outside, text_colour, to_svg
 from .rundata import RunData
@@ -666,19 +665,12 @@ def _provenance_section(run: RunData) -> Section:
     s = run.summary
     keep = {k: s.get(k) for k in ("model", "benchmark", "config", "analysis", "counts")}
     keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
-    skipped = "".join(f"<li>{esc(x)}</li>" for x in (s.get("skipped_rows") or [])[:200])
-    body = (
-        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
-        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
-        "<details><summary>model, data, settings, counts (summary.json)</summary>"
-        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-        + (
-            f"<details><summary>skipped input rows</summary><ul>{skipped}</ul></details>"
-            if skipped
-            else ""
-        )  # fmt: skip
+    return provenance(
+        run,
+        keep,
+        "model, data, settings, counts",
+        [("skipped input rows", s.get("skipped_rows") or [])],
     )
-    return Section("provenance", "Provenance", body)
 
 
 def leaderboard_figures(runs: Sequence[RunData], labels: Sequence[tuple[str, str]]) -> list[str]:

@@ -26,6 +26,7 @@ __all__ = [
     "fmt_pct",
     "in_lang",
     "page",
+    "provenance",
     "text_lang",
 ]
 
@@ -226,6 +227,29 @@ class Section:
             f'<section id="{esc(self.id)}"><h2>{esc(self.title)}</h2>'
             f"{self.body}{grid}{self.after}</section>"
         )
+
+
+def provenance(
+    run: Any,
+    kept: dict[str, Any],
+    what: str,
+    lists: Sequence[tuple[str, Sequence[Any]]] = (),
+    also: str = "",
+) -> Section:
+    """A report's Provenance section: where ``run`` (a RunData) is, with its model and
+    benchmark (``also``: more of that line, HTML), the summary's ``kept`` parts (``what`` says
+    which), and each non-empty list as (title, lines; the first 200), folded."""
+    body = (
+        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
+        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>{also}.</p>"
+        f"<details><summary>{esc(what)} (summary.json)</summary>"
+        f"<pre>{esc(json.dumps(kept, indent=2, ensure_ascii=False, default=str))}</pre></details>"
+    )
+    for title, lines in lists:
+        if lines:
+            items = "".join(f"<li>{esc(x)}</li>" for x in list(lines)[:200])
+            body += f"<details><summary>{esc(title)}</summary><ul>{items}</ul></details>"
+    return Section("provenance", "Provenance", body)
 
 
 def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) -> str:

@@ -13,7 +13,6 @@ Leaderboard cell: AUC - 0.5 (0: no more familiar than unseen text; above 0: more
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -22,7 +21,7 @@ import numpy as np
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
 from ..wording import plural
-from .html import Column, Section, Table, esc
+from .html import Column, Section, Table, esc, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
@@ -312,22 +311,15 @@ def _provenance_section(run: RunData) -> Section:
     s = run.summary
     keep = {k: s.get(k) for k in ("model", "benchmark", "reference", "config", "counts")}
     keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
-    skipped = "".join(
-        f"<li>{esc(x)}</li>" for v in (s.get("skipped_rows") or {}).values() for x in v[:200]
+    skipped = [x for v in (s.get("skipped_rows") or {}).values() for x in v]
+    refs = esc((s.get("reference") or {}).get("source"))
+    return provenance(
+        run,
+        keep,
+        "model, data, settings, counts",
+        [("skipped input rows", skipped)],
+        also=f"; references <code>{refs}</code>",
     )
-    body = (
-        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
-        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>; "
-        f"references <code>{esc((s.get('reference') or {}).get('source'))}</code>.</p>"
-        "<details><summary>model, data, settings, counts (summary.json)</summary>"
-        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False, default=str))}</pre></details>"
-        + (
-            f"<details><summary>skipped input rows</summary><ul>{skipped}</ul></details>"
-            if skipped
-            else ""
-        )
-    )
-    return Section("provenance", "Provenance", body)
 
 
 def _reference_check(check: dict[str, Any] | None) -> list[Section]:

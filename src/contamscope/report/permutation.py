@@ -10,14 +10,13 @@ Figures 4-5), ROC/PR when leak labels are known, and a per-item table.
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from ..detectors.verdict import conventions_text
 from ..wording import plural
-from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang
+from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
@@ -596,21 +595,10 @@ def _provenance_section(run: RunData) -> Section:
     s = run.summary
     keep = {k: s.get(k) for k in ("model", "benchmark", "config", "timings", "versions")}
     keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created")})
-    lines = "".join(f"<li>{esc(x)}</li>" for x in (s.get("skipped_rows") or [])[:200])
-    excl = "".join(
-        f"<li>{esc(x.get('id'))}: {esc(x.get('reason'))}</li>"
-        for x in (s.get("excluded_items") or [])[:200]
+    excluded = [f"{x.get('id')}: {x.get('reason')}" for x in s.get("excluded_items") or []]
+    return provenance(
+        run,
+        keep,
+        "model, data, settings, timings",
+        [("excluded items", excluded), ("skipped input rows", s.get("skipped_rows") or [])],
     )
-    body = (
-        f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
-        f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>.</p>"
-        f"<details><summary>model, data, settings, timings (summary.json)</summary>"
-        f"<pre>{esc(json.dumps(keep, indent=2, ensure_ascii=False))}</pre></details>"
-        + (f"<details><summary>excluded items</summary><ul>{excl}</ul></details>" if excl else "")
-        + (
-            f"<details><summary>skipped input rows</summary><ul>{lines}</ul></details>"
-            if lines
-            else ""
-        )
-    )
-    return Section("provenance", "Provenance", body)
