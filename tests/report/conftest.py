@@ -464,7 +464,10 @@ def write_membership_run(
     fdr: bool = False,
     seed: int = 0,
     model: str = "hf:/models/tiny",
+    fingerprint: str | None = "",
 ) -> Path:
+    """``fingerprint``: "" for one made from ``model``, None for none (the model is then
+    told by its spec, as the synthetic BenBench runs' is)."""
     from contamscope.detectors.membership import STATISTICS
     from contamscope.pipeline.membership import MembershipConfig, _analysis_part, analyse
 
@@ -491,7 +494,8 @@ def write_membership_run(
     summary = {
         "schema": "contamscope.membership.summary/1",
         "method": "membership",
-        "model": {"spec": model, "fingerprint": "f"},
+        "model": {"spec": model}
+        | ({} if fingerprint is None else {"fingerprint": fingerprint or f"synthetic:{model}"}),
         "benchmark": {"source": "bench_test.csv", "format": "mmlu-csv", "content_hash": "b"},
         "reference": {"source": "fresh.csv", "format": "mmlu-csv", "content_hash": "r"},
         "selection": {},

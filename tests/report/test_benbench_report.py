@@ -325,16 +325,49 @@ def test_a_model_keeps_its_colour_in_every_leaderboard_chart(
         assert f"fill: {own}" in svg, (e.model, e.method)
 
 
-def test_card_names_the_method_of_another_run(make_run, tmp_path: Path) -> None:
-    """A permutation run given to `card` was "not a BenBench run (method None)"."""
+def test_card_takes_every_method_of_one_model_and_names_what_it_cannot_take(
+    make_run, make_benbench_run, make_membership_run, tmp_path: Path
+) -> None:
+    """BenBench rows and, for runs of the other methods, their leaderboard estimates; the
+    family of p-values counts them all (a permutation run was refused as 'not a BenBench
+    run')."""
     from typer.testing import CliRunner
 
     from contamscope.cli.main import app
+    from contamscope.report.card import build_card, render_markdown
+    from contamscope.report.membership import estimate
+    from contamscope.report.rundata import load_run
 
-    run = make_run("perm", n_items=6)
-    res = CliRunner().invoke(app, ["card", "--run", str(run), "--out", str(tmp_path / "c.md")])
+    bb = make_benbench_run("bb")
+    mem = make_membership_run("mem", shift=1.5, model="hf:/m/bb-model", fingerprint=None)
+    card = build_card([bb, mem])
+    assert card["method"].startswith("BenBench") and "; Membership test" in card["method"]
+    (row,) = card["other_checks"]
+    est = estimate(load_run(mem))
+    assert est is not None
+    assert (row["value"], row["p_value"], row["n_items"]) == (est.value, est.p_value, 30)
+    assert row["text"] == est.text() and row["benchmark"] == "bench_test.csv"
+    bb_ps = build_card([bb])["family"]["p_values"]
+    assert card["family"]["p_values"] == bb_ps + 1
+    text = render_markdown(card)
+    assert "## Benchmarks checked" in text and "## Other detection methods" in text
+    assert f"| {est.text()} |" in text and "Mann-Whitney" in text
+    # another method's runs alone: no BenBench table, the rows only
+    alone = render_markdown(build_card([mem]))
+    assert "## Benchmarks checked" not in alone and "Membership test" in alone
+    # runs of another model, and files of no method the card takes: one line each
+    perm = make_run("perm", n_items=6)  # the synthetic permutation runs' own model
+    res = CliRunner().invoke(
+        app, ["card", "--run", str(perm), "--run", str(mem), "--out", str(tmp_path / "c.md")]
+    )
+    assert res.exit_code == 2 and "the runs are of 2 models" in res.output
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "summary.json").write_text('{"schema": "other.tool/1"}')
+    res = CliRunner().invoke(
+        app, ["card", "--run", str(tmp_path / "x"), "--out", str(tmp_path / "c.md")]
+    )
     assert res.exit_code == 2
-    assert "summary.json: a permutation run, not a BenBench run" in res.output
+    assert "no run summary of contamscope; the card takes benbench, permutation" in res.output
 
 
 def test_a_run_without_any_ngram_hit_gets_no_cell(make_benbench_run) -> None:

@@ -47,7 +47,7 @@ def test_membership_runs_are_ranked_on_the_board(make_membership_run) -> None:
     text, _ = write_leaderboard(runs, None, "md", left)
     assert left == []
     rows = [line for line in text.splitlines() if line.startswith("| hf:")]
-    assert rows[0].startswith("| hf:seen |")  # the more familiar model first
+    assert [r.split(" |")[0] for r in rows] == ["| hf:seen", "| hf:clean"]  # more familiar first
     assert "membership AUC − 0.5" in text and "Mann-Whitney" in text
 
 

@@ -1,5 +1,5 @@
-"""`contamscope card`: a Benchmark Transparency Card (Xu et al. 2024) from BenBench run folders
-(:mod:`contamscope.report.card` builds it)."""
+"""`contamscope card`: a Benchmark Transparency Card (Xu et al. 2024) from one model's run
+folders (:mod:`contamscope.report.card` builds it)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,20 @@ Examples:
   contamscope card --run runs/benbench-smollm2-test --out card.md
 
   contamscope card --run runs/gsm8k --run runs/math --model-name "My-7B" --out my-7b-card.md
+
+  contamscope card --run runs/benbench-gsm8k --run runs/my-7b-mmlu --run runs/membership-anatomy --out card.md
+
+BenBench runs give the paper's table; permutation, membership and CAP runs of the same model
+add one row each (their leaderboard estimate with its 95% CI and p-value).
 """
 
 
 def command(
     run: list[Path] = typer.Option(
-        ..., "--run", help="BenBench run folder (or its summary.json). Repeatable."
+        ...,
+        "--run",
+        help="Run folder (or its summary.json) of the model: benbench, permutation, membership, "
+        "cap. Repeatable.",
     ),
     out: Path = typer.Option(
         Path("card.md"), "--out", "-o", help="Markdown card; the JSON goes next to it."
@@ -35,7 +43,7 @@ def command(
         "(a card of the same model is always updated).",
     ),
 ) -> None:
-    """Write a Benchmark Transparency Card (Markdown + JSON) from BenBench runs."""
+    """Write a Benchmark Transparency Card (Markdown + JSON) from a model's runs."""
     _write(run, out, model_name, overwrite)
 
 

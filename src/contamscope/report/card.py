@@ -1,8 +1,11 @@
-"""Benchmark Transparency Card (Xu et al. 2024) from BenBench run folders.
+"""Benchmark Transparency Card (Xu et al. 2024) from one model's run folders.
 
 The card lists which benchmarks and splits were checked, the measured signals with their 95%
 intervals and p-values, instance counts, and leaves the fields only the model developer can fill
-in (was benchmark data used in training, augmented ...). ``write_card(runs, "card.md")`` writes
+in (was benchmark data used in training, augmented ...). BenBench runs give the paper's rows;
+runs of the other methods (permutation, membership, CAP) add one row each, their leaderboard
+estimate with its interval and p-value (``other_checks``), so one card holds every signal
+measured on the model. ``write_card(runs, "card.md")`` writes
 it as Markdown and as JSON next to it (``contamscope.transparency_card/2``); ``build_card`` and
 ``render_markdown`` are its two halves.
 
@@ -62,6 +65,9 @@ DEVELOPER_FIELDS = [
 ]
 """(key, question) of the card's fields the model developer fills in."""
 
+BENBENCH = "BenBench (Xu et al. 2024): perplexity and n-gram accuracy, original vs paraphrase"
+"""The card's name of BenBench's checks (``method``)."""
+
 _METRICS = {  # key: (name on the card, a rate shown in percentage points)
     "ppl": ("perplexity", False),
     "nll": ("NLL (nats/token)", False),
@@ -71,8 +77,22 @@ _METRICS = {  # key: (name on the card, a rate shown in percentage points)
 }
 
 
+OTHER_METHODS = ("permutation", "membership", "cap")
+"""Methods whose runs the card takes besides BenBench (one row each)."""
+
+
 def read_summary(run: Path | str) -> tuple[Path, dict[str, Any]]:
     """(path of summary.json, its contents) of a finished BenBench run folder (or the file)."""
+    path, summary, method = _read_run(run)
+    if method != "benbench":
+        what = f"a {method} run" if method else "no run summary of contamscope"
+        raise DataError(f"{path}: {what}, not a BenBench run")
+    return path, summary
+
+
+def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
+    """(path of summary.json, its contents, its method) of a finished run folder (or the file)
+    of a method the card takes; a BenBench summary of another schema version is refused."""
     run = Path(run)
     path = run / "summary.json" if run.is_dir() else run
     try:
@@ -85,19 +105,52 @@ def read_summary(run: Path | str) -> tuple[Path, dict[str, Any]]:
         raise DataError(f"{path}: not JSON ({getattr(e, 'msg', e)})") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if not isinstance(summary, dict) or summary.get("method") != "benbench":
-        method = None
-        if isinstance(summary, dict):  # the permutation summary names its method in its schema
-            schema = str(summary.get("schema") or "").split(".")
-            method = summary.get("method") or (schema[1] if len(schema) > 2 else None)
+    method = None
+    if isinstance(summary, dict):  # the permutation summary names its method in its schema
+        schema = str(summary.get("schema") or "").split(".")
+        method = summary.get("method") or (schema[1] if len(schema) > 2 else None)
+    if method not in ("benbench", *OTHER_METHODS):
         what = f"a {method} run" if method else "no run summary of contamscope"
-        raise DataError(f"{path}: {what}, not a BenBench run (the card needs `benbench` runs)")
-    if summary.get("schema") != SUMMARY_SCHEMA:
+        raise DataError(f"{path}: {what}; the card takes benbench, {', '.join(OTHER_METHODS)} runs")
+    if method == "benbench" and summary.get("schema") != SUMMARY_SCHEMA:
         raise DataError(
             f"{path}: schema {summary.get('schema')!r}; this contamscope reads "
             f"{SUMMARY_SCHEMA!r} (a run of another version: re-run it, or use that version)"
         )
-    return path.resolve(), summary
+    return path.resolve(), summary, method
+
+
+def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """One run of another method as a card row (its leaderboard estimate), or a note saying
+    why it has none."""
+    from .methods import method_module
+    from .rundata import RunData
+
+    run = RunData(path=path.parent, summary=s, settings={})
+    module = method_module(run)
+    try:
+        est = module.estimate(run)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        raise DataError(f"{path}: not a complete summary.json ({exc})") from None
+    subjects = run.subjects
+    bench = run.benchmark + (f" ({', '.join(subjects)})" if subjects and len(subjects) <= 3 else "")
+    if est is None or est.value is None:
+        why = getattr(module, "why_unranked", lambda _: module.UNRANKED)(run)
+        return None, f"{bench} ({module.TITLE}): no estimate: {why}"
+    return {
+        "method": module.TITLE,
+        "benchmark": bench,
+        "statistic": est.statistic,
+        "value": est.value,
+        "ci": list(est.ci) if est.ci else None,
+        "p_value": est.p_value,
+        "n_items": est.n_items,
+        "percent": est.percent,
+        "text": est.text(),
+        "legend": est.legend,
+        "run": str(path.parent),
+        "run_created": s.get("created"),
+    }, None
 
 
 def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -195,16 +248,18 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
     is another set of numbers); a run given twice counts once; two runs checking the same
     split of the same benchmark with the same references are refused (one row each, which?)."""
     if not runs:
-        raise ConfigError("--run: give at least one BenBench run folder")
+        raise ConfigError("--run: give at least one run folder")
     read: dict[Path, dict[str, Any]] = {}
+    methods: dict[Path, str | None] = {}
     for r in runs:
-        path, summary = read_summary(r)
+        path, summary, method = _read_run(r)
         read.setdefault(path, summary)  # a folder and its summary.json are one run
+        methods[path] = method
     models: dict[str, str] = {}
     for path, s in read.items():
         m = s.get("model")
         if not isinstance(m, dict) or not isinstance(m.get("spec"), str):
-            raise DataError(f"{path}: not a complete BenBench summary.json (no 'model' spec)")
+            raise DataError(f"{path}: not a complete summary.json (no 'model' spec)")
         models.setdefault(str(m.get("fingerprint") or m["spec"]), m["spec"])
     if len(models) > 1:
         named = [f"{spec} ({fp})" if list(models.values()).count(spec) > 1 else spec
@@ -214,9 +269,15 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
             "describes one model: give the runs of one model"
         )
     checks: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
     notes: list[str] = []
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
+        if methods[path] != "benbench":
+            row, note = _other_check(path, s)
+            others += [row] if row is not None else []
+            notes += [note] if note is not None else []
+            continue
         rows, said = _checks(path, s)
         notes += said
         for row in rows:
@@ -241,7 +302,9 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
         if "delta_train_test" in c or k in ("ppl", "ngram_exact")
     ]
     ps = [
-        v["p_value"] for v in shown if v.get("value") is not None and v.get("p_value") is not None
+        v["p_value"]
+        for v in [*shown, *others]
+        if v.get("value") is not None and v.get("p_value") is not None
     ]
     family = {
         "p_values": len(ps),
@@ -253,8 +316,11 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
         "model": model_name or spec,
         "model_spec": spec,
         "model_fingerprint": next(iter(models)),
-        "method": "BenBench (Xu et al. 2024): perplexity and n-gram accuracy, original vs paraphrase",
+        "method": "; ".join(
+            ([BENBENCH] if checks else []) + list(dict.fromkeys(o["method"] for o in others))
+        ),
         "checks": checks,
+        "other_checks": others,
         "notes": notes,
         "family": family,
         "developer_fields": {key: None for key, _ in DEVELOPER_FIELDS},
@@ -296,6 +362,62 @@ def render_markdown(card: dict[str, Any]) -> str:
         "",
         f"Model: `{card['model_spec']}` (fingerprint `{card['model_fingerprint']}`).",
         f"Signals measured by contamscope ({card['method']}).",
+    ]
+    if card["checks"]:
+        lines += _benbench_lines(card, gram, md)
+    lines += _other_lines(card.get("other_checks") or [], md)
+    fam = card.get("family") or {}
+    if fam.get("p_values"):
+        lines += [
+            "",
+            f"Every p-value above is its own test: {fam['below_5pct']} of {fam['p_values']} "
+            f"are at most 0.05, {fam['below_5pct_after_holm']} after Holm's correction over all "
+            f"{fam['p_values']} (the chance of any false signal on the card at most 5%).",
+        ]
+    if card.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {md(n)}" for n in card["notes"]]
+    if card["checks"]:
+        lines += [
+            "",
+            "These are signals, not proof: a clean model can reject H0 when its paraphrases read "
+            "less naturally than the originals; Delta_train - Delta_test cancels that. See "
+            "docs/benbench.md.",
+        ]
+    lines += ["", "## To be filled in by the model developer", ""]
+    for _, question in DEVELOPER_FIELDS:
+        lines += [f"- **{question}**", "  - answer: _not stated_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _other_lines(others: Sequence[dict[str, Any]], md: Any) -> list[str]:
+    """The rows of the other methods' runs, and how to read each method's number."""
+    if not others:
+        return []
+    lines = [
+        "",
+        "## Other detection methods",
+        "",
+        "One row per run: the method's leakage estimate (its leaderboard number) with its 95% "
+        "interval and p-value, each under its own method's H0 (the notes below the table).",
+        "",
+        "| method | benchmark | statistic | estimate [95% CI] | p | items | run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for o in others:
+        p = "-" if o.get("p_value") is None else p_text(o["p_value"])
+        lines.append(
+            f"| {md(o['method'])} | {md(o['benchmark'])} | {md(o['statistic'])} | "
+            f"{md(o['text'])} | {p} | {o['n_items']} | {md(o['run'])} |"
+        )
+    legends = dict.fromkeys(
+        f"{o['method']} ({o['statistic']}): {o['legend']}" for o in others if o.get("legend")
+    )
+    return lines + [""] + [f"- {md(text)}" for text in legends]
+
+
+def _benbench_lines(card: dict[str, Any], gram: str, md: Any) -> list[str]:
+    """The paper's table of BenBench's checks, and its train - test one."""
+    lines = [
         "",
         "## Benchmarks checked",
         "",
@@ -359,28 +481,7 @@ def render_markdown(card: dict[str, Any]) -> str:
                     f"| {md(c['train_benchmark'])} / {md(c['benchmark'])} | {name} | "
                     f"{_delta(v, pp)} | {rel} | {v.get('n_train')} / {v.get('n_test')} |"
                 )
-    fam = card.get("family") or {}
-    if fam.get("p_values"):
-        lines += [
-            "",
-            f"Every p-value above is its own test: {fam['below_5pct']} of {fam['p_values']} "
-            f"are at most 0.05, {fam['below_5pct_after_holm']} after Holm's correction over all "
-            f"{fam['p_values']} (the chance of any false signal on the card at most 5%).",
-        ]
-    if card.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {md(n)}" for n in card["notes"]]
-    lines += [
-        "",
-        "These are signals, not proof: a clean model can reject H0 when its paraphrases read "
-        "less naturally than the originals; Delta_train - Delta_test cancels that. See "
-        "docs/benbench.md.",
-        "",
-        "## To be filled in by the model developer",
-        "",
-    ]
-    for _, question in DEVELOPER_FIELDS:
-        lines += [f"- **{question}**", "  - answer: _not stated_", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 def write_card(

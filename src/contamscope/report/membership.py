@@ -41,7 +41,7 @@ LABELS = {
 }
 """Statistic -> label (every one: higher = more familiar)."""
 LEGEND = (
-    "Membership: AUC − 0.5 of the run's declared statistic, benchmark items against unseen "
+    "AUC − 0.5 of the run's declared statistic, benchmark items against unseen "
     "reference items written like them (0 = no more familiar than text the model cannot have "
     "seen; above 0: more familiar). 95% expanded stratified bootstrap CI; p: one-sided "
     "Mann-Whitney U, H0: benchmark and reference statistics come from one distribution."
@@ -61,7 +61,7 @@ def estimate(run: RunData) -> Estimate | None:
     ci = d.get("auc_ci")
     stat = (run.summary.get("statistics") or {}).get("statistic", "?")
     return Estimate(
-        statistic=f"membership AUC − 0.5 ({LABELS.get(stat, stat)})",
+        statistic=f"membership AUC − 0.5, {LABELS.get(stat, stat)}",
         value=float(auc) - 0.5,
         ci=(ci[0] - 0.5, ci[1] - 0.5) if ci else None,
         p_value=d.get("p_value"),
