@@ -352,7 +352,9 @@ def _rederive_records(run_dir: RunDir, done: dict[str, dict[str, Any]], cfg: Ben
         for ver in rec.get("versions", []):
             ngram = ver.get("ngram")
             if isinstance(ngram, dict) and "results" in ngram:
-                _aggregate(ngram, [NgramResult(**r) for r in ngram["results"]], cfg)
+                fields = NgramResult.__dataclass_fields__
+                results = [NgramResult(**{k: r.get(k) for k in fields}) for r in ngram["results"]]
+                _aggregate(ngram, results, cfg)
         if rec.get("versions"):
             _item_metrics(rec)
         changed += json.dumps(rec, sort_keys=True) != before
@@ -780,16 +782,22 @@ def reanalyse_benbench(run_dir: RunDir, **analysis: Any) -> BenBenchOutcome:
     config = BenBenchConfig(**{k: v for k, v in cfg.items() if k in known} | given)
     settings = stored | {"config": cfg | {k: getattr(config, k) for k in ANALYSIS_ONLY}}
     done = run_dir.open(stored)  # held, read; nothing written before the checks
-    facts = {
-        "benchmark": old["benchmark"],
-        "read": {name: {k: old["counts"][name][k] for k in _READ_COUNTS} for name in old["counts"]},
-        "skipped_rows": old.get("skipped_rows") or {},
-    }
-    place = {name: i for i, name in enumerate(facts["benchmark"])}
+    try:
+        counts = old["counts"]
+        facts = {
+            "benchmark": old["benchmark"],
+            "read": {name: {k: counts[name].get(k, 0) for k in _READ_COUNTS} for name in counts},
+            "skipped_rows": old.get("skipped_rows") or {},
+        }
+        place = {name: i for i, name in enumerate(facts["benchmark"])}
+        wanted = sum(int(c["items_selected"]) for c in counts.values())
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise StoreError(
+            f"{run_dir.path}/summary.json: not a complete BenBench summary ({exc})"
+        ) from None
     records = sorted(
         (r for r in done.values() if r.get("split") in place), key=lambda r: place[r["split"]]
     )
-    wanted = sum(c["items_selected"] for c in old["counts"].values())
     if len(records) < wanted:
         raise StoreError(
             f"{run_dir.path} holds {len(records)} of its {wanted} items; re-run its benbench "
@@ -801,7 +809,7 @@ def reanalyse_benbench(run_dir: RunDir, **analysis: Any) -> BenBenchOutcome:
     run_dir.write_settings(settings)
     timing = dict(old.get("timings") or {}) | {"reanalysed_records": changed}
     summary = _summary(
-        facts, records, settings, config, old["model"], old.get("paraphraser"), timing
+        facts, records, settings, config, old.get("model") or {}, old.get("paraphraser"), timing
     )
     run_dir.write_summary(summary)
     return BenBenchOutcome(summary, run_dir.path, 0, len(records))
