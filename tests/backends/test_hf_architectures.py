@@ -265,7 +265,7 @@ def _cpu_compile_fails() -> str | None:
         (_llama, ["LlamaMLP", "LlamaRMSNorm", "modeling_llama.apply_rotary_pos_emb"]),
         (_gemma3, ["Gemma3MLP", "Gemma3RMSNorm", "modeling_gemma3.apply_rotary_pos_emb"]),
         (_qwen2, ["Qwen2MLP", "Qwen2RMSNorm", "modeling_qwen2.apply_rotary_pos_emb"]),
-        (_phi3, ["Phi3RMSNorm", "modeling_phi3.apply_rotary_pos_emb"]),  # (one gate_up_proj)
+        (_phi3, ["Phi3MLP", "Phi3RMSNorm", "modeling_phi3.apply_rotary_pos_emb"]),  # gate_up_proj
     ],
     ids=lambda x: x.__name__.strip("_") if callable(x) else None,
 )

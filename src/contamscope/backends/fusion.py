@@ -8,7 +8,8 @@ five kernels each), RMSNorm (five kernels and a float32 copy) and the gated acti
 one kernel each from the model's own code:
 
 - every RMSNorm-like module (class name ending in ``RMSNorm``) and every gated MLP (a module
-  with ``gate_proj``, ``up_proj`` and ``down_proj``): the instance's ``forward`` becomes a
+  with ``gate_proj``, ``up_proj`` and ``down_proj``, or Phi-3's ``gate_up_proj`` and
+  ``down_proj``): the instance's ``forward`` becomes a
   compiled copy of its class's ``forward`` (one compiled function per class, shared by the
   model's layers; the matrix products inside stay cuBLAS calls);
 - the modeling module's ``apply_rotary_pos_emb``: replaced by a function that runs a compiled
@@ -62,7 +63,13 @@ def _is_norm(module: Any) -> bool:
 
 
 def _is_gated_mlp(module: Any) -> bool:
-    return all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj"))
+    """A gated MLP: ``gate_proj`` and ``up_proj`` (Llama, Qwen2, Gemma), or one ``gate_up_proj``
+    whose output the forward splits in two (Phi-3), then ``down_proj``."""
+    if not hasattr(module, "down_proj"):
+        return False
+    return hasattr(module, "gate_up_proj") or all(
+        hasattr(module, n) for n in ("gate_proj", "up_proj")
+    )
 
 
 def _wrapped(module: Any) -> bool:
