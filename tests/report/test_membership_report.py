@@ -49,6 +49,17 @@ def test_membership_runs_are_ranked_on_the_board(make_membership_run) -> None:
     rows = [line for line in text.splitlines() if line.startswith("| hf:")]
     assert [r.split(" |")[0] for r in rows] == ["| hf:seen", "| hf:clean"]  # more familiar first
     assert "membership AUC − 0.5" in text and "Mann-Whitney" in text
+    assert "references are not written like" not in text
+    # a run whose references differ from its benchmark items is named under the board
+    summary = json.loads((runs[1] / "summary.json").read_text())
+    row = {"feature": "natural option order", "p_value": 1e-9}
+    summary["reference_check"] = {"alike": False, "level": 0.01, "rows": [row]}
+    (runs[1] / "summary.json").write_text(json.dumps(summary))
+    text, _ = write_leaderboard(runs, None, "md")
+    assert (
+        "- hf:clean on bench_test.csv: its references are not written like the benchmark items "
+        "(natural option order differs)" in text
+    )
 
 
 def test_report_sections_and_figures(make_membership_run, tmp_path: Path) -> None:

@@ -401,6 +401,7 @@ def to_markdown(
     lines.append(f"- {significance_line(entries)}")
     lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md(x)}" for x in caveat_lines(entries))
+    lines.extend(f"- {md(x)}" for x in warning_lines(entries))
     lines.extend(f"- {md(x)}" for x in ties_lines(entries))
     lines.extend(f"- left out: {md(str(x))}" for x in left_out)
     if comparisons:
@@ -453,6 +454,13 @@ def ties_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     return [
         f"Algorithm 1 counts an original order tied for the maximum as leaked (--ties leaked) "
         f"in {which}"
+    ]
+
+
+def warning_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """One line per run whose own number may mislead (``Estimate.warning``)."""
+    return [
+        f"{e.model} on {e.benchmark}: {e.estimate.warning}" for e in entries if e.estimate.warning
     ]
 
 
@@ -636,7 +644,10 @@ def to_html(
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
     legend = "".join(f"<li>{x}</li>" for x in _legends(entries))
     legend += "".join(f"<li>{esc(x)}</li>" for x in flagged_lines(entries))
-    legend += "".join(f"<li>{esc(x)}</li>" for x in caveat_lines(entries) + ties_lines(entries))
+    legend += "".join(
+        f"<li>{esc(x)}</li>"
+        for x in caveat_lines(entries) + warning_lines(entries) + ties_lines(entries)
+    )
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
         Section(

@@ -69,6 +69,22 @@ def estimate(run: RunData) -> Estimate | None:
         raw={"rate": float(auc), "chance": 0.5},
         percent=False,
         legend=LEGEND,
+        warning=_unlike_text(run.summary),
+    )
+
+
+def _unlike_text(summary: dict[str, Any]) -> str:
+    """What the reference check found unlike (empty when the references are alike)."""
+    if not _unlike(summary):
+        return ""
+    check = summary["reference_check"]
+    level = check.get("level", 0.0)
+    rows = [r for r in check.get("rows") or [] if r.get("p_value", 1.0) <= level]
+    named = ", ".join(str(r.get("feature")) for r in rows) or "the reference check"
+    verb = "differs" if len(rows) <= 1 else "differ"
+    return (
+        f"its references are not written like the benchmark items ({named} {verb}), so its "
+        "AUC can read a difference of kind as familiarity"
     )
 
 

@@ -94,6 +94,9 @@ class Estimate:
     settings: dict[str, str] = field(default_factory=dict)
     """The run's analysis settings the cell depends on (a permutation run's Algorithm-1
     ``ties``), so the board can say where runs differ."""
+    warning: str = ""
+    """Why this one run's number may mislead, said under the leaderboard with its model and
+    benchmark (a membership run whose references are not written like the benchmark items)."""
 
     def text(self) -> str:
         """``+3.2 pp [+1.1, +5.4]`` (or plain numbers when not a percentage)."""
