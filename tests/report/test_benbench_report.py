@@ -352,6 +352,12 @@ def test_card_takes_every_method_of_one_model_and_names_what_it_cannot_take(
     text = render_markdown(card)
     assert "## Benchmarks checked" in text and "## Other detection methods" in text
     assert f"| {est.text()} |" in text and "Mann-Whitney" in text
+    assert not any("references are not written" in n for n in card["notes"])
+    summary = json.loads((mem / "summary.json").read_text())
+    row_unlike = {"feature": "natural option order", "p_value": 1e-9}
+    summary["reference_check"] = {"alike": False, "level": 0.01, "rows": [row_unlike]}
+    (mem / "summary.json").write_text(json.dumps(summary))
+    assert any("references are not written" in n for n in build_card([mem])["notes"])
     # another method's runs alone: no BenBench table, the rows only
     alone = render_markdown(build_card([mem]))
     assert "## Benchmarks checked" not in alone and "Membership test" in alone

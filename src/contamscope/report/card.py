@@ -121,8 +121,8 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
 
 
 def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """One run of another method as a card row (its leaderboard estimate), or a note saying
-    why it has none."""
+    """One run of another method as a card row (its leaderboard estimate) and a note when its
+    number may mislead, or no row and a note saying why it has none."""
     from .methods import method_module
     from .rundata import RunData
 
@@ -150,7 +150,7 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
         "legend": est.legend,
         "run": str(path.parent),
         "run_created": s.get("created"),
-    }, None
+    }, (f"{bench} ({module.TITLE}): {est.warning}" if est.warning else None)
 
 
 def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
