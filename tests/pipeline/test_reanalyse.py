@@ -197,3 +197,46 @@ def test_a_reference_run_must_be_clean_items_of_the_same_model(tmp_path: Path, r
             reference_run=tmp_path / "nowhere",
         )  # fmt: skip
     assert not (tmp_path / "x" / "items.jsonl").exists()  # refused before scoring
+
+
+def test_a_reference_run_is_checked_for_being_written_like_the_benchmark(
+    tmp_path: Path, tiny_backend
+) -> None:  # type: ignore[no-untyped-def]
+    """Algorithm 2's rate on clean items carries over only to items written like them: sorted
+    numbers (a natural order, a peaked order distribution without any leak) against shuffled
+    references are named; a reference benchmark that cannot be read again is said, not
+    guessed."""
+    from toy_rows import sorted_and_shuffled
+
+    from contamscope.report import build_report
+
+    rows, refs = sorted_and_shuffled(12, seed=3)
+    bench, fresh = tmp_path / "sorted_test.csv", tmp_path / "shuffled_test.csv"
+    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    fresh.write_text("\n".join(refs) + "\n", encoding="utf-8")
+    scorer = CachedScorer(tiny_backend, None)
+    ref_loaded = load_benchmark(str(fresh))
+    run_permutation(ref_loaded, ref_loaded.items, scorer, tmp_path / "ref", PermutationConfig())
+    loaded = load_benchmark(str(bench))
+    out = run_permutation(
+        loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig(),
+        reference_run=tmp_path / "ref",
+    )  # fmt: skip
+    check = out.summary["reference_run"]["check"]
+    natural = next(r for r in check["rows"] if r["feature"] == "natural option order")
+    assert check["alike"] is False and natural["p_value"] <= check["level"]
+    assert natural["benchmark"]["rate"] == 1.0 and natural["reference"]["rate"] == 0.0
+    html = build_report(tmp_path / "run").read_text(encoding="utf-8")
+    assert "Are the references written like the benchmark?" in html
+    assert "<strong>the references differ</strong>" in html
+    from cli_runner import run_cli
+
+    said = run_cli("reanalyse", str(tmp_path / "run"), "--alpha", "0.2", cwd=tmp_path)
+    assert said.returncode == 0, said.stderr
+    text = " ".join(said.stdout.split())
+    assert "references unlike the benchmark: natural option order 100.0% of benchmark items" in text
+    # the reference benchmark moved: the check is skipped and says why
+    fresh.rename(tmp_path / "elsewhere.csv")
+    again = reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
+    info = again.summary["reference_run"]
+    assert "check" not in info and "shuffled_test.csv: no such file" in info["check_skipped"]

@@ -137,6 +137,15 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             ),
             soft_wrap=True,
         )
+        from .membership import likeness_text
+
+        unlike = likeness_text(run.get("check"))
+        if unlike:
+            console.print(styled("yellow", "references unlike the benchmark:", f" {unlike}"))
+        elif run.get("check_skipped"):
+            console.print(
+                styled("dim", f"the references' likeness was not checked: {run['check_skipped']}")
+            )
     if natural and natural.get("n_items"):
         rest = natural["statistics_without"]
         if rest.get("n_items"):

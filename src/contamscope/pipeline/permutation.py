@@ -854,6 +854,9 @@ class Reference:
     """Their item scores under the run's thresholds (PermutationItemScore)."""
     info: dict[str, Any]
     """What summary.json says of them (``reference_run``)."""
+    items: list[Any] = field(default_factory=list)
+    """Their benchmark items (MCQItem), read again from the reference run's benchmark for the
+    likeness check; empty when that benchmark cannot be read as it was."""
 
 
 def read_reference(
@@ -889,10 +892,11 @@ def read_reference(
         if not r.get("excluded") and r.get("continuations")
     }
     alg1, alg2 = Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
-    scores, shared = [], []
+    scores, shared, analysed = [], [], set()
     for r in read_records(Path(path)):
         if r.get("excluded"):
             continue
+        analysed.add(r["id"])
         if (r["prefix"].strip(), r["continuations"][0]) in tested:
             shared.append(r["id"])
         lp = r["logprobs"]
@@ -904,6 +908,7 @@ def read_reference(
         )
     if not scores:
         raise ConfigError(f"{where}: no reference item was analysed (all excluded)")
+    items, unread = _reference_items(ref_settings, analysed)
     return Reference(
         scores,
         {
@@ -911,8 +916,39 @@ def read_reference(
             "benchmark": ref_settings.get("benchmark"),
             "n_items": len(scores),
             "null_hypothesis": REFERENCE_NULL,
+            **({"check_skipped": unread} if unread else {}),
         },
+        items,
     )
+
+
+def _reference_items(settings: Mapping[str, Any], ids: set[str]) -> tuple[list[Any], str]:
+    """The reference run's analysed items from its benchmark, read as it read them, for the
+    likeness check; ([], why) when that benchmark cannot be read or changed since."""
+    from ..data import load_benchmark
+    from ..errors import ContamscopeError
+
+    try:
+        loaded = load_benchmark(**run_benchmark(settings))
+    except ContamscopeError as exc:
+        return [], f"its benchmark cannot be read ({exc})"
+    if loaded.content_hash != settings.get("benchmark_hash"):
+        return [], "its benchmark's content changed since it ran"
+    return [it for it in loaded.items if it.id in ids], ""
+
+
+def _with_check(
+    reference: Reference, included: Sequence[dict[str, Any]], by_id: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``reference_run`` with ``check``: are the reference items written like the analysed
+    benchmark items (the membership test's check, :func:`reference_likeness`)? Algorithm 2's
+    measured false-positive rate carries over to the benchmark only if they are."""
+    from .membership import reference_likeness
+
+    tested = [by_id[r["id"]] for r in included if r["id"] in by_id]
+    if not reference.items or not tested:
+        return reference.info
+    return reference.info | {"check": reference_likeness(tested, reference.items)}
 
 
 def build_summary(
@@ -974,7 +1010,7 @@ def build_summary(
         "natural_order": natural,
         "verdict": verdict_dict(stats, natural),
         "by_subject": subject_summary(included, set(natural["ids"]), config.alpha),
-        **({"reference_run": reference.info} if reference is not None else {}),
+        **({"reference_run": _with_check(reference, included, by_id)} if reference else {}),
         "timings": timing,
         "versions": _package_versions(),
     }

@@ -26,7 +26,15 @@ from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked", "verdict_line"]
+__all__ = [
+    "TITLE",
+    "UNRANKED",
+    "sections",
+    "estimate",
+    "why_unranked",
+    "verdict_line",
+    "reference_check_section",
+]
 
 TITLE = "Membership test (against unseen references)"
 UNRANKED = "no dataset test: no benchmark or no reference item was analysed"
@@ -138,7 +146,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     return [
         _verdict_section(run),
         _evidence_section(run, records),
-        *_reference_check(run.summary.get("reference_check")),
+        *reference_check_section(run.summary.get("reference_check")),
         _table_section(run, records, options),
         _provenance_section(run),
     ]
@@ -338,8 +346,9 @@ def _provenance_section(run: RunData) -> Section:
     )
 
 
-def _reference_check(check: dict[str, Any] | None) -> list[Section]:
-    """A membership run's check that its references are written like the benchmark items."""
+def reference_check_section(check: dict[str, Any] | None) -> list[Section]:
+    """The check that a run's reference items are written like its benchmark items (a
+    membership run's references, a permutation run's ``--reference-run``); none without one."""
     if not check or not check.get("rows"):
         return []
     from ..detectors.verdict import pct_text

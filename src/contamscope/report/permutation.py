@@ -195,6 +195,9 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 what="analysed items",
             )
         )
+    from .membership import reference_check_section
+
+    out += reference_check_section((summary.get("reference_run") or {}).get("check"))
     expected = (stats.get("rank") or {}).get("expected")
     out.append(_table_section(rows, options, alpha, d0, any_label, expected, len(delta_keys) > 1))
     out.append(_provenance_section(run))
