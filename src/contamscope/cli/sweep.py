@@ -56,10 +56,11 @@ Examples:
 
 Re-running the same command skips finished pairs and resumes unfinished ones; a finished pair
 whose benchmark file changed since fails (--overwrite runs it again). Other --ties, --deltas or
---alpha, or another --reference-benchmark (or none), re-analyse the finished pairs from their records (nothing
-is scored) and the board. --dry-run says which
-pairs would run and how many option orders they would score, and stops.
-Writes OUT/<model>__<benchmark>/ per pair, OUT/leaderboard.html and OUT/leaderboard.md.
+--alpha, or another --reference-benchmark (or none), re-analyse the finished pairs from their
+records (nothing is scored) and the board. --dry-run says which pairs would run and how many
+option orders they would score, and stops.
+Writes OUT/<model>__<benchmark>/ per pair (OUT/reference/<model>__<file>/ per model with
+--reference-benchmark), OUT/leaderboard.html and OUT/leaderboard.md.
 Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
 130 interrupted (re-run to resume).
 """
