@@ -119,8 +119,9 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "re-analysed 2 stored items (2 records changed); nothing scored" in r.stderr
     assert "answer perplexity" in r.stdout
+    assert "ROUGE-L F ≥ 0.75, edit similarity ≥ 0" in " ".join(r.stdout.split())  # as applied
     report = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
-    assert "old report" not in report and "edit" in report
+    assert "old report" not in report and "ROUGE-L F ≥ 0.75, edit similarity ≥ 0)" in report
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     config = summary["config"]
     assert (config["edit_threshold"], config["inclusive"], config["n_boot"]) == (0.0, True, 300)

@@ -381,6 +381,8 @@ _LABELS = {
 
 def print_benbench_summary(summary: dict[str, Any]) -> None:
     """Terminal table of a BenBench summary (reads only the summary dict)."""
+    from ..report.benbench import thresholds_text
+
     cfg = summary["config"]
     console.print(f"model      {summary['model']['spec']}")
     for name, b in summary["benchmark"].items():
@@ -403,7 +405,9 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
     for name, st in summary["statistics"]["splits"].items():
         t = Table(
             title=f"BenBench, {name} split: original vs paraphrase (Delta = original - paraphrase; "
-            f"n={cfg['n']}, k={cfg['k']})",
+            f"n={cfg['n']}, k={cfg['k']}"
+            + (f"; {thresholds_text(cfg)}" if cfg["lenient"] else "")
+            + ")",
             title_justify="left",
         )
         for col in ("metric", "original", "paraphrase", "Delta", "95% CI", "p", "relative"):

@@ -30,7 +30,15 @@ from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, OKABE_ITO, figure, to_svg
 from .rundata import RunData
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked", "PRIMARY"]
+__all__ = [
+    "TITLE",
+    "UNRANKED",
+    "sections",
+    "estimate",
+    "why_unranked",
+    "PRIMARY",
+    "thresholds_text",
+]
 
 TITLE = "BenBench (n-gram accuracy, perplexity)"
 UNRANKED = "no Delta: no item had a usable paraphrase (--reference or --paraphraser)"
@@ -54,6 +62,17 @@ LEGEND = (
     "as natural as the originals. 95% paired-bootstrap CI; p: one-sided randomization test "
     "over which version of each item is the original."
 )
+
+
+def thresholds_text(config: dict[str, Any]) -> str:
+    """The lenient criteria's thresholds as a run applied them (its ``config``).
+
+    >>> thresholds_text({"rouge_threshold": 0.75, "edit_threshold": 0.9, "inclusive": False})
+    'ROUGE-L F > 0.75, edit similarity > 0.9'
+    """
+    op = "≥" if config.get("inclusive") else ">"
+    rouge, edit = config.get("rouge_threshold", 0.75), config.get("edit_threshold", 0.9)
+    return f"ROUGE-L F {op} {rouge:g}, edit similarity {op} {edit:g}"
 
 
 def _split_of_interest(stats: dict[str, Any]) -> str | None:
@@ -217,8 +236,8 @@ def _verdict_section(run: RunData) -> Section:
         "<p class='note'><b>How to read it.</b> Each item (question + answer) is scored as "
         "written and as paraphrased (same final answer). Perplexity/NLL: how surprised the model "
         f"is by the answer (lower = more familiar). {n}-gram accuracy: at {k} evenly spaced "
-        f"points, does the model predict the next {n} tokens (exactly; leniently by ROUGE-L or "
-        "edit similarity)? Δ = original − paraphrase, paired by item. <b>H0</b>: the model has "
+        f"points, does the model predict the next {n} tokens (exactly; leniently by "
+        f"{esc(thresholds_text(cfg))})? Δ = original − paraphrase, paired by item. <b>H0</b>: the model has "
         "not seen the original wording, so each item's original is as familiar as its "
         "paraphrases (which version is the original is a uniform draw) and Δ = 0. A leak makes "
         "accuracy Δ &gt; 0 and perplexity Δ &lt; 0. p: one-sided randomization test over "
