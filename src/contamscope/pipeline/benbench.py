@@ -342,8 +342,8 @@ def _aggregate(ngram: dict[str, Any], results: Sequence[NgramResult], cfg: BenBe
 def _rederive_records(run_dir: RunDir, done: dict[str, dict[str, Any]], cfg: BenBenchConfig) -> int:
     """Re-derive the folder's records' threshold-dependent values (n-gram accuracies, instance
     flags, per-item metrics and Deltas) under ``cfg`` from their stored n-grams, and rewrite the
-    records if any changed; returns how many did. Checked on every open, so a run killed
-    between writing its records and its new settings is put right on the next."""
+    records if any changed; returns how many did. Checked on every open, so a run or a
+    re-analysis killed between writing the settings and the records is put right on the next."""
     import json
 
     changed = 0
