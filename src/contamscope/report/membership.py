@@ -106,8 +106,9 @@ def _unlike(summary: dict[str, Any]) -> bool:
 
 
 def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
-    """The run's verdict as (kind, sentence): ``signal`` (the dataset test rejects H0 at 5%),
-    ``clean`` or ``none`` (no dataset test). The report's and the terminal's one line."""
+    """The run's verdict as (kind, sentence): ``signal`` (the dataset test rejects H0 at 5%
+    with AUC above 0.5) or ``clean``; None without a dataset test. The report's and the
+    terminal's one line."""
     d = _dataset(summary)
     if d.get("auc") is None or d.get("p_value") is None:
         return None
