@@ -373,3 +373,16 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
     assert "none; nothing scored)" in again.stdout and "re-analysed: reference run" in again.stdout
     for pair in pairs:
         assert "reference_run" not in json.loads((pair / "summary.json").read_text())
+    # what OUT/*/ matches: the pairs and the reference runs' folder, which is not a run
+    from cli_runner import run_cli
+
+    folders = [str(p) for p in sorted(out.iterdir()) if p.is_dir()]
+    assert str(out / "reference") in folders
+    re = run_cli("reanalyse", *folders, "--alpha", "0.1", cwd=tmp_path)
+    assert re.returncode == 0, re.stderr
+    assert f"{out / 'reference'}: a sweep's reference runs, skipped" in re.stderr
+    board = run_cli("leaderboard", *folders, cwd=tmp_path)
+    assert board.returncode == 0, board.stderr
+    assert "a sweep's reference runs (clean items)" in " ".join(
+        (board.stdout + board.stderr).split()
+    )

@@ -191,8 +191,17 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
     if len(run_dirs) == 1:
         exit_if_skipped(_reanalyse(run_dirs[0], given, report))
         return
+    from ..report.rundata import sweep_reference_folder
+
     failed, skipped = [], 0
     for run_dir in run_dirs:
+        if sweep_reference_folder(run_dir):  # what runs/sweep/*/ matches besides the pairs
+            err_console.print(
+                f"{run_dir}: a sweep's reference runs, skipped (their pairs read them under "
+                f"their own thresholds; {run_dir}/*/ re-analyses them)",
+                highlight=False,
+            )
+            continue
         console.rule(str(run_dir))
         try:
             skipped += _reanalyse(run_dir, given, report)

@@ -28,7 +28,7 @@ from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module
 from .plots import OKABE_ITO, figure, to_svg
-from .rundata import load_run
+from .rundata import load_run, sweep_reference_folder
 
 __all__ = [
     "BaselineComparison",
@@ -176,6 +176,11 @@ def collect(
             raise StoreError(f"{d}: no such run folder")
         if (Path(d) / "sweep.json").is_file() and not (Path(d) / "summary.json").exists():
             left.append(LeftOut(Path(d), f"a sweep's folder: give its runs ({Path(d) / '*'})"))
+            continue
+        if sweep_reference_folder(d):
+            left.append(
+                LeftOut(Path(d), f"a sweep's reference runs (clean items): {Path(d) / '*'}")
+            )
             continue
         try:
             run = load_run(d)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import StoreError
 
-__all__ = ["RunData", "load_run"]
+__all__ = ["RunData", "load_run", "sweep_reference_folder"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +122,10 @@ def load_run(path: Path | str) -> RunData:
     settings_path = path / "settings.json"
     settings = _read_json(settings_path) if settings_path.exists() else {}
     return RunData(path=path, summary=_read_json(summary_path), settings=settings)
+
+
+def sweep_reference_folder(path: Path | str) -> bool:
+    """Whether ``path`` is a sweep's folder of reference runs (``OUT/reference/`` of ``sweep
+    --reference-benchmark``): not a run itself, and what ``OUT/*/`` matches besides the pairs."""
+    path = Path(path)
+    return path.name == "reference" and (path.parent / "sweep.json").is_file()
