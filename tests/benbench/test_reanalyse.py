@@ -108,9 +108,10 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
     r = run_cli(
         "benbench", *model, "--benchmark", str(bench), "--out", "run", "--bootstrap", "200",
-        cwd=tmp_path,
+        "--report", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert "Verdict and statistics" in (tmp_path / "run" / "report.html").read_text()
     (tmp_path / "run" / "report.html").write_text("old report", encoding="utf-8")
     r = run_cli(
         "reanalyse", "run", "--edit-threshold", "0", "--inclusive", "--bootstrap", "300",

@@ -47,8 +47,10 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
     assert summary["schema"] == "contamscope.cap.summary/1"
     assert len((out / "items.jsonl").read_text().splitlines()) == 6
     assert (out / "pcr_heatmap.png").stat().st_size > 1000
-    again = run_cli(*args, cwd=tmp_path)
+    assert not (out / "report.html").exists() and f"report: contamscope report {out}" in res.stdout
+    again = run_cli(*args, "--report", cwd=tmp_path)
     assert again.returncode == 0 and "resuming: 6 of 6" in again.stderr
+    assert f"report: {out / 'report.html'}" in again.stdout and (out / "report.html").exists()
     # other analysis settings without the model: the summary and the heatmap are redone
     summary = json.loads((out / "summary.json").read_text())
     before = (out / "pcr_heatmap.png").stat().st_mtime_ns

@@ -274,7 +274,10 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
 
     bench, ref = files
     out = tmp_path / "comb"
-    r = run_cli(*_args(tiny_model_path, bench, ref, out, "--statistic", "combined"), cwd=tmp_path)
+    r = run_cli(
+        *_args(tiny_model_path, bench, ref, out, "--statistic", "combined", "--report"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "permutation gap and Min-K%++" in r.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -300,9 +303,7 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     p, _ = pooled_rank_p_values(pairs[:5], pairs[5:])
     assert [x["p_value"] for x in recs[:5]] == pytest.approx(list(p))
     assert all(x["combined_score"] is not None for x in recs[:5])
-    from contamscope.report import build_report
-
-    html = build_report(out).read_text(encoding="utf-8")  # both parts per item, not one axis
+    html = (out / "report.html").read_text(encoding="utf-8")  # --report: both parts per item
     assert html.count('class="fig"') == 3 and "Min-K%++ against the option-order gap" in html
     # a min_k_pp folder switched to gap scores only the option orders it lacks; its records
     # are then those of a folder run with the orders from the start (it was refused)

@@ -15,6 +15,7 @@ from ..paths import check_output_folder
 from ..wording import plural, value
 from .common import (
     MODEL_OPTIONS_HELP,
+    REPORT_OPT,
     ItemProgress,
     console,
     err_console,
@@ -37,6 +38,7 @@ from .executor import (
     check_model,
     executor_from,
 )
+from .report import report_after_run
 
 EPILOG = """
 Examples:
@@ -154,6 +156,7 @@ def command(
     ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    report: bool = REPORT_OPT,
     batch_items: int = typer.Option(
         16, "--batch-items", min=1, help="Items per batch (saved after each)."
     ),
@@ -352,8 +355,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    console.print(  # what to do next, as the permutation command says it
-        f"report: contamscope report {outcome.run_dir}\n"
+    report_after_run(outcome.run_dir, write=kw["report"])
+    console.print(  # what to do next
         f"card:   contamscope card --run {outcome.run_dir} --out card.md",
         highlight=False,
         soft_wrap=True,

@@ -14,6 +14,7 @@ from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
 from .common import (
     MODEL_OPTIONS_HELP,
+    REPORT_OPT,
     ItemProgress,
     console,
     err_console,
@@ -36,6 +37,7 @@ from .executor import (
     check_model,
     executor_from,
 )
+from .report import report_after_run
 
 EPILOG = """
 Examples:
@@ -183,6 +185,7 @@ def command(
     ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    report: bool = REPORT_OPT,
     batch_items: int = typer.Option(16, "--batch-items", min=1, help="Items per generation batch."),
     executor: str = EXECUTOR_OPT,
     ray_address: str | None = RAY_ADDRESS_OPT,
@@ -370,7 +373,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 "no heatmap: matplotlib is missing (pip install 'contamscope[report]')"
             )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    console.print(f"report: contamscope report {outcome.run_dir}", highlight=False, soft_wrap=True)
+    report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(len(data.problems))
 
 

@@ -34,9 +34,15 @@ __all__ = [
     "reading_options",
     "open_cache",
     "pick_items",
+    "REPORT_OPT",
     "MODEL_OPTIONS_HELP",
     "TEMPLATE_HELP",
 ]
+
+REPORT_OPT: Any = typer.Option(
+    False, "--report", help="Also write the HTML report (RUN_DIR/report.html)."
+)
+"""``--report`` of the commands that make a run folder."""
 
 MODEL_OPTIONS_HELP = (
     "Model option key=value, repeatable. hf: bos=TOKEN|none, max_batch_tokens=N, "

@@ -14,6 +14,7 @@ from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
+    REPORT_OPT,
     TEMPLATE_HELP,
     ItemProgress,
     console,
@@ -35,6 +36,7 @@ from .executor import (
     check_model,
     executor_from,
 )
+from .report import report_after_run
 
 EPILOG = """
 Examples:
@@ -132,6 +134,7 @@ def command(
     ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
+    report: bool = REPORT_OPT,
     batch_items: int = typer.Option(
         32, "--batch-items", min=1, help="Items per batch (saved after each)."
     ),
@@ -308,7 +311,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_membership_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    console.print(f"report: contamscope report {outcome.run_dir}", highlight=False, soft_wrap=True)
+    report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
 
 

@@ -23,6 +23,7 @@ from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
+    REPORT_OPT,
     TEMPLATE_HELP,
     console,
     err_console,
@@ -219,9 +220,7 @@ def command(
         help="Processes running the per-item detectors while the next batch is scored; 0: "
         "inline (default: inline on CPU, one per spare core with a GPU or served model).",
     ),
-    report: bool = typer.Option(
-        False, "--report", help="Also write the HTML report (RUN_DIR/report.html)."
-    ),
+    report: bool = REPORT_OPT,
     executor: str = EXECUTOR_OPT,
     ray_address: str | None = RAY_ADDRESS_OPT,
     workers: int | None = WORKERS_OPT,
