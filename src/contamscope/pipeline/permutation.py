@@ -854,9 +854,10 @@ class Reference:
     """Their item scores under the run's thresholds (PermutationItemScore)."""
     info: dict[str, Any]
     """What summary.json says of them (``reference_run``)."""
-    items: list[Any] = field(default_factory=list)
-    """Their benchmark items (MCQItem), read again from the reference run's benchmark for the
-    likeness check; empty when that benchmark cannot be read as it was."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The reference run's settings (how to read its benchmark again for the likeness check)."""
+    ids: frozenset[str] = frozenset()
+    """Its analysed items' ids."""
 
 
 def read_reference(
@@ -908,7 +909,6 @@ def read_reference(
         )
     if not scores:
         raise ConfigError(f"{where}: no reference item was analysed (all excluded)")
-    items, unread = _reference_items(ref_settings, analysed)
     return Reference(
         scores,
         {
@@ -916,13 +916,13 @@ def read_reference(
             "benchmark": ref_settings.get("benchmark"),
             "n_items": len(scores),
             "null_hypothesis": REFERENCE_NULL,
-            **({"check_skipped": unread} if unread else {}),
         },
-        items,
+        ref_settings,
+        frozenset(analysed),
     )
 
 
-def _reference_items(settings: Mapping[str, Any], ids: set[str]) -> tuple[list[Any], str]:
+def _reference_items(settings: Mapping[str, Any], ids: frozenset[str]) -> tuple[list[Any], str]:
     """The reference run's analysed items from its benchmark, read as it read them, for the
     likeness check; ([], why) when that benchmark cannot be read or changed since."""
     from ..data import load_benchmark
@@ -942,13 +942,19 @@ def _with_check(
 ) -> dict[str, Any]:
     """``reference_run`` with ``check``: are the reference items written like the analysed
     benchmark items (the membership test's check, :func:`reference_likeness`)? Algorithm 2's
-    measured false-positive rate carries over to the benchmark only if they are."""
+    measured false-positive rate carries over to the benchmark only if they are. The reference
+    run's benchmark is read here, once per summary (``check_skipped``: why it could not be)."""
     from .membership import reference_likeness
 
     tested = [by_id[r["id"]] for r in included if r["id"] in by_id]
-    if not reference.items or not tested:
+    if not tested:
         return reference.info
-    return reference.info | {"check": reference_likeness(tested, reference.items)}
+    items, unread = _reference_items(reference.settings, reference.ids)
+    if unread:
+        return reference.info | {"check_skipped": unread}
+    if not items:
+        return reference.info
+    return reference.info | {"check": reference_likeness(tested, items)}
 
 
 def build_summary(
