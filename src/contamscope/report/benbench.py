@@ -555,8 +555,6 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
 
 def _provenance_section(run: RunData) -> Section:
     s = run.summary
-    keep = {k: s.get(k) for k in ("model", "paraphraser", "benchmark", "config", "counts")}
-    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
     fails = [
         f"{f.get('id')} ({f.get('reference')}): {f.get('reason')}"
         for f in s.get("paraphrase_failures") or []
@@ -564,7 +562,7 @@ def _provenance_section(run: RunData) -> Section:
     skipped = [x for v in (s.get("skipped_rows") or {}).values() for x in v]
     return provenance(
         run,
-        keep,
+        ("model", "paraphraser", "benchmark", "config", "counts"),
         "model, data, settings, counts",
         [("paraphrases not used", fails), ("skipped input rows", skipped)],
     )

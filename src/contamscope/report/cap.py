@@ -663,11 +663,9 @@ def _table_section(
 
 def _provenance_section(run: RunData) -> Section:
     s = run.summary
-    keep = {k: s.get(k) for k in ("model", "benchmark", "config", "analysis", "counts")}
-    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
     return provenance(
         run,
-        keep,
+        ("model", "benchmark", "config", "analysis", "counts"),
         "model, data, settings, counts",
         [("skipped input rows", s.get("skipped_rows") or [])],
     )

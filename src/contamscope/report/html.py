@@ -229,16 +229,22 @@ class Section:
         )
 
 
+_PROVENANCE = ("contamscope_version", "git_commit", "created", "timings")
+"""Parts of every summary a Provenance section shows after the method's own."""
+
+
 def provenance(
     run: Any,
-    kept: dict[str, Any],
+    parts: Sequence[str],
     what: str,
     lists: Sequence[tuple[str, Sequence[Any]]] = (),
     also: str = "",
 ) -> Section:
     """A report's Provenance section: where ``run`` (a RunData) is, with its model and
-    benchmark (``also``: more of that line, HTML), the summary's ``kept`` parts (``what`` says
-    which), and each non-empty list as (title, lines; the first 200), folded."""
+    benchmark (``also``: more of that line, HTML), the summary's ``parts`` and the version,
+    commit, date and timings (``what`` says which), and each non-empty list as (title, lines;
+    the first 200), folded."""
+    kept = {k: run.summary.get(k) for k in (*parts, *_PROVENANCE)}
     body = (
         f"<p class='note'>Run folder <code>{esc(run.path)}</code>; model "
         f"<code>{esc(run.model)}</code>; benchmark <code>{esc(run.benchmark)}</code>{also}.</p>"

@@ -334,13 +334,11 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
 
 def _provenance_section(run: RunData) -> Section:
     s = run.summary
-    keep = {k: s.get(k) for k in ("model", "benchmark", "reference", "config", "counts")}
-    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created", "timings")})
     skipped = [x for v in (s.get("skipped_rows") or {}).values() for x in v]
     refs = esc((s.get("reference") or {}).get("source"))
     return provenance(
         run,
-        keep,
+        ("model", "benchmark", "reference", "config", "counts"),
         "model, data, settings, counts",
         [("skipped input rows", skipped)],
         also=f"; references <code>{refs}</code>",

@@ -596,12 +596,10 @@ def _table_section(
 
 def _provenance_section(run: RunData) -> Section:
     s = run.summary
-    keep = {k: s.get(k) for k in ("model", "benchmark", "config", "timings", "versions")}
-    keep.update({k: s.get(k) for k in ("contamscope_version", "git_commit", "created")})
     excluded = [f"{x.get('id')}: {x.get('reason')}" for x in s.get("excluded_items") or []]
     return provenance(
         run,
-        keep,
+        ("model", "benchmark", "config", "versions"),
         "model, data, settings, timings",
         [("excluded items", excluded), ("skipped input rows", s.get("skipped_rows") or [])],
     )
