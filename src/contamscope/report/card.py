@@ -123,7 +123,7 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
 def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """One run of another method as a card row (its leaderboard estimate) and a note when its
     number may mislead, or no row and a note saying why it has none."""
-    from .methods import method_module
+    from .methods import method_module, unranked_reason
     from .rundata import RunData
 
     run = RunData(path=path.parent, summary=s, settings={})
@@ -135,7 +135,7 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     subjects = run.subjects
     bench = run.benchmark + (f" ({', '.join(subjects)})" if subjects and len(subjects) <= 3 else "")
     if est is None or est.value is None:
-        why = getattr(module, "why_unranked", lambda _: module.UNRANKED)(run)
+        why = unranked_reason(module, run)
         return None, f"{bench} ({module.TITLE}): no estimate: {why}"
     return {
         "method": module.TITLE,

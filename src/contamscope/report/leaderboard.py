@@ -26,7 +26,7 @@ from ..paths import check_output_file, write_text_atomic
 from ..wording import plural
 from . import generic
 from .html import Column, Section, Table, esc, page
-from .methods import Estimate, method_module
+from .methods import Estimate, method_module, unranked_reason
 from .plots import OKABE_ITO, figure, to_svg
 from .rundata import load_run, sweep_reference_folder
 
@@ -204,11 +204,7 @@ def collect(
             left.append(LeftOut(run.path, reason, True))
             continue
         if est is None:
-            why = (
-                mod.why_unranked(run)
-                if hasattr(mod, "why_unranked")
-                else getattr(mod, "UNRANKED", "no statistic to rank")
-            )
+            why = unranked_reason(mod, run)
             kind = f"{mod.TITLE} run" if mod.TITLE != generic.TITLE else f"{run.method} run"
             left.append(LeftOut(run.path, f"{kind}, {why}"))
             continue

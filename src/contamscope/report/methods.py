@@ -26,7 +26,7 @@ from .. import __version__
 from ..errors import ConfigError
 from .rundata import RunData
 
-__all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module"]
+__all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module", "unranked_reason"]
 
 METHOD_MODULES: dict[str, str] = {
     "contamscope.permutation.summary": "contamscope.report.permutation",
@@ -132,3 +132,10 @@ def method_module(run: RunData) -> ModuleType:
             f"(method {run.method or '?'!r}); known: {known}"
         )
     return importlib.import_module(name)
+
+
+def unranked_reason(module: ModuleType, run: RunData) -> str:
+    """Why ``run`` has no leaderboard cell, as its method's module says it."""
+    if hasattr(module, "why_unranked"):
+        return str(module.why_unranked(run))
+    return str(getattr(module, "UNRANKED", "no statistic to rank"))
