@@ -169,7 +169,7 @@ def test_runs_that_do_not_compare_are_refused_in_one_line(
     for args, words in (
         ((setup["base"], runs["other-bench"]), "read different benchmark files"),
         ((setup["base"], runs["other-template"]), "lay the options out differently"),
-        ((setup["base"], not_perm), "a benbench run; compare reads two permutation runs"),
+        ((setup["base"], not_perm), "is a permutation run and"),
         ((setup["base"], root / "missing"), "no such run folder"),
     ):
         res = run_cli("compare", *map(str, args), cwd=root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from scipy import stats as sps
 from contamscope.detectors.compare import (
     PairedItem,
     beaten_share,
+    compare_gaps,
     compare_pairs,
     mcnemar,
     newcombe_interval,
@@ -131,3 +133,42 @@ def test_compare_pairs_points_at_the_model_that_prefers_the_published_order() ->
     )
     assert same["direction"] == "none" and same["p_value"] == 1.0
     assert compare_pairs([])["p_value"] is None
+
+
+def _gaps(rng: np.random.Generator, n: int, extra: float) -> dict[str, tuple[Any, Any]]:
+    """Two models' NLL and n-gram gaps on ``n`` items: a component each item shares under both
+    models (how much its paraphrases differ) plus each model's own noise; B's gaps ``extra``
+    larger."""
+    shared = rng.normal(0.2, 0.5, n)
+    nll = (shared + rng.normal(0, 0.3, n), shared + extra + rng.normal(0, 0.3, n))
+    hits = rng.binomial(5, 0.3, (2, n)) / 5 - rng.binomial(5, 0.3, (2, n)) / 5
+    ngram = (hits[0], hits[1] + (extra > 0) * rng.binomial(5, 0.4, n) / 5)
+    return {"nll": nll, "ngram_exact": ngram}
+
+
+def test_compare_gaps_holds_its_level_and_finds_the_more_familiar_model() -> None:
+    rng = np.random.default_rng(3)
+    runs = 300
+    null = [compare_gaps(_gaps(rng, 30, 0.0)) for _ in range(runs)]
+    fpr = np.mean([r["p_value"] <= 0.05 for r in null])
+    per_test = {
+        k: np.mean([r[k]["two_sided"] <= 0.05 for r in null]) for k in ("nll", "ngram_exact")
+    }
+    bound = 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs)  # 0.075
+    assert fpr <= bound and max(per_test.values()) <= bound, (fpr, per_test)
+    assert sum(r["direction"] != "none" for r in null) == sum(r["p_value"] <= 0.05 for r in null)
+
+    leaked = [compare_gaps(_gaps(rng, 30, 0.4)) for _ in range(50)]
+    assert np.mean([r["direction"] == "B" for r in leaked]) >= 0.9
+    swapped = compare_gaps({k: (b, a) for k, (a, b) in _gaps(rng, 30, 0.4).items()})
+    assert swapped["direction"] == "A" and swapped["nll"]["difference"] < 0
+
+
+def test_compare_gaps_leaves_out_a_metric_without_items() -> None:
+    r = compare_gaps({"nll": ([0.1, 0.2], [0.3, 0.1]), "ngram_edit": ([], [])})
+    assert r["ngram_edit"] is None and r["tested"] == ["nll"]
+    assert r["p_value"] == r["nll"]["two_sided"]  # one test: no Bonferroni factor
+    none = compare_gaps({"nll": ([], [])})
+    assert none["p_value"] is None and none["direction"] == "none"
+    with pytest.raises(ValueError, match="nll: A's and B's gaps must be paired"):
+        compare_gaps({"nll": ([0.1], [0.2, 0.3])})

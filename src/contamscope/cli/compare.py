@@ -1,5 +1,5 @@
-"""`contamscope compare`: two permutation runs on the same items, paired item by item
-(:mod:`contamscope.pipeline.compare`). Reads the run folders only: nothing is scored."""
+"""`contamscope compare`: two permutation runs (or two BenBench runs) on the same items, paired
+item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders only: nothing is scored."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ Examples:
   contamscope compare runs/sweep/smollm2__mmlu runs/sweep/gemma3__mmlu --out compare.md
 
   contamscope compare runs/a runs/b --json > compare.json
+
+  contamscope compare runs/base-gsm8k-bb runs/tuned-gsm8k-bb   # two benbench runs
 """
 
 OUT_SUFFIXES = (".json", ".md", ".html")
@@ -42,7 +44,8 @@ def command(
 ) -> None:
     """Is model B more drawn to the published option orders than model A? Nothing is scored.
 
-    Pairs two permutation runs on the same benchmark item by item."""
+    Pairs two permutation runs on the same benchmark item by item; or two BenBench runs: is B
+    more familiar with the original wording, relative to its paraphrases, than A?"""
     _compare(run_a, run_b, out, as_json, alpha)
 
 
@@ -67,25 +70,33 @@ def _compare(run_a: Path, run_b: Path, out: Path | None, as_json: bool, alpha: f
 
 
 def print_comparison(result: dict[str, Any]) -> None:
-    from ..report.compare import HEADER, note_lines, rows
+    from ..report.compare import table
 
     a, b, c = result["a"], result["b"], result["counts"]
+    bb = result.get("method") == "benbench"
     head = Table.grid(padding=(0, 2))
     head.add_row("A", f"{a['model']}  ({a['run']})")
     head.add_row("B", f"{b['model']}  ({b['run']})")
-    head.add_row("benchmark", f"{result['benchmark']} (template {result['template']})")
+    if bb:
+        head.add_row("benchmark", f"{result['benchmark']} (tested: {result['tested_on']})")
+    else:
+        head.add_row("benchmark", f"{result['benchmark']} (template {result['template']})")
     left = [
         f"{n} only in {w}"
         for n, w in (
             (c["only_a"], "A"),
             (c["only_b"], "B"),
-            (c["other_orders"], "both, scored under other orders"),
+            (c.get("other_orders"), "both, scored under other orders"),
+            (c.get("other_paraphrases"), "both, from other paraphrases"),
         )
         if n
     ]
+    done = "analysed in both from the same texts" if bb else "scored in both"
+    if bb and c["by_split"] and len(c["by_split"]) > 1:
+        done += " (" + ", ".join(f"{s} {n}" for s, n in c["by_split"].items()) + ")"
     head.add_row(
         "items",
-        f"{c['paired']} scored in both" + (f" (not paired: {'; '.join(left)})" if left else ""),
+        f"{c['paired']} {done}" + (f" (not paired: {'; '.join(left)})" if left else ""),
     )
     console.print(head)
     if result["same_model"]:
@@ -98,16 +109,17 @@ def print_comparison(result: dict[str, Any]) -> None:
             highlight=False,
         )
     stats = result["statistics"]
+    header, body, notes = table(result)
     t = Table(
         title=f"Paired test (H0: {result['null_hypothesis']})",
         title_justify="left",
     )
-    for col in HEADER:
-        t.add_column(col, justify="left" if col in ("statistic", "test") else "right")
-    for row in rows(stats):
+    for col in header:
+        t.add_column(col, justify="left" if col == header[0] or col == "test" else "right")
+    for row in body:
         t.add_row(*row)
     console.print(t)
-    for line in note_lines(result):
+    for line in notes:
         console.print(line, highlight=False)
     v = result["verdict"]
     style = "bold red" if stats["direction"] != "none" else "bold green"

@@ -21,7 +21,7 @@ say that neither model leaked: two models that saw the benchmark alike do not di
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,15 @@ from contamscope.detectors.stats import wilson_interval
 
 __all__ = [
     "COMPARE_NULL",
+    "GAP_NULL",
     "PairedItem",
     "beaten_share",
+    "compare_gaps",
     "compare_pairs",
     "leaning",
     "mcnemar",
     "newcombe_interval",
+    "paired_difference",
     "sign_flip_test",
 ]
 
@@ -46,6 +49,12 @@ COMPARE_NULL = (
     "on every item, the two models are equally drawn to the published option order: "
     "(A's value, B's value) is as likely as (B's value, A's value)"
 )
+
+GAP_NULL = (
+    "on every item, the two models are equally more familiar with its original wording than "
+    "with its paraphrases: (A's gap, B's gap) is as likely as (B's gap, A's gap)"
+)
+"""H0 of :func:`compare_gaps` (two BenBench runs)."""
 
 SIGN_FLIP_EXACT = 20
 """Up to this many non-zero differences the sign-flip test enumerates all 2^n assignments."""
@@ -198,6 +207,31 @@ def _mean_ci(d: NDArray[np.float64]) -> list[float] | None:
     return [m - half, m + half]
 
 
+def paired_difference(
+    a: Sequence[float] | NDArray[Any], b: Sequence[float] | NDArray[Any]
+) -> dict[str, Any]:
+    """A value measured on the same items under A and under B (``a[i]``, ``b[i]``: item i):
+    the means, the mean difference B - A with its t interval, and :func:`sign_flip_test` of the
+    differences.
+
+    >>> r = paired_difference([0.0, 0.1, 0.2], [1.0, 1.2, 1.1])
+    >>> round(r["difference"], 3), r["b_greater"]
+    (1.0, 0.125)
+    """
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if va.shape != vb.shape or va.ndim != 1 or va.size == 0:
+        raise ValueError("a and b must be paired, one value per item, at least one item")
+    d = vb - va
+    return {
+        "a": float(va.mean()),
+        "b": float(vb.mean()),
+        "difference": float(d.mean()),
+        "ci": _mean_ci(d),
+        "ci_method": "t interval of the mean difference",
+        **sign_flip_test(d),
+    }
+
+
 def leaning(test: dict[str, Any]) -> str:
     """Which model a paired test's one-sided p-values point to ("B", "A", or "none" when
     equal), whether or not it is significant."""
@@ -242,20 +276,50 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
         "ci_method": "Newcombe hybrid score (method 10)",
     }
     for key in ("share", "gap"):
-        va = np.array([getattr(p, f"{key}_a") for p in pairs], dtype=np.float64)
-        vb = np.array([getattr(p, f"{key}_b") for p in pairs], dtype=np.float64)
-        d = vb - va
-        out[key] = {
-            "a": float(va.mean()),
-            "b": float(vb.mean()),
-            "difference": float(d.mean()),
-            "ci": _mean_ci(d),
-            "ci_method": "t interval of the mean difference",
-            **sign_flip_test(d),
-        }
+        out[key] = paired_difference(
+            [getattr(p, f"{key}_a") for p in pairs], [getattr(p, f"{key}_b") for p in pairs]
+        )
     smallest = min(STATISTICS, key=lambda k: out[k]["two_sided"])
     p = min(1.0, len(STATISTICS) * out[smallest]["two_sided"])
     out["p_value"] = p
     out["smallest"] = smallest
+    out["direction"] = leaning(out[smallest]) if p <= alpha else "none"
+    return out
+
+
+def compare_gaps(
+    gaps: Mapping[str, tuple[Sequence[float], Sequence[float]]], alpha: float = 0.05
+) -> dict[str, Any]:
+    """Two BenBench runs on the same items: is one model more familiar with the original
+    wording, relative to the paraphrases, than the other?
+
+    ``gaps[metric] = (A's gaps, B's gaps)``, paired by item: each item's original-vs-paraphrase
+    gap under each model, signed so that higher is more familiar with the original (for an NLL,
+    the paraphrases' mean minus the original's; for an n-gram accuracy, the original's minus
+    the paraphrases' mean). The gap cancels what a model's general skill does to both versions
+    alike, as BenBench's Delta does. Each metric gets :func:`paired_difference` (a sign-flip
+    test, H0 :data:`GAP_NULL`); a metric with no paired item is None. The combined ``p_value``
+    is the smallest two-sided p times the number of metrics tested (Bonferroni), and
+    ``direction`` the model its test points to when that p is at most ``alpha``.
+
+    >>> r = compare_gaps({"nll": ([0.0] * 6, [0.5] * 6), "ngram_exact": ([0.1] * 6, [0.1] * 6)})
+    >>> r["smallest"], r["p_value"], r["direction"]     # 2 x (2 / 64), two metrics
+    ('nll', 0.0625, 'none')
+    """
+    out: dict[str, Any] = {"alpha": alpha, "null_hypothesis": GAP_NULL, "metrics": list(gaps)}
+    tested = []
+    for key, (va, vb) in gaps.items():
+        if len(va) != len(vb):
+            raise ValueError(f"{key}: A's and B's gaps must be paired")
+        out[key] = {"n_items": len(va), **paired_difference(va, vb)} if len(va) else None
+        if out[key] is not None:
+            tested.append(key)
+    out["n_items"] = max((out[k]["n_items"] for k in tested), default=0)
+    if not tested:
+        out.update(p_value=None, smallest=None, direction="none")
+        return out
+    smallest = min(tested, key=lambda k: out[k]["two_sided"])
+    p = min(1.0, len(tested) * out[smallest]["two_sided"])
+    out.update(p_value=p, smallest=smallest, tested=tested)
     out["direction"] = leaning(out[smallest]) if p <= alpha else "none"
     return out

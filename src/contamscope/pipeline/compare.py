@@ -1,4 +1,5 @@
-"""Compare two finished permutation runs item by item (``contamscope compare``).
+"""Compare two finished permutation runs item by item (``contamscope compare``; BenBench runs:
+:mod:`~contamscope.pipeline.compare_benbench`).
 
 Reads the two run folders only (no model, no score cache): the items both runs scored under
 the same orders are paired, and :func:`~contamscope.detectors.compare.compare_pairs` tests
@@ -24,14 +25,24 @@ LISTED = 20
 """Item ids kept per list of items flagged by one model only (all are counted)."""
 
 
-def _permutation_run(path: Path | str) -> RunData:
-    run = load_run(path)
-    if run.method != "permutation":
+COMPARED = ("permutation", "benbench")
+"""The methods whose runs compare item by item."""
+
+
+def _runs(run_a: Path | str, run_b: Path | str) -> tuple[RunData, RunData]:
+    a, b = load_run(run_a), load_run(run_b)
+    for run in (a, b):
+        if run.method not in COMPARED:
+            raise ConfigError(
+                f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation "
+                "runs (contamscope permutation or sweep) or two benbench runs"
+            )
+    if a.method != b.method:
         raise ConfigError(
-            f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation runs "
-            "(contamscope permutation or sweep)"
+            f"{a.path} is a {a.method} run and {b.path} a {b.method} run: compare two runs of "
+            "one method"
         )
-    return run
+    return a, b
 
 
 def _scored(run: RunData) -> dict[str, dict[str, Any]]:
@@ -151,12 +162,17 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
 
 def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
-    fine-tuned copy) on the items both scored under the same orders.
+    fine-tuned copy) on the items both scored under the same orders; or two BenBench runs
+    (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`).
 
     Raises :class:`~contamscope.errors.ConfigError` (or ``StoreError`` for an unreadable folder)
     for runs that do not compare or share no item.
     """
-    a, b = _permutation_run(run_a), _permutation_run(run_b)
+    a, b = _runs(run_a, run_b)
+    if a.method == "benbench":
+        from .compare_benbench import compare_benbench
+
+        return compare_benbench(a, b, alpha=alpha)
     _check_alike(a, b)
     sa, sb = _scored(a), _scored(b)
     common = [i for i in sa if i in sb]
@@ -181,6 +197,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
     side_a, side_b = _side(a, len(sa)), _side(b, len(sb))
     return {
         "schema": COMPARE_SCHEMA,
+        "method": "permutation",
         "null_hypothesis": COMPARE_NULL,
         "a": side_a,
         "b": side_b,

@@ -14,7 +14,7 @@ from ..paths import write_text_atomic
 from .html import Column, Section, Table, esc, page
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
-__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows", "write_compare"]
+__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows", "table", "write_compare"]
 
 
 def _signed(x: float | None, pct: bool) -> str:
@@ -316,13 +316,25 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     return page(title, subtitle, sections, footer)
 
 
+def table(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    """The comparison's table (header, rows) and the lines under it, for either method."""
+    if result.get("method") == "benbench":
+        from . import compare_benbench as bb
+
+        return bb.HEADER, bb.rows(result["statistics"]), bb.note_lines(result)
+    return HEADER, rows(result["statistics"]), note_lines(result)
+
+
 def write_compare(result: dict[str, Any], out: Path) -> Path:
-    """Write ``result`` to ``out`` by its suffix: .json (everything), .md or .html."""
+    """Write ``result`` (a permutation or a BenBench comparison) to ``out`` by its suffix:
+    .json (everything), .md or .html."""
     suffix = out.suffix.lower()
     if suffix == ".json":
-        text = json.dumps(result, indent=1) + "\n"
-    elif suffix == ".md":
-        text = markdown(result)
-    else:
-        text = compare_html(result)
-    return write_text_atomic(out, text)
+        return write_text_atomic(out, json.dumps(result, indent=1) + "\n")
+    if result.get("method") == "benbench":
+        from . import compare_benbench as bb
+
+        return write_text_atomic(
+            out, bb.markdown(result) if suffix == ".md" else bb.compare_html(result)
+        )
+    return write_text_atomic(out, markdown(result) if suffix == ".md" else compare_html(result))

@@ -1,0 +1,313 @@
+"""The comparison of two BenBench runs (``contamscope compare`` on ``benbench`` runs) as table
+rows, Markdown and a self-contained HTML page: the paired gap tests, the items' gaps under both
+models (scatter per split, histogram of the differences), the splits and an item table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import __version__
+from ..detectors.compare import leaning
+from ..detectors.verdict import p_text
+from ..pipeline.compare_benbench import GAP_METRICS
+from .html import Column, Section, Table, esc, page
+from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
+
+__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows"]
+
+HEADER = ["gap (higher: more familiar with the original)", "items", "A", "B", "B - A", "95% CI"]
+HEADER += ["p (two-sided)", "test"]
+
+SHORT = {
+    "nll": "NLL",
+    "ngram_exact": "n-gram exact",
+    "ngram_rouge": "n-gram ROUGE-L",
+    "ngram_edit": "n-gram edit",
+}
+
+
+def _num(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def rows(stats: dict[str, Any]) -> list[list[str]]:
+    """One row per gap tested: its name, items, A's and B's mean gap, B - A, CI, p, test."""
+    out = []
+    for k in stats["metrics"]:
+        r = stats.get(k)
+        if r is None:
+            continue
+        ci = f"[{_num(r['ci'][0], True)}, {_num(r['ci'][1], True)}]" if r["ci"] else "-"
+        out.append(
+            [
+                GAP_METRICS[k],
+                str(r["n_items"]),
+                _num(r["a"]),
+                _num(r["b"]),
+                _num(r["difference"], True),
+                ci,
+                p_text(r["two_sided"]),
+                r["method"],
+            ]
+        )
+    return out
+
+
+def _leaning(stats: dict[str, Any]) -> str:
+    k = stats.get("smallest")
+    if not k:
+        return "nothing to compare"
+    m = len(stats["tested"])
+    toward = leaning(stats[k])
+    return f"p = {p_text(stats['p_value'])} (smallest x {m}: {SHORT[k]}, toward {toward})"
+
+
+def note_lines(result: dict[str, Any]) -> list[str]:
+    """The lines printed under the table (and written under it in Markdown)."""
+    out = []
+    c, stats = result["counts"], result["statistics"]
+    if result["by_split"]:
+        parts = []
+        for split, s in result["by_split"].items():
+            if split == result["tested_on"]:
+                continue
+            parts.append(f"{split} split ({s['n_items']} items): {_leaning(s)}")
+        if parts:
+            out.append(
+                "; ".join(parts) + " (a difference on the train split alone is training on "
+                "train, not contamination)"
+            )
+    f = stats["flags"]
+    items = result["items"]
+    line = (
+        f"items whose {result['config'].get('k') or 'k'} n-grams are all predicted exactly "
+        f"(BenBench's instance flag, on the original only): A {f['a']}, B {f['b']}"
+    )
+    if f["b_only"] or f["a_only"]:
+        line += f"; B only {f['b_only']}, A only {f['a_only']}"
+    out.append(line)
+    for key, who in (("flagged_b_only", "B"), ("flagged_a_only", "A")):
+        n = f[f"{who.lower()}_only"]
+        if n:
+            ids = ", ".join(items[key][:8]) + (" ..." if n > 8 else "")
+            out.append(f"flagged by {who} only ({n}): {ids}")
+    unpaired = [
+        f"{n} {what}"
+        for n, what in (
+            (c["other_paraphrases"], "analysed from other paraphrases"),
+            (c["no_paraphrase_a"], "without a usable paraphrase in A"),
+            (c["no_paraphrase_b"], "without a usable paraphrase in B"),
+        )
+        if n
+    ]
+    if unpaired:
+        out.append("not paired: " + "; ".join(unpaired))
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The comparison as Markdown: runs, counts, the paired tests, notes and verdict."""
+
+    def md(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    a, b, c = result["a"], result["b"], result["counts"]
+    out = [
+        "# contamscope compare (BenBench)",
+        "",
+        f"- A: `{md(a['model'])}` ({md(a['run'])})",
+        f"- B: `{md(b['model'])}` ({md(b['run'])})",
+        f"- benchmark: {md(result['benchmark'])}",
+        f"- items analysed in both from the same texts: {c['paired']} (only in A: "
+        f"{c['only_a']}, only in B: {c['only_b']}); tested: {result['tested_on']}",
+        f"- H0: {result['null_hypothesis']}",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    out += ["| " + " | ".join(md(x) for x in row) + " |" for row in rows(result["statistics"])]
+    out.append("")
+    out += [f"{md(line)}  " for line in note_lines(result)]
+    v = result["verdict"]
+    out += ["", f"**{v['label']}**: {md(v['text'])}", ""]
+    return "\n".join(out)
+
+
+def _figures(result: dict[str, Any]) -> list[str]:
+    """Per item: B's gap against A's (above the diagonal: B more familiar with the original),
+    per split; and the differences B - A of the verdict's gap."""
+    items = result.get("paired_items") or []
+    key = result["statistics"].get("smallest") or "nll"
+    use = [it for it in items if it[f"{key}_a"] is not None and it[f"{key}_b"] is not None]
+    if not use:
+        return []
+    figs = []
+    with figure(6.4, 4.4) as (fig, ax):
+        xs = [it[f"{key}_a"] for it in use] + [it[f"{key}_b"] for it in use]
+        lo, hi = min(xs), max(xs)
+        ax.plot([lo, hi], [lo, hi], color="#000", ls="--", lw=1, label="A = B (H0: either side)")
+        for split, color, marker in (("test", HIGHLIGHT, "o"), ("train", BASE, "^")):
+            pts = [it for it in use if it["split"] == split]
+            if pts:
+                ax.scatter(
+                    [it[f"{key}_a"] for it in pts],
+                    [it[f"{key}_b"] for it in pts],
+                    s=16,
+                    marker=marker,
+                    color=color,
+                    alpha=0.65,
+                    label=f"{split} ({len(pts)})",
+                )
+        rest = [it for it in use if it["split"] not in ("test", "train")]
+        if rest:
+            ax.scatter(
+                [it[f"{key}_a"] for it in rest],
+                [it[f"{key}_b"] for it in rest],
+                s=16,
+                color="#777",
+                alpha=0.6,
+                label=f"other splits ({len(rest)})",
+            )
+        ax.axhline(0, color="#bbb", lw=0.8)
+        ax.axvline(0, color="#bbb", lw=0.8)
+        ax.set(xlabel=f"A: {GAP_METRICS[key]}", ylabel=f"B: {SHORT[key]} gap")
+        ax.set_title(f"{SHORT[key]} gap per item (0: original as familiar as its paraphrases)")
+        legend_outside(ax)
+        figs.append(to_svg(fig, f"scatter of each item's {SHORT[key]} gap, A against B"))
+    tested = [it for it in use if result["tested_on"] in (it["split"], "all paired items")]
+    diffs = [it[f"{key}_b"] - it[f"{key}_a"] for it in tested]
+    if diffs:
+        mean = sum(diffs) / len(diffs)
+        with figure(6.4, 3.6) as (fig, ax):
+            ax.hist(diffs, bins=min(60, max(10, len(diffs) // 10)), color=BASE, label="items")
+            ax.axvline(0, color="#000", ls="--", lw=1.5, label="no difference")
+            ax.axvline(mean, color=HIGHLIGHT, lw=2, label=f"mean ({mean:+.3f})")
+            ax.set(xlabel=f"{SHORT[key]} gap of B − gap of A", ylabel="items")
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            ax.set_title(
+                f"{SHORT[key]} gap differences, {result['tested_on']} (right of 0: B more "
+                "familiar)",
+                fontsize=10,
+            )
+            ax.legend(fontsize=8)
+            figs.append(to_svg(fig, f"histogram of {SHORT[key]} gap differences, B minus A"))
+    return figs
+
+
+def _tests_table(stats: dict[str, Any]) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in HEADER)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in rows(stats)
+    )
+    return (
+        "<div class='scroll'><table class='stats'><thead><tr>"
+        f"{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
+    """The whole comparison as one self-contained HTML document."""
+    a, b, c, v = result["a"], result["b"], result["counts"], result["verdict"]
+    stats = result["statistics"]
+    notes = "".join(f"<li>{esc(line)}</li>" for line in note_lines(result))
+    m = len(stats.get("tested") or [])
+    verdict = (
+        f"<p class='verdict'><strong>{esc(v['label'])}</strong>: {esc(v['text'])}</p>"
+        f"<p class='note'>H0: {esc(result['null_hypothesis'])}. Each item's gap is its "
+        "original's value against the mean of its paraphrases', signed so that higher is more "
+        "familiar with the original; it cancels what a model's general skill does to both "
+        "versions. Tests: sign-flip randomization tests of the summed gap differences, "
+        f"two-sided, on the {esc(result['tested_on'])} items; the verdict's p is the smallest "
+        f"times {m} (Bonferroni).</p>"
+        + _tests_table(stats)
+        + (f"<ul>{notes}</ul>" if notes else "")
+    )
+    sections = [
+        Section("verdict", "Verdict", verdict),
+        Section(
+            "evidence",
+            "Items under both models",
+            "<p class='note'>Each point is an item analysed by both models from the same "
+            "original and paraphrases: above the diagonal, B is more familiar with the "
+            "original wording than A is. Under H0 the points lie on either side of the "
+            "diagonal alike, and the differences centre on 0.</p>",
+            _figures(result),
+        ),
+    ]
+    if result["by_split"]:
+        split_rows = []
+        for split, s in result["by_split"].items():
+            for k in s["metrics"]:
+                r = s.get(k)
+                if r is not None:
+                    split_rows.append(
+                        [split, SHORT[k], r["n_items"], _rounded(r["difference"]), r["two_sided"]]
+                    )
+        table = Table(
+            "splits",
+            [
+                Column("split", "split"),
+                Column("gap", "gap"),
+                Column("n", "items", "int"),
+                Column("d", "B − A", "num"),
+                Column("p", "p (two-sided)", "p", "sign-flip test, this split's items"),
+            ],
+            split_rows,
+            page_size=page_size,
+        )
+        sections.append(
+            Section(
+                "splits",
+                "By split",
+                "<p class='note'>The verdict reads the test split. A difference on the train "
+                "split alone means one model trained on the train split, which is not "
+                "contamination; the paper's contrast of the splits, within one model, is in "
+                "each run's own report.</p>",
+                after=table.html(),
+            )
+        )
+    metrics = [
+        k for k in GAP_METRICS if any(it[f"{k}_a"] is not None for it in result["paired_items"])
+    ]
+    columns = [Column("id", "item"), Column("split", "split")]
+    for k in metrics:
+        columns += [
+            Column(f"{k}_a", f"A: {SHORT[k]} gap", "num"),
+            Column(f"{k}_b", f"B: {SHORT[k]} gap", "num"),
+        ]
+    columns += [Column("flag_a", "A: flagged", "bool"), Column("flag_b", "B: flagged", "bool")]
+    item_rows = [
+        [it["id"], it["split"]]
+        + [_rounded(it[f"{k}{s}"]) for k in metrics for s in ("_a", "_b")]
+        + [it["flag_a"], it["flag_b"]]
+        for it in result["paired_items"]
+    ]
+    item_table = Table("items", columns, item_rows, page_size=page_size)
+    sections.append(Section("items", "All paired items", "", after=item_table.html()))
+    prov = {k: result[k] for k in ("a", "b", "benchmark", "config", "counts", "same_model")}
+    sections.append(
+        Section(
+            "provenance",
+            "Provenance",
+            "<details><summary>runs compared</summary><pre>"
+            f"{esc(json.dumps(prov, indent=2, ensure_ascii=False))}</pre></details>",
+        )
+    )
+    title = f"Compare (BenBench): {a['model']} (A) and {b['model']} (B)"
+    subtitle = (
+        f"A: <code>{esc(a['run'])}</code>, B: <code>{esc(b['run'])}</code>; {c['paired']} items "
+        "analysed in both from the same texts. Is one model more familiar with the original "
+        "wording than with its paraphrases?"
+    )
+    footer = (
+        f"Generated by contamscope {esc(__version__)} from the two run folders only; "
+        "self-contained, works offline."
+    )
+    return page(title, subtitle, sections, footer)
