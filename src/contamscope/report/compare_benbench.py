@@ -30,6 +30,7 @@ SHORT = {
 def _num(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
+    x = round(x, 9) + 0.0  # a sum's rounding error, and -0.0, shown as 0.000
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
