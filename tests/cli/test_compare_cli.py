@@ -102,7 +102,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path) -> di
     tuned = root / "tuned-model"
     save_checkpoint(model, base.tokenizer, tuned, {"epochs": 20})  # type: ignore[attr-defined]
 
-    out = {"bench": bench, "root": root}
+    out = {"bench": bench, "root": root, "tiny": tiny_model_path}
     for name, path in (("base", tiny_model_path), ("tuned", tuned)):
         _permutation(path, root / name, "--benchmark", str(bench))
         out[name] = root / name
@@ -243,3 +243,129 @@ def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
     res = run_cli("compare", str(setup["base"]), str(root / "drawn-orders"), cwd=root)
     assert res.returncode == 2
     assert "nothing to compare, the 4 items scored in both were scored under other" in res.stderr
+
+
+# --------------------------------------------------------------------------- membership runs
+
+
+def _membership(model: Path, out: Path, bench: Path, ref: Path, *extra: str) -> Path:
+    res = run_cli(
+        "membership",
+        "--model",
+        f"hf:{model}",
+        "--benchmark",
+        str(bench),
+        "--reference",
+        str(ref),
+        *extra,
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "-M",
+        "bos=<|endoftext|>",
+        cwd=out.parent,
+    )
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def membership(setup: dict[str, Path]) -> dict[str, Path]:
+    """Membership runs (Min-K%++) of the base model and of the copy trained on 16 of the 20
+    benchmark items, against 30 reference items of random words."""
+    from toy_rows import word_rows
+
+    root = setup["root"]
+    ref = root / "fresh.csv"
+    ref.write_text("\n".join(word_rows(30, seed=4)) + "\n", encoding="utf-8")
+    out = {"ref": ref}
+    for name, model in (("base", setup["tiny"]), ("tuned", root / "tuned-model")):
+        out[name] = _membership(model, root / f"m-{name}", setup["bench"], ref)
+    return out
+
+
+def test_compare_membership_runs_finds_the_trained_copy(
+    setup: dict[str, Path], membership: dict[str, Path]
+) -> None:
+    root = setup["root"]
+    res = run_cli("compare", str(membership["base"]), str(membership["tuned"]), cwd=root)
+    assert res.returncode == 0, res.stderr
+    assert "20 benchmark and 30 reference scored in both" in res.stdout
+    assert "B more familiar with the benchmark" in res.stdout
+    result = json.loads(
+        run_cli(
+            "compare", str(membership["base"]), str(membership["tuned"]), "--json", cwd=root
+        ).stdout
+    )
+    stats = result["statistics"]
+    assert result["method"] == "membership" and stats["tested"] == ["min_k_pp"]
+    assert stats["direction"] == "B" and stats["min_k_pp"]["two_sided"] <= 0.05
+    # each AUC is the run's own dataset-level AUC
+    for who in ("a", "b"):
+        run = membership["base" if who == "a" else "tuned"]
+        summary = json.loads((run / "summary.json").read_text())
+        assert stats["min_k_pp"][who] == pytest.approx(summary["statistics"]["dataset_test"]["auc"])
+    back = json.loads(
+        run_cli(
+            "compare", str(membership["tuned"]), str(membership["base"]), "--json", cwd=root
+        ).stdout
+    )
+    assert back["statistics"]["direction"] == "A"
+    assert back["statistics"]["p_value"] == pytest.approx(stats["p_value"])
+    same = run_cli("compare", str(membership["base"]), str(membership["base"]), cwd=root)
+    assert "do not differ at 5%" in same.stdout
+
+
+def test_membership_runs_that_do_not_compare_are_refused(
+    setup: dict[str, Path], membership: dict[str, Path]
+) -> None:
+    from toy_rows import word_rows
+
+    root = setup["root"]
+    loss = root / "m-loss"
+    shutil.copytree(membership["tuned"], loss)
+    run_cli("reanalyse", str(loss), "--statistic", "loss", cwd=root)
+    other_ref = root / "fresh-other.csv"
+    other_ref.write_text("\n".join(word_rows(12, seed=9)) + "\n", encoding="utf-8")
+    other = _membership(setup["tiny"], root / "m-other-ref", setup["bench"], other_ref)
+    for args, words in (
+        ((membership["base"], loss), f"`contamscope reanalyse {loss} --statistic min_k_pp`"),
+        ((membership["base"], other), "read different reference files"),
+        ((membership["base"], setup["base"]), "is a membership run and"),
+    ):
+        res = run_cli("compare", *map(str, args), cwd=root)
+        assert res.returncode == 2, res.stdout
+        assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    # brought to one statistic, they compare
+    run_cli("reanalyse", str(loss), "--statistic", "min_k_pp", cwd=root)
+    res = run_cli("compare", str(membership["base"]), str(loss), cwd=root)
+    assert res.returncode == 0 and "B more familiar with the benchmark" in res.stdout
+
+
+def test_membership_compare_page_in_a_browser(
+    setup: dict[str, Path], membership: dict[str, Path]
+) -> None:
+    from contamscope.report.browser import check_page, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("chromium not installed (Debian package 'chromium'; .ci/run installs it)")
+    root = setup["root"]
+    res = run_cli(
+        "compare", str(membership["base"]), str(membership["tuned"]), "-o", "m.html", cwd=root
+    )
+    assert res.returncode == 0, res.stderr
+    page = check_page(
+        root / "m.html",
+        probes={
+            "figures": 'document.querySelectorAll("svg.fig").length',
+            "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
+            "count": 'document.querySelector("#items .tbl-count").textContent',
+            "verdict": 'document.querySelector(".verdict strong").textContent',
+        },
+    )
+    assert page.errors == []
+    assert page.probes["figures"] == 1
+    assert page.probes["sections"] == ["verdict", "evidence", "items", "provenance"]
+    assert page.probes["count"] == "50 of 50 rows"
+    assert page.probes["verdict"] == "B more familiar with the benchmark"

@@ -14,10 +14,12 @@ from scipy import stats as sps
 from contamscope.detectors.compare import (
     PairedItem,
     beaten_share,
+    compare_aucs,
     compare_gaps,
     compare_pairs,
     mcnemar,
     newcombe_interval,
+    paired_auc_difference,
     sign_flip_test,
 )
 
@@ -172,3 +174,49 @@ def test_compare_gaps_leaves_out_a_metric_without_items() -> None:
     assert none["p_value"] is None and none["direction"] == "none"
     with pytest.raises(ValueError, match="nll: A's and B's gaps must be paired"):
         compare_gaps({"nll": ([0.1], [0.2, 0.3])})
+
+
+def test_paired_auc_difference_is_delong_on_the_runs_own_aucs() -> None:
+    from contamscope.detectors.membership import mann_whitney
+
+    rng = np.random.default_rng(5)
+    shared_b, shared_r = rng.normal(0.4, 1, 60), rng.normal(0, 1, 50)
+    xa, ya = shared_b + rng.normal(0, 0.7, 60), shared_r + rng.normal(0, 0.7, 50)
+    xb, yb = shared_b + rng.normal(0, 0.7, 60), shared_r + rng.normal(0, 0.7, 50)
+    r = paired_auc_difference(xa, ya, xb, yb)
+    assert r["a"] == pytest.approx(mann_whitney(xa, ya, n_boot=100).auc)
+    assert r["b"] == pytest.approx(mann_whitney(xb, yb, n_boot=100).auc)
+    # DeLong's standard error against a paired bootstrap's (items resampled alike for both)
+    boots = []
+    for _ in range(1500):
+        i, j = rng.integers(0, 60, 60), rng.integers(0, 50, 50)
+        boots.append(paired_auc_difference(xa[i], ya[j], xb[i], yb[j])["difference"])
+    se = (r["ci"][1] - r["ci"][0]) / (2 * 1.959964)
+    assert se == pytest.approx(float(np.std(boots)), rel=0.15)
+    # an AUC reads ranks only: another scale of B's statistic changes nothing
+    same = paired_auc_difference(xa, ya, np.exp(xb), np.exp(yb))
+    assert same["two_sided"] == pytest.approx(r["two_sided"])
+    assert paired_auc_difference(xa, ya, xa, ya)["two_sided"] == 1.0
+
+
+def test_compare_aucs_holds_its_level_and_finds_the_better_separating_model() -> None:
+    rng = np.random.default_rng(8)
+
+    def draw(extra: float) -> dict[str, tuple[Any, Any, Any, Any]]:
+        sb, sr = rng.normal(0.5, 1, 30), rng.normal(0, 1, 60)
+        xb = sb + rng.normal(0, 1, 30) + extra
+        return {
+            "loss": (
+                sb + rng.normal(0, 1, 30),
+                sr + rng.normal(0, 1, 60),
+                3 * xb,
+                3 * (sr + rng.normal(0, 1, 60)),
+            )
+        }
+
+    runs = 500
+    null = [compare_aucs(draw(0.0)) for _ in range(runs)]
+    rate = np.mean([r["p_value"] <= 0.05 for r in null])
+    assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs), rate
+    found = [compare_aucs(draw(1.5)) for _ in range(50)]
+    assert np.mean([r["direction"] == "B" for r in found]) >= 0.8

@@ -70,17 +70,30 @@ def _compare(run_a: Path, run_b: Path, out: Path | None, as_json: bool, alpha: f
 
 
 def print_comparison(result: dict[str, Any]) -> None:
-    from ..report.compare import table
-
     a, b, c = result["a"], result["b"], result["counts"]
     bb = result.get("method") == "benbench"
     head = Table.grid(padding=(0, 2))
     head.add_row("A", f"{a['model']}  ({a['run']})")
     head.add_row("B", f"{b['model']}  ({b['run']})")
-    if bb:
+    if result.get("method") == "membership":
+        head.add_row("benchmark", str(result["benchmark"]))
+        head.add_row("references", str(result["reference"]))
+        head.add_row(
+            "items", f"{c['benchmark']} benchmark and {c['reference']} reference scored in both"
+        )
+    elif bb:
         head.add_row("benchmark", f"{result['benchmark']} (tested: {result['tested_on']})")
     else:
         head.add_row("benchmark", f"{result['benchmark']} (template {result['template']})")
+    _items_row(head, result)
+    console.print(head)
+    _print_rest(result)
+
+
+def _items_row(head: Table, result: dict[str, Any]) -> None:
+    c, bb = result["counts"], result.get("method") == "benbench"
+    if result.get("method") == "membership":
+        return
     left = [
         f"{n} only in {w}"
         for n, w in (
@@ -98,7 +111,11 @@ def print_comparison(result: dict[str, Any]) -> None:
         "items",
         f"{c['paired']} {done}" + (f" (not paired: {'; '.join(left)})" if left else ""),
     )
-    console.print(head)
+
+
+def _print_rest(result: dict[str, Any]) -> None:
+    from ..report.compare import table
+
     if result["same_model"]:
         err_console.print(
             styled(

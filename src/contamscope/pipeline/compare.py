@@ -25,7 +25,7 @@ LISTED = 20
 """Item ids kept per list of items flagged by one model only (all are counted)."""
 
 
-COMPARED = ("permutation", "benbench")
+COMPARED = ("permutation", "benbench", "membership")
 """The methods whose runs compare item by item."""
 
 
@@ -35,7 +35,7 @@ def _runs(run_a: Path | str, run_b: Path | str) -> tuple[RunData, RunData]:
         if run.method not in COMPARED:
             raise ConfigError(
                 f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation "
-                "runs (contamscope permutation or sweep) or two benbench runs"
+                "runs (contamscope permutation or sweep), two benbench or two membership runs"
             )
     if a.method != b.method:
         raise ConfigError(
@@ -163,7 +163,8 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
 def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
     fine-tuned copy) on the items both scored under the same orders; or two BenBench runs
-    (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`).
+    (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`), or two membership runs
+    (:func:`~contamscope.pipeline.compare_membership.compare_membership`).
 
     Raises :class:`~contamscope.errors.ConfigError` (or ``StoreError`` for an unreadable folder)
     for runs that do not compare or share no item.
@@ -173,6 +174,10 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
         from .compare_benbench import compare_benbench
 
         return compare_benbench(a, b, alpha=alpha)
+    if a.method == "membership":
+        from .compare_membership import compare_membership
+
+        return compare_membership(a, b, alpha=alpha)
     _check_alike(a, b)
     sa, sb = _scored(a), _scored(b)
     common = [i for i in sa if i in sb]

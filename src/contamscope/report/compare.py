@@ -14,7 +14,17 @@ from ..paths import write_text_atomic
 from .html import Column, Section, Table, esc, page
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
-__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows", "table", "write_compare"]
+__all__ = [
+    "HEADER",
+    "compare_html",
+    "markdown",
+    "markdown_document",
+    "note_lines",
+    "rows",
+    "table",
+    "tests_table",
+    "write_compare",
+]
 
 
 def _signed(x: float | None, pct: bool) -> str:
@@ -106,32 +116,46 @@ def note_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """The comparison as Markdown: runs, counts, the paired tests, notes and verdict."""
+def _md(x: str) -> str:
+    return x.replace("|", "\\|")
 
-    def md(x: str) -> str:
-        return x.replace("|", "\\|")
 
-    a, b, c = result["a"], result["b"], result["counts"]
+def markdown_document(result: dict[str, Any], title: str, facts: list[str]) -> str:
+    """A comparison as Markdown: ``title``, the two runs, ``facts`` (bullets), H0, the table of
+    :func:`table`, the lines under it and the verdict."""
+    a, b = result["a"], result["b"]
+    header, body, notes = table(result)
     out = [
-        "# contamscope compare",
+        f"# {title}",
         "",
-        f"- A: `{md(a['model'])}` ({md(a['run'])})",
-        f"- B: `{md(b['model'])}` ({md(b['run'])})",
-        f"- benchmark: {md(result['benchmark'])} (template {result['template']})",
-        f"- items scored in both: {c['paired']} (only in A: {c['only_a']}, only in B: "
-        f"{c['only_b']}, under other orders: {c['other_orders']})",
+        f"- A: `{_md(a['model'])}` ({_md(a['run'])})",
+        f"- B: `{_md(b['model'])}` ({_md(b['run'])})",
+        *(f"- {_md(x)}" for x in facts),
         f"- H0: {result['null_hypothesis']}",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
     ]
-    out += ["| " + " | ".join(md(x) for x in row) + " |" for row in rows(result["statistics"])]
+    out += ["| " + " | ".join(_md(x) for x in row) + " |" for row in body]
     out.append("")
-    out += [f"{md(line)}  " for line in note_lines(result)]
+    out += [f"{_md(line)}  " for line in notes]
     v = result["verdict"]
-    out += ["", f"**{v['label']}**: {md(v['text'])}", ""]
+    out += ["", f"**{v['label']}**: {_md(v['text'])}", ""]
     return "\n".join(out)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The comparison as Markdown: runs, counts, the paired tests, notes and verdict."""
+    c = result["counts"]
+    return markdown_document(
+        result,
+        "contamscope compare",
+        [
+            f"benchmark: {result['benchmark']} (template {result['template']})",
+            f"items scored in both: {c['paired']} (only in A: {c['only_a']}, only in B: "
+            f"{c['only_b']}, under other orders: {c['other_orders']})",
+        ],
+    )
 
 
 def _figures(items: list[dict[str, Any]]) -> list[str]:
@@ -187,13 +211,15 @@ def _figures(items: list[dict[str, Any]]) -> list[str]:
     return figs
 
 
-def _tests_table(result: dict[str, Any]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADER)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>"
-        for row in rows(result["statistics"])
+def tests_table(result: dict[str, Any]) -> str:
+    """The table of :func:`table` as HTML."""
+    header, body, _ = table(result)
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    cells = "".join("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in body)
+    return (
+        "<div class='scroll'><table class='stats'><thead><tr>"
+        f"{head}</tr></thead><tbody>{cells}</tbody></table></div>"
     )
-    return f"<div class='scroll'><table class='stats'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
@@ -206,7 +232,7 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         f"<p class='note'>H0: {esc(result['null_hypothesis'])}. Tests: McNemar's exact test for "
         "Algorithm 1, sign-flip randomization tests for the share of orders beaten and the gap; "
         "two-sided; the verdict's p is the smallest times 3 (Bonferroni).</p>"
-        + _tests_table(result)
+        + tests_table(result)
         + (f"<ul>{notes}</ul>" if notes else "")
     )
     sections = [
@@ -316,25 +342,35 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     return page(title, subtitle, sections, footer)
 
 
-def table(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
-    """The comparison's table (header, rows) and the lines under it, for either method."""
+def _module(result: dict[str, Any]) -> Any:
+    """The report module of a BenBench or membership comparison; None for permutation."""
     if result.get("method") == "benbench":
-        from . import compare_benbench as bb
+        from . import compare_benbench
 
-        return bb.HEADER, bb.rows(result["statistics"]), bb.note_lines(result)
+        return compare_benbench
+    if result.get("method") == "membership":
+        from . import compare_membership
+
+        return compare_membership
+    return None
+
+
+def table(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    """The comparison's table (header, rows) and the lines under it, for any method."""
+    other = _module(result)
+    if other is not None:
+        return other.HEADER, other.rows(result["statistics"]), other.note_lines(result)
     return HEADER, rows(result["statistics"]), note_lines(result)
 
 
 def write_compare(result: dict[str, Any], out: Path) -> Path:
-    """Write ``result`` (a permutation or a BenBench comparison) to ``out`` by its suffix:
-    .json (everything), .md or .html."""
+    """Write ``result`` (a permutation, BenBench or membership comparison) to ``out`` by its
+    suffix: .json (everything), .md or .html."""
     suffix = out.suffix.lower()
     if suffix == ".json":
         return write_text_atomic(out, json.dumps(result, indent=1) + "\n")
-    if result.get("method") == "benbench":
-        from . import compare_benbench as bb
-
-        return write_text_atomic(
-            out, bb.markdown(result) if suffix == ".md" else bb.compare_html(result)
-        )
+    other = _module(result)
+    if other is not None:
+        text = other.markdown(result) if suffix == ".md" else other.compare_html(result)
+        return write_text_atomic(out, text)
     return write_text_atomic(out, markdown(result) if suffix == ".md" else compare_html(result))

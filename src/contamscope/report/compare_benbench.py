@@ -111,30 +111,18 @@ def note_lines(result: dict[str, Any]) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     """The comparison as Markdown: runs, counts, the paired tests, notes and verdict."""
+    from .compare import markdown_document
 
-    def md(x: str) -> str:
-        return x.replace("|", "\\|")
-
-    a, b, c = result["a"], result["b"], result["counts"]
-    out = [
-        "# contamscope compare (BenBench)",
-        "",
-        f"- A: `{md(a['model'])}` ({md(a['run'])})",
-        f"- B: `{md(b['model'])}` ({md(b['run'])})",
-        f"- benchmark: {md(result['benchmark'])}",
-        f"- items analysed in both from the same texts: {c['paired']} (only in A: "
-        f"{c['only_a']}, only in B: {c['only_b']}); tested: {result['tested_on']}",
-        f"- H0: {result['null_hypothesis']}",
-        "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
-    ]
-    out += ["| " + " | ".join(md(x) for x in row) + " |" for row in rows(result["statistics"])]
-    out.append("")
-    out += [f"{md(line)}  " for line in note_lines(result)]
-    v = result["verdict"]
-    out += ["", f"**{v['label']}**: {md(v['text'])}", ""]
-    return "\n".join(out)
+    c = result["counts"]
+    return markdown_document(
+        result,
+        "contamscope compare (BenBench)",
+        [
+            f"benchmark: {result['benchmark']}",
+            f"items analysed in both from the same texts: {c['paired']} (only in A: "
+            f"{c['only_a']}, only in B: {c['only_b']}); tested: {result['tested_on']}",
+        ],
+    )
 
 
 def _figures(result: dict[str, Any]) -> list[str]:
@@ -198,23 +186,14 @@ def _figures(result: dict[str, Any]) -> list[str]:
     return figs
 
 
-def _tests_table(stats: dict[str, Any]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADER)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in rows(stats)
-    )
-    return (
-        "<div class='scroll'><table class='stats'><thead><tr>"
-        f"{head}</tr></thead><tbody>{body}</tbody></table></div>"
-    )
-
-
 def _rounded(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
+    from .compare import tests_table
+
     a, b, c, v = result["a"], result["b"], result["counts"], result["verdict"]
     stats = result["statistics"]
     notes = "".join(f"<li>{esc(line)}</li>" for line in note_lines(result))
@@ -227,7 +206,7 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         "versions. Tests: sign-flip randomization tests of the summed gap differences, "
         f"two-sided, on the {esc(result['tested_on'])} items; the verdict's p is the smallest "
         f"times {m} (Bonferroni).</p>"
-        + _tests_table(stats)
+        + tests_table(result)
         + (f"<ul>{notes}</ul>" if notes else "")
     )
     sections = [
