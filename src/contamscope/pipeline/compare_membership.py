@@ -43,7 +43,9 @@ def _check_alike(a: RunData, b: RunData) -> tuple[str, ...]:
     for key in ALIKE:
         if ca.get(key) != cb.get(key):
             name = {"template": "--template", "k": "--k"}[key]
-            va, vb = (v.get("name") if isinstance(v, dict) else v for v in (ca.get(key), cb.get(key)))
+            va, vb = (
+                v.get("name") if isinstance(v, dict) else v for v in (ca.get(key), cb.get(key))
+            )
             raise ConfigError(
                 f"{a.path} and {b.path} were scored with another {name} ({va} vs {vb}): "
                 "compare runs scored alike"
