@@ -1,5 +1,5 @@
-"""`contamscope compare`: two permutation runs (or two BenBench runs) on the same items, paired
-item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders only: nothing is scored."""
+"""`contamscope compare`: two permutation runs (or two BenBench, or two membership runs) on the
+same items, paired item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders only: nothing is scored."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ Examples:
   contamscope compare runs/a runs/b --json > compare.json
 
   contamscope compare runs/base-gsm8k-bb runs/tuned-gsm8k-bb   # two benbench runs
+
+  contamscope compare runs/base-mem runs/tuned-mem   # two membership runs (same references)
 """
 
 OUT_SUFFIXES = (".json", ".md", ".html")
@@ -42,10 +44,13 @@ def command(
         0.05, "--alpha", min=1e-6, max=0.5, help="Level of the verdict (false-positive rate)."
     ),
 ) -> None:
-    """Is model B more drawn to the published option orders than model A? Nothing is scored.
+    """Is model B more familiar with the benchmark than model A? Nothing is scored.
 
-    Pairs two permutation runs on the same benchmark item by item; or two BenBench runs: is B
-    more familiar with the original wording, relative to its paraphrases, than A?"""
+    Two permutation runs: is B more drawn to the published option orders?
+
+    Two BenBench runs: is B more familiar with the original wording than with paraphrases?
+
+    Two membership runs: does B tell the benchmark from the reference items better?"""
     _compare(run_a, run_b, out, as_json, alpha)
 
 
