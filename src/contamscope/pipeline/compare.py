@@ -245,28 +245,45 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
     }
 
 
+def paired_verdict(
+    stats: dict[str, Any], model_a: str, model_b: str, where: str, label: str, reading: str
+) -> dict[str, Any]:
+    """A one-line verdict of a paired comparison: "no difference" when ``stats['direction']``
+    is "none", else "<who> <label>" with ``reading`` (formatted with ``who``, ``more``,
+    ``other`` and ``less``: the model found more familiar, and the other one); ``where`` names
+    the p-value and its test."""
+    p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
+    if direction == "none":
+        return {
+            "label": "no difference",
+            "p_value": p,
+            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} ({where}): "
+            "absence of evidence is not proof that they saw the benchmark alike",
+        }
+    more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)
+    who, other = ("B", "A") if direction == "B" else ("A", "B")
+    return {
+        "label": f"{who} {label}",
+        "p_value": p,
+        "text": reading.format(who=who, more=more, other=other, less=less, where=where),
+    }
+
+
 def compare_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[str, Any]:
     """A one-line reading of :func:`compare_pairs`' result."""
-    p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
+    p = stats["p_value"]
     if p is None:
         return {"label": "nothing to compare", "text": "no paired items", "p_value": None}
     smallest = {"alg1": "Algorithm 1", "share": "share of orders beaten", "gap": "mean gap"}[
         stats["smallest"]
     ]
-    where = f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3"
-    if direction == "none":
-        return {
-            "label": "no difference",
-            "p_value": p,
-            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} "
-            f"({where}); absence of evidence is not proof that they saw the benchmark alike",
-        }
-    more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)
-    who, other = ("B", "A") if direction == "B" else ("A", "B")
-    return {
-        "label": f"{who} more drawn to the published orders",
-        "p_value": p,
-        "text": f"{who} ({more}) is more drawn to the published option orders than {other} "
-        f"({less}) ({where}): {who} has seen more of this benchmark, or is more sensitive to the "
-        "order it was published in",
-    }
+    return paired_verdict(
+        stats,
+        model_a,
+        model_b,
+        f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3",
+        "more drawn to the published orders",
+        "{who} ({more}) is more drawn to the published option orders than {other} ({less}) "
+        "({where}): {who} has seen more of this benchmark, or is more sensitive to the order it "
+        "was published in",
+    )

@@ -230,7 +230,9 @@ def gap_verdict(
     stats: dict[str, Any], model_a: str, model_b: str, split: str | None
 ) -> dict[str, Any]:
     """A one-line reading of :func:`~contamscope.detectors.compare.compare_gaps`' result."""
-    p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
+    from .compare import paired_verdict
+
+    p = stats["p_value"]
     if p is None:
         return {"label": "nothing to compare", "text": "no paired gaps", "p_value": None}
     m = len(stats["tested"])
@@ -238,19 +240,13 @@ def gap_verdict(
         f"p = {p:.3g}, {GAP_METRICS[stats['smallest']].split(',')[0]}; smallest of {m} paired "
         f"tests x {m}; {'the ' + split + ' split' if split else 'all paired items'}"
     )
-    if direction == "none":
-        return {
-            "label": "no difference",
-            "p_value": p,
-            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} ({where}): "
-            "absence of evidence is not proof that they saw the benchmark alike",
-        }
-    more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)
-    who, other = ("B", "A") if direction == "B" else ("A", "B")
-    return {
-        "label": f"{who} more familiar with the original wording",
-        "p_value": p,
-        "text": f"{who} ({more}) is more familiar with the benchmark's original wording, "
-        f"relative to its paraphrases, than {other} ({less}) ({where}): {who} has seen more of "
-        "this benchmark's text",
-    }
+    return paired_verdict(
+        stats,
+        model_a,
+        model_b,
+        where,
+        "more familiar with the original wording",
+        "{who} ({more}) is more familiar with the benchmark's original wording, relative to its "
+        "paraphrases, than {other} ({less}) ({where}): {who} has seen more of this benchmark's "
+        "text",
+    )

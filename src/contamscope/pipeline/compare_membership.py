@@ -172,23 +172,19 @@ STAT_NAMES["gap"] = "permutation gap"
 
 def auc_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[str, Any]:
     """A one-line reading of :func:`~contamscope.detectors.compare.compare_aucs`' result."""
-    p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
+    from .compare import paired_verdict
+
+    p = stats["p_value"]
     m = len(stats["tested"])
     name = STAT_NAMES.get(stats["smallest"], stats["smallest"])
     where = f"p = {p:.3g}, {name} AUC" + (f"; smallest of {m} tests x {m}" if m > 1 else "")
-    if direction == "none":
-        return {
-            "label": "no difference",
-            "p_value": p,
-            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} ({where}): "
-            "absence of evidence is not proof that they saw the benchmark alike",
-        }
-    more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)
-    who, other = ("B", "A") if direction == "B" else ("A", "B")
-    return {
-        "label": f"{who} more familiar with the benchmark",
-        "p_value": p,
-        "text": f"{who} ({more}) tells the benchmark from the reference items better than "
-        f"{other} ({less}) ({where}): {who} has seen more of this benchmark, or the "
-        "references differ from it in a way it notices more",
-    }
+    return paired_verdict(
+        stats,
+        model_a,
+        model_b,
+        where,
+        "more familiar with the benchmark",
+        "{who} ({more}) tells the benchmark from the reference items better than {other} "
+        "({less}) ({where}): {who} has seen more of this benchmark, or the references differ "
+        "from it in a way it notices more",
+    )
