@@ -25,6 +25,7 @@ __all__ = [
     "rows",
     "table",
     "tests_table",
+    "verdict_section",
     "write_compare",
 ]
 
@@ -88,6 +89,21 @@ def one_side_lines(ids: dict[str, list[str]], counts: dict[str, int], what: str)
             shown = ", ".join(ids[who][:8]) + (" ..." if n > 8 else "")
             out.append(f"{what} by {who} only ({n}): {shown}")
     return out
+
+
+def verdict_section(result: dict[str, Any], tests: str) -> Section:
+    """The "Verdict" section of a comparison page: the verdict, H0 and ``tests`` (how the
+    p-values were computed, plain text), the table of :func:`table` and the lines under it."""
+    v = result["verdict"]
+    notes = "".join(f"<li>{esc(line)}</li>" for line in table(result)[2])
+    return Section(
+        "verdict",
+        "Verdict",
+        f"<p class='verdict'><strong>{esc(v['label'])}</strong>: {esc(v['text'])}</p>"
+        f"<p class='note'>H0: {esc(result['null_hypothesis'])}. {esc(tests)}</p>"
+        + tests_table(result)
+        + (f"<ul>{notes}</ul>" if notes else ""),
+    )
 
 
 def finish_page(
@@ -266,19 +282,16 @@ def tests_table(result: dict[str, Any]) -> str:
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
-    a, b, c, v = result["a"], result["b"], result["counts"], result["verdict"]
+    a, b, c = result["a"], result["b"], result["counts"]
     items = result.get("paired_items") or []
-    notes = "".join(f"<li>{esc(line)}</li>" for line in note_lines(result))
-    verdict = (
-        f"<p class='verdict'><strong>{esc(v['label'])}</strong>: {esc(v['text'])}</p>"
-        f"<p class='note'>H0: {esc(result['null_hypothesis'])}. Tests: McNemar's exact test for "
-        "Algorithm 1, sign-flip randomization tests for the share of orders beaten and the gap; "
-        "two-sided; the verdict's p is the smallest times 3 (Bonferroni).</p>"
-        + tests_table(result)
-        + (f"<ul>{notes}</ul>" if notes else "")
+    verdict = verdict_section(
+        result,
+        "Tests: McNemar's exact test for Algorithm 1, sign-flip randomization tests for the share "
+        "of orders beaten and the gap; two-sided; the verdict's p is the smallest times 3 "
+        "(Bonferroni).",
     )
     sections = [
-        Section("verdict", "Verdict", verdict),
+        verdict,
         Section(
             "evidence",
             "Items under both models",

@@ -9,7 +9,7 @@ from typing import Any
 from ..detectors.compare import leaning
 from ..detectors.verdict import p_text
 from ..pipeline.compare_benbench import GAP_METRICS
-from .html import Column, Section, Table, esc
+from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
 __all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows"]
@@ -192,25 +192,21 @@ def _rounded(x: float | None) -> float | None:
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
-    from .compare import finish_page, tests_table
+    from .compare import finish_page, verdict_section
 
-    a, b, c, v = result["a"], result["b"], result["counts"], result["verdict"]
+    a, b, c = result["a"], result["b"], result["counts"]
     stats = result["statistics"]
-    notes = "".join(f"<li>{esc(line)}</li>" for line in note_lines(result))
     m = len(stats.get("tested") or [])
-    verdict = (
-        f"<p class='verdict'><strong>{esc(v['label'])}</strong>: {esc(v['text'])}</p>"
-        f"<p class='note'>H0: {esc(result['null_hypothesis'])}. Each item's gap is its "
-        "original's value against the mean of its paraphrases', signed so that higher is more "
-        "familiar with the original; it cancels what a model's general skill does to both "
-        "versions. Tests: sign-flip randomization tests of the summed gap differences, "
-        f"two-sided, on the {esc(result['tested_on'])} items; the verdict's p is the smallest "
-        f"times {m} (Bonferroni).</p>"
-        + tests_table(result)
-        + (f"<ul>{notes}</ul>" if notes else "")
+    verdict = verdict_section(
+        result,
+        "Each item's gap is its original's value against the mean of its paraphrases', signed "
+        "so that higher is more familiar with the original; it cancels what a model's general "
+        "skill does to both versions. Tests: sign-flip randomization tests of the summed gap "
+        f"differences, two-sided, on the {result['tested_on']} items; the verdict's p is the "
+        f"smallest times {m} (Bonferroni).",
     )
     sections = [
-        Section("verdict", "Verdict", verdict),
+        verdict,
         Section(
             "evidence",
             "Items under both models",

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..detectors.verdict import p_text
 from ..pipeline.compare_membership import STAT_NAMES
-from .html import Column, Section, Table, esc
+from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
 __all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows"]
@@ -117,27 +117,20 @@ def _figures(result: dict[str, Any]) -> list[str]:
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
-    from .compare import finish_page, tests_table
+    from .compare import finish_page, verdict_section
 
-    a, b, c, v = result["a"], result["b"], result["counts"], result["verdict"]
+    a, b, c = result["a"], result["b"], result["counts"]
     stats = result["statistics"]
-    notes = "".join(f"<li>{esc(line)}</li>" for line in note_lines(result))
-    verdict = (
-        f"<p class='verdict'><strong>{esc(v['label'])}</strong>: {esc(v['text'])}</p>"
-        f"<p class='note'>H0: {esc(result['null_hypothesis'])}. Each model's AUC is the "
-        "probability that a benchmark item's statistic exceeds a reference item's; the two "
-        "AUCs come from the same items, and DeLong's test uses their correlation. Two-sided"
-        + (
-            f"; the verdict's p is the smallest times {len(stats['tested'])} (Bonferroni)."
-            if len(stats["tested"]) > 1
-            else "."
-        )
-        + "</p>"
-        + tests_table(result)
-        + (f"<ul>{notes}</ul>" if notes else "")
+    m = len(stats["tested"])
+    verdict = verdict_section(
+        result,
+        "Each model's AUC is the probability that a benchmark item's statistic exceeds a "
+        "reference item's; the two AUCs come from the same items, and DeLong's test uses their "
+        "correlation. Two-sided"
+        + (f"; the verdict's p is the smallest times {m} (Bonferroni)." if m > 1 else "."),
     )
     sections = [
-        Section("verdict", "Verdict", verdict),
+        verdict,
         Section(
             "evidence",
             "Benchmark against references, per model",
