@@ -112,7 +112,8 @@ def _natural_ids(run: RunData) -> set[str]:
     return {str(x) for x in natural.get("ids") or []}
 
 
-def _side(run: RunData, n_scored: int) -> dict[str, Any]:
+def _side(run: RunData, n_scored: Any) -> dict[str, Any]:
+    """One run's line of a comparison (``n_scored``: how many items it scored)."""
     model = run.summary.get("model") or {}
     return {
         "run": str(run.path),

@@ -131,16 +131,6 @@ def _statistics(pairs: list[dict[str, Any]], alpha: float) -> dict[str, Any]:
     return stats
 
 
-def _side(run: RunData, n_usable: int) -> dict[str, Any]:
-    model = run.summary.get("model") or {}
-    return {
-        "run": str(run.path),
-        "model": run.model,
-        "fingerprint": model.get("fingerprint") if isinstance(model, dict) else None,
-        "items_scored": n_usable,
-    }
-
-
 def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare BenBench runs ``a`` (A, e.g. a base model) and ``b`` (B, e.g. its fine-tuned
     copy) on the items both analysed from the same original and paraphrases.
@@ -148,7 +138,7 @@ def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str
     Raises :class:`~contamscope.errors.ConfigError` for runs that do not compare or share no
     item.
     """
-    from .compare import COMPARE_SCHEMA
+    from .compare import COMPARE_SCHEMA, _side
 
     splits = _check_alike(a, b)
     ua, none_a = _usable(a, splits)

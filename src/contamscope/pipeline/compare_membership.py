@@ -71,21 +71,11 @@ def _values(run: RunData, statistics: tuple[str, ...]) -> dict[str, dict[str, An
     return out
 
 
-def _side(run: RunData, n: dict[str, int]) -> dict[str, Any]:
-    model = run.summary.get("model") or {}
-    return {
-        "run": str(run.path),
-        "model": run.model,
-        "fingerprint": model.get("fingerprint") if isinstance(model, dict) else None,
-        "items_scored": n,
-    }
-
-
 def compare_membership(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare membership runs ``a`` (A) and ``b`` (B) on the benchmark and reference items
     both scored. Raises :class:`~contamscope.errors.ConfigError` for runs that do not compare
     or share too few items (2 of each kind)."""
-    from .compare import COMPARE_SCHEMA
+    from .compare import COMPARE_SCHEMA, _side
 
     statistics = _check_alike(a, b)
     va, vb = _values(a, statistics), _values(b, statistics)
