@@ -1,0 +1,79 @@
+"""compare_runs on BenBench and membership run folders shaped as the pipelines write them: which
+items pair, which runs are refused, and the tests' direction (the end-to-end runs of real
+models are in tests/cli/test_compare_*)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contamscope.errors import ConfigError
+from contamscope.pipeline import compare_runs
+
+MakeRun = Callable[..., Path]
+
+
+def _keep_split(run: Path, split: str) -> Path:
+    """The run with only ``split``'s records and files."""
+    recs = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    (run / "items.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in recs if r["split"] == split)
+    )
+    summary = json.loads((run / "summary.json").read_text())
+    summary["benchmark"] = {split: summary["benchmark"][split]}
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_benbench_runs_pair_by_split_and_the_test_split_decides(
+    make_benbench_run: MakeRun,
+) -> None:
+    a = make_benbench_run("a", leaked=False, seed=0)
+    b = make_benbench_run("b", leaked=True, seed=1)
+    result = compare_runs(a, b)
+    # item 0 of each split lost its paraphrase (the answer changed): 29 of 30 pair per split
+    assert result["counts"]["by_split"] == {"test": 29, "train": 29}
+    assert result["counts"]["no_paraphrase_a"] == result["counts"]["no_paraphrase_b"] == 2
+    assert result["tested_on"] == "test" and result["statistics"]["direction"] == "B"
+    assert result["statistics"]["tested"] == ["nll", "ngram_exact", "ngram_rouge", "ngram_edit"]
+    # on train neither model was lifted: the train split's own tests see no difference
+    assert result["by_split"]["train"]["p_value"] > 0.05
+    assert compare_runs(b, a)["statistics"]["direction"] == "A"
+
+    # a run of the train split alone shares no split with a run of the test split alone
+    only_test = _keep_split(make_benbench_run("t", leaked=True), "test")
+    only_train = _keep_split(make_benbench_run("r", leaked=False), "train")
+    with pytest.raises(ConfigError, match="share no split"):
+        compare_runs(only_test, only_train)
+    # one split in common: that split is tested, and no per-split table
+    one = compare_runs(a, only_test)
+    assert one["counts"]["by_split"] == {"test": 29} and one["by_split"] is None
+
+
+def test_membership_runs_pair_items_both_scored(make_membership_run: MakeRun) -> None:
+    a = make_membership_run("a", shift=0.0, seed=0)
+    b = make_membership_run("b", shift=1.5, seed=1)
+    result = compare_runs(a, b)
+    stats = result["statistics"]
+    assert result["counts"] == {
+        "benchmark": 30,
+        "reference": 60,
+        "only_a_benchmark": 0,
+        "only_a_reference": 0,
+        "only_b_benchmark": 0,
+        "only_b_reference": 0,
+    }
+    assert stats["direction"] == "B" and stats["loss"]["b"] > stats["loss"]["a"]
+    summary = json.loads((b / "summary.json").read_text())
+    assert stats["loss"]["b"] == pytest.approx(summary["statistics"]["dataset_test"]["auc"])
+
+    small = make_membership_run("small", n_bench=1, n_ref=10)
+    with pytest.raises(ConfigError, match="both runs scored only 1 benchmark items"):
+        compare_runs(a, small)
+    other: Any = make_membership_run("other", statistic="zlib")
+    with pytest.raises(ConfigError, match="--statistic loss vs zlib"):
+        compare_runs(a, other)
