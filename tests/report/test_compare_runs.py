@@ -52,6 +52,15 @@ def test_benbench_runs_pair_by_split_and_the_test_split_decides(
     # one split in common: that split is tested, and no per-split table
     one = compare_runs(a, only_test)
     assert one["counts"]["by_split"] == {"test": 29} and one["by_split"] is None
+    # both ran the test split, but only train items pair: refused, not read from train
+    no_test = make_benbench_run("n", leaked=True, seed=2)
+    recs = [json.loads(x) for x in (no_test / "items.jsonl").read_text().splitlines()]
+    for r in recs:
+        if r["split"] == "test":
+            r["metrics"]["delta"] = None
+    (no_test / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(ConfigError, match="no test item has an original-vs-paraphrase gap"):
+        compare_runs(a, no_test)
 
 
 def test_membership_runs_pair_items_both_scored(make_membership_run: MakeRun) -> None:

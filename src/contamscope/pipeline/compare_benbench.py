@@ -164,6 +164,12 @@ def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str
     by_split: dict[str, list[dict[str, Any]]] = {}
     for p in pairs:
         by_split.setdefault(str(p["split"]), []).append(p)
+    if "test" in splits and "test" not in by_split:
+        raise ConfigError(
+            f"{a.path} and {b.path}: no test item has an original-vs-paraphrase gap in both "
+            f"runs from the same texts (only {', '.join(by_split)} items pair); the test split "
+            "is what a comparison reads"
+        )
     main = "test" if "test" in by_split else None
     tested = by_split["test"] if main else pairs
     stats = _statistics(tested, alpha)
