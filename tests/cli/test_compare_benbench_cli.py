@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import compare_page, run_cli
 from toy_rows import write_jsonl
 
 NAMES = ["Tom", "Ann", "Raj", "Lea", "Omar", "Ines", "Kai", "Mia", "Sven", "Yuki", "Ada", "Bo"]
@@ -199,31 +199,19 @@ def test_runs_that_do_not_compare_are_refused_in_one_line(
 
 
 def test_compare_page_in_a_browser(setup: dict[str, Path]) -> None:
-    from contamscope.report.browser import check_page, find_chromium
-
-    if find_chromium() is None:
-        pytest.skip("chromium not installed (Debian package 'chromium'; .ci/run installs it)")
-    root = setup["root"]
-    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "-o", "c.html", cwd=root)
-    assert res.returncode == 0, res.stderr
-    page = check_page(
-        root / "c.html",
-        probes={
-            "figures": 'document.querySelectorAll("svg.fig").length',
-            "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
-            "count": 'document.querySelector("#items .tbl-count").textContent',
-            "splits": 'document.querySelector("#splits .tbl-count").textContent',
-            "verdict": 'document.querySelector(".verdict strong").textContent',
-            "search": """(() => { const i = document.querySelector('#items input');
-                i.value = 'train/'; i.dispatchEvent(new Event('input'));
-                return document.querySelectorAll('#items tbody tr').length; })()""",
-        },
+    page = compare_page(
+        setup["base"],
+        setup["tuned"],
+        setup["root"] / "c.html",
+        splits='document.querySelector("#splits .tbl-count").textContent',
+        search="""(() => { const i = document.querySelector('#items input');
+            i.value = 'train/'; i.dispatchEvent(new Event('input'));
+            return document.querySelectorAll('#items tbody tr').length; })()""",
     )
-    assert page.errors == []
-    assert page.probes["figures"] == 2
-    assert page.probes["sections"] == ["verdict", "evidence", "splits", "items", "provenance"]
+    assert page["figures"] == 2
+    assert page["sections"] == ["verdict", "evidence", "splits", "items", "provenance"]
     n = N_TEST + N_TRAIN
-    assert page.probes["count"] == f"{n} of {n} rows"
-    assert page.probes["splits"] == "4 of 4 rows"  # 2 splits x 2 gaps
-    assert page.probes["verdict"] == "B more familiar with the original wording"
-    assert page.probes["search"] == N_TRAIN
+    assert page["count"] == f"{n} of {n} rows"
+    assert page["splits"] == "4 of 4 rows"  # 2 splits x 2 gaps
+    assert page["verdict"] == "B more familiar with the original wording"
+    assert page["search"] == N_TRAIN

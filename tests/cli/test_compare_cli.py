@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import compare_page, run_cli
 
 WORDS = [
     "amber",
@@ -182,31 +182,19 @@ def test_runs_that_do_not_compare_are_refused_in_one_line(
 
 
 def test_compare_page_in_a_browser(setup: dict[str, Path]) -> None:
-    from contamscope.report.browser import check_page, find_chromium
-
-    if find_chromium() is None:
-        pytest.skip("chromium not installed (Debian package 'chromium'; .ci/run installs it)")
-    root = setup["root"]
-    res = run_cli("compare", str(setup["base"]), str(setup["tuned"]), "-o", "c.html", cwd=root)
-    assert res.returncode == 0, res.stderr
-    page = check_page(
-        root / "c.html",
-        probes={
-            "figures": 'document.querySelectorAll("svg.fig").length',
-            "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
-            "count": 'document.querySelector("#items .tbl-count").textContent',
-            "verdict": 'document.querySelector(".verdict strong").textContent',
-            "search": """(() => { const i = document.querySelector('#items input');
-                i.value = 'toy_test-3'; i.dispatchEvent(new Event('input'));
-                return document.querySelectorAll('#items tbody tr').length; })()""",
-        },
+    page = compare_page(
+        setup["base"],
+        setup["tuned"],
+        setup["root"] / "c.html",
+        search="""(() => { const i = document.querySelector('#items input');
+            i.value = 'toy_test-3'; i.dispatchEvent(new Event('input'));
+            return document.querySelectorAll('#items tbody tr').length; })()""",
     )
-    assert page.errors == []
-    assert page.probes["figures"] == 2
-    assert page.probes["sections"] == ["verdict", "evidence", "items", "provenance"]
-    assert page.probes["count"] == f"{N_ITEMS} of {N_ITEMS} rows"
-    assert page.probes["verdict"] == "B more drawn to the published orders"
-    assert page.probes["search"] == 1
+    assert page["figures"] == 2
+    assert page["sections"] == ["verdict", "evidence", "items", "provenance"]
+    assert page["count"] == f"{N_ITEMS} of {N_ITEMS} rows"
+    assert page["verdict"] == "B more drawn to the published orders"
+    assert page["search"] == 1
 
 
 def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
@@ -346,26 +334,8 @@ def test_membership_runs_that_do_not_compare_are_refused(
 def test_membership_compare_page_in_a_browser(
     setup: dict[str, Path], membership: dict[str, Path]
 ) -> None:
-    from contamscope.report.browser import check_page, find_chromium
-
-    if find_chromium() is None:
-        pytest.skip("chromium not installed (Debian package 'chromium'; .ci/run installs it)")
-    root = setup["root"]
-    res = run_cli(
-        "compare", str(membership["base"]), str(membership["tuned"]), "-o", "m.html", cwd=root
-    )
-    assert res.returncode == 0, res.stderr
-    page = check_page(
-        root / "m.html",
-        probes={
-            "figures": 'document.querySelectorAll("svg.fig").length',
-            "sections": 'Array.from(document.querySelectorAll("section")).map(s => s.id)',
-            "count": 'document.querySelector("#items .tbl-count").textContent',
-            "verdict": 'document.querySelector(".verdict strong").textContent',
-        },
-    )
-    assert page.errors == []
-    assert page.probes["figures"] == 1
-    assert page.probes["sections"] == ["verdict", "evidence", "items", "provenance"]
-    assert page.probes["count"] == "50 of 50 rows"
-    assert page.probes["verdict"] == "B more familiar with the benchmark"
+    page = compare_page(membership["base"], membership["tuned"], setup["root"] / "m.html")
+    assert page["figures"] == 1
+    assert page["sections"] == ["verdict", "evidence", "items", "provenance"]
+    assert page["count"] == "50 of 50 rows"
+    assert page["verdict"] == "B more familiar with the benchmark"

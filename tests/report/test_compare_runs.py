@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -83,6 +82,6 @@ def test_membership_runs_pair_items_both_scored(make_membership_run: MakeRun) ->
     small = make_membership_run("small", n_bench=1, n_ref=10)
     with pytest.raises(ConfigError, match="both runs scored only 1 benchmark items"):
         compare_runs(a, small)
-    other: Any = make_membership_run("other", statistic="zlib")
+    other = make_membership_run("other", statistic="zlib")
     with pytest.raises(ConfigError, match="--statistic loss vs zlib"):
         compare_runs(a, other)

@@ -1,5 +1,6 @@
 """`contamscope compare`: two permutation runs (or two BenBench, or two membership runs) on the
-same items, paired item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders only: nothing is scored."""
+same items, paired item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders
+only: nothing is scored."""
 
 from __future__ import annotations
 
@@ -74,31 +75,15 @@ def _compare(run_a: Path, run_b: Path, out: Path | None, as_json: bool, alpha: f
         console.print(f"wrote {out}", highlight=False)
 
 
-def print_comparison(result: dict[str, Any]) -> None:
-    a, b, c = result["a"], result["b"], result["counts"]
-    bb = result.get("method") == "benbench"
-    head = Table.grid(padding=(0, 2))
-    head.add_row("A", f"{a['model']}  ({a['run']})")
-    head.add_row("B", f"{b['model']}  ({b['run']})")
+def _head_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """What was compared: the benchmark (and references) and the items paired."""
+    c = result["counts"]
     if result.get("method") == "membership":
-        head.add_row("benchmark", str(result["benchmark"]))
-        head.add_row("references", str(result["reference"]))
-        head.add_row(
-            "items", f"{c['benchmark']} benchmark and {c['reference']} reference scored in both"
-        )
-    elif bb:
-        head.add_row("benchmark", f"{result['benchmark']} (tested: {result['tested_on']})")
-    else:
-        head.add_row("benchmark", f"{result['benchmark']} (template {result['template']})")
-    _items_row(head, result)
-    console.print(head)
-    _print_rest(result)
-
-
-def _items_row(head: Table, result: dict[str, Any]) -> None:
-    c, bb = result["counts"], result.get("method") == "benbench"
-    if result.get("method") == "membership":
-        return
+        return [
+            ("benchmark", str(result["benchmark"])),
+            ("references", str(result["reference"])),
+            ("items", f"{c['benchmark']} benchmark and {c['reference']} reference scored in both"),
+        ]
     left = [
         f"{n} only in {w}"
         for n, w in (
@@ -109,18 +94,32 @@ def _items_row(head: Table, result: dict[str, Any]) -> None:
         )
         if n
     ]
-    done = "analysed in both from the same texts" if bb else "scored in both"
-    if bb and c["by_split"] and len(c["by_split"]) > 1:
-        done += " (" + ", ".join(f"{s} {n}" for s, n in c["by_split"].items()) + ")"
-    head.add_row(
-        "items",
-        f"{c['paired']} {done}" + (f" (not paired: {'; '.join(left)})" if left else ""),
-    )
+    not_paired = f" (not paired: {'; '.join(left)})" if left else ""
+    if result.get("method") == "benbench":
+        splits = c["by_split"]
+        per_split = (
+            " (" + ", ".join(f"{s} {n}" for s, n in splits.items()) + ")" if len(splits) > 1 else ""
+        )
+        return [
+            ("benchmark", f"{result['benchmark']} (tested: {result['tested_on']})"),
+            ("items", f"{c['paired']} analysed in both from the same texts{per_split}{not_paired}"),
+        ]
+    return [
+        ("benchmark", f"{result['benchmark']} (template {result['template']})"),
+        ("items", f"{c['paired']} scored in both{not_paired}"),
+    ]
 
 
-def _print_rest(result: dict[str, Any]) -> None:
+def print_comparison(result: dict[str, Any]) -> None:
     from ..report.compare import table
 
+    a, b = result["a"], result["b"]
+    head = Table.grid(padding=(0, 2))
+    head.add_row("A", f"{a['model']}  ({a['run']})")
+    head.add_row("B", f"{b['model']}  ({b['run']})")
+    for name, text in _head_rows(result):
+        head.add_row(name, text)
+    console.print(head)
     if result["same_model"]:
         err_console.print(
             styled(
