@@ -1,4 +1,4 @@
-"""`contamscope compare`: two permutation runs (or two BenBench, or two membership runs) on the
+"""`contamscope compare`: two permutation runs (or two BenBench, membership or CAP runs) on the
 same items, paired item by item (:mod:`contamscope.pipeline.compare`). Reads the run folders
 only: nothing is scored."""
 
@@ -26,6 +26,8 @@ Examples:
   contamscope compare runs/base-gsm8k-bb runs/tuned-gsm8k-bb   # two benbench runs
 
   contamscope compare runs/base-mem runs/tuned-mem   # two membership runs (same references)
+
+  contamscope compare runs/base-cap runs/tuned-cap   # two cap runs (same splits and edits)
 """
 
 OUT_SUFFIXES = (".json", ".md", ".html")
@@ -51,7 +53,9 @@ def command(
 
     Two BenBench runs: is B more familiar with the original wording than with paraphrases?
 
-    Two membership runs: does B tell the benchmark from the reference items better?"""
+    Two membership runs: does B tell the benchmark from the reference items better?
+
+    Two CAP runs: does B's PCR rise further from the reference split to a tested split?"""
     _compare(run_a, run_b, out, as_json, alpha)
 
 
@@ -91,10 +95,21 @@ def _head_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             (c["only_b"], "B"),
             (c.get("other_orders"), "both, scored under other orders"),
             (c.get("other_paraphrases"), "both, from other paraphrases"),
+            (c.get("other_modifications"), "both, from other modified inputs"),
         )
         if n
     ]
     not_paired = f" (not paired: {'; '.join(left)})" if left else ""
+    if result.get("method") == "cap":
+        per = ", ".join(f"{s} {n}" for s, n in c["by_split"].items())
+        return [
+            (
+                "benchmark",
+                f"{result['benchmark']} (task {result['task']}; reference split "
+                f"{result['reference_split']})",
+            ),
+            ("items", f"{c['paired']} analysed in both from the same texts ({per}){not_paired}"),
+        ]
     if result.get("method") == "benbench":
         splits = c["by_split"]
         per_split = (

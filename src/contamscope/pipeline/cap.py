@@ -51,7 +51,10 @@ __all__ = [
     "CONSISTENCY",
     "CapConfig",
     "CapOutcome",
+    "READERS",
+    "analysis_config",
     "build_cap_summary",
+    "item_readings",
     "reanalyse_cap",
     "run_cap",
 ]
@@ -569,6 +572,40 @@ def _item_m(rec: dict[str, Any], cfg: CapConfig, key: str) -> float | None:
         key = "strict_" + key
     v = rec.get(key)
     return None if v is None else float(v)
+
+
+READERS = ("generate", "loglik")
+"""How an item's answer is read: greedy generation (the paper's), and for multiple choice the
+answer letter of highest log-likelihood (when the backend scores)."""
+
+
+def item_readings(rec: dict[str, Any], cfg: CapConfig) -> dict[str, tuple[float, float]]:
+    """An analysed record's (M, C) per reader, as :func:`build_cap_summary` counts it; empty for
+    an item it leaves out (excluded, unmodified unless ``cfg.include_unmodified``, no
+    reference, no consistency value)."""
+    if rec.get("excluded") or (not cfg.include_unmodified and unmodified(rec)):
+        return {}
+    m, cons = _item_m(rec, cfg, "m"), _item_c(rec, cfg)
+    if m is None or cons is None:
+        return {}
+    out = {"generate": (m, cons)}
+    lr = _loglik_rows(rec)
+    if lr is not None:
+        out["loglik"] = (lr[0], lr[2])
+    return out
+
+
+def analysis_config(summary: dict[str, Any]) -> CapConfig:
+    """The CapConfig a finished run's summary.json was analysed with (task, seed and the
+    :data:`CAP_ANALYSIS` fields; generation settings are left at their defaults)."""
+    stored = summary.get("config") or {}
+    kept = summary.get("analysis") or {}
+    return CapConfig(
+        task=summary.get("task") or stored.get("task", "mcq"),
+        seed=stored.get("seed", 0),
+        paraphrase_threshold=stored.get("paraphrase_threshold", 0.98),
+        **{k: kept[k] for k in CAP_ANALYSIS if kept.get(k) is not None},
+    )
 
 
 def _loglik_rows(rec: dict[str, Any]) -> tuple[float, float, float] | None:

@@ -1,5 +1,6 @@
-"""Compare two finished permutation runs item by item (``contamscope compare``; BenBench runs:
-:mod:`~contamscope.pipeline.compare_benbench`).
+"""Compare two finished permutation runs item by item (``contamscope compare``; BenBench,
+membership and CAP runs: :mod:`~contamscope.pipeline.compare_benbench`,
+:mod:`~contamscope.pipeline.compare_membership`, :mod:`~contamscope.pipeline.compare_cap`).
 
 Reads the two run folders only (no model, no score cache): the items both runs scored under
 the same orders are paired, and :func:`~contamscope.detectors.compare.compare_pairs` tests
@@ -25,7 +26,7 @@ LISTED = 20
 """Item ids kept per list of items flagged by one model only (all are counted)."""
 
 
-COMPARED = ("permutation", "benbench", "membership")
+COMPARED = ("permutation", "benbench", "membership", "cap")
 """The methods whose runs compare item by item."""
 
 
@@ -35,7 +36,8 @@ def _runs(run_a: Path | str, run_b: Path | str) -> tuple[RunData, RunData]:
         if run.method not in COMPARED:
             raise ConfigError(
                 f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation "
-                "runs (contamscope permutation or sweep), two benbench or two membership runs"
+                "runs (contamscope permutation or sweep), two benbench, two membership or two cap "
+                "runs"
             )
     if a.method != b.method:
         raise ConfigError(
@@ -164,8 +166,9 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
 def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
     fine-tuned copy) on the items both scored under the same orders; or two BenBench runs
-    (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`), or two membership runs
-    (:func:`~contamscope.pipeline.compare_membership.compare_membership`).
+    (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`), two membership runs
+    (:func:`~contamscope.pipeline.compare_membership.compare_membership`) or two CAP runs
+    (:func:`~contamscope.pipeline.compare_cap.compare_cap`).
 
     Raises :class:`~contamscope.errors.ConfigError` (or ``StoreError`` for an unreadable folder)
     for runs that do not compare or share no item.
@@ -179,6 +182,10 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
         from .compare_membership import compare_membership
 
         return compare_membership(a, b, alpha=alpha)
+    if a.method == "cap":
+        from .compare_cap import compare_cap
+
+        return compare_cap(a, b, alpha=alpha)
     _check_alike(a, b)
     sa, sb = _scored(a), _scored(b)
     common = [i for i in sa if i in sb]

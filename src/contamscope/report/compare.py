@@ -387,7 +387,7 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
 
 
 def _module(result: dict[str, Any]) -> Any:
-    """The report module of a BenBench or membership comparison; None for permutation."""
+    """The report module of a BenBench, membership or CAP comparison; None for permutation."""
     if result.get("method") == "benbench":
         from . import compare_benbench
 
@@ -396,6 +396,10 @@ def _module(result: dict[str, Any]) -> Any:
         from . import compare_membership
 
         return compare_membership
+    if result.get("method") == "cap":
+        from . import compare_cap
+
+        return compare_cap
     return None
 
 
@@ -408,7 +412,7 @@ def table(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
 
 
 def write_compare(result: dict[str, Any], out: Path) -> Path:
-    """Write ``result`` (a permutation, BenBench or membership comparison) to ``out`` by its
+    """Write ``result`` (a permutation, BenBench, membership or CAP comparison) to ``out`` by its
     suffix: .json (everything), .md or .html."""
     suffix = out.suffix.lower()
     if suffix == ".json":
