@@ -157,6 +157,13 @@ def test_compare_refuses_runs_that_do_not_compare(setup: dict[str, Path], tmp_pa
     before = _compare(root, setup["base"], setup["tuned"])
     assert again["statistics"] == before["statistics"]
 
+    # a CAP run and the validation folder around it: not two runs of one method
+    res = run_cli("compare", str(setup["base"]), str(setup["base"].parent), cwd=root)
+    assert (
+        res.returncode == 2 and "a validate run; compare reads two permutation runs" in res.stderr
+    )
+    assert "two membership or two cap runs" in res.stderr
+
     # items whose modified inputs differ (another seed's option orders) do not pair
     other = tmp_path / "other-seed"
     shutil.copytree(setup["tuned"], other)
