@@ -157,6 +157,23 @@ def test_compare_refuses_runs_that_do_not_compare(setup: dict[str, Path], tmp_pa
     before = _compare(root, setup["base"], setup["tuned"])
     assert again["statistics"] == before["statistics"]
 
+    # runs that generated otherwise, or read the splits the other way round
+    for change, message in (
+        (("config", "max_new_tokens", 16), "generated differently (max_new_tokens 8 vs 16)"),
+        (("splits", None, ["test", "dev"]), "other reference splits (dev vs test)"),
+    ):
+        edited = tmp_path / f"edited-{change[0]}"
+        shutil.copytree(setup["tuned"], edited)
+        summary = json.loads((edited / "summary.json").read_text())
+        key, sub, value = change
+        if sub is None:
+            summary[key] = value
+        else:
+            summary[key][sub] = value
+        (edited / "summary.json").write_text(json.dumps(summary))
+        res = run_cli("compare", str(setup["base"]), str(edited), cwd=root)
+        assert res.returncode == 2 and message in " ".join(res.stderr.split()), res.stderr
+
     # a CAP run and the validation folder around it: not two runs of one method
     res = run_cli("compare", str(setup["base"]), str(setup["base"].parent), cwd=root)
     assert (

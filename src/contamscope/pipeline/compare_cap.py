@@ -135,8 +135,8 @@ def compare_cap(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any
     by_split: dict[str, list[str]] = {}
     for i in same:
         by_split.setdefault(str(ra[i]["split"]), []).append(i)
-    missing = [s for s in (ref, others[0]) if s not in by_split] if len(others) == 1 else []
-    if not same or ref not in by_split or not any(s in by_split for s in others) or missing:
+    if ref not in by_split or not any(s in by_split for s in others):
+        have = ", ".join(f"{s} {len(v)}" for s, v in sorted(by_split.items())) or "none"
         why = (
             "no item was analysed in both"
             if not common
@@ -144,9 +144,8 @@ def compare_cap(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any
             "analysed from other modified inputs (another --seed or --year-shift, or another "
             "paraphraser)"
             if len(same) < len(common)
-            else "no item pairs"
+            else "the items analysed in both are all of one split"
         )
-        have = ", ".join(f"{s} {len(v)}" for s, v in sorted(by_split.items())) or "none"
         raise ConfigError(
             f"{a.path} and {b.path}: nothing to compare on the reference split {ref} and a "
             f"tested split ({why}; paired: {have})"

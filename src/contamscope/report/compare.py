@@ -109,15 +109,17 @@ def verdict_section(result: dict[str, Any], tests: str) -> Section:
 def finish_page(
     result: dict[str, Any],
     sections: list[Section],
+    items: Table,
     facts: tuple[str, ...],
     title: str,
     question: str,
 ) -> str:
-    """The page of a comparison: ``sections``, then the provenance (``facts``: keys of
-    ``result``), under ``title`` and a subtitle naming both runs, what was paired, and
-    ``question``."""
+    """The page of a comparison: ``sections``, the table of all paired ``items``, then the
+    provenance (``facts``: keys of ``result``), under ``title`` and a subtitle naming both
+    runs, what was paired, and ``question``."""
     a, b = result["a"], result["b"]
     prov = {k: result[k] for k in facts}
+    sections.append(Section("items", "All paired items", "", after=items.html()))
     sections.append(
         Section(
             "provenance",
@@ -375,10 +377,10 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         page_size=page_size,
         sort=(8, False),
     )
-    sections.append(Section("items", "All paired items", "", after=item_table.html()))
     return finish_page(
         result,
         sections,
+        item_table,
         ("a", "b", "benchmark", "template", "counts", "same_model"),
         f"Compare: {a['model']} (A) and {b['model']} (B) on {result['benchmark']}",
         f"{c['paired']} items scored in both. Is one model more drawn to the published option "

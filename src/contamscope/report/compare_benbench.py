@@ -266,10 +266,10 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         for it in result["paired_items"]
     ]
     item_table = Table("items", columns, item_rows, page_size=page_size)
-    sections.append(Section("items", "All paired items", "", after=item_table.html()))
     return finish_page(
         result,
         sections,
+        item_table,
         ("a", "b", "benchmark", "config", "counts", "same_model"),
         f"Compare (BenBench): {a['model']} (A) and {b['model']} (B)",
         f"{c['paired']} items analysed in both from the same texts. Is one model more familiar "

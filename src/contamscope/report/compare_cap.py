@@ -177,14 +177,10 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         + [it[f"{r}_{v}_{w}"] for r in readers for w in ("a", "b") for v in ("m", "c")]
         for it in items
     ]
-    sections.append(
-        Section(
-            "items", "All paired items", "", after=Table("items", columns, body, page_size).html()
-        )
-    )
     return finish_page(
         result,
         sections,
+        Table("items", columns, body, page_size),
         ("a", "b", "benchmark", "task", "reference_split", "tested_splits", "config", "counts"),
         f"Compare (CAP): {a['model']} (A) and {b['model']} (B)",
         f"{c['paired']} items analysed in both from the same texts. Does one model lean further "

@@ -158,14 +158,10 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         + [it["p_a"], it["p_b"], it["flag_a"], it["flag_b"]]
         for it in result["paired_items"]
     ]
-    sections.append(
-        Section(
-            "items", "All paired items", "", after=Table("items", columns, body, page_size).html()
-        )
-    )
     return finish_page(
         result,
         sections,
+        Table("items", columns, body, page_size),
         ("a", "b", "benchmark", "reference", "config", "counts"),
         f"Compare (membership): {a['model']} (A) and {b['model']} (B)",
         f"{c['benchmark']} benchmark and {c['reference']} reference items scored in both. Does "
