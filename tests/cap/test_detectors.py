@@ -320,3 +320,57 @@ def test_an_undefined_difference_reads_undefined_not_nan() -> None:
     label, why = verdict("dev", "val", math.nan, math.nan, math.nan)
     assert label == "inconclusive" and "nan" not in why
     assert why.startswith("PCR_dev - PCR_val: undefined") and "--pcr-alpha 0" in why
+
+
+def test_excess_comparison_reads_a_split_whose_pcr_sits_at_the_ceiling() -> None:
+    """Like the SmolLM2 copy trained 6 epochs on 24 MMLU test items (docs/statistics.md): dev M
+    5/24, C 1/24; test M 21/24, C 2/24. Both PCRs sit at tanh's ceiling (0.9995, 1.0000), so
+    the PCR verdict cannot tell the splits apart; M - C can."""
+    dev = ([1.0] * 5 + [0.0] * 19, [1.0] * 1 + [0.0] * 23)
+    test = ([1.0] * 21 + [0.0] * 3, [0.0] * 22 + [1.0] * 2)
+    a, b = split_score(*dev), split_score(*test)
+    comp = compare_splits("dev", "test", dev, test, a, b, n_boot=2000, seed=0)
+    assert comp.verdict == "no evidence" and comp.ci_high >= 0
+    assert comp.excess_diff == pytest.approx((5 - 1) / 24 - (21 - 2) / 24)
+    assert comp.excess_ci_high is not None and comp.excess_ci_high < 0
+    assert comp.excess_p_value is not None and comp.excess_p_value <= 0.01
+    assert comp.excess_verdict == "contaminated by test"
+    # the PCR numbers are those the permutation and bootstrap gave before the excess was added
+    from contamscope.detectors.cap import permutation_p
+
+    p = permutation_p(dev, test, comp.pcr_diff, alpha=0.01, scale="tanh", n_perm=2000, seed=0)
+    assert comp.p_value == p
+    d = comp.to_dict()
+    assert d["excess_verdict"] == "contaminated by test" and d["excess_p_adjusted"] is None
+
+
+def test_excess_comparison_level_blank_splits_and_family() -> None:
+    from contamscope.detectors.cap import adjust_for_family
+
+    rng = np.random.default_rng(2)
+    named = 0
+    for k in range(200):  # both splits alike: H0 holds
+        ref = tuple(((rng.random(20) < p) * 1.0).tolist() for p in (0.6, 0.5))
+        other = tuple(((rng.random(20) < p) * 1.0).tolist() for p in (0.6, 0.5))
+        comp = compare_splits(
+            "train", "test", ref, other, split_score(*ref), split_score(*other), n_boot=300, seed=k
+        )
+        named += comp.excess_verdict != "no evidence"
+    assert named / 200 <= 0.08
+    blank = ([0.0] * 10, [0.0] * 10)
+    some = ([1.0] * 5 + [0.0] * 5, [1.0] * 8 + [0.0] * 2)
+    one = compare_splits("train", "test", some, blank, split_score(*some), split_score(*blank))
+    assert one.excess_verdict == "inconclusive"  # M = C = 0: no answer to judge
+    # two comparisons of one reference: Holm over the excess p-values too
+    dev = ([1.0] * 5 + [0.0] * 19, [1.0] * 1 + [0.0] * 23)
+    test = ([1.0] * 21 + [0.0] * 3, [0.0] * 22 + [1.0] * 2)
+    sc = {k: split_score(*v) for k, v in (("dev", dev), ("test", test))}
+    comps = [
+        compare_splits("dev", "test", dev, test, sc["dev"], sc["test"], n_boot=500),
+        compare_splits("dev", "val", dev, dev, sc["dev"], sc["dev"], n_boot=500, seed=1),
+    ]
+    fam = adjust_for_family(comps, n_boot=500)
+    raw = [c.excess_p_value for c in comps]
+    assert [c.excess_p_adjusted for c in fam] == pytest.approx(holm(raw))
+    assert fam[0].excess_verdict == "contaminated by test"
+    assert fam[1].excess_verdict == "no evidence"

@@ -426,6 +426,16 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
                 f"-> {c['verdict']}",
                 highlight=False,
             )
+            if c.get("excess_diff") is not None:
+                adj = c.get("excess_p_adjusted")
+                console.print(
+                    f"  (M-C)_{c['reference']} - (M-C)_{c['other']} = {_fmt(c['excess_diff'])}  "
+                    f"95% CI [{_fmt(c['excess_ci_low'])}, {_fmt(c['excess_ci_high'])}]  "
+                    f"p = {_fmt(c['excess_p_value'], 3)}"
+                    + ("" if adj is None else f" (Holm-adjusted {_fmt(adj, 3)})")
+                    + f"  (beyond the paper: no tanh ceiling) -> {c['excess_verdict']}",
+                    highlight=False,
+                )
     for s, cnt in summary["counts"].items():
         notes = []
         if cnt["excluded"]:
@@ -453,3 +463,15 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
     console.print(
         styled("bold", f"verdict: {v['label']}", f"  ({v['reasoning']})"), highlight=False
     )
+    other = [
+        c
+        for c in summary["statistics"]["generate"]["comparisons"]
+        if c.get("excess_verdict") not in (None, c["verdict"])
+    ]
+    for c in other:
+        console.print(
+            f"note: M - C reads {c['reference']} vs {c['other']} otherwise: {c['excess_verdict']} "
+            f"(p = {_fmt(c.get('excess_p_adjusted') or c['excess_p_value'], 3)}; beyond the "
+            "paper, no tanh ceiling); the verdict above is the paper's PCR",
+            highlight=False,
+        )

@@ -5,7 +5,8 @@ original inputs and C the consistency of its predictions between the original an
 consistency-preserving modified inputs. Training on a split raises M more than C, so
 ``PCR_train - PCR_test`` > 0 points at fine-tuning on the training split, < 0 at contamination by
 the test split (paper, section 3.3). Beyond the paper: a bootstrap 95% CI of the difference, so
-"close to zero" has a stated meaning.
+"close to zero" has a stated meaning, a split-label permutation test, and the same contrast on
+M - C (``excess_*``), which tanh's ceiling cannot hide (docs/cap.md).
 
 >>> round(pcr(0.2304, 0.727), 4)   # FinMA-Full-7B, FinQA train (paper, Table 7)
 0.3151
@@ -36,6 +37,7 @@ __all__ = [
     "split_score",
     "Comparison",
     "compare_splits",
+    "excess_verdict",
     "holm",
     "adjust_for_family",
     "verdict",
@@ -279,22 +281,82 @@ class Comparison:
     PCR)."""
     reasoning: str
     """One sentence saying why."""
+    excess_diff: float | None = None
+    """Beyond the paper: (M - C)_reference - (M - C)_other, PCR's comparison of M with C on a
+    linear scale, which does not saturate as tanh does once M is a few times C."""
+    excess_ci_low: float | None = None
+    """Its expanded percentile interval over the same resamples (2.5% side)."""
+    excess_ci_high: float | None = None
+    """97.5% side."""
+    excess_p_value: float | None = None
+    """Its split-label permutation test's two-sided p (the same relabellings, the same H0)."""
+    excess_p_adjusted: float | None = None
+    """Holm-adjusted over the run's comparisons when there are two or more; else None."""
+    excess_verdict: str | None = None
+    """The verdict the excess reads (CI excluding 0 and p at :data:`VERDICT_LEVEL`): ``fine-tuned
+    on <reference>``, ``contaminated by <other>``, ``no evidence`` or ``inconclusive``."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in asdict(self).items()}
 
 
+def excess_verdict(
+    reference: str, other: str, diff: float, low: float, high: float, p: float
+) -> str:
+    """The verdict of the excess comparison (M - C per split): a split is named when the
+    interval excludes 0 and ``p`` is at most :data:`VERDICT_LEVEL`.
+
+    >>> excess_verdict("train", "test", -0.6, -0.9, -0.3, 0.002)
+    'contaminated by test'
+    """
+    if not all(math.isfinite(x) for x in (diff, low, high, p)):
+        return "inconclusive"
+    if p <= VERDICT_LEVEL and low > 0:
+        return f"fine-tuned on {reference}"
+    if p <= VERDICT_LEVEL and high < 0:
+        return f"contaminated by {other}"
+    return "no evidence"
+
+
+def _boot_means(
+    rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_boot: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """M and C of ``n_boot`` resamples of the items (with replacement)."""
+    idx = rng.integers(0, len(m), size=(n_boot, len(m)))
+    return m[idx].mean(axis=1), c[idx].mean(axis=1)
+
+
+def _pcr_of(mm: np.ndarray, cc: np.ndarray, alpha: float, scale: Scale) -> np.ndarray:
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # alpha 0, C 0: NaN/inf
+        return _scaled((mm + alpha) / (cc + alpha), scale)
+
+
 def _boot_pcr(
     rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_boot: int, alpha: float, scale: Scale
 ) -> np.ndarray:
-    idx = rng.integers(0, len(m), size=(n_boot, len(m)))
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # alpha 0, C 0: NaN/inf
-        ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
-        return _scaled(ratio, scale)
+    return _pcr_of(*_boot_means(rng, m, c, n_boot), alpha, scale)
 
 
 VERDICT_LEVEL = 0.05
 """A verdict names a split only when the permutation p-value is at most this, too."""
+
+
+def _relabel_means(
+    rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_ref: int, n_perm: int
+) -> tuple[np.ndarray, ...]:
+    """M and C of the reference and the other split over ``n_perm`` random relabellings of the
+    pooled items: (M_ref, C_ref, M_other, C_other), one value per relabelling."""
+    out = np.empty((4, n_perm))
+    step = max(1, 2_000_000 // max(1, len(m)))
+    for s in range(0, n_perm, step):
+        b = min(step, n_perm - s)
+        order = np.argsort(rng.random((b, len(m))), axis=1)
+        mp, cp = m[order], c[order]
+        out[0, s : s + b] = mp[:, :n_ref].mean(1)
+        out[1, s : s + b] = cp[:, :n_ref].mean(1)
+        out[2, s : s + b] = mp[:, n_ref:].mean(1)
+        out[3, s : s + b] = cp[:, n_ref:].mean(1)
+    return tuple(out)
 
 
 def _relabel(
@@ -307,17 +369,17 @@ def _relabel(
     scale: Scale,
 ) -> np.ndarray:
     """PCR_reference - PCR_other over ``n_perm`` random relabellings of the pooled items."""
-    out = np.empty(n_perm)
-    step = max(1, 2_000_000 // max(1, len(m)))
-    for s in range(0, n_perm, step):
-        b = min(step, n_perm - s)
-        order = np.argsort(rng.random((b, len(m))), axis=1)
-        mp, cp = m[order], c[order]
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            r = (mp[:, :n_ref].mean(1) + alpha) / (cp[:, :n_ref].mean(1) + alpha)
-            o = (mp[:, n_ref:].mean(1) + alpha) / (cp[:, n_ref:].mean(1) + alpha)
-        out[s : s + b] = _scaled(r, scale) - _scaled(o, scale)
-    return out
+    mr, cr, mo, co = _relabel_means(rng, m, c, n_ref, n_perm)
+    return np.asarray(_pcr_of(mr, cr, alpha, scale) - _pcr_of(mo, co, alpha, scale))
+
+
+def _tail_p(d: np.ndarray, observed: float) -> float:
+    """Two-sided equal-tailed p of ``observed`` among the relabelled differences ``d``."""
+    d = d[np.isfinite(d)]
+    tol = 1e-12 * max(1.0, abs(observed))
+    upper = (1 + np.count_nonzero(d >= observed - tol)) / (1 + len(d))
+    lower = (1 + np.count_nonzero(d <= observed + tol)) / (1 + len(d))
+    return float(min(1.0, 2 * min(upper, lower)))
 
 
 def _scaled(ratio: np.ndarray, scale: Scale) -> np.ndarray:
@@ -356,11 +418,7 @@ def permutation_p(
     m = np.concatenate([np.asarray(ref_items[0], float), np.asarray(other_items[0], float)])
     c = np.concatenate([np.asarray(ref_items[1], float), np.asarray(other_items[1], float)])
     d = _relabel(np.random.default_rng(seed), m, c, len(ref_items[0]), n_perm, alpha, scale)
-    d = d[np.isfinite(d)]
-    tol = 1e-12 * max(1.0, abs(observed))
-    upper = (1 + np.count_nonzero(d >= observed - tol)) / (1 + len(d))
-    lower = (1 + np.count_nonzero(d <= observed + tol)) / (1 + len(d))
-    return float(min(1.0, 2 * min(upper, lower)))
+    return _tail_p(d, observed)
 
 
 def verdict(
@@ -447,36 +505,32 @@ def compare_splits(
     :func:`adjust_for_family` decides them on Holm-adjusted p-values.
     """
     diff = ref_score.pcr - other_score.pcr
-    low = high = p = math.nan
+    ex = (ref_score.m - ref_score.c) - (other_score.m - other_score.c)
+    low = high = p = ex_low = ex_high = ex_p = math.nan
     used = 0
     if ref_score.n and other_score.n:
         rng = np.random.default_rng(seed)
-        a = _boot_pcr(
-            rng,
-            np.asarray(ref_items[0], float),
-            np.asarray(ref_items[1], float),
-            n_boot,
-            alpha,
-            scale,
-        )
-        b = _boot_pcr(
-            rng,
-            np.asarray(other_items[0], float),
-            np.asarray(other_items[1], float),
-            n_boot,
-            alpha,
-            scale,
-        )
-        d = a - b
+        rm, rc = (np.asarray(x, float) for x in ref_items)
+        om, oc = (np.asarray(x, float) for x in other_items)
+        ma, ca = _boot_means(rng, rm, rc, n_boot)
+        mb, cb = _boot_means(rng, om, oc, n_boot)
+        d = _pcr_of(ma, ca, alpha, scale) - _pcr_of(mb, cb, alpha, scale)
         d = d[np.isfinite(d)]
         used = len(d)
+        n = min(len(rm), len(om))  # the smaller split's
+        tail = expanded_tail(n) if n >= 2 else 0.025
+        perm = _relabel_means(
+            np.random.default_rng(seed), np.r_[rm, om], np.r_[rc, oc], len(rm), n_boot
+        )
         if len(d):
-            n = min(len(ref_items[0]), len(other_items[0]))  # the smaller split's
-            tail = expanded_tail(n) if n >= 2 else 0.025
             low, high = (float(x) for x in np.quantile(d, [tail, 1 - tail]))
-            p = permutation_p(
-                ref_items, other_items, diff, alpha=alpha, scale=scale, n_perm=n_boot, seed=seed
+            pr, po = (
+                _pcr_of(perm[0], perm[1], alpha, scale),
+                _pcr_of(perm[2], perm[3], alpha, scale),
             )
+            p = _tail_p(np.asarray(pr - po), diff)
+        ex_low, ex_high = (float(x) for x in np.quantile((ma - ca) - (mb - cb), [tail, 1 - tail]))
+        ex_p = _tail_p((perm[0] - perm[1]) - (perm[2] - perm[3]), ex)
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
@@ -493,8 +547,10 @@ def compare_splits(
         else None
     )
     return Comparison(
-        reference, other, diff, low, high, p, None, used or n_boot, dd, rd, label, why
-    )
+        reference, other, diff, low, high, p, None, used or n_boot, dd, rd, label, why,
+        ex, ex_low, ex_high, ex_p, None,
+        "inconclusive" if blank else excess_verdict(reference, other, ex, ex_low, ex_high, ex_p),
+    )  # fmt: skip
 
 
 def _dropped(used: int, n_boot: int) -> str:
@@ -513,7 +569,16 @@ def adjust_for_family(
     if len(comparisons) < 2:
         return list(comparisons)
     out = []
-    for c, adj in zip(comparisons, holm([c.p_value for c in comparisons]), strict=True):
+    ex_adjusted = holm([math.nan if c.excess_p_value is None else c.excess_p_value
+                        for c in comparisons])  # fmt: skip
+    for c, adj, ex_adj in zip(
+        comparisons, holm([c.p_value for c in comparisons]), ex_adjusted, strict=True
+    ):
+        if not math.isnan(ex_adj) and c.excess_diff is not None:
+            lo, hi = c.excess_ci_low, c.excess_ci_high
+            c = replace(c, excess_p_adjusted=ex_adj, excess_verdict=excess_verdict(
+                c.reference, c.other, c.excess_diff, math.nan if lo is None else lo,
+                math.nan if hi is None else hi, ex_adj))  # fmt: skip
         if math.isnan(adj):
             out.append(c)
             continue

@@ -67,8 +67,8 @@ def why_unranked(run: RunData) -> str:
     return UNRANKED
 
 
-def _holm(c: dict[str, Any]) -> str:
-    adj = c.get("p_adjusted")
+def _holm(c: dict[str, Any], key: str = "p_adjusted") -> str:
+    adj = c.get(key)
     return "" if adj is None else f" (Holm {fmt_p(adj)})"
 
 
@@ -238,7 +238,9 @@ def _verdict_section(
         "difference is 0. CI below 0: the compared split looks trained on (contamination); CI "
         "above 0: the model was fine-tuned on the reference split. The verdict uses the "
         "generated answers; the log-likelihood reader (answer letter with the highest "
-        "log-prob) is shown beside it.</p>"
+        "log-prob) is shown beside it. Beyond the paper, the (M − C) rows compare M with C on a "
+        "linear scale (same resamples, same permutation test): tanh saturates once M is a few "
+        "times C, so both splits' PCR can sit near 1 while M − C still tells them apart.</p>"
     )
     rows = []
     for reader in readers:
@@ -253,6 +255,18 @@ def _verdict_section(
                 f"<td>{_f(c.get('relative_decline_diff'), True)}</td>"
                 f"<td>{esc(c.get('verdict'))}</td></tr>"
             )
+            if c.get("excess_diff") is not None:
+                ex_ci = (c["excess_ci_low"], c["excess_ci_high"])
+                rows.append(
+                    "<tr>"
+                    f"<td>(M − C)_{esc(c['reference'])} − (M − C)_{esc(c['other'])} "
+                    f"({esc(reader)}; beyond the paper)</td>"
+                    f"<td>{_f(c['excess_diff'], True)}</td>"
+                    f"<td>{_ci(ex_ci if ex_ci[0] is not None else None, True)}</td>"
+                    f"<td>0</td><td>{fmt_p(c.get('excess_p_value'))}"
+                    f"{_holm(c, 'excess_p_adjusted')}</td>"
+                    f"<td></td><td></td><td>{esc(c.get('excess_verdict'))}</td></tr>"
+                )
     comp = (
         '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI (bootstrap)</th>'
         "<th>expected under H0</th><th>p-value (two-sided)</th><th>baseline Δ diff</th>"

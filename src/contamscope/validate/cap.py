@@ -200,6 +200,13 @@ class CapValidation(ValidationMethod):
                 "p_value": comp["p_value"],
                 "verdict": comp["verdict"],
                 "names_trained_split": comp["verdict"] == self.expected_verdict,
+                "excess": {  # beyond the paper: M - C per split, no tanh ceiling
+                    "diff": comp.get("excess_diff"),
+                    "ci": [comp.get("excess_ci_low"), comp.get("excess_ci_high")],
+                    "p_value": comp.get("excess_p_value"),
+                    "verdict": comp.get("excess_verdict"),
+                    "names_trained_split": comp.get("excess_verdict") == self.expected_verdict,
+                },
             }
         gen = readers["generate"]
         return {
