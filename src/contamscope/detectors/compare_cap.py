@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from contamscope.detectors.cap import Scale, _scaled
+from contamscope.detectors.cap import Scale, _pcr_of
 from contamscope.detectors.stats import expanded_tail
 
 __all__ = ["PCR_NULL", "SWAP_DRAWS", "SWAP_EXACT", "compare_leans", "lean_difference"]
@@ -61,8 +61,7 @@ _CHUNK = 2_000_000
 
 
 def _pcr(m: NDArray[Any], c: NDArray[Any], alpha: float, scale: Scale) -> NDArray[Any]:
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # alpha 0, C 0
-        return np.asarray(_scaled((m + alpha) / (c + alpha), scale), dtype=np.float64)
+    return np.asarray(_pcr_of(m, c, alpha, scale), dtype=np.float64)
 
 
 def _d(means: NDArray[Any], stat: str, alpha: float, scale: Scale) -> NDArray[Any]:
