@@ -55,7 +55,8 @@ def command(
 
     Two membership runs: does B tell the benchmark from the reference items better?
 
-    Two CAP runs: does B's PCR rise further from the reference split to a tested split?"""
+    Two CAP runs: does B's performance outrun its consistency more on a tested split than A's,
+    relative to the reference split?"""
     _compare(run_a, run_b, out, as_json, alpha)
 
 

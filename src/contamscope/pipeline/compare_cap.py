@@ -2,12 +2,12 @@
 
 Reads the two run folders only (no model, no score cache). The items both runs analysed from the
 same texts (the same original and the same modified input) are paired; per model and split,
-CAP's PCR relates performance on the original inputs to the consistency of the answers between
-original and modified inputs, and
-:func:`~contamscope.detectors.compare_cap.compare_leans` tests whether one model's PCR rises
+performance on the original inputs (M) against the consistency of the answers between original
+and modified inputs (C) says how exposed the model is, and
+:func:`~contamscope.detectors.compare_cap.compare_leans` tests whether one model's M - C rises
 further from the reference split (``train``) to a tested split (``test``) than the other's: the
 difference in differences, per reader (greedy generation; for multiple choice also the
-log-likelihood choice) and tested split.
+log-likelihood choice) and tested split; the same on CAP's PCR is reported beside it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _config(run: RunData) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-def _hint(b: RunData, ca: CapConfig, cb: CapConfig, keys: list[str]) -> str:
+def _hint(b: RunData, ca: CapConfig, keys: list[str]) -> str:
     flags = []
     for k in keys:
         v = getattr(ca, k)
@@ -76,7 +76,7 @@ def _check_alike(a: RunData, b: RunData) -> tuple[CapConfig, str, list[str]]:
         shown = ", ".join(f"{k} {getattr(ca, k)} vs {getattr(cb, k)}" for k in keys)
         raise ConfigError(
             f"{a.path} and {b.path} were analysed differently ({shown}): bring one to the "
-            f"other's with {_hint(b, ca, cb, keys)} (nothing is generated)"
+            f"other's with {_hint(b, ca, keys)} (nothing is generated)"
         )
     sa, sb = list(a.summary.get("splits") or []), list(b.summary.get("splits") or [])
     if not sa or not sb or sa[0] != sb[0]:
@@ -254,11 +254,11 @@ def lean_verdict(
 
     p = stats["p_value"]
     if p is None:
-        return {"label": "nothing to compare", "text": "no defined PCR difference", "p_value": None}
+        return {"label": "nothing to compare", "text": "no defined difference", "p_value": None}
     m = len(stats["tested"])
     reader, split = stats["smallest"].split("/", 1)
     where = (
-        f"p = {p:.3g}, {READER_NAMES[reader]} on {split}; smallest of {m} paired test"
+        f"p = {p:.3g}, M - C lean, {READER_NAMES[reader]} on {split}; smallest of {m} paired test"
         f"{'s' if m > 1 else ''} x {m}"
     )
     return paired_verdict(

@@ -1,6 +1,7 @@
 """The comparison of two CAP runs (``contamscope compare`` on ``cap`` runs) as table rows,
-Markdown and a self-contained HTML page: the paired tests of the difference in PCR leans, both
-models' M, C and PCR per split, and an item table."""
+Markdown and a self-contained HTML page: the paired tests of the difference in leans toward the
+tested split (M - C, tested; PCR, reported), both models' M, C and PCR per split, and an item
+table."""
 
 from __future__ import annotations
 
