@@ -187,7 +187,14 @@ def test_cap_validation_end_to_end_and_reuse(
             assert math.isclose(got["m"], m) and math.isclose(got["c"], c)
             assert math.isclose(got["pcr"], pcr(m, c))
         assert res["verdict"] == res["readers"]["generate"]["verdict"]
+        # beyond the paper: the same comparison on M - C, from the same split numbers
+        for r in res["readers"].values():
+            sp, ex = r["splits"], r["excess"]
+            want = (sp["dev"]["m"] - sp["dev"]["c"]) - (sp["test"]["m"] - sp["test"]["c"])
+            assert math.isclose(ex["diff"], want, abs_tol=1e-12)
+            assert ex["names_trained_split"] == (ex["verdict"] == "contaminated by test")
     assert "names trained split" in first.stdout
+    assert "M-C verdict" in first.stdout
     # the copy was trained on the test items' answer letters: their log-likelihood accuracy rose
     ll0 = summary["results"][0]["readers"]["loglik"]["splits"]["test"]["m"]
     ll1 = summary["results"][1]["readers"]["loglik"]["splits"]["test"]["m"]

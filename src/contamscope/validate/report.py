@@ -75,15 +75,20 @@ def _cap_table(summary: dict[str, Any]) -> Table:
     a, b = summary["config"]["splits"]
     head = ["epochs", "reader", f"M {a}", f"C {a}", f"PCR {a}", f"M {b}", f"C {b}", f"PCR {b}"]
     head += [f"PCR {a} - PCR {b} [95% CI]", "p", "verdict", "names trained split"]
+    head += [f"M-C {a} - M-C {b} [95% CI] (beyond the paper)", "p", "M-C verdict"]
     out = []
     for res in summary["results"]:
         for reader, r in res["readers"].items():
             sp = r["splits"]
+            ex = r.get("excess") or {}  # absent in summaries written before it
+            ex_ci = ex.get("ci") or [None, None]
             out.append(
                 [str(res["epochs"]), reader]
                 + [_fmt(sp[s][k]) for s in (a, b) for k in ("m", "c", "pcr")]
                 + [_fmt(r["pcr_diff"]) + _ci(r["ci"] if r["ci"][0] is not None else None)]
                 + [_fmt(r["p_value"]), r["verdict"], "yes" if r["names_trained_split"] else "no"]
+                + [_fmt(ex.get("diff")) + _ci(ex_ci if ex_ci[0] is not None else None)]
+                + [_fmt(ex.get("p_value")), str(ex.get("verdict") or "-")]
             )
     title = (
         f"CAP verdict vs training epochs (trained on {summary['split']['trained_split']}; "
