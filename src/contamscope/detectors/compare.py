@@ -45,6 +45,7 @@ __all__ = [
     "newcombe_interval",
     "paired_auc_difference",
     "paired_difference",
+    "random_bits",
     "sign_flip_test",
 ]
 
@@ -146,6 +147,12 @@ def newcombe_interval(
     return max(-1.0, d - lower), min(1.0, d + upper)
 
 
+def random_bits(rng: np.random.Generator, rows: int, k: int) -> NDArray[np.float64]:
+    """``rows`` x ``k`` fair random 0/1 values (as floats), one byte drawn per 8 of them."""
+    raw = rng.integers(0, 256, size=(rows, (k + 7) // 8), dtype=np.uint8)
+    return np.unpackbits(raw, axis=1, count=k).astype(np.float64)
+
+
 def sign_flip_test(diffs: Sequence[float] | NDArray[Any], seed: int = 0) -> dict[str, Any]:
     """Sign-flip randomization test of the sum of paired differences (B - A).
 
@@ -184,9 +191,7 @@ def sign_flip_test(diffs: Sequence[float] | NDArray[Any], seed: int = 0) -> dict
         for start in range(0, SIGN_FLIP_DRAWS, chunk):
             b = min(chunk, SIGN_FLIP_DRAWS - start)
             # random bits, one per difference: sum of (2 bit - 1) d = 2 (bits @ d) - sum(d)
-            raw = rng.integers(0, 256, size=(b, (d.size + 7) // 8), dtype=np.uint8)
-            bits = np.unpackbits(raw, axis=1, count=d.size).astype(np.float64)
-            sums = 2.0 * (bits @ d) - total
+            sums = 2.0 * (random_bits(rng, b, d.size) @ d) - total
             hits_ge += int(np.count_nonzero(sums >= observed - tol))
             hits_le += int(np.count_nonzero(sums <= observed + tol))
         ge = (hits_ge + 1) / (SIGN_FLIP_DRAWS + 1)

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from contamscope.detectors.cap import Scale, _pcr_of
+from contamscope.detectors.cap import Scale, _clean, _pcr_of
+from contamscope.detectors.compare import _bonferroni, random_bits
 from contamscope.detectors.stats import expanded_tail
 
 __all__ = ["PCR_NULL", "SWAP_DRAWS", "SWAP_EXACT", "compare_leans", "lean_difference"]
@@ -60,17 +61,13 @@ _CHUNK = 2_000_000
 """Elements per block of the resampling arrays (bounded memory)."""
 
 
-def _pcr(m: NDArray[Any], c: NDArray[Any], alpha: float, scale: Scale) -> NDArray[Any]:
-    return np.asarray(_pcr_of(m, c, alpha, scale), dtype=np.float64)
-
-
 def _d(means: NDArray[Any], stat: str, alpha: float, scale: Scale) -> NDArray[Any]:
     """D from the 8 means per row: reference (m_a, c_a, m_b, c_b), then other (the same);
     ``stat`` "excess" (on M - C) or "pcr" (on PCR)."""
     if stat == "excess":
         e = [means[..., 2 * k] - means[..., 2 * k + 1] for k in range(4)]
     else:
-        e = [_pcr(means[..., 2 * k], means[..., 2 * k + 1], alpha, scale) for k in range(4)]
+        e = [_pcr_of(means[..., 2 * k], means[..., 2 * k + 1], alpha, scale) for k in range(4)]
     a_r, b_r, a_o, b_o = e
     return np.asarray((b_o - b_r) - (a_o - a_r), dtype=np.float64)
 
@@ -80,11 +77,6 @@ def _arrays(split: Readings, name: str) -> NDArray[np.float64]:
     if arr.ndim != 2 or arr.shape[0] != 4 or arr.shape[1] == 0:
         raise ValueError(f"{name}: four paired sequences (A's M, C; B's M, C), at least one item")
     return arr
-
-
-def _bits(rng: np.random.Generator, rows: int, k: int) -> NDArray[np.float64]:
-    raw = rng.integers(0, 256, size=(rows, (k + 7) // 8), dtype=np.uint8)
-    return np.unpackbits(raw, axis=1, count=k).astype(np.float64)
 
 
 def _swap_test(
@@ -117,7 +109,7 @@ def _swap_test(
             rows = np.arange(start, min(start + step, 2**k))
             masks = ((rows[:, None] >> np.arange(k)[None, :]) & 1).astype(np.float64)
         else:
-            masks = _bits(rng, min(step, SWAP_DRAWS - start), k)
+            masks = random_bits(rng, min(step, SWAP_DRAWS - start), k)
         moved = base + masks @ shift
         for stat, obs in observed.items():
             tol = 1e-9 * max(1.0, abs(obs))
@@ -164,12 +156,12 @@ STATISTICS = ("excess", "pcr")
 
 def _levels(arr: NDArray[np.float64], who: int, alpha: float, scale: Scale) -> dict[str, float]:
     m, c = float(arr[2 * who].mean()), float(arr[2 * who + 1].mean())
-    p = float(_pcr(np.array(m), np.array(c), alpha, scale))
-    return {"m": m, "c": c, "excess": m - c, "pcr": p if math.isfinite(p) else math.nan}
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+    return {
+        "m": m,
+        "c": c,
+        "excess": m - c,
+        "pcr": float(_pcr_of(np.array(m), np.array(c), alpha, scale)),
+    }
 
 
 def lean_difference(
@@ -203,9 +195,9 @@ def lean_difference(
     for k, who in enumerate(("a", "b")):
         lv = {"reference": _levels(r, k, alpha, scale), "other": _levels(o, k, alpha, scale)}
         out[who] = {
-            **{part: {x: _finite(v) for x, v in lv[part].items()} for part in lv},
+            **{part: {x: _clean(v) for x, v in lv[part].items()} for part in lv},
             **{
-                f"lean_{stat}": _finite(lv["other"][stat] - lv["reference"][stat])
+                f"lean_{stat}": _clean(lv["other"][stat] - lv["reference"][stat])
                 for stat in STATISTICS
             },
         }
@@ -250,8 +242,6 @@ def compare_leans(
     statistic times the number of tests (Bonferroni), ``direction`` the model its test points
     to when that p is at most ``alpha`` ("none" otherwise). ``pcr_alpha`` is CAP's smoothing
     constant."""
-    from contamscope.detectors.compare import _bonferroni
-
     out: dict[str, Any] = {"alpha": alpha, "null_hypothesis": PCR_NULL, "metrics": list(tests)}
     for k, (key, (ref, other)) in enumerate(tests.items()):
         out[key] = lean_difference(

@@ -58,9 +58,14 @@ def _scored(run: RunData) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _setting(run: RunData, key: str) -> Any:
+def run_config(run: RunData) -> dict[str, Any]:
+    """A run's configuration: summary.json's ``config``, else settings.json's ({} if none)."""
     config = run.summary.get("config") or run.settings.get("config") or {}
-    return config.get(key) if isinstance(config, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+def _setting(run: RunData, key: str) -> Any:
+    return run_config(run).get(key)
 
 
 def _template_name(template: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from ..detectors.compare import GAP_NULL, compare_gaps
 from ..errors import ConfigError
 from ..report.rundata import RunData
+from .compare import run_config
 
 __all__ = ["GAP_METRICS", "compare_benbench"]
 
@@ -38,14 +39,9 @@ LISTED = 20
 """Item ids kept per list (all are counted)."""
 
 
-def _config(run: RunData) -> dict[str, Any]:
-    config = run.summary.get("config") or run.settings.get("config") or {}
-    return config if isinstance(config, dict) else {}
-
-
 def _check_alike(a: RunData, b: RunData) -> list[str]:
     """Refuse runs whose numbers do not compare; return the splits both ran."""
-    ca, cb = _config(a), _config(b)
+    ca, cb = run_config(a), run_config(b)
     other = [k for k in ALIKE if ca.get(k) != cb.get(k)]
     if other:
         shown = ", ".join(f"{k} {ca.get(k)!r} vs {cb.get(k)!r}" for k in other)
@@ -187,7 +183,7 @@ def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str
         "a": side_a,
         "b": side_b,
         "benchmark": a.benchmark,
-        "config": {k: _config(a).get(k) for k in (*ALIKE, *THRESHOLDS)},
+        "config": {k: run_config(a).get(k) for k in (*ALIKE, *THRESHOLDS)},
         "tested_on": main or "all paired items",
         "counts": {
             "paired": len(pairs),

@@ -18,6 +18,7 @@ from ..detectors.compare_cap import PCR_NULL, Readings, compare_leans
 from ..errors import ConfigError
 from ..report.rundata import RunData
 from .cap import CAP_ANALYSIS, READERS, CapConfig, analysis_config, item_readings
+from .compare import run_config
 
 __all__ = ["compare_cap"]
 
@@ -30,11 +31,6 @@ _FLAG = {"alpha": "--pcr-alpha", "scale": "--scale", "mcq_metric": "--mcq-metric
 READER_NAMES = {"generate": "generation", "loglik": "log-likelihood choice"}
 LISTED = 20
 """Item ids kept per list (all are counted)."""
-
-
-def _config(run: RunData) -> dict[str, Any]:
-    config = run.summary.get("config") or run.settings.get("config") or {}
-    return config if isinstance(config, dict) else {}
 
 
 def _hint(b: RunData, ca: CapConfig, keys: list[str]) -> str:
@@ -51,7 +47,7 @@ def _hint(b: RunData, ca: CapConfig, keys: list[str]) -> str:
 def _check_alike(a: RunData, b: RunData) -> tuple[CapConfig, str, list[str]]:
     """Refuse runs whose numbers do not compare; return the analysis, the reference split and
     the other splits both ran."""
-    ga, gb = _config(a), _config(b)
+    ga, gb = run_config(a), run_config(b)
     other = [k for k in ALIKE if ga.get(k) != gb.get(k)]
     if other:
         shown = ", ".join(f"{k} {_short(ga.get(k))} vs {_short(gb.get(k))}" for k in other)

@@ -12,7 +12,7 @@ from ..pipeline.compare_benbench import GAP_METRICS
 from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
-__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows"]
+__all__ = ["HEADER", "compare_html", "markdown", "note_lines", "num_text", "rows"]
 
 HEADER = ["gap (higher: more familiar with the original)", "items", "A", "B", "B - A", "95% CI"]
 HEADER += ["p (two-sided)", "test"]
@@ -25,7 +25,8 @@ SHORT = {
 }
 
 
-def _num(x: float | None, signed: bool = False) -> str:
+def num_text(x: float | None, signed: bool = False) -> str:
+    """A number to 3 decimals ("-" for None), signed when asked; -0.000 shown as 0.000."""
     if x is None:
         return "-"
     x = round(x, 9) + 0.0  # a sum's rounding error, and -0.0, shown as 0.000
@@ -39,14 +40,14 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
         r = stats.get(k)
         if r is None:
             continue
-        ci = f"[{_num(r['ci'][0], True)}, {_num(r['ci'][1], True)}]" if r["ci"] else "-"
+        ci = f"[{num_text(r['ci'][0], True)}, {num_text(r['ci'][1], True)}]" if r["ci"] else "-"
         out.append(
             [
                 GAP_METRICS[k],
                 str(r["n_items"]),
-                _num(r["a"]),
-                _num(r["b"]),
-                _num(r["difference"], True),
+                num_text(r["a"]),
+                num_text(r["b"]),
+                num_text(r["difference"], True),
                 ci,
                 p_text(r["two_sided"]),
                 r["method"],

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..detectors.verdict import p_text
 from ..pipeline.compare_cap import READER_NAMES
+from .compare_benbench import num_text
 from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
@@ -16,13 +17,6 @@ __all__ = ["HEADER", "compare_html", "markdown", "note_lines", "rows"]
 
 HEADER = ["lean toward the tested split", "items", "A", "B", "B - A", "95% CI"]
 HEADER += ["p (two-sided)", "test"]
-
-
-def _num(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "-"
-    x = round(x, 9) + 0.0  # -0.0 shown as 0.000
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
 def rows(stats: dict[str, Any]) -> list[list[str]]:
@@ -38,14 +32,18 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
             ("pcr", f"PCR_{split} - PCR_{ref}, {READER_NAMES[reader]} (not in the verdict)"),
         ):
             t = r[stat]
-            ci = f"[{_num(t['ci'][0], True)}, {_num(t['ci'][1], True)}]" if t.get("ci") else "-"
+            ci = (
+                f"[{num_text(t['ci'][0], True)}, {num_text(t['ci'][1], True)}]"
+                if t.get("ci")
+                else "-"
+            )
             out.append(
                 [
                     name,
                     f"{r['n_reference']} + {r['n_other']}",
-                    _num(r["a"][f"lean_{stat}"], True),
-                    _num(r["b"][f"lean_{stat}"], True),
-                    _num(t["difference"], True),
+                    num_text(r["a"][f"lean_{stat}"], True),
+                    num_text(r["b"][f"lean_{stat}"], True),
+                    num_text(t["difference"], True),
                     ci,
                     p_text(t["two_sided"]) if t["two_sided"] is not None else "-",
                     t["method"],
@@ -57,7 +55,7 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
 def _levels(r: dict[str, Any], who: str) -> str:
     s = r[who]
     return " / ".join(
-        f"M {_num(s[part]['m'])} C {_num(s[part]['c'])} PCR {_num(s[part]['pcr'])}"
+        f"M {num_text(s[part]['m'])} C {num_text(s[part]['c'])} PCR {num_text(s[part]['pcr'])}"
         for part in ("reference", "other")
     )
 
