@@ -103,7 +103,8 @@ def main() -> int:
     ap.add_argument(
         "--variants",
         default="",
-        help="BUDGET:TREE_NODES[:PAD[:PLAN_WORKERS]],... (default: as loaded)",
+        help="BUDGET:TREE_NODES[:PAD[:PLAN_WORKERS[:PLAN_CHUNK_TOKENS]]],... (default: as "
+        "loaded; planning chunks of 2 x BUDGET on a GPU)",
     )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kernels", action="store_true", help="top kernels by device time")
@@ -128,7 +129,8 @@ def main() -> int:
     print(
         f"{params / 1e6:.0f}M parameters, {backend.dtype}, {backend.device}, "
         f"matmul peak {peak / 1e12:.2f} TFLOP/s, threads {torch.get_num_threads()}; "
-        f"loaded in {time.perf_counter() - t0:.1f}s; fused kernels: {', '.join(backend.fused) or 'none'}"
+        f"loaded in {time.perf_counter() - t0:.1f}s; fused kernels: {', '.join(backend.fused) or 'none'}; "
+        f"attention {backend.model.config._attn_implementation}, engine {backend.engine}"
     )
     mmlu = load_benchmark(str(args.benchdata / "mmlu" / "test")).items
     if args.subjects:
@@ -146,7 +148,9 @@ def main() -> int:
             backend.pad_tolerance = variant[2]
         if len(variant) > 3:
             backend.plan_workers = int(variant[3])
-        if backend.plan_chunk_tokens:
+        if len(variant) > 4:
+            backend.plan_chunk_tokens = int(variant[4])
+        elif backend.plan_chunk_tokens:
             backend.plan_chunk_tokens = 2 * backend.score_batch_tokens
 
     for variant in variants:
@@ -172,7 +176,7 @@ def main() -> int:
         rest = synced - sum(totals.values())
         print(
             f"budget {budget:6d} nodes {nodes:4d}{'x1-4' if getattr(backend, 'key_cost', 0) else ''} pad {backend.pad_tolerance:g} planning "
-            f"processes {backend.plan_workers}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
+            f"processes {backend.plan_workers} chunks {backend.plan_chunk_tokens}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
             f" efficiency {100 * eff:.1f}% (peak {peak / 1e9:.0f} GFLOP/s around it), beyond bound {100 * over:.0f}% | synchronised "
             f"{synced:.3f}s: {parts}, other {rest:.3f}s",
             flush=True,

@@ -278,7 +278,8 @@ def main() -> int:
         f"threads {torch.get_num_threads()}, scoring passes of at most {backend.score_batch_tokens} tokens, "
         f"subtrees of at most {backend.max_tree_nodes} tokens"
         + (" (or 2x, 4x where that costs less)" if getattr(backend, "key_cost", 0) else "")
-        + f"; fused kernels: {', '.join(backend.fused) or 'none'}"
+        + f"; fused kernels: {', '.join(backend.fused) or 'none'}; "
+        f"attention {backend.model.config._attn_implementation}, engine {backend.engine}"
     )
     print(
         f"measured dense matmul peak: {peak / 1e9:.1f} GFLOP/s (each sample's efficiency is "
