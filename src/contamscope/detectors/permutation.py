@@ -222,18 +222,17 @@ class Algorithm2:
         """IsolationForest ``decision_function`` of every value (index-aligned with ``logprobs``).
 
         For ``N <= 256`` (every tree sees all values) the scores depend only on the multiset of
-        values, not on their positions; above that sklearn subsamples 256 rows per tree.
+        values, not on their positions; above that sklearn subsamples 256 rows per tree. There,
+        with ``contamination="auto"``, they are computed by :mod:`.iforest` (scikit-learn's own
+        trees without the estimator's overhead: the same numbers, about 20x faster), where it
+        passes its check against the estimator.
         """
-        from sklearn.ensemble import IsolationForest  # (1.4 s to import: only when used)
+        from . import iforest
 
-        x = _as_logprobs(logprobs).reshape(-1, 1)
-        forest = IsolationForest(
-            n_estimators=self.n_estimators,
-            contamination=self.contamination,
-            random_state=self.random_state,
-        )
-        forest.fit(x)
-        return np.asarray(forest.decision_function(x), dtype=np.float64)
+        lp = _as_logprobs(logprobs)
+        if self.contamination == "auto" and lp.size <= iforest.MAX_VALUES and iforest.available():
+            return iforest.isolation_scores(lp, self.n_estimators, self.random_state)
+        return iforest.sklearn_scores(lp, self.n_estimators, self.random_state, self.contamination)
 
     def score(self, logprobs: Sequence[float] | NDArray[Any], n_options: int) -> Alg2Result:
         """Run Algorithm 2 on one item's log-probs (original order at index 0)."""
