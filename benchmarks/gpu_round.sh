@@ -6,7 +6,8 @@
 # TOKENIZER_DIR: a saved tokenizer (the SmolLM2 one: the random-weight 1B model uses its
 # vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
 # checkout's src/ to time side by side (the baseline, stage old); STAGES: a comma list of tests,
-# eager (fused kernels off), profile (the defaults: fused), speed, accuracy, old, alloc (default:
+# eager (fused kernels off), profile (the defaults: fused), speed, accuracy, pipeline (the
+# permutation pipeline against the engine, pipeline_gap.py), old, alloc (default:
 # tests,eager,profile,speed), each its own process, in the order given. Logs go to $OUT (or
 # ./gpu_round_out), with TRACE=1 a trace of the profiled call. EXTRA_PATH: a folder of packages
 # the machine lacks (added to PYTHONPATH).
@@ -41,6 +42,11 @@ run_profile() {
     PYTHONPATH=src$X timeout 200 $PY benchmarks/engine_profile.py $model --items 400 --repeats 2 \
         --variants "$variants" --sync-sites --kernels ${TRACE:+--trace "$OUT/trace.json.gz"} \
         2>&1 | tee "$OUT/profile.log"
+}
+run_pipeline() {
+    echo "== pipeline_gap: the permutation pipeline against the engine, same model and items"
+    CONTAMSCOPE_CACHE_DIR=${CONTAMSCOPE_CACHE_DIR:-/tmp/contamscope-cache} PYTHONPATH=src$X \
+        timeout 200 $PY benchmarks/pipeline_gap.py $model --items 1024 2>&1 | tee "$OUT/pipeline.log"
 }
 run_old() {
     [[ -n "$OLD" ]] || return 0
