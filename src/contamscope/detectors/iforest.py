@@ -94,7 +94,7 @@ def isolation_scores(
     y = _targets(random_state, n)
     max_depth = int(np.ceil(np.log2(max(n, 2))))
     n_classes = np.array([1], dtype=np.intp)
-    depths = np.zeros(n, order="f")
+    depths = np.zeros(n, order="F")
     for seed in _tree_seeds(random_state, n_estimators):
         # ExtraTreeRegressor's defaults: one feature, min_samples_split 2, min_samples_leaf 1,
         # no weights, no monotonic constraints, no impurity threshold
