@@ -29,30 +29,17 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from engine_profile import timed_calls  # noqa: E402
 from permutation_speed import BENCHDATA, add_model_args, engine_backend  # noqa: E402
 
 from contamscope.data import load_benchmark  # noqa: E402
 from contamscope.pipeline import PermutationConfig, run_permutation, select_items  # noqa: E402
 from contamscope.pipeline.permutation import _plan_batch  # noqa: E402
 from contamscope.store import CachedScorer  # noqa: E402
-
-
-def _timed(fn: Callable[[], Any], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
 
 
 def main() -> int:
@@ -89,8 +76,8 @@ def main() -> int:
     backend.score(every)
     for reqs in calls:
         backend.score(reqs)
-    one = _timed(lambda: backend.score(every), backend.device)
-    per_call = _timed(lambda: [backend.score(reqs) for reqs in calls], backend.device)
+    one = timed_calls(lambda: backend.score(every), backend, 1)
+    per_call = timed_calls(lambda: [backend.score(reqs) for reqs in calls], backend, 1)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         outcome = run_permutation(
@@ -98,7 +85,7 @@ def main() -> int:
         )
         whole = time.perf_counter() - t0
     scoring = outcome.summary["timings"]["scoring_seconds"]
-    again = _timed(lambda: backend.score(every), backend.device)
+    again = timed_calls(lambda: backend.score(every), backend, 1)
     n = len(items)
     rows = [
         ("engine, one call", one),
