@@ -9,6 +9,7 @@ from pathlib import Path
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +17,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fixtures wider than one test (models trained and runs made once per module) keep
+    their scores in the session's own cache, not in the user's."""
+    saved = os.environ.get("CONTAMSCOPE_CACHE_DIR")
+    os.environ["CONTAMSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("session-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("CONTAMSCOPE_CACHE_DIR", None)
+    else:
+        os.environ["CONTAMSCOPE_CACHE_DIR"] = saved
 
 
 @pytest.fixture(autouse=True)
