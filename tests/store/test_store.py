@@ -535,3 +535,93 @@ def test_a_folder_in_place_of_the_cache_file_names_a_way_out(tmp_path: Path) -> 
         StoreError, match="is a folder, not a score cache file; move it away, or use --no-cache"
     ):
         ScoreCache(tmp_path / "scores.sqlite")
+
+
+def test_cache_export_and_import_carry_scores_and_names_to_another_cache(tmp_path: Path) -> None:
+    """Scores computed on one machine, exported (one model's or all), imported into another
+    cache: a run there computes none of them again."""
+    from cli_runner import run_cli
+
+    a = ScoreCache(tmp_path / "a" / "scores.sqlite")
+    requests = [ScoreRequest("q", c) for c in "abc"]
+    CachedScorer(CountingBackend(), a).score(requests[:2])
+    CachedScorer(OtherBackend(), a).score(requests)
+    a.put_blobs("counting-v1", "token_stats", [("blob-key", {"ids": [1, 2]})])
+    a.close()
+
+    res = run_cli("cache", "export", "one.sqlite", "--cache-dir", "a", "-m", "hf:./other",
+                  cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "exported 3 scores of 1 model set-up to one.sqlite" in " ".join(res.stdout.split())
+    assert not (tmp_path / "one.sqlite-wal").exists()  # one self-contained file
+    (tmp_path / "share").mkdir()
+    res = run_cli("cache", "export", "share", "--cache-dir", "a", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "exported 5 scores and 1 stored statistic of 2 model set-ups to share/scores.sqlite" in (
+        " ".join(res.stdout.split())
+    )
+    assert [p.name for p in (tmp_path / "share").iterdir()] == ["scores.sqlite"]
+
+    res = run_cli("cache", "import", "one.sqlite", "--cache-dir", "b", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "imported 3 scores of 1 model set-up from one.sqlite" in res.stdout
+    res = run_cli("cache", "import", "share", "--cache-dir", "b", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (
+        "imported 2 scores and 1 stored statistic of 2 model set-ups (3 already there, kept)"
+        in (" ".join(res.stdout.split()))
+    )
+    b = ScoreCache(tmp_path / "b" / "scores.sqlite")
+    assert {(m.spec, m.entries) for m in b.models()} == {("counting", 3), ("hf:./other", 3)}
+    assert b.get_blobs(["blob-key"]) == {"blob-key": {"ids": [1, 2]}}
+    counting, other = CountingBackend(), OtherBackend()
+    a = ScoreCache(tmp_path / "a" / "scores.sqlite")
+    assert CachedScorer(other, b).score(requests) == CachedScorer(OtherBackend(), a).score(requests)
+    CachedScorer(counting, b).score(requests[:2])
+    assert counting.calls == [] and other.calls == []  # nothing computed again
+
+    # what cannot be done says so on one line and changes nothing
+    for args, message in [
+        (["export", "one.sqlite", "--cache-dir", "a"], "one.sqlite: exists; give a new file name"),
+        (["export", "no/x.sqlite", "--cache-dir", "a"], "no: no such folder (nothing written)"),
+        (["export", "x.sqlite", "--cache-dir", "none"], "none/scores.sqlite: no cache yet"),
+        (["import", "missing.sqlite", "--cache-dir", "b"], "missing.sqlite: no such cache file"),
+        (["import", "b", "--cache-dir", "b"], "is this cache itself; nothing to copy"),
+        (["import", "one.sqlite", "-m", "smollm2", "--cache-dir", "b"],
+         "--model smollm2: no such model set-up in one.sqlite (models: hf:./other)"),
+    ]:  # fmt: skip
+        res = run_cli("cache", *args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stdout)
+        assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert (
+        not (tmp_path / "x.sqlite").exists()
+        and ScoreCache(tmp_path / "b" / "scores.sqlite").info().entries == 6
+    )
+
+
+def test_an_unknown_model_lists_at_most_ten_of_the_caches_set_ups(tmp_path: Path) -> None:
+    from cli_runner import run_cli
+
+    cache = ScoreCache(tmp_path / "c" / "scores.sqlite")
+    for i in range(12):
+        cache.put_many(f"hf:./m{i:02d}|float32", [(f"k{i}", ScoreResult(-1.0, 1))])
+    cache.close()
+    res = run_cli("cache", "clear", "-m", "hf:./x", "--cache-dir", "c", cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "(models: hf:./m00, hf:./m01," in res.stderr and "hf:./m10" not in res.stderr
+    assert "hf:./m09, and 2 more: see `contamscope cache info`)" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def module_cache_root() -> Path:
+    from contamscope.paths import cache_root
+
+    return cache_root()
+
+
+def test_fixtures_wider_than_a_test_keep_out_of_the_users_cache(
+    module_cache_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Module fixtures (trained models, runs made once) once wrote their scores into the
+    user's own cache on every `make test`."""
+    assert module_cache_root.is_relative_to(tmp_path_factory.getbasetemp())

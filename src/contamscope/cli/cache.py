@@ -1,4 +1,4 @@
-"""`contamscope cache info|clear|repair`: see and manage the score cache."""
+"""`contamscope cache info|clear|repair|export|import`: see and manage the score cache."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from rich.table import Table
 
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_folder, default_score_db, model_cache_dir
-from ..store import ScoreCache
-from ..store.cache import sqlite_files
+from ..store import ModelSetup, ScoreCache
+from ..store.cache import Copied, sqlite_files
 from ..wording import plural
 from .common import console, err_console, user_errors
 
@@ -168,6 +168,109 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
     )
 
 
+Models = typer.Option(
+    None,
+    "--model",
+    "-m",
+    help="Only this model's entries: its spec as given to the run, or the model column of "
+    "`cache info` (repeat for several; default: every model's).",
+)
+
+
+def _cache_file(path: Path) -> Path:
+    """A cache file given as itself or as the folder that holds it (a --cache-dir)."""
+    return path / "scores.sqlite" if path.is_dir() else path
+
+
+@app.command("export")
+@user_errors
+def export(
+    file: Path = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="The new cache file to write (or a folder to write scores.sqlite in, usable "
+        "as another machine's --cache-dir).",
+    ),
+    cache_dir: Path | None = CacheDir,
+    model: list[str] | None = Models,
+) -> None:
+    """Copy the cached scores (all, or some models') into a new cache file, to take them to
+    another machine or share them: `cache import` adds them to a cache there.
+
+    Scores are keyed by content: they are reused wherever the same model set-up scores the
+    same text (the bundled models, hub ids, served models; a local model folder at the same
+    path with the same files).
+
+    Examples: contamscope cache export llama-scores.sqlite --model hf:meta-llama/Llama-3.2-1B;
+    contamscope cache export /mnt/team/contamscope-cache
+    """
+    import os
+
+    path = cache_path(cache_dir)
+    if not path.exists():
+        raise ConfigError(f"{path}: no cache yet; nothing to export")
+    target = _cache_file(file)
+    if target.exists() or target.is_symlink():
+        raise ConfigError(f"{target}: exists; give a new file name (nothing written)")
+    if not target.parent.is_dir():
+        raise ConfigError(f"{target.parent}: no such folder (nothing written)")
+    source = ScoreCache(path, read_only=True)
+    chosen = None if not model else [m.fingerprint for m in _chosen(source, model)]
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        out = ScoreCache(partial, read_only=False)
+        copied = out.copy_from(source, chosen)
+        out.single_file()
+        out.close()
+        os.replace(partial, target)
+    finally:
+        for p in sqlite_files(partial):
+            p.unlink(missing_ok=True)
+    console.print(
+        f"exported {_copied(copied)} to {target} ({target.stat().st_size / 1e6:.1f} MB); "
+        f"on the other machine: contamscope cache import {target.name}",
+        highlight=False,
+    )
+
+
+@app.command("import")
+@user_errors
+def import_(
+    source: Path = typer.Argument(
+        ...,
+        metavar="SOURCE",
+        help="A cache file (from `cache export`, or another machine's scores.sqlite) or the "
+        "cache folder that holds it.",
+    ),
+    cache_dir: Path | None = CacheDir,
+    model: list[str] | None = Models,
+) -> None:
+    """Add the scores of another cache file to this cache (entries it has already are kept);
+    later runs reuse them instead of computing them.
+
+    Examples: contamscope cache import llama-scores.sqlite;
+    contamscope cache import /mnt/team/contamscope-cache --model smollm2
+    """
+    src_path = _cache_file(source)
+    if not src_path.is_file():
+        raise ConfigError(f"{source}: no such cache file")
+    src = ScoreCache(src_path, read_only=True)
+    chosen = None if not model else [m.fingerprint for m in _chosen(src, model)]
+    path = cache_path(cache_dir)
+    copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
+    console.print(f"imported {_copied(copied)} from {src_path} into {path}", highlight=False)
+
+
+def _copied(c: Copied) -> str:
+    text = f"{plural(c.scores, 'score')}"
+    if c.blobs:
+        text += f" and {plural(c.blobs, 'stored statistic')}"
+    text += f" of {plural(c.setups, 'model set-up')}"
+    if c.present:
+        text += f" ({c.present:,} already there, kept)"
+    return text
+
+
 def _clear_converted(yes: bool) -> None:
     import shutil
 
@@ -187,13 +290,32 @@ def _clear_converted(yes: bool) -> None:
     console.print(f"deleted {what} in {root}")
 
 
+_LISTED = 10
+"""Model names an error lists (a cache can hold hundreds)."""
+
+
+def _chosen(cache: ScoreCache, models: list[str]) -> list[ModelSetup]:
+    """The set-ups of ``cache`` that ``models`` name (a spec as a run gave it, or the model
+    column of `cache info`); a name that matches none is an error naming the known ones."""
+    setups = cache.models()
+    chosen = []
+    for model in models:
+        found = [m for m in setups if model == m.name or model in m.spellings]
+        if not found:
+            names = sorted({m.name for m in setups})
+            known = ", ".join(names[:_LISTED]) or "none"
+            if len(names) > _LISTED:
+                known += f", and {len(names) - _LISTED} more: see `contamscope cache info`"
+            raise ConfigError(
+                f"--model {model}: no such model set-up in {cache.path} (models: {known})"
+            )
+        chosen += [m for m in found if m not in chosen]
+    return chosen
+
+
 def _clear_model(path: Path, model: str, yes: bool) -> None:
     cache = ScoreCache(path)
-    setups = cache.models()
-    chosen = [m for m in setups if model == m.name or model in m.spellings]
-    if not chosen:
-        known = ", ".join(sorted({m.name for m in setups}))
-        raise ConfigError(f"--model {model}: no such model set-up in {path} (models: {known})")
+    chosen = _chosen(cache, [model])
     n_entries = sum(m.entries for m in chosen)
     what = f"{plural(n_entries, 'score')} of {model} (cached)"
     if not yes and not typer.confirm(f"delete {what} from {path}?"):

@@ -40,6 +40,7 @@ from ..paths import make_folder
 __all__ = [
     "ScoreCache",
     "CacheInfo",
+    "Copied",
     "CachedScorer",
     "score_key",
     "blob_key",
@@ -97,6 +98,20 @@ class ModelSetup:
         """The spec, or for a set-up written before specs were recorded, the model identity
         that leads its fingerprint."""
         return self.spec or self.fingerprint.partition("|")[0]
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What :meth:`ScoreCache.copy_from` did."""
+
+    scores: int
+    """Log-prob sums added."""
+    blobs: int
+    """Per-token statistics and generations added."""
+    present: int
+    """Entries of the source that this cache held already (kept as they were)."""
+    setups: int
+    """Model set-ups the copied entries belong to."""
 
 
 _M = TypeVar("_M", bound=Callable[..., Any])
@@ -431,6 +446,61 @@ class ScoreCache:
                 self._db.execute(f"DELETE FROM model_specs{where}", params)
         self._db.execute("VACUUM")
         return int(n)
+
+    @_db_errors
+    def copy_from(self, source: ScoreCache, fingerprints: Sequence[str] | None = None) -> Copied:
+        """Add ``source``'s entries (every model set-up's, or those of ``fingerprints``) and
+        their model names, in one transaction. Keys are content addresses (the same key is
+        the same number), so an entry already here is kept and counted as ``present``."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: the score cache is read-only; nothing copied")
+        if source.path.resolve() == self.path.resolve():
+            raise StoreError(f"{source.path}: is this cache itself; nothing to copy")
+        where = ""
+        params: tuple[str, ...] = ()
+        if fingerprints is not None:
+            where = f" WHERE fingerprint IN ({','.join('?' * len(fingerprints))})"
+            params = tuple(fingerprints)
+            if not params:
+                return Copied(0, 0, 0, 0)
+        added = {"scores": 0, "blobs": 0}
+        total = 0
+        setups: set[str] = set()
+        with self._lock, self._db:
+            for table, columns in (
+                ("scores", "key, fingerprint, logprob, n_tokens, boundary"),
+                ("blobs", "key, fingerprint, kind, value"),
+            ):
+                rows = source._db.execute(f"SELECT {columns} FROM {table}{where}", params)
+                marks = ",".join("?" * (columns.count(",") + 1))
+                insert = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
+                while chunk := rows.fetchmany(10_000):
+                    before = self._db.total_changes
+                    self._db.executemany(insert, chunk)
+                    added[table] += self._db.total_changes - before
+                    total += len(chunk)
+                    setups.update(row[1] for row in chunk)
+            names = source._db.execute(
+                f"SELECT fingerprint, spec, detail, last_used FROM models{where}", params
+            ).fetchall()
+            # a name is copied only where this cache has none: its own last use stays
+            self._db.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", names)
+            try:
+                spellings = source._db.execute(
+                    f"SELECT fingerprint, spec FROM model_specs{where}", params
+                ).fetchall()
+            except sqlite3.OperationalError:  # a read-only cache written before the table
+                spellings = []
+            self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", spellings)
+            setups.update(row[0] for row in names)
+        added_entries = added["scores"] + added["blobs"]
+        return Copied(added["scores"], added["blobs"], total - added_entries, len(setups))
+
+    @_db_errors
+    def single_file(self) -> None:
+        """Leave the file self-contained (no write-ahead log beside it), for copying it
+        elsewhere; a run that opens it turns the log on again."""
+        self._db.execute("PRAGMA journal_mode=DELETE")
 
     def close(self) -> None:
         with self._lock:
