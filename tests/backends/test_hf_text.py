@@ -209,3 +209,37 @@ def test_a_folder_typed_with_a_trailing_slash_is_one_spec(tiny_model_path) -> No
     b = load_backend(f"hf:{tiny_model_path}", device="cpu", dtype="float32")
     assert a.spec == b.spec == f"hf:{tiny_model_path}"
     assert a.fingerprint() == b.fingerprint()
+
+
+def test_a_generation_cut_inside_a_character_drops_its_incomplete_bytes(
+    tiny_backend, monkeypatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """SmolLM2's tokenizer spells 年 as two byte tokens: a generation cut by max_new_tokens
+    after the first showed U+FFFD ("2015年4\\ufffd" in a CAP run's predictions)."""
+    from contamscope.backends.base import Generation
+
+    tok = tiny_backend.tokenizer
+    year = tok.encode("年", add_special_tokens=False)
+    assert len(year) == 2 and tok.decode(year[:1]) == "\ufffd"  # the premise
+    digits = tok.encode("2015", add_special_tokens=False)
+    cut = digits + year[:1]
+
+    def fixed_output(input_ids, max_new_tokens, **kw):  # type: ignore[no-untyped-def]
+        new = (cut + year[1:] + digits)[:max_new_tokens]
+        return torch.cat([input_ids, torch.tensor([new] * input_ids.shape[0])], dim=1)
+
+    monkeypatch.setattr(tiny_backend.model, "generate", fixed_output)
+    short, whole = tiny_backend.generate(
+        [
+            GenerateRequest("Year:", max_new_tokens=len(cut)),
+            GenerateRequest("Year:", max_new_tokens=len(cut) + 1),
+        ]
+    )
+    assert (short.text, short.n_tokens, short.finish_reason) == ("2015", len(cut), "length")
+    assert whole.text == "2015年"
+    # a cached generation stored before is read back the same way; a stop is left alone
+    cache = ScoreCache(tmp_path / "c.sqlite")
+    cache.put_blobs("fp", "generate", [("k", {"text": "4\ufffd", "n_tokens": 1,
+                                              "finish_reason": "length"})])  # fmt: skip
+    assert Generation(**cache.get_blobs(["k"])["k"]).text == "4"
+    assert Generation("4\ufffd", 1, "stop").text == "4\ufffd"

@@ -107,6 +107,13 @@ class Generation:
     ``context``: the prompt and max_new_tokens do not fit the model's context window, so nothing
     was generated (empty text)."""
 
+    def __post_init__(self) -> None:
+        # cut by the token budget inside a character (one of a byte-level tokenizer's byte
+        # tokens): the decoder shows the incomplete bytes as U+FFFD, which is not text the model
+        # wrote; it is dropped (here, so cached generations read back the same way)
+        if self.finish_reason == "length" and self.text.endswith("\ufffd"):
+            object.__setattr__(self, "text", self.text.rstrip("\ufffd"))
+
 
 @dataclass(frozen=True)
 class Capabilities:
