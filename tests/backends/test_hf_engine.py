@@ -515,6 +515,28 @@ def test_a_local_folder_transformers_cannot_use_is_one_line(
         load_backend(f"hf:{cut}")
 
 
+def test_a_gguf_file_that_is_not_one_or_is_cut_short_is_one_line(tmp_path: Path) -> None:
+    """The GGUF reader's ValueError (no magic bytes) and struct.error (a file cut short) were
+    tracebacks with exit 1; nothing is left in the model cache."""
+    from contamscope.backends.bundled import smollm2_gguf_path
+    from contamscope.backends.tokenizer import load_tokenizer
+
+    junk = tmp_path / "junk.gguf"
+    junk.write_text("junk")
+    cut = tmp_path / "cut.gguf"
+    with open(smollm2_gguf_path(), "rb") as f:
+        cut.write_bytes(f.read(300_000))
+    with pytest.raises(ModelError, match=r"junk.gguf: not a GGUF model .*ValueError.*magic"):
+        load_backend(f"hf:{junk}")
+    with pytest.raises(ModelError, match=r"cut.gguf: not a GGUF model transformers can read"):
+        load_tokenizer(str(cut))
+    from contamscope.paths import model_cache_dir
+
+    assert not any(
+        p.name.startswith((".convert", "junk", "cut")) for p in model_cache_dir().iterdir()
+    )
+
+
 def test_a_folder_without_its_tokenizer_says_so_in_full(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:

@@ -80,8 +80,16 @@ def _convert(gguf: Path, dest: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
     print(f"converting {gguf.name} once into {root} (20-40 s) ...", file=sys.stderr)
     try:
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        try:
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        except Exception as exc:  # noqa: BLE001 (the GGUF reader's errors: a file that is not
+            # GGUF, one cut short (struct.error), an architecture transformers cannot convert)
+            text = str(exc).strip()
+            first = text.splitlines()[0][:200] if text else type(exc).__name__
+            raise ModelError(
+                f"{gguf}: not a GGUF model transformers can read ({type(exc).__name__}: {first})"
+            ) from None
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
