@@ -31,7 +31,8 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
         "cpu",
         "--n-boot",
         "200",
-        *("--year-shift", "30", "--similarity-threshold", "0.9", "--mcq-metric", "mapped"),
+        # 5 is out of range: ignored as said (it was said to be ignored, then refused)
+        *("--year-shift", "30", "--similarity-threshold", "5", "--mcq-metric", "mapped"),
     ]
     res = run_cli(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -150,6 +150,9 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--model", "gpt5"], "unknown model spec"),
         (["--ties", "maybe"], "--ties"),
         (["--deltas", "x,y"], "--deltas"),
+        # inf passed the parse and was refused after the model had loaded, with settings.json
+        # written (holding Infinity, which is not JSON)
+        (["--deltas=-0.2,inf"], "--deltas '-0.2,inf': every threshold must be a finite number"),
         (["--template", "fancy"], "--template"),
         (["-M", "bogus=1"], "-M bogus"),
         (["--benchmark", "missing.csv"], "missing.csv"),
@@ -191,6 +194,7 @@ def test_user_errors_are_one_line_without_traceback(
     assert "Traceback" not in res.stderr
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], res.stderr
+    assert not (tmp_path / "o" / "settings.json").exists()  # nothing written
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,16 @@ from contamscope.pipeline.cap import CapConfig
         (lambda: BenBenchConfig(n_boot=50), "--bootstrap (n_boot) 50: must be at least 100"),
         (lambda: MembershipTest(n_boot=50), "--bootstrap (n_boot) 50: must be at least 100"),
         (lambda: CapConfig(task="qa", similarity_threshold=2.0), "similarity_threshold)"),
-        (lambda: CapConfig(task="qa", n_boot=5), "--n-boot must be at least 100"),
+        (lambda: CapConfig(task="qa", n_boot=5), "--bootstrap (n_boot) 5: must be at least 100"),
+        # nan and inf passed every check and wrote NaN into summary.json (not JSON)
+        (lambda: CapConfig(task="qa", alpha=float("nan")), "--pcr-alpha (alpha) nan: must be"),
+        (lambda: CapConfig(task="qa", alpha=float("inf")), "--pcr-alpha (alpha) inf: must be"),
+        (lambda: CapConfig(task="qa", min_diff=float("nan")), "--min-diff nan: must be a number"),
+        (lambda: CapConfig(task="qa", min_diff=-1.0), "--min-diff -1: must be a number >= 0"),
+        (
+            lambda: CapConfig(task="qa", paraphrase_threshold=float("nan")),
+            "--paraphrase-threshold (paraphrase_threshold) nan: must be in (0, 1]",
+        ),
     ],
 )
 def test_config_errors_name_flag_and_field(make: Any, needle: str) -> None:

@@ -250,6 +250,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if data.task_detected:
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     list_skipped(data.problems)
+    ignored = {}
     for opt, task in _TASK_ONLY.items():
         key = opt.lstrip("-").replace("-", "_")
         if task != data.task and kw[key] != _default(key):
@@ -259,6 +260,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 ),
                 highlight=False,
             )
+            ignored[key] = _default(key)  # ignored as said: not checked, not recorded
+    kw = {**kw, **ignored}
     supplied = [s for s in split_names if s in data.splits and data.splits[s].modified]
     if data.task == "qa" and kw["year_shift"] is not None and supplied:
         err_console.print(  # the shift makes the modified inputs only where none are supplied

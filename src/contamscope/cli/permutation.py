@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,11 +141,14 @@ def parse_deltas(text: str | None) -> tuple[float, ...] | None:
     if not text:
         return None
     try:
-        return tuple(float(x) for x in text.split(","))
+        deltas = tuple(float(x) for x in text.split(","))
     except ValueError:
         raise ConfigError(
             f"--deltas {text!r}: expected comma-separated numbers, e.g. -0.2,-0.17"
         ) from None
+    if not all(math.isfinite(d) for d in deltas):  # checked here, before the model loads
+        raise ConfigError(f"--deltas {text!r}: every threshold must be a finite number")
+    return deltas
 
 
 def command(

@@ -127,17 +127,20 @@ class CapConfig:
             raise ConfigError(f"--template lays out multiple-choice prompts; --task is {self.task}")
         if self.scale not in SCALES:
             raise ConfigError(f"--scale {self.scale!r}: expected one of {', '.join(SCALES)}")
-        if self.alpha < 0:
-            raise ConfigError("--pcr-alpha (alpha) must be >= 0")
-        if not (0 < self.paraphrase_threshold <= 1 and 0 < self.similarity_threshold <= 1):
-            raise ConfigError(
-                "--paraphrase-threshold and --similarity-threshold (paraphrase_threshold, "
-                "similarity_threshold) must be in (0, 1]"
-            )
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ConfigError(f"--pcr-alpha (alpha) {self.alpha:g}: must be a number >= 0")
+        if not (math.isfinite(self.min_diff) and self.min_diff >= 0):
+            raise ConfigError(f"--min-diff {self.min_diff:g}: must be a number >= 0")
+        for opt, v in (
+            ("--paraphrase-threshold", self.paraphrase_threshold),
+            ("--similarity-threshold", self.similarity_threshold),
+        ):
+            if not 0 < v <= 1:  # also false for nan
+                raise ConfigError(f"{opt} ({opt[2:].replace('-', '_')}) {v:g}: must be in (0, 1]")
         if self.mcq_metric not in ("mapped", "strict"):
             raise ConfigError("--mcq-metric: expected mapped or strict")
         if self.n_boot < 100:
-            raise ConfigError("--n-boot must be at least 100")
+            raise ConfigError(f"--bootstrap (n_boot) {self.n_boot}: must be at least 100")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ConfigError("--max-new-tokens must be at least 1")
 
