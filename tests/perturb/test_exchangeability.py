@@ -405,3 +405,18 @@ def test_label_combinations_in_dictionary_order() -> None:
     )
     assert natural_order_reason(["③④", "①②", "②③", "①④"]) is None  # not in order
     assert natural_order_reason(["①②", "①④", "②③", "全部"]) is None  # not all labels
+
+
+def test_repeated_options_are_left_out_with_their_reason() -> None:
+    """An item with two identical options scored 24 orders of 12 texts: the original's rank was
+    tied by construction, Algorithm 1 could never flag it, and it was counted in the rates
+    unnamed (MMLU holds 9 such items, e.g. public_relations-85's 'manipulative' twice)."""
+    assert non_exchangeable_reason(["proactive", "reactive", "manipulative", "manipulative"]) == (
+        "option D repeats option C ('manipulative'): orders that swap them are one text"
+    )
+    assert non_exchangeable_reason(["1/16 ", "3/16", "1/16", "1/8"]) == (  # CMMLU genetics-36
+        "option C repeats option A ('1/16'): orders that swap them are one text"
+    )
+    rows = _read_mmlu()
+    repeats = [r for _, opts in rows if (r := non_exchangeable_reason(opts)) and "repeats" in r]
+    assert len(repeats) == 9

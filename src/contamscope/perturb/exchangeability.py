@@ -310,15 +310,30 @@ def non_exchangeable_reason(options: Sequence[str]) -> str | None:
     True
     >>> non_exchangeable_reason(["甲", "乙", "丙", "以上都对"])
     "option D refers to other options: '以上都对'"
+    >>> non_exchangeable_reason(["same", "Same ", "x", "y"]) is None, non_exchangeable_reason(
+    ...     ["4", "2", " 4", "8"])
+    (True, "option C repeats option A ('4'): orders that swap them are one text")
     """
     texts = [str(o) for o in options]
+    first: dict[str, int] = {}
+    for i, option in enumerate(texts):  # a repeat makes orders coincide: the original order's
+        # rank is then tied by construction, and Algorithm 1 can never flag the item
+        j = first.setdefault(option.strip(), i)
+        if j != i:
+            return (
+                f"option {_label(i)} repeats option {_label(j)} ({option.strip()!r}): orders "
+                "that swap them are one text"
+            )
     symbols = _symbol_use(texts)
     for i, option in enumerate(texts):
         found = _option_reason(option, len(texts), symbols)
         if found is not None:
-            label = _LETTERS[i] if i < len(_LETTERS) else str(i + 1)
-            return f"option {label} refers to other options: {found.strip()!r}"
+            return f"option {_label(i)} refers to other options: {found.strip()!r}"
     return None
+
+
+def _label(i: int) -> str:
+    return _LETTERS[i] if i < len(_LETTERS) else str(i + 1)
 
 
 # --------------------------------------------------------------------------- natural orders
