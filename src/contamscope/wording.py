@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plural", "number", "value"]
+__all__ = ["plural", "number", "value", "pp_text"]
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -36,3 +36,14 @@ def value(x: float | None, pct: bool = False) -> str:
     if x is None:
         return "-"
     return f"{100 * x:.1f}%" if pct else number(x)
+
+
+def pp_text(x: float | None, unit: str = " pp") -> str:
+    """A difference of two rates in percentage points, signed ("-" for None).
+
+    >>> pp_text(-0.025), pp_text(0.0), pp_text(None), pp_text(0.1, unit="")
+    ('-2.5 pp', '+0.0 pp', '-', '+10.0')
+    """
+    if x is None:
+        return "-"
+    return f"{round(100 * x, 9) + 0.0:+.1f}{unit}"

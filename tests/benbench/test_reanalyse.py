@@ -111,6 +111,7 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
         "--report", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert "scored 2 items in" in " ".join(r.stdout.split())
     assert "Verdict and statistics" in (tmp_path / "run" / "report.html").read_text()
     (tmp_path / "run" / "report.html").write_text("old report", encoding="utf-8")
     r = run_cli(
@@ -121,6 +122,8 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     assert "re-analysed 2 stored items (2 records changed); nothing scored" in r.stderr
     assert "answer perplexity" in r.stdout
     assert "ROUGE-L F ≥ 0.75, edit similarity ≥ 0" in " ".join(r.stdout.split())  # as applied
+    # its timings are the run's that scored the items (this one scored nothing)
+    assert "the run that scored them finished 2 items in" in " ".join(r.stdout.split())
     report = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert "old report" not in report and "ROUGE-L F ≥ 0.75, edit similarity ≥ 0)" in report
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -240,3 +240,32 @@ def test_chinese_item_text_is_tagged_as_chinese(make_run, tmp_path: Path) -> Non
     assert res.probes["captions"] and set(res.probes["captions"]) == {"zh"}
     assert res.probes["page"] == "en"
     assert res.probes["big"] == ["-1.235e+05"]
+
+
+def test_table_cells_round_as_the_terminal_does(tmp_path: Path) -> None:
+    """A table's numbers are formatted in the browser; exact halves (an exact test's p of
+    13/16 = 0.8125) showed 0.813 there and 0.812 in the terminal, the CSV's neighbours and
+    every other surface (JavaScript's toFixed rounds halves up, Python to even)."""
+    from contamscope.report.html import Column, Section, Table, fmt_p, fmt_pct, page
+    from contamscope.wording import number
+
+    values = [0.8125, 0.0625, 0.1875, 0.4375, 0.3, 0.05, 0.0125, 0.5, 0.9995, 0.0015, 1.0]
+    numbers = [*values, -0.0625, -2.5625, 1000.25, 1000.75, 12.3456, -0.0125]
+    table = Table(
+        "t",
+        [Column("p", "p", "p"), Column("pct", "pct", "pct"), Column("num", "num", "num")],
+        [[v, v, x] for v, x in zip(values + values[: len(numbers) - len(values)], numbers)],
+        page_size=100,
+    )
+    path = tmp_path / "t.html"
+    path.write_text(page("t", "", [Section("s", "s", "", after=table.html())], ""))
+    probe = """Array.from(document.querySelectorAll('[data-table="t"] tbody tr'))
+        .map(r => Array.from(r.children).map(c => c.textContent))"""
+    res = check_page(path, probes={"cells": probe})
+    assert res.errors == []
+    expected = [
+        [fmt_p(v), fmt_pct(v), number(x)]
+        for v, x in zip(values + values[: len(numbers) - len(values)], numbers)
+    ]
+    assert res.probes["cells"] == expected
+    assert expected[0] == ["0.812", "81.2%", "0.812"] and expected[6][1] == "1.2%"

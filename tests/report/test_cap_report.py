@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from contamscope.detectors.stats import wilson_interval
+from contamscope.detectors.verdict import p_text
 from contamscope.report import build_report, collect, load_run, write_leaderboard
 from contamscope.report.cap import estimate, mean_ci, split_values, why_unranked
 from contamscope.report.leaderboard import to_csv, to_html, to_markdown
@@ -120,7 +121,7 @@ def test_leaderboard_mixes_methods_without_comparing_them(make_run, make_cap_run
     assert "- CAP (consistency amplification) (CAP PCR_train − PCR_test): CAP: PCR_ref" in md
     assert "- Option-permutation test (Algorithm-1 excess over chance): percentage points" in md
     e1 = entries[1].estimate
-    assert f"| {e1.text()}, n={e1.n_items} |" in md.splitlines()[3] + " |"
+    assert f"| {e1.text()}, n={e1.n_items}, p={p_text(e1.p_value)} |" in md.splitlines()[3] + " |"
     csv_text = to_csv(entries)
     assert "CAP PCR_train − PCR_test" in csv_text
     write_leaderboard([perm, cap_a, cap_b], tmp_path / "lb.html")

@@ -12,7 +12,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
-from ..wording import plural, value
+from ..wording import plural, pp_text, value
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
@@ -369,8 +369,18 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
 
 
+def _diff(x: float | None, pct: bool = False) -> str:
+    """A difference: of rates in percentage points (a rate's cells are in %), else a number."""
+    return pp_text(x) if pct else value(x)
+
+
 def _ci(ci: list[float] | None, pct: bool = False) -> str:
-    return "-" if not ci else f"[{value(ci[0], pct)}, {value(ci[1], pct)}]"
+    """A difference's interval, in the unit of :func:`_diff`."""
+    if not ci:
+        return "-"
+    if pct:
+        return f"[{pp_text(ci[0], '')}, {pp_text(ci[1], '')}] pp"
+    return f"[{value(ci[0])}, {value(ci[1])}]"
 
 
 _LABELS = {
@@ -423,7 +433,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 label,
                 value(st["original"][key], pct),
                 value((st["reference"] or {}).get(key), pct),
-                value(d["delta"], pct) if d["n"] else "-",
+                _diff(d["delta"], pct) if d["n"] else "-",
                 _ci(d["ci"], pct),
                 p_text(d.get("p_value")),
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
@@ -464,13 +474,14 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 continue
             t.add_row(
                 label,
-                value(v["value"], pct),
+                _diff(v["value"], pct),
                 _ci(v["ci"], pct),
                 p_text(v.get("p_value")),
-                "-" if v["relative_pct"] is None else f"{v['relative_pct']:+.2f}",
+                # a difference of two relative differences (each in %): percentage points
+                "-" if v["relative_pct"] is None else f"{v['relative_pct']:+.2f} pp",
                 "-"
                 if not v["relative_ci"]
-                else f"[{v['relative_ci'][0]:+.2f}, {v['relative_ci'][1]:+.2f}]",
+                else f"[{v['relative_ci'][0]:+.2f}, {v['relative_ci'][1]:+.2f}] pp",
             )
         console.print(t)
     from ..report.benbench import verdict_line
@@ -497,7 +508,8 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         console.print(
             styled(
                 "dim",
-                f"scored {plural(tm['items_scored_now'], 'item')} in {tm['scoring_seconds']:.1f} s; "
+                ("the run that scored them finished " if "reanalysed_records" in tm else "scored ")
+                + f"{plural(tm['items_scored_now'], 'item')} in {tm['scoring_seconds']:.1f} s; "
                 f"{tm['requests_from_cache']} requests from cache",
             )
         )

@@ -9,6 +9,7 @@ from typing import Any
 from ..detectors.compare import leaning
 from ..detectors.verdict import p_text
 from ..pipeline.compare_benbench import GAP_METRICS
+from ..wording import pp_text
 from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
@@ -34,20 +35,26 @@ def num_text(x: float | None, signed: bool = False) -> str:
 
 
 def rows(stats: dict[str, Any]) -> list[list[str]]:
-    """One row per gap tested: its name, items, A's and B's mean gap, B - A, CI, p, test."""
+    """One row per gap tested: its name, items, A's and B's mean gap, B - A, CI, p, test.
+    The n-gram gaps (differences of accuracies) are in percentage points, NLL's in nats."""
     out = []
     for k in stats["metrics"]:
         r = stats.get(k)
         if r is None:
             continue
-        ci = f"[{num_text(r['ci'][0], True)}, {num_text(r['ci'][1], True)}]" if r["ci"] else "-"
+        if k == "nll":
+            a, b, diff = num_text(r["a"]), num_text(r["b"]), num_text(r["difference"], True)
+            ci = f"[{num_text(r['ci'][0], True)}, {num_text(r['ci'][1], True)}]" if r["ci"] else "-"
+        else:
+            a, b, diff = pp_text(r["a"]), pp_text(r["b"]), pp_text(r["difference"])
+            ci = f"[{pp_text(r['ci'][0], '')}, {pp_text(r['ci'][1], '')}] pp" if r["ci"] else "-"
         out.append(
             [
                 GAP_METRICS[k],
                 str(r["n_items"]),
-                num_text(r["a"]),
-                num_text(r["b"]),
-                num_text(r["difference"], True),
+                a,
+                b,
+                diff,
                 ci,
                 p_text(r["two_sided"]),
                 r["method"],

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import __version__
 from ..detectors.cap import holm
+from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, write_text_atomic
 from ..wording import plural
@@ -395,7 +396,13 @@ def to_markdown(
         cells = []
         for c in cols:
             est = cell.get((m, c))  # with its items: +20.8 pp from 8 looked like from 1,000
-            cells.append("" if est is None else md(f"{est.text()}, n={est.n_items:,}"))
+            if est is None:
+                cells.append("")
+                continue
+            text = f"{est.text()}, n={est.n_items:,}"
+            if est.p_value is not None:  # as the csv and html have it (the legend says which)
+                text += f", p={p_text(est.p_value)}"
+            cells.append(md(text))
         lines.append(f"| {md(m)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"- {x}" for x in _legends(entries, html=False))

@@ -183,7 +183,7 @@ def _verdict_section(run: RunData) -> Section:
             f"<tr><td>{esc(LABELS.get(name, name))}{' (declared)' if d.get('declared') else ''}"
             f"</td><td>{_num(d.get('benchmark_median'))}</td>"
             f"<td>{_num(d.get('reference_median'))}</td>"
-            f"<td>{_num(d.get('auc'), 3)}</td>"
+            f"<td>{_num(d.get('auc'), 3, fixed=True)}</td>"
             f"<td>{'–' if not ci else f'[{ci[0]:.3f}, {ci[1]:.3f}]'}</td>"
             f"<td>{'–' if d.get('p_value') is None else p_text(d['p_value'])}</td>"
             f"<td>{d.get('benchmark_n', 0)} / {d.get('reference_n', 0)}</td></tr>"
@@ -201,10 +201,11 @@ def _verdict_section(run: RunData) -> Section:
     return Section("verdict", "Verdict and statistics", head + table)
 
 
-def _num(x: Any, digits: int = 4) -> str:
+def _num(x: Any, digits: int = 4, fixed: bool = False) -> str:
+    """``digits`` significant digits, or with ``fixed`` decimals (an AUC beside its CI)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    return f"{float(x):.{digits}g}"
+    return f"{float(x):.{digits}{'f' if fixed else 'g'}}"
 
 
 def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
