@@ -220,3 +220,29 @@ def test_compare_aucs_holds_its_level_and_finds_the_better_separating_model() ->
     assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs), rate
     found = [compare_aucs(draw(1.5)) for _ in range(50)]
     assert np.mean([r["direction"] == "B" for r in found]) >= 0.8
+
+
+def test_the_p_floor_is_reached_by_the_most_extreme_pairs_and_said_when_above_alpha() -> None:
+    """With 6 pairs no combined p below 3 x 2/2^6 = 0.094 exists: a verdict of "no difference"
+    there said nothing about why, as if the comparison could have found one."""
+    from contamscope.detectors.compare import paired_p_floor
+    from contamscope.pipeline.compare import compare_verdict
+
+    def extreme(n: int) -> list[PairedItem]:  # B ahead on every item and every statistic
+        return [
+            PairedItem(f"q{i}", None, False, True, 0.2, 0.9, -1.0 - i, 2.0 + i) for i in range(n)
+        ]
+
+    for n in (1, 3, 6, 7, 9):
+        res = compare_pairs(extreme(n))
+        assert res["p_floor"] == pytest.approx(paired_p_floor(n, 3))
+        assert res["p_value"] == pytest.approx(res["p_floor"])  # the floor is attained
+    six = compare_verdict(compare_pairs(extreme(6)), "a", "b")
+    assert six["label"] == "no difference"
+    assert "on 6 paired items no p-value below 0.0938 was possible" in six["text"]
+    seven = compare_verdict(compare_pairs(extreme(7)), "a", "b")
+    assert seven["label"] == "B more drawn to the published orders"
+    calm = compare_verdict(compare_pairs(_pairs(np.random.default_rng(3), 40, 0.0)), "a", "b")
+    assert "was possible" not in calm["text"] and "absence of evidence" in calm["text"]
+    gaps = compare_gaps({"nll": ([0.0] * 4, [1.0] * 4)})
+    assert gaps["p_floor"] == pytest.approx(2 / 2**4) and gaps["p_value"] == gaps["p_floor"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from contamscope.detectors.verdict import p_text
 from contamscope.errors import ConfigError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
 from contamscope.report.html import fmt_p
@@ -190,7 +191,8 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     assert md.splitlines()[0] == "| model | synthetic.csv |"
     excess = f"{100 * sa['excess']:+.1f} pp [{100 * sa['excess_ci'][0]:+.1f}, {100 * sa['excess_ci'][1]:+.1f}]"
     n = json.loads((a / "summary.json").read_text())["statistics"]["n_items"]
-    assert f"| hf:synthetic-model | {excess}, n={n} |" in md  # the cell says its items
+    p = p_text(entries[0].estimate.p_value)  # the legend describes it: the cell shows it
+    assert f"| hf:synthetic-model | {excess}, n={n}, p={p} |" in md  # the cell says its items
 
     text, _ = write_leaderboard([a, b], tmp_path / "lb.csv")
     rows = list(csv.DictReader(io.StringIO((tmp_path / "lb.csv").read_text())))
@@ -655,3 +657,30 @@ def test_leaderboard_names_the_runs_whose_algorithm_1_counts_ties_as_leaked(
     assert "leaked (--ties leaked) in every permutation run" in to_markdown(collect([b]))
     write_leaderboard([a, b], tmp_path / "lb.html")
     assert "tied for the maximum as leaked" in (tmp_path / "lb.html").read_text()
+
+
+def test_subjects_too_small_to_flag_are_said_and_the_gap_plot_shades_the_null_range(
+    make_run,
+) -> None:
+    """One item of 24 orders per subject: its three tests cannot give a p below 3/24 = 0.125,
+    so "0 of 7 flagged" was no finding. And the gap histogram shaded the t interval that the
+    tables no longer show (it contradicted the exact p-value), labelled "95% CI"."""
+    from contamscope.cli.summary import subject_line
+
+    run = make_run(n_items=9)  # items 2-8 analysed: subjects subj0..subj6, one item each
+    summary = json.loads((run / "summary.json").read_text())
+    block = summary["by_subject"]
+    assert block["n_tested"] == 7 and block["n_too_few_items"] == 7
+    assert [r["p_floor"] for r in block["subjects"]] == pytest.approx([3 / 24] * 7)
+    line = subject_line(block)
+    assert line is not None and line.endswith(
+        "none of 7 subjects tested stands out. 7 of the 7 subjects have too few items to be "
+        "flagged whatever the model did (their tests cannot reach p ≤ 0.05)"
+    )
+    html = build_report(run).read_text(encoding="utf-8")
+    assert "7 of the 7 subjects have too few items to be flagged" in html
+    assert "smallest p possible</th>" in html and "<td>0.125</td>" in html
+    assert "95% of H0&#x27;s means" in html or "95% of H0's means" in html
+    assert "95% CI</text>" not in html
+    bigger = json.loads((make_run("big", n_items=60) / "summary.json").read_text())
+    assert bigger["by_subject"]["n_too_few_items"] == 0  # 8 or more items a subject

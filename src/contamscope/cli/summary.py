@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ..detectors.verdict import p_text, pct_text, verdict
+from ..detectors.verdict import few_items_text, p_text, pct_text, verdict
 from ..wording import plural
 from .common import console, styled
 
@@ -17,7 +17,9 @@ def _ci(pair: list[float] | None, pct: bool = True) -> str:
     if not pair:
         return "-"
     return (
-        f"[{pct_text(pair[0])}, {pct_text(pair[1])}]" if pct else f"[{pair[0]:.3g}, {pair[1]:.3g}]"
+        f"[{pct_text(pair[0])}, {pct_text(pair[1])}]"
+        if pct
+        else f"[{pair[0]:+.2f}, {pair[1]:+.2f}]"  # nats: .3g wrote [-2.09, 2.3]
     )
 
 
@@ -186,8 +188,10 @@ def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
     if not block:
         return None
     head = "by subject (Benjamini-Hochberg, 5% false discoveries): "
+    few = few_items_text(block)
+    few = f". {few}" if few else ""
     if not block["n_flagged"]:
-        return f"{head}none of {plural(block['n_tested'], 'subject')} tested stands out"
+        return f"{head}none of {plural(block['n_tested'], 'subject')} tested stands out{few}"
     flagged = [r for r in block["subjects"] if r["flagged"]]
     named = ", ".join(
         f"{r['subject']} (Algorithm 1 {pct_text(r['alg1_rate'])} vs {pct_text(r['alg1_chance'])} "
@@ -199,4 +203,7 @@ def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
         if len(flagged) > shown
         else ""
     )
-    return f"{head}{block['n_flagged']} of {plural(block['n_tested'], 'subject')} flagged: {named}{more}"
+    return (
+        f"{head}{block['n_flagged']} of {plural(block['n_tested'], 'subject')} flagged: "
+        f"{named}{more}{few}"
+    )

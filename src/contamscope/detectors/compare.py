@@ -45,6 +45,7 @@ __all__ = [
     "newcombe_interval",
     "paired_auc_difference",
     "paired_difference",
+    "paired_p_floor",
     "random_bits",
     "sign_flip_test",
 ]
@@ -250,6 +251,21 @@ def leaning(test: dict[str, Any]) -> str:
     return "none"
 
 
+def paired_p_floor(n_items: int, n_tests: int) -> float:
+    """A lower bound on the combined p-value ``n_tests`` paired tests (exact McNemar, sign
+    flip, swap test) can give on ``n_items`` pairs, whatever the models did: each test's most
+    extreme outcome (every item differing, all one way) has two-sided p = 2 / 2^n (a Monte
+    Carlo test stops higher), and the combined p is the smallest times ``n_tests``. Above
+    ``alpha`` no comparison of that size can find a difference.
+
+    >>> round(paired_p_floor(6, 3), 4), round(paired_p_floor(7, 3), 4)   # 6 items: none possible
+    (0.0938, 0.0469)
+    """
+    if n_items <= 0:
+        return 1.0
+    return min(1.0, n_tests * 2.0 ** (1 - n_items))
+
+
 def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str, Any]:
     """The three paired tests on ``pairs``, their Bonferroni-combined p-value (the smallest
     two-sided p times 3) and which model it points to.
@@ -290,6 +306,7 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
     smallest = min(STATISTICS, key=lambda k: out[k]["two_sided"])
     p = min(1.0, len(STATISTICS) * out[smallest]["two_sided"])
     out["p_value"] = p
+    out["p_floor"] = paired_p_floor(n, len(STATISTICS))
     out["smallest"] = smallest
     out["direction"] = leaning(out[smallest]) if p <= alpha else "none"
     return out
@@ -323,6 +340,7 @@ def compare_gaps(
         if out[key] is not None:
             tested.append(key)
     out["n_items"] = max((out[k]["n_items"] for k in tested), default=0)
+    out["p_floor"] = paired_p_floor(out["n_items"], len(tested)) if tested else None
     return _bonferroni(out, tested, alpha)
 
 

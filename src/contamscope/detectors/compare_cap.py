@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from contamscope.detectors.cap import Scale, _clean, _pcr_of
-from contamscope.detectors.compare import _bonferroni, random_bits
+from contamscope.detectors.compare import _bonferroni, paired_p_floor, random_bits
 from contamscope.detectors.stats import expanded_tail
 
 __all__ = ["PCR_NULL", "SWAP_DRAWS", "SWAP_EXACT", "compare_leans", "lean_difference"]
@@ -248,4 +248,6 @@ def compare_leans(
             ref, other, alpha=pcr_alpha, scale=scale, n_boot=n_boot, seed=seed + k
         )
     tested = [k for k in tests if out[k]["two_sided"] is not None]
+    sizes = [out[k]["n_reference"] + out[k]["n_other"] for k in tested]
+    out["p_floor"] = paired_p_floor(max(sizes), len(tested)) if tested else None
     return _bonferroni(out, tested, alpha)

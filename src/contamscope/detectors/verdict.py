@@ -13,6 +13,7 @@ from ..wording import plural
 __all__ = [
     "VERDICT_ALPHA",
     "conventions_text",
+    "few_items_text",
     "p_text",
     "pct_text",
     "verdict",
@@ -133,3 +134,24 @@ def verdict_dict(stats: dict[str, Any], natural: dict[str, Any] | None = None) -
     signal, sentence = verdict(stats, natural)
     label = {True: "leakage signal", False: "no evidence", None: "nothing to test"}[signal]
     return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}
+
+
+def few_items_text(block: dict[str, Any]) -> str:
+    """The sentence a by-subject summary adds when some subjects could not have been flagged
+    at all (their tests cannot reach a p-value at the level on so few items); "" otherwise.
+
+    >>> few_items_text({"n_too_few_items": 3, "n_tested": 4, "level": 0.05})
+    '3 of the 4 subjects have too few items to be flagged whatever the model did (their tests cannot reach p ≤ 0.05)'
+    """
+    few = block.get("n_too_few_items") or 0
+    if not few:
+        return ""
+    who = (
+        "The subject has"
+        if block["n_tested"] == 1
+        else f"{few} of the {block['n_tested']} subjects {'has' if few == 1 else 'have'}"
+    )
+    return (
+        f"{who} too few items to be flagged whatever the model did (their tests cannot reach "
+        f"p ≤ {block['level']:g})"
+    )

@@ -13,9 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..detectors.compare import COMPARE_NULL, PairedItem, beaten_share, compare_pairs, leaning
+from ..detectors.compare import (
+    COMPARE_NULL,
+    PairedItem,
+    beaten_share,
+    compare_pairs,
+    leaning,
+    paired_p_floor,
+)
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run
+from ..wording import plural
 
 __all__ = ["COMPARE_SCHEMA", "compare_runs"]
 
@@ -165,6 +173,9 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
         "level": SUBJECT_LEVEL,
         "rows": rows,
         "flagged": [r["subject"] for r in rows if r["flagged"]],
+        "n_tested": len(rows),
+        # q >= p >= the floor: a subject whose floor exceeds the level cannot be flagged
+        "n_too_few_items": sum(paired_p_floor(r["n_items"], 3) > SUBJECT_LEVEL for r in rows),
     }
 
 
@@ -267,6 +278,17 @@ def paired_verdict(
     the p-value and its test."""
     p, alpha, direction = stats["p_value"], stats["alpha"], stats["direction"]
     if direction == "none":
+        floor = stats.get("p_floor")
+        if floor is not None and floor > alpha:  # no outcome could have been significant
+            n = stats.get("n_items")
+            on = f"on {plural(n, 'paired item')}" if n else "on these items"
+            return {
+                "label": "no difference",
+                "p_value": p,
+                "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} "
+                f"({where}); {on} no p-value below {floor:.3g} was possible, so no difference "
+                "could have been found: compare on more items",
+            }
         return {
             "label": "no difference",
             "p_value": p,

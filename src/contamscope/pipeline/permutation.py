@@ -27,6 +27,7 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item, summarize
+from ..detectors.permutation import PermutationItemScore
 from ..detectors.verdict import VERDICT_ALPHA
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
@@ -93,6 +94,10 @@ class PermutationConfig:
             if isinstance(self.deltas, int | float):
                 raise ConfigError(f"--deltas {self.deltas!r}: expected a sequence, e.g. (-0.2,)")
             object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
+            if not self.deltas or not all(math.isfinite(d) for d in self.deltas):
+                raise ConfigError(
+                    f"--deltas {self.deltas!r}: expected one or more finite numbers, e.g. (-0.2,)"
+                )
         if not 2 <= self.max_exhaustive <= 8:
             raise ConfigError("--max-exhaustive must be between 2 and 8 (8! = 40,320 orders)")
         if not 1 <= self.mc_orders <= 40_319:  # as many as --max-exhaustive 8 scores
@@ -757,6 +762,7 @@ def subject_summary(
             "gap_mean": None,
             "p_values": None,
             "p_value": None,
+            "p_floor": None,
             "q_value": None,
             "flagged": False,
         }
@@ -771,6 +777,7 @@ def subject_summary(
                 gap_mean=(stats.get("gap") or {}).get("mean"),
                 p_values=ps,
                 p_value=min(1.0, len(computed) * min(computed)) if computed else None,
+                p_floor=subject_p_floor(tested, len(computed)) if computed else None,
             )
         rows.append(row)
     tested_rows = [r for r in rows if r["p_value"] is not None]
@@ -778,6 +785,8 @@ def subject_summary(
     for r, q in zip(tested_rows, qs, strict=True):
         r["q_value"] = float(q)
         r["flagged"] = bool(q <= SUBJECT_LEVEL)
+    # a subject whose smallest reachable p exceeds the level can never be flagged (q >= p)
+    too_few = [r for r in tested_rows if (r["p_floor"] or 0.0) > SUBJECT_LEVEL]
     rows.sort(key=lambda r: (r["p_value"] is None, r["p_value"] or 0.0, r["subject"]))
     return {
         "null_hypothesis": "per subject: no item of the subject was seen, so each item's "
@@ -792,9 +801,30 @@ def subject_summary(
         "n_subjects": len(rows),
         "n_tested": len(tested_rows),
         "n_flagged": sum(r["flagged"] for r in rows),
+        "n_too_few_items": len(too_few),
+        "p_floor": "the smallest p-value the subject's tests could give on its items, whatever "
+        "the model did: the number of tests times the product of 1/orders over its items (a "
+        "subject above the level cannot be flagged, however its items rank)",
         "n_without_subject": sum(1 for r in records if not r.get("subject")),
         "subjects": rows,
     }
+
+
+def subject_p_floor(items: Sequence[PermutationItemScore], n_tests: int) -> float:
+    """A lower bound on the combined p-value a subject's ``n_tests`` tests could reach on
+    ``items``, whatever the model did: each test's most extreme outcome (every original order
+    ranked first and leaked) has probability at least the product of 1/orders under H0, and
+    the combined p is the smallest times ``n_tests``. 0 (no bound) where the gap test is a
+    t-test (records without their log-probs), whose p has no floor.
+
+    >>> from contamscope.detectors.permutation import score_item
+    >>> one = score_item([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0], n_options=3, exhaustive=True)
+    >>> round(subject_p_floor([one], 3), 3), subject_p_floor([one, one], 3)  # 3 x 1/6, 3 x 1/36
+    (0.5, 0.08333333333333333)
+    """
+    if not all(it.gap_null for it in items):
+        return 0.0
+    return min(1.0, n_tests * math.prod(1.0 / it.n_orders for it in items))
 
 
 ANALYSIS_ONLY = ("alpha", "ties", "deltas")

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..detectors.verdict import p_text, pct_text
+from ..detectors.verdict import few_items_text, p_text, pct_text
 from ..paths import write_text_atomic
+from ..wording import plural
 from .html import Column, Section, Table, esc, page
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
@@ -143,8 +144,8 @@ def note_lines(result: dict[str, Any]) -> list[str]:
     wn = result.get("without_natural")
     if wn and wn.get("n_items"):
         out.append(
-            f"Without the {c['natural_order']} items with a natural option order "
-            f"({wn['n_items']} items): Algorithm 1 {_signed(wn['alg1']['difference'], True)} "
+            f"Without the {plural(c['natural_order'], 'item')} with a natural option order "
+            f"({plural(wn['n_items'], 'item')}): Algorithm 1 {_signed(wn['alg1']['difference'], True)} "
             f"(p = {p_text(wn['alg1']['two_sided'])}), share "
             f"{_signed(wn['share']['difference'], False)} (p = {p_text(wn['share']['two_sided'])}), "
             f"gap {_signed(wn['gap']['difference'], False)} (p = {p_text(wn['gap']['two_sided'])})"
@@ -152,6 +153,8 @@ def note_lines(result: dict[str, Any]) -> list[str]:
     subj = result.get("by_subject")
     if subj:
         flagged = [r for r in subj["rows"] if r["flagged"]]
+        few = few_items_text(subj)
+        few = f". {few}" if few else ""
         if flagged:
             shown = ", ".join(
                 f"{r['subject']} (toward {r['toward']}, q = {p_text(r['q_value'])})"
@@ -160,12 +163,12 @@ def note_lines(result: dict[str, Any]) -> list[str]:
             more = f" and {len(flagged) - 5} more" if len(flagged) > 5 else ""
             out.append(
                 f"by subject (Benjamini-Hochberg, 5% false discoveries): {shown}{more} "
-                f"of {len(subj['rows'])} differ"
+                f"of {len(subj['rows'])} differ{few}"
             )
         else:
             out.append(
                 "by subject (Benjamini-Hochberg, 5% false discoveries): none of "
-                f"{len(subj['rows'])} subjects differs"
+                f"{len(subj['rows'])} subjects differs{few}"
             )
     items, a1 = result["items"], result["statistics"]["alg1"]
     out += one_side_lines(
@@ -306,6 +309,8 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     ]
     subj = result.get("by_subject")
     if subj:
+        few = few_items_text(subj)
+        few = f" {few}." if few else ""
         table = Table(
             "subjects",
             [
@@ -341,7 +346,7 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
                 "subjects",
                 "By subject",
                 f"<p class='note'>H0 {esc(subj['null_hypothesis'])}; {esc(subj['p_value'])}. "
-                "Flagged at q <= 0.05.</p>",
+                f"Flagged at q <= 0.05.{esc(few)}</p>",
                 after=table.html(),
             )
         )

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..detectors.verdict import conventions_text
+from ..detectors.verdict import conventions_text, few_items_text
 from ..wording import plural
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
@@ -395,11 +395,12 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
 def _subject_section(block: dict[str, Any]) -> Section:
     """Which subjects stand out: each subject's tests, Bonferroni-combined p and BH q-value."""
     flagged = block["n_flagged"]
+    few = f" {esc(few_items_text(block))}." if few_items_text(block) else ""
     head = (
-        f'<p class="note">H0 per subject: {esc(block["null_hypothesis"])}. p: '
+        f'<p class="note">H0 {esc(block["null_hypothesis"])}. p: '
         f"{esc(block['p_value'])}. q: {esc(block['adjustment'])}. "
         f"<b>{flagged} of {plural(block['n_tested'], 'subject')} flagged</b> (q ≤ "
-        f"{block['level']:g}).</p>"
+        f"{block['level']:g}).{few}</p>"
     )
     body = []
     for r in block["subjects"]:
@@ -410,14 +411,15 @@ def _subject_section(block: dict[str, Any]) -> Section:
             f"<td>{fmt_pct(r['alg1_rate'])}</td><td>{fmt_pct(r['alg1_chance'])}</td>"
             f"<td>{fmt_pct(r['rank_rate'])}</td>"
             + "".join(f"<td>{fmt_p(ps.get(k))}</td>" for k in ("alg1", "rank", "gap"))
-            + f"<td>{fmt_p(r['p_value'])}</td><td>{fmt_p(r['q_value'])}</td>"
-            f"<td>{'yes' if r['flagged'] else 'no'}</td></tr>"
+            + f"<td>{fmt_p(r['p_value'])}</td><td>{fmt_p(r.get('p_floor'))}</td>"
+            f"<td>{fmt_p(r['q_value'])}</td><td>{'yes' if r['flagged'] else 'no'}</td></tr>"
         )
     table = (
         '<table class="stats"><tr><th>subject</th><th>items tested / analysed</th>'
         "<th>Algorithm 1</th><th>chance</th><th>rank test</th><th>p Alg. 1</th>"
-        "<th>p rank</th><th>p gap</th><th>p (Bonferroni)</th><th>q (BH)</th>"
-        f"<th>flagged</th></tr>{''.join(body)}</table>"
+        "<th>p rank</th><th>p gap</th><th>p (Bonferroni)</th>"
+        '<th title="the smallest p its tests could give on its items">smallest p possible</th>'
+        f"<th>q (BH)</th><th>flagged</th></tr>{''.join(body)}</table>"
     )
     return Section("subjects", "By subject", head + table)
 
@@ -449,7 +451,7 @@ def _evidence_section(
             if n_orders > 30:
                 ax.set_xlim(0.5, n_orders + 0.5)
             ax.yaxis.get_major_locator().set_params(integer=True)
-            ax.legend(fontsize=8)
+            legend_outside(ax)  # inside, it hid a bar wherever one stood under it
             figs.append(to_svg(fig, "histogram of the original order's rank"))
         if others:
             note += (
@@ -462,16 +464,18 @@ def _evidence_section(
         with figure(6.4, 3.6) as (fig, ax):
             ax.hist(gaps, bins=min(60, max(10, len(gaps) // 10)), color=BASE, label="items")
             ax.axvline(0, color="#000", ls="--", lw=1.5, label="H0 mean (0)")
+            null = g.get("null_range")
+            if null:  # where the mean falls when nothing leaked (not the t interval: that one
+                # contradicted the exact p-value; docs/statistics.md)
+                ax.axvspan(null[0], null[1], color="#888", alpha=0.2, label="95% of H0's means")
             if g.get("mean") is not None:
                 ax.axvline(
                     g["mean"], color=HIGHLIGHT, lw=2, label=f"observed mean ({g['mean']:+.2f})"
                 )
-                if g.get("ci"):
-                    ax.axvspan(g["ci"][0], g["ci"][1], color=HIGHLIGHT, alpha=0.2, label="95% CI")
             ax.set(xlabel="log-prob gap: original − mean of other orders (nats)", ylabel="items")
             ax.yaxis.get_major_locator().set_params(integer=True)
             ax.set_title("Does the original order stand out?")
-            ax.legend(fontsize=8)
+            legend_outside(ax)
             figs.append(to_svg(fig, "histogram of log-prob gaps"))
     body = (
         '<p class="note">Under H0 the original order\'s rank is uniform over 1..N (ties share a '
