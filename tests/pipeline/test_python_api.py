@@ -150,6 +150,12 @@ def test_cap_config_and_splits_are_checked_against_the_data(
     path = tmp_path / "cap.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     data = load_cap(str(path), ["train", "test", "blind"])
+    # one line, as a LoadResult prints (FinEval's two splits printed 1.3 MB of items)
+    assert repr(data) == (
+        f"CapData(source={str(path)!r}, format='generic', task='qa', "
+        f"splits=(train=2, test=2, blind=1), problems=0, content_hash={data.content_hash[:12]!r})"
+    )
+    assert repr(data.splits["blind"]) == "CapSplit(name='blind', items=1, modified=none)"
     scorer = CachedScorer(tiny_backend, None)
     sel = {s: data.splits[s].items for s in ("train", "test")}
     with pytest.raises(ConfigError, match=r"--task 'mcq', but .* is read as a 'qa' task"):
