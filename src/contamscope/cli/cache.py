@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -12,7 +18,7 @@ from ..paths import check_output_folder, default_score_db, model_cache_dir
 from ..store import ModelSetup, ScoreCache
 from ..store.cache import Copied, sqlite_files
 from ..wording import plural
-from .common import console, err_console, user_errors
+from .common import EXIT_INTERRUPTED, console, err_console, user_errors
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -182,14 +188,63 @@ def _cache_file(path: Path) -> Path:
     return path / "scores.sqlite" if path.is_dir() else path
 
 
+def _reason(exc: StoreError) -> str:
+    """What is wrong, without the path and the advice (which is for one's own cache: removing
+    it, or --no-cache, makes no sense for a file being copied)."""
+    text = str(exc).split(": ", 1)[-1]
+    for cut in ("; ", ": check", ", or use"):
+        text = text.split(cut)[0]
+    return text
+
+
+def _partials(target: Path) -> list[Path]:
+    """Files an export to ``target`` left behind when it was killed (its process is gone)."""
+    stale = []
+    for p in target.parent.glob(f".{target.name}.*.partial*"):
+        pid = p.name[len(target.name) + 2 :].split(".")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.append(p)
+        except OSError:  # alive, another user's
+            pass
+    return stale
+
+
+@contextlib.contextmanager
+def _terminable() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's time limit) unwinds like Ctrl-C, so ``finally``
+    removes what was half written."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler to set
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(what: str) -> NoReturn:
+    err_console.print(f"interrupted; {what}", highlight=False)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 @app.command("export")
 @user_errors
 def export(
-    file: Path = typer.Argument(
+    file: str = typer.Argument(
         ...,
         metavar="FILE",
-        help="The new cache file to write (or a folder to write scores.sqlite in, usable "
-        "as another machine's --cache-dir).",
+        help="The new cache file to write, or a folder (an existing one, or a name ending in "
+        "/) to write scores.sqlite in, usable as another machine's --cache-dir.",
     ),
     cache_dir: Path | None = CacheDir,
     model: list[str] | None = Models,
@@ -202,30 +257,45 @@ def export(
     path with the same files).
 
     Examples: contamscope cache export llama-scores.sqlite --model hf:meta-llama/Llama-3.2-1B;
-    contamscope cache export /mnt/team/contamscope-cache
+    contamscope cache export /mnt/team/contamscope-cache/
     """
-    import os
-
     path = cache_path(cache_dir)
     if not path.exists():
         raise ConfigError(f"{path}: no cache yet; nothing to export")
-    target = _cache_file(file)
+    folder = file.endswith(("/", os.sep)) or Path(file).is_dir()
+    target = Path(file) / "scores.sqlite" if folder else Path(file)
     if target.exists() or target.is_symlink():
         raise ConfigError(f"{target}: exists; give a new file name (nothing written)")
-    if not target.parent.is_dir():
+    make = folder and not target.parent.exists() and target.parent.parent.is_dir()
+    if not target.parent.is_dir() and not make:
         raise ConfigError(f"{target.parent}: no such folder (nothing written)")
+    if not os.access(target.parent if not make else target.parent.parent, os.W_OK):
+        raise ConfigError(f"{target.parent}: cannot write there (nothing written)")
     source = ScoreCache(path, read_only=True)
     chosen = None if not model else [m.fingerprint for m in _chosen(source, model)]
+    if make:
+        target.parent.mkdir()
+    for stale in _partials(target):  # an earlier export killed with SIGKILL
+        stale.unlink(missing_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        out = ScoreCache(partial, read_only=False)
-        copied = out.copy_from(source, chosen)
-        out.single_file()
-        out.close()
-        os.replace(partial, target)
+        with _terminable():
+            out = ScoreCache(partial, read_only=False)
+            copied = out.copy_from(source, chosen)
+            out.single_file()
+            out.close()
+            os.replace(partial, target)
+    except KeyboardInterrupt:
+        _interrupted("nothing written")
+    except StoreError as exc:
+        if str(partial) not in str(exc):
+            raise
+        raise StoreError(f"{target}: {_reason(exc)}; nothing written") from None
     finally:
         for p in sqlite_files(partial):
             p.unlink(missing_ok=True)
+        if make and not target.exists():
+            target.parent.rmdir()
     console.print(
         f"exported {_copied(copied)} to {target} ({target.stat().st_size / 1e6:.1f} MB); "
         f"on the other machine: contamscope cache import {target.name}",
@@ -254,10 +324,17 @@ def import_(
     src_path = _cache_file(source)
     if not src_path.is_file():
         raise ConfigError(f"{source}: no such cache file")
-    src = ScoreCache(src_path, read_only=True)
+    try:
+        src = ScoreCache(src_path, read_only=True)
+    except StoreError as exc:  # its advice (remove it, --no-cache) is for one's own cache
+        raise StoreError(f"{src_path}: {_reason(exc)}; nothing imported") from None
     chosen = None if not model else [m.fingerprint for m in _chosen(src, model)]
     path = cache_path(cache_dir)
-    copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
+    try:
+        with _terminable():  # one transaction: an interrupted import adds nothing
+            copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
+    except KeyboardInterrupt:
+        _interrupted("nothing imported")
     console.print(f"imported {_copied(copied)} from {src_path} into {path}", highlight=False)
 
 

@@ -20,7 +20,7 @@ import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -466,32 +466,42 @@ class ScoreCache:
         added = {"scores": 0, "blobs": 0}
         total = 0
         setups: set[str] = set()
-        with self._lock, self._db:
+
+        def read(sql: str) -> Iterator[list[Any]]:
+            """The source's rows in chunks; its own errors name it (not this cache)."""
+            try:
+                rows = source._db.execute(sql, params)
+                while chunk := rows.fetchmany(10_000):
+                    yield chunk
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{source.path}: cannot read it ({exc}); nothing copied") from None
+
+        with self._lock, self._db:  # one transaction: all copied, or (an error) nothing
             for table, columns in (
                 ("scores", "key, fingerprint, logprob, n_tokens, boundary"),
                 ("blobs", "key, fingerprint, kind, value"),
             ):
-                rows = source._db.execute(f"SELECT {columns} FROM {table}{where}", params)
                 marks = ",".join("?" * (columns.count(",") + 1))
                 insert = f"INSERT OR IGNORE INTO {table} ({columns}) VALUES ({marks})"
-                while chunk := rows.fetchmany(10_000):
+                for chunk in read(f"SELECT {columns} FROM {table}{where}"):
                     before = self._db.total_changes
                     self._db.executemany(insert, chunk)
                     added[table] += self._db.total_changes - before
                     total += len(chunk)
                     setups.update(row[1] for row in chunk)
-            names = source._db.execute(
-                f"SELECT fingerprint, spec, detail, last_used FROM models{where}", params
-            ).fetchall()
+            names = [
+                row
+                for chunk in read(f"SELECT fingerprint, spec, detail, last_used FROM models{where}")
+                for row in chunk
+            ]
             # a name is copied only where this cache has none: its own last use stays
             self._db.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", names)
-            try:
-                spellings = source._db.execute(
-                    f"SELECT fingerprint, spec FROM model_specs{where}", params
-                ).fetchall()
-            except sqlite3.OperationalError:  # a read-only cache written before the table
-                spellings = []
-            self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", spellings)
+            has_specs = source._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='model_specs'"
+            ).fetchone()
+            if has_specs:  # not in a read-only cache written before the table existed
+                for chunk in read(f"SELECT fingerprint, spec FROM model_specs{where}"):
+                    self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", chunk)
             setups.update(row[0] for row in names)
         added_entries = added["scores"] + added["blobs"]
         return Copied(added["scores"], added["blobs"], total - added_entries, len(setups))

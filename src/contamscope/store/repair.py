@@ -209,4 +209,9 @@ def _set_aside(path: Path) -> Path:
     for src, dst in zip(sqlite_files(path), sqlite_files(target)):
         if src.exists():
             os.replace(src, dst)
+    _, wal, shm = sqlite_files(target)
+    if not wal.exists() or wal.stat().st_size == 0:  # no data of the file in them (an empty
+        # log and its index), which "delete it when satisfied" would leave behind
+        wal.unlink(missing_ok=True)
+        shm.unlink(missing_ok=True)
     return target
