@@ -42,8 +42,13 @@ class CapabilityError(ContamscopeError):
 class StoreError(ContamscopeError):
     """A cache or run folder is unusable (wrong schema, settings mismatch)."""
 
-    def __init__(self, message: str, *, replaceable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, replaceable: bool = False, problem: str | None = None
+    ) -> None:
         super().__init__(message)
         self.replaceable = replaceable
         """The file is not (or no longer) a usable score cache: deleting it loses nothing
         (damaged, another schema). False for what deleting would not fix (permissions)."""
+        self.problem = problem
+        """What is wrong, without the path and the advice (which is for one's own cache:
+        ``cache import`` reports a source file's problem without telling to remove it)."""

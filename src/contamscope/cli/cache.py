@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -191,10 +191,7 @@ def _cache_file(path: Path) -> Path:
 def _reason(exc: StoreError) -> str:
     """What is wrong, without the path and the advice (which is for one's own cache: removing
     it, or --no-cache, makes no sense for a file being copied)."""
-    text = str(exc).split(": ", 1)[-1]
-    for cut in ("; ", ": check", ", or use"):
-        text = text.split(cut)[0]
-    return text
+    return exc.problem or str(exc).split(": ", 1)[-1]
 
 
 def _partials(target: Path) -> list[Path]:
@@ -214,27 +211,27 @@ def _partials(target: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _terminable() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler's time limit) unwinds like Ctrl-C, so ``finally``
-    removes what was half written."""
+def _stoppable(what: str) -> Iterator[None]:
+    """Ctrl-C, and SIGTERM (``kill``, a scheduler's time limit) alike, end the command with
+    "interrupted; ``what``" and exit 130 after unwinding (``finally`` removes what was half
+    written; a transaction rolls back)."""
 
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
     try:
-        previous = signal.signal(signal.SIGTERM, stop)
+        previous: Any = signal.signal(signal.SIGTERM, stop)
+        installed = True
     except ValueError:  # not the main thread: no handler to set
-        yield
-        return
+        installed = False
     try:
         yield
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted; {what}", highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupted(what: str) -> NoReturn:
-    err_console.print(f"interrupted; {what}", highlight=False)
-    sys.exit(EXIT_INTERRUPTED)
+        if installed:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("export")
@@ -279,14 +276,12 @@ def export(
         stale.unlink(missing_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        with _terminable():
+        with _stoppable("nothing written"):
             out = ScoreCache(partial, read_only=False)
             copied = out.copy_from(source, chosen)
             out.single_file()
             out.close()
             os.replace(partial, target)
-    except KeyboardInterrupt:
-        _interrupted("nothing written")
     except StoreError as exc:
         if str(partial) not in str(exc):
             raise
@@ -330,11 +325,8 @@ def import_(
         raise StoreError(f"{src_path}: {_reason(exc)}; nothing imported") from None
     chosen = None if not model else [m.fingerprint for m in _chosen(src, model)]
     path = cache_path(cache_dir)
-    try:
-        with _terminable():  # one transaction: an interrupted import adds nothing
-            copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
-    except KeyboardInterrupt:
-        _interrupted("nothing imported")
+    with _stoppable("nothing imported"):  # one transaction: an interrupted import adds nothing
+        copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
     console.print(f"imported {_copied(copied)} from {src_path} into {path}", highlight=False)
 
 

@@ -143,23 +143,26 @@ def _unwritable(exc: Exception) -> bool:
 
 def _store_error(path: Path, exc: Exception) -> StoreError:
     damaged = not _unwritable(exc) and any(word in str(exc) for word in _DAMAGED)
-    return StoreError(_db_problem(path, exc), replaceable=damaged)
+    problem, advice = _db_problem(path, exc)
+    return StoreError(f"{path}: {problem}{advice}", replaceable=damaged, problem=problem)
 
 
-def _db_problem(path: Path, exc: Exception) -> str:
+def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
+    """(what is wrong, the advice after it, with its separator)."""
     text = str(exc)
     if _unwritable(exc):
         return (
-            f"{path}: cannot write the score cache ({text}): check its permissions, or use "
-            "--no-cache or another --cache-dir"
+            f"cannot write the score cache ({text})",
+            ": check its permissions, or use --no-cache or another --cache-dir",
         )
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
-        return f"{path}: score cache error ({text}); use --no-cache or another --cache-dir"
+        return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
     repair = _repair_command(path)
     return (
-        f"{path}: not a usable score cache ({text}); "
+        f"not a usable score cache ({text})",
+        "; "
         + (f"`{repair}` salvages its readable scores, " if repair else "")
-        + f"`{_clear_command(path)}` removes it, or use --no-cache or another --cache-dir"
+        + f"`{_clear_command(path)}` removes it, or use --no-cache or another --cache-dir",
     )
 
 
@@ -273,10 +276,11 @@ class ScoreCache:
 
     def _check_schema(self, found: object) -> None:
         if str(found) != str(SCHEMA_VERSION):
+            problem = f"score cache schema {found}, this version reads {SCHEMA_VERSION}"
             raise StoreError(
-                f"{self.path}: score cache schema {found}, this version reads {SCHEMA_VERSION}; "
-                "run `contamscope cache clear` or use another --cache-dir",
+                f"{self.path}: {problem}; run `contamscope cache clear` or use another --cache-dir",
                 replaceable=True,
+                problem=problem,
             )
 
     def _open_read_only(self) -> sqlite3.Connection:
