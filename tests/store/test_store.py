@@ -561,6 +561,7 @@ def test_cache_export_and_import_carry_scores_and_names_to_another_cache(tmp_pat
                   cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "exported 3 scores of 1 model set-up to one.sqlite" in " ".join(res.stdout.split())
+    assert "contamscope cache import one.sqlite" in " ".join(res.stdout.split())
     assert not (tmp_path / "one.sqlite-wal").exists()  # one self-contained file
     (tmp_path / "share").mkdir()
     res = run_cli("cache", "export", "share", "--cache-dir", "a", cwd=tmp_path)
@@ -569,6 +570,9 @@ def test_cache_export_and_import_carry_scores_and_names_to_another_cache(tmp_pat
         " ".join(res.stdout.split())
     )
     assert [p.name for p in (tmp_path / "share").iterdir()] == ["scores.sqlite"]
+    assert "contamscope cache import share/ (or use the folder as --cache-dir)" in (
+        " ".join(res.stdout.split())
+    )
 
     res = run_cli("cache", "import", "one.sqlite", "--cache-dir", "b", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

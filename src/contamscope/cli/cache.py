@@ -291,9 +291,10 @@ def export(
             p.unlink(missing_ok=True)
         if make and not target.exists():
             target.parent.rmdir()
+    hint = f"{target.parent.name}/ (or use the folder as --cache-dir)" if folder else target.name
     console.print(
         f"exported {_copied(copied)} to {target} ({target.stat().st_size / 1e6:.1f} MB); "
-        f"on the other machine: contamscope cache import {target.name}",
+        f"on the other machine: contamscope cache import {hint}",
         highlight=False,
     )
 

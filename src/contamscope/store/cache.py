@@ -471,10 +471,10 @@ class ScoreCache:
         total = 0
         setups: set[str] = set()
 
-        def read(sql: str) -> Iterator[list[Any]]:
+        def read(sql: str, args: tuple[str, ...] = params) -> Iterator[list[Any]]:
             """The source's rows in chunks; its own errors name it (not this cache)."""
             try:
-                rows = source._db.execute(sql, params)
+                rows = source._db.execute(sql, args)
                 while chunk := rows.fetchmany(10_000):
                     yield chunk
             except sqlite3.DatabaseError as exc:
@@ -500,9 +500,9 @@ class ScoreCache:
             ]
             # a name is copied only where this cache has none: its own last use stays
             self._db.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", names)
-            has_specs = source._db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='model_specs'"
-            ).fetchone()
+            has_specs = any(
+                read("SELECT 1 FROM sqlite_master WHERE type='table' AND name='model_specs'", ())
+            )
             if has_specs:  # not in a read-only cache written before the table existed
                 for chunk in read(f"SELECT fingerprint, spec FROM model_specs{where}"):
                     self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", chunk)
