@@ -6,7 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from contamscope.backends.hf import _local_identity
+from contamscope.backends.hf import path_identities
 from contamscope.store.digests import file_digest
 
 
@@ -18,13 +18,13 @@ def test_new_bytes_with_the_old_size_and_mtime_change_the_digest_and_identity(
     f = folder / "model.safetensors"
     f.write_bytes(b"a" * 1000)
     (folder / "config.json").write_text("{}", encoding="utf-8")
-    before, ident = file_digest(f), _local_identity(folder)
+    before, ident = file_digest(f), path_identities(folder)
     assert before == hashlib.sha256(b"a" * 1000).hexdigest()
     st = f.stat()
     f.write_bytes(b"b" * 1000)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # touch -r, cp -p, rsync -a
     assert file_digest(f) == hashlib.sha256(b"b" * 1000).hexdigest() != before
-    assert _local_identity(folder) != ident
+    assert path_identities(folder) != ident
 
 
 def test_an_unchanged_file_is_not_read_again(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

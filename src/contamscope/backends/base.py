@@ -147,10 +147,24 @@ class Backend(ABC):
 
     spec: str
     capabilities: Capabilities
+    identity: str = ""
+    """The model's part of the fingerprint (its first), where the backend has one."""
+    legacy_identities: tuple[str, ...] = ()
+    """Identities earlier contamscope versions gave this same model (a local model's path)."""
 
     @abstractmethod
     def fingerprint(self) -> str:
         """Identity of every setting that changes the numbers (weights, dtype, tokenizer, BOS)."""
+
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints this set-up had under earlier contamscope versions, for the same
+        numbers: the cache reuses (and files again under :meth:`fingerprint`) what it stored
+        under them, and a run folder made under one resumes."""
+        fingerprint = self.fingerprint()
+        if not self.identity or not fingerprint.startswith(self.identity):
+            return ()
+        rest = fingerprint[len(self.identity) :]
+        return tuple(old + rest for old in self.legacy_identities if old != self.identity)
 
     @abstractmethod
     def score(

@@ -227,35 +227,41 @@ def _key_cost(model: Any) -> float:
     return per_key / (2 * params) if params else 0.0
 
 
-def _local_identity(path: Path) -> str:
-    """Content identity of a local model folder or file: its path and every file's name and
-    bytes (:func:`~contamscope.store.digests.file_digest`: read in full once per change of
-    the file, so new weights under an old size and modification time are a new model)."""
+def path_identities(path: Path) -> tuple[str, str]:
+    """Content identity of a local model folder or ``.gguf`` file, and the one contamscope
+    gave it before it identified models by their content alone (still read: its cached scores
+    are reused, :meth:`~contamscope.backends.base.Backend.legacy_fingerprints`).
+
+    The identity is the name of the folder or file and every file's name, size and bytes
+    (:func:`~contamscope.store.digests.file_digest`: read in full once per change of the file,
+    so new weights under an old size and modification time are a new model). Where the model
+    lies is no part of it: scores computed with a copy on another machine (``cache export``)
+    are reused. The earlier identity hashed the resolved path too."""
     from ..store.digests import file_digest
 
-    h = hashlib.sha256(str(path.resolve()).encode())
+    kind = "gguf" if path.is_file() else "local"
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
-    for f in files:
-        h.update(f"{f.name}:{f.stat().st_size}:{file_digest(f)}".encode())
-    return h.hexdigest()[:16]
+    listing = "".join(f"{f.name}:{f.stat().st_size}:{file_digest(f)}" for f in files).encode()
+    content = hashlib.sha256(listing).hexdigest()[:16]
+    legacy = hashlib.sha256(str(path.resolve()).encode() + listing).hexdigest()[:16]
+    return f"{kind}:{path.resolve().name}:{content}", f"{kind}:{path.name}:{legacy}"
 
 
-def local_identity(spec: str) -> str | None:
-    """The identity (the first part of the fingerprint) that ``spec`` loads, without loading
-    it, for a local ``hf:`` folder or ``.gguf`` file; None for any other spec (a hub id, the
-    bundled model, a server), whose identity is fixed by its name and version.
+def local_identities(spec: str) -> tuple[str, str] | None:
+    """The identities (:func:`path_identities`: the first part of the fingerprint, now and
+    before) that ``spec`` loads, without loading it, for a local ``hf:`` folder or ``.gguf``
+    file; None for any other spec (a hub id, the bundled model, a server), whose identity is
+    fixed by its name and version.
 
-    >>> local_identity("hf:HuggingFaceTB/SmolLM2-135M") is None
+    >>> local_identities("hf:HuggingFaceTB/SmolLM2-135M") is None
     True
     """
     if not spec.startswith("hf:"):
         return None
     rest = spec[3:]
     path = Path(rest).expanduser()
-    if rest.endswith(".gguf") and path.is_file():
-        return f"gguf:{path.name}:{_local_identity(path)}"
-    if path.is_dir():
-        return f"local:{path.name}:{_local_identity(path)}"
+    if (rest.endswith(".gguf") and path.is_file()) or path.is_dir():
+        return path_identities(path)
     return None
 
 
@@ -394,16 +400,16 @@ class HFBackend(Backend):
             from .bundled import converted_gguf
 
             folder: Path | str
-            folder, identity = converted_gguf(path), f"gguf:{path.name}:{_local_identity(path)}"
+            folder, (identity, legacy) = converted_gguf(path), path_identities(path)
         elif path.exists():
             if not path.is_dir():
                 raise ModelError(f"hf:{rest}: expected a model folder or a .gguf file")
-            folder, identity = path, f"local:{path.name}:{_local_identity(path)}"
+            folder, (identity, legacy) = path, path_identities(path)
         elif rest.startswith((".", "/", "~")):
             raise ModelError(f"hf:{rest}: no such file or folder")
         else:
-            folder, identity = rest, f"hub:{rest}"
-        return cls.from_pretrained(
+            folder, identity, legacy = rest, f"hub:{rest}", ""
+        backend = cls.from_pretrained(
             str(folder),
             spec=f"hf:{rest}",
             identity=identity,
@@ -411,6 +417,9 @@ class HFBackend(Backend):
             dtype=dtype,
             options=options,
         )
+        if legacy:
+            backend.legacy_identities = (legacy,)
+        return backend
 
     @classmethod
     def from_pretrained(

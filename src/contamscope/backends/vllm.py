@@ -124,13 +124,13 @@ class VLLMBackend(Backend):
 
         path = Path(rest).expanduser()
         if path.exists():
-            from .hf import _local_identity
+            from .hf import path_identities
 
-            name, identity = str(path), f"local:{path.name}:{_local_identity(path)}"
+            name, (identity, legacy) = str(path), path_identities(path)
         elif rest.startswith((".", "/", "~")):
             raise ModelError(f"vllm:{rest}: no such folder")
         else:
-            name, identity = rest, f"hub:{rest}@{opts.get('revision') or 'main'}"
+            name, identity, legacy = rest, f"hub:{rest}@{opts.get('revision') or 'main'}", ""
         kwargs: dict[str, Any] = {
             "tensor_parallel_size": int(opts.get("tensor_parallel_size", "1")),
             "gpu_memory_utilization": float(opts.get("gpu_memory_utilization", "0.9")),
@@ -149,13 +149,16 @@ class VLLMBackend(Backend):
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ModelError(f"vllm:{rest}: could not start the engine ({first[:200]})") from None
         model_dtype = str(llm.llm_engine.model_config.dtype).replace("torch.", "")
-        return cls(
+        backend = cls(
             llm,
             spec=f"vllm:{rest}",
             identity=identity,
             dtype=model_dtype,
             bos=opts.get("bos", "auto"),
         )
+        if legacy:
+            backend.legacy_identities = (legacy,)
+        return backend
 
     def fingerprint(self) -> str:
         if self._fingerprint is None:

@@ -554,7 +554,7 @@ def _dry_run(
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
     """Status of a pair finished by an earlier sweep: still valid, or its benchmark changed
     since (a failure: its numbers are of other data; --overwrite runs it again)."""
-    from ..backends.hf import local_identity
+    from ..backends.hf import local_identities
     from .permutation import load_for
 
     try:
@@ -566,9 +566,9 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
         hashes[job.benchmark] = load_for(_job_kwargs(job, kw)).content_hash
     if settings.get("benchmark_hash") != hashes[job.benchmark]:
         return "failed: the benchmark changed since this pair ran (--overwrite runs it again)"
-    identity = local_identity(job.model)
+    identities = local_identities(job.model)  # now's, or the one it had before (its path in it)
     ran = str(settings.get("model_fingerprint") or "").split("|")[0]
-    if identity is not None and ran != identity:
+    if identities is not None and ran not in identities:
         return (
             "failed: the model's files changed since this pair ran, or it ran before "
             "contamscope identified models by their files' contents (--overwrite runs it again)"

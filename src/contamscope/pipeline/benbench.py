@@ -464,9 +464,13 @@ def run_benbench(
         ),
         "config": config.settings(),
     }
-    stored = None if overwrite else run_dir.stored_settings()
+    renamed = scorer.renamed | (paraphraser.renamed if paraphraser is not None else {})
+    stored = None if overwrite else run_dir.stored_settings(renamed)
     done = run_dir.open(
-        settings, overwrite=overwrite, upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY)
+        settings,
+        overwrite=overwrite,
+        upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY),
+        renamed=renamed,
     )
     _rederive_records(run_dir, done, config)
     wanted = [(s.name, it) for s in splits for it in s.items]

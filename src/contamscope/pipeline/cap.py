@@ -414,7 +414,7 @@ def run_cap(
         ),
         "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
     }
-    done = run_dir.open(settings, overwrite=overwrite)
+    done = run_dir.open(settings, overwrite=overwrite, renamed=scorer.renamed | para.renamed)
     pairs = [(s, it) for s, items in selected.items() for it in items]
     wanted = {f"{s}/{it.id}" for s, it in pairs}
     done = {k: v for k, v in done.items() if k in wanted}

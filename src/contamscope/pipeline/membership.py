@@ -399,7 +399,7 @@ def run_membership(
         "config": config.scoring_settings(),
         "vocab_stats": vocab,
     }
-    stored = None if overwrite else run_dir.stored_settings()
+    stored = None if overwrite else run_dir.stored_settings(scorer.renamed)
     if stored is not None and not config.orders and "orders" in stored.get("config", {}):
         # the folder's records carry every order's scores: a statistic that needs none of them
         # re-analyses them, and items still to do are scored alike
@@ -409,7 +409,10 @@ def run_membership(
     # kept), and its settings then say so
     scored_without = {k: v for k, v in settings["config"].items() if k != "orders"}
     done = run_dir.open(
-        settings, overwrite=overwrite, upgrades=[settings | {"config": scored_without}]
+        settings,
+        overwrite=overwrite,
+        upgrades=[settings | {"config": scored_without}],
+        renamed=scorer.renamed,
     )
     wanted = [("benchmark", it) for it in items] + [("reference", it) for it in reference_items]
     ids = [f"{role}/{it.id}" for role, it in wanted]

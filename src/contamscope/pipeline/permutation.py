@@ -393,7 +393,7 @@ def run_permutation(
         "selection": _selection(loaded, [it.id for it in items], selection),
         "config": scoring,
     }
-    stored = None if overwrite else run_dir.stored_settings()
+    stored = None if overwrite else run_dir.stored_settings(scorer.renamed)
     if reference_run is not None:  # its settings checked now, its items after the scoring
         read_reference(reference_run, settings, config, [])
     done = run_dir.open(
@@ -401,6 +401,7 @@ def run_permutation(
         overwrite=overwrite,
         complete=_readable,
         upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY),
+        renamed=scorer.renamed,
     )
     alg1 = Algorithm1(ties=config.ties)
     alg2 = Algorithm2(deltas=config.deltas)

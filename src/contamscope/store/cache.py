@@ -585,6 +585,7 @@ class CachedScorer:
         self.backend = backend
         self.cache = cache
         self.fingerprint = backend.fingerprint()
+        self.legacy = backend.legacy_fingerprints()
         if cache is not None:
             cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
@@ -595,6 +596,13 @@ class CachedScorer:
             f"CachedScorer({self.backend!r}, cache={self.cache!r}, computed={self.computed}, "
             f"reused={self.reused})"
         )
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """The fingerprints earlier versions gave this model set-up, each to its name now
+        (:meth:`~contamscope.backends.base.Backend.legacy_fingerprints`): a run folder made
+        under one resumes (:meth:`~contamscope.store.run.RunDir.stored_settings`)."""
+        return {old: self.fingerprint for old in self.legacy}
 
     def mark(self) -> tuple[int, int]:
         """The counters now, for :meth:`since` (one scorer may serve several runs)."""
@@ -613,6 +621,13 @@ class CachedScorer:
         keys = [score_key(self.fingerprint, r) for r in requests]
         found = self.cache.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
+        for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
+            olds = {score_key(old, requests[i]): i for i in missing}
+            refiled = [(keys[olds[k]], r) for k, r in self.cache.get_many(list(olds)).items()]
+            if refiled and not self.cache.read_only:
+                self.cache.put_many(self.fingerprint, refiled)
+            found.update(refiled)
+            missing = [i for i in missing if keys[i] not in found]
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
         if missing:
@@ -640,6 +655,13 @@ class CachedScorer:
         keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
         found = {k: load(v) for k, v in self.cache.get_blobs(keys).items()}
         missing = [i for i, k in enumerate(keys) if k not in found]
+        for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
+            olds = {blob_key(old, kind, requests[i]): i for i in missing}  # type: ignore[arg-type]
+            stored = [(keys[olds[k]], v) for k, v in self.cache.get_blobs(list(olds)).items()]
+            if stored and not self.cache.read_only:
+                self.cache.put_blobs(self.fingerprint, kind, stored)
+            found.update((k, load(v)) for k, v in stored)
+            missing = [i for i in missing if keys[i] not in found]
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
         if missing:

@@ -11,7 +11,7 @@ import inspect
 import json
 import os
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -83,6 +83,7 @@ class RunDir:
         overwrite: bool = False,
         upgrades: Iterable[dict[str, Any]] = (),
         complete: Callable[[dict[str, Any]], bool] | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> dict[str, dict[str, Any]]:
         """Prepare the folder; return records already finished (resume) keyed by item id
         (``complete``: whether a stored record is one the method can read; others are scored
@@ -90,12 +91,12 @@ class RunDir:
 
         A folder holding a run with different settings is refused unless ``overwrite``, or
         unless its settings are among ``upgrades`` (older settings whose records the caller
-        completes): ``settings`` then replace them.
+        completes): ``settings`` then replace them. ``renamed``: see :meth:`stored_settings`.
         """
         make_folder(self.path)
         self._lock()
         try:
-            return self._prepare(settings, overwrite, upgrades, complete)
+            return self._prepare(settings, overwrite, upgrades, complete, renamed)
         except BaseException:  # refused (other settings, ...): the folder is free again
             self.close()
             raise
@@ -113,9 +114,10 @@ class RunDir:
         overwrite: bool,
         upgrades: Iterable[dict[str, Any]],
         complete: Callable[[dict[str, Any]], bool] | None,
+        renamed: Mapping[str, str] | None,
     ) -> dict[str, dict[str, Any]]:
         if self.settings_path.exists() and not overwrite:
-            old = self.stored_settings() or {}
+            old = self.stored_settings(renamed) or {}
             if old.get("method") != settings.get("method"):
                 raise StoreError(
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
@@ -178,12 +180,19 @@ class RunDir:
         _HELD[key] = id(self)
         self._held = weakref.finalize(self, _release, key, id(self), fd)
 
-    def stored_settings(self) -> dict[str, Any] | None:
-        """The settings of the run this folder holds (None: no run yet)."""
+    def stored_settings(self, renamed: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+        """The settings of the run this folder holds (None: no run yet). ``renamed``: model
+        fingerprints an earlier contamscope version gave the models of this run, and their
+        names now (:attr:`~contamscope.store.cache.CachedScorer.renamed`), put in their place."""
         if not self.settings_path.exists():
             return None
         try:
-            return json.loads(self.settings_path.read_text(encoding="utf-8"))
+            stored = json.loads(self.settings_path.read_text(encoding="utf-8"))
+            if renamed and isinstance(stored, dict):
+                stored = {
+                    k: renamed.get(v, v) if isinstance(v, str) else v for k, v in stored.items()
+                }
+            return stored
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
         except OSError as exc:
