@@ -217,6 +217,30 @@ def test_probe_refuses_chat_only_api_but_chat_generation_works(serve: Any) -> No
     assert got[0].n_tokens == 3
 
 
+def test_a_refused_key_or_a_dead_server_is_no_missing_capability(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401, or a server that stops answering, said "cannot return prompt log-probs ...
+    methods this backend can run: CAP", which then failed the same way: it is one line about
+    the key or the server, and no method is offered in its place."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("CONTAMSCOPE_API_KEY", "wrong")
+    keyed = serve("--api-key", "sekret")
+    with pytest.raises(ModelError) as err:
+        check_backend(backend(keyed.url), prompt_logprobs=True, method="the permutation test")
+    msg = str(err.value)
+    assert not isinstance(err.value, CapabilityError) and "\n" not in msg
+    assert "refused the request (HTTP 401: invalid API key)" in msg and "api_key_env" in msg
+    assert "can run" not in msg
+    for faults in (["--die-after", "0"], ["--faults", "500", "--fault-every", "1"]):
+        b = backend(serve(*faults).url, retries="1", backoff="0.01")
+        with pytest.raises(ModelError) as err:
+            check_backend(b, prompt_logprobs=True, method="the permutation test")
+        msg = str(err.value)
+        assert not isinstance(err.value, CapabilityError) and "can run" not in msg, faults
+        assert "the server did not answer the check request (failed after 2 attempts" in msg
+
+
 def test_probe_refuses_generated_token_logprobs_only(serve: Any) -> None:
     s = serve("--generated-logprobs-only", "--no-prompt-logprobs")
     b = backend(s.url)

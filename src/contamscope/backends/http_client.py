@@ -91,6 +91,19 @@ class HttpStatusError(ModelError):
         self.message = message
 
 
+AUTH_STATUS = frozenset({401, 403, 407})
+"""HTTP statuses of a refused or missing API key."""
+KEY_ADVICE = (
+    "give its API key in $CONTAMSCOPE_API_KEY or $OPENAI_API_KEY, or name the variable that "
+    "holds it with -M api_key_env=VAR"
+)
+
+
+class ServerUnavailable(ModelError):
+    """Every attempt failed for a reason of the moment (connection refused or lost, timeouts,
+    429/5xx): the server, not what it can do."""
+
+
 def _server_message(resp: Any) -> str:
     try:
         body = resp.json()
@@ -168,7 +181,7 @@ class ApiClient:
             if attempt < self.settings.retries:
                 delay = self.settings.backoff * (2**attempt) * (0.5 + self._rng.random())
                 time.sleep(min(_MAX_SLEEP, max(delay, wait_s or 0.0)))
-        raise ModelError(f"failed after {self.settings.retries + 1} attempts: {last}")
+        raise ServerUnavailable(f"failed after {self.settings.retries + 1} attempts: {last}")
 
     def map(
         self,

@@ -39,7 +39,7 @@ from .base import (
     ScoreResult,
     TokenStats,
 )
-from .http_client import ApiClient, ApiSettings, HttpStatusError
+from .http_client import AUTH_STATUS, KEY_ADVICE, ApiClient, ApiSettings, HttpStatusError
 
 __all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
 
@@ -196,7 +196,8 @@ class OpenAIBackend(Backend):
                     self._missing_v1()
                     self._info = {}
                     return self._info
-                raise ModelError(f"{self.base_url}/models: {exc}") from None
+                advice = f": {KEY_ADVICE}" if exc.status in AUTH_STATUS else ""
+                raise ModelError(f"{self.base_url}/models: {exc}{advice}") from None
             except ModelError as exc:
                 msg = str(exc)  # a reply it could not use names its URL already
                 if not msg.startswith(self.base_url):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CapabilityError, ContamscopeError
+from ..errors import CapabilityError, ContamscopeError, ModelError
 from .base import Backend, Capabilities
 
 if TYPE_CHECKING:
@@ -103,8 +103,10 @@ def _refuse(backend: OpenAIBackend, report: ProbeReport, reason: str) -> ProbeRe
 
 
 def probe_server(backend: OpenAIBackend) -> ProbeReport:
-    """Run the canary against a live ``openai:`` server and update its capabilities."""
-    from .http_client import HttpStatusError
+    """Run the canary against a live ``openai:`` server and update its capabilities. A server
+    that refuses the API key, or cannot be reached, is a one-line ModelError: that says
+    nothing of what it can compute, so no method is offered in its place."""
+    from .http_client import AUTH_STATUS, KEY_ADVICE, HttpStatusError, ServerUnavailable
 
     backend.probed = True
     report = ProbeReport(prompt_logprobs=True)
@@ -113,7 +115,15 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
     natural, shuffled = CANARIES[0]
     try:
         first = backend.prompt_tokens(bos + natural)
+    except ServerUnavailable as exc:
+        raise ModelError(
+            f"{backend.spec}: the server did not answer the check request ({exc})"
+        ) from None
     except HttpStatusError as exc:
+        if exc.status in AUTH_STATUS:
+            raise ModelError(
+                f"{backend.spec}: the server refused the request ({exc}): {KEY_ADVICE}"
+            ) from None
         if exc.status in (404, 405, 501):
             backend.chat_only = True
             return _refuse(
