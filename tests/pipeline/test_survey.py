@@ -85,6 +85,34 @@ def test_counts_tokens_with_a_tokenizer(tiny_backend) -> None:  # type: ignore[n
     assert tokens["items_too_long"] == 0 and tokens["context"] == 512
 
 
+def test_an_item_longer_than_the_context_is_counted_out_as_a_run_leaves_it_out(
+    tiny_backend,  # type: ignore[no-untyped-def]
+) -> None:
+    """inspect counted such an item as scored and tested; the run then excluded it."""
+    from contamscope.backends.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_backend.spec, {"bos": "<|endoftext|>"})
+    long = MCQItem("z", "word " * 600 + "?", ("yes", "no", "maybe"), subject="bio")
+    items = [*ITEMS, long]
+    found = survey_permutation(
+        _loaded(items), items, PermutationConfig(mc_orders=99), tokenizer=tok
+    )
+    c, short = (
+        found["counts"],
+        survey_permutation(_loaded(ITEMS), ITEMS, PermutationConfig(mc_orders=99)),
+    )
+    assert c["items_too_long"] == 1 == found["tokens"]["items_too_long"]
+    assert c["items_excluded"] == short["counts"]["items_excluded"] + 1
+    assert (c["items_scored"], c["items_tested"]) == (
+        short["counts"]["items_scored"],
+        short["counts"]["items_tested"],
+    )
+    assert found["excluded"]["by_id"]["z"] == "longer than the model's context window"
+    assert found["excluded"]["texts"] == short["excluded"]["texts"]  # what options refer to
+    assert found["by_subject"]["bio"]["excluded"] == short["by_subject"]["bio"]["excluded"] + 1
+    assert found["orders"]["total"] == short["orders"]["total"]
+
+
 def test_measure_scales_the_sample_time_by_the_runs_tokens(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     from contamscope.backends.tokenizer import load_tokenizer, tokenizer_of
     from contamscope.pipeline.survey import measure_permutation

@@ -257,12 +257,18 @@ def print_inspection(found: dict[str, Any]) -> None:
     )
     excluded = found["excluded"]
     texts = ", ".join(f"{t} {k}" for t, k in list(excluded["texts"].items())[:4])
+    refer = c["items_excluded"] - c.get("items_too_long", 0)
     head.add_row(
         "set aside",
-        (f"{c['items_excluded']:,}" if c["items_excluded"] else "no items")
+        (f"{refer:,}" if refer else "no items")
         + " whose options refer to each other"
         + (f" ({texts}{', ...' if len(excluded['texts']) > 4 else ''})" if texts else "")
-        + (": not scored (--include-non-exchangeable scores them)" if c["items_excluded"] else ""),
+        + (": not scored (--include-non-exchangeable scores them)" if refer else "")
+        + (
+            f"; {plural(c['items_too_long'], 'item')} longer than the model's context"
+            if c.get("items_too_long")
+            else ""
+        ),
     )
     natural = found["natural_order"]
     reasons = "; ".join(f"{r}: {k:,}" for r, k in natural["reasons"].items())

@@ -40,9 +40,10 @@ def _requests(item: MCQItem, config: PermutationConfig) -> list[Any]:
 
 def _token_block(
     tokenizer: Any, items: Sequence[MCQItem], config: PermutationConfig
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], set[str]]:
     """Tokens a run of ``items`` costs with ``tokenizer`` (a ModelTokenizer): the reference
-    way's against the prefix-tree engine's minimum."""
+    way's against the prefix-tree engine's minimum; and the ids of the items longer than the
+    model's context (a run leaves them out)."""
     from ..backends.tree_plan import token_counts
 
     reference = minimum = too_long = 0
@@ -56,7 +57,7 @@ def _token_block(
         too_long += counts.too_long
         if counts.too_long:
             longest.add(item.id)
-    return {
+    block = {
         "model": tokenizer.spec,
         "bos": tokenizer.bos_id is not None,
         "context": tokenizer.max_length,
@@ -69,6 +70,7 @@ def _token_block(
         "(the published code); prefix_tree: each question once plus the token trie of its "
         "orders, the fewest the engine must run. BOS included where the model takes one.",
     }
+    return block, longest
 
 
 def survey_permutation(
@@ -105,9 +107,14 @@ def survey_permutation(
             excluded[it.id] = reason
             continue
         scored.append(it)
-        nat = natural_order_reason(it.options)
-        if nat:
+    refer = dict(excluded)  # options that refer to each other, repeated ones
+    tokens, too_long = _token_block(tokenizer, scored, config) if tokenizer else (None, set())
+    for it in scored:
+        if it.id in too_long:  # its scores would be NaN: the run leaves it out
+            excluded[it.id] = "longer than the model's context window"
+        elif nat := natural_order_reason(it.options):
             natural[it.id] = nat
+    scored = [it for it in scored if it.id not in too_long]
     by_subject: dict[str, dict[str, int]] = {}
     for it in items:
         if it.subject:
@@ -146,6 +153,7 @@ def survey_permutation(
             "subjects": len(subjects),
             "items_scored": len(scored),
             "items_excluded": len(excluded),
+            "items_too_long": len(too_long),
             "items_natural_order": len(natural),
             "items_tested": len(scored) - len(natural),
             "repeats": len(repeated),
@@ -153,7 +161,7 @@ def survey_permutation(
         "skipped_rows": [str(p) for p in loaded.problems],
         "excluded": {
             "texts": dict(  # the option text that refers to the others, most frequent first
-                Counter(r.split(": ", 1)[-1].lower() for r in excluded.values()).most_common(20)
+                Counter(r.split(": ", 1)[-1].lower() for r in refer.values()).most_common(20)
             ),
             "by_id": excluded,
         },
@@ -169,7 +177,7 @@ def survey_permutation(
             "sampled_items": sum(1 for it in scored if it.n_options > config.max_exhaustive),
         },
         "conventions": convention_summary(loaded.items),
-        "tokens": _token_block(tokenizer, scored, config) if tokenizer is not None else None,
+        "tokens": tokens,
     }
     return out
 
