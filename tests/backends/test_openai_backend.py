@@ -366,3 +366,21 @@ def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> 
     for chat in (False, True):
         with pytest.raises(ModelError, match=r"reply has no choices \({'ok': True}\)"):
             b.generate([GenerateRequest("Hi", 3, chat=chat)])
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        ({"timeout": "abc"}, "-M timeout=abc: expected a number"),
+        ({"max_connections": "2.5"}, "-M max_connections=2.5: expected a whole number"),
+        ({"timeout": "nan"}, "-M timeout: must be a positive number of seconds"),
+        ({"backoff": "inf"}, "-M backoff: must be a number of seconds, 0 or more"),
+        ({"retries": "-1"}, "-M retries: must not be negative"),
+    ],
+)
+def test_connection_options_name_the_bad_one(opts: dict[str, str], message: str) -> None:
+    from contamscope.backends.http_client import ApiSettings
+
+    with pytest.raises(ConfigError) as err:
+        ApiSettings.from_options(dict(opts))
+    assert str(err.value) == message

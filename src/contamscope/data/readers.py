@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +26,7 @@ __all__ = [
     "jsonl_lines",
     "json_object",
     "load_json_list",
+    "json_list_lines",
     "header_text",
 ]
 
@@ -32,6 +35,7 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def not_a_file(path: Path) -> str:
@@ -117,28 +121,48 @@ def table_suffix(path: Path, text: str | None = None) -> str:
 
 
 def table_delimiter(path: Path, text: str) -> str:
-    """The cell delimiter of a table file: a tab for ``.tsv``; otherwise a comma, unless the
-    first non-blank line splits into more cells at tabs than at commas (a spreadsheet's
-    "Text (Tab delimited)" or "Unicode Text" save, whatever its name).
+    """The cell delimiter of a table file: a tab for ``.tsv``; otherwise a comma, unless its
+    first records split at tabs into one number of cells (two or more) and at commas not, or
+    into more cells at tabs than at commas (a spreadsheet's "Text (Tab delimited)" or
+    "Unicode Text" save, whatever its name).
 
     >>> table_delimiter(Path("a.csv"), "question\\tA\\tB\\nq, with a comma\\t1\\t2\\n")
     '\\t'
     >>> table_delimiter(Path("a.csv"), '"q\\twith a tab",A,B\\n')
     ','
+    >>> table_delimiter(Path("a.txt"), "q, a, b\\tx\\ty\\nq2\\tz\\tw\\n")  # as many commas as tabs
+    '\\t'
     """
     if path.suffix.lower() == ".tsv":
         return "\t"
     line = next((ln for ln in io.StringIO(text) if ln.strip()), "")
     if "\t" not in line:
         return ","
-    by_comma = next(csv.reader([line]), [])
-    by_tab = next(csv.reader([line], delimiter="\t"), [])
-    return "\t" if len(by_tab) > len(by_comma) else ","
+
+    def widths(delimiter: str) -> list[int]:
+        rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        try:
+            return [len(r) for r in itertools.islice((r for r in rows if any(r)), 20)]
+        except csv.Error:
+            return []
+
+    by_comma, by_tab = widths(","), widths("\t")
+    if not by_comma or not by_tab:
+        return "\t" if by_tab else ","
+
+    def even(w: list[int]) -> bool:
+        return min(w) == max(w) >= 2
+
+    if even(by_tab) != even(by_comma):
+        return "\t" if even(by_tab) else ","
+    return "\t" if by_tab[0] > by_comma[0] else ","
 
 
 def csv_rows(text: str, delimiter: str = ",") -> Iterator[tuple[int, list[str] | RowError]]:
     """(start line, cells) per CSV record; blank and all-empty records are skipped.
 
+    A record whose quoting breaks the csv module's strict rules (``"Say "hi" now",a,b``: text
+    after a closing quote, which the module would glue on) is given as ``(line, RowError)``.
     A quote left open (``q,"a,b,c,d,A``) makes the csv module read every following line into
     one cell until the next quote, so good rows vanish into one bad one. Such a record (it
     spans lines; has another number of cells than the first record, or text right after its
@@ -175,6 +199,17 @@ def csv_rows(text: str, delimiter: str = ",") -> Iterator[tuple[int, list[str] |
                 )
                 restart = start  # the next line, 0-based
                 break
+            elif any('"' in ln for ln in lines[start - 1 : end]) and not _well_quoted(
+                lines[start - 1 : end], delimiter
+            ):
+                yield (
+                    start,
+                    RowError(
+                        "text after a quoted cell's closing quote (inside a quoted cell a quote "
+                        'is written twice: "")'
+                    ),
+                )
+                continue
             yield start, row
         if restart is None:
             return
@@ -284,6 +319,35 @@ def load_json_list(path: Path, text: str) -> list[Any]:
             + f" holds {_SURROGATE}; fix or remove it"
         )
     return value
+
+
+def json_list_lines(text: str, records: list[Any]) -> list[int | None]:
+    """The line each record of a JSON list (``records``, parsed from ``text`` by
+    :func:`load_json_list`) starts on, so a skipped record is named by its ``file:line``.
+
+    >>> json_list_lines('[\\n  {"a": 1},\\n  {"a": [\\n 2]}, {"a": 3}\\n]', [{}, {}, {}])
+    [2, 3, 4]
+    """
+    decoder = json.JSONDecoder()
+
+    def skip(pos: int) -> int:  # past JSON's white space
+        found = _JSON_SPACE.match(text, pos)
+        return found.end() if found else pos
+
+    starts: list[int] = []
+    try:
+        pos = skip(0) + 1  # past the '['
+        for _ in records:
+            starts.append(pos := skip(pos))
+            pos = skip(decoder.raw_decode(text, pos)[1]) + 1  # past the ','
+    except ValueError:  # cannot be (the text parsed): no lines rather than wrong ones
+        return [None] * len(records)
+    lines: list[int | None] = []
+    line, last = 1, 0
+    for start in starts:
+        line, last = line + text.count("\n", last, start), start
+        lines.append(line)
+    return lines
 
 
 def header_text(row: list[str]) -> str:

@@ -270,7 +270,9 @@ def record_to_item(
         missing = [f for f in fm.options if f not in rec]
         if missing:
             raise RowError(f"missing option field {missing[0]!r}")
-        options = finish_options([rec[f] for f in fm.options], drop_trailing_empty=False)
+        # as with options found automatically, empty ones at the end are absent (a row of a
+        # 5-option file with 4); a field missing from the record is still a problem (a typo)
+        options = finish_options([rec[f] for f in fm.options], drop_trailing_empty=True)
         used.update(fm.options)
     else:
         values, from_fields = _auto_option_values(rec)
@@ -320,8 +322,16 @@ class Sink:
         first = self._first_seen.get(item.id)
         if first is not None:
             where = f"{first[0]}:{first[1]}" if first[1] is not None else first[0]
+            hint = (
+                "; ids must differ across the benchmark's files: --fields id= numbers the "
+                "items instead"
+                if first[0] != (item.source or "?")
+                else ""
+            )
             self.problem(
-                item.source or "?", item.line, f"duplicate id {item.id!r} (first at {where})"
+                item.source or "?",
+                item.line,
+                f"duplicate id {item.id!r} (first at {where}){hint}",
             )
             return
         self._first_seen[item.id] = (item.source or "?", item.line)
