@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-__all__ = ["plural", "number", "value", "pp_text"]
+import re
+
+__all__ = ["plural", "number", "value", "pp_text", "md_cell"]
+
+
+def md_cell(x: object) -> str:
+    """``x`` as text for Markdown (a table cell, a list item): ``|`` would end a cell, and a
+    ``<`` before a letter (``hf:my<model>``) or an ``&`` that spells an entity (``&amp;``) would
+    be read as HTML; other ``<`` and ``&`` (``p <= 0.05``, ``Q&A``) show as they are.
+
+    >>> md_cell('hf:my<model>&amp;"q"|x <= 5 & <3')
+    'hf:my&lt;model>&amp;amp;"q"\\\\|x <= 5 & <3'
+    """
+    text = re.sub(r"&(?=#?\w+;)", "&amp;", str(x))
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text).replace("|", "\\|")
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

@@ -26,7 +26,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import number, value
+from ..wording import md_cell, number, value
 
 __all__ = [
     "CARD_SCHEMA",
@@ -352,20 +352,17 @@ def _refs(row: dict[str, Any]) -> str:
 def render_markdown(card: dict[str, Any]) -> str:
     """The card as Markdown (the JSON holds every number at full precision)."""
 
-    def md(x: object) -> str:
-        return str(x).replace("|", "\\|")
-
     ns = {c.get("n") for c in card["checks"]}
     gram = f"{ns.pop()}-gram" if len(ns) == 1 and None not in ns else "n-gram"
     lines = [
-        f"# Benchmark Transparency Card: {md(card['model'])}",
+        f"# Benchmark Transparency Card: {md_cell(card['model'])}",
         "",
         f"Model: `{card['model_spec']}` (fingerprint `{card['model_fingerprint']}`).",
         f"Signals measured by contamscope ({card['method']}).",
     ]
     if card["checks"]:
-        lines += _benbench_lines(card, gram, md)
-    lines += _other_lines(card.get("other_checks") or [], md)
+        lines += _benbench_lines(card, gram)
+    lines += _other_lines(card.get("other_checks") or [])
     fam = card.get("family") or {}
     if fam.get("p_values"):
         lines += [
@@ -375,7 +372,7 @@ def render_markdown(card: dict[str, Any]) -> str:
             f"{fam['p_values']} (the chance of any false signal on the card at most 5%).",
         ]
     if card.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {md(n)}" for n in card["notes"]]
+        lines += ["", "Notes:", ""] + [f"- {md_cell(n)}" for n in card["notes"]]
     if card["checks"]:
         lines += [
             "",
@@ -389,7 +386,7 @@ def render_markdown(card: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _other_lines(others: Sequence[dict[str, Any]], md: Any) -> list[str]:
+def _other_lines(others: Sequence[dict[str, Any]]) -> list[str]:
     """The rows of the other methods' runs, and how to read each method's number."""
     if not others:
         return []
@@ -406,16 +403,16 @@ def _other_lines(others: Sequence[dict[str, Any]], md: Any) -> list[str]:
     for o in others:
         p = "-" if o.get("p_value") is None else p_text(o["p_value"])
         lines.append(
-            f"| {md(o['method'])} | {md(o['benchmark'])} | {md(o['statistic'])} | "
-            f"{md(o['text'])} | {p} | {o['n_items']} | {md(o['run'])} |"
+            f"| {md_cell(o['method'])} | {md_cell(o['benchmark'])} | {md_cell(o['statistic'])} | "
+            f"{md_cell(o['text'])} | {p} | {o['n_items']} | {md_cell(o['run'])} |"
         )
     legends = dict.fromkeys(
         f"{o['method']} ({o['statistic']}): {o['legend']}" for o in others if o.get("legend")
     )
-    return lines + [""] + [f"- {md(text)}" for text in legends]
+    return lines + [""] + [f"- {md_cell(text)}" for text in legends]
 
 
-def _benbench_lines(card: dict[str, Any], gram: str, md: Any) -> list[str]:
+def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
     """The paper's table of BenBench's checks, and its train - test one."""
     lines = [
         "",
@@ -445,8 +442,8 @@ def _benbench_lines(card: dict[str, Any], gram: str, md: Any) -> list[str]:
             else "-"
         )
         lines.append(
-            f"| {md(c['benchmark'])} | {md(c['split'])} | `{c['content_hash'][:12]}` | "
-            f"{c['items']} ({c['items_paired']}) | {md(_refs(c))} | "
+            f"| {md_cell(c['benchmark'])} | {md_cell(c['split'])} | `{c['content_hash'][:12]}` | "
+            f"{c['items']} ({c['items_paired']}) | {md_cell(_refs(c))} | "
             f"{value(ppl.get('original'), False)} / {value(ppl.get('paraphrase'), False)} | "
             f"{_delta(ppl, False)} | "
             f"{value(acc.get('original'), True)} / {value(acc.get('paraphrase'), True)} | "
@@ -478,7 +475,7 @@ def _benbench_lines(card: dict[str, Any], gram: str, md: Any) -> list[str]:
                 name = name.replace("n-gram", gram)
                 rel = "-" if v.get("relative_pct") is None else f"{v['relative_pct']:+.1f}%"
                 lines.append(
-                    f"| {md(c['train_benchmark'])} / {md(c['benchmark'])} | {name} | "
+                    f"| {md_cell(c['train_benchmark'])} / {md_cell(c['benchmark'])} | {name} | "
                     f"{_delta(v, pp)} | {rel} | {v.get('n_train')} / {v.get('n_test')} |"
                 )
     return lines

@@ -300,8 +300,8 @@ tr.flag td{background:#fde8dc}
 main table:not(.tbl table){display:block;overflow-x:auto;max-width:100%}
 @media (max-width:600px){header,main,footer{padding-left:10px;padding-right:10px}.tbl-bar input{width:100%;box-sizing:border-box}}
 figure.plot{margin:0}figure.plot.wide{grid-column:1/-1;overflow-x:auto}figure.plot.wide svg.fig{min-width:640px}svg.fig{width:100%;height:auto}
-figcaption{font-size:12px;color:#444;max-width:640px}
-.caption,.note{color:#444;font-size:13px;max-width:1000px}
+figcaption{font-size:12px;color:#444;max-width:640px;overflow-wrap:anywhere}
+.caption,.note{color:#444;font-size:13px;max-width:1000px;overflow-wrap:anywhere}
 td.q{max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 details{margin:8px 0}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 .yes{color:#b34100;font-weight:600}

@@ -24,7 +24,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import plural
+from ..wording import md_cell, plural
 from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
@@ -385,11 +385,8 @@ def to_markdown(
     multi = len({c[0] for c in cols}) > 1
     cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}
 
-    def md(x: str) -> str:
-        return x.replace("|", "\\|")
-
     lines = [
-        "| model | " + " | ".join(md(_col_label(c, multi)) for c in cols) + " |",
+        "| model | " + " | ".join(md_cell(_col_label(c, multi)) for c in cols) + " |",
         "|---|" + "---:|" * len(cols),
     ]
     for m in models:
@@ -402,18 +399,18 @@ def to_markdown(
             text = f"{est.text()}, n={est.n_items:,}"
             if est.p_value is not None:  # as the csv and html have it (the legend says which)
                 text += f", p={p_text(est.p_value)}"
-            cells.append(md(text))
-        lines.append(f"| {md(m)} | " + " | ".join(cells) + " |")
+            cells.append(md_cell(text))
+        lines.append(f"| {md_cell(m)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"- {x}" for x in _legends(entries, html=False))
     lines.append(f"- {significance_line(entries)}")
-    lines.extend(f"- {md(x)}" for x in flagged_lines(entries))
-    lines.extend(f"- {md(x)}" for x in caveat_lines(entries))
-    lines.extend(f"- {md(x)}" for x in warning_lines(entries))
-    lines.extend(f"- {md(x)}" for x in ties_lines(entries))
-    lines.extend(f"- left out: {md(str(x))}" for x in left_out)
+    lines.extend(f"- {md_cell(x)}" for x in flagged_lines(entries))
+    lines.extend(f"- {md_cell(x)}" for x in caveat_lines(entries))
+    lines.extend(f"- {md_cell(x)}" for x in warning_lines(entries))
+    lines.extend(f"- {md_cell(x)}" for x in ties_lines(entries))
+    lines.extend(f"- left out: {md_cell(str(x))}" for x in left_out)
     if comparisons:
-        lines += ["", f"## Compared with the baseline {md(comparisons[0].baseline)}", ""]
+        lines += ["", f"## Compared with the baseline {md_cell(comparisons[0].baseline)}", ""]
         lines += [comparisons_note(comparisons), ""]
         return "\n".join(lines) + "\n" + comparisons_markdown(comparisons, links=True)
     return "\n".join(lines) + "\n"

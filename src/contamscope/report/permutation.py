@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..detectors.verdict import conventions_text, few_items_text
+from ..detectors.verdict import conventions_text, few_items_text, verdict_tests
 from ..wording import plural
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
@@ -41,23 +41,34 @@ def _ranked_statistics(run: RunData) -> tuple[dict[str, Any], int]:
 
 def estimate(run: RunData) -> Estimate | None:
     """Leaderboard cell: Algorithm-1 rate minus its exact chance level, with the 95% CI, on the
-    items the verdict rests on (naturally ordered items set aside, as the verdict does)."""
+    items the verdict rests on (naturally ordered items set aside, as the verdict does). Its
+    p-value is the verdict's: the smallest of its tests' times their number (Bonferroni), so
+    a cell rejects H0 at 5% exactly where the run's verdict finds a leakage signal."""
     stats, aside = _ranked_statistics(run)
     a1 = stats.get("alg1")
     if not a1 or not stats.get("n_items"):
         return None
     ci = a1.get("excess_ci")
     subjects = run.summary.get("by_subject") or {}
+    tested = [p for p in verdict_tests(stats)[0].values() if p is not None]
     return Estimate(
         statistic="Algorithm-1 excess over chance",
         value=a1.get("excess"),
         ci=(ci[0], ci[1]) if ci else None,
-        p_value=a1.get("p_value"),
+        p_value=min(1.0, len(tested) * min(tested)) if tested else None,
         n_items=int(stats.get("n_items") or 0),
-        raw={"rate": a1.get("rate"), "chance": a1.get("null_expected"), "set_aside": aside},
+        raw={
+            "rate": a1.get("rate"),
+            "chance": a1.get("null_expected"),
+            "set_aside": aside,
+            "alg1_p_value": a1.get("p_value"),
+        },
         settings={"ties": str((run.summary.get("config") or {}).get("ties", "not_leaked"))},
         legend="percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
-        "never saw the benchmark shows; p-value one-sided, H0: no leakage. Counted on the items "
+        "never saw the benchmark shows; p-value one-sided, H0: no leakage, the verdict's: the "
+        "smallest of its three tests' (Algorithm-1 excess, rank-test count, mean-gap test) "
+        "times three (Bonferroni), so a cell at p <= 0.05 is a run whose verdict found a "
+        "leakage signal. Counted on the items "
         "the verdict tests: items whose published option order is a natural one (sorted "
         "numbers, truth-table blocks, 2 x 2 blocks row by row, ...) are set aside, as a clean "
         "model prefers that order too.",

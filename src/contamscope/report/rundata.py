@@ -63,11 +63,21 @@ class RunData:
 
     @property
     def subjects(self) -> list[str]:
-        """The subjects the run was restricted to (``--subjects``); [] for all."""
+        """The subjects the run was restricted to (``--subjects``); [] for all. Read where the
+        summary keeps the selection (under ``benchmark``; a membership run's at the top, as
+        the command's text ``"anatomy,virology"``), else the settings'."""
         b = self.summary.get("benchmark")
-        sel = (b.get("selection") if isinstance(b, dict) else None) or {}
-        subjects = sel.get("subjects") if isinstance(sel, dict) else None
-        return [str(x) for x in subjects] if isinstance(subjects, list) else []
+        for sel in (
+            b.get("selection") if isinstance(b, dict) else None,
+            self.summary.get("selection"),
+            self.settings.get("selection"),
+        ):
+            subjects = sel.get("subjects") if isinstance(sel, dict) else None
+            if isinstance(subjects, str):
+                subjects = [s.strip() for s in subjects.split(",") if s.strip()]
+            if isinstance(subjects, list) and subjects:
+                return [str(x) for x in subjects]
+        return []
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """Per-item records in file order; a malformed line is an error naming file:line."""
