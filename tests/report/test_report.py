@@ -706,3 +706,33 @@ def test_markdown_board_and_card_keep_names_that_read_as_html(make_run, tmp_path
         "hf:my&lt;model>&amp;amp;" in card
         and "# Benchmark Transparency Card: hf:my<model>" not in card
     )
+
+
+def test_card_says_the_conventions_caveat_and_names_more_than_three_subjects(
+    make_run, tmp_path: Path
+) -> None:
+    """The verdict and the board said a signal on a benchmark ordered by convention needs
+    fresh items; the card showed it as a plain signal. Four subjects read as the whole
+    benchmark."""
+    from contamscope.report.card import write_card
+
+    a = make_run("a", n_items=40, leaked_every=2)
+    s = json.loads((a / "summary.json").read_text())
+    s["benchmark"].setdefault("selection", {})["subjects"] = ["s1", "s2", "s3", "s4"]
+    s["natural_order"] = {
+        "conventions": {
+            "ordered_by_convention": True,
+            "level": 0.01,
+            "conventions": [
+                {"convention": "sorted numbers", "published": 20, "items": 20, "rate": 1.0,
+                 "chance": 0.083, "p_value": 1e-12},
+            ],
+        }
+    }  # fmt: skip
+    (a / "summary.json").write_text(json.dumps(s))
+    write_card([a], tmp_path / "card.md")
+    card = " ".join((tmp_path / "card.md").read_text().split())
+    assert "(s1, s2, s3 and 1 more)" in card
+    assert (
+        "its published option orders follow writers' conventions (sorted numbers: 20 of 20" in card
+    )

@@ -124,3 +124,29 @@ def test_report_labels_of_other_items_and_a_run_without_items(make_run, tmp_path
     page = (run / "report.html").read_text(encoding="utf-8")
     assert "items.jsonl is missing: the statistics below come from summary.json" in page
     assert "No analysed item to show." in page
+
+
+def test_labels_of_a_method_without_curves_and_a_wrong_typed_summary_are_one_line(
+    make_run, make_benbench_run, tmp_path: Path
+) -> None:
+    """`report --labels` on a BenBench run drew nothing and said nothing; a summary.json with
+    a text where a number belongs was a traceback (exit 1)."""
+    import json
+
+    bb = make_benbench_run("bb")
+    labels = tmp_path / "leaked.txt"
+    labels.write_text("test/test-2\n", encoding="utf-8")
+    res = run_cli("report", str(bb), "--labels", str(labels), cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "curves of known leaks are drawn for permutation runs" in res.stderr
+    assert "is a benbench run" in res.stderr
+
+    run = make_run("odd", n_items=12)
+    s = json.loads((run / "summary.json").read_text())
+    s["statistics"]["alg1"]["rate"] = "abc"
+    (run / "summary.json").write_text(json.dumps(s))
+    res = run_cli("report", str(run), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert f"{run / 'summary.json'}: not a complete summary.json" in res.stderr
+    assert not (run / "report.html").exists()

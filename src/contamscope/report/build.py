@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__
+from ..errors import DataError
 from ..paths import write_text_atomic
 from .html import esc, page
 from .methods import ReportOptions, method_module
@@ -37,7 +38,13 @@ def build_report(
         labels = find_split_labels(run.path)
         if labels is not None:
             options = replace(options, labels=labels)
-    sections = mod.sections(run, options)
+    try:
+        sections = mod.sections(run, options)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise DataError(
+            f"{run.path / 'summary.json'}: not a complete summary.json, or not of this version "
+            f"({type(exc).__name__}: {str(exc)[:120]})"
+        ) from None
     title = f"{mod.TITLE}: {run.model} on {run.benchmark}"
     created = run.summary.get("created") or "?"
     subtitle = (

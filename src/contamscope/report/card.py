@@ -133,7 +133,10 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         raise DataError(f"{path}: not a complete summary.json ({exc})") from None
     subjects = run.subjects
-    bench = run.benchmark + (f" ({', '.join(subjects)})" if subjects and len(subjects) <= 3 else "")
+    shown = ", ".join(subjects[:3]) + (
+        f" and {len(subjects) - 3} more" if len(subjects) > 3 else ""
+    )
+    bench = run.benchmark + (f" ({shown})" if subjects else "")
     if est is None or est.value is None:
         why = unranked_reason(module, run)
         return None, f"{bench} ({module.TITLE}): no estimate: {why}"
@@ -150,7 +153,19 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
         "legend": est.legend,
         "run": str(path.parent),
         "run_created": s.get("created"),
-    }, (f"{bench} ({module.TITLE}): {est.warning}" if est.warning else None)
+    }, _note(bench, module.TITLE, est)
+
+
+def _note(bench: str, title: str, est: Any) -> str | None:
+    """What the card says beside a run's row: its estimate's warning, and where its p-value
+    rejects H0, the writers' conventions the benchmark's option orders follow (the verdict's
+    caveat: conventions no rule detects favour the published order without a leak)."""
+    from .leaderboard import caveat_text
+
+    parts = [est.warning] if est.warning else []
+    if est.caveat and est.p_value is not None and est.p_value <= 0.05:
+        parts.append(caveat_text(est.caveat))
+    return f"{bench} ({title}): {'; '.join(parts)}" if parts else None
 
 
 def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -478,13 +478,17 @@ def caveat_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> li
         p = e.estimate.p_value
         if e.estimate.caveat and p is not None and p <= level:
             by_bench.setdefault(e.benchmark, e.estimate.caveat)
-    return [
-        f"{bench}: its published option orders follow writers' conventions ({caveat}); a "
-        "model can favour such orders without having seen the benchmark, through conventions "
-        "no rule detects, so a signal there needs a test against fresh items "
-        "(contamscope membership --reference)"
-        for bench, caveat in by_bench.items()
-    ]
+    return [f"{bench}: {caveat_text(caveat)}" for bench, caveat in by_bench.items()]
+
+
+def caveat_text(caveat: str) -> str:
+    """What a signal on a benchmark ordered by writers' conventions (``caveat``) needs."""
+    return (
+        f"its published option orders follow writers' conventions ({caveat}); a model can "
+        "favour such orders without having seen the benchmark, through conventions no rule "
+        "detects, so a signal there needs a test against fresh items (contamscope membership "
+        "--reference)"
+    )
 
 
 def flagged_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> list[str]:
