@@ -88,7 +88,7 @@ def test_estimate_is_the_pcr_difference_with_its_ci(make_cap_run) -> None:
     comp = s["statistics"]["generate"]["comparisons"][0]
     est = estimate(load_run(run))
     assert est is not None
-    assert est.statistic == "CAP PCR_train − PCR_test"
+    assert est.statistic == "CAP PCR_train − PCR_test (tanh)"
     assert est.value == comp["pcr_diff"] and est.ci == (comp["ci_low"], comp["ci_high"])
     assert est.p_value == comp["p_value"] and est.n_items == 40 and est.percent is False
     assert est.leak_sign == -1
@@ -118,12 +118,12 @@ def test_leaderboard_mixes_methods_without_comparing_them(make_run, make_cap_run
     head = md.splitlines()[0]
     assert "synthetic.csv (Option-permutation test)" in head
     assert "finbench (CAP (consistency amplification))" in head
-    assert "- CAP (consistency amplification) (CAP PCR_train − PCR_test): CAP: PCR_ref" in md
+    assert "- CAP (consistency amplification) (CAP PCR_train − PCR_test (tanh)): CAP: PCR_ref" in md
     assert "- Option-permutation test (Algorithm-1 excess over chance): percentage points" in md
     e1 = entries[1].estimate
     assert f"| {e1.text()}, n={e1.n_items}, p={p_text(e1.p_value)} |" in md.splitlines()[3] + " |"
     csv_text = to_csv(entries)
-    assert "CAP PCR_train − PCR_test" in csv_text
+    assert "CAP PCR_train − PCR_test (tanh)" in csv_text
     write_leaderboard([perm, cap_a, cap_b], tmp_path / "lb.html")
     html = (tmp_path / "lb.html").read_text()
     assert "<title>CAP: PCR (tanh) per run and split</title>" in html
@@ -161,3 +161,25 @@ def test_tiny_model_cap_run_report(tiny_cap_run: Path) -> None:
         assert est is None and why_unranked(load_run(tiny_cap_run)).startswith("inconclusive: ")
     else:
         assert est is not None and est.value == comp["pcr_diff"]
+
+
+def test_runs_on_other_scales_are_other_columns_and_heatmaps(make_cap_run, tmp_path: Path) -> None:
+    """A linear-scale re-analysis of a tanh run sat beside it as its replicate, under the
+    first run's statistic and heatmap title."""
+    import json
+
+    a = make_cap_run("tanh")
+    b = make_cap_run("linear")
+    s = json.loads((b / "summary.json").read_text())
+    s.setdefault("analysis", {})["scale"] = "linear"
+    (b / "summary.json").write_text(json.dumps(s))
+    entries = collect([a, b])
+    assert [e.method for e in entries] == [
+        "CAP (consistency amplification): CAP PCR_train − PCR_test (tanh)",
+        "CAP (consistency amplification): CAP PCR_train − PCR_test (linear)",
+    ]
+    assert entries[0].benchmark == entries[1].benchmark == "/data/finbench"  # no replicate label
+    write_leaderboard([a, b], tmp_path / "lb.html")
+    html = (tmp_path / "lb.html").read_text()
+    assert "<title>CAP: PCR (tanh) per run and split</title>" in html
+    assert "<title>CAP: PCR (linear) per run and split</title>" in html

@@ -63,13 +63,13 @@ def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page
     from ..report import ReportOptions, build_report, load_run
     from ..report.validation import read_labels
 
+    label_map = read_labels(labels) if labels is not None else None
     run = load_run(run_dir)
     if labels is not None and run.method != "permutation":
         raise ConfigError(
             f"--labels {labels}: the curves of known leaks are drawn for permutation runs; "
             f"{run_dir} is a {run.method or 'other'} run"
         )
-    label_map = read_labels(labels) if labels is not None else None
     if label_map is not None:
         _check_labels(label_map, {str(r.get("id")) for r in run.iter_records()}, labels, run_dir)
     path = build_report(

@@ -82,8 +82,9 @@ def estimate(run: RunData) -> Estimate | None:
     ok = c.get("ci_low") is not None and c.get("ci_high") is not None
     if c.get("verdict") == "inconclusive":
         return None  # no number to rank: the comparison's reasoning says why
+    scale = (run.summary.get("analysis") or {}).get("scale", "tanh")
     return Estimate(
-        statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']}",
+        statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']} ({scale})",
         value=c.get("pcr_diff"),
         ci=(c["ci_low"], c["ci_high"]) if ok else None,
         p_value=c.get("p_value"),
@@ -689,9 +690,13 @@ def leaderboard_figures(runs: Sequence[RunData], labels: Sequence[tuple[str, str
     """A PCR heatmap over CAP runs (rows: model | benchmark, columns: splits), as in the
     paper's Figure 1(a). ``labels`` are each run's (model, benchmark) as the board names them."""
     summaries = [_for_heatmap(r.summary) for r in runs]
-    if not summaries:
-        return []
-    _, cols, vals = pcr_matrix(summaries, "generate")
     short = [f"{model} | {bench}" for model, bench in labels]
-    scale = (summaries[0].get("analysis") or {}).get("scale", "tanh")
-    return [_heatmap(short, cols, vals, f"CAP: PCR ({scale}) per run and split")]
+    scales = [(s.get("analysis") or {}).get("scale", "tanh") for s in summaries]
+    out = []
+    for scale in dict.fromkeys(scales):  # PCRs on other scales are other numbers: a map each
+        mine = [i for i, x in enumerate(scales) if x == scale]
+        _, cols, vals = pcr_matrix([summaries[i] for i in mine], "generate")
+        out.append(
+            _heatmap([short[i] for i in mine], cols, vals, f"CAP: PCR ({scale}) per run and split")
+        )
+    return out

