@@ -102,7 +102,7 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     changed = _sweep(two_models, benches, out, "--sample", "2")
     assert (
         changed.returncode == 2
-        and "other options (--sample None -> 2); use another --out, or --overwrite"
+        and "other options (--sample (not given) -> 2); use another --out, or --overwrite"
         in changed.stderr
     )
 
@@ -125,6 +125,14 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     )
     html = (out / "leaderboard.html").read_text(encoding="utf-8")
     assert html.count("left out: ") == 2
+
+    # a sweep none of whose pairs finishes leaves no board of another sweep's pairs behind
+    only_broken = _sweep(two_models, [broken], out)
+    assert only_broken.returncode == 2, only_broken.stderr
+    assert "no pair finished: the earlier board (leaderboard.md, leaderboard.html) is removed" in (
+        " ".join(only_broken.stdout.split())
+    )
+    assert not (out / "leaderboard.md").exists() and not (out / "leaderboard.html").exists()
 
 
 def test_sweep_on_ray_equals_local(
@@ -330,7 +338,8 @@ def test_other_analysis_settings_re_analyse_finished_pairs(
     )
     dry = _sweep(two_models[:1], [bench], out, "--deltas=-0.1", "--dry-run")
     assert (
-        "would be re-analysed: --ties leaked -> not_leaked; --deltas None -> [-0.1]" in dry.stdout
+        "would be re-analysed: --ties leaked -> not_leaked; --deltas (not given) -> -0.1"
+        in dry.stdout
     )
     same = _sweep(two_models[:1], [bench], out, "--ties", "leaked", "--alpha", "0.2")
     assert same.returncode == 0 and "finished earlier (skipped)" in same.stdout

@@ -73,8 +73,8 @@ def normalize_model_spec(spec: str) -> str:
     'smollm2'
     """
     kind, sep, _ = spec.partition(":")
-    if (sep and kind in BACKENDS) or spec in BACKENDS:
-        return spec
+    if (sep and kind in BACKENDS) or spec in BACKENDS or not spec.strip():
+        return spec  # (an empty spec is no path: Path("") is the current folder)
     path = Path(spec).expanduser()
     if path.is_dir() or (path.suffix.lower() == ".gguf" and path.is_file()):
         return f"hf:{spec}"

@@ -91,12 +91,21 @@ def _differ(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
     >>> _differ({"limit": 8, "batch_items": 2}, {"limit": 4, "batch_items": 8})
     ['--limit 8 -> 4']
+    >>> _differ({"deltas": None}, {"deltas": [-0.1, -0.2]})
+    ['--deltas (not given) -> -0.1,-0.2']
     """
     return [
-        f"--{k.replace('_', '-')} {old.get(k)} -> {new.get(k)}"
+        f"--{k.replace('_', '-')} {_flag_value(old.get(k))} -> {_flag_value(new.get(k))}"
         for k in sorted(set(old) | set(new))
         if k not in SPEED_ONLY and old.get(k) != new.get(k)
     ]
+
+
+def _flag_value(v: Any) -> str:
+    """An option's value as the command line spells it (a list joined by commas)."""
+    if v is None:
+        return "(not given)"
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
 
 @dataclass(frozen=True)
@@ -302,7 +311,11 @@ def _analysis_changes(job: Job, kw: dict[str, Any], reference: Path | None = Non
     had = {k: (summary.get("config") or {}).get(k, v) for k, v in _DEFAULTS.items()}
     deltas = parse_deltas(kw["deltas"])
     want = {"ties": kw["ties"], "deltas": list(deltas) if deltas else None, "alpha": kw["alpha"]}
-    changed = [f"--{k} {had[k]} -> {want[k]}" for k in ANALYSIS if want[k] != had[k]]
+    changed = [
+        f"--{k} {_flag_value(had[k])} -> {_flag_value(want[k])}"
+        for k in ANALYSIS
+        if want[k] != had[k]
+    ]
     ran = (summary.get("reference_run") or {}).get("run")
     wanted = str(reference.resolve()) if reference is not None else None
     if ran != wanted:
@@ -366,7 +379,8 @@ def run(**kw: Any) -> None:
         if j not in todo:
             status[j] = _finished_status(j, kw, hashes)
     console.print(
-        f"sweep: {len(models)} models x {len(benchmarks)} benchmarks = {len(jobs)} pairs"
+        f"sweep: {plural(len(models), 'model')} x {plural(len(benchmarks), 'benchmark')} = "
+        f"{plural(len(jobs), 'pair')}"
         + (f" (and {plural(len(refs), 'reference run')})" if refs else "")
         + f", {len(every) - len(todo)} finished earlier, {len(todo)} to run "
         f"({kw['executor']} executor)",
@@ -431,6 +445,17 @@ def run(**kw: Any) -> None:
         compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
     if finished:
         _leaderboard(finished, out, failed, compared)
+    else:  # an earlier sweep's board would stand for this one's pairs, none of which finished
+        stale = [p for p in (out / "leaderboard.md", out / "leaderboard.html") if p.exists()]
+        for p in stale:
+            p.unlink()
+        if stale:
+            console.print(
+                f"no pair finished: the earlier board ({', '.join(p.name for p in stale)}) "
+                "is removed; it showed pairs of another sweep",
+                highlight=False,
+                markup=False,
+            )
     others = sorted(
         p.parent for p in out.glob("*/summary.json") if p.parent not in {j.run_dir for j in jobs}
     )

@@ -29,6 +29,7 @@ from contamscope.data.items import LoadResult
 from contamscope.data.readers import decode_text, not_a_file, table_suffix
 from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
 from contamscope.errors import ConfigError, DataError
+from contamscope.wording import plural
 
 __all__ = ["load_benchmark", "check_benchmark_spec", "bundled_mmlu_path", "BUNDLED_SPEC"]
 
@@ -263,7 +264,7 @@ def _load_files(
             else ""
         )
         raise DataError(
-            f"{source}: no usable items ({len(sink.problems)} rows skipped; first: "
+            f"{source}: no usable items ({plural(len(sink.problems), 'row')} skipped; first: "
             f"{sink.problems[0]}){hint}"
         )
     if field_map is not None and first is not None and first[1] in GENERIC_FORMATS:

@@ -35,6 +35,7 @@ from contamscope.data.readers import (
 )
 from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
 from contamscope.errors import ConfigError, DataError
+from contamscope.wording import plural
 
 __all__ = ["QA_FORMATS", "load_qa", "final_answer", "gsm8k_final", "boxed_answer"]
 
@@ -278,7 +279,8 @@ def load_qa(
         field_map.check_seen(sink.fields_seen, str(path))
     if not sink.items:
         raise DataError(
-            f"{path}: no usable items ({len(sink.problems)} rows skipped; first: {sink.problems[0]})"
+            f"{path}: no usable items ({plural(len(sink.problems), 'row')} skipped; first: "
+            f"{sink.problems[0]})"
         )
     result = sink.result(
         source=str(path),

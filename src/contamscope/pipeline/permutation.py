@@ -447,6 +447,7 @@ def run_permutation(
             scored_now += pending.write(run_dir, done, on_items)
     elapsed = time.perf_counter() - t0
     computed, reused = scorer.since(counted)
+    excluded_now = sum(1 for it in todo if done.get(it.id, {}).get("excluded"))
     ordered = [done[it.id] for it in items if it.id in done]
     reference = (
         read_reference(reference_run, settings, config, ordered)
@@ -464,9 +465,10 @@ def run_permutation(
             "scoring_seconds": round(elapsed, 3),
             "items_scored_now": scored_now,
             "items_resumed": len(items) - scored_now,
-            "items_excluded_now": sum(1 for it in todo if done.get(it.id, {}).get("excluded")),
-            "items_per_second": round(scored_now / elapsed, 3)
-            if elapsed > 0 and scored_now
+            "items_excluded_now": excluded_now,
+            # the items that took the time: one left out unscored costs nothing
+            "items_per_second": round((scored_now - excluded_now) / elapsed, 3)
+            if elapsed > 0 and scored_now > excluded_now
             else None,
             "continuation_tokens_scored_now": tokens,
             "scores_computed": computed,
