@@ -106,7 +106,7 @@ def test_rouge_and_jaccard_known_answers() -> None:
     assert rouge_n("a", "a", 2) == 0.0  # no bigrams
     assert rouge_l("", "x") == 0.0
     assert jaccard("a b c", "b c d") == pytest.approx(2 / 4)
-    assert jaccard("", "") == 1.0
+    assert jaccard("", "") == 0.0  # no answer is no consistent answer
     assert jaccard("a", "") == 0.0
     assert tokens("净利润 Rose") == ["净", "利", "润", "rose"]
 

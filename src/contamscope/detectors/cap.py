@@ -104,14 +104,17 @@ def rouge_n(prediction: str, reference: str, n: int = 2) -> float:
 
 
 def jaccard(a: str, b: str) -> float:
-    """Jaccard similarity (1 - Jaccard distance) of the token sets; two empty texts give 1.
+    """Jaccard similarity (1 - Jaccard distance) of the token sets. Two empty texts give 0: no
+    answer is no consistent answer, as an unmapped choice is for multiple choice (with 1, a
+    model that answered nothing was perfectly consistent, and a run of empty answers read
+    "no evidence" with PCR difference 0 [0, 0] instead of inconclusive).
 
-    >>> jaccard("revenue rose 5%", "revenue rose 7%")
-    0.5
+    >>> jaccard("revenue rose 5%", "revenue rose 7%"), jaccard("", " ")
+    (0.5, 0.0)
     """
     sa, sb = set(tokens(a)), set(tokens(b))
     if not sa and not sb:
-        return 1.0
+        return 0.0
     return len(sa & sb) / len(sa | sb)
 
 
