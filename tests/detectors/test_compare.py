@@ -246,3 +246,37 @@ def test_the_p_floor_is_reached_by_the_most_extreme_pairs_and_said_when_above_al
     assert "was possible" not in calm["text"] and "absence of evidence" in calm["text"]
     gaps = compare_gaps({"nll": ([0.0] * 4, [1.0] * 4)})
     assert gaps["p_floor"] == pytest.approx(2 / 2**4) and gaps["p_value"] == gaps["p_floor"]
+
+
+def test_few_items_or_no_delong_variance_get_the_exact_swap_test_not_p_zero() -> None:
+    """Two models on 3 + 3 items, one separating them perfectly each way: DeLong's variance is
+    0 and it said p = 0 ("<1e-300"); every swap of the models' values on any items is as likely
+    under H0, and 2 of the 64 are as extreme."""
+    r = paired_auc_difference([1, 2, 3], [4, 5, 6], [4, 5, 6], [1, 2, 3])
+    assert (r["a"], r["b"], r["difference"]) == (0.0, 1.0, 1.0)
+    assert r["two_sided"] == pytest.approx(2 / 64) and r["b_greater"] == pytest.approx(1 / 64)
+    assert r["method"] == "paired swap test of the AUC difference (exact)" and r["ci"] is None
+    # by brute force on a less extreme case: the share of swaps at least as far as observed
+    import itertools
+
+    from contamscope.detectors.membership import mann_whitney
+
+    xa, ya, xb, yb = [0.3, 0.9, 0.1], [0.5, 0.2, 0.4], [0.8, 0.7, 0.6], [0.1, 0.95, 0.3]
+    auc = lambda x, y: mann_whitney(np.array(x), np.array(y), n_boot=10).auc  # noqa: E731
+    d0 = auc(xb, yb) - auc(xa, ya)
+    va, vb = xa + ya, xb + yb
+    ge = 0
+    for swap in itertools.product([0, 1], repeat=6):
+        a = [vb[i] if s else va[i] for i, s in enumerate(swap)]
+        b = [va[i] if s else vb[i] for i, s in enumerate(swap)]
+        ge += auc(b[:3], b[3:]) - auc(a[:3], a[3:]) >= d0 - 1e-12
+    got = paired_auc_difference(xa, ya, xb, yb)
+    assert got["b_greater"] == pytest.approx(ge / 64)
+    # the comparison says which p-values its size allows
+    c = compare_aucs({"min_k_pp": ([1, 2, 3], [4, 5, 6], [4, 5, 6], [1, 2, 3])})
+    assert c["p_floor"] == pytest.approx(2 / 64) and c["p_value"] == pytest.approx(2 / 64)
+    # many items with every item placed alike: a Monte Carlo swap test, never p = 0
+    far = paired_auc_difference(
+        np.arange(20.0) + 100, np.arange(20.0), np.arange(20.0) - 100, np.arange(20.0)
+    )
+    assert far["method"].endswith("(Monte Carlo)") and far["two_sided"] > 0

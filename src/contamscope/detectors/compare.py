@@ -412,11 +412,18 @@ def paired_auc_difference(
         "method": "DeLong (paired AUCs, normal approximation)",
         "ci_method": "DeLong variance, normal 95% interval",
     }
-    if var <= 1e-15:  # both models place every item alike (the same runs, or separation)
-        same = abs(d) < 1e-12
-        out.update(ci=[d, d], z=None, b_greater=1.0 if same or d < 0 else 0.0)
-        out.update(a_greater=1.0 if same or d > 0 else 0.0)
-        out["two_sided"] = 1.0 if same else 0.0
+    if xa.size + ya.size <= SWAP_EXACT or var <= 1e-15:
+        # few items (the normal approximation fails: two models that each separate 3 + 3
+        # items perfectly, one each way, gave p = 0), or no DeLong variance (separation, or
+        # the same runs): the paired swap test, whose p no sample size can take below 2 / 2^n
+        out.update(_auc_swap_test(xa, ya, xb, yb, d))
+        out["method"] = f"paired swap test of the AUC difference ({out.pop('kind')})"
+        if var > 1e-15:
+            se = math.sqrt(var)
+            out["ci"] = [max(-1.0, d - 1.959964 * se), min(1.0, d + 1.959964 * se)]
+        else:
+            out.update(ci=None, ci_method="none: no DeLong variance (every item placed alike)")
+        out["z"] = None
         return out
     se = math.sqrt(var)
     z = d / se
@@ -428,6 +435,56 @@ def paired_auc_difference(
         two_sided=float(min(1.0, 2 * sps.norm.sf(abs(z)))),
     )
     return out
+
+
+SWAP_EXACT = 16
+"""At most this many benchmark + reference items, :func:`paired_auc_difference` enumerates
+every swap of the two models' values (2^16 assignments); above it, DeLong's test."""
+
+
+def _auc_swap_test(
+    xa: NDArray[np.float64],
+    ya: NDArray[np.float64],
+    xb: NDArray[np.float64],
+    yb: NDArray[np.float64],
+    observed: float,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Under H0 the models are exchangeable on each item: swapping A's and B's values of any
+    set of items is as likely. The AUC difference over every swap (at most
+    :data:`SWAP_EXACT` items), else over :data:`SIGN_FLIP_DRAWS` seeded swaps."""
+    nb, n = xa.size, xa.size + ya.size
+    if n <= SWAP_EXACT:
+        masks = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+        kind, count = "exact", 2**n
+    else:
+        masks = random_bits(np.random.default_rng(seed), SIGN_FLIP_DRAWS, n).astype(bool)
+        kind, count = "Monte Carlo", SIGN_FLIP_DRAWS
+    diffs = np.empty(len(masks))
+    for s in range(0, len(masks), 4096):
+        m = masks[s : s + 4096]
+        a_x, b_x = np.where(m[:, :nb], xb, xa), np.where(m[:, :nb], xa, xb)
+        a_y, b_y = np.where(m[:, nb:], yb, ya), np.where(m[:, nb:], ya, yb)
+        diffs[s : s + len(m)] = _aucs(b_x, b_y) - _aucs(a_x, a_y)
+    tol = 1e-12
+    if kind == "exact":
+        ge, le = float(np.mean(diffs >= observed - tol)), float(np.mean(diffs <= observed + tol))
+    else:
+        ge = (int(np.count_nonzero(diffs >= observed - tol)) + 1) / (count + 1)
+        le = (int(np.count_nonzero(diffs <= observed + tol)) + 1) / (count + 1)
+    return {
+        "b_greater": ge,
+        "a_greater": le,
+        "two_sided": min(1.0, 2.0 * min(ge, le)),
+        "kind": kind,
+        "n_resamples": count,
+    }
+
+
+def _aucs(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Row-wise AUC of ``x`` (rows x benchmark items) against ``y`` (rows x references)."""
+    cmp = x[:, :, None] - y[:, None, :]
+    return np.asarray(((cmp > 0) + 0.5 * (cmp == 0)).mean(axis=(1, 2)), dtype=np.float64)
 
 
 def compare_aucs(
@@ -447,4 +504,8 @@ def compare_aucs(
     out: dict[str, Any] = {"alpha": alpha, "null_hypothesis": AUC_NULL, "metrics": list(values)}
     for key, (xa, ya, xb, yb) in values.items():
         out[key] = paired_auc_difference(xa, ya, xb, yb)
+    if values:  # the swap test's most extreme outcome: 2 / 2^n; DeLong's, lower, is asymptotic
+        n = min(r["n_benchmark"] + r["n_reference"] for r in (out[k] for k in values))
+        out["p_floor"] = paired_p_floor(n, len(values)) if n <= SWAP_EXACT else None
+        out["n_items"] = n
     return _bonferroni(out, list(values), alpha)

@@ -24,7 +24,7 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
     out = []
     for k in stats["metrics"]:
         r = stats[k]
-        lo, hi = r["ci"]
+        ci = r.get("ci")
         out.append(
             [
                 f"{STAT_NAMES.get(k, k)} AUC",
@@ -32,9 +32,10 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
                 f"{r['a']:.3f}",
                 f"{r['b']:.3f}",
                 f"{r['difference']:+.3f}",
-                f"[{lo:+.3f}, {hi:+.3f}]",
+                f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "–",
                 p_text(r["two_sided"]),
-                r["method"].split(" (")[0] + " (paired AUCs)",
+                r["method"].split(" (")[0].removesuffix(" of the AUC difference")
+                + " (paired AUCs)",
             ]
         )
     return out
@@ -126,7 +127,8 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         result,
         "Each model's AUC is the probability that a benchmark item's statistic exceeds a "
         "reference item's; the two AUCs come from the same items, and DeLong's test uses their "
-        "correlation. Two-sided"
+        "correlation (on at most 16 items, or where every item is placed alike, the exact "
+        "paired swap test: docs/statistics.md). Two-sided"
         + (f"; the verdict's p is the smallest times {m} (Bonferroni)." if m > 1 else "."),
     )
     sections = [
