@@ -233,3 +233,14 @@ def test_bad_settings_are_refused() -> None:
         conformal_p_values([1.0], [])
     with pytest.raises(ValueError):
         MembershipTest().score([math.nan], [1.0])
+
+
+def test_no_auc_interval_with_fewer_than_five_references() -> None:
+    """One reference gave the interval [1.000, 1.000] beside p = 0.111: the bootstrap's
+    minimum and maximum, which says nothing (the interval rule reads the smaller sample)."""
+    from contamscope.detectors.membership import MIN_CI_ITEMS, mann_whitney
+
+    bench = [float(i) for i in range(1, 9)]
+    one = mann_whitney(bench, [0.5], n_boot=200)
+    assert one.auc == 1.0 and one.p_value == pytest.approx(1 / 9) and one.auc_ci is None
+    assert mann_whitney(bench, [0.5, 3.5, 4.5, 5.5, 9.5][:MIN_CI_ITEMS], n_boot=200).auc_ci
