@@ -150,3 +150,29 @@ def test_labels_of_a_method_without_curves_and_a_wrong_typed_summary_are_one_lin
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert f"{run / 'summary.json'}: not a complete summary.json" in res.stderr
     assert not (run / "report.html").exists()
+
+
+def test_a_hand_edited_run_is_one_line_for_compare_and_reanalyse(make_run, tmp_path: Path) -> None:
+    """A record with "gap": null, a benchmark given as a string, a config of null: tracebacks
+    (exit 1) in compare and reanalyse."""
+    import json
+    import shutil
+
+    a = make_run("a", n_items=10)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    s = json.loads((b / "summary.json").read_text())
+    s["benchmark"] = "b.csv"
+    (b / "summary.json").write_text(json.dumps(s))
+    res = run_cli("compare", str(a), str(b), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert (
+        f"{a} and {b}: a summary.json, settings.json or items.jsonl there is not as" in res.stderr
+    )
+    st = json.loads((b / "settings.json").read_text())
+    st["config"] = None
+    (b / "settings.json").write_text(json.dumps(st))
+    res = run_cli("reanalyse", str(b), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr

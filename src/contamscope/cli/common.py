@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -86,6 +87,24 @@ def _file_width(stream: object) -> int | None:
 # come from :func:`styled`
 console = Console(markup=False, width=_file_width(sys.stdout))
 err_console = Console(stderr=True, markup=False, width=_file_width(sys.stderr))
+
+
+@contextlib.contextmanager
+def run_folders_as_written(*folders: Path) -> Iterator[None]:
+    """Read run folders: a value of the wrong type or a missing key in their summary.json,
+    settings.json or items.jsonl (edited by hand, another version's) is one line naming them,
+    not a traceback."""
+    from ..errors import StoreError
+
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        names = " and ".join(str(f) for f in folders)
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
+        raise StoreError(
+            f"{names}: a summary.json, settings.json or items.jsonl there is not as contamscope "
+            f"writes it ({detail})"
+        ) from None
 
 
 def styled(style: str, text: str, rest: str = "") -> Text:

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
-from .common import console, err_console, styled, user_errors
+from .common import console, err_console, run_folders_as_written, styled, user_errors
 
 EPILOG = """
 Examples:
@@ -69,7 +69,8 @@ def _compare(run_a: Path, run_b: Path, out: Path | None, as_json: bool, alpha: f
         raise ConfigError(
             f"--out {out}: write .json, .md or .html (got '{out.suffix or 'no suffix'}')"
         )
-    result = compare_runs(run_a, run_b, alpha=alpha)
+    with run_folders_as_written(run_a, run_b):
+        result = compare_runs(run_a, run_b, alpha=alpha)
     if out is not None:
         write_compare(result, out)
     if as_json:

@@ -16,6 +16,7 @@ from .common import (
     err_console,
     exit_if_skipped,
     list_skipped,
+    run_folders_as_written,
     styled,
     user_errors,
 )
@@ -249,12 +250,13 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
         own = ", ".join(_flag(k) for k in _OPTIONS[method])
         raise ConfigError(f"{_flag(wrong[0])}: not a setting of a {method} run (its own: {own})")
     had_report = (run_dir / "report.html").exists()
-    if method == "permutation":
-        problems = _permutation(run_dir, given, stored)
-    else:
-        problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
-            run_dir, given
-        )
+    with run_folders_as_written(run_dir):
+        if method == "permutation":
+            problems = _permutation(run_dir, given, stored)
+        else:
+            problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
+                run_dir, given
+            )
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
     if had_report and not report:
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
