@@ -138,6 +138,31 @@ def test_compare_finds_the_trained_copy_either_way_round(setup: dict[str, Path])
     assert back["statistics"]["p_value"] == pytest.approx(stats["p_value"])
 
 
+def test_the_verdict_sets_naturally_ordered_items_aside_as_a_run_does(
+    setup: dict[str, Path], tmp_path: Path
+) -> None:
+    """With the trained items marked as naturally ordered, the difference the verdict reads
+    is on the 4 others, where no p below 0.375 is possible: it said "B more drawn ... has seen
+    more" from items a run's own verdict sets aside."""
+    import shutil
+
+    runs = []
+    for name in ("base", "tuned"):
+        run = shutil.copytree(setup[name], tmp_path / name)
+        ids = [json.loads(x)["id"] for x in (run / "items.jsonl").read_text().splitlines()]
+        s = json.loads((run / "summary.json").read_text())
+        s["natural_order"] = {"n_items": N_LEAKED, "ids": ids[:N_LEAKED]}
+        (run / "summary.json").write_text(json.dumps(s))
+        runs.append(run)
+    res = run_cli("compare", *map(str, runs), "--json", cwd=tmp_path)
+    result = json.loads(res.stdout)
+    assert result["statistics"]["direction"] == "B"  # over all pairs, as before
+    assert result["without_natural"]["n_items"] == N_ITEMS - N_LEAKED
+    verdict = result["verdict"]
+    assert verdict["label"] == "no difference", verdict
+    assert "no p-value below 0.375 was possible" in verdict["text"]
+
+
 def test_one_run_against_itself_differs_in_nothing(setup: dict[str, Path]) -> None:
     res = run_cli("compare", str(setup["base"]), str(setup["base"]), cwd=setup["root"])
     assert res.returncode == 0, res.stderr

@@ -218,6 +218,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
     natural = _natural_ids(a) | _natural_ids(b)
     without = [p for p in pairs if p.id not in natural]
     stats = compare_pairs(pairs, alpha)
+    tested = compare_pairs(without, alpha) if len(without) < len(pairs) else None
     b_only = [p.id for p in pairs if p.alg1_b and not p.alg1_a]
     a_only = [p.id for p in pairs if p.alg1_a and not p.alg1_b]
     increased = sorted(
@@ -242,7 +243,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
         "same_model": bool(side_a["fingerprint"])
         and side_a["fingerprint"] == side_b["fingerprint"],
         "statistics": stats,
-        "without_natural": compare_pairs(without, alpha) if len(without) < len(pairs) else None,
+        "without_natural": tested,
         "by_subject": _by_subject(without, alpha),
         "items": {
             "alg1_b_only": b_only[:LISTED],
@@ -251,7 +252,9 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
                 {"id": p.id, "gap_a": p.gap_a, "gap_b": p.gap_b} for p in increased[:LISTED]
             ],
         },
-        "verdict": compare_verdict(stats, a.model, b.model),
+        # on the items a single run's verdict tests: a natural option order (a truth-table
+        # block, sorted numbers) draws a clean model too, and two models differ in how much
+        "verdict": compare_verdict(tested or stats, a.model, b.model, len(pairs) - len(without)),
         "paired_items": [
             {
                 "id": p.id,
@@ -304,11 +307,25 @@ def paired_verdict(
     }
 
 
-def compare_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[str, Any]:
-    """A one-line reading of :func:`compare_pairs`' result."""
+def compare_verdict(
+    stats: dict[str, Any], model_a: str, model_b: str, set_aside: int = 0
+) -> dict[str, Any]:
+    """A one-line reading of :func:`compare_pairs`' result; ``set_aside``: paired items with
+    a natural option order, left out of ``stats`` (as a single run's verdict leaves them)."""
     p = stats["p_value"]
+    aside = (
+        f"; {plural(set_aside, 'paired item')} with a natural option order set aside, as a "
+        "run's verdict sets them aside"
+        if set_aside
+        else ""
+    )
     if p is None:
-        return {"label": "nothing to compare", "text": "no paired items", "p_value": None}
+        text = (
+            f"every paired item has a natural option order{aside}"
+            if set_aside
+            else "no paired items"
+        )
+        return {"label": "nothing to compare", "text": text, "p_value": None}
     smallest = {"alg1": "Algorithm 1", "share": "share of orders beaten", "gap": "mean gap"}[
         stats["smallest"]
     ]
@@ -316,7 +333,7 @@ def compare_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[s
         stats,
         model_a,
         model_b,
-        f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3",
+        f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3{aside}",
         "more drawn to the published orders",
         "{who} ({more}) is more drawn to the published option orders than {other} ({less}) "
         "({where}): {who} has seen more of this benchmark, or is more sensitive to the order it "
