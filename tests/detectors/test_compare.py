@@ -280,3 +280,15 @@ def test_few_items_or_no_delong_variance_get_the_exact_swap_test_not_p_zero() ->
         np.arange(20.0) + 100, np.arange(20.0), np.arange(20.0) - 100, np.arange(20.0)
     )
     assert far["method"].endswith("(Monte Carlo)") and far["two_sided"] > 0
+
+
+def test_the_share_difference_interval_stays_within_minus_one_and_one() -> None:
+    """A t interval on 3 items reached [-1.394, +1.539] for a difference of shares."""
+    from contamscope.detectors.compare import PairedItem, compare_pairs
+
+    pairs = [
+        PairedItem(f"i{k}", None, False, False, sa, sb, 0.0, 0.0)
+        for k, (sa, sb) in enumerate([(0.0, 1.0), (1.0, 0.0), (0.3, 0.5)])
+    ]
+    ci = compare_pairs(pairs)["share"]["ci"]
+    assert ci is not None and -1.0 <= ci[0] < ci[1] <= 1.0 and ci[0] == -1.0

@@ -303,6 +303,9 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
         out[key] = paired_difference(
             [getattr(p, f"{key}_a") for p in pairs], [getattr(p, f"{key}_b") for p in pairs]
         )
+    ci = out["share"]["ci"]
+    if ci is not None:  # a share lies in [0, 1], so a difference of shares in [-1, 1]
+        out["share"]["ci"] = [max(-1.0, ci[0]), min(1.0, ci[1])]
     smallest = min(STATISTICS, key=lambda k: out[k]["two_sided"])
     p = min(1.0, len(STATISTICS) * out[smallest]["two_sided"])
     out["p_value"] = p
