@@ -74,3 +74,19 @@ def test_a_statistic_the_records_lack_is_refused(tmp_path: Path, scored) -> None
     (tmp_path / "run" / "summary.json").unlink()
     with pytest.raises(StoreError, match="unfinished .* re-run its membership command"):
         reanalyse_membership(tmp_path / "run", alpha=0.1)
+
+
+def test_a_folder_missing_records_is_refused_not_re_analysed_on_the_rest(
+    tmp_path: Path, scored
+) -> None:  # type: ignore[no-untyped-def]
+    """With records cut from items.jsonl it re-analysed the remainder and rewrote the summary
+    with fewer items than its selection."""
+    items = tmp_path / "run" / "items.jsonl"
+    lines = items.read_text().splitlines()
+    kept = [ln for ln in lines if not json.loads(ln)["id"].startswith("benchmark/")][:]
+    kept += [ln for ln in lines if json.loads(ln)["id"].startswith("benchmark/")][1:]
+    items.write_text("\n".join(kept) + "\n")
+    before = (tmp_path / "run" / "summary.json").read_text()
+    with pytest.raises(StoreError, match="holds 3 of its 4 benchmark items; re-run its membership"):
+        reanalyse_membership(tmp_path / "run", alpha=0.1)
+    assert (tmp_path / "run" / "summary.json").read_text() == before

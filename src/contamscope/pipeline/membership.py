@@ -37,7 +37,7 @@ from ..detectors.membership import (
     mann_whitney,
 )
 from ..detectors.permutation import gap
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_items
@@ -682,6 +682,15 @@ def reanalyse_membership(
         )
     done = run_dir.open(settings)
     records = list(done.values())
+    sel = settings.get("selection") or {}
+    for role, key in (("benchmark", "n_items"), ("reference", "n_reference")):
+        wanted, held = sel.get(key), sum(1 for k in done if k.startswith(f"{role}/"))
+        if isinstance(wanted, int) and held < wanted:
+            run_dir.close()
+            raise StoreError(
+                f"{run_dir.path} holds {held} of its {wanted} {role} items; re-run its "
+                "membership command to finish it"
+            )
     test = analyse(records, config)
     run_dir.replace_records(records)
     loaded = {
