@@ -85,3 +85,26 @@ def test_membership_runs_pair_items_both_scored(make_membership_run: MakeRun) ->
     other = make_membership_run("other", statistic="zlib")
     with pytest.raises(ConfigError, match="--statistic loss vs zlib"):
         compare_runs(a, other)
+
+
+def test_membership_statistics_hint_names_the_run_that_can_be_brought_over(tmp_path: Path) -> None:
+    """A gap run against a Min-K%++ run scored without the option orders: the hint said to
+    reanalyse the second with --statistic gap, which its records cannot give."""
+    import pytest
+
+    from contamscope.errors import ConfigError
+    from contamscope.pipeline.compare_membership import _check_alike
+    from contamscope.report.rundata import RunData
+
+    def run(name: str, statistic: str, orders: bool) -> RunData:
+        config = {"statistic": statistic, "k": 0.2, "template": {"name": "paper"}}
+        settings = {"config": {**config, **({"orders": "all"} if orders else {})}}
+        summary = {"config": config, "benchmark": {"content_hash": "b"},
+                   "reference": {"content_hash": "r"}}  # fmt: skip
+        return RunData(path=tmp_path / name, summary=summary, settings=settings)
+
+    g, k = run("g", "gap", True), run("k", "min_k_pp", False)
+    for a, b in ((g, k), (k, g)):  # either way round, the gap run is the one to bring over
+        with pytest.raises(ConfigError) as err:
+            _check_alike(a, b)
+        assert f"`contamscope reanalyse {g.path} --statistic min_k_pp`" in str(err.value)

@@ -29,6 +29,14 @@ def _config(run: RunData) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def _can_read(run: RunData, statistic: str) -> bool:
+    """Whether the run's records hold what ``statistic`` reads (its option orders' scores)."""
+    from .membership import ORDER_STATISTICS
+
+    config = run.settings.get("config") or {}
+    return statistic not in ORDER_STATISTICS or (isinstance(config, dict) and "orders" in config)
+
+
 def _check_alike(a: RunData, b: RunData) -> tuple[str, ...]:
     """Refuse runs whose numbers do not compare; return the statistics to test."""
     for role in ("benchmark", "reference"):
@@ -52,10 +60,17 @@ def _check_alike(a: RunData, b: RunData) -> tuple[str, ...]:
             )
     sa, sb = ca.get("statistic"), cb.get("statistic")
     if sa != sb:
+        # reanalyse can take a run only to a statistic its records hold (gap and combined
+        # need every option order scored)
+        if _can_read(b, str(sa)):
+            hint = f"`contamscope reanalyse {b.path} --statistic {sa}` (nothing is scored)"
+        elif _can_read(a, str(sb)):
+            hint = f"`contamscope reanalyse {a.path} --statistic {sb}` (nothing is scored)"
+        else:
+            hint = f"its membership command re-run with --statistic {sa} on {b.path}"
         raise ConfigError(
             f"{a.path} and {b.path} test other statistics (--statistic {sa} vs {sb}): bring one "
-            f"to the other's with `contamscope reanalyse {b.path} --statistic {sa}` (nothing is "
-            "scored)"
+            f"to the other's with {hint}"
         )
     return COMBINED_COMPONENTS if sa == "combined" else (str(sa),)
 
