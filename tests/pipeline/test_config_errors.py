@@ -25,6 +25,7 @@ from contamscope.pipeline.cap import CapConfig
         (lambda: CapConfig(task="qa", alpha=float("inf")), "--pcr-alpha (alpha) inf: must be"),
         (lambda: CapConfig(task="qa", min_diff=float("nan")), "--min-diff nan: must be a number"),
         (lambda: CapConfig(task="qa", min_diff=-1.0), "--min-diff -1: must be a number >= 0"),
+        (lambda: CapConfig(task="qa", year_shift=0), "--year-shift 0: shifts no year"),
         (
             lambda: CapConfig(task="qa", paraphrase_threshold=float("nan")),
             "--paraphrase-threshold (paraphrase_threshold) nan: must be in (0, 1]",

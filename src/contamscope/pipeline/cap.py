@@ -143,6 +143,11 @@ class CapConfig:
             raise ConfigError(f"--bootstrap (n_boot) {self.n_boot}: must be at least 100")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ConfigError("--max-new-tokens must be at least 1")
+        if self.year_shift == 0:  # every modified input would be the original: nothing tested
+            raise ConfigError(
+                "--year-shift 0: shifts no year, so no input is modified; give a "
+                "non-zero number of years (default: seeded +-20..40)"
+            )
 
     @property
     def new_tokens(self) -> int:
