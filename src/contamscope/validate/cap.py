@@ -222,7 +222,8 @@ class CapValidation(ValidationMethod):
         return {
             "generate": (
                 f"CAP verdict from greedy generations: PCR_{ref} - PCR_{other} with a bootstrap "
-                "95% CI; 'fine-tuned on' / 'contaminated by' when the CI excludes 0."
+                "95% CI and a split-label permutation test; 'fine-tuned on' / 'contaminated by' "
+                "when the CI excludes 0 and p <= 0.05."
             ),
             "loglik": (
                 "The same from the log-likelihood choice of the answer letter (multiple choice)."
