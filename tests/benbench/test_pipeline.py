@@ -325,3 +325,21 @@ def test_drop_shared_that_leaves_a_split_empty_is_refused(tmp_path: Path) -> Non
     assert res.stderr.strip().splitlines()[-1] == (
         "error: --drop-shared left no items in split test (each is in another split too)"
     )
+
+
+def test_all_items_too_short_is_said_not_blamed_on_the_paraphrases(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """Every item shorter than n + 2 tokens: the verdict said no item had a usable
+    paraphrase, and asked for --reference, which was given."""
+    bench = write_jsonl(tmp_path / "tiny.jsonl", [{"question": "Hi?", "answer": "#### 1"},
+                                                   {"question": "Yo?", "answer": "#### 2"}])  # fmt: skip
+    ref = write_jsonl(tmp_path / "tinyp.jsonl", [{"question": "Hello?", "answer": "#### 1"},
+                                                  {"question": "Hey?", "answer": "#### 2"}])  # fmt: skip
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    r = run_cli("benbench", *model, "--benchmark", str(bench), "-r", str(ref), "--no-lenient",
+                "--out", "short", cwd=tmp_path)  # fmt: skip
+    said = " ".join(r.stdout.split())
+    assert "no verdict: none of the 2 items of the test split could be analysed" in said, said
+    assert "text shorter than n + 2 = 7 tokens: 2" in said
+    assert "usable paraphrase" not in said

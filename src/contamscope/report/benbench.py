@@ -187,6 +187,13 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
     if split is None:
         return None
     d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
+    counts = (summary.get("counts") or {}).get(split) or {}
+    if not d.get("n") and counts.get("items_selected") and not counts.get("items_analysed"):
+        why = "; ".join(f"{k}: {v}" for k, v in (counts.get("excluded") or {}).items())
+        return "none", (
+            f"no verdict: none of the {counts['items_selected']} items of the {split} split "
+            f"could be analysed ({why or 'see the counts in summary.json'})"
+        )
     if not d.get("n"):
         return "none", (
             f"no verdict: no item of the {split} split has a usable paraphrase (give the "
