@@ -250,3 +250,15 @@ def test_an_unusable_mod_record_is_one_problem(tmp_path: Path) -> None:
     ] == [(2, True)]
     assert "input" in data.problems[0].reason
     assert sorted(data.splits["train"].modified or {}) == [f"ori_train-{k}" for k in (1, 3, 4, 5)]
+
+
+def test_a_fields_name_no_row_has_says_so_not_only_no_items(tmp_path: Path) -> None:
+    """`--fields input=nope` said "split 'train': no items ... with split=train"; the cause
+    showed only under --strict."""
+    rows = [{"input": "Revenue rose from 10 to 14 million. By how much?", "output": "4 million",
+             "split": s} for s in ("train", "train", "test")]  # fmt: skip
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_cap(str(path), ["train", "test"], fields=CapFields.parse("input=nope"))
+    assert str(err.value).endswith(f"(2 rows skipped; first: {path}:1: missing field 'nope')")

@@ -37,6 +37,7 @@ from contamscope.data.readers import (
 )
 from contamscope.data.records import RowError, question_text
 from contamscope.errors import ConfigError, DataError
+from contamscope.wording import plural
 
 __all__ = [
     "CapFields",
@@ -642,8 +643,14 @@ def _load_generic(
                         it.id, mod, it.answer, s, None, it.source, it.line, {"input": mod}
                     )
         if not items:
+            mine = [p for p in col.problems if Path(p.source) in per_split[s]]
+            skipped = (
+                f" ({plural(len(mine), 'row')} skipped; first: {mine[0]})" if mine else ""
+            )  # every row lacking a --fields name said only "no items"
             raise ConfigError(
-                f"split {s!r}: no items in {path}" + (f" with {cf.split}={s}" if by_field else "")
+                f"split {s!r}: no items in {path}"
+                + (f" with {cf.split}={s}" if by_field else "")
+                + skipped
             )
         modified = supplied if cf.modified is not None else None
         out[s] = CapSplit(s, items, modified, [str(p) for p in per_split[s]])
