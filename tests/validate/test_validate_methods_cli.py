@@ -228,3 +228,18 @@ def test_method_user_errors_are_one_line(
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_options_of_another_method_are_named_as_ignored(tmp_path: Path) -> None:
+    """--scenario, --template, ... with --method benbench, or --template with cap, went
+    straight to loading the model, unsaid (cap's own command names them)."""
+    bench = tmp_path / "qa.jsonl"
+    bench.write_text(json.dumps({"question": "Q?", "answer": "#### 1"}) + "\n", encoding="utf-8")
+    res = run_cli("validate", "--method", "benbench", "--benchmark", str(bench), "--model",
+                  "hf:/no/such/model", "--scenario", "b", "--template", "mmlu", "--splits",
+                  "dev,val", cwd=tmp_path)  # fmt: skip
+    err = res.stderr
+    assert "ignored --scenario: it applies to --method permutation; this is benbench" in err
+    assert "ignored --template: it applies to --method permutation; this is benbench" in err
+    assert "ignored --splits: it applies to --method cap; this is benbench" in err
+    assert "ignored --lenient" not in err and res.returncode == 2

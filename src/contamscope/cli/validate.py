@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,12 @@ def command(
         "permutation", "--method", help="Detection method to validate: permutation, benbench, cap."
     ),
     n_items: int = typer.Option(
-        100, "--n-items", "-n", min=2, help="Items drawn; half leaked, half clean."
+        100,
+        "--n-items",
+        "-n",
+        min=2,
+        help="Items drawn: permutation and benbench, half leaked and half clean; cap, per "
+        "split (all of the trained split's leaked).",
     ),
     epochs: str = typer.Option(
         "1,2,3,5", "--epochs", help="Epoch counts to checkpoint and evaluate, comma-separated."
@@ -95,7 +101,9 @@ def command(
         None,
         "--out",
         "-o",
-        help="Run folder (default: runs/validate-<model>-<benchmark>-<scenario>).",
+        help="Run folder (default: runs/validate-<model>-<benchmark>-<scenario>; benbench: "
+        "runs/validate-benbench-<model>-<benchmark>; cap: "
+        "runs/validate-cap-<model>-<benchmark>-<trained split>).",
     ),
     seed: int = typer.Option(
         0, "--seed", min=0, help="Seed of the draw, split, orders and training."
@@ -251,6 +259,40 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
 
 _METHODS = {"permutation": _permutation, "benbench": _benbench, "cap": _cap}
 
+_METHOD_ONLY = {
+    "--scenario": "permutation",
+    "--split": "permutation",
+    "--subjects": "permutation",
+    "--template": "permutation",
+    "--deltas": "permutation",
+    "--reference-items": "permutation",
+    "--statistic": "permutation",
+    "--lenient": "benbench",
+    "--splits": "cap",
+    "--train-split": "cap",
+    "--task": "cap",
+    "--subset": "cap",
+    "--max-new-tokens": "cap",
+    "--no-loglik": "cap",
+}
+"""Options one method reads; given to another, they are said to be ignored."""
+
+
+def _say_ignored(kw: dict[str, Any]) -> None:
+    """Name each option given that the chosen --method does not read (it went unsaid)."""
+    for opt, method in _METHOD_ONLY.items():
+        key = opt.lstrip("-").replace("-", "_")
+        default = inspect.signature(command).parameters[key].default.default
+        if method != kw["method"] and kw[key] != default:
+            err_console.print(
+                styled(
+                    "yellow",
+                    "ignored",
+                    f" {opt}: it applies to --method {method}; this is {kw['method']}",
+                ),
+                highlight=False,
+            )
+
 
 @user_errors
 def run(**kw: Any) -> None:
@@ -260,6 +302,7 @@ def run(**kw: Any) -> None:
     build = _METHODS.get(kw["method"])
     if build is None:
         raise ConfigError(f"--method {kw['method']!r}: expected one of {', '.join(_METHODS)}")
+    _say_ignored(kw)
     config = ValidateConfig(
         n_items=kw["n_items"],
         epochs=_parse_epochs(kw["epochs"]),
