@@ -566,7 +566,11 @@ def reanalyse_permutation(
     position = {it.id: i for i, it in enumerate(loaded.items)}
     unknown = [k for k in done if k not in position]
     if unknown:
-        raise DataError(f"{loaded.source} has no item {unknown[0]!r} of {where}'s records")
+        raise DataError(
+            f"{loaded.source} has no item {unknown[0]!r} of {where}'s records (items without "
+            "an id field are named after their file, anatomy.csv's first anatomy-0: a renamed "
+            "file must be given under the name it had)"
+        )
     wanted = (stored.get("selection") or {}).get("n_items")
     if isinstance(wanted, int) and len(done) < wanted:
         raise StoreError(
