@@ -102,8 +102,8 @@ def compare_membership(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[s
     short = [f"{len(ids)} {role} items" for role, ids in by_role.items() if len(ids) < 2]
     if short:
         raise ConfigError(
-            f"{a.path} and {b.path}: nothing to compare, both runs scored only "
-            f"{' and '.join(short)} (2 of each are needed)"
+            f"{a.path} and {b.path}: nothing to compare, the runs share only "
+            f"{' and '.join(short)} (2 of each, scored in both, are needed)"
         )
     bench, ref = by_role["benchmark"], by_role["reference"]
     values = {

@@ -205,6 +205,8 @@ class RunDir:
         analysing it again; a one-line StoreError when it holds none, another method's or an
         unfinished one (no summary.json)."""
         settings = self.stored_settings()
+        if settings is None and not self.path.exists():
+            raise StoreError(f"{self.path}: no such run folder")
         if settings is None:
             raise StoreError(f"{self.path} holds no contamscope run (no settings.json)")
         if settings.get("method") != method:
