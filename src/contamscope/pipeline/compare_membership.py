@@ -15,6 +15,7 @@ from ..detectors.combined import COMBINED_COMPONENTS
 from ..detectors.compare import AUC_NULL, compare_aucs
 from ..errors import ConfigError
 from ..report.rundata import RunData
+from ..wording import plural
 
 __all__ = ["compare_membership"]
 
@@ -99,7 +100,7 @@ def compare_membership(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[s
         role: [i for i in common if va[i].get("role") == role]
         for role in ("benchmark", "reference")
     }
-    short = [f"{len(ids)} {role} items" for role, ids in by_role.items() if len(ids) < 2]
+    short = [plural(len(ids), f"{role} item") for role, ids in by_role.items() if len(ids) < 2]
     if short:
         raise ConfigError(
             f"{a.path} and {b.path}: nothing to compare, the runs share only "
