@@ -1108,3 +1108,13 @@ def test_an_id_repeated_in_another_file_names_the_way_out(tmp_path: Path) -> Non
     )
     result = load_benchmark(str(tmp_path / "fold"))
     assert "--fields id= numbers the items instead" in one_problem(result).reason
+
+
+def test_a_compressed_file_is_named_as_one(tmp_path: Path) -> None:
+    """A .csv.gz said "not UTF-8 text (byte offset 1)"."""
+    import gzip
+
+    path = tmp_path / "mmlu_test.csv.gz"
+    path.write_bytes(gzip.compress(GOOD_CSV.encode()))
+    with pytest.raises(DataError, match="a gzip-compressed file, not text; unpack it first"):
+        load_benchmark(str(path), format="mmlu-csv")

@@ -36,6 +36,14 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_PACKED = (
+    (b"\x1f\x8b", "gzip-compressed file"),
+    (b"PK\x03\x04", "zip archive (or an .xlsx workbook: save it as CSV)"),
+    (b"BZh91AY&SY", "bzip2-compressed file"),
+    (b"\xfd7zXZ\x00", "xz-compressed file"),
+    (b"(\xb5/\xfd", "zstd-compressed file"),
+)
+"""Magic bytes of compressed files and archives: a file of such bytes is no data text."""
 
 
 def not_a_file(path: Path) -> str:
@@ -72,7 +80,10 @@ def decode_text(path: Path, raw: bytes) -> str:
     """A data file's bytes as text: UTF-8 (a leading BOM dropped), UTF-16 or UTF-32 with a
     byte-order mark (Excel's and Windows tools' 'Unicode' saves), else a one-line DataError
     naming the byte, or UTF-16 without a byte-order mark (which decodes as UTF-8 with a NUL
-    between every two ASCII letters)."""
+    between every two ASCII letters). A compressed file or archive is named as one."""
+    for magic, kind in _PACKED:
+        if raw.startswith(magic):
+            raise DataError(f"{path}: a {kind}, not text; unpack it first and give the file")
     for boms, codec in _WIDE_BOMS:  # UTF-32's marks first: UTF-16 LE's is a prefix of one
         if raw.startswith(boms):
             try:
