@@ -736,3 +736,26 @@ def test_card_says_the_conventions_caveat_and_names_more_than_three_subjects(
     assert (
         "its published option orders follow writers' conventions (sorted numbers: 20 of 20" in card
     )
+
+
+def test_the_report_shows_the_leaderboards_number_for_a_run_with_items_set_aside(
+    make_run, tmp_path: Path
+) -> None:
+    """The board's cell (Algorithm 1 on the items the verdict tests) appeared nowhere in the
+    run's report, whose table counts every analysed item."""
+    import re
+
+    from contamscope.report.permutation import estimate
+    from contamscope.report.rundata import load_run
+
+    a = make_run("a", n_items=30)
+    s = json.loads((a / "summary.json").read_text())
+    rest = json.loads(json.dumps(s["statistics"]))
+    rest["alg1"].update(excess=0.125, excess_ci=[-0.0391, 0.4853], rate=0.1667)
+    s["natural_order"] = {"n_items": 2, "ids": ["subj1-5", "subj2-9"], "reasons": {"sorted numbers": 2}, "alg1_rate": 1.0, "alg1_count": 2, "alg1_chance": 0.0417,
+                          "statistics_without": rest}  # fmt: skip
+    (a / "summary.json").write_text(json.dumps(s))
+    text = re.sub(r"<[^>]+>", "", build_report(a).read_text())
+    cell = estimate(load_run(a))
+    assert cell is not None and cell.text() == "+12.5 pp [-3.9, +48.5]"
+    assert "+12.5 pp beyond it, 95% CI [-3.9, +48.5] (the leaderboard's cell)" in text

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..detectors.verdict import conventions_text, few_items_text, verdict_tests
-from ..wording import plural
+from ..wording import plural, pp_text
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
@@ -395,9 +395,17 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
         "</td></tr>"
         for k, v in tests.items()
     )
+    a1, ci = rest.get("alg1") or {}, (rest.get("alg1") or {}).get("excess_ci")
+    excess = (
+        f" Algorithm 1 flags {fmt_pct(a1.get('rate'))} of them against "
+        f"{fmt_pct(a1.get('null_expected'))} by chance: {pp_text(a1['excess'])} beyond it, 95% "
+        f"CI [{pp_text(ci[0], '')}, {pp_text(ci[1], '')}] (the leaderboard's cell)."
+        if a1.get("excess") is not None and ci
+        else ""
+    )
     return out + (
         f'<p class="note">The verdict\'s tests on the other {plural(rest["n_items"], "item")} '
-        f"(Bonferroni: each at p ≤ {level:.3g}, 5% overall):</p>"
+        f"(Bonferroni: each at p ≤ {level:.3g}, 5% overall):{excess}</p>"
         '<table class="stats"><tr><th>test</th><th>p-value (one-sided)</th>'
         f"<th>rejects H0</th></tr>{body}</table>"
     )
