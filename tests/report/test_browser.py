@@ -269,3 +269,28 @@ def test_table_cells_round_as_the_terminal_does(tmp_path: Path) -> None:
     ]
     assert res.probes["cells"] == expected
     assert expected[0] == ["0.812", "81.2%", "0.812"] and expected[6][1] == "1.2%"
+
+
+def test_no_figure_text_is_cut_at_the_figures_edge(make_run, tmp_path: Path) -> None:
+    """The rank histogram's x label began 3 px left of its figure ("ank of the original ..."),
+    squeezed by the legend beside the axes; the precision-recall legend hid the curves."""
+    run = make_run(n_items=12)  # few items: "H0: uniform (0.417 items a rank)" beside the axes
+    records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    labels = tmp_path / "leaked.txt"
+    labels.write_text("\n".join(r["id"] for r in records[2:8]) + "\n", encoding="utf-8")
+    from contamscope.report.validation import read_labels
+
+    path = build_report(run, options=ReportOptions(labels=read_labels(labels)))
+    probe = """(() => { const out = [];
+      document.querySelectorAll('svg.fig').forEach(svg => {
+        const b = svg.getBoundingClientRect();
+        svg.querySelectorAll('text').forEach(t => { const r = t.getBoundingClientRect();
+          if (r.width > 0 && (r.left < b.left - 1 || r.right > b.right + 1
+                              || r.top < b.top - 1 || r.bottom > b.bottom + 1))
+            out.push(t.textContent); }); });
+      return out; })()"""
+    res = check_page(
+        path, probes={"cut": probe, "figures": "document.querySelectorAll('svg.fig').length"}
+    )
+    assert res.errors == [] and res.probes["figures"] >= 4
+    assert res.probes["cut"] == []

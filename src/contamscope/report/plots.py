@@ -91,6 +91,12 @@ def legend_outside(ax: Any) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+def legend_below(ax: Any) -> None:
+    """The legend under the axes (below the x label), where it cannot hide a curve: a figure
+    whose curves fill every corner (precision-recall steps at precision 1)."""
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
+
+
 _SVG_HEAD = re.compile(r"^.*?(<svg\b)", re.S)
 
 
@@ -98,7 +104,12 @@ def to_svg(fig: Any, title: str) -> str:
     """The figure as an inline ``<svg>`` element with an accessible title."""
     fig.tight_layout()
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    # "tight": the canvas takes in every artist (a legend beside the axes, a long axis label
+    # under them), which tight_layout alone left cut at the edge
+    fig.savefig(
+        buf, format="svg", bbox_inches="tight", pad_inches=0.05,
+        metadata={"Date": None, "Creator": None},
+    )  # fmt: skip
     svg = _SVG_HEAD.sub(r"\1", buf.getvalue(), count=1)  # drop the XML prolog and doctype
     svg = svg.replace("<svg ", '<svg role="img" class="fig" ', 1)
     from html import escape

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from .html import Section, esc
-from .plots import HIGHLIGHT, OKABE_ITO, figure, to_svg
+from .plots import HIGHLIGHT, OKABE_ITO, figure, legend_below, to_svg
 
 __all__ = ["LabelMap", "find_split_labels", "read_labels", "validation_section"]
 
@@ -111,12 +111,12 @@ def validation_section(
         ax_roc.plot([0, 1], [0, 1], ls="--", color="#777", lw=1, label="chance (AUC 0.5)")
         ax_roc.set(xlabel="false-positive rate (clean items flagged)", ylabel="true-positive rate")
         ax_roc.set_title("ROC")
-        ax_roc.legend(loc="lower right", fontsize=8)
+        legend_below(ax_roc)
         base = n_pos / n
         ax_pr.axhline(base, ls="--", color=HIGHLIGHT, lw=1, label=f"chance ({base:.2f})")
         ax_pr.set(xlabel="recall (leaked items found)", ylabel="precision", ylim=(0, 1.02))
         ax_pr.set_title("Precision-recall")
-        ax_pr.legend(loc="upper right", fontsize=8)
+        legend_below(ax_pr)
         figs = [to_svg(fig_roc, "ROC curves"), to_svg(fig_pr, "precision-recall curves")]
     table = "".join(
         f"<tr><td>{esc(name)}</td><td>{auc:.3f}</td><td>{ap:.3f}</td></tr>"
