@@ -4,6 +4,7 @@ records and summary, resume and re-analysis, the report, and one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,9 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     assert all(x["combined_score"] is not None for x in recs[:5])
     html = (out / "report.html").read_text(encoding="utf-8")  # --report: both parts per item
     assert html.count('class="fig"') == 3 and "Min-K%++ against the option-order gap" in html
+    # the run's own test (the combined score) has its row, marked declared, with its AUC
+    auc = f"{st['dataset_test']['auc']:.3f}"
+    assert re.search(r"<td>combined[^<]*\(declared\)</td><td>–</td><td>–</td><td>" + auc, html)
     # a min_k_pp folder switched to gap scores only the option orders it lacks; its records
     # are then those of a folder run with the orders from the start (it was refused)
     plain = tmp_path / "plain"

@@ -177,7 +177,21 @@ def _verdict_section(run: RunData) -> Section:
         "The error rates hold only if the references are drawn like the benchmark items.</p>"
     )
     rows = []
-    for name, d in (st.get("by_statistic") or {}).items():
+    by_statistic = dict(st.get("by_statistic") or {})
+    test = st.get("dataset_test") or {}
+    if stat == "combined" and "combined" not in by_statistic and test.get("auc") is not None:
+        by_statistic = {  # the run's own test: the combined score over the pooled items
+            "combined": {
+                "declared": True,
+                "auc": test.get("auc"),
+                "auc_ci": test.get("auc_ci"),
+                "p_value": test.get("p_value"),
+                "benchmark_n": test.get("n_benchmark"),
+                "reference_n": test.get("n_reference"),
+            },
+            **by_statistic,
+        }
+    for name, d in by_statistic.items():
         ci = d.get("auc_ci")
         rows.append(
             f"<tr><td>{esc(LABELS.get(name, name))}{' (declared)' if d.get('declared') else ''}"
