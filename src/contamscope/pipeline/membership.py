@@ -515,8 +515,9 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
         r.pop("combined_score", None)
     if any(r["statistics"] and "gap" not in r["statistics"] for r in records) and "gap" in parts:
         raise ConfigError(
-            f"--statistic {stat} needs every option order scored, and this run folder was "
-            "scored without them: use another --out, or --overwrite (cached scores are reused)"
+            f"--statistic {stat} needs every option order scored, and some items of this run "
+            f"folder lack them: re-run its membership command with --statistic {stat} (it "
+            "scores only the orders still missing)"
         )
     if not ref:
         raise ConfigError(
