@@ -198,6 +198,12 @@ def sign_flip_test(diffs: Sequence[float] | NDArray[Any], seed: int = 0) -> dict
         ge = (hits_ge + 1) / (SIGN_FLIP_DRAWS + 1)
         le = (hits_le + 1) / (SIGN_FLIP_DRAWS + 1)
         method, count = "sign flip (Monte Carlo)", SIGN_FLIP_DRAWS
+    return _sided(ge, le, method, count)
+
+
+def _sided(ge: float, le: float, method: str, count: int) -> dict[str, Any]:
+    """A randomization test's result: its one-sided p-values (B's side ``ge``, A's ``le``),
+    the two-sided one (twice the smaller, at most 1), the test and its resamples."""
     return {
         "b_greater": ge,
         "a_greater": le,
@@ -420,7 +426,6 @@ def paired_auc_difference(
         # items perfectly, one each way, gave p = 0), or no DeLong variance (separation, or
         # the same runs): the paired swap test, whose p no sample size can take below 2 / 2^n
         out.update(_auc_swap_test(xa, ya, xb, yb, d))
-        out["method"] = f"paired swap test of the AUC difference ({out.pop('kind')})"
         if var > 1e-15:
             se = math.sqrt(var)
             out["ci"] = [max(-1.0, d - 1.959964 * se), min(1.0, d + 1.959964 * se)]
@@ -475,13 +480,7 @@ def _auc_swap_test(
     else:
         ge = (int(np.count_nonzero(diffs >= observed - tol)) + 1) / (count + 1)
         le = (int(np.count_nonzero(diffs <= observed + tol)) + 1) / (count + 1)
-    return {
-        "b_greater": ge,
-        "a_greater": le,
-        "two_sided": min(1.0, 2.0 * min(ge, le)),
-        "kind": kind,
-        "n_resamples": count,
-    }
+    return _sided(ge, le, f"paired swap test of the AUC difference ({kind})", count)
 
 
 def _aucs(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
