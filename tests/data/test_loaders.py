@@ -420,7 +420,7 @@ def test_duplicate_ids_keep_first(tmp_path: Path) -> None:
 
 def test_all_rows_bad_is_fatal(tmp_path: Path) -> None:
     path = write(tmp_path, "x_test.csv", "q,a,b,c\n")
-    with pytest.raises(DataError, match="no usable items.*1 rows skipped"):
+    with pytest.raises(DataError, match="no usable items.*1 row skipped"):
         load_benchmark(str(path), format="mmlu-csv")
 
 

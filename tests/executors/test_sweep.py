@@ -366,7 +366,7 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
     assert "4 of 4 runs to do (pairs and reference runs)" in dry.stdout
     res = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean))
     assert res.returncode == 0, res.stderr
-    assert "1 benchmarks = 2 pairs (and 2 reference runs), 0 finished earlier" in res.stdout
+    assert "1 benchmark = 2 pairs (and 2 reference runs), 0 finished earlier" in res.stdout
     refs = sorted((out / "reference").iterdir())
     pairs = sorted(p for p in out.iterdir() if "__" in p.name)
     assert len(refs) == len(pairs) == 2

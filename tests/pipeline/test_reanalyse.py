@@ -115,6 +115,9 @@ def test_reanalyse_refuses_an_unfinished_run_or_another_benchmark(tmp_path: Path
     (run / "summary.json").unlink()
     with pytest.raises(StoreError, match="the run is unfinished .no summary.json."):
         reanalyse_permutation(loaded, run, alpha=0.1)
+    with pytest.raises(StoreError, match="empty: no such run folder"):
+        reanalyse_permutation(loaded, RunDir(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
     with pytest.raises(StoreError, match="holds no contamscope run"):
         reanalyse_permutation(loaded, RunDir(tmp_path / "empty"))
 
@@ -159,7 +162,7 @@ def test_a_reference_run_measures_algorithm_2s_false_positive_rate(tmp_path: Pat
     kept = reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
     assert kept.summary["reference_run"]["run"] == str((tmp_path / "ref").resolve())
     (tmp_path / "ref").rename(tmp_path / "moved")
-    with pytest.raises(StoreError, match="holds no contamscope run .* --reference-run none drops"):
+    with pytest.raises(StoreError, match="ref: no such run folder .* --reference-run none drops"):
         reanalyse_permutation(loaded, tmp_path / "run", alpha=0.1)
     (tmp_path / "moved").rename(tmp_path / "ref")
     dropped = reanalyse_permutation(loaded, tmp_path / "run", reference_run="none")
@@ -191,7 +194,7 @@ def test_a_reference_run_must_be_clean_items_of_the_same_model(tmp_path: Path, r
     (tmp_path / "mixed" / "settings.json").write_text(json.dumps(settings))
     with pytest.raises(ConfigError, match="scored by another model set-up .another.float32"):
         reanalyse_permutation(loaded, run, reference_run=tmp_path / "mixed")
-    with pytest.raises(StoreError, match="holds no contamscope run"):
+    with pytest.raises(StoreError, match="nowhere: no such run folder"):
         run_permutation(
             loaded, loaded.items, scorer, tmp_path / "x", PermutationConfig(),
             reference_run=tmp_path / "nowhere",
