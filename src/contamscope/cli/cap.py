@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from .common import (
     REPORT_OPT,
     ItemProgress,
     console,
+    drop_ignored,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -210,11 +210,6 @@ _TASK_ONLY = {
 """Options read by one task only: given for another, they are reported as ignored."""
 
 
-def _default(key: str) -> Any:
-    """The command's own default of option ``key`` (typer keeps it in the OptionInfo)."""
-    return inspect.signature(command).parameters[key].default.default
-
-
 @user_errors
 def run(**kw: Any) -> None:
     check_model(kw)  # before the benchmark's messages
@@ -250,18 +245,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if data.task_detected:
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     list_skipped(data.problems)
-    ignored = {}
-    for opt, task in _TASK_ONLY.items():
-        key = opt.lstrip("-").replace("-", "_")
-        if task != data.task and kw[key] != _default(key):
-            err_console.print(
-                styled(
-                    "yellow", "ignored", f" {opt}: it applies to {task} tasks; this is {data.task}"
-                ),
-                highlight=False,
-            )
-            ignored[key] = _default(key)  # ignored as said: not checked, not recorded
-    kw = {**kw, **ignored}
+    kw = drop_ignored(kw, command, _TASK_ONLY, data.task, "{} tasks")
     supplied = [s for s in split_names if s in data.splits and data.splits[s].modified]
     if data.task == "qa" and kw["year_shift"] is not None and supplied:
         err_console.print(  # the shift makes the modified inputs only where none are supplied

@@ -107,6 +107,36 @@ def run_folders_as_written(*folders: Path) -> Iterator[None]:
         ) from None
 
 
+def drop_ignored(
+    kw: dict[str, Any],
+    command: Callable[..., Any],
+    readers: Mapping[str, str],
+    current: str,
+    what: str,
+) -> dict[str, Any]:
+    """``kw`` with each option of ``readers`` (flag -> what reads it) that was given but is
+    not read by ``current`` said to be ignored ("it applies to ``what``") and set back to
+    ``command``'s default: ignored as said, not checked, not recorded."""
+    import inspect
+
+    params = inspect.signature(command).parameters
+    out = dict(kw)
+    for opt, reader in readers.items():
+        key = opt.lstrip("-").replace("-", "_")
+        default = params[key].default.default  # typer keeps it in the OptionInfo
+        if reader != current and kw[key] != default:
+            err_console.print(
+                styled(
+                    "yellow",
+                    "ignored",
+                    f" {opt}: it applies to {what.format(reader)}; this is {current}",
+                ),
+                highlight=False,
+            )
+            out[key] = default
+    return out
+
+
 def styled(style: str, text: str, rest: str = "") -> Text:
     """``text`` in ``style`` followed by ``rest`` unstyled, neither read as markup."""
     return Text.assemble((text, style), rest)

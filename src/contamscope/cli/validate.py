@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from .common import (
     MODEL_OPTIONS_HELP,
     TEMPLATE_HELP,
     console,
+    drop_ignored,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -278,22 +278,6 @@ _METHOD_ONLY = {
 """Options one method reads; given to another, they are said to be ignored."""
 
 
-def _say_ignored(kw: dict[str, Any]) -> None:
-    """Name each option given that the chosen --method does not read (it went unsaid)."""
-    for opt, method in _METHOD_ONLY.items():
-        key = opt.lstrip("-").replace("-", "_")
-        default = inspect.signature(command).parameters[key].default.default
-        if method != kw["method"] and kw[key] != default:
-            err_console.print(
-                styled(
-                    "yellow",
-                    "ignored",
-                    f" {opt}: it applies to --method {method}; this is {kw['method']}",
-                ),
-                highlight=False,
-            )
-
-
 @user_errors
 def run(**kw: Any) -> None:
     from ..backends import check_model_spec, parse_model_options
@@ -302,7 +286,7 @@ def run(**kw: Any) -> None:
     build = _METHODS.get(kw["method"])
     if build is None:
         raise ConfigError(f"--method {kw['method']!r}: expected one of {', '.join(_METHODS)}")
-    _say_ignored(kw)
+    kw = drop_ignored(kw, command, _METHOD_ONLY, kw["method"], "--method {}")
     config = ValidateConfig(
         n_items=kw["n_items"],
         epochs=_parse_epochs(kw["epochs"]),

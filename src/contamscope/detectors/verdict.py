@@ -18,6 +18,7 @@ __all__ = [
     "pct_text",
     "verdict",
     "verdict_dict",
+    "verdict_p_value",
     "verdict_tests",
 ]
 
@@ -44,6 +45,18 @@ def verdict_tests(stats: dict[str, Any]) -> tuple[dict[str, float | None], float
         "mean-gap test": (stats.get("gap") or {}).get("p_value"),
     }
     return ps, VERDICT_ALPHA / max(1, sum(v is not None for v in ps.values()))
+
+
+def verdict_p_value(stats: dict[str, Any]) -> float | None:
+    """The verdict's p-value: the smallest of its tests' times their number (Bonferroni), at
+    most 1; at or below 5% exactly where :func:`verdict` finds a leakage signal. None when no
+    test was computed.
+
+    >>> verdict_p_value({"alg1": {"p_value": 0.02}, "rank": {"p_value": 0.3}, "gap": {}})
+    0.04
+    """
+    ps = [p for p in verdict_tests(stats)[0].values() if p is not None]
+    return min(1.0, len(ps) * min(ps)) if ps else None
 
 
 def verdict(

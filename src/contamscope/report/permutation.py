@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..detectors.verdict import conventions_text, few_items_text, verdict_tests
+from ..detectors.verdict import conventions_text, few_items_text, verdict_p_value
 from ..wording import plural, pp_text
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
@@ -50,19 +50,13 @@ def estimate(run: RunData) -> Estimate | None:
         return None
     ci = a1.get("excess_ci")
     subjects = run.summary.get("by_subject") or {}
-    tested = [p for p in verdict_tests(stats)[0].values() if p is not None]
     return Estimate(
         statistic="Algorithm-1 excess over chance",
         value=a1.get("excess"),
         ci=(ci[0], ci[1]) if ci else None,
-        p_value=min(1.0, len(tested) * min(tested)) if tested else None,
+        p_value=verdict_p_value(stats),
         n_items=int(stats.get("n_items") or 0),
-        raw={
-            "rate": a1.get("rate"),
-            "chance": a1.get("null_expected"),
-            "set_aside": aside,
-            "alg1_p_value": a1.get("p_value"),
-        },
+        raw={"rate": a1.get("rate"), "chance": a1.get("null_expected"), "set_aside": aside},
         settings={"ties": str((run.summary.get("config") or {}).get("ties", "not_leaked"))},
         legend="percentage points beyond chance, 95% CI in brackets; 0 = what a model that "
         "never saw the benchmark shows; p-value one-sided, H0: no leakage, the verdict's: the "
@@ -395,7 +389,8 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
         "</td></tr>"
         for k, v in tests.items()
     )
-    a1, ci = rest.get("alg1") or {}, (rest.get("alg1") or {}).get("excess_ci")
+    a1 = rest.get("alg1") or {}
+    ci = a1.get("excess_ci")
     excess = (
         f" Algorithm 1 flags {fmt_pct(a1.get('rate'))} of them against "
         f"{fmt_pct(a1.get('null_expected'))} by chance: {pp_text(a1['excess'])} beyond it, 95% "
