@@ -152,6 +152,8 @@ def test_validate_trains_scores_and_reports_then_reuses(
         # detectors that could never fire, and a declared statistic whose test went missing
         (["--reference-items", "10"], "--reference-items 10: with alpha 0.05 the membership"),
         (["--statistic", "combined"], "--statistic 'combined': validate declares one of"),
+        # an unknown one was told to choose among gap and combined too, which are refused
+        (["--statistic", "nope"], "'nope': validate declares one of min_k_pp, min_k, loss, zlib ("),
         # the model is checked before the benchmark is read ('loading model ./nope ...' came
         # first, after the benchmark's messages)
         (["--model", "./nope"], "error: --model ./nope: no such file or folder"),

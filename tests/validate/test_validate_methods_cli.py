@@ -211,7 +211,7 @@ def test_cap_validation_end_to_end_and_reuse(
     [
         (["--method", "cap", "--splits", "dev"], "--splits 'dev': give exactly two splits"),
         (["--method", "cap", "--splits", "dev,test", "--train-split", "val"], "--train-split"),
-        (["--method", "benbench", "--n-items", "50"], "--n-items 50: only 7 usable items"),
+        (["--method", "benbench", "--n-items", "50"], "only 7 usable items in the benchmark\n"),
     ],
 )
 def test_method_user_errors_are_one_line(

@@ -190,10 +190,11 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
     from ..pipeline.membership import MembershipConfig
-    from ..validate import PAPER_DELTAS, PermutationValidation
+    from ..validate.permutation import PAPER_DELTAS, PermutationValidation, check_statistic
     from .common import slug
     from .permutation import parse_deltas
 
+    check_statistic(kw["statistic"])  # before MembershipConfig, which knows gap and combined
     subjects = subject_list(kw)
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
     list_skipped(loaded.problems)

@@ -114,7 +114,11 @@ def split_items(
     if len(pool) < n_items:
         raise ConfigError(
             f"--n-items {n_items}: only {len(pool)} usable items in the benchmark"
-            + ("" if include_non_exchangeable else " (non-exchangeable items left out)")
+            + (
+                f" ({len(items) - len(pool)} non-exchangeable items left out)"
+                if len(pool) < len(items)
+                else ""
+            )
         )
     rng = random.Random(seed)
     chosen = sorted(rng.sample(range(len(pool)), n_items))

@@ -126,6 +126,22 @@ def _membership_score(stat: str) -> Callable[[Mapping[str, Any]], float]:
     return score
 
 
+
+def check_statistic(statistic: str) -> None:
+    """Refuse a membership statistic validate cannot declare: its dataset test would be absent.
+
+    >>> check_statistic("combined")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --statistic 'combined': validate declares one of min_k_pp, min_k, loss, zlib (the combined and gap detectors are reported anyway)
+    """
+    if statistic not in STATISTICS:
+        raise ConfigError(
+            f"--statistic {statistic!r}: validate declares one of "
+            f"{', '.join(STATISTICS)} (the combined and gap detectors are reported anyway)"
+        )
+
+
 @dataclass
 class PermutationValidation(ValidationMethod):
     """Permutation detectors on a multiple-choice benchmark."""
@@ -160,11 +176,7 @@ class PermutationValidation(ValidationMethod):
                 f"nothing (smallest p-value 1/{k + 1}); give at least {need}, or 0 to leave them "
                 "out"
             )
-        if self.membership.statistic not in STATISTICS:  # its dataset test would be absent
-            raise ConfigError(
-                f"--statistic {self.membership.statistic!r}: validate declares one of "
-                f"{', '.join(STATISTICS)} (the combined and gap detectors are reported anyway)"
-            )
+        check_statistic(self.membership.statistic)
 
     def skipped_rows(self) -> list[str]:
         return [str(p) for p in self.loaded.problems]
