@@ -142,3 +142,19 @@ def test_reference_run_fills_algorithm_2s_false_positive_rate(
     assert "on clean items†" in html and "unknown*" not in html
     res = run_cli("reanalyse", str(run), "--reference-run", "none", cwd=tmp_path)
     assert res.returncode == 0 and "unknown*" in res.stdout
+
+
+def test_a_run_of_a_newer_schema_is_refused_and_kept(tmp_path: Path, run: Path) -> None:
+    """report and leaderboard refused a summary.json of a newer schema version; reanalyse
+    rewrote it with this version's fields and compare read it as if its fields meant the same."""
+    summary = json.loads((run / "summary.json").read_text())
+    summary["schema"] = "contamscope.permutation.summary/2"
+    (run / "summary.json").write_text(json.dumps(summary))
+    before = (run / "summary.json").read_bytes(), (run / "items.jsonl").read_bytes()
+    res = run_cli("reanalyse", str(run), "--alpha", "0.1", cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "'contamscope.permutation.summary/2', newer than this contamscope" in res.stderr
+    assert "upgrade contamscope to re-analyse it" in res.stderr
+    assert ((run / "summary.json").read_bytes(), (run / "items.jsonl").read_bytes()) == before
+    res = run_cli("compare", str(run), str(run), cwd=tmp_path)
+    assert res.returncode == 2 and "upgrade contamscope to compare it" in res.stderr

@@ -232,6 +232,7 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
 def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     """One folder; returns how many benchmark rows were skipped reading its benchmark."""
     from ..errors import StoreError
+    from ..report.rundata import load_run, refuse_newer
     from ..store import RunDir
 
     if not run_dir.is_dir():
@@ -239,6 +240,9 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     stored = RunDir(run_dir).stored_settings()
     if stored is None:
         raise StoreError(f"{run_dir} holds no contamscope run (no settings.json)")
+    if (run_dir / "summary.json").is_file():
+        with run_folders_as_written(run_dir):
+            refuse_newer(load_run(run_dir), "re-analyse")
     method = str(stored.get("method"))
     if method not in _OPTIONS:
         raise ConfigError(

@@ -22,7 +22,7 @@ from ..detectors.compare import (
     paired_p_floor,
 )
 from ..errors import ConfigError
-from ..report.rundata import RunData, load_run
+from ..report.rundata import RunData, load_run, refuse_newer
 from ..wording import plural
 
 __all__ = ["COMPARE_SCHEMA", "compare_runs"]
@@ -41,6 +41,7 @@ COMPARED = ("permutation", "benbench", "membership", "cap")
 def _runs(run_a: Path | str, run_b: Path | str) -> tuple[RunData, RunData]:
     a, b = load_run(run_a), load_run(run_b)
     for run in (a, b):
+        refuse_newer(run, "compare")
         if run.method not in COMPARED:
             raise ConfigError(
                 f"{run.path}: a {run.method or 'unknown'} run; compare reads two permutation "

@@ -22,9 +22,8 @@ import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from .. import __version__
 from ..errors import ConfigError
-from .rundata import RunData
+from .rundata import RunData, refuse_newer
 
 __all__ = ["Estimate", "ReportOptions", "METHOD_MODULES", "method_module", "unranked_reason"]
 
@@ -35,9 +34,6 @@ METHOD_MODULES: dict[str, str] = {
     "contamscope.membership.summary": "contamscope.report.membership",
 }
 """Summary schema (without its ``/version``) -> report module."""
-
-SUMMARY_VERSION = 1
-"""The newest summary.json schema version (the ``/N`` of ``schema``) this version reads."""
 
 GENERIC_MODULE = "contamscope.report.generic"
 """Fallback for contamscope runs whose method has no module here yet: their statistics and
@@ -115,13 +111,8 @@ class Estimate:
 
 def method_module(run: RunData) -> ModuleType:
     """The report module for ``run``; a clear error for a run of an unknown kind."""
-    schema, _, version = run.schema.partition("/")
-    newer = version and (not version.isdigit() or int(version) > SUMMARY_VERSION)
-    if newer and schema.startswith("contamscope."):
-        raise ConfigError(
-            f"{run.path}: summary.json has schema {run.schema!r}, newer than this contamscope "
-            f"{__version__} reads (version {SUMMARY_VERSION}); upgrade contamscope to report it"
-        )
+    refuse_newer(run, "report")
+    schema = run.schema.partition("/")[0]
     name = METHOD_MODULES.get(schema) or _BY_METHOD.get(run.method)
     if name is None and schema.startswith("contamscope.") and schema.endswith(".summary"):
         name = GENERIC_MODULE  # a contamscope method without its own section module yet

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from .. import __version__
+from ..errors import ConfigError, StoreError
 
-__all__ = ["RunData", "load_run", "sweep_reference_folder"]
+__all__ = ["SUMMARY_VERSION", "RunData", "load_run", "refuse_newer", "sweep_reference_folder"]
+
+SUMMARY_VERSION = 1
+"""The newest summary.json schema version (the ``/N`` of ``schema``) this version reads."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,18 @@ def load_run(path: Path | str) -> RunData:
     settings_path = path / "settings.json"
     settings = _read_json(settings_path) if settings_path.exists() else {}
     return RunData(path=path, summary=_read_json(summary_path), settings=settings)
+
+
+def refuse_newer(run: RunData, action: str) -> None:
+    """Refuse a run whose summary.json has a newer schema version than this contamscope reads
+    (its fields may mean other things): "upgrade contamscope to ``action`` it"."""
+    schema, _, version = run.schema.partition("/")
+    newer = version and (not version.isdigit() or int(version) > SUMMARY_VERSION)
+    if newer and schema.startswith("contamscope."):
+        raise ConfigError(
+            f"{run.path}: summary.json has schema {run.schema!r}, newer than this contamscope "
+            f"{__version__} reads (version {SUMMARY_VERSION}); upgrade contamscope to {action} it"
+        )
 
 
 def sweep_reference_folder(path: Path | str) -> bool:
