@@ -126,7 +126,6 @@ def _membership_score(stat: str) -> Callable[[Mapping[str, Any]], float]:
     return score
 
 
-
 def check_statistic(statistic: str) -> None:
     """Refuse a membership statistic validate cannot declare: its dataset test would be absent.
 
