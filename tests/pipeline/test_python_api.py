@@ -126,7 +126,7 @@ def test_membership_refuses_references_that_are_tested_items(
         )
     assert not (tmp_path / "m" / "items.jsonl").exists()
     # a reference given twice would count twice as an unseen item
-    with pytest.raises(ConfigError, match=r"1 of the 3 reference items repeat an earlier one"):
+    with pytest.raises(ConfigError, match=r"1 of the 3 reference items repeats an earlier one"):
         run_membership(
             loaded,
             loaded.items[:1],

@@ -187,7 +187,7 @@ def test_a_reference_run_must_be_clean_items_of_the_same_model(tmp_path: Path, r
     mixed.write_text(ROWS.splitlines()[1] + "\n" + REFERENCE_ROWS, encoding="utf-8")
     other = load_benchmark(str(mixed))
     run_permutation(other, other.items, scorer, tmp_path / "mixed", PermutationConfig())
-    with pytest.raises(ConfigError, match="1 of its items are tested items too"):
+    with pytest.raises(ConfigError, match="1 of its items is a tested item too"):
         reanalyse_permutation(loaded, run, reference_run=tmp_path / "mixed")
     settings = json.loads((tmp_path / "mixed" / "settings.json").read_text())
     settings["model_fingerprint"] = "another|float32"

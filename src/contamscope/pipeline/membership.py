@@ -372,18 +372,18 @@ def run_membership(
     check_items(reference_items, object, method, "reference items")
     _, repeats = distinct_references(reference_items)
     _, shared = unseen_references(items, reference_items)
-    for found, what in (
-        (repeats, "repeat an earlier one (first {}); each counts as another unseen item, so give "
-         "each once (distinct_references() leaves the repeats out)"),
-        (shared, "are tested items too (first {}); the references must be items the model "
-         "never saw (unseen_references() leaves them out)"),
+    for found, what, rest in (
+        (repeats, ("repeats", "repeat"), "an earlier one (first {}); each counts as another "
+         "unseen item, so give each once (distinct_references() leaves the repeats out)"),
+        (shared, ("is a tested item", "are tested items"), "too (first {}); the references must "
+         "be items the model never saw (unseen_references() leaves them out)"),
     ):  # fmt: skip
         if found:
             first = found[0]
             where = item_place(first)
             raise ConfigError(
                 f"--reference {reference.source}: {len(found)} of the {len(reference_items)} "
-                f"reference items {what.format(where)}"
+                f"reference items {what[len(found) > 1]} {rest.format(where)}"
             )
     vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
     settings: dict[str, Any] = {

@@ -941,7 +941,9 @@ def read_reference(
         scores.append(rethreshold(item_score_from_dict(r), lp, alg1=alg1, alg2=alg2))
     if shared:
         raise ConfigError(
-            f"{where}: {len(shared)} of its items are tested items too (first {shared[0]}); "
+            f"{where}: {len(shared)} of its items "
+            f"{'is a tested item' if len(shared) == 1 else 'are tested items'} too (first "
+            f"{shared[0]}); "
             "reference items must be items the model never saw"
         )
     if not scores:
