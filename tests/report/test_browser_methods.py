@@ -113,12 +113,28 @@ def test_mixed_leaderboard_in_browser(
             "figures": 'document.querySelectorAll("svg.fig").length',
             "rows": 'document.querySelectorAll("#board tbody tr").length',
             "heads": 'Array.from(document.querySelectorAll("#board th")).map(t => t.textContent)',
+            # a click on "estimate" sorted all methods' numbers as one column
+            "by_estimate": """(() => { const box = document.querySelector('[data-table="runs"]');
+                const rows = () => Array.from(box.querySelectorAll('tbody tr')).map(
+                    tr => [tr.children[2].textContent, tr.children[4].textContent]);
+                const before = rows(); box.querySelectorAll('th')[4].click();
+                const up = rows(); box.querySelectorAll('th')[4].click();
+                return [before, up, rows()]; })()""",
         },
         screenshot=tmp_path / "lb.png",
     )
     assert res.errors == []
     assert res.probes["figures"] == 5  # 4 bar charts (one per method) + CAP heatmap
     assert res.probes["rows"] == 4  # one per model: the membership run is of cap_b's
+    before, up, down = res.probes["by_estimate"]
+    methods = [m for m, _ in before]
+    assert len(methods) == 5 and methods[0] == "Option-permutation test"
+    for clicked in (up, down):  # grouped as before, each method's runs sorted within
+        assert [m for m, _ in clicked] == methods
+    cap_up = [float(e.split()[0]) for m, e in up if m.startswith("CAP")]
+    cap_down = [float(e.split()[0]) for m, e in down if m.startswith("CAP")]
+    assert cap_up == sorted(cap_up) and cap_down == sorted(cap_up, reverse=True)
+    assert cap_up[0] != cap_up[1]
     assert res.probes["heads"] == [
         "model",
         "synthetic.csv (Option-permutation test)",

@@ -86,6 +86,9 @@ class Table:
     """Rows per page."""
     sort: tuple[int, bool] | None = None
     """Initial sort: (column index, ascending)."""
+    group: int | None = None
+    """Rows stay grouped by this column's value, groups in the order they first appear; a
+    click sorts within each group (numbers of different methods are never ranked together)."""
     caption: str = ""
     """Text above the table (plain text)."""
 
@@ -100,6 +103,7 @@ class Table:
             "rows": [[_clean(v) for v in r] for r in self.rows],
             "pageSize": self.page_size,
             "sort": list(self.sort) if self.sort else None,
+            "group": self.group,
         }
         cap = f'<p class="caption">{esc(self.caption)}</p>' if self.caption else ""
         return (
@@ -352,6 +356,11 @@ document.querySelectorAll(".tbl").forEach(function(box){
     var raw=Array.isArray(v)?"":String(v);return fmt(v,cols[j].kind)+" "+raw;
   }).join(" ").toLowerCase()});
   var idx=all.map(function(_,i){return i}),view=idx.slice();
+  var grank=all.map(function(){return 0});
+  if(d.group!==null&&d.group!==undefined){  // a row's group: the rank of its first appearance
+    var seen={};all.forEach(function(r,i){var k=String(r[d.group]);
+      if(!(k in seen))seen[k]=Object.keys(seen).length;grank[i]=seen[k]});
+  }
   var ths=box.querySelectorAll("th"),tbody=box.querySelector("tbody");
   var input=box.querySelector("input"),count=box.querySelector(".tbl-count"),pg=box.querySelector(".tbl-page");
   var sortCol=null,asc=true;
@@ -383,6 +392,7 @@ document.querySelectorAll(".tbl").forEach(function(box){
   function order(){
     var c=sortCol,s=asc?1:-1;
     view.sort(function(a,b){
+      if(grank[a]!==grank[b])return grank[a]-grank[b];
       var x=all[a][c],y=all[b][c],nx=x===null||x===undefined,ny=y===null||y===undefined;
       if(nx||ny)return (nx-ny)||a-b;  // empty cells last in either direction
       return s*cmp(x,y)||a-b;

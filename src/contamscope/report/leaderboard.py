@@ -672,6 +672,7 @@ def to_html(
         long_rows,
         page_size=100,
         sort=None,
+        group=2 if len(by_method) > 1 else None,  # a click sorts within each method
     )  # fmt: skip  (rows come ranked: per method, most leakage first in its own direction)
     methods = list(dict.fromkeys(e.method for e in entries))
     charts = [_bar_chart(entries, m) for m in methods] + _method_figures(entries)
@@ -688,7 +689,8 @@ def to_html(
             "Leaderboard",
             "<p class='note'>Each cell: the leakage estimate of that model on that benchmark "
             "with its 95% CI, in the method's own units: columns of different methods hold "
-            "different numbers and are not comparable. Click a header to sort.</p>"
+            "different numbers and are not comparable. Click a header to sort (the runs table "
+            "sorts within each method).</p>"
             f"<ul class='note'>{legend}</ul>",
             figures=charts,
             after=pivot.html(),
