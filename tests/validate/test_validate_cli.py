@@ -123,6 +123,10 @@ def test_validate_trains_scores_and_reports_then_reuses(
     third = run_cli(*args, cwd=tmp_path)
     assert third.returncode == 0, third.stderr
     assert "training a copy on 4 leaked items for 1 epoch ..." in third.stderr
+    # training is deterministic: the retrained checkpoint is the same model (files, identity),
+    # so its folder resumes and nothing is scored again (docs/validation.md, re-runs)
+    timings = json.loads((out / "epoch-1" / "summary.json").read_text())["timings"]
+    assert timings["items_scored_now"] == 0 and timings["items_resumed"] == 8
     summary3 = json.loads((out / "summary.json").read_text())
     assert [t["epoch"] for t in summary3["training"]] == [1, 2]
     assert json.loads((out / "train_log.json").read_text()) == summary3["training"]
