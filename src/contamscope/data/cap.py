@@ -522,7 +522,13 @@ PAIRING_MARGIN = 0.1
 """How much more like another original (cosine similarity of character-trigram sets) a modified
 input must be than like its own original for the pair to count as misaligned. On the CAP paper's
 published files (AlphaFin, ECTSum, FinEval, FinQA) a pair's own similarity is 0.79-1.0 and the
-most similar other original is at most 0.002 above it (originals that share their context)."""
+most similar other original is at most 0.002 above it (originals that share their context).
+
+A modified input that resembles *no* original (one of another split's, swapped in) is not caught:
+no floor on a pair's own similarity separates it. On those files a true pair's own similarity is
+as low as 0.79 (ECTSum's paraphrased transcripts), while a modified input reaches 0.64-0.99 with
+the most similar *unrelated* original of its file (FinQA 0.99, FinEval 0.95: shared prompt
+templates and passages)."""
 
 
 def _trigram_matrix(texts: Sequence[str]) -> Any:
