@@ -72,6 +72,7 @@ def test_scores_and_run_folders_of_the_earlier_identity_are_reused(
     assert scorer.computed == 3 * 24 and scorer.reused == 0
     settings = json.loads((tmp_path / "run" / "settings.json").read_text(encoding="utf-8"))
     assert settings["model_fingerprint"] == old_fp
+    shutil.copytree(tmp_path / "run", tmp_path / "run-then")  # as the earlier version left it
 
     backend = load_backend(spec, device="cpu", options={"bos": "<|endoftext|>"})
     assert backend.identity == now_identity and backend.legacy_fingerprints() == (old_fp,)
@@ -86,6 +87,11 @@ def test_scores_and_run_folders_of_the_earlier_identity_are_reused(
     assert fresh.summary["statistics"] == first.summary["statistics"]
     entries = {m.fingerprint: m.entries for m in cache.models()}
     assert entries == {old_fp: 3 * 24, backend.fingerprint(): 3 * 24}
+    # compare knows the two runs are of one model (its same_model note did not fire)
+    assert fresh.summary["model"]["legacy_fingerprints"] == [old_fp]
+    from contamscope.pipeline.compare import compare_runs
+
+    assert compare_runs(tmp_path / "run-then", tmp_path / "fresh")["same_model"] is True
 
 
 def test_a_copy_of_the_model_on_another_machine_reuses_the_exported_scores(

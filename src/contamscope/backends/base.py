@@ -192,8 +192,13 @@ class Backend(ABC):
         return f"{type(self).__name__}(spec={self.spec!r})"
 
     def describe(self) -> dict[str, object]:
-        """Provenance for run records."""
-        return {"spec": self.spec, "fingerprint": self.fingerprint()}
+        """Provenance for run records; ``legacy_fingerprints`` where the set-up had others under
+        earlier versions (``compare`` then knows a run made under one is of the same model)."""
+        out: dict[str, object] = {"spec": self.spec, "fingerprint": self.fingerprint()}
+        legacy = self.legacy_fingerprints()
+        if legacy:
+            out["legacy_fingerprints"] = list(legacy)
+        return out
 
     @property
     def computes_on_local_cpu(self) -> bool:

@@ -682,9 +682,7 @@ class HFBackend(Backend):
         return f"HFBackend(spec={self.spec!r}, device={str(self.device)!r}, dtype={dtype!r})"
 
     def describe(self) -> dict[str, object]:
-        return {
-            "spec": self.spec,
-            "fingerprint": self.fingerprint(),
+        return super().describe() | {
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
             "bos_token_id": self.bos_id,

@@ -131,12 +131,34 @@ def _natural_ids(run: RunData) -> set[str]:
 def _side(run: RunData, n_scored: Any) -> dict[str, Any]:
     """One run's line of a comparison (``n_scored``: how many items it scored)."""
     model = run.summary.get("model") or {}
+    model = model if isinstance(model, dict) else {}
     return {
         "run": str(run.path),
         "model": run.model,
-        "fingerprint": model.get("fingerprint") if isinstance(model, dict) else None,
+        "fingerprint": model.get("fingerprint"),
+        "legacy_fingerprints": list(model.get("legacy_fingerprints") or []),
         "items_scored": n_scored,
     }
+
+
+def same_model(side_a: dict[str, Any], side_b: dict[str, Any]) -> bool:
+    """Whether two runs' lines name one model set-up: the same fingerprint, or one run's the
+    fingerprint the other's set-up had under an earlier version (a local model's path-based
+    identity).
+
+    >>> same_model({"fingerprint": "n|x"}, {"fingerprint": "o|x", "legacy_fingerprints": ["n|x"]})
+    True
+    >>> same_model({"fingerprint": None}, {"fingerprint": None})
+    False
+    """
+    fa, fb = side_a.get("fingerprint"), side_b.get("fingerprint")
+    if not fa or not fb:
+        return False
+    return (
+        fa == fb
+        or fa in (side_b.get("legacy_fingerprints") or ())
+        or fb in (side_a.get("legacy_fingerprints") or ())
+    )
 
 
 def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
@@ -241,8 +263,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
             "other_orders": len(common) - len(same),
             "natural_order": len(pairs) - len(without),
         },
-        "same_model": bool(side_a["fingerprint"])
-        and side_a["fingerprint"] == side_b["fingerprint"],
+        "same_model": same_model(side_a, side_b),
         "statistics": stats,
         "without_natural": tested,
         "by_subject": _by_subject(without, alpha),

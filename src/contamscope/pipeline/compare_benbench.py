@@ -134,7 +134,7 @@ def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str
     Raises :class:`~contamscope.errors.ConfigError` for runs that do not compare or share no
     item.
     """
-    from .compare import COMPARE_SCHEMA, _side
+    from .compare import COMPARE_SCHEMA, _side, same_model
 
     splits = _check_alike(a, b)
     ua, none_a = _usable(a, splits)
@@ -194,8 +194,7 @@ def compare_benbench(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str
             "no_paraphrase_b": none_b,
             "by_split": {s: len(ps) for s, ps in sorted(by_split.items())},
         },
-        "same_model": bool(side_a["fingerprint"])
-        and side_a["fingerprint"] == side_b["fingerprint"],
+        "same_model": same_model(side_a, side_b),
         "statistics": stats,
         "by_split": (
             {s: _statistics(ps, alpha) for s, ps in sorted(by_split.items())}

@@ -120,7 +120,7 @@ def compare_cap(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any
     Raises :class:`~contamscope.errors.ConfigError` for runs that do not compare or share no
     item of the reference split and of a tested split.
     """
-    from .compare import COMPARE_SCHEMA, _side
+    from .compare import COMPARE_SCHEMA, _side, same_model
 
     cfg, ref, others = _check_alike(a, b)
     splits = [ref, *others]
@@ -203,8 +203,7 @@ def compare_cap(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[str, Any
             "other_modifications": len(common) - len(same),
             "by_split": {s: len(by_split.get(s, [])) for s in splits},
         },
-        "same_model": bool(side_a["fingerprint"])
-        and side_a["fingerprint"] == side_b["fingerprint"],
+        "same_model": same_model(side_a, side_b),
         "statistics": stats,
         "items": {
             "largest_excess_increase": {

@@ -91,7 +91,7 @@ def compare_membership(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[s
     """Compare membership runs ``a`` (A) and ``b`` (B) on the benchmark and reference items
     both scored. Raises :class:`~contamscope.errors.ConfigError` for runs that do not compare
     or share too few items (2 of each kind)."""
-    from .compare import COMPARE_SCHEMA, _side
+    from .compare import COMPARE_SCHEMA, _side, same_model
 
     statistics = _check_alike(a, b)
     va, vb = _values(a, statistics), _values(b, statistics)
@@ -148,8 +148,7 @@ def compare_membership(a: RunData, b: RunData, *, alpha: float = 0.05) -> dict[s
                 for role in ("benchmark", "reference")
             },
         },
-        "same_model": bool(side_a["fingerprint"])
-        and side_a["fingerprint"] == side_b["fingerprint"],
+        "same_model": same_model(side_a, side_b),
         "statistics": stats,
         "items": {
             "flagged_b_only": sorted(flags["b"] - flags["a"], key=bench.index)[:LISTED],
