@@ -68,6 +68,16 @@ def test_cache_schema_mismatch_and_garbage_file_are_refused(tmp_path: Path) -> N
         db.close()
         with pytest.raises(StoreError, match=f"score cache schema {value}, this version"):
             ScoreCache(path)
+    # the advice names the command that removes *this* file: a bare `cache clear` empties the
+    # user's default cache (QA), another --cache-dir's is named with it
+    path = tmp_path / "elsewhere" / "scores.sqlite"
+    ScoreCache(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    db.close()
+    with pytest.raises(StoreError) as err:
+        ScoreCache(path)
+    assert f"`contamscope cache clear --yes --cache-dir {path.parent}` removes it" in str(err.value)
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="not a usable score cache"):

@@ -278,7 +278,8 @@ class ScoreCache:
         if str(found) != str(SCHEMA_VERSION):
             problem = f"score cache schema {found}, this version reads {SCHEMA_VERSION}"
             raise StoreError(
-                f"{self.path}: {problem}; run `contamscope cache clear` or use another --cache-dir",
+                f"{self.path}: {problem}; `{_clear_command(self.path)}` removes it, or use "
+                "--no-cache or another --cache-dir",
                 replaceable=True,
                 problem=problem,
             )
