@@ -185,7 +185,7 @@ def test_cache_info_counts_the_converted_model_copies_and_clear_deletes_them(
     res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     said = " ".join(res.stdout.split())
-    assert f"converted model copies: {models} (2 files, 2.5 MB;" in said
+    assert f"converted model copies (any --cache-dir): {models} (2 files, 2.5 MB;" in said
     res = run_cli("cache", "clear", "--converted", "--yes", cwd=tmp_path)
     assert res.returncode == 0 and "deleted 2 files (2.5 MB) of converted model copies" in (
         " ".join(res.stdout.split())
@@ -718,3 +718,115 @@ def test_an_export_stopped_by_sigterm_leaves_nothing(tmp_path: Path) -> None:
         pytest.skip("the export finished before SIGTERM arrived; nothing to check")
     assert proc.returncode == 130 and "interrupted; nothing written" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
+
+
+def _make_folder_unwritable(folder: Path) -> Callable[[], None]:
+    """No new file can be made in ``folder`` (immutable attribute for root, else its mode)."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return lambda: folder.chmod(0o755)
+    chattr = shutil.which("chattr")
+    if chattr and subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode == 0:
+        return lambda: subprocess.run([chattr, "-i", str(folder)], check=True)
+    pytest.skip("running as root without `chattr +i`: no way to make a folder unwritable")
+
+
+def test_scores_a_read_only_cache_cannot_read_are_said(tmp_path: Path, capsys: Any) -> None:
+    """A read-only folder whose cache has a write-ahead log but no -shm file is opened
+    immutable, which does not read the log: its scores were silently unseen (QA)."""
+    import subprocess
+    import sys
+
+    from cli_runner import run_cli
+
+    from contamscope.cli.common import open_cache
+
+    path = tmp_path / "c" / "scores.sqlite"
+    ScoreCache(path).close()
+    writer = (  # a writer killed before its checkpoint: its 5 scores are in the log only
+        "import os, sqlite3\n"
+        "from contamscope.store import ScoreCache\n"
+        "from contamscope.backends.base import ScoreResult\n"
+        f"c = ScoreCache({str(path)!r})\n"
+        "c._db.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.put_many('fp', [(f'k{i}', ScoreResult(-1.0, 3, 0)) for i in range(5)])\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    wal, shm = (path.with_name(path.name + s) for s in ("-wal", "-shm"))
+    assert wal.stat().st_size > 0
+    shm.unlink()
+    undo = _make_folder_unwritable(path.parent)
+    try:
+        cache = ScoreCache(path)
+        assert cache.read_only and cache.unread_wal == wal and cache.info().scores == 0
+        cache.close()
+        open_cache({"no_cache": False, "cache_dir": path.parent}).close()
+        said = capsys.readouterr().err
+        assert f"warning: {wal} holds scores not yet merged" in " ".join(said.split())
+        res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+        assert res.returncode == 0 and "holds scores not yet merged" in res.stderr
+        assert "(read-only)" in res.stdout
+    finally:
+        undo()
+    again = ScoreCache(path)  # where it can be written: the log is read (and merged)
+    assert not again.read_only and again.unread_wal is None and again.info().scores == 5
+
+
+def test_cache_info_only_reads(tmp_path: Path) -> None:
+    """`cache info` opened the cache for writing: it waited 60 s for another process's write
+    lock, and turned a SQLite file that is no cache into one (tables added, WAL mode).
+    Its counts named scores and stored statistics together as "scores" (QA)."""
+    import hashlib
+
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    cache = ScoreCache(path)
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a"), ScoreRequest("q", "b")])
+    key = hashlib.sha256(b"x").hexdigest()
+    cache.put_blobs("fp-other", "stats", [(key, [[5], [-1.0]])])  # another set-up's statistic
+    cache.note_model("fp-idle", {"spec": "hf:idle"})  # a set-up that stored nothing
+    holder = sqlite3.connect(path, timeout=1)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing now
+    holder.execute("INSERT OR REPLACE INTO meta VALUES ('x', 'y')")
+    try:
+        res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path, timeout=50)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "entries: 2 scores and 1 stored statistic" in lines
+    assert "model set-ups: 3 (2 with entries)" in lines
+    assert "(read-only)" not in res.stdout
+    other = tmp_path / "notes" / "scores.sqlite"
+    other.parent.mkdir()
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (t TEXT)")
+    db.close()
+    before = other.read_bytes()
+    res = run_cli("cache", "info", "--cache-dir", "notes", cwd=tmp_path)
+    assert res.returncode == 2 and "not a usable score cache" in res.stderr
+    assert other.read_bytes() == before and not other.with_name("scores.sqlite-wal").exists()
+
+
+def test_converted_copies_are_not_chosen_by_cache_dir(tmp_path: Path, monkeypatch: Any) -> None:
+    """`cache clear --converted --cache-dir X` deleted the converted copies of the environment's
+    model folder, not X's (QA): refused, and nothing deleted."""
+    from cli_runner import run_cli
+
+    models = tmp_path / "models"
+    (models / "m").mkdir(parents=True)
+    (models / "m" / "model.safetensors").write_bytes(b"0" * 10)
+    monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(models))
+    res = run_cli("cache", "clear", "--converted", "--cache-dir", "x", "--yes", cwd=tmp_path)
+    assert res.returncode == 2
+    assert f"--converted deletes the converted model copies in {models}" in res.stderr
+    assert (models / "m" / "model.safetensors").exists()
+    res = run_cli("cache", "clear", "--converted", "--yes", cwd=tmp_path)
+    assert res.returncode == 0 and not (models / "m" / "model.safetensors").exists()

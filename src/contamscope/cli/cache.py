@@ -18,7 +18,7 @@ from ..paths import check_output_folder, default_score_db, model_cache_dir
 from ..store import ModelSetup, ScoreCache
 from ..store.cache import Copied, sqlite_files
 from ..wording import plural
-from .common import EXIT_INTERRUPTED, console, err_console, user_errors
+from .common import EXIT_INTERRUPTED, console, err_console, say_unread_wal, user_errors
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -50,7 +50,8 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     if converted:  # the bundled GGUF's safetensors copy: often far larger than the scores
         files, size = converted
         console.print(
-            f"converted model copies: {model_cache_dir()} ({plural(files, 'file')}, "
+            f"converted model copies{' (any --cache-dir)' if cache_dir else ''}: "
+            f"{model_cache_dir()} ({plural(files, 'file')}, "
             f"{size / 1e6:.1f} MB; `contamscope cache clear --converted` deletes them, the next "
             "run converts again)",
             highlight=False,
@@ -58,12 +59,18 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     if not path.exists():
         console.print(f"{path}: empty (no cache yet)")
         return
-    cache = ScoreCache(path)
+    cache = ScoreCache(path, read_only=True)  # looking writes nothing, waits for no writer
+    say_unread_wal(cache)
     c = cache.info()
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+    stats = f" and {plural(c.statistics, 'stored statistic')}" if c.statistics else ""
+    idle = f" ({c.models} with entries)" if c.setups != c.models else ""
     console.print(
-        f"path: {c.path}{' (read-only)' if cache.read_only else ''}\nscores: {c.entries:,}\n"
-        f"model set-ups: {c.models}\n"
-        f"size: {c.size_bytes / 1e6:.1f} MB"
+        f"path: {c.path}{'' if writable else ' (read-only)'}\n"
+        f"entries: {plural(c.scores, 'score')}{stats}\n"
+        f"model set-ups: {c.setups}{idle}\n"
+        f"size: {c.size_bytes / 1e6:.1f} MB",
+        highlight=False,
     )
     setups = cache.models()
     if setups:
@@ -109,6 +116,13 @@ def clear(
     Examples: contamscope cache clear --yes; contamscope cache clear --model hf:./old-model
     """
     if converted:
+        if cache_dir is not None or model is not None:
+            raise ConfigError(
+                f"--converted deletes the converted model copies in {model_cache_dir()}, which "
+                f"no {'--cache-dir' if cache_dir is not None else '--model'} chooses (the "
+                "environment's CONTAMSCOPE_MODEL_DIR or CONTAMSCOPE_CACHE_DIR does): give "
+                "--converted alone"
+            )
         _clear_converted(yes)
         return
     path = cache_path(cache_dir)
@@ -269,6 +283,7 @@ def export(
     if not os.access(target.parent if not make else target.parent.parent, os.W_OK):
         raise ConfigError(f"{target.parent}: cannot write there (nothing written)")
     source = ScoreCache(path, read_only=True)
+    say_unread_wal(source)
     chosen = None if not model else [m.fingerprint for m in _chosen(source, model)]
     if make:
         target.parent.mkdir()
@@ -324,6 +339,7 @@ def import_(
         src = ScoreCache(src_path, read_only=True)
     except StoreError as exc:  # its advice (remove it, --no-cache) is for one's own cache
         raise StoreError(f"{src_path}: {_reason(exc)}; nothing imported") from None
+    say_unread_wal(src)
     chosen = None if not model else [m.fingerprint for m in _chosen(src, model)]
     path = cache_path(cache_dir)
     with _stoppable("nothing imported"):  # one transaction: an interrupted import adds nothing

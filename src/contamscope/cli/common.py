@@ -406,7 +406,24 @@ def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
             ),
             soft_wrap=True,
         )
+    say_unread_wal(cache)
     return cache
+
+
+def say_unread_wal(cache: ScoreCache) -> None:
+    """Warn when a read-only cache's write-ahead log cannot be read: the scores in it are
+    not seen (not lost: they are in the file, merged when the cache is next opened writable)."""
+    if cache.unread_wal is not None:
+        err_console.print(
+            styled(
+                "yellow",
+                f"warning: {cache.unread_wal} holds scores not yet merged into the cache file",
+                ", and they cannot be read here (a read-only folder without the "
+                f"{cache.unread_wal.name[:-4]}-shm file): they are not used. A run that uses the "
+                "cache where it can be written merges them",
+            ),
+            soft_wrap=True,
+        )
 
 
 T = TypeVar("T")

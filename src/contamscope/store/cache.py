@@ -73,8 +73,16 @@ def blob_key(fingerprint: str, kind: str, req: ScoreRequest | GenerateRequest) -
 class CacheInfo:
     path: str
     entries: int
+    """Scores and stored statistics (per-token statistics, generations) together."""
     models: int
+    """Model set-ups with entries."""
     size_bytes: int
+    scores: int = 0
+    """Log-prob sums (table ``scores``)."""
+    statistics: int = 0
+    """Per-token statistics and generations (table ``blobs``)."""
+    setups: int = 0
+    """Model set-ups known to the cache: with entries, or named by a run that stored none."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +230,9 @@ class ScoreCache:
         later scores without their spec."""
         self.unsaved = 0
         """Results not stored because the cache is read-only."""
+        self.unread_wal: Path | None = None
+        """A write-ahead log this read-only connection cannot read (set when the folder is
+        read-only and WAL's shared-memory file is missing): its scores are not seen."""
         if self.path.is_dir():
             raise StoreError(
                 f"{self.path}: is a folder, not a score cache file; move it away, or use "
@@ -307,6 +318,9 @@ class ScoreCache:
                     f"{self.path}: not a usable score cache (no schema version)", replaceable=True
                 )
             self._check_schema(row[0])
+            wal = sqlite_files(self.path)[1]
+            if "immutable" in flags and wal.is_file() and wal.stat().st_size > 0:
+                self.unread_wal = wal
             return db
         assert problem is not None
         raise _store_error(self.path, problem) from None
@@ -361,13 +375,16 @@ class ScoreCache:
 
     @_db_errors
     def info(self) -> CacheInfo:
-        entries, models = self._db.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM "
-            "(SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs)"
+        models, setups = self._db.execute(
+            "SELECT COUNT(DISTINCT e.fingerprint), (SELECT COUNT(*) FROM (SELECT fingerprint FROM "
+            "scores UNION SELECT fingerprint FROM blobs UNION SELECT fingerprint FROM models)) "
+            "FROM (SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs) e"
         ).fetchone()
+        scores = self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+        blobs = self._db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0]
         files = sqlite_files(self.path)  # not a .damaged copy beside them
         size = sum(p.stat().st_size for p in files if p.exists())
-        return CacheInfo(str(self.path), entries, models, size)
+        return CacheInfo(str(self.path), scores + blobs, models, size, scores, blobs, setups)
 
     @_db_errors
     def note_model(self, fingerprint: str, description: dict[str, Any]) -> None:
