@@ -214,6 +214,20 @@ def test_a_folder_given_other_items_is_refused_not_mixed(
     assert again.resumed == 2 and len(again.records()) == 2
     other = run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "p", cfg, overwrite=True)
     assert [r["id"] for r in other.records()] == [it.id for it in loaded.items[1:]]
+    # with a selection of one's own (as the commands give theirs), other items were resumed
+    # beside the first ones: 6 records, a summary of 3 (QA)
+    sel = {"limit": 2}
+    run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "s", cfg, selection=sel)
+    with pytest.raises(StoreError, match=r"other settings .*selection\.item_ids_sha256"):
+        run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "s", cfg, selection=sel)
+    # a folder written before the digest was kept beside a given selection resumes
+    settings = json.loads((tmp_path / "s" / "settings.json").read_text(encoding="utf-8"))
+    del settings["selection"]["item_ids_sha256"]
+    (tmp_path / "s" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    again = run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "s", cfg, selection=sel)
+    assert again.resumed == 2 and again.scored_now == 0
+    settings = json.loads((tmp_path / "s" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["selection"]["item_ids_sha256"] and settings["selection"]["limit"] == 2
 
     rows = [{"question": f"What is {a} plus 1?", "answer": f"#### {a + 1}"} for a in range(3)]
     qa_path = tmp_path / "toy_test.jsonl"

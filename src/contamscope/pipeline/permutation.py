@@ -138,13 +138,14 @@ def _selection(
 ) -> dict[str, Any]:
     """The run's ``selection`` settings: as the caller gives them (the commands name every
     option: --limit, --sample, --seed), else what the items tell (a Python call): the subjects
-    loaded, the item count and a digest of the item ids, so that the same folder given other
-    items is refused as a run with other settings instead of resumed (it kept the first
-    items' records beside the new ones) and runs on different subjects are told apart."""
-    if given is not None:
-        return given
-    subjects = loaded.subjects if loaded is not None else []
+    loaded and the item count; and always a digest of the item ids, so that the same folder
+    given other items is refused as a run with other settings instead of resumed (it kept the
+    first items' records beside the new ones; a Python call's own ``selection=`` did not stop
+    that) and runs on different subjects are told apart."""
     digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
+    if given is not None:
+        return given | {"item_ids_sha256": digest}
+    subjects = loaded.subjects if loaded is not None else []
     return ({"subjects": subjects} if subjects else {}) | {
         "n_items": len(ids),
         "item_ids_sha256": digest,

@@ -123,7 +123,7 @@ class RunDir:
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
                     f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
                 )
-            if old != settings and old not in list(upgrades):
+            if old != settings and old not in list(upgrades) and old != _without_digest(settings):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
                     + REPLACE_HINT
@@ -408,3 +408,13 @@ def releases_run_dir(fn: _F) -> _F:
             run_dir.close()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _without_digest(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` as a run folder written before the item-id digest was recorded beside a
+    command's own selection holds them (such a folder resumes, and records the digest from
+    then on)."""
+    selection = settings.get("selection")
+    if not isinstance(selection, dict) or "item_ids_sha256" not in selection:
+        return settings
+    return settings | {"selection": {k: v for k, v in selection.items() if k != "item_ids_sha256"}}
