@@ -59,6 +59,9 @@ def test_one_scorer_two_runs_each_count_their_own_work_and_the_verdict_is_stored
     # the outcome: per-item records, JSON-serialisable
     assert [r["id"] for r in first.records()] == [it.id for it in loaded.items]
     assert json.loads(json.dumps(first.to_dict()))["run_dir"] == str(tmp_path / "a")
+    # summary is summary.json's contents: {"4": 3}, not {4: 3} as counts.options_histogram was
+    assert first.summary == json.loads((tmp_path / "a" / "summary.json").read_text("utf-8"))
+    assert first.summary["counts"]["options_histogram"] == {"4": 3}
     # the folder is free once the run returned: the same cell runs again, resuming everything
     again = run_permutation(loaded, loaded.items, scorer, tmp_path / "a", PermutationConfig())
     assert again.resumed == 3 and again.scored_now == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,11 @@ class Outcome:
     """Items this call computed (scored; for CAP, generated answers for)."""
     resumed: int = 0
     """Items found done in the run folder and not computed again."""
+
+    def __post_init__(self) -> None:
+        # exactly what summary.json holds: its keys are strings (an options histogram's 4 was
+        # the int 4 here and "4" in the file, so code written against one failed on the other)
+        self.summary = json.loads(json.dumps(self.summary))
 
     @property
     def verdict(self) -> dict[str, Any] | None:
