@@ -107,6 +107,38 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
     with pytest.raises(ConfigError, match="--limit -1"):
         select_items(loaded.items, limit=-1)
     assert not (tmp_path / "d" / "items.jsonl").exists()
+    # arguments of the wrong class or type failed deep inside with AttributeError, TypeError or
+    # ValueError: the backend itself as the scorer, a dict as the config, "6" as a sample (QA)
+    import numpy as np
+
+    from contamscope.pipeline import BenBenchConfig, CapConfig
+
+    wrong: list[tuple[Any, str]] = [
+        (lambda: run_permutation(loaded, loaded.items, tiny_backend, tmp_path / "w", cfg),
+         "scorer: expected a CachedScorer, not HFBackend; wrap the backend: CachedScorer("),
+        (lambda: run_permutation(loaded, loaded.items, None, tmp_path / "w", cfg),
+         "scorer: expected a CachedScorer, not NoneType"),
+        (lambda: run_permutation(loaded, loaded.items, scorer, tmp_path / "w", {"alpha": 0.1}),
+         "config: expected a PermutationConfig, not dict"),
+        (lambda: run_permutation(None, loaded.items, scorer, tmp_path / "w", cfg),
+         "loaded: expected a LoadResult, not NoneType"),
+        (lambda: PermutationConfig(template=123), "--template (template): expected a Prompt"),
+        (lambda: PermutationConfig(deltas="-0.2"), "--deltas '-0.2': expected a sequence of num"),
+        (lambda: PermutationConfig(alpha="0.05"), "--alpha '0.05': expected a float, not str"),
+        (lambda: BenBenchConfig(n_boot="100"), "--bootstrap (n_boot) '100': expected an int"),
+        (lambda: CapConfig(alpha="x"), "--pcr-alpha (alpha) 'x': expected a float, not str"),
+        (lambda: select_items(loaded.items, sample="6"), "--sample '6': expected a whole number"),
+        (lambda: select_items(loaded.items, limit=2.5), "--limit 2.5: expected a whole number"),
+        (lambda: SplitInput.build("test", [1]), "SplitInput.build('test', loaded): expected a L"),
+    ]  # fmt: skip
+    for call, message in wrong:
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert message in str(err.value)
+    assert not (tmp_path / "w").exists()
+    # numbers of numpy's kinds are numbers
+    assert PermutationConfig(seed=np.int64(3), alpha=np.float32(0.1)).seed == 3
+    assert len(select_items(loaded.items, sample=np.int64(2))) == 2
     # BenBench reads question-answer items: multiple-choice ones scored the text " " silently
     split = SplitInput("test", loaded, list(loaded.items))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"split test: .* is a MCQItem; BenBench"):

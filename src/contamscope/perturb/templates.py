@@ -90,6 +90,24 @@ _CUSTOM_HELP = (
 )
 
 
+def as_template(value: object) -> PromptTemplate:
+    """A config's ``template``: a :class:`PromptTemplate`, or a spec :func:`get_template` reads.
+
+    >>> as_template(123)
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --template (template): expected a PromptTemplate or a template spec such as 'paper', not int
+    """
+    if isinstance(value, PromptTemplate):
+        return value
+    if isinstance(value, str):
+        return get_template(value)
+    raise ConfigError(
+        "--template (template): expected a PromptTemplate or a template spec such as 'paper', "
+        f"not {type(value).__name__}"
+    )
+
+
 def get_template(spec: str) -> PromptTemplate:
     r"""A named template (``paper``, ``mmlu``), a JSON object ``{"question": ..., "option": ...,
     "name": ..., "answer": ...}`` (``name`` optional, default ``custom``; ``answer`` optional,

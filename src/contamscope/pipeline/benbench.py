@@ -42,7 +42,7 @@ from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
-from .inputs import check_items
+from .inputs import check_field_types, check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
@@ -97,6 +97,7 @@ class BenBenchConfig:
     """Items per batch (results are saved after each)."""
 
     def __post_init__(self) -> None:
+        check_field_types(self, {"n_boot": "--bootstrap"})
         if not 1 <= self.n <= 64:
             raise ConfigError("--n must be between 1 and 64")
         if not 1 <= self.k <= 100:
@@ -156,6 +157,11 @@ class SplitInput:
         >>> SplitInput.build("test", test).references[0].name             # doctest: +SKIP
         'inline'
         """
+        if not isinstance(loaded, LoadResult):
+            raise ConfigError(
+                f"SplitInput.build({name!r}, loaded): expected a LoadResult (load_qa's), not "
+                f"{type(loaded).__name__}; pass a subset of its items as items="
+            )
         refs: list[ReferenceSet] = []
         inline = inline_reference(loaded)
         if inline is not None:

@@ -42,7 +42,7 @@ from ..perturb.modify import (
 )
 from ..perturb.templates import PromptTemplate
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
-from .inputs import check_items
+from .inputs import check_field_types, check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
@@ -121,6 +121,7 @@ class CapConfig:
     FinEval's for FinEval items, else ``Question: ...`` / ``A. ...`` / ``Answer:``."""
 
     def __post_init__(self) -> None:
+        check_field_types(self, {"n_boot": "--bootstrap", "alpha": "--pcr-alpha"})
         if self.task not in CONSISTENCY:
             raise ConfigError(f"--task {self.task!r}: expected mcq, qa or summary")
         if self.template is not None and self.task != "mcq":

@@ -2,12 +2,55 @@
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["check_items"]
+__all__ = ["check_field_types", "check_items"]
+
+_SIMPLE = {
+    "int": lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_),
+    "float": lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_),
+    "bool": lambda v: isinstance(v, bool | np.bool_),
+    "str": lambda v: isinstance(v, str),
+}
+
+
+def check_field_types(config: object, flags: Mapping[str, str] | None = None) -> None:
+    """Refuse a config field annotated ``int``, ``float``, ``bool`` or ``str`` (or one of them
+    ``| None``) that holds another type, in one line naming the option as the commands spell
+    it (``flags``: field -> option where it is not ``--field-name``; shown with the field:
+    ``--bootstrap (n_boot)``). A string where a number belongs failed deep in the run.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class C:
+    ...     n_boot: int = 2000
+    ...     k: float = 0.2
+    >>> check_field_types(C(k=1))
+    >>> check_field_types(C(n_boot="100"), {"n_boot": "--bootstrap"})
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --bootstrap (n_boot) '100': expected an int, not str
+    """
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        kinds = [k.strip() for k in str(f.type).split("|")]
+        if not kinds or not all(k in _SIMPLE or k == "None" for k in kinds):
+            continue
+        value = getattr(config, f.name)
+        if value is None and "None" in kinds:
+            continue
+        if any(_SIMPLE[k](value) for k in kinds if k != "None"):
+            continue
+        flag = (flags or {}).get(f.name)
+        name = f"{flag} ({f.name})" if flag else f"--{f.name.replace('_', '-')}"
+        want = " or ".join(("an " if k == "int" else "a ") + k for k in kinds if k != "None")
+        raise ConfigError(f"{name} {value!r}: expected {want}, not {type(value).__name__}")
 
 
 def check_items(items: Sequence[object], kind: type, method: str, where: str = "items") -> None:

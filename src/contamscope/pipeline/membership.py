@@ -39,8 +39,9 @@ from ..detectors.membership import (
 from ..detectors.permutation import gap
 from ..errors import ConfigError, StoreError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
+from ..perturb.templates import as_template
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
-from .inputs import check_items
+from .inputs import check_field_types, check_items
 from .outcome import Outcome
 from .permutation import _git_commit, _package_versions, _selection
 
@@ -92,8 +93,9 @@ class MembershipConfig:
     folder already holds them, so that its records stay alike)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.template, str):
-            object.__setattr__(self, "template", get_template(self.template))
+        check_field_types(self, {"n_boot": "--bootstrap"})
+        # frozen: set through object.__setattr__
+        object.__setattr__(self, "template", as_template(self.template))
         if self.statistic not in ALL_STATISTICS:
             raise ConfigError(
                 f"--statistic {self.statistic!r}: expected one of {', '.join(ALL_STATISTICS)}"

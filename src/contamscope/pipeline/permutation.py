@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import numbers
 import os
 import platform
 import random
@@ -37,9 +38,10 @@ from ..perturb.exchangeability import (
     natural_order_reason,
     non_exchangeable_reason,
 )
+from ..perturb.templates import as_template
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
 from ..workers import SpawnPool
-from .inputs import check_items
+from .inputs import check_field_types, check_items
 from .outcome import Outcome
 
 __all__ = [
@@ -86,14 +88,22 @@ class PermutationConfig:
         from ..detectors.permutation import TiesMode
         from ..errors import ConfigError
 
-        if isinstance(self.template, str):  # frozen: set through object.__setattr__
-            object.__setattr__(self, "template", get_template(self.template))
+        check_field_types(self)
+        # frozen: set through object.__setattr__
+        object.__setattr__(self, "template", as_template(self.template))
         if self.ties not in get_args(TiesMode):
             raise ConfigError(f"--ties {self.ties!r}: expected one of {get_args(TiesMode)}")
         if self.deltas is not None:
-            if isinstance(self.deltas, int | float):
-                raise ConfigError(f"--deltas {self.deltas!r}: expected a sequence, e.g. (-0.2,)")
-            object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
+            if isinstance(self.deltas, int | float | str | bytes):  # a string: one per character
+                raise ConfigError(
+                    f"--deltas {self.deltas!r}: expected a sequence of numbers, e.g. (-0.2,)"
+                )
+            try:
+                object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"--deltas {self.deltas!r}: expected a sequence of numbers, e.g. (-0.2,)"
+                ) from None
             if not self.deltas or not all(math.isfinite(d) for d in self.deltas):
                 raise ConfigError(
                     f"--deltas {self.deltas!r}: expected one or more finite numbers, e.g. (-0.2,)"
@@ -158,6 +168,9 @@ def select_items(
     """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
     from ..errors import ConfigError
 
+    for name, value in (("--limit", limit), ("--sample", sample), ("--seed", seed)):
+        if value is not None and (not isinstance(value, numbers.Integral) or value is True):
+            raise ConfigError(f"{name} {value!r}: expected a whole number")
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit {limit}: expected 0 or more")
     if sample is not None and sample < 1:

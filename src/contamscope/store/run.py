@@ -385,6 +385,29 @@ def read_records(path: Path | str) -> list[dict[str, Any]]:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+_CHECKED = ("loaded", "benchmark", "reference", "data", "scorer", "paraphraser", "config")
+"""The arguments of a pipeline's ``run_*`` whose class is checked before it starts: a wrong
+one failed deep inside (``'HFBackend' object has no attribute 'backend'``)."""
+
+
+def _check_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """Refuse an argument of :data:`_CHECKED` that is not of the class its annotation names
+    (a string: the pipelines postpone annotations), in one line naming the argument."""
+    for name in _CHECKED:
+        annotation = fn.__annotations__.get(name)
+        if name not in arguments or not isinstance(annotation, str):
+            continue
+        value = arguments[name]
+        if value is None and "None" in annotation:
+            continue
+        expected = annotation.split("|")[0].split("[")[0].strip()
+        if expected in {c.__name__ for c in type(value).__mro__}:
+            continue
+        hint = ""
+        if name in ("scorer", "paraphraser") and hasattr(value, "fingerprint"):  # a Backend
+            hint = "; wrap the backend: CachedScorer(backend, cache) (cache None: no cache)"
+        raise ConfigError(f"{name}: expected a {expected}, not {type(value).__name__}{hint}")
+
 
 def releases_run_dir(fn: _F) -> _F:
     """For a pipeline's ``run_*``: its ``run_dir`` may be a :class:`RunDir` or a folder path, and
@@ -395,6 +418,7 @@ def releases_run_dir(fn: _F) -> _F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
+        _check_arguments(fn, bound.arguments)
         run_dir = bound.arguments["run_dir"]
         if not isinstance(run_dir, RunDir):
             if not isinstance(run_dir, str | os.PathLike):
