@@ -312,6 +312,14 @@ _GARBAGE = {  # replies that are JSON but not shaped like OpenAI's API
 }
 
 
+_GENERATIONS = {
+    "notext": {"choices": [{"index": 0, "finish_reason": "stop"}]},
+    "emptytext": {"choices": [{"text": "", "message": {"content": ""}}]},
+    "refusal": {"choices": [{"message": {"content": None, "refusal": "I cannot help."}}]},
+}
+"""Generation replies: without the text, with an empty one, a chat model's refusal."""
+
+
 @pytest.fixture()
 def garbage_server() -> Any:
     """``url(mode)``: a local HTTP server whose /models is fine or a JSON list, and whose
@@ -338,7 +346,7 @@ def garbage_server() -> Any:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self._send(_GARBAGE.get(self.path.split("/")[1], {"ok": True}))
+            self._send({**_GARBAGE, **_GENERATIONS}.get(self.path.split("/")[1], {"ok": True}))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -366,6 +374,16 @@ def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> 
     for chat in (False, True):
         with pytest.raises(ModelError, match=r"reply has no choices \({'ok': True}\)"):
             b.generate([GenerateRequest("Hi", 3, chat=chat)])
+    # nor a choice without its text: a third of a run's answers were read as "said nothing"
+    b = load_backend(f"openai:{garbage_server('notext')}#m", options={"retries": "0"})
+    for chat, field in ((False, "text"), (True, "message.content")):
+        with pytest.raises(ModelError, match=f"reply has no {field} \\(a choice without"):
+            b.generate([GenerateRequest("Hi", 3, chat=chat)])
+    b = load_backend(f"openai:{garbage_server('emptytext')}#m", options={"retries": "0"})
+    got = b.generate([GenerateRequest("Hi", 3, chat=c) for c in (False, True)])
+    assert [g.text for g in got] == ["", ""]  # an empty answer is an answer
+    b = load_backend(f"openai:{garbage_server('refusal')}#m", options={"retries": "0"})
+    assert b.generate([GenerateRequest("Hi", 3, chat=True)])[0].text == "I cannot help."
 
 
 @pytest.mark.parametrize(

@@ -213,3 +213,25 @@ def test_inspect_measures_a_served_model_by_orders(tmp_path: Path, tiny_server: 
     # counting tokens needs a tokenizer, which a served model does not give
     bare = run_cli("inspect", "-b", str(bench), "-m", spec, cwd=tmp_path)
     assert bare.returncode == 2 and "tokenizer is not available here" in bare.stderr
+
+
+def test_cap_on_a_chat_only_server_asks_for_chat(tmp_path: Path, serve: Any) -> None:
+    """CAP generates only, but through /completions unless --chat: on a chat-only API a qa run
+    failed on its first request with 'HTTP 404: not found' (QA). It now says to give --chat,
+    which runs."""
+    data = tmp_path / "capqa"
+    data.mkdir()
+    for split, years in (("train", range(2000, 2003)), ("test", range(2010, 2013))):
+        rows = [{"input": f"What was revenue in {y}?", "output": str(y - 1990)} for y in years]
+        (data / f"ori_{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+    server = serve("--chat-only")
+    args = ["cap", "--model", f"openai:{server.url}#tiny", "--benchmark", str(data),
+            "--max-new-tokens", "4", "--no-plot", "--no-cache"]  # fmt: skip
+    res = run_cli(*args, "--out", str(tmp_path / "plain"), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    said = " ".join(res.stderr.split())
+    assert "the server has no /completions endpoint" in said and "run cap with --chat" in said
+    res = run_cli(*args, "--chat", "--out", str(tmp_path / "chat"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "chat" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["train"]["analysed"] == 3

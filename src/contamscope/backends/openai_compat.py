@@ -395,12 +395,25 @@ class OpenAIBackend(Backend):
             params["messages"] = [{"role": "user", "content": req.prompt}]
             body = self.client.request("POST", "chat/completions", params)
             choice = _first_choice(body, required=True)
-            text = str(_message(choice).get("content") or "")
+            message = _message(choice)
+            content = message.get("content")
+            if content is None and isinstance(message.get("refusal"), str):
+                content = message["refusal"]  # the model declined: that is its answer
+            text = _reply_text(content, "message.content")
         else:
             params["prompt"] = self.bos + req.prompt
-            body = self.client.request("POST", "completions", params)
+            try:
+                body = self.client.request("POST", "completions", params)
+            except HttpStatusError as exc:
+                if exc.status in (404, 405, 501):  # a chat-only API: prompts go another way
+                    raise CapabilityError(
+                        f"{self.spec}: the server has no /completions endpoint ({exc}): a "
+                        "chat-only API generates through /chat/completions, in the model's chat "
+                        "template: run cap with --chat"
+                    ) from None
+                raise
             choice = _first_choice(body, required=True)
-            text = str(choice.get("text") or "")
+            text = _reply_text(choice.get("text"), "text")
         hits = [text.find(s) for s in req.stop if s and s in text]
         if hits:  # servers strip the stop string; some return it
             text = text[: min(hits)]
@@ -439,6 +452,18 @@ def _first_choice(body: dict[str, Any], *, required: bool = False) -> dict[str, 
             f"{str(choices)[:60]!r}, not a list of objects: not in the OpenAI API's format"
         )
     return choices[0]
+
+
+def _reply_text(value: Any, field: str) -> str:
+    """A generation's text; a reply without it is a ModelError (read as an empty answer, a
+    third of a run's answers were scored as the model saying nothing). An empty string is an
+    answer."""
+    if value is None:
+        raise ModelError(
+            f"the server's reply has no {field} (a choice without the generated text): not in "
+            "the OpenAI API's format"
+        )
+    return str(value)
 
 
 def _message(choice: dict[str, Any]) -> dict[str, Any]:
