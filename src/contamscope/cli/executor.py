@@ -55,7 +55,26 @@ def check_model(kw: Mapping[str, Any], spec: str | None = None) -> None:
 
 def executor_from(kw: Mapping[str, Any]) -> Executor:
     """The executor named by a command's ``executor``/``ray_address``/``workers``/
-    ``gpus_per_worker`` arguments (ConfigError names a bad combination)."""
+    ``gpus_per_worker`` arguments (ConfigError names a bad combination).
+
+    ``--executor ray`` for served models only (``openai:``) runs locally, said in a note: the
+    server computes, and Ray workers would only have sent its requests, without the canary
+    this process runs first (a CAP run on Ray read log-probs the canary had refused)."""
+    specs = [kw.get("model"), kw.get("paraphraser"), *str(kw.get("models") or "").split(",")]
+    served = [s for s in specs if s]
+    if kw["executor"] == "ray" and served and all(s.startswith("openai:") for s in served):
+        from .common import err_console, styled
+
+        err_console.print(
+            styled(
+                "yellow",
+                "note: --executor ray: a served model (openai:) computes on its server",
+                "; its requests are sent from this process (-M max_connections=N sets how many "
+                "at once)",
+            ),
+            soft_wrap=True,
+        )
+        kw = {**kw, "executor": "local"}
     config = ExecutorConfig(
         kind=kw["executor"],
         address=kw.get("ray_address"),
