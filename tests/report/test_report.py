@@ -581,6 +581,11 @@ def test_board_rows_are_models_not_spellings_of_specs(make_run, tmp_path: Path) 
         run("c", "hf:/m", "local:m:eeee3333", "x.csv"),
         run("d", "hf:/m/", "local:m:eeee3333", "y.csv"),
         run("e", "hf:m", "local:m:eeee3333", "z.csv"),
+        # served models: every one's identity was "openai", so all were one row named after
+        # the first run's model, and another model's result showed under its name (QA)
+        run("f", "openai:http://h:1/v1#base", "openai|http://h:1/v1|base|info=1", "x.csv"),
+        run("g", "openai:http://h:1/v1#ft", "openai|http://h:1/v1|ft|info=1", "x.csv"),
+        run("h", "openai:http://h:2/v1#base", "openai|http://h:2/v1|base|info=1", "x.csv"),
     ]
     rows = {(e.model, e.benchmark) for e in collect(runs)}
     assert rows == {
@@ -589,6 +594,9 @@ def test_board_rows_are_models_not_spellings_of_specs(make_run, tmp_path: Path) 
         ("hf:/m", "x.csv"),
         ("hf:/m", "y.csv"),
         ("hf:/m", "z.csv"),
+        ("openai:http://h:1/v1#base", "x.csv"),
+        ("openai:http://h:1/v1#ft", "x.csv"),
+        ("openai:http://h:2/v1#base", "x.csv"),
     }
 
 

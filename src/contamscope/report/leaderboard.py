@@ -264,7 +264,10 @@ def _model_identity(run: Any) -> str:
     model's files, a hub id and revision, a server and model name), else the spec as typed."""
     m = run.summary.get("model")
     fp = str(m.get("fingerprint") or "") if isinstance(m, dict) else ""
-    return fp.split("|")[0] or f"spec:{run.model}"
+    parts = fp.split("|")
+    if parts[0] == "openai":  # openai|URL|MODEL|info=...: every served model began "openai"
+        return "|".join(parts[:3])
+    return parts[0] or f"spec:{run.model}"
 
 
 def _model_names(runs: Sequence[Any]) -> dict[str, str]:
