@@ -193,12 +193,13 @@ def test_cli_reference_rows_skipped_partly_paired_and_unpaired(
     assert "paraphrases 1 of the 2 selected items; 1 of its rows was skipped" in r.stderr
     out = " ".join(r.stdout.split())
     assert "para (1 paired: 1 ok, 0 failed; 1 row skipped)" in out
-    # the table's columns cover different items: said under it
-    assert (
-        "original: mean over all 2 analysed items; paraphrase, Delta and its CI: over the 1" in out
-    )
+    # the table's columns cover different items: the original over both, said under it (the
+    # row read as original - paraphrase != Delta, and the verdict spoke of all items; QA)
+    assert re.search(r"original \(all 2\) \W* original \(1\) \W* paraphrase", out), out
+    assert "original (all 2): mean over every analysed item; original (1), paraphrase, Delta" in out
     # the terminal gives the report's verdict line and what to do next (it gave neither)
-    assert re.search(r"(no evidence|LEAK SIGNAL|inconclusive) on test", out), out
+    verdict = r"(no evidence|LEAK SIGNAL|inconclusive) on test \(the 1 of its 2 items with a para"
+    assert re.search(verdict, out), out
     assert "report: contamscope report run" in out and "card: contamscope card --run run" in out
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["reference_rows_skipped"] == 1

@@ -394,7 +394,7 @@ _LABELS = {
 
 def print_benbench_summary(summary: dict[str, Any]) -> None:
     """Terminal table of a BenBench summary (reads only the summary dict)."""
-    from ..report.benbench import thresholds_text
+    from ..report.benbench import partly_paired, thresholds_text
 
     cfg = summary["config"]
     console.print(f"model      {summary['model']['spec']}")
@@ -423,7 +423,10 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             + ")",
             title_justify="left",
         )
-        for col in ("metric", "original", "paraphrase", "Delta", "95% CI", "p", "relative"):
+        partial = partly_paired(st)  # then the original over the paired items too
+        first = [f"original (all {st['n_items']})", f"original ({st['n_paired']})"]
+        for col in ("metric", *(first if partial else ["original"]), "paraphrase", "Delta",
+                    "95% CI", "p", "relative"):  # fmt: skip
             t.add_column(col, justify="left" if col == "metric" else "right")
         for key, (label, pct) in _LABELS.items():
             if key in ("ngram_rouge", "ngram_edit") and not cfg["lenient"]:
@@ -432,6 +435,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
             t.add_row(
                 label,
                 value(st["original"][key], pct),
+                *([value(d.get("original"), pct)] if partial else []),
                 value((st["reference"] or {}).get(key), pct),
                 _diff(d["delta"], pct) if d["n"] else "-",
                 _ci(d["ci"], pct),
@@ -439,11 +443,11 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
             )
         console.print(t)
-        if st.get("n_paired") and st["n_paired"] < st["n_items"]:  # none: the verdict says
+        if partial:
             console.print(
-                f"original: mean over all {st['n_items']} analysed items; paraphrase, Delta and "
-                f"its CI: over the {st['n_paired']} with a usable paraphrase (Delta is paired, "
-                "so it need not equal original - paraphrase)",
+                f"original (all {st['n_items']}): mean over every analysed item; original "
+                f"({st['n_paired']}), paraphrase, Delta and its CI: over the {st['n_paired']} "
+                "with a usable paraphrase",
                 highlight=False,
             )
         inst = st["instances"]

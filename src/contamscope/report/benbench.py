@@ -105,6 +105,13 @@ def estimate(run: RunData) -> Estimate | None:
     )
 
 
+def partly_paired(split: dict[str, Any]) -> bool:
+    """Whether only some of a split's analysed items have a usable paraphrase: its "original"
+    means then cover more items than the paraphrase and Δ, which cover the paired ones."""
+    paired = split.get("n_paired") or 0
+    return bool(paired) and paired < (split.get("n_items") or 0)
+
+
 def _no_hits(d: dict[str, Any]) -> bool:
     """No n-gram predicted right on the originals nor on the paraphrases: a Delta of 0 with
     an interval [0, 0] that reads as a precise "no leak" but measures nothing (as CAP's
@@ -199,6 +206,9 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
             f"no verdict: no item of the {split} split has a usable paraphrase (give the "
             "paraphrases with --reference, or a BenBench rewritten file as the benchmark)"
         )
+    sp = stats["splits"][split]
+    if partly_paired(sp):  # Δ reads the paired items only: say so (the table has them all)
+        split = f"{split} (the {sp['n_paired']} of its {sp['n_items']} items with a paraphrase)"
     if _no_hits(d):  # a precise-looking "+0.0 pp [+0.0, +0.0], p 1" that measured nothing
         return "inconclusive", (
             f"inconclusive on {split}: the model predicted no {n}-gram exactly, on the "
@@ -257,26 +267,36 @@ def _verdict_section(run: RunData) -> Section:
     tables = []
     for name, sp in (stats.get("splits") or {}).items():
         rows = []
+        partial = partly_paired(sp)
         for key in keys:
             label, pct = LABELS[key]
             dd = (sp.get("delta") or {}).get(key) or {}
             rel = dd.get("relative_pct")
             rci = dd.get("relative_ci")
+            paired = f"<td>{_fmt(dd.get('original'), pct)}</td>" if partial else ""
             rows.append(
                 f"<tr><td>{esc(label)}</td><td>{_fmt(sp['original'].get(key), pct)}</td>"
-                f"<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
+                f"{paired}<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
                 f"<td>{_fmt(dd.get('delta'), pct, True) if dd.get('n') else '–'}</td>"
                 f"<td>{_ci(dd.get('ci'), pct)}</td><td>{_p(dd)}</td><td>0</td>"
                 f"<td>{'–' if rel is None else f'{rel:+.1f}%'}"
                 f"{'' if not rci else f' [{rci[0]:+.1f}, {rci[1]:+.1f}]'}</td>"
                 f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
             )
+        n_all, n_paired = sp.get("n_items", 0), sp.get("n_paired", 0)
+        heads = (
+            f"<th>original (all {n_all})</th><th>original ({n_paired})</th>"
+            if partial
+            else "<th>original</th>"
+        )
         tables.append(
-            f"<h3>{esc(name)} split: {plural(sp.get('n_items', 0), 'item')} analysed, "
-            f"{sp.get('n_paired', 0)} with a usable paraphrase</h3><p class='note'>original: "
-            "mean over all analysed items; paraphrase, Δ and its paired-bootstrap CI: over the "
-            "items with a usable paraphrase.</p>"
-            '<table class="stats"><tr><th>metric</th><th>original</th><th>paraphrase</th>'
+            f"<h3>{esc(name)} split: {plural(n_all, 'item')} analysed, "
+            f"{n_paired} with a usable paraphrase</h3><p class='note'>original: mean over all "
+            "analysed items"
+            + (f"; original ({n_paired}): over the paired items" if partial else "")
+            + "; paraphrase, Δ and its paired-bootstrap CI: over the items with a usable "
+            "paraphrase.</p>"
+            f'<table class="stats"><tr><th>metric</th>{heads}<th>paraphrase</th>'
             "<th>Δ</th><th>95% CI</th><th>p (one-sided)</th><th>expected under H0</th>"
             "<th>relative [95% CI]</th>"
             f"<th>CI in leak direction</th></tr>{''.join(rows)}</table>"
