@@ -76,6 +76,14 @@ def test_user_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:
     missing = run_cli("inspect", "-b", str(tmp_path / "nope.csv"), cwd=tmp_path)
     assert missing.returncode == 2 and "nope.csv" in missing.stderr
     assert "Traceback" not in served.stderr + missing.stderr
+    # --limit 3 --sample 3 ran 3 random items, read as "the first 3" (QA): give one; the
+    # same check guards every command with both options (cli.common.user_errors)
+    for command in ("inspect", "permutation", "benbench", "cap", "membership"):
+        more = ["-r", str(bench)] if command == "membership" else []
+        both = run_cli(command, "-b", str(bench), *more, "--limit", "3", "--sample", "3",
+                       cwd=tmp_path)  # fmt: skip
+        assert both.returncode == 2, (command, both.stderr)
+        assert "--limit 3 and --sample 3: give one" in both.stderr, (command, both.stderr)
 
 
 def test_the_bundled_mmlu_is_ordered_by_convention(tmp_path: Path) -> None:

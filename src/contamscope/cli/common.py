@@ -227,6 +227,17 @@ def _normalize_model_specs(kw: dict[str, Any]) -> None:
         kw["models"] = ",".join(normalize_model_spec(m.strip()) for m in kw["models"].split(","))
 
 
+def _one_selection(kw: Mapping[str, Any]) -> None:
+    """``--limit`` and ``--sample`` together: refused before any work. A sample was drawn and
+    the limit then cut it, so ``--limit 3 --sample 3`` read as "the first 3" ran 3 random items
+    with both recorded (QA)."""
+    if kw.get("limit") is not None and kw.get("sample") is not None:
+        raise ConfigError(
+            f"--limit {kw['limit']} and --sample {kw['sample']}: give one (--limit N scores the "
+            "first N items, --sample N a seeded random N of them)"
+        )
+
+
 def user_errors(fn: F) -> F:
     """Turn user errors into one line on stderr and a non-zero exit; never a traceback."""
 
@@ -234,6 +245,7 @@ def user_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             _normalize_model_specs(kwargs)
+            _one_selection(kwargs)
             return fn(*args, **kwargs)
         except ContamscopeError as exc:
             line = name_option(str(exc), kwargs)
@@ -430,7 +442,7 @@ T = TypeVar("T")
 
 
 def pick_items(items: Sequence[T], kw: dict[str, Any], where: str = "") -> list[T]:
-    """``--sample`` then ``--limit`` of ``items`` (:func:`~contamscope.pipeline.select_items`),
+    """``--sample`` or ``--limit`` of ``items`` (:func:`~contamscope.pipeline.select_items`),
     saying so when ``--sample`` asks for more items than there are (``where``: e.g. a split)."""
     from ..pipeline import select_items
 
