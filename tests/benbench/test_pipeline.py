@@ -296,6 +296,14 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     (para,) = [v for v in rec["versions"] if v["name"] != "original"]
     assert para["question"] == ROWS[0]["rewritten_question"]
     assert para["answer"] == ROWS[0]["rewritten_answer"]  # no leading space
+    # so with the generic --format qa-jsonl, when no --fields maps the reference's columns (it
+    # read the rewritten file's originals: "every paired row is the original's own text"; QA)
+    qa = [a if a != "gsm8k-jsonl" else "qa-jsonl" for a in args]
+    r = run_cli(*qa, "--no-lenient", "--reference", str(ref), "--out", "qa", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "qa" / "items.jsonl").read_text().splitlines()[0])
+    (para,) = [v for v in rec["versions"] if v["name"] != "original"]
+    assert para["question"] == ROWS[0]["rewritten_question"]
     r = run_cli(*args, "--reference", str(bench), "--out", "run2", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"--reference {bench}: every paired row is the original's own text" in r.stderr

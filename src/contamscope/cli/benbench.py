@@ -217,8 +217,9 @@ def _split_input(
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
     references: list[ReferenceSet] = []
     # --format names the benchmark's format; a reference's own is detected (a BenBench rewritten
-    # file read as plain GSM8K would be its originals), except the generic ones --fields maps
-    ref_fmt = kw["fmt"] if kw["fmt"] in ("qa-jsonl", "qa-csv") else None
+    # file read as plain GSM8K, or as qa-jsonl, would be its originals), except the generic ones
+    # whose columns --fields maps
+    ref_fmt = kw["fmt"] if kw["fmt"] in ("qa-jsonl", "qa-csv") and fm is not None else None
     option = "--reference" if name == "test" else "--train-reference"
     for path, ref_name in _reference_names(refs or [], option):
         ref = load_qa(path, format=ref_fmt, field_map=fm, strict=kw["strict"])

@@ -184,7 +184,7 @@ def pair_reference(
                 f"{len(items)} benchmark items by position ("
                 + (f"a skipped row shifts the rest: {skipped[0]}" if skipped else "counts differ")
                 + "); give both files an id field (--fields id=...) or use BenBench rewritten "
-                "files"
+                f"files (this one was read as {ref.format})"
             )
         for row, it in zip(rows, items):
             out.pairs[it.id] = para(row, it)
