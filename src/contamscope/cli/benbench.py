@@ -18,6 +18,7 @@ from .common import (
     REPORT_OPT,
     ItemProgress,
     console,
+    drop_ignored,
     err_console,
     exit_if_skipped,
     list_skipped,
@@ -241,9 +242,15 @@ def _split_input(
     return split
 
 
+_LENIENT_ONLY = {"--rouge-threshold": "--lenient", "--edit-threshold": "--lenient"}
+"""Options only the lenient criteria read: with --no-lenient, said to be ignored."""
+
+
 @user_errors
 def run(**kw: Any) -> None:
     check_model(kw)  # before the benchmark's messages
+    lenient = "--lenient" if kw["lenient"] else "--no-lenient"
+    kw = drop_ignored(kw, command, _LENIENT_ONLY, lenient, "{} runs")
     with executor_from(kw) as executor:
         scan(kw, executor)
 
