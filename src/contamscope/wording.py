@@ -28,6 +28,15 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
+def all_of(n: int, noun: str, nouns: str | None = None) -> str:
+    """``all 3 items`` / ``the 1 item``, for a claim about every one of ``n``.
+
+    >>> all_of(3, "analysed item"), all_of(1, "analysed item")
+    ('all 3 analysed items', 'the 1 analysed item')
+    """
+    return f"the 1 {noun}" if n == 1 else f"all {plural(n, noun, nouns)}"
+
+
 def number(x: float, signed: bool = False) -> str:
     """Three decimals, one from 1,000 on, and 4 significant digits from 10^5 on (a perplexity
     of a model that never saw such text is 10^28, whose 29 digits say nothing).
@@ -38,7 +47,20 @@ def number(x: float, signed: bool = False) -> str:
     sign = "+" if signed else ""
     if abs(x) >= 1e5:
         return f"{x:{sign}.3e}"
-    return f"{x:{sign}.1f}" if abs(x) >= 1000 else f"{x:{sign}.3f}"
+    return _fixed(x, f"{sign}.1f" if abs(x) >= 1000 else f"{sign}.3f")
+
+
+def _fixed(x: float, spec: str) -> str:
+    """``format(x, spec)`` without a minus on a number that rounds to zero ("-0.000" for
+    -0.0004 read as a negative difference).
+
+    >>> _fixed(-0.0004, ".3f"), _fixed(-0.0004, "+.3f"), _fixed(-0.04, ".1f")
+    ('0.000', '+0.000', '0.0')
+    """
+    text = format(x, spec)
+    if text.startswith("-") and float(text) == 0:
+        return ("+" if spec.startswith("+") else "") + text[1:]
+    return text
 
 
 def value(x: float | None, pct: bool = False) -> str:
@@ -49,7 +71,7 @@ def value(x: float | None, pct: bool = False) -> str:
     """
     if x is None:
         return "-"
-    return f"{100 * x:.1f}%" if pct else number(x)
+    return f"{_fixed(100 * x, '.1f')}%" if pct else number(x)
 
 
 def pp_text(x: float | None, unit: str = " pp") -> str:
@@ -60,4 +82,4 @@ def pp_text(x: float | None, unit: str = " pp") -> str:
     """
     if x is None:
         return "-"
-    return f"{round(100 * x, 9) + 0.0:+.1f}{unit}"
+    return f"{_fixed(100 * x, '+.1f')}{unit}"

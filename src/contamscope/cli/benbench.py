@@ -448,7 +448,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 _diff(d["delta"], pct) if d["n"] else "-",
                 _ci(d["ci"], pct),
                 p_text(d.get("p_value")),
-                "-" if d["relative_pct"] is None else f"{d['relative_pct']:+.1f}%",
+                pp_text(None if d["relative_pct"] is None else d["relative_pct"] / 100, "%"),
             )
         console.print(t)
         if partial:

@@ -272,11 +272,14 @@ def print_inspection(found: dict[str, Any]) -> None:
     )
     natural = found["natural_order"]
     reasons = "; ".join(f"{r}: {k:,}" for r, k in natural["reasons"].items())
+    n_natural = c["items_natural_order"]
     head.add_row(
         "natural order",
-        f"{c['items_natural_order']:,} scored but left out of the verdict: their published order "
-        f"is a natural one, for which H0 fails without a leak"
-        + (f" ({reasons})" if reasons else ""),
+        f"{n_natural:,} scored but left out of the verdict: "
+        f"{'its' if n_natural == 1 else 'their'} published order is a natural one, for which H0 "
+        "fails without a leak" + (f" ({reasons})" if reasons else "")
+        if n_natural
+        else "none: no scored item has a natural option order",
     )
     head.add_row(
         "tested",

@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from ..detectors.verdict import few_items_text, p_text, pct_text, verdict
-from ..wording import plural
+from ..wording import all_of, plural
 from .common import console, styled
 
 __all__ = ["print_permutation_summary", "verdict"]
@@ -52,7 +52,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         return
     natural = summary.get("natural_order")
     scope = (
-        f"; all {stats['n_items']} analysed items, as the paper counts them"
+        f"; {all_of(stats['n_items'], 'analysed item')}, as the paper counts them"
         if natural and natural.get("n_items")
         else ""
     )

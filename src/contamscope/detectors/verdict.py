@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..wording import plural
+from ..wording import all_of, plural
 
 __all__ = [
     "VERDICT_ALPHA",
@@ -109,15 +109,20 @@ def _verdict(
     if natural and natural.get("n_items"):
         rest = natural.get("statistics_without") or {}
         reasons = ", ".join(natural.get("reasons") or {})
-        flagged = (
-            f"Algorithm 1 flags {pct_text(natural['alg1_rate'])} of them "
-            f"({natural['alg1_count']}; chance {pct_text(natural['alg1_chance'])}), which a "
-            "clean model's preference for the natural order explains"
+        n, count = int(natural["n_items"]), int(natural["alg1_count"])
+        chance = f"chance {pct_text(natural['alg1_chance'])}"
+        flagged = (  # no flag needs no explaining
+            f"Algorithm 1 flags {pct_text(natural['alg1_rate'])} of "
+            f"{'it' if n == 1 else 'them'} ({count}; {chance}), which a clean model's preference "
+            "for the natural order can explain"
+            if count
+            else f"Algorithm 1 {'does not flag it' if n == 1 else 'flags none of them'} ({chance})"
         )
         if not rest.get("n_items"):
             return None, (
-                f"nothing testable: all {natural['n_items']} analysed items have a natural option "
-                f"order ({reasons}), for which H0 fails without any leak; {flagged}"
+                f"nothing testable: {all_of(n, 'analysed item')} "
+                f"{'has' if n == 1 else 'have'} a natural option order ({reasons}), for which H0 "
+                f"fails without any leak; {flagged}"
             )
         signal, sentence = _verdict(rest)
         return signal, (

@@ -23,7 +23,7 @@ import numpy as np
 from ..detectors.benbench import LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
-from ..wording import number, plural
+from ..wording import number, plural, pp_text, value
 from .cap import mean_ci
 from .html import Column, Section, Table, clip, esc, in_lang, provenance
 from .methods import Estimate, ReportOptions
@@ -139,7 +139,7 @@ def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     if pct:
-        return f"{100 * x:+.1f} pp" if signed else f"{100 * x:.1f}%"
+        return pp_text(x) if signed else value(x, pct=True)
     return number(x, signed)
 
 
@@ -279,7 +279,7 @@ def _verdict_section(run: RunData) -> Section:
                 f"{paired}<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
                 f"<td>{_fmt(dd.get('delta'), pct, True) if dd.get('n') else '–'}</td>"
                 f"<td>{_ci(dd.get('ci'), pct)}</td><td>{_p(dd)}</td><td>0</td>"
-                f"<td>{'–' if rel is None else f'{rel:+.1f}%'}"
+                f"<td>{'–' if rel is None else pp_text(rel / 100, '%')}"
                 f"{'' if not rci else f' [{rci[0]:+.1f}, {rci[1]:+.1f}]'}</td>"
                 f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
             )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..detectors.verdict import conventions_text, few_items_text, verdict_p_value
-from ..wording import plural, pp_text
+from ..wording import all_of, plural, pp_text
 from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
@@ -76,7 +76,8 @@ def why_unranked(run: RunData) -> str:
     """Why ``estimate`` gave no cell for this run."""
     stats, aside = _ranked_statistics(run)
     if aside and not stats.get("n_items"):
-        return f"all {aside} analysed items have a natural option order, nothing testable"
+        verb = "has" if aside == 1 else "have"
+        return f"{all_of(aside, 'analysed item')} {verb} a natural option order, nothing testable"
     return UNRANKED
 
 
@@ -374,7 +375,7 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
     )
     reasons = ", ".join(f"{esc(k)}: {v}" for k, v in (natural.get("reasons") or {}).items())
     out = (
-        f'<p class="note">The table counts all {stats["n_items"]} analysed items, as the paper '
+        f'<p class="note">The table counts {all_of(stats["n_items"], "analysed item")}, as the paper '
         f"does. The verdict sets aside {natural['n_items']} with a natural option order "
         f"({reasons}), for which H0 fails without any leak: {shown}.</p>"
     )
