@@ -123,8 +123,11 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     assert warning is not None and "paraphrases 1 of the 2 selected items" in warning
     assert f"1 of its rows match no benchmark item, first {tmp_path / 'rw.jsonl'}:2" in warning
     assert ref.check_pairs(["b-1"], "--reference") is None
-    with pytest.raises(ConfigError, match=r"paraphrases none of the 1 selected items"):
+    # its row pairs an item --limit left out: said so, not "is it a version of this benchmark?"
+    with pytest.raises(ConfigError, match=r"paraphrases none of the 1 selected items") as err:
         ref.check_pairs(["b-0"], "--reference")
+    assert "1 of its rows paraphrases a benchmark item the selection left out" in str(err.value)
+    assert "Is it a version" not in str(err.value)
     para = [{"question": "Q0'", "answer": "7\n#### 7"}, {"question": "Q1'", "answer": "#### 999"}]
     ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "p.jsonl", para))), name="p")
     assert ref.pairing == "order" and all(p.ok for p in ref.pairs.values())

@@ -69,6 +69,7 @@ class ReferenceSet:
         if n == len(item_ids):
             return None
         where = f"{option} {self.source} (pairing by {self.pairing})"
+        outside = len(set(self.pairs) - set(item_ids))  # paired with items not selected
         if self.unmatched_rows:
             rows = (
                 f"{len(self.unmatched_rows)} of its rows match no benchmark item, first "
@@ -82,6 +83,17 @@ class ReferenceSet:
             )
         else:
             rows = f"no row of it paraphrases the other {len(item_ids) - n}"
+        if outside:  # a file cut with head -N beside --limit N: its rows pair other items
+            rows += (
+                f"; {outside} of its rows "
+                + ("paraphrases a benchmark item" if outside == 1 else "paraphrase benchmark items")
+                + " the selection left out (--limit, --sample, --subjects)"
+            )
+        if n == 0 and outside:
+            raise ConfigError(
+                f"{where}: paraphrases none of the {len(item_ids)} selected items; {rows}: "
+                "select the items it paraphrases, or give the rows of the selected ones"
+            )
         if n == 0:
             raise ConfigError(
                 f"{where}: paraphrases none of the {len(item_ids)} selected items; {rows}. "
