@@ -937,7 +937,11 @@ def read_reference(
     if other:
         raise ConfigError(f"{where}: scored with another {other[0].replace('_', '-')}")
     if ref_settings.get("benchmark_hash") == settings.get("benchmark_hash"):
-        raise ConfigError(f"{where}: a run on this same benchmark; reference items must be others")
+        raise ConfigError(
+            f"{where}: a run on this same benchmark (files {str(settings.get('benchmark_hash'))[:12]}"
+            "), whatever its subjects or items: a leak of the benchmark may cover them too, so "
+            "they cannot stand for unseen items; give a run on items the model never saw"
+        )
     tested = {
         (r["prefix"].strip(), r["continuations"][0])
         for r in records
