@@ -122,8 +122,8 @@ TIES_OPT = typer.Option(
 DELTAS_OPT = typer.Option(
     None,
     "--deltas",
-    help="Algorithm 2 thresholds, comma-separated (default: paper's, -0.2 up to 4 options, "
-    "-0.25 from 5).",
+    help="Algorithm 2 thresholds, comma-separated, or 'paper' (the default: -0.2 up to 4 "
+    "options, -0.25 from 5).",
 )
 ALPHA_OPT = typer.Option(0.05, "--alpha", help="Level of the per-item calibrated rank test.")
 STRICT_OPT = typer.Option(
@@ -138,7 +138,13 @@ def check_ties(ties: str) -> None:
 
 
 def parse_deltas(text: str | None) -> tuple[float, ...] | None:
-    if not text:
+    """``--deltas`` as numbers; None (the default thresholds) for none or ``paper``, which
+    ``reanalyse --deltas paper`` takes too (here it was refused as not a number).
+
+    >>> parse_deltas("paper"), parse_deltas("-0.2,-0.1")
+    (None, (-0.2, -0.1))
+    """
+    if not text or text.strip().lower() == "paper":
         return None
     try:
         deltas = tuple(float(x) for x in text.split(","))
