@@ -238,6 +238,14 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     r = run_cli(*args, "--drop-shared", "--out", "dropped", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "left out of both" in r.stderr
+    # paraphrases for the test split only: Delta_train - Delta_test was null, unsaid (QA)
+    rewritten = write_jsonl(tmp_path / "rw.jsonl", ROWS[:2])
+    r = run_cli(*args, "-r", str(rewritten), "--out", "one-ref", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "no reference versions for the train split (--train-reference, or a BenBench rewritten "
+        "file as --train): it has no Delta, so Delta_train - Delta_test is not computed"
+    ) in " ".join(r.stderr.split())
     summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
     assert summary["selection"]["n_items"] == {"test": 1, "train": 1}
     ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]

@@ -307,6 +307,22 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 "n-gram accuracy are reported, no Delta",
             )
         )
+    elif not kw["paraphraser"]:  # one split has some, another none: its Delta is missing
+        bare = [s.name for s in splits if not s.references]
+        if bare:
+            give = {
+                "test": "--reference, or a BenBench rewritten file as --benchmark",
+                "train": "--train-reference, or a BenBench rewritten file as --train",
+            }[bare[0]]
+            err_console.print(
+                styled(
+                    "yellow",
+                    "no reference versions",
+                    f" for the {bare[0]} split ({give}): it has no Delta, so Delta_train - "
+                    "Delta_test is not computed",
+                ),
+                soft_wrap=True,
+            )
     options = parse_model_options(kw["model_opt"])
     out = (
         kw["out"]
