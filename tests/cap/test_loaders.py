@@ -87,6 +87,10 @@ def test_not_json(tmp_path: Path) -> None:
     (d / "ori_test.json").write_text("[]", encoding="utf-8")
     with pytest.raises(DataError, match="ori_train.json: not JSON"):
         load_cap(str(d), ["train", "test"])
+    # JSON Lines in a CAP file: "use --format jsonl" led to a refusal of --format (QA)
+    (d / "ori_train.json").write_text('{"input": "a"}\n{"input": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"Extra data .*\); CAP's .json files hold one JSON list"):
+        load_cap(str(d), ["train", "test"])
 
 
 def test_generic_jsonl_with_split_field(qa_file: Path) -> None:

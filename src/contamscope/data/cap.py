@@ -39,6 +39,12 @@ from contamscope.data.records import RowError, question_text
 from contamscope.errors import ConfigError, DataError
 from contamscope.wording import plural
 
+CAP_LINES = (
+    "CAP's .json files hold one JSON list of records ([{...}, {...}]), not JSON Lines: write "
+    "the records as one list (generic split files may be SPLIT.jsonl instead)"
+)
+"""What a CAP ori/mod file that reads as JSON Lines is told (--format reads no CAP folder)."""
+
 __all__ = [
     "CapFields",
     "CapSplit",
@@ -185,7 +191,7 @@ def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str
     out: list[tuple[int, dict[str, Any]]] = []
     suffix = table_suffix(path, text)
     if suffix == ".json":
-        for i, rec in enumerate(load_json_list(path, text), start=1):
+        for i, rec in enumerate(load_json_list(path, text, CAP_LINES), start=1):
             if isinstance(rec, dict):
                 out.append((i, rec))
             else:
@@ -433,7 +439,7 @@ def _load_pairs(
     texts = {s: _read(files[s][0], digest) for s in splits}
     detected = task is None
     if task is None:
-        first = load_json_list(files[splits[0]][0], texts[splits[0]])[:50]
+        first = load_json_list(files[splits[0]][0], texts[splits[0]], CAP_LINES)[:50]
         task = _detect_task(  # the first record with a text input (bad rows are named later)
             [r["input"] for r in first if isinstance(r, dict) and isinstance(r.get("input"), str)][
                 :1
@@ -469,10 +475,10 @@ def _pair_mods(
 ) -> dict[str, Any]:
     """Modified items keyed by the original's id; records are paired by position."""
     text = _read(mod_path, digest)
-    ori_n = len(load_json_list(ori_path, _read(ori_path, hashlib.sha256())))
+    ori_n = len(load_json_list(ori_path, _read(ori_path, hashlib.sha256()), CAP_LINES))
     mods, _ = _collect(mod_path, _records(mod_path, text, col), cf, col, mcq=mcq, split=split)
     by_line = {m.line: m for m in mods}
-    n_mod = len(load_json_list(mod_path, text))
+    n_mod = len(load_json_list(mod_path, text, CAP_LINES))
     if n_mod != ori_n:
         raise DataError(
             f"{mod_path}: {n_mod} records but {ori_path.name} has {ori_n}; mod files must pair "

@@ -307,12 +307,15 @@ def json_object(line: str) -> dict[str, Any]:
     return value
 
 
-def load_json_list(path: Path, text: str) -> list[Any]:
-    """Parse a whole-file JSON list of records (file-level errors raise DataError)."""
+def load_json_list(
+    path: Path, text: str, lines_hint: str = "if it is JSON Lines use --format jsonl"
+) -> list[Any]:
+    """Parse a whole-file JSON list of records (file-level errors raise DataError);
+    ``lines_hint``: what to say of a file that reads as JSON Lines."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        hint = "; if it is JSON Lines use --format jsonl" if e.msg == "Extra data" else ""
+        hint = f"; {lines_hint}" if e.msg == "Extra data" else ""
         raise DataError(
             f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno}){hint}"
         ) from None
