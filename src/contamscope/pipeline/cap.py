@@ -8,6 +8,7 @@ threshold without the model (``build_cap_summary``).
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -707,6 +708,17 @@ _ANALYSIS_KEYS = (
 """The keys of summary.json that :func:`build_cap_summary` computes; the rest is provenance."""
 
 
+def _reason_kind(reason: str) -> str:
+    """An exclusion reason without its item's own number, to count by: a summary item's
+    "paraphrase similarity 0.0568 below 0.98" was a reason of its own, one count per item (its
+    similarity stays in the record).
+
+    >>> _reason_kind("paraphrase similarity 0.0568 below 0.98")
+    'paraphrase similarity below 0.98'
+    """
+    return re.sub(r"^paraphrase similarity [-0-9.e]+ below ", "paraphrase similarity below ", reason)
+
+
 def build_cap_summary(
     records: Sequence[dict[str, Any]],
     config: CapConfig,
@@ -720,7 +732,7 @@ def build_cap_summary(
     ll_rows: dict[str, list[tuple[float, float | None, float]]] = {}
     for s in splits:
         recs = [r for r in records if r["split"] == s]
-        excluded = Counter(r["excluded"] for r in recs if r.get("excluded"))
+        excluded = Counter(_reason_kind(r["excluded"]) for r in recs if r.get("excluded"))
         n_nom = 0
         for r in recs:
             if r.get("excluded"):
