@@ -7,6 +7,7 @@ the Agg backend so it works without a display.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,17 @@ def plot_pcr_heatmap(
     import matplotlib.pyplot as plt
 
     rows, cols, values = pcr_matrix(summaries, reader)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(cols), 1.2 + 0.5 * len(rows)))
+    # long row labels (a served model's URL) wrap, and the figure widens for them: they took
+    # the axes' room, and the cells' numbers ran over them (QA)
+    labels = [textwrap.fill(r, 36, break_long_words=True) for r in rows]
+    width = max((len(x) for lab in labels for x in lab.splitlines()), default=0)
+    lines = max((lab.count("\n") + 1 for lab in labels), default=1)
+    fig, ax = plt.subplots(
+        figsize=(2.4 + 1.3 * len(cols) + 0.075 * width, 1.4 + 0.5 * len(rows) * lines)
+    )
     im = ax.imshow(values, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(cols)), labels=cols)
-    ax.set_yticks(range(len(rows)), labels=rows)
+    ax.set_yticks(range(len(rows)), labels=labels)
     for i, row in enumerate(values):
         for j, v in enumerate(row):
             colour = "#000" if math.isnan(v) else text_colour(im, v)
@@ -62,6 +70,6 @@ def plot_pcr_heatmap(
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
