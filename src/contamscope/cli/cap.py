@@ -105,7 +105,8 @@ def command(
     alpha: float = typer.Option(
         0.01,
         "--pcr-alpha",
-        help="PCR smoothing constant, the paper's alpha (0.01; 0.001 for summaries).",
+        help="PCR smoothing constant, the paper's alpha; the paper used 0.01, and 0.001 for "
+        "summaries (give it: the default stays 0.01 for every task).",
     ),
     old_alpha: float | None = typer.Option(
         None, "--alpha", hidden=True, help="Refused: the PCR constant is --pcr-alpha."
