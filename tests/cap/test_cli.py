@@ -69,6 +69,13 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
     assert (out / "pcr_heatmap.png").stat().st_mtime_ns > before
     wrong = run_contamscope("reanalyse", str(out), "--ties", "leaked", cwd=tmp_path)
     assert wrong.returncode == 2 and "--ties: not a setting of a cap run" in wrong.stderr
+    # another task's option was re-analysed without a word (QA), as cap itself names it
+    wrong = run_contamscope("reanalyse", str(out), "--similarity-threshold", "0.5", cwd=tmp_path)
+    assert wrong.returncode == 2
+    assert (
+        "--similarity-threshold: a setting of summary-task CAP runs; this run's task is mcq"
+        in wrong.stderr
+    )
 
 
 def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:
