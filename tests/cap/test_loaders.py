@@ -266,3 +266,14 @@ def test_a_fields_name_no_row_has_says_so_not_only_no_items(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         load_cap(str(path), ["train", "test"], fields=CapFields.parse("input=nope"))
     assert str(err.value).endswith(f"(2 rows skipped; first: {path}:1: missing field 'nope')")
+
+
+def test_a_task_the_records_cannot_have_is_refused(fineval_dir: Path) -> None:
+    """--task summary on FinEval's multiple-choice prompts ran and ended "no evidence" with
+    M = ROUGE-2 of single letters, 0 whatever the model said (QA)."""
+    from contamscope.errors import ConfigError
+
+    for task in ("summary", "qa"):
+        with pytest.raises(ConfigError, match=f"--task {task}: .*ori_dev.json holds multiple-ch"):
+            load_cap(str(fineval_dir), ["dev", "val"], task=task)
+    assert load_cap(str(fineval_dir), ["dev", "val"], task="mcq").task == "mcq"

@@ -208,7 +208,7 @@ def test_summary_paraphrase_threshold(tmp_path: Path) -> None:
         embedder=StubEmbedder(0.5),
     )
     assert low.summary["counts"]["train"]["excluded"] == {
-        "paraphrase similarity 0.5000 below 0.98": 2
+        "paraphrase similarity below 0.98": 2
     }
     high = run_cap(
         data,

@@ -438,13 +438,18 @@ def _load_pairs(
     files = {s: _pair_files(folder, s, subset) for s in splits}
     texts = {s: _read(files[s][0], digest) for s in splits}
     detected = task is None
+    first = load_json_list(files[splits[0]][0], texts[splits[0]], CAP_LINES)[:50]
+    looks = _detect_task(  # the first record with a text input (bad rows are named later)
+        [r["input"] for r in first if isinstance(r, dict) and isinstance(r.get("input"), str)][:1],
+        [str(r.get("output") or "") for r in first if isinstance(r, dict)],
+    )
     if task is None:
-        first = load_json_list(files[splits[0]][0], texts[splits[0]], CAP_LINES)[:50]
-        task = _detect_task(  # the first record with a text input (bad rows are named later)
-            [r["input"] for r in first if isinstance(r, dict) and isinstance(r.get("input"), str)][
-                :1
-            ],
-            [str(r.get("output") or "") for r in first if isinstance(r, dict)],
+        task = looks
+    elif looks == "mcq" and task != "mcq":  # a run that could only end "no evidence"
+        raise ConfigError(
+            f"--task {task}: {files[splits[0]][0]} holds multiple-choice prompts with letter "
+            f"answers; a {task} task's overlap scores of single letters say nothing of the "
+            "model: leave --task out (these are read as mcq)"
         )
     pair_cf = CapFields(cf.input, cf.output, None, "idx", None)
     out: dict[str, CapSplit] = {}
