@@ -58,6 +58,8 @@ class SentenceEmbedder:
         self, path: str | Path | None = None, *, device: str = "cpu", max_length: int = 256
     ) -> None:
         self.path = Path(path) if path is not None else bundled_embedder_path()
+        if not self.path.exists():
+            raise ConfigError(f"--embedder {self.path}: no such folder")
         if not (self.path / "config.json").is_file():
             raise ConfigError(f"--embedder {self.path}: not a model folder (no config.json)")
         self.device = device

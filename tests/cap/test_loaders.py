@@ -277,3 +277,19 @@ def test_a_task_the_records_cannot_have_is_refused(fineval_dir: Path) -> None:
         with pytest.raises(ConfigError, match=f"--task {task}: .*ori_dev.json holds multiple-ch"):
             load_cap(str(fineval_dir), ["dev", "val"], task=task)
     assert load_cap(str(fineval_dir), ["dev", "val"], task="mcq").task == "mcq"
+
+
+def test_field_pairs_run_together_are_named() -> None:
+    """'input=question output=answer' (a space for a comma) was read as one field name and
+    reported as a missing split field (QA); --embedder at no path said 'no config.json'."""
+    from contamscope.data.cap import CapFields
+    from contamscope.data.records import FieldMap
+    from contamscope.embed import SentenceEmbedder
+    from contamscope.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"'input=question output=answer': a field name with '='"):
+        CapFields.parse("input=question output=answer")
+    with pytest.raises(ConfigError, match=r"'question=q answer=a' has a field name with '='"):
+        FieldMap.parse("question=q answer=a")
+    with pytest.raises(ConfigError, match=r"--embedder /no/such/embedder: no such folder"):
+        SentenceEmbedder("/no/such/embedder")

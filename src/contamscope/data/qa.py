@@ -226,7 +226,7 @@ def load_qa(
     '18'
     """
     if format is not None and format not in QA_FORMATS:
-        raise ConfigError(f"unknown QA format {format!r}; known: {', '.join(QA_FORMATS)}")
+        raise ConfigError(f"--format {format!r}: unknown QA format; known: {', '.join(QA_FORMATS)}")
     if field_map is not None and field_map.options is not None:
         raise ConfigError("--fields: options= does not apply to question/answer benchmarks")
     if spec.startswith("hf:"):

@@ -77,6 +77,11 @@ class FieldMap:
                 )
             if key in values:
                 raise ConfigError(f"field map: key {key!r} given twice")
+            if "=" in value:  # 'question=q answer=a' read as one odd field name
+                raise ConfigError(
+                    f"field map: {part!r} has a field name with '=' in it; separate key=value "
+                    "pairs with commas"
+                )
             if key == "question":
                 if not value:
                     raise ConfigError("field map: question needs a field name")

@@ -716,7 +716,9 @@ def _reason_kind(reason: str) -> str:
     >>> _reason_kind("paraphrase similarity 0.0568 below 0.98")
     'paraphrase similarity below 0.98'
     """
-    return re.sub(r"^paraphrase similarity [-0-9.e]+ below ", "paraphrase similarity below ", reason)
+    return re.sub(
+        r"^paraphrase similarity [-0-9.e]+ below ", "paraphrase similarity below ", reason
+    )
 
 
 def build_cap_summary(
