@@ -252,9 +252,8 @@ def lean_verdict(
         return {"label": "nothing to compare", "text": "no defined difference", "p_value": None}
     m = len(stats["tested"])
     reader, split = stats["smallest"].split("/", 1)
-    where = (
-        f"p = {p:.3g}, M - C lean, {READER_NAMES[reader]} on {split}; smallest of {m} paired test"
-        f"{'s' if m > 1 else ''} x {m}"
+    where = f"p = {p:.3g}, M - C lean, {READER_NAMES[reader]} on {split}" + (
+        f"; smallest of {m} paired tests x {m}" if m > 1 else ""
     )
     return paired_verdict(
         stats,
