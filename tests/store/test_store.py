@@ -417,19 +417,21 @@ def test_read_only_cache_reuses_its_scores_and_stores_nothing(tmp_path: Path) ->
 
 
 def _make_unwritable(path: Path) -> Callable[[], None]:
-    """Make ``path`` unwritable even for root (immutable attribute) or, for other users, by
-    its mode; returns the undo. Skips where neither is possible."""
+    """Make ``path`` (a file, or a folder no file can be made in) unwritable even for root
+    (immutable attribute) or, for other users, by its mode; returns the undo. Skips where
+    neither is possible."""
     import os
     import shutil
     import subprocess
 
     if os.geteuid() != 0:
-        path.chmod(0o444)
-        return lambda: path.chmod(0o644)
+        mode = path.stat().st_mode & 0o777
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        return lambda: path.chmod(mode)
     chattr = shutil.which("chattr")
     if chattr and subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode == 0:
         return lambda: subprocess.run([chattr, "-i", str(path)], check=True)
-    pytest.skip("running as root without `chattr +i`: no way to make a file unwritable")
+    pytest.skip("running as root without `chattr +i`: no way to make a path unwritable")
 
 
 def test_an_unwritable_cache_is_opened_read_only(tmp_path: Path, capsys: Any) -> None:
@@ -720,21 +722,6 @@ def test_an_export_stopped_by_sigterm_leaves_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
 
 
-def _make_folder_unwritable(folder: Path) -> Callable[[], None]:
-    """No new file can be made in ``folder`` (immutable attribute for root, else its mode)."""
-    import os
-    import shutil
-    import subprocess
-
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        return lambda: folder.chmod(0o755)
-    chattr = shutil.which("chattr")
-    if chattr and subprocess.run([chattr, "+i", str(folder)], capture_output=True).returncode == 0:
-        return lambda: subprocess.run([chattr, "-i", str(folder)], check=True)
-    pytest.skip("running as root without `chattr +i`: no way to make a folder unwritable")
-
-
 def test_scores_a_read_only_cache_cannot_read_are_said(tmp_path: Path, capsys: Any) -> None:
     """A read-only folder whose cache has a write-ahead log but no -shm file is opened
     immutable, which does not read the log: its scores were silently unseen (QA)."""
@@ -760,7 +747,7 @@ def test_scores_a_read_only_cache_cannot_read_are_said(tmp_path: Path, capsys: A
     wal, shm = (path.with_name(path.name + s) for s in ("-wal", "-shm"))
     assert wal.stat().st_size > 0
     shm.unlink()
-    undo = _make_folder_unwritable(path.parent)
+    undo = _make_unwritable(path.parent)
     try:
         cache = ScoreCache(path)
         assert cache.read_only and cache.unread_wal == wal and cache.info().scores == 0
