@@ -237,12 +237,11 @@ def test_cap_on_a_chat_only_server_asks_for_chat(tmp_path: Path, serve: Any) -> 
     assert summary["counts"]["train"]["analysed"] == 3
     # on Ray the workers sent the requests without the canary this process runs (a CAP run
     # read log-probs it had refused, a chat-only server failed, QA): served models run here
-    res = run_cli(
-        *args, "--chat", "--executor", "ray", "--out", str(tmp_path / "ray"), cwd=tmp_path
-    )
+    ray = ["--executor", "ray", "--ray-address", "auto", "--workers", "2"]  # refused (review)
+    res = run_cli(*args, "--chat", *ray, "--out", str(tmp_path / "ray"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "note: --executor ray: a served model (openai:) computes on its server" in " ".join(
-        res.stderr.split()
-    )
+    said = " ".join(res.stderr.split())
+    assert "note: --executor ray: a served model (openai:) computes on its server" in said
+    assert "--ray-address, --workers ignored" in said
     on_ray = json.loads((tmp_path / "ray" / "summary.json").read_text(encoding="utf-8"))
     assert on_ray["statistics"] == summary["statistics"]

@@ -53,6 +53,13 @@ def check_model(kw: Mapping[str, Any], spec: str | None = None) -> None:
         check_model_spec(one, kw["dtype"], paths=kw["executor"] == "local")
 
 
+def served_only(kw: Mapping[str, Any]) -> bool:
+    """``--executor ray`` for served models only (``openai:``), which run locally instead."""
+    specs = [kw.get("model"), kw.get("paraphraser"), *str(kw.get("models") or "").split(",")]
+    served = [s.strip() for s in specs if s and s.strip()]
+    return kw["executor"] == "ray" and bool(served) and all(s.startswith("openai:") for s in served)
+
+
 def executor_from(kw: Mapping[str, Any]) -> Executor:
     """The executor named by a command's ``executor``/``ray_address``/``workers``/
     ``gpus_per_worker`` arguments (ConfigError names a bad combination).
@@ -60,21 +67,29 @@ def executor_from(kw: Mapping[str, Any]) -> Executor:
     ``--executor ray`` for served models only (``openai:``) runs locally, said in a note: the
     server computes, and Ray workers would only have sent its requests, without the canary
     this process runs first (a CAP run on Ray read log-probs the canary had refused)."""
-    specs = [kw.get("model"), kw.get("paraphraser"), *str(kw.get("models") or "").split(",")]
-    served = [s for s in specs if s]
-    if kw["executor"] == "ray" and served and all(s.startswith("openai:") for s in served):
+    if served_only(kw):
         from .common import err_console, styled
 
+        given = [
+            flag
+            for key, flag in (
+                ("ray_address", "--ray-address"),
+                ("workers", "--workers"),
+                ("gpus_per_worker", "--gpus-per-worker"),
+            )
+            if kw.get(key)
+        ]
         err_console.print(
             styled(
                 "yellow",
                 "note: --executor ray: a served model (openai:) computes on its server",
                 "; its requests are sent from this process (-M max_connections=N sets how many "
-                "at once)",
+                "at once)" + (f"; {', '.join(given)} ignored" if given else ""),
             ),
             soft_wrap=True,
         )
-        kw = {**kw, "executor": "local"}
+        kw = {**kw, "executor": "local", "ray_address": None, "workers": None}
+        kw["gpus_per_worker"] = 0.0
     config = ExecutorConfig(
         kind=kw["executor"],
         address=kw.get("ray_address"),

@@ -42,6 +42,7 @@ from .executor import (
     WORKERS_OPT,
     check_model,
     executor_from,
+    served_only,
 )
 from .permutation import ALPHA_OPT, DELTAS_OPT, TIES_OPT
 
@@ -383,7 +384,7 @@ def run(**kw: Any) -> None:
         f"{plural(len(jobs), 'pair')}"
         + (f" (and {plural(len(refs), 'reference run')})" if refs else "")
         + f", {len(every) - len(todo)} finished earlier, {len(todo)} to run "
-        f"({kw['executor']} executor)",
+        f"({'local' if served_only(kw) else kw['executor']} executor)",
         highlight=False,
     )
     failed_models: dict[str, str] = {}
