@@ -263,6 +263,14 @@ def test_a_folder_given_other_items_is_refused_not_mixed(
     assert again.resumed == 2 and again.scored_now == 0
     settings = json.loads((tmp_path / "s" / "settings.json").read_text(encoding="utf-8"))
     assert settings["selection"]["item_ids_sha256"] and settings["selection"]["limit"] == 2
+    # and so with another analysis-only setting, which re-derives the records (review)
+    del settings["selection"]["item_ids_sha256"]
+    (tmp_path / "s" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    other_deltas = PermutationConfig(deltas=(-0.1,))
+    again = run_permutation(
+        loaded, loaded.items[:2], scorer, tmp_path / "s", other_deltas, selection=sel
+    )
+    assert again.resumed == 2 and again.scored_now == 0
 
     rows = [{"question": f"What is {a} plus 1?", "answer": f"#### {a + 1}"} for a in range(3)]
     qa_path = tmp_path / "toy_test.jsonl"

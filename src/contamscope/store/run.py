@@ -123,7 +123,7 @@ class RunDir:
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
                     f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
                 )
-            if old != settings and old not in list(upgrades) and old != _without_digest(settings):
+            if not any(_same_run(old, s) for s in [settings, *upgrades]):
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
                     + REPLACE_HINT
@@ -328,7 +328,7 @@ def analysis_upgrade(
     def scoring(s: dict[str, Any]) -> dict[str, Any]:
         return s | {"config": {k: v for k, v in s["config"].items() if k not in keys}}
 
-    return [stored] if scoring(stored) == scoring(settings) else []
+    return [stored] if _same_run(scoring(stored), scoring(settings)) else []
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: int = 3) -> str:
@@ -432,6 +432,18 @@ def releases_run_dir(fn: _F) -> _F:
             run_dir.close()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _same_run(stored: dict[str, Any], settings: dict[str, Any]) -> bool:
+    """Whether a folder's ``stored`` settings are ``settings``, or were written before the
+    item-id digest was recorded beside a command's own selection (such a folder resumes, and
+    records the digest from then on).
+
+    >>> new = {"selection": {"limit": 3, "item_ids_sha256": "ab12"}}
+    >>> _same_run({"selection": {"limit": 3}}, new), _same_run({"selection": {"limit": 4}}, new)
+    (True, False)
+    """
+    return stored == settings or stored == _without_digest(settings)
 
 
 def _without_digest(settings: dict[str, Any]) -> dict[str, Any]:
