@@ -137,7 +137,13 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
         assert message in str(err.value)
     assert not (tmp_path / "w").exists()
     # numbers of numpy's kinds are numbers
-    assert PermutationConfig(seed=np.int64(3), alpha=np.float32(0.1)).seed == 3
+    numpy_cfg = PermutationConfig(seed=np.int64(3), alpha=np.float32(0.1))
+    assert type(numpy_cfg.seed) is int and type(numpy_cfg.alpha) is float  # JSON can write them
+    out = run_permutation(loaded, loaded.items, scorer, tmp_path / "np", numpy_cfg)
+    assert out.summary["config"]["seed"] == 3  # it failed writing settings.json (review)
+    from contamscope.pipeline.membership import MembershipConfig
+
+    assert MembershipConfig(fdr=0).fdr is False  # 0/1 for a flag, as before the type checks
     assert len(select_items(loaded.items, sample=np.int64(2))) == 2
     # BenBench reads question-answer items: multiple-choice ones scored the text " " silently
     split = SplitInput("test", loaded, list(loaded.items))  # type: ignore[arg-type]

@@ -16,9 +16,12 @@ __all__ = ["check_field_types", "check_items"]
 _SIMPLE = {
     "int": lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_),
     "float": lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_),
-    "bool": lambda v: isinstance(v, bool | np.bool_),
+    "bool": lambda v: (
+        isinstance(v, bool | np.bool_) or (isinstance(v, numbers.Integral) and v in (0, 1))
+    ),
     "str": lambda v: isinstance(v, str),
 }
+_BUILTIN = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def check_field_types(config: object, flags: Mapping[str, str] | None = None) -> None:
@@ -32,7 +35,11 @@ def check_field_types(config: object, flags: Mapping[str, str] | None = None) ->
     ... class C:
     ...     n_boot: int = 2000
     ...     k: float = 0.2
-    >>> check_field_types(C(k=1))
+    >>> import numpy as np
+    >>> c = C(n_boot=np.int64(500), k=1)
+    >>> check_field_types(c)  # numpy's numbers become Python's (run folders write JSON)
+    >>> type(c.n_boot).__name__, c.k
+    ('int', 1)
     >>> check_field_types(C(n_boot="100"), {"n_boot": "--bootstrap"})
     Traceback (most recent call last):
     ...
@@ -45,7 +52,12 @@ def check_field_types(config: object, flags: Mapping[str, str] | None = None) ->
         value = getattr(config, f.name)
         if value is None and "None" in kinds:
             continue
-        if any(_SIMPLE[k](value) for k in kinds if k != "None"):
+        fits = [k for k in kinds if k != "None" and _SIMPLE[k](value)]
+        if fits:
+            if type(value) not in _BUILTIN.values():  # numpy's (not JSON), or 0/1 for a bool
+                object.__setattr__(config, f.name, _BUILTIN[fits[0]](value))
+            elif fits[0] == "bool" and not isinstance(value, bool):
+                object.__setattr__(config, f.name, bool(value))
             continue
         flag = (flags or {}).get(f.name)
         name = f"{flag} ({f.name})" if flag else f"--{f.name.replace('_', '-')}"
