@@ -12,6 +12,7 @@ import pytest
 from contamscope.backends.base import Backend, Capabilities, ScoreRequest, ScoreResult
 from contamscope.errors import CapabilityError, StoreError
 from contamscope.store import CachedScorer, RunDir, ScoreCache
+from contamscope.store.cache import SCHEMA_VERSION
 
 
 class CountingBackend(Backend):
@@ -817,3 +818,32 @@ def test_converted_copies_are_not_chosen_by_cache_dir(tmp_path: Path, monkeypatc
     assert (models / "m" / "model.safetensors").exists()
     res = run_cli("cache", "clear", "--converted", "--yes", cwd=tmp_path)
     assert res.returncode == 0 and not (models / "m" / "model.safetensors").exists()
+
+
+def test_a_cache_written_before_model_names_is_read_and_imported(tmp_path: Path) -> None:
+    """Caches from before the ``models`` table (added in one schema version: the writable open
+    creates it) were refused by the read-only `cache info`, which advised deleting them
+    (review)."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "old" / "scores.sqlite"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        db.execute(
+            "CREATE TABLE scores (key TEXT PRIMARY KEY, fingerprint TEXT, logprob REAL NOT NULL, "
+            "n_tokens INTEGER, boundary INTEGER)"
+        )
+        db.execute(
+            "CREATE TABLE blobs (key TEXT PRIMARY KEY, fingerprint TEXT, kind TEXT NOT NULL, "
+            "value TEXT NOT NULL)"
+        )
+        db.execute("INSERT INTO scores VALUES ('k1', 'fp-old', -1.5, 2, 0)")
+    db.close()
+    res = run_cli("cache", "info", "--cache-dir", "old", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "entries: 1 score" in res.stdout and "model set-ups: 1" in res.stdout
+    res = run_cli("cache", "import", str(path), "--cache-dir", "new", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert ScoreCache(tmp_path / "new" / "scores.sqlite").get_many(["k1"])["k1"].logprob == -1.5

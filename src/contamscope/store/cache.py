@@ -306,7 +306,7 @@ class ScoreCache:
             db = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=60, check_same_thread=False)
             try:
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                for table in ("scores", "blobs", "models"):
+                for table in ("scores", "blobs"):  # models, model_specs: added later, optional
                     db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchall()
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -373,11 +373,20 @@ class ScoreCache:
             self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
             self._keep_name(fingerprint)
 
+    def _has_table(self, name: str) -> bool:
+        """Whether the file has table ``name`` (a read-only cache written before ``models`` or
+        ``model_specs`` existed has not: the writable open creates them)."""
+        row = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)
+        ).fetchone()
+        return row is not None
+
     @_db_errors
     def info(self) -> CacheInfo:
+        named = " UNION SELECT fingerprint FROM models" if self._has_table("models") else ""
         models, setups = self._db.execute(
             "SELECT COUNT(DISTINCT e.fingerprint), (SELECT COUNT(*) FROM (SELECT fingerprint FROM "
-            "scores UNION SELECT fingerprint FROM blobs UNION SELECT fingerprint FROM models)) "
+            f"scores UNION SELECT fingerprint FROM blobs{named})) "
             "FROM (SELECT fingerprint FROM scores UNION ALL SELECT fingerprint FROM blobs) e"
         ).fetchone()
         scores = self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
@@ -425,14 +434,14 @@ class ScoreCache:
         )
         named = {
             fp: (spec, detail, used)
-            for fp, spec, detail, used in self._db.execute("SELECT * FROM models")
+            for fp, spec, detail, used in (
+                self._db.execute("SELECT * FROM models") if self._has_table("models") else []
+            )
         }
         spellings: dict[str, list[str]] = {}
-        try:
+        if self._has_table("model_specs"):  # a read-only cache written before the table existed
             for fp, spec in self._db.execute("SELECT fingerprint, spec FROM model_specs"):
                 spellings.setdefault(fp, []).append(spec)
-        except sqlite3.OperationalError:  # a read-only cache written before the table existed
-            pass
         out = []
         for fp in set(counts) | set(named):
             spec, detail, used = named.get(fp, (None, None, None))
@@ -511,17 +520,20 @@ class ScoreCache:
                     added[table] += self._db.total_changes - before
                     total += len(chunk)
                     setups.update(row[1] for row in chunk)
-            names = [
-                row
-                for chunk in read(f"SELECT fingerprint, spec, detail, last_used FROM models{where}")
-                for row in chunk
-            ]
+            names = (
+                [  # none in a read-only cache written before the table existed
+                    row
+                    for chunk in read(
+                        f"SELECT fingerprint, spec, detail, last_used FROM models{where}"
+                    )
+                    for row in chunk
+                ]
+                if source._has_table("models")
+                else []
+            )
             # a name is copied only where this cache has none: its own last use stays
             self._db.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", names)
-            has_specs = any(
-                read("SELECT 1 FROM sqlite_master WHERE type='table' AND name='model_specs'", ())
-            )
-            if has_specs:  # not in a read-only cache written before the table existed
+            if source._has_table("model_specs"):
                 for chunk in read(f"SELECT fingerprint, spec FROM model_specs{where}"):
                     self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", chunk)
             setups.update(row[0] for row in names)
