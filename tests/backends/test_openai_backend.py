@@ -316,6 +316,11 @@ _GENERATIONS = {
     "notext": {"choices": [{"index": 0, "finish_reason": "stop"}]},
     "emptytext": {"choices": [{"text": "", "message": {"content": ""}}]},
     "refusal": {"choices": [{"message": {"content": None, "refusal": "I cannot help."}}]},
+    "nullcontent": {  # a reasoning model out of tokens before its answer
+        "choices": [
+            {"text": None, "message": {"content": None, "reasoning_content": "Let me think"}}
+        ]
+    },
 }
 """Generation replies: without the text, with an empty one, a chat model's refusal."""
 
@@ -376,7 +381,7 @@ def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> 
             b.generate([GenerateRequest("Hi", 3, chat=chat)])
     # nor a choice without its text: a third of a run's answers were read as "said nothing"
     b = load_backend(f"openai:{garbage_server('notext')}#m", options={"retries": "0"})
-    for chat, field in ((False, "text"), (True, "message.content")):
+    for chat, field in ((False, "text"), (True, "message")):
         with pytest.raises(ModelError, match=f"reply has no {field} \\(a choice without"):
             b.generate([GenerateRequest("Hi", 3, chat=chat)])
     b = load_backend(f"openai:{garbage_server('emptytext')}#m", options={"retries": "0"})
@@ -384,6 +389,10 @@ def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> 
     assert [g.text for g in got] == ["", ""]  # an empty answer is an answer
     b = load_backend(f"openai:{garbage_server('refusal')}#m", options={"retries": "0"})
     assert b.generate([GenerateRequest("Hi", 3, chat=True)])[0].text == "I cannot help."
+    # a null text is an empty answer, not a reply out of format that stops the run (review)
+    b = load_backend(f"openai:{garbage_server('nullcontent')}#m", options={"retries": "0"})
+    got = b.generate([GenerateRequest("Hi", 3, chat=c) for c in (False, True)])
+    assert [g.text for g in got] == ["", ""]
 
 
 @pytest.mark.parametrize(

@@ -230,7 +230,7 @@ def test_cap_on_a_chat_only_server_asks_for_chat(tmp_path: Path, serve: Any) -> 
     res = run_cli(*args, "--out", str(tmp_path / "plain"), cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     said = " ".join(res.stderr.split())
-    assert "the server has no /completions endpoint" in said and "run cap with --chat" in said
+    assert "the server has no /completions endpoint" in said and "CAP does with --chat" in said
     res = run_cli(*args, "--chat", "--out", str(tmp_path / "chat"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "chat" / "summary.json").read_text(encoding="utf-8"))

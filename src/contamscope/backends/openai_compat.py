@@ -395,11 +395,15 @@ class OpenAIBackend(Backend):
             params["messages"] = [{"role": "user", "content": req.prompt}]
             body = self.client.request("POST", "chat/completions", params)
             choice = _first_choice(body, required=True)
-            message = _message(choice)
-            content = message.get("content")
+            message = _reply_field(choice, "message")
+            if not isinstance(message, dict):
+                message = {"content": str(message)}
+            content = _reply_field(message, "content", "message.content")
             if content is None and isinstance(message.get("refusal"), str):
                 content = message["refusal"]  # the model declined: that is its answer
-            text = _reply_text(content, "message.content")
+            # null content is an empty answer: a reasoning model out of tokens (finish_reason
+            # "length") says nothing, and that is what CAP reads (review)
+            text = "" if content is None else str(content)
         else:
             params["prompt"] = self.bos + req.prompt
             try:
@@ -409,11 +413,12 @@ class OpenAIBackend(Backend):
                     raise CapabilityError(
                         f"{self.spec}: the server has no /completions endpoint ({exc}): a "
                         "chat-only API generates through /chat/completions, in the model's chat "
-                        "template: run cap with --chat"
+                        "template: CAP does with --chat (other methods need /completions)"
                     ) from None
                 raise
             choice = _first_choice(body, required=True)
-            text = _reply_text(choice.get("text"), "text")
+            value = _reply_field(choice, "text")
+            text = "" if value is None else str(value)
         hits = [text.find(s) for s in req.stop if s and s in text]
         if hits:  # servers strip the stop string; some return it
             text = text[: min(hits)]
@@ -454,21 +459,16 @@ def _first_choice(body: dict[str, Any], *, required: bool = False) -> dict[str, 
     return choices[0]
 
 
-def _reply_text(value: Any, field: str) -> str:
-    """A generation's text; a reply without it is a ModelError (read as an empty answer, a
-    third of a run's answers were scored as the model saying nothing). An empty string is an
-    answer."""
-    if value is None:
+def _reply_field(part: dict[str, Any], key: str, name: str | None = None) -> Any:
+    """``part[key]``; a reply without the key is a ModelError (read as an empty answer, a
+    third of a run's answers were scored as the model saying nothing). A null value is the
+    caller's to read (an empty answer)."""
+    if key not in part:
         raise ModelError(
-            f"the server's reply has no {field} (a choice without the generated text): not in "
-            "the OpenAI API's format"
+            f"the server's reply has no {name or key} (a choice without the generated text): "
+            "not in the OpenAI API's format"
         )
-    return str(value)
-
-
-def _message(choice: dict[str, Any]) -> dict[str, Any]:
-    msg = choice.get("message") or {}
-    return msg if isinstance(msg, dict) else {"content": str(msg)}
+    return part[key]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

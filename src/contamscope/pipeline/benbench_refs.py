@@ -87,7 +87,7 @@ class ReferenceSet:
             rows += (
                 f"; {outside} of its rows "
                 + ("paraphrases a benchmark item" if outside == 1 else "paraphrase benchmark items")
-                + " the selection left out (--limit, --sample, --subjects)"
+                + " the selection left out (--limit, --sample, --drop-shared, --drop-repeats)"
             )
         if n == 0 and outside:
             raise ConfigError(
