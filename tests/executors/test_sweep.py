@@ -268,6 +268,8 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     benchmark (compare.md, one page per comparison). The two folders hold the same weights, so
     every paired difference is 0 and the comparison finds none."""
     benches = [write_bench(tmp_path / f"b{i}_test.csv", 5) for i in range(2)]
+    with benches[0].open("a", encoding="utf-8") as f:  # one item the verdicts set aside
+        f.write("How many legs do two birds have?,2,4,6,8,B\n")
     out = tmp_path / "sweep"
     wrong = _sweep(two_models, benches, out, "--baseline", "smollm2")
     assert wrong.returncode == 2 and "--baseline smollm2: not one of --models" in wrong.stderr
@@ -282,6 +284,8 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     table = (out / "compare.md").read_text(encoding="utf-8")
     rows = [ln for ln in table.splitlines() if ln.startswith(f"| {two_models[1]} |")]
     assert len(rows) == 2 and all("| no difference |" in r for r in rows)
+    # 5 items each: the table reads the items its pages' verdicts read, without the naturally
+    # ordered one (it tested all 6 and gave another p than its own linked page; journey)
     assert all(f"| {b} | 5 | +0.0% | +0.000 | 1 | 1 |" in t for b, t in zip(benches, rows))
     pages = sorted((out / "compare").glob("*.html"))
     assert [p.stem for p in pages] == sorted(

@@ -682,10 +682,12 @@ def _compare_with_baseline(
     if not done:
         console.print(f"compare: no model could be compared with the baseline {baseline}")
         return []
-    adjusted = holm([r["statistics"]["p_value"] for _, r in done])
+    # the verdict's tests: on the items without a natural option order, as the compare page
+    # (the table tested all paired items and gave another p than its own linked page; journey)
+    tested = [r.get("without_natural") or r["statistics"] for _, r in done]
+    adjusted = holm([st["p_value"] for st in tested])
     rows = []
-    for (j, r), p_holm in zip(done, adjusted, strict=True):
-        st = r["statistics"]
+    for (j, r), st, p_holm in zip(done, tested, adjusted, strict=True):
         toward = st["direction"] if p_holm <= st["alpha"] else "none"
         label = {
             "B": "more drawn than the baseline",
@@ -697,7 +699,7 @@ def _compare_with_baseline(
                 baseline=baseline,
                 model=j.model,
                 benchmark=j.benchmark,
-                items=r["counts"]["paired"],
+                items=r["counts"]["paired"] - r["counts"].get("natural_order", 0),
                 alg1_difference=st["alg1"]["difference"],
                 gap_difference=st["gap"]["difference"],
                 p_value=st["p_value"],

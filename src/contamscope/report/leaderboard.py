@@ -123,7 +123,8 @@ def comparisons_markdown(rows: Sequence[BaselineComparison], links: bool = False
 def comparisons_note(rows: Sequence[BaselineComparison]) -> str:
     """What the comparison table tests, in one paragraph."""
     return (
-        f"Each model (B) against the baseline (A), {rows[0].baseline}, on the same items: is B "
+        f"Each model (B) against the baseline (A), {rows[0].baseline}, on the same items (those "
+        "without a natural option order, as each comparison's own verdict and page): is B "
         "more drawn to the published option orders? H0: on every item the two models are "
         "equally drawn to the published order. p: the smallest of three paired tests x 3; "
         f"Holm: adjusted over the {plural(len(rows), 'comparison')} (family-wise error at "
