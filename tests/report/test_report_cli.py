@@ -27,7 +27,16 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert "Which planet is largest?" in html and "not exchangeable" in html
     assert html.count('<svg role="img" class="fig"') == 2 + 3  # rank, gap, 3 scored items
 
-    # without --report the run says how to make one
+    # a re-run with another analysis setting rewrites the report in the folder (it kept
+    # showing the earlier analysis; journey)
+    before = report.stat().st_mtime_ns
+    again = run_cli(*args, "--out", str(out), "--device", "cpu", "--alpha", "0.2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "report.html was in the folder: written again" in again.stderr
+    assert f"report: {report}" in again.stdout and report.stat().st_mtime_ns > before
+    assert "rank p-value ≤ 0.2" in report.read_text(encoding="utf-8")
+    # without one and without --report, the run says how to make it
+    report.unlink()
     again = run_cli(*args, "--out", str(out), "--device", "cpu", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert f"report: contamscope report {out}" in again.stdout

@@ -263,7 +263,6 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
             f"{_flag(other[0])}: a setting of {_CAP_TASK_ONLY[other[0]]}-task CAP runs; this run's "
             f"task is {task}"
         )
-    had_report = (run_dir / "report.html").exists()
     with run_folders_as_written(run_dir):
         if method == "permutation":
             problems = _permutation(run_dir, given, stored)
@@ -272,11 +271,9 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
                 run_dir, given
             )
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
-    if had_report and not report:
-        err_console.print(styled("dim", "", "report.html was in the folder: written again"))
     from .report import report_after_run
 
-    report_after_run(run_dir, write=report or had_report)
+    report_after_run(run_dir, write=report)  # and a report.html already there, redone
     return problems
 
 

@@ -140,6 +140,9 @@ def report_after_run(run_dir: Path, *, write: bool) -> None:
     from ..errors import ContamscopeError
     from ..report import build_report
 
+    if not write and (run_dir / "report.html").is_file():  # it would show the earlier analysis
+        err_console.print(styled("dim", "", "report.html was in the folder: written again"))
+        write = True
     if not write:
         console.print(f"report: contamscope report {run_dir}", highlight=False, soft_wrap=True)
         return
