@@ -143,6 +143,16 @@ def test_validate_trains_scores_and_reports_then_reuses(
     for e in (0, 1, 2):
         timings = json.loads((out / f"epoch-{e}" / "summary.json").read_text())["timings"]
         assert timings["items_scored_now"] == 0 and timings["items_resumed"] == 8
+    # the folder's report shows the results per epoch ("0 of 0 rows" before), and the
+    # leaderboard says why it has no cell (it pointed at that empty report; journey)
+    from contamscope.errors import ConfigError
+    from contamscope.report import build_report
+    from contamscope.report.leaderboard import collect
+
+    html = build_report(out).read_text(encoding="utf-8")
+    assert '"epochs 2.detectors.alg1.fpr"' in html
+    with pytest.raises(ConfigError, match="validate run, it measures the detectors' accuracy"):
+        collect([out])
 
 
 @pytest.mark.parametrize(

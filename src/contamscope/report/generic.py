@@ -14,7 +14,7 @@ from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
 from .rundata import RunData
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "flatten"]
+__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "flatten", "why_unranked"]
 
 TITLE = "Contamination run"
 UNRANKED = "a method with no leaderboard statistic yet (its report has its numbers)"
@@ -59,8 +59,30 @@ def _cell(v: Any) -> Any:
     return clip(v, _TEXT_CHARS) if isinstance(v, str) else v
 
 
+def _numbers(run: RunData) -> dict[str, Any]:
+    """The run's numbers: summary.json's ``statistics``; a validate run's ``results`` (one per
+    epoch, named by it: its report showed "0 of 0 rows"; journey)."""
+    results = run.summary.get("results")
+    if not run.summary.get("statistics") and isinstance(results, list):
+        return {
+            f"epochs {r.get('epochs', i)}" if isinstance(r, dict) else str(i): r
+            for i, r in enumerate(results)
+        }
+    return run.summary.get("statistics") or {}
+
+
+def why_unranked(run: RunData) -> str:
+    """Why the run has no leaderboard cell."""
+    if run.method == "validate":
+        return (
+            "it measures the detectors' accuracy on a model contaminated on purpose, not "
+            "leakage (its report has the numbers; each epoch's run, epoch-N/, its own)"
+        )
+    return UNRANKED
+
+
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
-    stats = flatten(run.summary.get("statistics") or {}, depth=8)
+    stats = flatten(_numbers(run), depth=8)
     stat_rows = [
         [k, v if not isinstance(v, float) else float(f"{v:.6g}")] for k, v in stats.items()
     ]
