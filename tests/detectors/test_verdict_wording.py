@@ -28,3 +28,17 @@ def test_no_flag_needs_no_explaining_and_one_item_is_one() -> None:
     _, some = verdict({"n_items": 3}, _natural(3, 2))
     assert "flags 66.7% of them (2; chance 4.2%), which a clean model's preference" in some
     assert some.endswith("can explain")
+
+
+def test_no_evidence_names_the_level_each_test_must_reach() -> None:
+    """'no evidence ... (smallest p = 0.023)' read as below 5% (journey): the Bonferroni level
+    is said with it."""
+    stats = {
+        "n_items": 20,
+        "alg1": {"p_value": 0.4},
+        "rank": {"p_value": 0.023},
+        "gap": {"p_value": 0.2},
+    }
+    signal, sentence = verdict(stats)
+    assert signal is False
+    assert "(smallest p = 0.023, above the 0.0167 each of the 3 tests must reach)" in sentence

@@ -79,6 +79,28 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
     assert (
         "1 item with a natural option order (numbers in increasing order) is set aside" in sentence
     )
+    # the terminal shows every p-value the verdict reads, and the level they must reach (it
+    # quoted a "smallest p = 0.023" shown nowhere, read as below 5%; journey)
+    import io
+
+    from rich.console import Console
+
+    from contamscope.cli import summary as terminal
+    from contamscope.detectors.verdict import p_text
+
+    buffer = io.StringIO()
+    real, terminal.console = terminal.console, Console(file=buffer, width=300)
+    try:
+        terminal.print_permutation_summary(outcome.summary)
+    finally:
+        terminal.console = real
+    said = " ".join(buffer.getvalue().split())
+    rest = nat["statistics_without"]
+    assert "Without the 1 naturally ordered item (what the verdict tests): Algorithm 1" in said
+    assert f"rank-test count p = {p_text(rest['rank']['p_value'])}" in said
+    assert f"mean-gap test p = {p_text(rest['gap']['p_value'])}" in said
+    if "no evidence" in sentence:
+        assert "above the 0.0167 each of the 3 tests must reach" in sentence
 
 
 def test_detectors_in_worker_processes_give_the_inline_records(

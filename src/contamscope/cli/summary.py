@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ..detectors.verdict import few_items_text, p_text, pct_text, verdict
+from ..detectors.verdict import few_items_text, p_text, pct_text, verdict, verdict_tests
 from ..wording import all_of, plural
 from .common import console, styled
 
@@ -152,10 +152,16 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         rest = natural["statistics_without"]
         if rest.get("n_items"):
             a = rest["alg1"]
+            others = [  # the verdict's other two tests: it quoted their p, shown nowhere (journey)
+                f"{name} p = {p_text(v)}"
+                for name, v in verdict_tests(rest)[0].items()
+                if name != "Algorithm-1 excess" and v is not None
+            ]
             console.print(
-                f"Without the {plural(natural['n_items'], 'naturally ordered item')}: Algorithm 1 "
-                f"{pct_text(a['rate'])} ({a['count']} of {rest['n_items']}; expected under H0 "
-                f"{pct_text(a['null_expected'])}, p = {p_text(a['p_value'])})"
+                f"Without the {plural(natural['n_items'], 'naturally ordered item')} (what the "
+                f"verdict tests): Algorithm 1 {pct_text(a['rate'])} ({a['count']} of "
+                f"{rest['n_items']}; expected under H0 {pct_text(a['null_expected'])}, p = "
+                f"{p_text(a['p_value'])})" + "".join(f"; {x}" for x in others)
             )
     signal, sentence = verdict(stats, natural)
     colour = "yellow" if signal is None else "red" if signal else "green"

@@ -139,9 +139,14 @@ def _verdict(
             f"LEAKAGE SIGNAL: the original option order is favoured beyond chance "
             f"({', '.join(hits)}; each p <= {level:.3g}, 5% overall)"
         )
+    bar = (
+        f", above the {level:.3g} each of the {len(tested)} tests must reach"
+        if len(tested) > 1
+        else ""
+    )  # a p of 0.023 read as below 5% (journey)
     return False, (
         f"no evidence of leakage at 5% overall (smallest p = "
-        f"{p_text(min(tested.values()) if tested else None)}); absence of evidence is not "
+        f"{p_text(min(tested.values()) if tested else None)}{bar}); absence of evidence is not "
         "proof of absence"
     )
 
