@@ -27,7 +27,6 @@ from .permutation import (
     DTYPE_OPT,
     FIELDS_OPT,
     FORMAT_OPT,
-    LIMIT_OPT,
     MAX_EXHAUSTIVE_OPT,
     MC_ORDERS_OPT,
     SAMPLE_OPT,
@@ -62,7 +61,9 @@ def command(
     fields: str | None = FIELDS_OPT,
     split: str | None = SPLIT_OPT,
     subjects: str | None = SUBJECTS_OPT,
-    limit: int | None = LIMIT_OPT,
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="Only the first N items (what a run's --limit scores)."
+    ),
     sample: int | None = SAMPLE_OPT,
     seed: int = SEED_OPT,
     template: str = TEMPLATE_OPT,

@@ -204,7 +204,9 @@ def command(
         help=MODEL_OPTIONS_HELP,
     ),
     cache_dir: Path | None = typer.Option(
-        None, "--cache-dir", help="Score cache folder (default: user cache dir)."
+        None,
+        "--cache-dir",
+        help="Score cache folder (default: $CONTAMSCOPE_CACHE_DIR, else the user cache dir).",
     ),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not read or write the score cache."

@@ -131,7 +131,7 @@ def command(
     ),
     split: str | None = typer.Option(None, "--split", help="Sub-folder of a benchmark folder."),
     subjects: str | None = typer.Option(
-        None, "--subjects", help="Comma-separated subjects to keep."
+        None, "--subjects", help="permutation: comma-separated subjects to keep."
     ),
     template: str = typer.Option(
         "paper", "--template", help=f"permutation and membership: {TEMPLATE_HELP}"

@@ -29,12 +29,26 @@ def pcr_matrix(
                 cols.append(split)
     values: list[list[float]] = []
     for s in summaries:
-        rows.append(f"{s['model'].get('spec', '?')} | {Path(s['benchmark']['source']).name}")
+        rows.append(f"{s['model'].get('spec', '?')} | {_bench_label(s['benchmark']['source'])}")
         stats = s["statistics"].get(reader, {}).get("splits", {})
         values.append(
             [v if (v := stats.get(c, {}).get("pcr")) is not None else math.nan for c in cols]
         )
     return rows, cols, values
+
+
+def _bench_label(source: str) -> str:
+    """A benchmark's name in a row label: its file or folder, with the folder above a generic
+    one (``fineval/data``: CAP's published layout read as "data"; journey).
+
+    >>> _bench_label("../shared/benchdata/cap/fineval/data"), _bench_label("x/fe")
+    ('fineval/data', 'fe')
+    """
+    from .leaderboard import _GENERIC_NAMES
+
+    path = Path(source)
+    generic = path.name.split(".")[0].lower() in _GENERIC_NAMES and path.parent.name
+    return f"{path.parent.name}/{path.name}" if generic else path.name
 
 
 def plot_pcr_heatmap(
