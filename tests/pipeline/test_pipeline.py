@@ -101,6 +101,17 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
     assert f"mean-gap test p = {p_text(rest['gap']['p_value'])}" in said
     if "no evidence" in sentence:
         assert "above the 0.0167 each of the 3 tests must reach" in sentence
+    # at a level no item's rank p-value can reach, the rank row's 0% is said to be forced
+    assert "the rank test cannot flag" not in said
+    low = dict(outcome.summary, statistics=dict(outcome.summary["statistics"], alpha=0.01))
+    buffer = io.StringIO()
+    real, terminal.console = terminal.console, Console(file=buffer, width=300)
+    try:
+        terminal.print_permutation_summary(low)
+    finally:
+        terminal.console = real
+    said = " ".join(buffer.getvalue().split())
+    assert "--alpha 0.01 is below the smallest rank p-value any item here can have (1/24" in said
 
 
 def test_detectors_in_worker_processes_give_the_inline_records(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.table import Table
@@ -107,6 +108,18 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             p_text(d["anchored_p_value"]),
         )
     console.print(t)
+    floor = _rank_floor(summary)
+    if floor is not None and float(stats.get("alpha", 0.05)) < floor[0]:  # silent 0% (journey)
+        console.print(
+            styled(
+                "yellow",
+                "note:",
+                f" --alpha {float(stats['alpha']):g} is below the smallest rank p-value any item "
+                f"here can have (1/{floor[1]:,} = {floor[0]:.3g}, the original order being the "
+                "best of all its scored orders): the rank test cannot flag an item at this level",
+            ),
+            soft_wrap=True,
+        )
     if g.get("null_range"):
         console.print(
             styled(
@@ -180,6 +193,21 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"{tm['scores_from_cache']} scores from cache",
             )
         )
+
+
+def _rank_floor(summary: dict[str, Any]) -> tuple[float, int] | None:
+    """(smallest per-item rank p-value any analysed item can have, its number of scored
+    orders): 1 over the most orders an item has (k! up to --max-exhaustive options, else the
+    Monte Carlo orders plus the original); None when unknown."""
+    config = summary.get("config") or {}
+    sizes = [int(k) for k in (summary["counts"].get("options_histogram") or {})]
+    if not sizes:
+        return None
+    cap = int(config.get("max_exhaustive", 6))
+    orders = max(
+        math.factorial(k) if k <= cap else int(config.get("mc_orders", 719)) + 1 for k in sizes
+    )
+    return 1 / orders, orders
 
 
 def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
