@@ -380,6 +380,12 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
         assert summary["reference_run"]["run"] == str(ref.resolve())
         measured = [d["reference"] for d in summary["statistics"]["alg2"].values()]
         assert measured and all(m["reference_n"] == 6 for m in measured)
+        # the sweep says it per model (it was in each pair's summary only; journey)
+        model, r = summary["model"]["spec"], measured[0]
+        assert (
+            f"Algorithm 2's false-positive rate on {model}'s clean reference items: delta "
+            f"{next(iter(summary['statistics']['alg2']))}: {r['reference_count']} of 6 ("
+        ) in " ".join(res.stdout.split())
     assert "clean_test" not in (out / "leaderboard.md").read_text(encoding="utf-8")
     again = _sweep(two_models, [bench], out)
     assert again.returncode == 0, again.stderr

@@ -446,6 +446,7 @@ def run(**kw: Any) -> None:
         compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
     if finished:
         _leaderboard(finished, out, failed, compared)
+        _say_reference_rates([j for j in jobs if j.run_dir in set(finished)])
     else:  # an earlier sweep's board would stand for this one's pairs, none of which finished
         stale = [p for p in (out / "leaderboard.md", out / "leaderboard.html") if p.exists()]
         for p in stale:
@@ -474,6 +475,37 @@ def run(**kw: Any) -> None:
         raise SystemExit(EXIT_USER_ERROR)
     if any("rows skipped" in s for s in status.values()):
         raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _say_reference_rates(pairs: list[Job]) -> None:
+    """Each model's Algorithm 2 false-positive rate measured on its clean reference items (the
+    same for all its pairs: one reference run per model); it was in each pair's summary only,
+    shown nowhere by the sweep (journey)."""
+    from ..detectors.verdict import pct_text
+
+    lines: dict[str, str] = {}
+    for j in pairs:
+        if j.model in lines:
+            continue
+        try:
+            summary = json.loads((j.run_dir / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        rates = [
+            f"delta {delta}: {r['reference_count']} of {r['reference_n']} "
+            f"({pct_text(r['reference_rate'])}, 95% CI {pct_text(r['reference_ci'][0])}-"
+            f"{pct_text(r['reference_ci'][1])})"
+            for delta, d in ((summary.get("statistics") or {}).get("alg2") or {}).items()
+            if isinstance(r := d.get("reference"), dict) and r.get("reference_ci")
+        ]
+        if rates:
+            lines[j.model] = "; ".join(rates)
+    for model, text in lines.items():
+        console.print(
+            f"Algorithm 2's false-positive rate on {model}'s clean reference items: {text}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _reference_plan(kw: dict[str, Any], models: list[str], benchmarks: list[str]) -> dict[str, Job]:
