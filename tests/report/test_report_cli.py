@@ -35,6 +35,8 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert "report.html was in the folder: written again" in again.stderr
     assert f"report: {report}" in again.stdout and report.stat().st_mtime_ns > before
     assert "rank p-value ≤ 0.2" in report.read_text(encoding="utf-8")
+    # its date is the analysis's, said as such ("run created" was the last re-analysis's)
+    assert "(analysis of 20" in report.read_text(encoding="utf-8")
     # without one and without --report, the run says how to make it
     report.unlink()
     again = run_cli(*args, "--out", str(out), "--device", "cpu", cwd=tmp_path)

@@ -48,7 +48,8 @@ def build_report(
     title = f"{mod.TITLE}: {run.model} on {run.benchmark}"
     created = run.summary.get("created") or "?"
     subtitle = (
-        f"contamscope report of <code>{esc(run.path)}</code> (run created {esc(created)}). "
+        f"contamscope report of <code>{esc(run.path)}</code> (analysis of {esc(created)}: a "
+        "re-run or reanalyse writes it anew). "
         "Has this model seen this benchmark's test set?"
     )
     if not run.items_path.exists():
