@@ -553,6 +553,7 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
     # at most 9 inches wide: a wider figure is shrunk to the page and its text with it
     wide = min(9.0, max(5.0, 1.3 * len(benches) * max(1, len(models)) ** 0.5 + 2))
     with figure(wide, 3.8) as (fig, ax):
+        missing_ci = 0
         for j, m in enumerate(models):
             xs, ys, lo, hi = [], [], [], []
             for b_i, b in enumerate(benches):
@@ -565,6 +566,7 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
                 ys.append(v)
                 lo.append(max(0.0, v - ci[0] * scale) if ci else 0.0)
                 hi.append(max(0.0, ci[1] * scale - v) if ci else 0.0)
+                missing_ci += not ci
             place = everyone.index(m)
             colour = OKABE_ITO[place % len(OKABE_ITO)]
             hatch = ["", "//", "..", "xx"][(place // len(OKABE_ITO)) % 4]
@@ -581,12 +583,15 @@ def _bar_chart(entries: Sequence[LeaderboardEntry], method: str) -> str:
         stat = rows[0].estimate.statistic if rows else method
         ax.set_ylabel(f"{stat}" + (" (pp)" if percent else ""), fontsize=9)
         ax.set_xlabel("benchmark")
-        ax.set_title(f"{stat} (95% CI)", fontsize=10)  # the statistic names its method
-        if len(models) > 3:  # beside the axes: inside, it covered the bars
-            ax.legend(fontsize=8, title="model", title_fontsize=8, loc="upper left",
-                      bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # fmt: skip
-        else:
-            ax.legend(fontsize=8, title="model", title_fontsize=8)
+        # the statistic names its method; a bar without an interval (too few items) is said,
+        # not drawn under a "(95% CI)" title (journey)
+        bars = (
+            "95% CI" if not missing_ci else "95% CI where defined; bars without one: too few items"
+        )
+        ax.set_title(f"{stat} ({bars})", fontsize=10)
+        # beside the axes: inside, it covered bars and whiskers
+        ax.legend(fontsize=8, title="model", title_fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # fmt: skip
         return to_svg(fig, f"{method} leaderboard bar chart")
 
 
