@@ -65,9 +65,6 @@ _OPTIONS = {
     ),
     "benbench": ("rouge_threshold", "edit_threshold", "inclusive", "bootstrap", "seed"),
 }  # fmt: skip
-_CAP_TASK_ONLY = {"similarity_threshold": "summary", "mcq_metric": "mcq"}
-"""CAP options that one task reads (the cap command says the others ignore them)."""
-
 _FLAGS = {
     "fdr": "--fdr/--no-fdr",
     "include_unmodified": "--include-unmodified/--exclude-unmodified",
@@ -256,13 +253,16 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     if wrong:
         own = ", ".join(_flag(k) for k in _OPTIONS[method])
         raise ConfigError(f"{_flag(wrong[0])}: not a setting of a {method} run (its own: {own})")
-    task = ((stored.get("config") or {}).get("task")) if method == "cap" else None
-    other = [k for k, t in _CAP_TASK_ONLY.items() if given.get(k) is not None and task != t]
-    if task is not None and other:  # re-analysed without a word (QA)
-        raise ConfigError(
-            f"{_flag(other[0])}: a setting of {_CAP_TASK_ONLY[other[0]]}-task CAP runs; this run's "
-            f"task is {task}"
-        )
+    if method == "cap":  # another task's option was re-analysed without a word (QA)
+        from .cap import _TASK_ONLY  # the options the cap command says other tasks ignore
+
+        task = (stored.get("config") or {}).get("task")
+        for flag, reader in _TASK_ONLY.items():
+            key = flag.lstrip("-").replace("-", "_")
+            if given.get(key) is not None and task is not None and reader != task:
+                raise ConfigError(
+                    f"{_flag(key)}: a setting of {reader}-task CAP runs; this run's task is {task}"
+                )
     with run_folders_as_written(run_dir):
         if method == "permutation":
             problems = _permutation(run_dir, given, stored)

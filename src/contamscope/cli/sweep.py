@@ -692,7 +692,7 @@ def _compare_with_baseline(
     rows (the board lists and prints them)."""
     from ..detectors.cap import holm
     from ..paths import write_text_atomic
-    from ..pipeline.compare import compare_runs
+    from ..pipeline.compare import compare_runs, verdict_statistics
     from ..report.compare import write_compare
     from ..report.leaderboard import BaselineComparison, comparisons_markdown, comparisons_note
 
@@ -716,7 +716,7 @@ def _compare_with_baseline(
         return []
     # the verdict's tests: on the items without a natural option order, as the compare page
     # (the table tested all paired items and gave another p than its own linked page; journey)
-    tested = [r.get("without_natural") or r["statistics"] for _, r in done]
+    tested = [verdict_statistics(r) for _, r in done]
     adjusted = holm([st["p_value"] for st in tested])
     rows = []
     for (j, r), st, p_holm in zip(done, tested, adjusted, strict=True):

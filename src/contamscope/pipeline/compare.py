@@ -276,7 +276,9 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
         },
         # on the items a single run's verdict tests: a natural option order (a truth-table
         # block, sorted numbers) draws a clean model too, and two models differ in how much
-        "verdict": compare_verdict(tested or stats, a.model, b.model, len(pairs) - len(without)),
+        "verdict": compare_verdict(  # the statistics verdict_statistics() names
+            tested or stats, a.model, b.model, len(pairs) - len(without)
+        ),
         "paired_items": [
             {
                 "id": p.id,
@@ -292,6 +294,12 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
             for p in pairs
         ],
     }
+
+
+def verdict_statistics(result: dict[str, Any]) -> dict[str, Any]:
+    """The paired statistics a permutation comparison's verdict read (:func:`compare_runs`):
+    on the items without a natural option order where some were set aside, else on all."""
+    return result.get("without_natural") or result["statistics"]
 
 
 def paired_verdict(

@@ -94,16 +94,15 @@ class PermutationConfig:
         if self.ties not in get_args(TiesMode):
             raise ConfigError(f"--ties {self.ties!r}: expected one of {get_args(TiesMode)}")
         if self.deltas is not None:
+            wrong = ConfigError(
+                f"--deltas {self.deltas!r}: expected a sequence of numbers, e.g. (-0.2,)"
+            )
             if isinstance(self.deltas, int | float | str | bytes):  # a string: one per character
-                raise ConfigError(
-                    f"--deltas {self.deltas!r}: expected a sequence of numbers, e.g. (-0.2,)"
-                )
+                raise wrong
             try:
                 object.__setattr__(self, "deltas", tuple(float(d) for d in self.deltas))
             except (TypeError, ValueError):
-                raise ConfigError(
-                    f"--deltas {self.deltas!r}: expected a sequence of numbers, e.g. (-0.2,)"
-                ) from None
+                raise wrong from None
             if not self.deltas or not all(math.isfinite(d) for d in self.deltas):
                 raise ConfigError(
                     f"--deltas {self.deltas!r}: expected one or more finite numbers, e.g. (-0.2,)"

@@ -520,17 +520,10 @@ class ScoreCache:
                     added[table] += self._db.total_changes - before
                     total += len(chunk)
                     setups.update(row[1] for row in chunk)
-            names = (
-                [  # none in a read-only cache written before the table existed
-                    row
-                    for chunk in read(
-                        f"SELECT fingerprint, spec, detail, last_used FROM models{where}"
-                    )
-                    for row in chunk
-                ]
-                if source._has_table("models")
-                else []
-            )
+            names: list[Any] = []  # none in a read-only cache written before the table existed
+            if source._has_table("models"):
+                sql = f"SELECT fingerprint, spec, detail, last_used FROM models{where}"
+                names = [row for chunk in read(sql) for row in chunk]
             # a name is copied only where this cache has none: its own last use stays
             self._db.executemany("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", names)
             if source._has_table("model_specs"):
