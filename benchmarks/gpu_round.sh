@@ -8,7 +8,8 @@
 # checkout's src/ to time side by side (the baseline, stage old); STAGES: a comma list of tests,
 # eager (fused kernels off), profile (the defaults: fused), speed, accuracy, pipeline (the
 # permutation pipeline against the engine, pipeline_gap.py), old, alloc (default:
-# tests,eager,profile,speed), each its own process, in the order given. Logs go to $OUT (or
+# tests,eager,profile,speed), each its own process, in the order given; PIPELINE_WORKERS: the
+# pipeline stage's detector worker counts (comma list, "default"). Logs go to $OUT (or
 # ./gpu_round_out), with TRACE=1 a trace of the profiled call. EXTRA_PATH: a folder of packages
 # the machine lacks (added to PYTHONPATH).
 set -u
@@ -46,7 +47,8 @@ run_profile() {
 run_pipeline() {
     echo "== pipeline_gap: the permutation pipeline against the engine, same model and items"
     CONTAMSCOPE_CACHE_DIR=${CONTAMSCOPE_CACHE_DIR:-/tmp/contamscope-cache} PYTHONPATH=src$X \
-        timeout 200 $PY benchmarks/pipeline_gap.py $model --items 1024 2>&1 | tee "$OUT/pipeline.log"
+        timeout 260 $PY benchmarks/pipeline_gap.py $model --items 1024 \
+        --detector-workers "${PIPELINE_WORKERS:-default}" 2>&1 | tee "$OUT/pipeline.log"
 }
 run_old() {
     [[ -n "$OLD" ]] || return 0
@@ -80,4 +82,4 @@ for s in ${STAGES//,/ }; do
     "run_$s"
 done
 echo "== summary"
-grep -h "passed\|failed\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log
+grep -h "passed\|failed\|detectors:\|main thread\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log

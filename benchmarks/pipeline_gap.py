@@ -8,12 +8,17 @@ One process, one loaded model, the same sampled MMLU items, timed four ways:
    items (the pipeline's default: 256 where the model computes off this CPU, else 32), back to
    back. This adds each call's start (planning its first chunk before the model has work) and
    end (waiting for its last read);
-3. **the pipeline**: ``run_permutation`` into a fresh run folder with no score cache, the
-   detectors in their worker processes and the records written. This adds the pipeline's
-   own work and whatever of it does not overlap the scoring;
+3. **the pipeline**: ``run_permutation`` into a fresh run folder with no score cache and an
+   empty user cache (a first run: the benchmark's convention table is computed), the
+   detectors in their worker processes and the records written, once for each
+   ``--detector-workers`` setting (``Ncold``: N workers started on demand by the first jobs,
+   as before the pool started them at once). This adds the pipeline's own work and whatever of it does
+   not overlap the scoring;
 4. **engine, one call** again, to show how far the machine's speed drifted over the run.
 
-It prints items/s for each and splits the pipeline's time into those parts. On a GPU, part 2's
+It prints items/s for each and splits the pipeline's time into those parts, and first what the
+detectors cost alone: which Algorithm 2 path this machine's scikit-learn allows
+(``iforest.available``) and the detectors' ms an item, inline, on the engine's scores. On a GPU, part 2's
 share is the device idle between calls; on a CPU the host is the device, so nothing can
 overlap and the parts add up.
 
@@ -25,21 +30,35 @@ overlap and the parts add up.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_profile import timed_calls  # noqa: E402
 from permutation_speed import BENCHDATA, add_model_args, engine_backend  # noqa: E402
 
+from contamscope.backends.base import ScoreRequest, ScoreResult  # noqa: E402
 from contamscope.data import load_benchmark  # noqa: E402
-from contamscope.pipeline import PermutationConfig, run_permutation, select_items  # noqa: E402
-from contamscope.pipeline.permutation import _plan_batch  # noqa: E402
+from contamscope.data.items import MCQItem  # noqa: E402
+from contamscope.detectors import Algorithm1, Algorithm2, iforest  # noqa: E402
+from contamscope.pipeline import (  # noqa: E402
+    PermutationConfig,
+    permutation,  # noqa: E402
+    run_permutation,
+    select_items,
+)
+from contamscope.pipeline.permutation import _plan_batch, _records_of  # noqa: E402
 from contamscope.store import CachedScorer  # noqa: E402
+from contamscope.workers import SpawnPool  # noqa: E402
 
 
 def main() -> int:
@@ -50,7 +69,11 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=64, help="MMLU items, sampled across subjects")
     ap.add_argument("--benchdata", type=Path, default=BENCHDATA)
     ap.add_argument("--batch-items", type=int, help="items per call (default: the pipeline's)")
-    ap.add_argument("--detector-workers", type=int, help="default: the pipeline's")
+    ap.add_argument(
+        "--detector-workers",
+        default="default",
+        help="comma list of worker counts, one pipeline run each ('default': the pipeline's)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if not (args.benchdata / "mmlu").is_dir():
@@ -60,9 +83,8 @@ def main() -> int:
     items = select_items(loaded.items, sample=args.items, seed=args.seed)
     offloaded = not backend.computes_on_local_cpu
     batch = args.batch_items or (256 if offloaded else 32)
-    config = PermutationConfig(
-        template="paper", batch_items=batch, detector_workers=args.detector_workers
-    )
+    settings = [parse_workers(w) for w in args.detector_workers.split(",")]
+    config = PermutationConfig(template="paper", batch_items=batch)
     calls = [
         _plan_batch(items[s : s + batch], config).requests for s in range(0, len(items), batch)
     ]
@@ -76,34 +98,162 @@ def main() -> int:
     backend.score(every)
     for reqs in calls:
         backend.score(reqs)
+    detectors_alone(calls[0], backend.score(calls[0]), items[:batch], config)
     one = timed_calls(lambda: backend.score(every), backend, 1)
     per_call = timed_calls(lambda: [backend.score(reqs) for reqs in calls], backend, 1)
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        outcome = run_permutation(
-            loaded, items, CachedScorer(backend, None), Path(tmp) / "run", config
-        )
-        whole = time.perf_counter() - t0
-    scoring = outcome.summary["timings"]["scoring_seconds"]
-    again = timed_calls(lambda: backend.score(every), backend, 1)
     n = len(items)
-    rows = [
-        ("engine, one call", one),
-        (f"engine, {len(calls)} calls of {batch} items", per_call),
-        ("pipeline, its scoring loop (summary's scoring_seconds)", scoring),
-        ("pipeline, whole run_permutation call", whole),
-        ("engine, one call, again", again),
-    ]
+    rows = [("engine, one call", one), (f"engine, {len(calls)} calls of {batch} items", per_call)]
+    loops = []
+    for workers, cold in settings:
+        with tempfile.TemporaryDirectory() as tmp, cold_pool(cold):
+            # an empty user cache: a first run on this benchmark, its convention table computed
+            os.environ["CONTAMSCOPE_CACHE_DIR"] = str(Path(tmp) / "cache")
+            run_config = dataclasses.replace(config, detector_workers=workers)
+            t0 = time.perf_counter()
+            with main_thread_parts() as parts:
+                outcome = run_permutation(
+                    loaded, items, CachedScorer(backend, None), Path(tmp) / "run", run_config
+                )
+            whole = time.perf_counter() - t0
+        timings = outcome.summary["timings"]
+        scoring = timings["scoring_seconds"]
+        w = timings["detector_workers"]
+        label = f"pipeline ({w} detector worker{'' if w == 1 else 's'}{', cold' if cold else ''})"
+        rows += [(f"{label}, scoring loop", scoring), (f"{label}, whole call", whole)]
+        loops.append((label, scoring))
+        print(
+            f"{label}, main thread: " + ", ".join(f"{name} {t:.2f} s" for name, t in parts.items()),
+            flush=True,
+        )
+    again = timed_calls(lambda: backend.score(every), backend, 1)
+    rows.append(("engine, one call, again", again))
     for name, t in rows:
         print(f"{name:58s} {t:8.2f} s  {n / t:8.1f} items/s")
     base = statistics.mean([one, again])
-    print(
-        f"of the pipeline's scoring loop ({scoring:.2f} s): engine at its best "
-        f"{100 * base / scoring:.0f}%, calls' starts and ends {100 * (per_call - base) / scoring:.0f}%, "
-        f"the pipeline's own work {100 * (scoring - per_call) / scoring:.0f}%; "
-        f"drift between the two one-call timings {100 * (again - one) / one:+.0f}%"
-    )
+    for label, scoring in loops:
+        print(
+            f"{label}: of its scoring loop ({scoring:.2f} s), engine at its best "
+            f"{100 * base / scoring:.0f}%, calls' starts and ends "
+            f"{100 * (per_call - base) / scoring:.0f}%, the pipeline's own work "
+            f"{100 * (scoring - per_call) / scoring:.0f}%"
+        )
+    print(f"drift between the two one-call timings {100 * (again - one) / one:+.0f}%")
     return 0
+
+
+def parse_workers(text: str) -> tuple[int | None, bool]:
+    """``default``, ``N``, or ``Ncold``: N detector processes started on demand by the first
+    jobs, as before the pool started its workers at once (and without their warm-up)."""
+    cold = text.endswith("cold")
+    count = text.removesuffix("cold")
+    return (None if count == "default" else int(count)), cold
+
+
+@contextlib.contextmanager
+def cold_pool(cold: bool) -> Iterator[None]:
+    """While it is open, with ``cold``: the pipeline's detector pool starts its workers on
+    demand, each loading the detectors in its first job."""
+    if not cold:
+        yield
+        return
+    original = permutation._detector_pool
+
+    @contextlib.contextmanager
+    def on_demand(workers: int) -> Iterator[SpawnPool | None]:
+        if workers <= 0:
+            yield None
+            return
+        with SpawnPool(workers) as pool:
+            yield pool
+
+    permutation._detector_pool = on_demand  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        permutation._detector_pool = original  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def main_thread_parts() -> Iterator[dict[str, float]]:
+    """Seconds the pipeline's own thread spends planning batches, in the scorer, handing the
+    detectors their jobs (running them, without workers) and writing a batch's records (which
+    waits for its detectors), timed by wrapping them."""
+    parts = {
+        "planning": 0.0,
+        "scoring": 0.0,
+        "detectors submitted (inline: run)": 0.0,
+        "records (waiting for detectors)": 0.0,
+    }
+    originals = (
+        permutation._plan_batch,
+        CachedScorer.score,
+        permutation._Finished.write,
+        permutation._submit,
+    )
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[name] += time.perf_counter() - t0
+
+        return wrapper
+
+    permutation._plan_batch = timed("planning", originals[0])  # type: ignore[assignment]
+    CachedScorer.score = timed("scoring", originals[1])  # type: ignore[method-assign]
+    permutation._Finished.write = timed(  # type: ignore[method-assign]
+        "records (waiting for detectors)", originals[2]
+    )
+    permutation._submit = timed("detectors submitted (inline: run)", originals[3])  # type: ignore[assignment]
+    try:
+        yield parts
+    finally:
+        permutation._plan_batch = originals[0]  # type: ignore[assignment]
+        CachedScorer.score = originals[1]  # type: ignore[method-assign]
+        permutation._Finished.write = originals[2]  # type: ignore[method-assign]
+        permutation._submit = originals[3]  # type: ignore[assignment]
+
+
+def detectors_alone(
+    requests: list[ScoreRequest],
+    results: list[ScoreResult],
+    items: list[MCQItem],
+    config: PermutationConfig,
+) -> None:
+    """The detectors' cost on their own: Algorithm 2's path here and ms an item, inline."""
+    import sklearn
+
+    t0 = time.perf_counter()
+    direct = iforest.available()
+    probe = time.perf_counter() - t0
+    planned = _plan_batch(items, config)
+    assert [(r.prefix, r.continuation) for r in planned.requests] == [
+        (r.prefix, r.continuation) for r in requests
+    ]
+    jobs = [
+        (
+            p.item,
+            Algorithm1(),
+            Algorithm2(),
+            p.prefix,
+            p.orders,
+            p.continuations,
+            results[p.start : p.start + len(p.continuations)],
+        )
+        for p in planned.items
+    ]
+    t0 = time.perf_counter()
+    _records_of(jobs)
+    per_item = (time.perf_counter() - t0) / max(1, len(jobs))
+    print(
+        f"detectors: scikit-learn {sklearn.__version__}, Algorithm 2 "
+        f"{'direct trees' if direct else 'IsolationForest (the direct path is off here)'} "
+        f"(checked in {probe:.2f} s); {1000 * per_item:.2f} ms an item inline "
+        f"({len(jobs)} items), os.cpu_count() {os.cpu_count()}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

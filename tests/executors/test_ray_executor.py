@@ -62,6 +62,8 @@ def test_ray_scan_equals_local_and_streams_into_cache(
             f"hf:{tiny_model_path}", device="cpu", dtype="float32", options=OPTS, cache=cache
         )
         assert scorer.backend.capabilities.prompt_logprobs
+        # the detectors' default processes scale with the model copies scoring at once
+        assert scorer.backend.parallel_scorers == 2
         got = _permutation(scorer, bench, tmp_path / "run")
         stats = ex.pools[0].stats  # type: ignore[attr-defined]
         assert len({w.pid for w in ex.pools[0].workers}) == 2  # type: ignore[attr-defined]

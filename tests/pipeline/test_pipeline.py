@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from contamscope.data import load_benchmark
+from contamscope.detectors import iforest
 from contamscope.pipeline import PermutationConfig, run_permutation
 from contamscope.store import CachedScorer, RunDir
 
@@ -115,18 +116,22 @@ def test_naturally_ordered_items_are_set_aside_in_the_verdict(tmp_path: Path, ti
 
 
 def test_detectors_in_worker_processes_give_the_inline_records(
-    tmp_path: Path, tiny_backend
+    tmp_path: Path, tiny_backend, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     """Detectors run in spawned worker processes while the next batch is scored (the GPU
-    default) and write exactly the records of the inline run, in item order."""
+    default) and write exactly the records of the inline run, in item order; the benchmark's
+    convention table, computed in a worker meanwhile, is the one computed inline."""
     bench = tmp_path / "mix_test.csv"
     bench.write_text(ROWS + NATURAL_ROWS, encoding="utf-8")
     loaded = load_benchmark(str(bench))
     runs = {}
+    tables = {}
     for workers in (0, 2):
         out = tmp_path / f"w{workers}"
         seen: list[int] = []
-        run_permutation(
+        # each run its own empty user cache: neither reads the other's convention table
+        monkeypatch.setenv("CONTAMSCOPE_CACHE_DIR", str(tmp_path / f"cache{workers}"))
+        outcome = run_permutation(
             loaded,
             loaded.items,
             CachedScorer(tiny_backend, None),
@@ -136,8 +141,27 @@ def test_detectors_in_worker_processes_give_the_inline_records(
         )
         assert seen == [2, 2, 1]
         runs[workers] = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+        tables[workers] = outcome.summary["natural_order"]["conventions"]
+        assert list((tmp_path / f"cache{workers}" / "conventions").glob("*.json"))
     assert [r["id"] for r in runs[2]] == [it.id for it in loaded.items]
     assert runs[2] == runs[0]
+    assert tables[2] == tables[0] and tables[0]["conventions"]
+
+
+def test_a_failed_convention_worker_leaves_the_table_to_the_run(tmp_path: Path) -> None:
+    """Where the worker computing the convention table fails (a broken pool), the run computes
+    it itself: the summary is the same."""
+    from concurrent.futures import Future
+
+    from contamscope.pipeline.permutation import _conventions_result, convention_summary
+
+    bench = tmp_path / "mix_test.csv"
+    bench.write_text(ROWS + NATURAL_ROWS, encoding="utf-8")
+    items = load_benchmark(str(bench)).items
+    failed: Future[object] = Future()
+    failed.set_exception(RuntimeError("a worker died"))
+    assert _conventions_result(failed, items) == convention_summary(items)
+    assert _conventions_result(None, items) is None
 
 
 def test_detector_processes_only_when_the_model_leaves_the_cpu_free(
@@ -172,10 +196,34 @@ def test_detector_processes_only_when_the_model_leaves_the_cpu_free(
         )
         used[name] = {k: outcome.summary["timings"][k] for k in ("batch_items", "detector_workers")}
     assert used["cpu"] == {"batch_items": 32, "detector_workers": 0}
+    # Algorithm 2's direct trees (about 5 ms an item) need few processes to keep up
+    assert iforest.available()
     assert used["served"] == {
         "batch_items": 256,
-        "detector_workers": min(16, (os.cpu_count() or 1) - 1),
+        "detector_workers": min(4, (os.cpu_count() or 1) - 1),
     }
+
+
+def test_detector_processes_default_to_the_spare_cores_for_the_estimator(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Where Algorithm 2 falls back on scikit-learn's IsolationForest (about 0.1 s an item),
+    the default is one detector process per spare core, at most 16; with its direct trees, 4
+    a model copy; never above the spare cores."""
+    from contamscope.pipeline.permutation import default_detector_workers
+
+    monkeypatch.setattr(iforest, "available", lambda: False)
+    for cores, expected in ((32, 16), (16, 15), (2, 1), (1, 0)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_detector_workers() == expected
+        assert default_detector_workers(scorers=8) == expected
+    monkeypatch.setattr(iforest, "available", lambda: True)
+    for cores, expected in ((32, 4), (16, 4), (3, 2), (1, 0)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_detector_workers() == expected
+    # 4 a model copy (Ray workers scoring at once), at most 16 and the spare cores
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert [default_detector_workers(n) for n in (1, 2, 3, 4, 8)] == [4, 8, 12, 16, 16]
+    monkeypatch.setattr(os, "cpu_count", lambda: 10)
+    assert default_detector_workers(3) == 9
 
 
 def test_interrupt_in_the_inline_detectors_keeps_the_finished_batch(

@@ -206,6 +206,12 @@ class Backend(ABC):
         free for other work (a served model or a GPU leaves them free)."""
         return False
 
+    @property
+    def parallel_scorers(self) -> int:
+        """Model copies that score this backend's calls at once (Ray workers; 1 otherwise):
+        the detectors beside them keep up with that many."""
+        return 1
+
     def require(
         self,
         *,

@@ -230,7 +230,8 @@ def command(
         "--detector-workers",
         min=0,
         help="Processes running the per-item detectors while the next batch is scored; 0: "
-        "inline (default: inline on CPU, one per spare core with a GPU or served model).",
+        "inline (default: inline on CPU; with a GPU or served model 4 per model copy, at most "
+        "16 and the spare cores).",
     ),
     report: bool = REPORT_OPT,
     executor: str = EXECUTOR_OPT,

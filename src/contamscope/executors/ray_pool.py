@@ -266,6 +266,10 @@ class RemoteBackend(Backend):
     def computes_on_local_cpu(self) -> bool:
         return self._local_cpu
 
+    @property
+    def parallel_scorers(self) -> int:
+        return max(1, len(self._pool.workers))
+
     def fingerprint(self) -> str:
         return str(self._fingerprint)
 

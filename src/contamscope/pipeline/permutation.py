@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
@@ -80,9 +81,9 @@ class PermutationConfig:
     """Items scored per backend call (results are saved after each batch); None: 32, or 256
     when the model runs on a GPU (larger calls keep the device busy)."""
     detector_workers: int | None = None
-    """Processes that run the per-item detectors (Algorithm 2's IsolationForest costs 0.1-0.2 s
-    an item) while the next batch is scored; 0 runs them inline. None: inline when the model
-    runs on this machine's CPU, else one per spare core (at most 16)."""
+    """Processes that run the per-item detectors while the next batch is scored; 0 runs them
+    inline. None: inline when the model runs on this machine's CPU, else
+    :func:`default_detector_workers`."""
 
     def __post_init__(self) -> None:
         from ..detectors.permutation import TiesMode
@@ -316,13 +317,48 @@ def _records_of(jobs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [_record(*job) for job in jobs]
 
 
+DIRECT_DETECTOR_WORKERS = 4
+"""Detector processes per model copy where Algorithm 2 builds its trees directly (about 5 ms
+an item): beside one H100 (a 16-core host) 4 kept up with the engine and were faster than 2
+or 15 (docs/performance.md, "The pipeline beyond the engine")."""
+
+
+def default_detector_workers(scorers: int = 1) -> int:
+    """Detector processes for a model that computes elsewhere (a GPU, a server; ``scorers``
+    copies of it at once, as Ray workers): 4 a copy where Algorithm 2 builds its trees
+    directly (:func:`~contamscope.detectors.iforest.available`, checked once per process),
+    else one per spare core (scikit-learn's ``IsolationForest`` costs about 0.1 s an item);
+    at most 16 and never more than the spare cores."""
+    from ..detectors import iforest
+
+    spare = (os.cpu_count() or 1) - 1
+    wanted = DIRECT_DETECTOR_WORKERS * max(1, scorers) if iforest.available() else 16
+    return min(wanted, 16, spare)
+
+
+def _load_detectors() -> None:
+    """A detector worker's start: import the detectors and check Algorithm 2's direct path
+    now, while the first batch is scored, rather than in its first job."""
+    with contextlib.suppress(Exception):  # its first job meets the same failure and says so
+        from ..detectors import iforest
+
+        iforest.available()
+
+
+def _ready() -> None:
+    """A task that does nothing: submitting one starts a worker."""
+
+
 @contextlib.contextmanager
 def _detector_pool(workers: int) -> Iterator[SpawnPool | None]:
-    """Worker processes for the detectors, or None to run them inline."""
+    """Worker processes for the detectors, all started (and loading the detectors) at once,
+    or None to run them inline."""
     if workers <= 0:
         yield None
         return
-    with SpawnPool(workers) as pool:
+    with SpawnPool(workers, initializer=_load_detectors) as pool:
+        for _ in range(workers):  # each submit with no idle worker starts one
+            pool.submit(_ready)
         yield pool
 
 
@@ -333,6 +369,28 @@ def _submit(pool: SpawnPool | None, jobs: list[tuple[Any, ...]], workers: int) -
         return [_records_of(jobs)]
     size = max(1, min(8, -(-len(jobs) // (2 * workers))))
     return [pool.submit(_records_of, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+
+
+def _start_conventions(pool: SpawnPool | None, items: Sequence[MCQItem]) -> Future[Any] | None:
+    """:func:`options_convention_summary` of ``items`` submitted to ``pool`` (None without
+    one: the summary computes it)."""
+    if pool is None:
+        return None
+    return pool.submit(options_convention_summary, [tuple(it.options) for it in items])
+
+
+def _conventions_result(
+    future: Future[Any] | None, items: Sequence[MCQItem]
+) -> dict[str, Any] | None:
+    """The table ``future`` computed; where its worker failed (a pool broken by a killed
+    worker, say), computed here instead."""
+    if future is None:
+        return None
+    try:
+        table: dict[str, Any] = future.result()
+    except Exception:  # noqa: BLE001 (the same table, computed in this process)
+        return convention_summary(items)
+    return table
 
 
 @dataclass
@@ -426,7 +484,7 @@ def run_permutation(
     batch_items = config.batch_items or (256 if offloaded else 32)
     workers = config.detector_workers
     if workers is None:
-        workers = min(16, (os.cpu_count() or 1) - 1) if offloaded else 0
+        workers = default_detector_workers(backend.parallel_scorers) if offloaded else 0
     if on_start is not None:  # here: the progress bar's rate and the summary's time one span
         on_start(len(items), len(done))
     t0 = time.perf_counter()
@@ -436,6 +494,9 @@ def run_permutation(
     # appended once they are done (its scores are in the cache already, so a kill loses none)
     pending: _Finished | None = None
     with _detector_pool(workers) as pool:
+        # the benchmark's convention table (seconds on a first run, then read from the user
+        # cache) is computed in a worker while the model scores, not after it
+        conventions = _start_conventions(pool, loaded.items)
         for s in range(0, len(todo), batch_items):
             batch = todo[s : s + batch_items]
             planned = _plan_batch(batch, config)
@@ -458,7 +519,8 @@ def run_permutation(
             pending = finished
         if pending is not None:
             scored_now += pending.write(run_dir, done, on_items)
-    elapsed = time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        convention_table = _conventions_result(conventions, loaded.items)
     computed, reused = scorer.since(counted)
     excluded_now = sum(1 for it in todo if done.get(it.id, {}).get("excluded"))
     ordered = [done[it.id] for it in items if it.id in done]
@@ -474,6 +536,7 @@ def run_permutation(
         config,
         backend.describe(),
         reference=reference,
+        conventions=convention_table,
         timing={
             "scoring_seconds": round(elapsed, 3),
             "items_scored_now": scored_now,
@@ -669,20 +732,26 @@ def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
     digest of the items' options and of the rules' code: the same benchmark's table is read
     back (about 2 s for MMLU's 14,042 items otherwise). A cache that cannot be read or written
     is passed by."""
+    return options_convention_summary([tuple(it.options) for it in items])
+
+
+def options_convention_summary(options: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """:func:`convention_summary` of the items whose options are ``options``, one sequence an
+    item: all it reads of them, so a worker process is sent these alone."""
     import json
 
     from ..errors import StoreError
     from ..paths import cache_root, write_text_atomic
 
     digest = hashlib.sha256(_rules_digest().encode())
-    for it in items:
-        digest.update("\x1e".join(it.options).encode("utf-8", "surrogatepass") + b"\x1d")
+    for opts in options:
+        digest.update("\x1e".join(opts).encode("utf-8", "surrogatepass") + b"\x1d")
     path = cache_root() / "conventions" / f"{digest.hexdigest()[:32]}.json"
     with contextlib.suppress(OSError, ValueError):
         cached = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(cached, dict):
             return cached
-    summary = compute_convention_summary(items)
+    summary = compute_convention_summary(options)
     with contextlib.suppress(OSError, StoreError):  # read-only, full: computed again next time
         write_text_atomic(path, json.dumps(summary), "conventions cache")
     return summary
@@ -699,7 +768,9 @@ def _rules_digest() -> str:
     return h.hexdigest()
 
 
-def compute_convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
+def compute_convention_summary(
+    items: Sequence[MCQItem] | Sequence[Sequence[str]],
+) -> dict[str, Any]:
     """Do the benchmark's published option orders follow writers' conventions (sorted numbers,
     statement labels in dictionary order, 2 x 2 blocks row by row, alphabetical order;
     :data:`~contamscope.perturb.exchangeability.CONVENTIONS`) more often than shuffled options
@@ -715,11 +786,12 @@ def compute_convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
     probs: dict[str, list[float]] = {name: [] for name in CONVENTIONS}
     published: Counter[str] = Counter()
     for it in items:
-        if non_exchangeable_reason(it.options) is not None:
+        options = it.options if isinstance(it, MCQItem) else it
+        if non_exchangeable_reason(options) is not None:
             continue
-        identity = tuple(range(it.n_options))
-        for name, orders in conventions_of(it.options).items():
-            probs[name].append(len(orders) / math.factorial(it.n_options))
+        identity = tuple(range(len(options)))
+        for name, orders in conventions_of(options).items():
+            probs[name].append(len(orders) / math.factorial(len(options)))
             published[name] += identity in orders
     rows: list[dict[str, Any]] = [
         {
@@ -1021,11 +1093,13 @@ def build_summary(
     model: dict[str, Any],
     timing: dict[str, Any],
     reference: Reference | None = None,
+    conventions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json: provenance, counts, the dataset-level statistics and the verdict, from the
     records alone (``model``: the backend's ``describe()``), so it can be rebuilt without
     loading the model. ``reference``: clean items scored by the same model
-    (:func:`read_reference`), which give Algorithm 2 a measured false-positive rate."""
+    (:func:`read_reference`), which give Algorithm 2 a measured false-positive rate;
+    ``conventions``: :func:`convention_summary` of ``loaded.items`` where already computed."""
     from ..detectors import item_score_from_dict
     from ..detectors.stats import alg2_against_reference
     from ..detectors.verdict import verdict_dict
@@ -1039,7 +1113,9 @@ def build_summary(
             stats["alg2"][key]["reference"] = measured
     by_id = {it.id: it for it in loaded.items}
     natural = natural_order_summary(included, by_id, config.alpha)
-    natural["conventions"] = convention_summary(loaded.items)
+    natural["conventions"] = (
+        conventions if conventions is not None else convention_summary(loaded.items)
+    )
     repeated = repeats([by_id[r["id"]] for r in included if r["id"] in by_id])
     return {
         "schema": "contamscope.permutation.summary/1",
