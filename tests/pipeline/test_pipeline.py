@@ -202,6 +202,12 @@ def test_detector_processes_only_when_the_model_leaves_the_cpu_free(
         "batch_items": 256,
         "detector_workers": min(4, (os.cpu_count() or 1) - 1),
     }
+    # the same run again has nothing left to score: no detector processes are started
+    again = run_permutation(
+        loaded, loaded.items, CachedScorer(Served(), None), RunDir(tmp_path / "served"),
+        PermutationConfig(),
+    )  # fmt: skip
+    assert again.scored_now == 0 and again.summary["timings"]["detector_workers"] == 0
 
 
 def test_detector_processes_default_to_the_spare_cores_for_the_estimator(monkeypatch) -> None:  # type: ignore[no-untyped-def]

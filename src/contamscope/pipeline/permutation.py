@@ -493,6 +493,8 @@ def run_permutation(
     # a batch's detectors run in the pool while the next batch is scored; its records are
     # appended once they are done (its scores are in the cache already, so a kill loses none)
     pending: _Finished | None = None
+    if not todo:  # a finished run: no detector processes to start
+        workers = 0
     with _detector_pool(workers) as pool:
         # the benchmark's convention table (seconds on a first run, then read from the user
         # cache) is computed in a worker while the model scores, not after it
