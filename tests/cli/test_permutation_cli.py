@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_runner import run_cli
@@ -248,6 +249,29 @@ def test_help_has_examples_and_cache_commands(tmp_path: Path) -> None:
         assert r.returncode == 0 and "Example" in r.stdout, r.stdout
     info = run_cli("cache", "info", "--cache-dir", str(tmp_path / "c"), cwd=tmp_path)
     assert info.returncode == 0 and "empty" in info.stdout
+
+
+def test_every_command_list_line_is_whole() -> None:
+    """A command list shows the first paragraph of each command's help as typed: `cache
+    --help` broke 'run it while no run / uses the cache' over two lines. Every command's
+    first paragraph is one line."""
+    import typer
+
+    from contamscope.cli.main import app
+
+    def commands(group: Any, path: str) -> list[tuple[str, Any]]:
+        out = []
+        for name, cmd in group.commands.items():
+            out.append((f"{path} {name}", cmd))
+            if hasattr(cmd, "commands"):  # a group (typer's own, not click's class)
+                out += commands(cmd, f"{path} {name}")
+        return out
+
+    found = commands(typer.main.get_command(app), "contamscope")
+    assert len(found) > 15
+    for name, cmd in found:
+        first = (cmd.help or "").strip().split("\n\n")[0]
+        assert first and "\n" not in first, f"{name}: {first!r}"
 
 
 def test_model_option_help_names_every_backend_option(tmp_path: Path) -> None:

@@ -154,8 +154,10 @@ def clear(
 @app.command("repair")
 @user_errors
 def repair(cache_dir: Path | None = CacheDir) -> None:
-    """Salvage the readable scores of a damaged cache file into a new one (run it while no run
-    uses the cache); the damaged file is kept beside it as scores.sqlite.damaged.
+    """Salvage the readable scores of a damaged cache file into a new one.
+
+    Run it while no run uses the cache; the damaged file is kept beside it as
+    scores.sqlite.damaged.
 
     Example: contamscope cache repair --cache-dir /shared/contamscope-cache
     """
@@ -260,8 +262,10 @@ def export(
     cache_dir: Path | None = CacheDir,
     model: list[str] | None = Models,
 ) -> None:
-    """Copy the cached scores (all, or some models') into a new cache file, to take them to
-    another machine or share them: `cache import` adds them to a cache there.
+    """Copy the cached scores (all, or some models') into a new cache file, to share them.
+
+    To take them to another machine or a team's folder: `cache import` adds them to a cache
+    there.
 
     Scores are keyed by content: they are reused wherever the same model set-up scores the
     same text (the bundled models, hub ids, served models; a local model folder at the same
@@ -326,8 +330,9 @@ def import_(
     cache_dir: Path | None = CacheDir,
     model: list[str] | None = Models,
 ) -> None:
-    """Add the scores of another cache file to this cache (entries it has already are kept);
-    later runs reuse them instead of computing them.
+    """Add the scores of another cache file to this cache (entries it holds already are kept).
+
+    Later runs reuse them instead of computing them.
 
     Examples: contamscope cache import llama-scores.sqlite;
     contamscope cache import /mnt/team/contamscope-cache --model smollm2
