@@ -274,6 +274,24 @@ def test_cache_damaged_inside_is_one_line_and_clear_removes_it(tmp_path: Path) -
     assert not path.exists()
 
 
+def test_a_cache_cut_short_is_not_sent_to_repair(tmp_path: Path) -> None:
+    """A file cut short (a copy interrupted) has no readable page left: the error suggested
+    `cache repair`, which then said 'nothing to salvage'. It now suggests clearing it."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    _damaged_cache(path, 3000)
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(size // 30)
+    res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 2 and "not a usable score cache" in said, res.stderr
+    assert "cache repair" not in said and "`contamscope cache clear --yes --cache-dir c" in said
+    repair = run_cli("cache", "repair", "--cache-dir", "c", cwd=tmp_path)
+    assert repair.returncode == 2 and "nothing to salvage" in repair.stderr, repair.stderr
+
+
 def _damaged_cache(path: Path, n: int) -> list[tuple[str, ScoreResult]]:
     """A cache of ``n`` distinct scores (and a model name) with 4 pages in its middle
     overwritten, as a disk error or a copy cut short leaves one."""

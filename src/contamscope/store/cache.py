@@ -165,7 +165,7 @@ def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
         )
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
         return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
-    repair = _repair_command(path)
+    repair = _repair_command(path) if _salvageable(path) else None
     return (
         f"not a usable score cache ({text})",
         "; "
@@ -188,6 +188,22 @@ def _repair_command(path: Path) -> str | None:
     named otherwise: :func:`contamscope.store.repair.repair_cache` takes any path)."""
     where = _cache_dir_args(path)
     return None if where is None else f"contamscope cache repair{where}"
+
+
+def _salvageable(path: Path) -> bool:
+    """Whether ``cache repair`` could read anything of ``path``: its schema version is
+    readable and this version's (a file cut short often has no readable page left)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (sqlite3.Error, OSError):
+        return False
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        db.close()
+    return row is not None and str(row[0]) == str(SCHEMA_VERSION)
 
 
 def _cache_dir_args(path: Path) -> str | None:
