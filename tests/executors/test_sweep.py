@@ -319,11 +319,13 @@ def test_other_analysis_settings_re_analyse_finished_pairs(
 ) -> None:
     """--ties, --deltas and --alpha are analysis only: a finished pair analysed otherwise is
     re-analysed from its records (no model scores anything), not skipped with its old
-    analysis nor refused as run with other options; the board shows the new analysis."""
+    analysis nor refused as run with other options; the board shows the new analysis, and
+    the pair's report.html is written again (it showed the old verdict)."""
     bench = write_bench(tmp_path / "b_test.csv", 4)
     out = tmp_path / "sweep"
-    assert _sweep(two_models[:1], [bench], out).returncode == 0
+    assert _sweep(two_models[:1], [bench], out, "--report").returncode == 0
     run = next(p for p in out.iterdir() if p.is_dir())
+    assert "rank p-value ≤ 0.05" in (run / "report.html").read_text(encoding="utf-8")
     records = (run / "items.jsonl").read_text(encoding="utf-8")
     again = _sweep(two_models[:1], [bench], out, "--ties", "leaked", "--alpha", "0.2")
     assert again.returncode == 0, again.stderr
@@ -333,6 +335,8 @@ def test_other_analysis_settings_re_analyse_finished_pairs(
     )
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     assert (summary["config"]["ties"], summary["config"]["alpha"]) == ("leaked", 0.2)
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert "rank p-value ≤ 0.2" in page and "rank p-value ≤ 0.05" not in page
     assert summary["timings"]["scores_computed"] > 0  # the first run's timings: kept
     assert [r["logprobs"] for r in _records(run)] == [
         json.loads(x)["logprobs"] for x in records.splitlines()

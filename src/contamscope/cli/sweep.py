@@ -297,7 +297,25 @@ def _reanalysed(job: Job, kw: dict[str, Any], reference: Path | None = None) -> 
             deltas=parse_deltas(kw["deltas"]) or "paper",
             reference_run=reference or "none",
         )
+        if kw["report"] or (job.run_dir / "report.html").is_file():  # else it shows the old
+            _rewrite_report(job.run_dir)
     return changed
+
+
+def _rewrite_report(run_dir: Path) -> None:
+    """The pair's report.html written again after its re-analysis (a warning where it cannot
+    be: the analysis is saved)."""
+    from ..errors import ContamscopeError
+    from ..report import build_report
+
+    try:
+        build_report(run_dir)
+    except ContamscopeError as exc:
+        err_console.print(
+            styled("yellow", "report not written:", f" {run_dir}: {exc}"),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _analysis_changes(job: Job, kw: dict[str, Any], reference: Path | None = None) -> str | None:
