@@ -207,6 +207,56 @@ def test_card_updates_its_own_model_and_refuses_another_models_card(
     assert notes.read_text(encoding="utf-8") == "my notes"
 
 
+def test_card_update_keeps_the_developers_answers_and_says_what_it_drops(
+    make_benbench_run, make_membership_run, tmp_path: Path
+) -> None:
+    """Writing a model's card again wiped the answers its developer had filled in (in the
+    Markdown or the JSON) and dropped rows of runs not given again without a word (QA)."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+    from contamscope.report.card import DEVELOPER_FIELDS
+
+    bb = make_benbench_run("bb")
+    mem = make_membership_run("mem", shift=1.5, model="hf:/m/bb-model", fingerprint=None)
+    out = tmp_path / "card.md"
+
+    def card(*runs: Path, extra: tuple[str, ...] = ()) -> Any:
+        args = [a for r in runs for a in ("--run", str(r))]
+        return CliRunner().invoke(app, ["card", *args, "--out", str(out), *extra])
+
+    assert card(bb, mem).exit_code == 0
+    (first_key, first_q), (second_key, _) = DEVELOPER_FIELDS[0], DEVELOPER_FIELDS[1]
+    text = out.read_text(encoding="utf-8")
+    assert text.count("answer: _not stated_") == len(DEVELOPER_FIELDS)
+    # the developer answers one question in the Markdown, another in the JSON
+    at = text.index(f"- **{first_q}**")
+    out.write_text(
+        text[:at] + text[at:].replace("answer: _not stated_", "answer: no", 1), encoding="utf-8"
+    )
+    js = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    js["developer_fields"][second_key] = "pre-training, test split excluded"
+    out.with_suffix(".json").write_text(json.dumps(js), encoding="utf-8")
+    r = card(bb)
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert f"kept the developer's 2 answers from {out}" in said
+    assert (
+        "also had Membership test (against unseen references): bench_test.csv: not on the card now"
+        in said
+    )
+    new = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert new["developer_fields"][first_key] == "no"
+    assert new["developer_fields"][second_key] == "pre-training, test split excluded"
+    assert not new["other_checks"]
+    text = out.read_text(encoding="utf-8")
+    assert "answer: pre-training, test split excluded" in text
+    assert text.count("answer: _not stated_") == len(DEVELOPER_FIELDS) - 2
+    # --overwrite starts a fresh card
+    assert card(bb, extra=("--overwrite",)).exit_code == 0
+    assert "answer: no\n" not in out.read_text(encoding="utf-8")
+
+
 def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
     make_benbench_run, tmp_path: Path
 ) -> None:

@@ -51,7 +51,10 @@ def command(
 def _write(runs: list[Path], out: Path, model_name: str | None, overwrite: bool) -> None:
     from ..report.card import write_card
 
-    md, js, card = write_card(runs, out, model_name, overwrite=overwrite)
+    said: list[str] = []
+    md, js, card = write_card(runs, out, model_name, overwrite=overwrite, said=said)
     console.print(f"wrote {md} and {js}", highlight=False)
+    for line in said:
+        err_console.print(styled("dim", "", line), highlight=False, soft_wrap=True)
     for note in card["notes"]:
         err_console.print(styled("yellow", "note:", f" {note}"), highlight=False)

@@ -17,6 +17,7 @@ negative Delta).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import md_cell, number, value
+from ..wording import md_cell, number, plural, value
 
 __all__ = [
     "CARD_SCHEMA",
@@ -396,9 +397,58 @@ def render_markdown(card: dict[str, Any]) -> str:
             "docs/benbench.md.",
         ]
     lines += ["", "## To be filled in by the model developer", ""]
-    for _, question in DEVELOPER_FIELDS:
-        lines += [f"- **{question}**", "  - answer: _not stated_", ""]
+    answers = card.get("developer_fields") or {}
+    for key, question in DEVELOPER_FIELDS:
+        answer = answers.get(key)
+        shown = " ".join(str(answer).split()) if answer not in (None, "") else NOT_STATED
+        lines += [f"- **{question}**", f"  - answer: {shown}", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+NOT_STATED = "_not stated_"
+"""The Markdown card's answer to a developer field nobody filled in."""
+
+
+def _answers(out: Path) -> dict[str, str]:
+    """The developer's answers in the card at ``out``: each field the JSON holds a value for,
+    and each answer line edited in the Markdown (which wins: the file people edit)."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        fields = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        for key, value in (fields.get("developer_fields") or {}).items():
+            if key in dict(DEVELOPER_FIELDS) and value not in (None, ""):
+                found[key] = str(value)
+    with contextlib.suppress(OSError, ValueError):
+        lines = out.read_text(encoding="utf-8").splitlines()
+        by_question = {f"- **{q}**": key for key, q in DEVELOPER_FIELDS}
+        for line, after in zip(lines, lines[1:]):
+            key = by_question.get(line.strip())
+            answer = after.strip().removeprefix("- answer:").strip()
+            if key and after.strip().startswith("- answer:") and answer not in ("", NOT_STATED):
+                found[key] = answer
+    return found
+
+
+def _rows_left_out(out: Path, card: dict[str, Any]) -> list[str]:
+    """Benchmarks the card at ``out`` had a row for that ``card`` has not (its runs were not
+    given again)."""
+    try:
+        old = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        before = _row_names(old)
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return []
+    now = set(_row_names(card))
+    return [name for name in dict.fromkeys(before) if name not in now]
+
+
+def _row_names(card: dict[str, Any]) -> list[str]:
+    names = []
+    for row in [*(card.get("checks") or []), *(card.get("other_checks") or [])]:
+        label = f"{row.get('benchmark')}"
+        if row.get("split"):
+            label += f" ({row['split']})"
+        names.append(f"{row.get('method') or BENBENCH}: {label}")
+    return names
 
 
 def _other_lines(others: Sequence[dict[str, Any]]) -> list[str]:
@@ -502,13 +552,16 @@ def write_card(
     model_name: str | None = None,
     *,
     overwrite: bool = False,
+    said: list[str] | None = None,
 ) -> tuple[Path, Path, dict[str, Any]]:
     """Write the card as Markdown to ``out`` and as JSON beside it; returns (markdown path,
     JSON path, the card).
 
-    A card of the same model at ``out`` is replaced (new runs update it); another model's card,
-    or a file that is no card, only with ``overwrite``: a second ``contamscope card`` for
-    another model replaced the first one's ``card.md`` without a word.
+    A card of the same model at ``out`` is updated: its numbers are the runs given now, the
+    developer's answers (edited in the Markdown, or set in the JSON) are kept; another model's
+    card, or a file that is no card, is replaced only with ``overwrite``: a second
+    ``contamscope card`` for another model replaced the first one's ``card.md`` without a word.
+    ``said``: where given, what the update kept and dropped is appended to it.
     """
     out = Path(out)
     if out.suffix.lower() == ".json":  # the Markdown would be overwritten by the JSON
@@ -518,6 +571,18 @@ def write_card(
     card = build_card(runs, model_name)
     if not overwrite:
         _refuse_other_card(out, card)
+    if not overwrite and (out.exists() or out.with_suffix(".json").exists()):
+        # this model's card, updated: the developer's answers are kept, dropped rows said
+        kept = _answers(out)
+        card["developer_fields"].update(kept)
+        if kept and said is not None:
+            said.append(f"kept the developer's {plural(len(kept), 'answer')} from {out}")
+        gone = _rows_left_out(out, card)
+        if gone and said is not None:
+            said.append(
+                f"{out} also had {'; '.join(gone)}: not on the card now (give its runs again "
+                "with --run to keep them)"
+            )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_markdown(card))
     write_text_atomic(
