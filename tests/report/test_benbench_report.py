@@ -96,6 +96,8 @@ def test_leaderboard_with_all_three_methods(make_run, make_cap_run, make_benbenc
     assert "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))" in head
     assert "- BenBench (n-gram accuracy, perplexity) (BenBench Δ 5-gram accuracy (test))" in md
     assert entries[2].estimate.text() in md
+    # three benchmark sources (the BenBench one is its test + train pair), three methods
+    assert "× 3 benchmarks (3 methods) from 3 runs" in to_html(entries)
     # the board's headline counts rejections per run's own test and after Holm over all of
     # them (it used to print the smallest p, one- and two-sided p-values mixed, uncorrected);
     # two weak permutation runs (verdict p 0.042 and 0.044) pass alone but not after Holm

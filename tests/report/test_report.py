@@ -475,6 +475,9 @@ def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
     ]
     text, _ = write_leaderboard(runs, None, "md")
     assert len(text.splitlines()[0].split("|")) == 6  # model + three columns
+    # the headline counts benchmarks, not the columns the replicates take (it said 3)
+    page, _ = write_leaderboard(runs, None, "html")
+    assert "1 model × 1 benchmark from 3 runs" in page
     # every replicate column says which run it is (the first had no label, the others their
     # whole path), and runs of other sizes say so (a --limit 4 and a --limit 2 run looked alike)
     head = [c.strip() for c in text.splitlines()[0].split("|")[2:-1]]
