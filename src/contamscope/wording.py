@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import re
 
-__all__ = ["plural", "number", "value", "pp_text", "md_cell"]
+__all__ = ["plural", "number", "value", "pp_text", "md_cell", "json_error"]
+
+
+def json_error(e: json.JSONDecodeError, *, line: bool = True) -> str:
+    """JSON's message with where it stopped, for an error whose file (and line, with
+    ``line=False``) is named already: ``"Unterminated string starting at line 3 column 5"``
+    (the message ends in "at"; it was cut short there, or said "at at").
+
+    >>> json_error(json.JSONDecodeError("Expecting value", '{"a": }', 6))
+    'Expecting value at line 1 column 7'
+    >>> json_error(json.JSONDecodeError("Unterminated string starting at", '["a', 1), line=False)
+    'Unterminated string starting at column 2'
+    """
+    where = f"line {e.lineno} column {e.colno}" if line else f"column {e.colno}"
+    return f"{e.msg}{' ' if e.msg.endswith(' at') else ' at '}{where}"
 
 
 def md_cell(x: object) -> str:

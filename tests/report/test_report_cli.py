@@ -94,11 +94,17 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
     summary = utf16 / "summary.json"
     summary.write_bytes(summary.read_text(encoding="utf-8").encode("utf-16"))
     (tmp_path / "labels.bin").write_bytes(b"\xff\xfe\x00bad")
+    cut = make_run("cut", n_items=8)  # a summary.json cut short inside a string
+    text = (cut / "summary.json").read_text(encoding="utf-8")
+    (cut / "summary.json").write_text(text[: text.index('"created"') + 5], encoding="utf-8")
     cases = [
         (["report", str(run), "--out", "folder"], "--out folder: is a folder"),
         (["report", str(run), "--out", "afile/x.html"], "afile is a file, not a folder"),
         (["leaderboard", str(run), "--out", "board.html"], "--out board.html: is a folder"),
         (["report", str(utf16)], "summary.json: not UTF-8 text"),
+        # JSON's message ends in "at": the column followed it (it was cut short there)
+        (["report", str(cut)], "not valid JSON (Unterminated string starting at column "),
+        (["card", "--run", str(cut)], "not JSON (Unterminated string starting at line "),
         (["report", str(run), "--labels", "labels.bin"], "--labels labels.bin: not UTF-8"),
     ]
     for args, needle in cases:

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from contamscope.data.records import RowError
 from contamscope.errors import DataError
+from contamscope.wording import json_error
 
 __all__ = [
     "TABLE_SUFFIXES",
@@ -296,7 +297,7 @@ def json_object(line: str) -> dict[str, Any]:
     try:
         value = json.loads(line)
     except json.JSONDecodeError as e:
-        raise RowError(f"invalid JSON ({e.msg} at column {e.colno})") from None
+        raise RowError(f"invalid JSON ({json_error(e, line=False)})") from None
     except RecursionError:
         raise RowError("invalid JSON (nested too deeply)") from None
     if not isinstance(value, dict):
@@ -316,9 +317,7 @@ def load_json_list(
         value = json.loads(text)
     except json.JSONDecodeError as e:
         hint = f"; {lines_hint}" if e.msg == "Extra data" else ""
-        raise DataError(
-            f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno}){hint}"
-        ) from None
+        raise DataError(f"{path}: not JSON ({json_error(e)}){hint}") from None
     except RecursionError:
         raise DataError(f"{path}: not usable JSON (nested too deeply)") from None
     if not isinstance(value, list):

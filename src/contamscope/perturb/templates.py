@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..data.items import MCQItem, option_labels
 from ..errors import ConfigError
+from ..wording import json_error
 from .orders import apply_order
 
 ANSWER_CUE = "Answer:"
@@ -140,9 +141,7 @@ def get_template(spec: str) -> PromptTemplate:
     try:
         obj = json.loads(text, strict=False)  # a newline typed into a format is one
     except json.JSONDecodeError as e:
-        raise ConfigError(
-            f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno})"
-        ) from None
+        raise ConfigError(f"{where}: not JSON ({json_error(e)})") from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected {_CUSTOM_HELP}")
     unknown = [k for k in obj if k not in _TEMPLATE_KEYS]

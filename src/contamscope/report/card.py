@@ -27,7 +27,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import md_cell, number, plural, value
+from ..wording import json_error, md_cell, number, plural, value
 
 __all__ = [
     "CARD_SCHEMA",
@@ -102,8 +102,10 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
         if run.is_dir():
             raise DataError(f"{run}: no summary.json (finish the run first)") from None
         raise DataError(f"{run}: no such run folder or summary.json") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not JSON ({getattr(e, 'msg', e)})") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not JSON ({json_error(e)})") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read it ({e.strerror or e})") from None
     method = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, StoreError
+from ..wording import json_error
 
 __all__ = ["SUMMARY_VERSION", "RunData", "load_run", "refuse_newer", "sweep_reference_folder"]
 
@@ -98,7 +99,9 @@ class RunData:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise StoreError(f"{self.items_path}:{i}: not valid JSON ({exc.msg})") from None
+                    raise StoreError(
+                        f"{self.items_path}:{i}: not valid JSON ({json_error(exc, line=False)})"
+                    ) from None
                 if not isinstance(rec, dict):
                     raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
                 yield rec
@@ -108,7 +111,9 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise StoreError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        raise StoreError(
+            f"{path}:{exc.lineno}: not valid JSON ({json_error(exc, line=False)})"
+        ) from None
     except UnicodeDecodeError as exc:
         raise StoreError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
     except OSError as exc:

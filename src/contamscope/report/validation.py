@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..wording import json_error
 from .html import Section, esc
 from .plots import HIGHLIGHT, OKABE_ITO, figure, legend_below, to_svg
 
@@ -65,7 +66,9 @@ def read_labels(path: Path) -> LabelMap:
         try:
             ids = _split_ids(json.loads(text))
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--labels {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            raise ConfigError(
+                f"--labels {path}:{exc.lineno}: not valid JSON ({json_error(exc, line=False)})"
+            ) from None
         if ids is None:
             raise ConfigError(f"--labels {path}: expected a JSON object with a 'leaked' list")
         return LabelMap(ids)
