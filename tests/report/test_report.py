@@ -213,10 +213,10 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
 
     with pytest.raises(
         ConfigError,
-        match=r"--out .*lb.pdf: extension .pdf names no format; end it in .html, .csv, .md or give --format",
+        match=r"--out .*lb.pdf: its extension .pdf is no format; end it in .html, .csv, .md or give --format",
     ):
         write_leaderboard([a], tmp_path / "lb.pdf")
-    with pytest.raises(ConfigError, match=r"--out .*board: no extension names no format"):
+    with pytest.raises(ConfigError, match=r"--out .*board: no extension says the format; end"):
         write_leaderboard([a], tmp_path / "board")
     with pytest.raises(ConfigError, match="--format 'pdf': expected one of html, csv, md"):
         write_leaderboard([a], tmp_path / "lb.html", fmt="pdf")

@@ -193,3 +193,12 @@ def test_a_hand_edited_run_is_one_line_for_compare_and_reanalyse(make_run, tmp_p
     res = run_cli("reanalyse", str(b), cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_report_out_ending_in_a_slash_is_a_folder(make_run, tmp_path: Path) -> None:
+    """`--out newdir/` wrote an HTML file named newdir (QA); it writes newdir/report.html."""
+    run = make_run("r", n_items=8)
+    res = run_cli("report", str(run), "--out", "newdir/", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "newdir" / "report.html").is_file()
+    assert "report: newdir/report.html" in res.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,10 +40,23 @@ Each cell is the leakage estimate beyond chance (percentage points) with its 95%
 """
 
 
+def _report_file(text: str) -> Path:
+    """--out as given; one that ends in a slash names a folder, whose report.html is meant
+    (``--out newdir/`` wrote an HTML file named newdir)."""
+    if text.endswith(("/", os.sep)):
+        return Path(text) / "report.html"
+    return Path(text)
+
+
 def report_command(
     run_dir: Path = typer.Argument(..., help="A finished run folder (holds summary.json)."),
     out: Path | None = typer.Option(
-        None, "--out", "-o", help="HTML file to write (default: RUN_DIR/report.html)."
+        None,
+        "--out",
+        "-o",
+        parser=_report_file,
+        help="HTML file to write (default: RUN_DIR/report.html; a folder ending in / gets "
+        "report.html in it).",
     ),
     top: int = typer.Option(
         8, "--top", min=0, max=100, help="Case-study plots for this many most suspicious items."

@@ -745,9 +745,13 @@ def write_leaderboard(
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
         if fmt not in FORMATS:
+            said = (
+                f"its extension .{suffix} is no format"
+                if suffix
+                else "no extension says the format"
+            )
             raise ConfigError(
-                f"--out {out}: {f'extension .{suffix}' if suffix else 'no extension'} names no "
-                f"format; end it in .{', .'.join(FORMATS)} or give --format"
+                f"--out {out}: {said}; end it in .{', .'.join(FORMATS)} or give --format"
             )
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
