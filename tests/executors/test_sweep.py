@@ -409,3 +409,23 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
     assert "a sweep's reference runs (clean items)" in " ".join(
         (board.stdout + board.stderr).split()
     )
+
+
+def test_sweep_out_must_be_a_sweep_folder_or_empty_even_in_a_dry_run(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """A dry run did not check --out (a file passed); a sweep wrote its board beside the
+    user's own files (QA). Both are refused with one line, nothing written."""
+    bench = write_bench(tmp_path / "b_test.csv", 3)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "foo.txt").write_text("my notes", encoding="utf-8")
+    for out, extra, needle in (
+        (mine / "foo.txt", ("--dry-run",), "is a file, not a folder"),
+        (mine, ("--dry-run",), "not a sweep folder and not empty (it holds foo.txt)"),
+        (mine, (), "not a sweep folder and not empty (it holds foo.txt)"),
+    ):
+        res = _sweep(two_models[:1], [bench], out, *extra)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["foo.txt"]

@@ -233,6 +233,38 @@ def _refuse_other_options(out: Path, shared: dict[str, Any], overwrite: bool) ->
             )
 
 
+SWEEP_FILES = frozenset(
+    {"sweep.json", "leaderboard.html", "leaderboard.md", "compare.md", "compare", "reference"}
+)
+"""What a sweep writes into --out beside its pairs' run folders."""
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """--out can be a sweep's folder: a folder (or none yet) that holds a sweep, or nothing
+    (hidden files aside). A folder of other files was written into (leaderboard.html beside
+    the user's own files), and a dry run did not check --out at all."""
+    from ..paths import check_output_folder
+
+    check_output_folder(out)
+    if overwrite or not out.is_dir() or (out / "sweep.json").exists():
+        return
+    foreign = sorted(
+        p.name
+        for p in out.iterdir()
+        if not p.name.startswith(".")
+        and p.name not in SWEEP_FILES
+        and not (p.is_dir() and (p / "settings.json").exists())  # a pair's run folder
+    )
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise ConfigError(
+            f"--out {out}: not a sweep folder and not empty (it holds {shown}); give a new or "
+            "empty folder (--overwrite writes into it anyway)"
+        )
+
+
 def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
     path = out / "sweep.json"
     _refuse_other_options(out, shared, overwrite)
@@ -379,6 +411,7 @@ def run(**kw: Any) -> None:
             load_for(_job_kwargs(Job(models[0], b, out), kw))
     refs = _reference_plan(kw, models, benchmarks)
     shared = {k: kw[k] for k in SHARED}
+    _check_out(out, kw["overwrite"])
     if kw["dry_run"]:
         _dry_run(_with_references(jobs, refs), kw, shared, refs)
         if kw.get("baseline") is not None:
