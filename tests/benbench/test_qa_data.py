@@ -231,3 +231,30 @@ def test_a_named_field_no_record_has_is_refused(tmp_path: Path) -> None:
         load_qa(str(path), field_map=FieldMap.parse("question=q,answer=a,id=qidd"))
     ok = load_qa(str(path), field_map=FieldMap.parse("question=q,answer=a,id=qid"))
     assert [it.id for it in ok.items] == ["k1"]
+
+
+def test_multiple_choice_files_are_not_read_as_question_answer_pairs(tmp_path: Path) -> None:
+    """An MMLU CSV was read as question/answer pairs (its answer an option's index, its options
+    dropped) by benbench and validate --method benbench, which reported meaningless numbers
+    (QA). Option fields in the first record are refused, unless --fields says what to read."""
+    csv = tmp_path / "anatomy_test.csv"
+    csv.write_text(
+        "question,choice0,choice1,choice2,choice3,answer\nWhich bone?,a,b,c,d,1\n",
+        encoding="utf-8",
+    )
+    listed = tmp_path / "mc.jsonl"
+    write_jsonl(listed, [{"question": "Which bone?", "choices": ["a", "b"], "answer": 0}])
+    lettered = tmp_path / "abcd.jsonl"
+    write_jsonl(
+        lettered, [{"question": "Q?", "A": "a", "B": "b", "C": "c", "D": "d", "answer": "A"}]
+    )
+    for path, named in (
+        (csv, "choice0, choice1, choice2, choice3"),
+        (listed, "choices"),
+        (lettered, "A, B, C, D"),
+    ):
+        with pytest.raises(DataError, match=f"multiple-choice items \\(option fields {named}\\)"):
+            load_qa(str(path))
+    # an explicit field map reads what it names
+    items = load_qa(str(csv), field_map=FieldMap.parse("question=question,answer=choice1")).items
+    assert [(it.question, it.answer) for it in items] == [("Which bone?", "b")]

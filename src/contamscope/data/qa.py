@@ -33,7 +33,14 @@ from contamscope.data.readers import (
     read_table,
     table_suffix,
 )
-from contamscope.data.records import FieldMap, RowError, Sink, clean_text, question_text
+from contamscope.data.records import (
+    AUTO_OPTION_FIELDS,
+    FieldMap,
+    RowError,
+    Sink,
+    clean_text,
+    question_text,
+)
 from contamscope.errors import ConfigError, DataError
 from contamscope.wording import plural
 
@@ -118,6 +125,23 @@ def _detect(rec: Mapping[str, Any], fm: FieldMap | None) -> str:
         f"cannot tell the format from fields {sorted(rec)[:8]}; pass --format qa-jsonl "
         "--fields question=...,answer=..."
     )
+
+
+def _refuse_multiple_choice(path: Path, rec: Mapping[str, Any]) -> None:
+    """DataError where the first record has options (``choices``, ``choice0``..., ``A``-``D``):
+    its answer is a letter or an option's index, and the options would be dropped."""
+    keys = {str(k) for k in rec}
+    named = [k for k in AUTO_OPTION_FIELDS if isinstance(rec.get(k), list | dict)]
+    named += sorted(k for k in keys if re.fullmatch(r"choice\d+|option_?[a-e]", k.lower()))
+    if {"A", "B", "C", "D"} <= keys:
+        named += ["A", "B", "C", "D"]
+    if named:
+        raise DataError(
+            f"{path}: multiple-choice items (option fields {', '.join(named[:4])}): this "
+            "command reads question/answer items (GSM8K, MATH); multiple-choice benchmarks go "
+            "to permutation or membership (--fields question=...,answer=... reads a field as "
+            "the answer anyway)"
+        )
 
 
 def _split_of(path: Path) -> str | None:
@@ -260,6 +284,8 @@ def load_qa(
         rec = row if isinstance(row, dict) else json_object(row)
         sink.fields_seen.update(rec)
         if not detected:
+            if field_map is None:  # an MMLU file read as question/answer pairs said nothing
+                _refuse_multiple_choice(path, rec)
             detected.append(fmt or _detect(rec, field_map))
         kind = "qa-jsonl" if detected[0] in ("qa-csv", "qa-jsonl") else detected[0]
         return _make_item(
