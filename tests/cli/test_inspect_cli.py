@@ -140,6 +140,20 @@ def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
     assert got.returncode == 0, got.stderr
     text = " ".join(got.stdout.split())
     assert "Benchmark against 20 reference items" in text
+    # the reference left out is said, as membership says it (it was dropped without a word)
+    said = " ".join(got.stderr.split())
+    assert "reference overlap 1 of the 21 reference items is a benchmark item too" in said
+    # the benchmark itself, or a copy of it, as references: refused as membership refuses them
+    # (it compared against 0 references and said "references alike")
+    copy = tmp_path / "copy.csv"
+    copy.write_text(bench.read_text(encoding="utf-8"), encoding="utf-8")
+    for reference, needle in (
+        (bench, "--reference is the benchmark itself"),
+        (copy, "all 20 of its items are benchmark items too"),
+    ):
+        res = run_cli("inspect", "-b", str(bench), "-r", str(reference), cwd=tmp_path)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
     assert (
         "references unlike the benchmark: natural option order 100.0% of benchmark items, 0.0% of references"
         in text

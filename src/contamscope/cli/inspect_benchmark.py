@@ -164,13 +164,12 @@ def run(**kw: Any) -> None:
     }
     references = None
     if kw["reference"]:
-        from ..pipeline.membership import distinct_references, unseen_references
-        from .membership import load_reference
+        from .membership import load_reference, refuse_the_benchmark_as_reference, usable_references
 
+        refuse_the_benchmark_as_reference(kw)  # as membership refuses them, with its warnings
         ref = load_reference(kw, loaded)
         list_skipped(ref.problems, "skipped (reference)", listed="the --json output")
-        references, _ = distinct_references(ref.items)
-        references, _ = unseen_references(loaded.items, references)
+        references, _, _ = usable_references(kw, loaded.items, ref.items)
     tokenizer = backend = None
     if kw["measure"]:
         from ..backends import load_backend

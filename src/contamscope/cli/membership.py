@@ -3,8 +3,9 @@ the permutation gap, and the combined test of the gap and Min-K%++)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -37,6 +38,9 @@ from .executor import (
     executor_from,
 )
 from .report import report_after_run
+
+if TYPE_CHECKING:
+    from ..data.items import MCQItem
 
 EPILOG = """
 Examples:
@@ -209,13 +213,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     """One membership run from the command's arguments, scored by ``executor``."""
     from ..backends import parse_model_options
     from ..backends.probe import check_backend
-    from ..data.items import item_place
     from ..perturb import get_template
     from ..pipeline.membership import (
         MembershipConfig,
-        distinct_references,
         run_membership,
-        unseen_references,
     )
     from ..store import RunDir
 
@@ -229,43 +230,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         seed=kw["seed"],
         batch_items=kw["batch_items"],
     )
-    if Path(kw["reference"]).expanduser().resolve() == Path(kw["benchmark"]).expanduser().resolve():
-        raise ConfigError("--reference is the benchmark itself: it must hold other (unseen) items")
+    refuse_the_benchmark_as_reference(kw)
     bench, ref = _load(kw)
-    ref_items, repeats = distinct_references(ref.items)
-    if repeats:
-        first = repeats[0]
-        where = item_place(first)
-        err_console.print(
-            styled(
-                "yellow",
-                "reference repeats",
-                f" {len(repeats)} of the {len(ref.items)} reference items "
-                + ("repeats" if len(repeats) == 1 else "repeat")
-                + f" an earlier one (first {where}); left out: each copy would count as "
-                "another unseen item",
-            ),
-            highlight=False,
-        )
-    ref_items, overlap = unseen_references(bench.items, ref_items)
-    if overlap:
-        first = overlap[0]
-        where = item_place(first)
-        if not ref_items:
-            raise ConfigError(
-                f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "
-                "items too (same question and options); it must hold items the model never saw"
-            )
-        err_console.print(
-            styled(
-                "yellow",
-                "reference overlap",
-                f" {len(overlap)} of the {len(ref.items)} reference items "
-                + ("is a benchmark item" if len(overlap) == 1 else "are benchmark items")
-                + f" too (first {where}); left out of the reference, which must hold unseen items",
-            ),
-            highlight=False,
-        )
+    ref_items, overlap, repeats = usable_references(kw, bench.items, ref.items)
     items = pick_items(bench.items, kw)
     if not items:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
@@ -391,3 +358,54 @@ def likeness_text(check: dict[str, Any] | None) -> str:
         "references from other subjects or writers can be flagged against, or flag, clean items "
         "(docs/methods.md, 'What a valid reference set is')"
     )
+
+
+def refuse_the_benchmark_as_reference(kw: dict[str, Any]) -> None:
+    """ConfigError where --reference names the benchmark's own file or folder."""
+    if Path(kw["reference"]).expanduser().resolve() == Path(kw["benchmark"]).expanduser().resolve():
+        raise ConfigError("--reference is the benchmark itself: it must hold other (unseen) items")
+
+
+def usable_references(
+    kw: dict[str, Any], benchmark: Sequence[MCQItem], references: Sequence[MCQItem]
+) -> tuple[list[MCQItem], list[MCQItem], list[MCQItem]]:
+    """(the references kept, those that are benchmark items too, repeats), with a warning for
+    each kind left out; ConfigError where every reference is a benchmark item."""
+    from ..data.items import item_place
+    from ..pipeline.membership import distinct_references, unseen_references
+
+    ref_items, repeats = distinct_references(references)
+    if repeats:
+        first = repeats[0]
+        where = item_place(first)
+        err_console.print(
+            styled(
+                "yellow",
+                "reference repeats",
+                f" {len(repeats)} of the {len(references)} reference items "
+                + ("repeats" if len(repeats) == 1 else "repeat")
+                + f" an earlier one (first {where}); left out: each copy would count as "
+                "another unseen item",
+            ),
+            highlight=False,
+        )
+    ref_items, overlap = unseen_references(benchmark, ref_items)
+    if overlap:
+        first = overlap[0]
+        where = item_place(first)
+        if not ref_items:
+            raise ConfigError(
+                f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "
+                "items too (same question and options); it must hold items the model never saw"
+            )
+        err_console.print(
+            styled(
+                "yellow",
+                "reference overlap",
+                f" {len(overlap)} of the {len(references)} reference items "
+                + ("is a benchmark item" if len(overlap) == 1 else "are benchmark items")
+                + f" too (first {where}); left out of the reference, which must hold unseen items",
+            ),
+            highlight=False,
+        )
+    return list(ref_items), list(overlap), list(repeats)
