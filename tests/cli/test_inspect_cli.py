@@ -162,6 +162,21 @@ def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
         "inspect", "-b", str(bench), "-r", str(bench.with_name("b2.csv")), cwd=tmp_path
     )
     assert missing.returncode == 2 and "b2.csv" in missing.stderr  # a missing file: one line
+    # a generic JSONL reference beside an MMLU CSV: --fields maps the reference alone (it was
+    # applied to the benchmark too, which has no such columns; QA)
+    generic = tmp_path / "fresh.jsonl"
+    generic.write_text(
+        "".join(
+            json.dumps(dict(zip(("stem", "a", "b", "c", "d", "label"), r.split(",")))) + "\n"
+            for r in refs[:-1]
+        ),
+        encoding="utf-8",
+    )
+    fields = "question=stem,options=a|b|c|d,answer=label"
+    args = ["-r", str(generic), "--reference-format", "jsonl", "--fields", fields]
+    res = run_cli("inspect", "-b", str(bench), *args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Benchmark against 20 reference items" in " ".join(res.stdout.split())
     same = tmp_path / "more_sorted.csv"
     same.write_text("\n".join(r.replace("case", "box") for r in rows[:12]) + "\n", encoding="utf-8")
     ok = run_cli("inspect", "-b", str(bench), "-r", str(same), "--json", cwd=tmp_path)

@@ -144,7 +144,12 @@ def run(**kw: Any) -> None:
         from ..backends import check_model_spec
 
         check_model_spec(kw["model"], kw["dtype"])
-    loaded = load_for(kw)
+    if kw["reference"]:  # --fields may be the reference's (a generic file beside an MMLU CSV)
+        from .membership import load_benchmark_beside_reference
+
+        loaded = load_benchmark_beside_reference(kw)
+    else:
+        loaded = load_for(kw)
     list_skipped(loaded.problems, listed="the --json output")
     items = loaded.items
     if kw["drop_repeats"]:

@@ -166,10 +166,29 @@ def _family(fmt: str) -> str:
     return _FAMILIES.get(fmt, fmt)
 
 
-def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
+GENERIC_FORMATS = ("jsonl", "csv", "json")
+"""The formats whose fields --fields names."""
+
+
+def load_benchmark_beside_reference(kw: dict[str, Any]) -> Any:
+    """The benchmark, where --fields may be the reference's: with ``--reference-format`` a
+    generic format and the benchmark in a known one (an MMLU CSV), --fields maps the
+    reference alone (it was applied to the benchmark, which has no such fields, so a generic
+    reference could not be used with a known benchmark format)."""
     from .permutation import load_for
 
-    bench = load_for(kw)
+    if kw["fields"] and kw["fmt"] is None and kw.get("reference_format") in GENERIC_FORMATS:
+        try:
+            plain = load_for({**kw, "fields": None})
+        except (DataError, ConfigError):
+            plain = None  # the benchmark needs --fields too
+        if plain is not None and plain.format not in GENERIC_FORMATS:
+            return plain
+    return load_for(kw)
+
+
+def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
+    bench = load_benchmark_beside_reference(kw)
     ref = load_reference(kw, bench)
     for name, loaded in (("benchmark", bench), ("reference", ref)):
         list_skipped(loaded.problems, f"skipped ({name})")
@@ -184,9 +203,8 @@ def load_reference(kw: dict[str, Any], bench: Any) -> Any:
 
     fm = FieldMap.parse(kw["fields"]) if kw["fields"] else None
     ref_fmt = kw["reference_format"] or kw["fmt"]
-    generic = ("jsonl", "csv", "json")
     # --fields maps generic files: the reference's too, unless it is read as a known format
-    ref_fm = fm if ref_fmt is None or ref_fmt in generic else None
+    ref_fm = fm if ref_fmt is None or ref_fmt in GENERIC_FORMATS else None
     # --split picks the benchmark's split folder; a reference folder with that split too
     ref_path = Path(kw["reference"]).expanduser()
     ref_split = kw["split"] if kw["split"] and (ref_path / kw["split"]).is_dir() else None
