@@ -24,7 +24,12 @@ def test_a_familiar_benchmark_is_a_signal_and_a_clean_one_is_not(make_membership
     assert f"AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}]" in sentence
     dc = clean.summary["statistics"]["dataset_test"]
     assert dc["p_value"] > 0.05
-    assert verdict_line(clean.summary)[0] == "clean"  # type: ignore[index]
+    kind, sentence = verdict_line(clean.summary)  # type: ignore[misc]
+    # the null hypothesis is not stated as a fact ("no evidence: the items are no more
+    # familiar than ...", then "absence of evidence is not proof of absence"; QA)
+    assert kind == "clean" and sentence.startswith(
+        "no evidence that the benchmark items are more familiar than the unseen references at 5%"
+    )
     # references written otherwise: said with the verdict
     unlike = seen.summary | {"reference_check": {"alike": False, "rows": [], "level": 0.01}}
     assert "the references are not written like the benchmark" in verdict_line(unlike)[1]  # type: ignore[index]
@@ -73,3 +78,42 @@ def test_report_sections_and_figures(make_membership_run, tmp_path: Path) -> Non
     records = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
     flagged = sum(1 for r in records if r.get("flag"))
     assert f"{flagged} of 30 benchmark items flagged at q ≤ 0.05" in html
+
+
+def test_the_expected_false_flags_are_not_rounded_to_zero() -> None:
+    """One item at a false-positive rate of 0.038 read 'about 0.0 of 1 items flagged' (QA)."""
+    import numpy as np
+
+    from contamscope.detectors.membership import DatasetTest, MembershipResult
+
+    one = MembershipResult(
+        np.array([0.5]), None, np.array([False]), 0.05, False, 25, DatasetTest.__new__(DatasetTest)
+    )
+    said = one.error_rate_statement()
+    assert "about 0.038 of 1 item flagged if none leaked" in said, said
+    many = MembershipResult(
+        np.full(40, 0.5), None, np.zeros(40, bool), 0.05, False, 25, one.dataset
+    )
+    assert "about 1.5 of 40 items flagged" in many.error_rate_statement()
+
+
+def test_the_terminal_names_k_only_for_the_statistics_that_use_it(make_membership_run) -> None:
+    """'statistic gap (higher = more familiar; k=0.2)': the gap, loss and zlib use no k (QA)."""
+    import io
+
+    from rich.console import Console
+
+    from contamscope.cli import membership
+    from contamscope.cli.membership import print_membership_summary
+
+    said = {}
+    for statistic in ("loss", "min_k_pp"):
+        summary = load_run(make_membership_run(statistic, statistic=statistic)).summary
+        buffer = io.StringIO()
+        real, membership.console = membership.console, Console(file=buffer, width=200)
+        try:
+            print_membership_summary(summary)
+        finally:
+            membership.console = real
+        said[statistic] = next(ln for ln in buffer.getvalue().splitlines() if "statistic" in ln)
+    assert "k=" not in said["loss"] and "k=0.2" in said["min_k_pp"], said

@@ -319,9 +319,9 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
         if st["statistic"] == "combined"
         else "higher = more familiar"
     )
-    console.print(
-        f"statistic  {st['statistic']} ({what}; k={summary['config']['k']})", highlight=False
-    )
+    uses_k = st["statistic"] in ("min_k_pp", "min_k", "combined")  # the gap, loss, zlib: no k
+    k = f"; k={summary['config']['k']}" if uses_k else ""
+    console.print(f"statistic  {st['statistic']} ({what}{k})", highlight=False)
     console.print(
         f"dataset    AUC {d['auc']:.3f}"
         + (

@@ -92,7 +92,7 @@ FIELDS_OPT = typer.Option(
 SPLIT_OPT = typer.Option(None, "--split", help="Sub-folder of a benchmark folder (test, dev, val).")
 SUBJECTS_OPT = typer.Option(None, "--subjects", help="Comma-separated subjects to keep.")
 LIMIT_OPT = typer.Option(None, "--limit", min=1, help="Score only the first N items.")
-SAMPLE_OPT = typer.Option(None, "--sample", min=1, help="Score a seeded random sample of N items.")
+SAMPLE_OPT = typer.Option(None, "--sample", min=1, help="Take a seeded random sample of N items.")
 SEED_OPT = typer.Option(0, "--seed", min=0, help="Seed for --sample and Monte Carlo orders.")
 TEMPLATE_OPT = typer.Option("paper", "--template", help=TEMPLATE_HELP)
 MAX_EXHAUSTIVE_OPT = typer.Option(

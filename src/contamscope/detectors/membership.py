@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from scipy import stats as sps
 
 from ..errors import ConfigError
+from ..wording import plural
 from .stats import expanded_tail
 
 __all__ = [
@@ -332,7 +333,8 @@ class MembershipResult:
         return (
             f"flag = conformal p <= {self.alpha:g}: each item the model is no more familiar with "
             f"than with the references is flagged with probability <= {rate:.3g} "
-            f"(false-positive rate; about {rate * n:.1f} of {n} items flagged if none leaked)"
+            f"(false-positive rate; about {_expected(rate * n)} of {plural(n, 'item')} flagged "
+            "if none leaked)"
             f"{none}"
         )
 
@@ -393,3 +395,9 @@ class MembershipTest:
         flags = (q if q is not None else p) <= self.alpha + 1e-12
         dataset = mann_whitney(x, y, n_boot=self.n_boot, seed=self.seed)
         return MembershipResult(p, q, flags, self.alpha, self.fdr, int(y.size), dataset)
+
+
+def _expected(count: float) -> str:
+    """An expected number of items: one decimal, two significant digits below 1 ('0.038',
+    not '0.0')."""
+    return f"{count:.1f}" if count >= 0.95 or count == 0 else f"{count:.2g}"

@@ -126,8 +126,8 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
             f"references ({auc}, one-sided p {p_text(d['p_value'])}){caveat}"
         )
     return "clean", (
-        f"no evidence: the benchmark items are no more familiar than the unseen references at "
-        f"5% ({auc}, one-sided p {p_text(d['p_value'])}; absence of evidence is not proof of "
+        f"no evidence that the benchmark items are more familiar than the unseen references "
+        f"at 5% ({auc}, one-sided p {p_text(d['p_value'])}; absence of evidence is not proof of "
         f"absence){caveat}"
     )
 

@@ -18,6 +18,7 @@ from ..data.items import MCQItem
 from ..errors import ConfigError
 from ..perturb import PromptTemplate
 from ..perturb.exchangeability import non_exchangeable_reason
+from ..wording import plural
 
 __all__ = [
     "Scenario",
@@ -115,7 +116,7 @@ def split_items(
         raise ConfigError(
             f"--n-items {n_items}: only {len(pool)} usable items in the benchmark"
             + (
-                f" ({len(items) - len(pool)} non-exchangeable items left out)"
+                f" ({plural(len(items) - len(pool), 'non-exchangeable item')} left out)"
                 if len(pool) < len(items)
                 else ""
             )
