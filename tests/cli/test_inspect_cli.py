@@ -177,6 +177,10 @@ def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
     res = run_cli("inspect", "-b", str(bench), *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Benchmark against 20 reference items" in " ".join(res.stdout.split())
+    bad = run_cli(
+        "inspect", "-b", str(bench), "-r", str(generic), "--reference-format", "nope", cwd=tmp_path
+    )
+    assert bad.returncode == 2 and "--reference-format 'nope': unknown format" in bad.stderr
     same = tmp_path / "more_sorted.csv"
     same.write_text("\n".join(r.replace("case", "box") for r in rows[:12]) + "\n", encoding="utf-8")
     ok = run_cli("inspect", "-b", str(bench), "-r", str(same), "--json", cwd=tmp_path)

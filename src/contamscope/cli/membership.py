@@ -217,7 +217,10 @@ def load_reference(kw: dict[str, Any], bench: Any) -> Any:
             strict=kw["strict"],
         )
     except (DataError, ConfigError) as exc:
-        raise type(exc)(f"--reference {exc}") from None
+        said = str(exc)
+        if kw["reference_format"] is not None and said.startswith("--format "):
+            raise type(exc)(said.replace("--format", "--reference-format", 1)) from None
+        raise type(exc)(f"--reference {said}") from None
     if kw["reference_format"] is None and _family(ref.format) != _family(bench.format):
         raise ConfigError(
             f"--reference {kw['reference']}: format {ref.format!r}, the benchmark's is "
