@@ -34,8 +34,10 @@ def scored(tmp_path: Path, tiny_backend: Any):  # type: ignore[no-untyped-def]
     scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "scores.sqlite"))
     cfg = MembershipConfig(n_boot=200)
 
-    def run(folder: str, config: MembershipConfig):  # type: ignore[no-untyped-def]
-        return run_membership(bench, bench.items, ref, ref.items, scorer, tmp_path / folder, config)
+    def run(folder: str, config: MembershipConfig, **kw: Any):  # type: ignore[no-untyped-def]
+        return run_membership(
+            bench, bench.items, ref, ref.items, scorer, tmp_path / folder, config, **kw
+        )
 
     first = run("run", cfg)
     return run, cfg, first
@@ -90,3 +92,33 @@ def test_a_folder_missing_records_is_refused_not_re_analysed_on_the_rest(
     with pytest.raises(StoreError, match="holds 3 of its 4 benchmark items; re-run its membership"):
         reanalyse_membership(tmp_path / "run", alpha=0.1)
     assert (tmp_path / "run" / "summary.json").read_text() == before
+
+
+def test_an_interrupted_upgrade_to_the_gap_resumes_with_honest_counts(
+    tmp_path: Path, scored
+) -> None:  # type: ignore[no-untyped-def]
+    """A folder switched to a statistic that needs the option orders, interrupted, then run
+    again: the items whose orders the first try scored count as resumed (QA: every item was
+    counted as scored now)."""
+    run, cfg, first = scored
+    gap = replace(cfg, statistic="gap", batch_items=4)
+    seen: list[int] = []
+
+    def stop_after_two_batches(n: int) -> None:
+        seen.append(n)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run("run", gap, on_items=stop_after_two_batches)
+    again = run("run", gap)
+    timings = again.summary["timings"]
+    total = timings["items_scored_now"] + timings["items_resumed"]
+    assert total == 20 and timings["items_scored_now"] == 20 - 8, timings
+    # the records are those of an uninterrupted switch, once each, in the folder's order
+    whole = run("whole", cfg)
+    assert whole.summary["counts"] == first.summary["counts"]
+    run("whole", gap)
+    got = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    want = [json.loads(x) for x in (tmp_path / "whole" / "items.jsonl").read_text().splitlines()]
+    assert got == want

@@ -230,12 +230,15 @@ class RunDir:
         self, complete: Callable[[dict[str, Any]], bool] | None
     ) -> dict[str, dict[str, Any]]:
         """Finished records by id. Dropped, so their items are scored again: a torn last line
-        (a killed run), a damaged line, a record the method cannot read (``complete``), and a
-        second copy of an id; the file is rewritten without them."""
+        (a killed run), a damaged line and a record the method cannot read (``complete``); a
+        record appended again for an id (a membership folder given the option orders
+        afterwards rewrites its records so) replaces the earlier one in its place. The file
+        is rewritten so."""
         if not self.items_path.exists():
             return {}
         done: dict[str, dict[str, Any]] = {}
         good: list[bytes] = []
+        where: dict[str, int] = {}  # an id's line in good
         damaged = False
         try:
             with open(self.items_path, "rb") as fh:
@@ -249,10 +252,16 @@ class RunDir:
                         usable = complete is None or complete(rec)
                     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
                         usable = False
-                    if not usable or rec_id in done:
-                        damaged = True  # dropped (its item is scored again, or kept once);
-                        continue  # the good records after it are kept
+                    if not usable:
+                        damaged = True  # dropped: its item is scored again; the good records
+                        continue  # after it are kept
+                    if rec_id in done:  # the later copy, in the earlier one's place
+                        damaged = True
+                        done[rec_id] = rec
+                        good[where[rec_id]] = raw
+                        continue
                     done[rec_id] = rec
+                    where[rec_id] = len(good)
                     good.append(raw)
             if damaged:
                 tmp = self.items_path.with_name(self.items_path.name + ".tmp")
