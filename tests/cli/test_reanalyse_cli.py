@@ -114,6 +114,16 @@ def test_several_folders_each_done_and_one_that_fails_is_named(tmp_path: Path, r
     assert f"error: {sweep / 'b'}: the run is unfinished" in res.stderr
     assert f"1 folder not re-analysed: {sweep / 'b'} (exit code 2)" in res.stderr
     assert f"the board in {sweep} is from before: re-run its sweep command" in res.stderr
+    # an option that is not some folder's setting: found before any folder is written (the
+    # permutation folders were re-analysed, then the other refused; QA)
+    other = tmp_path / "membership-run"
+    other.mkdir()
+    (other / "settings.json").write_text(json.dumps({"method": "membership"}))
+    before = (sweep / "a" / "summary.json").read_text()
+    res = run_cli("reanalyse", str(sweep / "a"), str(other), "--ties", "leaked", cwd=tmp_path)
+    assert res.returncode == 2 and "--ties: not a setting of a membership run" in res.stderr
+    assert f"nothing re-analysed: 1 folder cannot be ({other})" in " ".join(res.stderr.split())
+    assert (sweep / "a" / "summary.json").read_text() == before
     res = run_cli("reanalyse", str(sweep / "a"), str(run), "--ties", "leaked", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     for folder in (sweep / "a", run):

@@ -195,6 +195,7 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
     from ..report.rundata import sweep_reference_folder
 
     failed, skipped = [], 0
+    folders = []
     for run_dir in run_dirs:
         if sweep_reference_folder(run_dir):  # what runs/sweep/*/ matches besides the pairs
             err_console.print(
@@ -203,6 +204,24 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
                 highlight=False,
             )
             continue
+        try:  # every folder checked before any is written: the options must be each one's
+            _checked(run_dir, given)
+        except ContamscopeError as exc:
+            err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
+            failed.append(run_dir)
+        folders.append(run_dir)
+    if failed:
+        err_console.print(
+            styled(
+                "bold red",
+                "nothing re-analysed:",
+                f" {plural(len(failed), 'folder')} cannot be ({', '.join(map(str, failed))}); "
+                "give the others alone (exit code 2)",
+            ),
+            highlight=False,
+        )
+        raise SystemExit(EXIT_USER_ERROR)
+    for run_dir in folders:
         console.rule(str(run_dir))
         try:
             skipped += _reanalyse(run_dir, given, report)
@@ -231,6 +250,24 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
 
 def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     """One folder; returns how many benchmark rows were skipped reading its benchmark."""
+    stored, method = _checked(run_dir, given)
+    with run_folders_as_written(run_dir):
+        if method == "permutation":
+            problems = _permutation(run_dir, given, stored)
+        else:
+            problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
+                run_dir, given
+            )
+    console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
+    from .report import report_after_run
+
+    report_after_run(run_dir, write=report)  # and a report.html already there, redone
+    return problems
+
+
+def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(the folder's stored settings, its method) where the options given are its method's;
+    else the one-line error. Nothing is written."""
     from ..errors import StoreError
     from ..report.rundata import load_run, refuse_newer
     from ..store import RunDir
@@ -263,18 +300,7 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
                 raise ConfigError(
                     f"{_flag(key)}: a setting of {reader}-task CAP runs; this run's task is {task}"
                 )
-    with run_folders_as_written(run_dir):
-        if method == "permutation":
-            problems = _permutation(run_dir, given, stored)
-        else:
-            problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
-                run_dir, given
-            )
-    console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
-    from .report import report_after_run
-
-    report_after_run(run_dir, write=report)  # and a report.html already there, redone
-    return problems
+    return stored, method
 
 
 def _said(n: int, changed: str) -> None:
