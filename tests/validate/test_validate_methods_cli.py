@@ -228,6 +228,9 @@ def test_method_user_errors_are_one_line(
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
     assert "Traceback" not in res.stderr
+    # the error alone: no empty line first (a progress display that never showed a bar
+    # printed one as it stopped; QA)
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, repr(res.stderr)
 
 
 def test_options_of_another_method_are_named_as_ignored(tmp_path: Path) -> None:

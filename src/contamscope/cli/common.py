@@ -260,6 +260,32 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
+    """A rich ``Progress`` on stderr that shows nothing until its first task: used as a
+    context, it starts with that task, so a run refused before any (other settings in the
+    folder, too few items) prints its one error line alone (rich printed an empty line on
+    stopping a display that never showed a bar)."""
+    from rich.progress import Progress
+
+    class _Quiet(Progress):
+        started = False
+
+        def __enter__(self) -> _Quiet:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            if self.started:
+                self.stop()
+
+        def add_task(self, *args: Any, **kw: Any) -> Any:
+            if not self.started:
+                self.started = True
+                self.start()
+            return super().add_task(*args, **kw)
+
+    return _Quiet(*columns, console=err_console, **kwargs)
+
+
 class ItemProgress:
     """Progress bar of a resumable per-item run, with the pipelines' ``on_start``/``on_items``.
 
@@ -271,7 +297,6 @@ class ItemProgress:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
@@ -285,7 +310,7 @@ class ItemProgress:
         ]
         if eta:
             columns += [TextColumn("ETA"), TimeRemainingColumn()]
-        self.progress = Progress(*columns, console=err_console)
+        self.progress = quiet_progress(*columns)
         self.verb = verb
         self.out = out
         self._task: Any = None

@@ -12,7 +12,6 @@ import typer
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -32,6 +31,7 @@ from .common import (
     list_skipped,
     open_cache,
     pick_items,
+    quiet_progress,
     reading_options,
     slug,
     styled,
@@ -340,7 +340,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         **({"drop_repeats": True} if kw["drop_repeats"] else {}),
         **reading_options(kw),
     }
-    progress = Progress(
+    progress = quiet_progress(
         TextColumn("[bold]scoring"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -348,8 +348,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
     )
     task: dict[str, Any] = {}
 

@@ -10,7 +10,6 @@ from rich import box
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -29,6 +28,7 @@ from .common import (
     exit_if_skipped,
     list_skipped,
     open_cache,
+    quiet_progress,
     styled,
     subject_list,
     user_errors,
@@ -306,14 +306,13 @@ def run(**kw: Any) -> None:
     out = kw["out"] or Path("runs") / default_name
     check_output_folder(out)
     cache = open_cache(kw)
-    progress = Progress(
+    progress = quiet_progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=err_console,
     )
     current: dict[str, Any] = {}
 
