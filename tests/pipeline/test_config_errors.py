@@ -11,6 +11,7 @@ from contamscope.detectors.membership import MembershipTest
 from contamscope.errors import ConfigError
 from contamscope.pipeline.benbench import BenBenchConfig
 from contamscope.pipeline.cap import CapConfig
+from contamscope.pipeline.permutation import PermutationConfig
 
 
 @pytest.mark.parametrize(
@@ -26,6 +27,9 @@ from contamscope.pipeline.cap import CapConfig
         (lambda: CapConfig(task="qa", min_diff=float("nan")), "--min-diff nan: must be a number"),
         (lambda: CapConfig(task="qa", min_diff=-1.0), "--min-diff -1: must be a number >= 0"),
         (lambda: CapConfig(task="qa", year_shift=0), "--year-shift 0: shifts no year"),
+        # one wording for --alpha, with the value given (QA: three wordings, one without it)
+        (lambda: MembershipTest(alpha=2.0), "--alpha 2.0: must be between 0 and 1"),
+        (lambda: PermutationConfig(alpha=0.0), "--alpha 0.0: must be between 0 and 1"),
         (
             lambda: CapConfig(task="qa", paraphrase_threshold=float("nan")),
             "--paraphrase-threshold (paraphrase_threshold) nan: must be in (0, 1]",

@@ -378,7 +378,7 @@ class MembershipTest:
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
-            raise ConfigError(f"--alpha {self.alpha}: expected a level in (0, 1)")
+            raise ConfigError(f"--alpha {self.alpha}: must be between 0 and 1")
         if self.n_boot < 100:
             raise ConfigError(f"--bootstrap (n_boot) {self.n_boot}: must be at least 100")
 

@@ -116,7 +116,7 @@ class PermutationConfig:
                 "orders --max-exhaustive scores; more would take hours per item)"
             )
         if not 0 < self.alpha < 1:
-            raise ConfigError("--alpha must be between 0 and 1")
+            raise ConfigError(f"--alpha {self.alpha}: must be between 0 and 1")
         if self.batch_items is not None and self.batch_items < 1:
             raise ConfigError("--batch-items must be at least 1")
         if self.detector_workers is not None and self.detector_workers < 0:
