@@ -256,6 +256,22 @@ def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
     res = run_cli("compare", str(setup["base"]), str(root / "drawn-orders"), cwd=root)
     assert res.returncode == 2
     assert "nothing to compare, the 4 items scored in both were scored under other" in res.stderr
+    # no id in common (the same file under another name), and no records: each said (both
+    # read "no item was scored in both"; QA)
+    import shutil
+
+    renamed, bare = root / "renamed", root / "bare"
+    for folder in (renamed, bare):
+        shutil.copytree(setup["tuned"], folder)
+    items = renamed / "items.jsonl"
+    items.write_text(items.read_text(encoding="utf-8").replace('"toy_test-', '"toy-'), "utf-8")
+    (bare / "items.jsonl").unlink()
+    for folder, needle in (
+        (renamed, "no item id is in both (A's first 'toy_test-0', B's 'toy-0'; ids are made"),
+        (bare, f"{bare} has no items.jsonl"),
+    ):
+        res = run_cli("compare", str(setup["base"]), str(folder), cwd=root)
+        assert res.returncode == 2 and needle in " ".join(res.stderr.split()), res.stderr
 
 
 # --------------------------------------------------------------------------- membership runs

@@ -202,6 +202,20 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
     }
 
 
+def _no_common_item(a: Any, b: Any, sa: dict[str, Any], sb: dict[str, Any]) -> str:
+    """Why two runs share no item: one has no records, or their item ids differ (ids are made
+    from the file name: the same items in a file named otherwise have other ids)."""
+    for run, scored in ((a, sa), (b, sb)):
+        if not scored:
+            missing = not run.items_path.exists()
+            return f"{run.path} has no {'items.jsonl' if missing else 'scored item'}"
+    first_a, first_b = next(iter(sa)), next(iter(sb))
+    return (
+        f"no item id is in both (A's first {first_a!r}, B's {first_b!r}; ids are made from "
+        "the benchmark file's name, so the same items in a file named otherwise have other ids)"
+    )
+
+
 def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
     fine-tuned copy) on the items both scored under the same orders; or two BenBench runs
@@ -231,7 +245,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -
     same = [i for i in common if sa[i].get("orders") == sb[i].get("orders")]
     if not same:
         why = (
-            "no item was scored in both"
+            _no_common_item(a, b, sa, sb)
             if not common
             else f"the {len(common)} items scored in both were scored under other option orders "
             "(another --seed, --mc-orders or --max-exhaustive)"
