@@ -202,3 +202,24 @@ def test_report_out_ending_in_a_slash_is_a_folder(make_run, tmp_path: Path) -> N
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "newdir" / "report.html").is_file()
     assert "report: newdir/report.html" in res.stdout
+
+
+def test_report_says_when_items_jsonl_holds_fewer_records_than_the_summary(
+    make_run, make_membership_run, tmp_path: Path
+) -> None:
+    """An empty or cut items.jsonl gave a page of 'No analysed item to show' under '8 items
+    analysed', and nothing said (QA)."""
+    run = make_run("r", n_items=8)
+    member = make_membership_run("m")
+    for folder in (run, member):  # whole: nothing said
+        res = run_cli("report", str(folder), cwd=tmp_path)
+        assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+    items = run / "items.jsonl"
+    lines = items.read_text(encoding="utf-8").splitlines(keepends=True)
+    items.write_text("".join(lines[:3]), encoding="utf-8")
+    res = run_cli("report", str(run), cwd=tmp_path)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 0 and f"{items} holds 3 of the 8 item records" in said, said
+    items.write_text("", encoding="utf-8")
+    res = run_cli("report", str(run), cwd=tmp_path)
+    assert "holds 0 of the 8 item records" in res.stderr and "show none" in res.stderr

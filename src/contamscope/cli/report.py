@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from ..errors import ConfigError
+from ..wording import plural
 from .common import console, err_console, exit_if_skipped, styled, user_errors
 
 REPORT_EPILOG = """
@@ -91,7 +93,33 @@ def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page
     )
     if not run.items_path.exists():
         _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
+    else:
+        expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())
+        if expected is not None and held < expected:  # an empty or cut file, unsaid (QA)
+            _warn(
+                f"{run.items_path} holds {held} of the {plural(expected, 'item record')} "
+                "summary.json counts: the statistics are the run's, the item tables show "
+                f"{'none' if held == 0 else 'those ' + str(held)}"
+            )
     console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def _selected_items(summary: dict[str, Any]) -> int | None:
+    """How many item records the run wrote, by its summary: ``counts.items_selected`` (a
+    permutation run), or the sum over the roles or splits that have it (membership's, BenBench's
+    and CAP's counts)."""
+    counts = summary.get("counts")
+    if not isinstance(counts, dict):
+        return None
+    if isinstance(counts.get("items_selected"), int):
+        return int(counts["items_selected"])
+    parts = [
+        part.get("items_selected", part.get("items"))
+        for part in counts.values()
+        if isinstance(part, dict)
+    ]
+    numbers = [n for n in parts if isinstance(n, int)]
+    return sum(numbers) if numbers and len(numbers) == len(parts) else None
 
 
 def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run: Path) -> None:
