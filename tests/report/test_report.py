@@ -361,8 +361,12 @@ def test_a_board_leaves_out_runs_it_cannot_read_and_keeps_the_others(
     sweep = tmp_path / "sweep"  # a sweep's folder given for its runs: named with the glob
     sweep.mkdir()
     (sweep / "sweep.json").write_text("{}")
-    with pytest.raises(ConfigError, match=r"a sweep's folder: give its runs \(.*sweep/\*\)"):
+    # '*/': the folders alone ('*' took the sweep's pages too, each then left out; QA)
+    with pytest.raises(ConfigError, match=r"a sweep's folder: give its runs \(.*sweep/\*/\)"):
         collect([sweep])
+    # and report says what the folder is, not only that it is no run
+    with pytest.raises(StoreError, match=r"no summary.json, not a finished run folder \(a sweep's"):
+        load_run(sweep)
 
 
 def test_summary_of_a_newer_schema_version_is_refused(make_run) -> None:

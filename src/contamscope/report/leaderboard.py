@@ -180,11 +180,12 @@ def collect(
         if not Path(d).exists():  # a typo is an error; what a glob finds that is no run is not
             raise StoreError(f"{d}: no such run folder")
         if (Path(d) / "sweep.json").is_file() and not (Path(d) / "summary.json").exists():
-            left.append(LeftOut(Path(d), f"a sweep's folder: give its runs ({Path(d) / '*'})"))
+            # '*/': the folders alone (the sweep's own pages and sweep.json are files)
+            left.append(LeftOut(Path(d), f"a sweep's folder: give its runs ({Path(d) / '*'}/)"))
             continue
         if sweep_reference_folder(d):
             left.append(
-                LeftOut(Path(d), f"a sweep's reference runs (clean items): {Path(d) / '*'}")
+                LeftOut(Path(d), f"a sweep's reference runs (clean items): {Path(d) / '*'}/")
             )
             continue
         try:

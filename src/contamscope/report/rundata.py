@@ -135,6 +135,8 @@ def load_run(path: Path | str) -> RunData:
         hint = (
             " (run interrupted? re-run its command to finish it)"
             if (path / "items.jsonl").exists()
+            else f" (a sweep's folder: its runs are {path / '*'}/, its board leaderboard.html)"
+            if (path / "sweep.json").is_file()
             else ""
         )
         raise StoreError(f"{path}: no summary.json, not a finished run folder{hint}")
