@@ -157,7 +157,7 @@ def run(**kw: Any) -> None:
 
         repeated = repeats(items)
         items = [it for it in items if it.id not in repeated]
-    items = pick_items(items, kw)
+    items = pick_items(items, kw, kw["benchmark"])
     selection = {
         "subjects": subject_list(kw),
         "limit": kw["limit"],

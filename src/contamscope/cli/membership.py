@@ -254,7 +254,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     refuse_the_benchmark_as_reference(kw)
     bench, ref = _load(kw)
     ref_items, overlap, repeats = usable_references(kw, bench.items, ref.items)
-    items = pick_items(bench.items, kw)
+    items = pick_items(bench.items, kw, kw["benchmark"])
     if not items:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])

@@ -315,9 +315,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     list_skipped(loaded.problems)
     if kw["drop_repeats"]:  # left out of the benchmark before --limit/--sample
         repeated = _say_repeats(loaded.items, True)
-        items = pick_items([it for it in loaded.items if it.id not in repeated], kw)
+        items = pick_items(
+            [it for it in loaded.items if it.id not in repeated], kw, kw["benchmark"]
+        )
     else:  # named only where they are among the items run (MMLU's 106 were named for 5)
-        items = pick_items(loaded.items, kw)
+        items = pick_items(loaded.items, kw, kw["benchmark"])
         _say_repeats(items, False)
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")

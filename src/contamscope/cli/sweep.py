@@ -621,7 +621,7 @@ def _dry_run(
         reference = ref.run_dir if ref is not None and not job.reference else None
         if job.benchmark not in per_benchmark:
             loaded = load_for(_job_kwargs(job, kw))
-            items = pick_items(loaded.items, kw)
+            items = pick_items(loaded.items, kw, job.benchmark)
             per_benchmark[job.benchmark] = survey_permutation(loaded, items, config)
         found = per_benchmark[job.benchmark]
         n, orders = found["counts"]["items_selected"], found["orders"]["total"]
