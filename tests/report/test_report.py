@@ -15,7 +15,7 @@ from contamscope.detectors.verdict import p_text
 from contamscope.errors import ConfigError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
 from contamscope.report.html import fmt_p
-from contamscope.report.leaderboard import LeftOut, to_markdown
+from contamscope.report.leaderboard import LeftOut, to_html, to_markdown
 
 
 def _table_data(html: str, table_id: str = "items") -> dict:
@@ -774,3 +774,24 @@ def test_the_report_shows_the_leaderboards_number_for_a_run_with_items_set_aside
     cell = estimate(load_run(a))
     assert cell is not None and cell.text() == "+12.5 pp [-3.9, +48.5]"
     assert "+12.5 pp beyond it, 95% CI [-3.9, +48.5] (the leaderboard's cell)" in text
+
+
+def test_one_p_value_is_not_said_to_be_holm_corrected(make_run, tmp_path: Path) -> None:
+    """'0 of 1 run ... 0 after Holm's correction over all 1' and 'adjusted over the 1
+    comparison': one test needs no correction, and the board, card and baseline note say so
+    (QA)."""
+    from contamscope.report.card import write_card
+    from contamscope.report.leaderboard import BaselineComparison, comparisons_note
+
+    one = collect([make_run("a", n_items=24)])
+    p = one[0].estimate.p_value
+    assert p is not None
+    html = to_html(one)
+    assert f"{int(p <= 0.05)} of 1 run with a p-value rejects H0 (no leakage) at 5%" in html
+    assert "over all 1 " not in html
+    write_card([make_run("b", n_items=24)], tmp_path / "card.md")
+    card = (tmp_path / "card.md").read_text(encoding="utf-8")
+    assert "The card has one p-value; it is" in card and "over all 1 " not in card
+    row = BaselineComparison("m0", "m1", "b", 20, 0.1, 0.2, 0.3, 0.3, "no evidence", "c.html")
+    assert "Holm: with one comparison, its p itself." in comparisons_note([row])
+    assert "adjusted over the 2 comparisons" in comparisons_note([row, row])

@@ -382,7 +382,10 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += _benbench_lines(card, gram)
     lines += _other_lines(card.get("other_checks") or [])
     fam = card.get("family") or {}
-    if fam.get("p_values"):
+    if fam.get("p_values") == 1:  # "after Holm's correction over all 1": none needed
+        at_most = "is" if fam["below_5pct"] else "is not"
+        lines += ["", f"The card has one p-value; it {at_most} at most 0.05."]
+    elif fam.get("p_values"):
         lines += [
             "",
             f"Every p-value above is its own test: {fam['below_5pct']} of {fam['p_values']} "

@@ -130,8 +130,11 @@ def comparisons_note(rows: Sequence[BaselineComparison]) -> str:
         "without a natural option order, as each comparison's own verdict and page): is B "
         "more drawn to the published option orders? H0: on every item the two models are "
         "equally drawn to the published order. p: the smallest of three paired tests x 3; "
-        f"Holm: adjusted over the {plural(len(rows), 'comparison')} (family-wise error at "
-        "most 5%)."
+        + (
+            f"Holm: adjusted over the {len(rows)} comparisons (family-wise error at most 5%)."
+            if len(rows) > 1
+            else "Holm: with one comparison, its p itself."
+        )
     )
 
 
@@ -439,9 +442,11 @@ def significance_line(entries: Sequence[LeaderboardEntry], level: float = 0.05) 
     if not ps:
         return "no run has a p-value"
     raw = sum(p <= level for p in ps)
+    if len(ps) == 1:  # "0 after Holm's correction over all 1": one test needs none
+        return f"{raw} of 1 run with a p-value rejects H0 (no leakage) at {level:.0%}"
     adjusted = sum(q <= level for q in holm(ps))
     return (
-        f"{raw} of {plural(len(ps), 'run')} with a p-value reject H0 (no leakage) at "
+        f"{raw} of {len(ps)} runs with a p-value reject H0 (no leakage) at "
         f"{level:.0%}; {adjusted} after Holm's correction over all {len(ps)} "
         f"(family-wise error at most {level:.0%})"
     )
