@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import random
 import shutil
 from pathlib import Path
@@ -168,6 +169,11 @@ def test_one_run_against_itself_differs_in_nothing(setup: dict[str, Path]) -> No
     assert res.returncode == 0, res.stderr
     assert "do not differ at 5%" in res.stdout
     assert "same model set-up" in res.stderr
+    # differences of rates in percentage points, as the board gives them, and p as every
+    # table gives it (it read "+0.0%" and "p = 1"; QA)
+    said = " ".join(res.stdout.split())
+    assert re.search(r"\+0\.0 pp .* \[-[\d.]+ pp, \+[\d.]+ pp\]", said), said
+    assert "(p = 1.000," in said
 
 
 def test_runs_that_do_not_compare_are_refused_in_one_line(

@@ -21,6 +21,7 @@ from ..detectors.compare import (
     leaning,
     paired_p_floor,
 )
+from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run, refuse_newer
 from ..wording import plural
@@ -377,7 +378,7 @@ def compare_verdict(
         stats,
         model_a,
         model_b,
-        f"p = {p:.3g}, {smallest}; smallest of three paired tests x 3{aside}",
+        f"p = {p_text(p)}, {smallest}; smallest of three paired tests x 3{aside}",
         "more drawn to the published orders",
         "{who} ({more}) is more drawn to the published option orders than {other} ({less}) "
         "({where}): {who} has seen more of this benchmark, or is more sensitive to the order it "

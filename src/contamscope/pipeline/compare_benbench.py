@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..detectors.compare import GAP_NULL, compare_gaps
+from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData
 from .compare import run_config
@@ -228,7 +229,7 @@ def gap_verdict(
         return {"label": "nothing to compare", "text": "no paired gaps", "p_value": None}
     m = len(stats["tested"])
     where = (
-        f"p = {p:.3g}, {GAP_METRICS[stats['smallest']].split(',')[0]}; smallest of {m} paired "
+        f"p = {p_text(p)}, {GAP_METRICS[stats['smallest']].split(',')[0]}; smallest of {m} paired "
         f"tests x {m}; {'the ' + split + ' split' if split else 'all paired items'}"
     )
     return paired_verdict(

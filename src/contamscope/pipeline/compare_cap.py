@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..detectors.compare_cap import PCR_NULL, Readings, compare_leans
+from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData
 from .cap import CAP_ANALYSIS, READERS, CapConfig, analysis_config, item_readings
@@ -252,7 +253,7 @@ def lean_verdict(
         return {"label": "nothing to compare", "text": "no defined difference", "p_value": None}
     m = len(stats["tested"])
     reader, split = stats["smallest"].split("/", 1)
-    where = f"p = {p:.3g}, M - C lean, {READER_NAMES[reader]} on {split}" + (
+    where = f"p = {p_text(p)}, M - C lean, {READER_NAMES[reader]} on {split}" + (
         f"; smallest of {m} paired tests x {m}" if m > 1 else ""
     )
     return paired_verdict(

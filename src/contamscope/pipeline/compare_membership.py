@@ -13,6 +13,7 @@ from typing import Any
 
 from ..detectors.combined import COMBINED_COMPONENTS
 from ..detectors.compare import AUC_NULL, compare_aucs
+from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData
 from ..wording import plural
@@ -182,7 +183,7 @@ def auc_verdict(stats: dict[str, Any], model_a: str, model_b: str) -> dict[str, 
     p = stats["p_value"]
     m = len(stats["tested"])
     name = STAT_NAMES.get(stats["smallest"], stats["smallest"])
-    where = f"p = {p:.3g}, {name} AUC" + (f"; smallest of {m} tests x {m}" if m > 1 else "")
+    where = f"p = {p_text(p)}, {name} AUC" + (f"; smallest of {m} tests x {m}" if m > 1 else "")
     return paired_verdict(
         stats,
         model_a,

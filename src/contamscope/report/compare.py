@@ -11,7 +11,7 @@ from typing import Any
 from .. import __version__
 from ..detectors.verdict import few_items_text, p_text, pct_text
 from ..paths import write_text_atomic
-from ..wording import plural
+from ..wording import plural, pp_text
 from .html import Column, Section, Table, esc, page
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
@@ -32,9 +32,11 @@ __all__ = [
 
 
 def _signed(x: float | None, pct: bool) -> str:
+    """A difference B - A: of two rates in percentage points (as the board gives them), else
+    to three decimals, signed."""
     if x is None:
         return "-"
-    return f"{x:+.1%}" if pct else f"{x:+.3f}"
+    return pp_text(x) if pct else f"{x:+.3f}"
 
 
 def _ci(ci: list[float] | None, pct: bool) -> str:
