@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import random
+import re
 import shutil
 from pathlib import Path
 
