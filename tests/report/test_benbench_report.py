@@ -77,7 +77,7 @@ def test_estimate_and_clean_run(make_benbench_run) -> None:
     d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
     est = estimate(load_run(run))
     assert est is not None
-    assert est.statistic == "BenBench Δ 5-gram accuracy (test)"
+    assert est.statistic == "Δ 5-gram accuracy (test)"
     assert est.value == d["delta"] and est.ci == tuple(d["ci"]) and est.n_items == d["n"]
     assert est.p_value == d["p_value"] and est.percent is True and est.leak_sign == 1
     assert d["p_value"] > 0.05 and d["test"] == "randomization (Monte Carlo)"
@@ -94,7 +94,8 @@ def test_leaderboard_with_all_three_methods(make_run, make_cap_run, make_benbenc
     md = to_markdown(entries)
     head = md.splitlines()[0]
     assert "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))" in head
-    assert "- BenBench (n-gram accuracy, perplexity) (BenBench Δ 5-gram accuracy (test))" in md
+    # the method is named once: 'BenBench (...) (BenBench Δ ...): BenBench: Δ ...' (QA)
+    assert "- BenBench (n-gram accuracy, perplexity) (Δ 5-gram accuracy (test)): Δ n-gram" in md
     assert entries[2].estimate.text() in md
     # three benchmark sources (the BenBench one is its test + train pair), three methods
     assert "× 3 benchmarks (3 methods) from 3 runs" in to_html(entries)
@@ -197,6 +198,10 @@ def test_card_updates_its_own_model_and_refuses_another_models_card(
     assert "# Benchmark Transparency Card: Model A\n" in out.read_text(encoding="utf-8")
     r = card("--run", str(b))
     assert r.exit_code == 2 and "holds the card of another model" in r.output
+    # another extension: the card named is the JSON beside it (QA: 'card.txt holds')
+    r = CliRunner().invoke(app, ["card", "--run", str(b), "--out", str(out.with_suffix(".txt"))])
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "card.txt: card.json beside it holds the card of another" in said
     assert json.loads(out.with_suffix(".json").read_text())["model_spec"] != "hf:other-model"
     r = card("--run", str(b), "--overwrite")
     assert r.exit_code == 0, r.output
@@ -283,7 +288,10 @@ def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
     assert cells[7] == f"{100 * acc['original']:.1f}% / {100 * acc['reference']:.1f}%"
     assert cells[8].startswith(f"{100 * acc['delta']:+.1f} pp [")
     inst = st["instances"]["exact_all"]
-    assert cells[9] == f"{inst['count']}/30 / {inst['reference_count']}/{inst['reference_of']}"
+    # "0/3 / 0/3" read as one fraction over another (QA)
+    assert cells[9] == (
+        f"{inst['count']} of 30 / {inst['reference_count']} of {inst['reference_of']}"
+    )
     check = card["checks"][0]
     assert check["delta"]["ppl"]["original"] == d["ppl"]["original"]
     assert check["original_all_items"] == st["original"]
@@ -406,6 +414,9 @@ def test_card_takes_every_method_of_one_model_and_names_what_it_cannot_take(
     assert card["family"]["p_values"] == bb_ps + 1
     text = render_markdown(card)
     assert "## Benchmarks checked" in text and "## Other detection methods" in text
+    # a card of other methods' runs alone: nothing they are "other" than (QA)
+    alone = render_markdown(build_card([mem]))
+    assert "## Detection methods" in alone and "Other detection" not in alone
     assert f"| {est.text()} |" in text and "Mann-Whitney" in text
     assert not any("references are not written" in n for n in card["notes"])
     summary = json.loads((mem / "summary.json").read_text())

@@ -56,7 +56,7 @@ LABELS: dict[str, tuple[str, bool]] = {
 _NGRAMS = ("ngram_exact", "ngram_rouge", "ngram_edit")
 _CELL = 160
 LEGEND = (
-    "BenBench: Δ n-gram exact-match accuracy on the test split, original − paraphrase "
+    "Δ n-gram exact-match accuracy on the test split, original − paraphrase "
     "(percentage points; split named in the statistic). Above 0: the model predicts the "
     "original wording better than a paraphrase of it, a test-leak signal if the paraphrases are "
     "as natural as the originals. 95% paired-bootstrap CI; p: one-sided randomization test "
@@ -95,7 +95,7 @@ def estimate(run: RunData) -> Estimate | None:
     ci = d.get("ci")
     n = int(run.summary.get("config", {}).get("n", 5))
     return Estimate(
-        statistic=f"BenBench Δ {n}-gram accuracy ({split})",
+        statistic=f"Δ {n}-gram accuracy ({split})",
         value=d.get("delta"),
         ci=(ci[0], ci[1]) if ci else None,
         p_value=d.get("p_value"),

@@ -380,7 +380,7 @@ def render_markdown(card: dict[str, Any]) -> str:
     ]
     if card["checks"]:
         lines += _benbench_lines(card, gram)
-    lines += _other_lines(card.get("other_checks") or [])
+    lines += _other_lines(card.get("other_checks") or [], alone=not card["checks"])
     fam = card.get("family") or {}
     if fam.get("p_values") == 1:  # "after Holm's correction over all 1": none needed
         at_most = "is" if fam["below_5pct"] else "is not"
@@ -456,13 +456,14 @@ def _row_names(card: dict[str, Any]) -> list[str]:
     return names
 
 
-def _other_lines(others: Sequence[dict[str, Any]]) -> list[str]:
-    """The rows of the other methods' runs, and how to read each method's number."""
+def _other_lines(others: Sequence[dict[str, Any]], alone: bool = False) -> list[str]:
+    """The rows of the other methods' runs, and how to read each method's number (``alone``:
+    no BenBench table before them, so they are not 'other')."""
     if not others:
         return []
     lines = [
         "",
-        "## Other detection methods",
+        "## Detection methods" if alone else "## Other detection methods",
         "",
         "One row per run: the method's leakage estimate (its leaderboard number) with its 95% "
         "interval and p-value, each under its own method's H0 (the notes below the table).",
@@ -507,7 +508,7 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
         ppl, acc = d.get("ppl", {}), d.get("ngram_exact", {})
         inst = c["instances_all_ngrams_exact"]
         para_inst = (
-            f"{inst['paraphrase_count']}/{inst['paraphrase_of']}"
+            f"{inst['paraphrase_count']} of {inst['paraphrase_of']}"
             if inst.get("paraphrase_of")
             else "-"
         )
@@ -517,7 +518,7 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
             f"{value(ppl.get('original'), False)} / {value(ppl.get('paraphrase'), False)} | "
             f"{_delta(ppl, False)} | "
             f"{value(acc.get('original'), True)} / {value(acc.get('paraphrase'), True)} | "
-            f"{_delta(acc, True)} | {inst['count']}/{inst['of']} / {para_inst} |"
+            f"{_delta(acc, True)} | {inst['count']} of {inst['of']} / {para_inst} |"
         )
     dtts = [c for c in card["checks"] if "delta_train_test" in c]
     if dtts:
@@ -614,7 +615,8 @@ def _refuse_other_card(out: Path, card: dict[str, Any]) -> None:
             "(--overwrite replaces it)"
         )
     if old_model[0] != card["model_fingerprint"]:
+        where = "holds" if out.exists() else f"{js.name} beside it holds"  # the file it is
         raise ConfigError(
-            f"--out {out}: holds the card of another model ({old_model[1]}); give another "
+            f"--out {out}: {where} the card of another model ({old_model[1]}); give another "
             "--out, e.g. card-MODEL.md (--overwrite replaces it)"
         )
