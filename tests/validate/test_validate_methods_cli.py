@@ -200,10 +200,12 @@ def test_cap_validation_end_to_end_and_reuse(
     ll1 = summary["results"][1]["readers"]["loglik"]["splits"]["test"]["m"]
     assert ll1 >= ll0
 
-    again = run_cli(*args, cwd=tmp_path)
+    again = run_cli(*args, cwd=tmp_path, columns="140")
     assert again.returncode == 0, again.stderr
     assert "training a copy" not in again.stderr
     assert json.loads((out / "summary.json").read_text())["results"] == summary["results"]
+    # a narrower terminal wraps the tables' cells, never cuts a word ('inconclusi…'; QA)
+    assert "…" not in again.stdout, again.stdout
 
 
 @pytest.mark.parametrize(

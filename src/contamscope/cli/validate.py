@@ -398,7 +398,15 @@ def print_validation_summary(summary: dict[str, Any]) -> None:
     for title, head, body in tables(summary):
         t = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
         for k, col in enumerate(head):
-            t.add_column(col, justify="left" if k in (1,) else "right", no_wrap=k == 1)
+            # never narrower than its longest word: one word that does not fit is cut, not
+            # wrapped ('inconclusi…' at 160 columns; QA)
+            words = [len(w) for row in body for w in str(row[k]).split()] if body else [0]
+            t.add_column(
+                col,
+                justify="left" if k in (1,) else "right",
+                no_wrap=k == 1,
+                min_width=min(max(words, default=0), 24),
+            )
         last = None
         for row in body:
             if last is not None and row[0] != last:
