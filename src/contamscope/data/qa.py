@@ -139,8 +139,7 @@ def _refuse_multiple_choice(path: Path, rec: Mapping[str, Any]) -> None:
         raise DataError(
             f"{path}: multiple-choice items (option fields {', '.join(named[:4])}): this "
             "command reads question/answer items (GSM8K, MATH); multiple-choice benchmarks go "
-            "to permutation or membership (--fields question=...,answer=... reads a field as "
-            "the answer anyway)"
+            "to permutation or membership"
         )
 
 
