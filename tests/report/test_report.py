@@ -795,3 +795,34 @@ def test_one_p_value_is_not_said_to_be_holm_corrected(make_run, tmp_path: Path) 
     row = BaselineComparison("m0", "m1", "b", 20, 0.1, 0.2, 0.3, 0.3, "no evidence", "c.html")
     assert "Holm: with one comparison, its p itself." in comparisons_note([row])
     assert "adjusted over the 2 comparisons" in comparisons_note([row, row])
+
+
+def test_benchmarks_of_different_folders_are_named_from_their_common_folder(
+    make_run, tmp_path: Path
+) -> None:
+    """MMLU's anatomy_test.csv and CMMLU's anatomy.csv showed as 'anatomy_test.csv' and
+    'anatomy.csv': nothing said which benchmark each was (QA). Files of one folder keep
+    their names alone."""
+    runs = []
+    for name, source in (
+        ("a", "/bench/mmlu/test/anatomy_test.csv"),
+        ("b", "/bench/cmmlu/test/anatomy.csv"),
+        ("c", "/bench/mmlu/test/virology_test.csv"),
+    ):
+        run = make_run(name, n_items=24)
+        s = json.loads((run / "summary.json").read_text())
+        s["benchmark"]["source"] = source
+        (run / "summary.json").write_text(json.dumps(s))
+        runs.append(run)
+    md, _ = write_leaderboard(runs, None, "md")
+    head = [c.strip() for c in md.splitlines()[0].split("|")[2:-1]]
+    assert head == [
+        "mmlu/test/anatomy_test.csv",
+        "cmmlu/test/anatomy.csv",
+        "mmlu/test/virology_test.csv",
+    ]
+    one_folder, _ = write_leaderboard([runs[0], runs[2]], None, "md")
+    assert [c.strip() for c in one_folder.splitlines()[0].split("|")[2:-1]] == [
+        "anatomy_test.csv",
+        "virology_test.csv",
+    ]

@@ -341,13 +341,39 @@ def _short(name: str) -> str:
     return (f"{prefix}:{base}" if prefix else base) + tail
 
 
-def _display(names: Sequence[str]) -> dict[str, str]:
-    """Short labels for tables and charts, kept full where two would collide."""
+def _display(names: Sequence[str], folders: bool = False) -> dict[str, str]:
+    """Short labels for tables and charts, kept full where two would collide. ``folders``
+    (benchmarks): files of different folders under one folder are named from it down, where
+    that takes at most three parts (``mmlu/test/anatomy_test.csv`` beside
+    ``cmmlu/test/anatomy.csv``: their names alone did not say which benchmark each was)."""
     short = {n: _short(n) for n in names}
+    if folders:
+        short |= _from_common_folder(names)
     counts: dict[str, int] = {}
     for v in short.values():
         counts[v] = counts.get(v, 0) + 1
     return {n: (v if counts[v] == 1 else n) for n, v in short.items()}
+
+
+def _from_common_folder(names: Sequence[str]) -> dict[str, str]:
+    """Labels below the common folder of local benchmark files in more than one folder
+    (a trailing ``[...]`` kept); {} where the names are not all such files."""
+    paths, tails = {}, {}
+    for n in names:
+        base, bracket, rest = n.partition(" [")
+        if " + " in base or ":" in base or not base.startswith(("/", "./", "../", "~")):
+            return {}
+        paths[n], tails[n] = os.path.normpath(os.path.expanduser(base)), bracket + rest
+    if len({os.path.dirname(p) for p in paths.values()}) < 2:
+        return {}
+    try:
+        root = os.path.commonpath(list(paths.values()))
+    except ValueError:  # relative and absolute mixed
+        return {}
+    parts = {n: os.path.relpath(p, root).split(os.sep) for n, p in paths.items()}
+    if os.path.dirname(root) == root or any(len(x) > 3 for x in parts.values()):
+        return {}  # nothing in common but the file system, or deep: the short names stay
+    return {n: "/".join(parts[n]) + tails[n] for n in names}
 
 
 def _axes(entries: Sequence[LeaderboardEntry]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -361,7 +387,7 @@ def _shortened(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
     from dataclasses import replace
 
     m = _display(list(dict.fromkeys(e.model for e in entries)))
-    b = _display(list(dict.fromkeys(e.benchmark for e in entries)))
+    b = _display(list(dict.fromkeys(e.benchmark for e in entries)), folders=True)
     return [replace(e, model=m[e.model], benchmark=b[e.benchmark]) for e in entries]
 
 
