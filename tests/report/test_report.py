@@ -364,6 +364,11 @@ def test_a_board_leaves_out_runs_it_cannot_read_and_keeps_the_others(
     # '*/': the folders alone ('*' took the sweep's pages too, each then left out; QA)
     with pytest.raises(ConfigError, match=r"a sweep's folder: give its runs \(.*sweep/\*/\)"):
         collect([sweep])
+    # OUT/*/ matches the sweep's compare/ pages too: passed by without a word
+    (sweep / "compare").mkdir()
+    (sweep / "compare" / "x.html").write_text("<html></html>")
+    pages: list[LeftOut] = []
+    assert len(collect([a, sweep / "compare"], pages)) == 1 and pages == []
     # and report says what the folder is, not only that it is no run
     with pytest.raises(StoreError, match=r"no summary.json, not a finished run folder \(a sweep's"):
         load_run(sweep)

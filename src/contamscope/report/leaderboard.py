@@ -186,6 +186,8 @@ def collect(
             # '*/': the folders alone (the sweep's own pages and sweep.json are files)
             left.append(LeftOut(Path(d), f"a sweep's folder: give its runs ({Path(d) / '*'}/)"))
             continue
+        if _sweep_pages(Path(d)):  # the sweep's compare/ pages, which OUT/*/ matches too
+            continue
         if sweep_reference_folder(d):
             left.append(
                 LeftOut(Path(d), f"a sweep's reference runs (clean items): {Path(d) / '*'}/")
@@ -353,6 +355,16 @@ def _display(names: Sequence[str], folders: bool = False) -> dict[str, str]:
     for v in short.values():
         counts[v] = counts.get(v, 0) + 1
     return {n: (v if counts[v] == 1 else n) for n, v in short.items()}
+
+
+def _sweep_pages(path: Path) -> bool:
+    """Whether ``path`` is a sweep's folder of comparison pages (``OUT/compare/`` of ``sweep
+    --baseline``): no run, and nothing to say about it."""
+    return (
+        path.name == "compare"
+        and (path.parent / "sweep.json").is_file()
+        and not (path / "summary.json").exists()
+    )
 
 
 def _from_common_folder(names: Sequence[str]) -> dict[str, str]:
