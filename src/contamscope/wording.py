@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
-__all__ = ["plural", "number", "value", "pp_text", "md_cell", "json_error"]
+__all__ = ["plural", "number", "value", "pp_text", "md_cell", "json_error", "first_few"]
+
+
+def first_few(names: Sequence[str], n: int = 3) -> str:
+    """The first ``n`` of ``names`` and how many more.
+
+    >>> first_few(["a", "b", "c", "d", "e"]), first_few(["a"])
+    ('a, b, c and 2 more', 'a')
+    """
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def json_error(e: json.JSONDecodeError, *, line: bool = True) -> str:

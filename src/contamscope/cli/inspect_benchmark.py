@@ -125,7 +125,7 @@ def run(**kw: Any) -> None:
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
     from ..pipeline.survey import survey_permutation
-    from .permutation import load_for
+    from .membership import load_benchmark_beside_reference
 
     config = PermutationConfig(
         template=get_template(kw["template"]),
@@ -144,12 +144,7 @@ def run(**kw: Any) -> None:
         from ..backends import check_model_spec
 
         check_model_spec(kw["model"], kw["dtype"])
-    if kw["reference"]:  # --fields may be the reference's (a generic file beside an MMLU CSV)
-        from .membership import load_benchmark_beside_reference
-
-        loaded = load_benchmark_beside_reference(kw)
-    else:
-        loaded = load_for(kw)
+    loaded = load_benchmark_beside_reference(kw)  # --fields may be the reference's
     list_skipped(loaded.problems, listed="the --json output")
     items = loaded.items
     if kw["drop_repeats"]:

@@ -177,7 +177,8 @@ def load_benchmark_beside_reference(kw: dict[str, Any]) -> Any:
     reference could not be used with a known benchmark format)."""
     from .permutation import load_for
 
-    if kw["fields"] and kw["fmt"] is None and kw.get("reference_format") in GENERIC_FORMATS:
+    given = kw["reference"] and kw["fields"] and kw["fmt"] is None
+    if given and kw.get("reference_format") in GENERIC_FORMATS:
         try:
             plain = load_for({**kw, "fields": None})
         except (DataError, ConfigError):
@@ -396,37 +397,22 @@ def usable_references(
     from ..pipeline.membership import distinct_references, unseen_references
 
     ref_items, repeats = distinct_references(references)
-    if repeats:
-        first = repeats[0]
-        where = item_place(first)
-        err_console.print(
-            styled(
-                "yellow",
-                "reference repeats",
-                f" {len(repeats)} of the {len(references)} reference items "
-                + ("repeats" if len(repeats) == 1 else "repeat")
-                + f" an earlier one (first {where}); left out: each copy would count as "
-                "another unseen item",
-            ),
-            highlight=False,
-        )
     ref_items, overlap = unseen_references(benchmark, ref_items)
-    if overlap:
-        first = overlap[0]
-        where = item_place(first)
-        if not ref_items:
-            raise ConfigError(
-                f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "
-                "items too (same question and options); it must hold items the model never saw"
-            )
-        err_console.print(
-            styled(
-                "yellow",
-                "reference overlap",
-                f" {len(overlap)} of the {len(references)} reference items "
-                + ("is a benchmark item" if len(overlap) == 1 else "are benchmark items")
-                + f" too (first {where}); left out of the reference, which must hold unseen items",
-            ),
-            highlight=False,
+    if overlap and not ref_items:
+        raise ConfigError(
+            f"--reference {kw['reference']}: all {len(overlap)} of its items are benchmark "
+            "items too (same question and options); it must hold items the model never saw"
         )
+    for found, label, what, rest in (
+        (repeats, "reference repeats", ("repeats", "repeat"),
+         " an earlier one (first {}); left out: each copy would count as another unseen item"),
+        (overlap, "reference overlap", ("is a benchmark item", "are benchmark items"),
+         " too (first {}); left out of the reference, which must hold unseen items"),
+    ):  # fmt: skip
+        if found:
+            said = f" {len(found)} of the {len(references)} reference items {what[len(found) > 1]}"
+            err_console.print(
+                styled("yellow", label, said + rest.format(item_place(found[0]))),
+                highlight=False,
+            )
     return list(ref_items), list(overlap), list(repeats)

@@ -179,20 +179,29 @@ def report_after_run(run_dir: Path, *, write: bool) -> None:
 
     The run is already saved, so a report that cannot be written is a warning, not a failure.
     """
-    from ..errors import ContamscopeError
-    from ..report import build_report
-
     if not write and (run_dir / "report.html").is_file():  # it would show the earlier analysis
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
         write = True
     if not write:
         console.print(f"report: contamscope report {run_dir}", highlight=False, soft_wrap=True)
         return
+    path = write_report_or_warn(run_dir)
+    if path is not None:
+        console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def write_report_or_warn(run_dir: Path, where: str = "") -> Path | None:
+    """``run_dir``'s report.html written, or a warning where it cannot be (the run is saved
+    already, so that is no failure); ``where`` goes before the reason."""
+    from ..errors import ContamscopeError
+    from ..report import build_report
+
     try:
-        path = build_report(run_dir)
+        return build_report(run_dir)
     except ContamscopeError as exc:
         err_console.print(
-            styled("yellow", "report not written:", f" {exc}"), highlight=False, soft_wrap=True
+            styled("yellow", "report not written:", f" {where}{exc}"),
+            highlight=False,
+            soft_wrap=True,
         )
-        return
-    console.print(f"report: {path}", highlight=False, soft_wrap=True)
+        return None

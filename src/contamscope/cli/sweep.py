@@ -21,7 +21,7 @@ import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from ..store.run import REPLACE_HINT
-from ..wording import plural
+from ..wording import first_few, plural
 
 if TYPE_CHECKING:
     from ..report.leaderboard import BaselineComparison
@@ -256,12 +256,9 @@ def _check_out(out: Path, overwrite: bool) -> None:
         and not (p.is_dir() and (p / "settings.json").exists())  # a pair's run folder
     )
     if foreign:
-        shown = ", ".join(foreign[:3]) + (
-            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        )
         raise ConfigError(
-            f"--out {out}: not a sweep folder and not empty (it holds {shown}); give a new or "
-            "empty folder (--overwrite writes into it anyway)"
+            f"--out {out}: not a sweep folder and not empty (it holds {first_few(foreign)}); "
+            "give a new or empty folder (--overwrite writes into it anyway)"
         )
 
 
@@ -330,24 +327,10 @@ def _reanalysed(job: Job, kw: dict[str, Any], reference: Path | None = None) -> 
             reference_run=reference or "none",
         )
         if kw["report"] or (job.run_dir / "report.html").is_file():  # else it shows the old
-            _rewrite_report(job.run_dir)
+            from .report import write_report_or_warn
+
+            write_report_or_warn(job.run_dir, f"{job.run_dir}: ")
     return changed
-
-
-def _rewrite_report(run_dir: Path) -> None:
-    """The pair's report.html written again after its re-analysis (a warning where it cannot
-    be: the analysis is saved)."""
-    from ..errors import ContamscopeError
-    from ..report import build_report
-
-    try:
-        build_report(run_dir)
-    except ContamscopeError as exc:
-        err_console.print(
-            styled("yellow", "report not written:", f" {run_dir}: {exc}"),
-            highlight=False,
-            soft_wrap=True,
-        )
 
 
 def _analysis_changes(job: Job, kw: dict[str, Any], reference: Path | None = None) -> str | None:

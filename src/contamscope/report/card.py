@@ -27,7 +27,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
-from ..wording import json_error, md_cell, number, plural, value
+from ..wording import first_few, json_error, md_cell, number, plural, value
 
 __all__ = [
     "CARD_SCHEMA",
@@ -136,10 +136,7 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         raise DataError(f"{path}: not a complete summary.json ({exc})") from None
     subjects = run.subjects
-    shown = ", ".join(subjects[:3]) + (
-        f" and {len(subjects) - 3} more" if len(subjects) > 3 else ""
-    )
-    bench = run.benchmark + (f" ({shown})" if subjects else "")
+    bench = run.benchmark + (f" ({first_few(subjects)})" if subjects else "")
     if est is None or est.value is None:
         why = unranked_reason(module, run)
         return None, f"{bench} ({module.TITLE}): no estimate: {why}"
@@ -414,15 +411,15 @@ NOT_STATED = "_not stated_"
 """The Markdown card's answer to a developer field nobody filled in."""
 
 
-def _answers(out: Path) -> dict[str, str]:
-    """The developer's answers in the card at ``out``: each field the JSON holds a value for,
-    and each answer line edited in the Markdown (which wins: the file people edit)."""
+def _answers(out: Path, old: dict[str, Any]) -> dict[str, str]:
+    """The developer's answers in the card at ``out`` (``old``: its JSON): each field the JSON
+    holds a value for, and each answer line edited in the Markdown (which wins: the file
+    people edit)."""
     found: dict[str, str] = {}
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        fields = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
-        for key, value in (fields.get("developer_fields") or {}).items():
-            if key in dict(DEVELOPER_FIELDS) and value not in (None, ""):
-                found[key] = str(value)
+    fields = old.get("developer_fields")
+    for key, given in fields.items() if isinstance(fields, dict) else []:
+        if key in dict(DEVELOPER_FIELDS) and given not in (None, ""):
+            found[key] = str(given)
     with contextlib.suppress(OSError, ValueError):
         lines = out.read_text(encoding="utf-8").splitlines()
         by_question = {f"- **{q}**": key for key, q in DEVELOPER_FIELDS}
@@ -434,13 +431,12 @@ def _answers(out: Path) -> dict[str, str]:
     return found
 
 
-def _rows_left_out(out: Path, card: dict[str, Any]) -> list[str]:
-    """Benchmarks the card at ``out`` had a row for that ``card`` has not (its runs were not
+def _rows_left_out(old: dict[str, Any], card: dict[str, Any]) -> list[str]:
+    """Benchmarks the card ``old`` had a row for that ``card`` has not (its runs were not
     given again)."""
     try:
-        old = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
         before = _row_names(old)
-    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+    except (AttributeError, TypeError):  # a card written by hand: no rows to compare
         return []
     now = set(_row_names(card))
     return [name for name in dict.fromkeys(before) if name not in now]
@@ -575,15 +571,13 @@ def write_card(
     check_output_file(out)
     check_output_file(out.with_suffix(".json"))
     card = build_card(runs, model_name)
-    if not overwrite:
-        _refuse_other_card(out, card)
-    if not overwrite and (out.exists() or out.with_suffix(".json").exists()):
-        # this model's card, updated: the developer's answers are kept, dropped rows said
-        kept = _answers(out)
+    old = None if overwrite else _refuse_other_card(out, card)
+    if old is not None:  # this model's card, updated: the developer's answers are kept
+        kept = _answers(out, old)
         card["developer_fields"].update(kept)
         if kept and said is not None:
             said.append(f"kept the developer's {plural(len(kept), 'answer')} from {out}")
-        gone = _rows_left_out(out, card)
+        gone = _rows_left_out(old, card)
         if gone and said is not None:
             said.append(
                 f"{out} also had {'; '.join(gone)}: not on the card now (give its runs again "
@@ -597,11 +591,12 @@ def write_card(
     return out, out.with_suffix(".json"), card
 
 
-def _refuse_other_card(out: Path, card: dict[str, Any]) -> None:
-    """Refuse to write over a file that is not this model's card (see :func:`write_card`)."""
+def _refuse_other_card(out: Path, card: dict[str, Any]) -> dict[str, Any] | None:
+    """Refuse to write over a file that is not this model's card (see :func:`write_card`);
+    the card's JSON already there (None: no card yet)."""
     js = out.with_suffix(".json")
     if not out.exists() and not js.exists():
-        return
+        return None
     try:
         old = json.loads(js.read_text(encoding="utf-8"))
         old_model = old["model_fingerprint"], str(old.get("model") or old["model_spec"])
@@ -620,3 +615,4 @@ def _refuse_other_card(out: Path, card: dict[str, Any]) -> None:
             f"--out {out}: {where} the card of another model ({old_model[1]}); give another "
             "--out, e.g. card-MODEL.md (--overwrite replaces it)"
         )
+    return dict(old)

@@ -191,19 +191,15 @@ def _repair_command(path: Path) -> str | None:
 
 
 def _salvageable(path: Path) -> bool:
-    """Whether ``cache repair`` could read anything of ``path``: its schema version is
-    readable and this version's (a file cut short often has no readable page left)."""
+    """Whether ``cache repair`` could read anything of ``path`` (a file cut short often has
+    no readable page left): it opens it as the repair does."""
+    from .repair import open_salvageable
+
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except (sqlite3.Error, OSError):
+        open_salvageable(path).close()
+    except (StoreError, sqlite3.Error, OSError):
         return False
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-    except sqlite3.Error:
-        return False
-    finally:
-        db.close()
-    return row is not None and str(row[0]) == str(SCHEMA_VERSION)
+    return True
 
 
 def _cache_dir_args(path: Path) -> str | None:

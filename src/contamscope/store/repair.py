@@ -74,7 +74,7 @@ def repair_cache(path: Path) -> RepairReport:
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no score cache here")
-    old = _open(path)
+    old = open_salvageable(path)
     try:
         if _sound(old):
             return RepairReport(path)
@@ -102,7 +102,9 @@ def repair_cache(path: Path) -> RepairReport:
     return report
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def open_salvageable(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only where its schema version can be read and is this
+    version's; StoreError (nothing to salvage) otherwise."""
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
+from ..wording import first_few
 
 __all__ = [
     "RunDir",
@@ -144,9 +145,9 @@ class RunDir:
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
         if names:
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             raise StoreError(
-                f"{self.path} is not a contamscope run folder and not empty (it holds {shown}); "
+                f"{self.path} is not a contamscope run folder and not empty (it holds "
+                f"{first_few(names)}); "
                 "give a new or empty folder as --out (--overwrite writes into it anyway)"
             )
 
