@@ -10,7 +10,8 @@
 # permutation pipeline against the engine, pipeline_gap.py), old, alloc (default:
 # tests,eager,profile,speed), each its own process, in the order given; PIPELINE_WORKERS: the
 # pipeline stage's detector worker counts (comma list, "default"), PIPELINE_BATCHES its items
-# per call (comma list), PIPELINE_ITEMS its items (1024). Logs go to $OUT (or
+# per call (comma list), PIPELINE_OVERLAP its calls overlapped or not (on,off: both),
+# PIPELINE_ITEMS its items (1024), PIPELINE_TIMEOUT its limit (260 s). Logs go to $OUT (or
 # ./gpu_round_out), with TRACE=1 a trace of the profiled call. EXTRA_PATH: a folder of packages
 # the machine lacks (added to PYTHONPATH).
 set -u
@@ -48,9 +49,10 @@ run_profile() {
 run_pipeline() {
     echo "== pipeline_gap: the permutation pipeline against the engine, same model and items"
     CONTAMSCOPE_CACHE_DIR=${CONTAMSCOPE_CACHE_DIR:-/tmp/contamscope-cache} PYTHONPATH=src$X \
-        timeout 260 $PY benchmarks/pipeline_gap.py $model \
+        timeout ${PIPELINE_TIMEOUT:-260} $PY benchmarks/pipeline_gap.py $model \
         --items "${PIPELINE_ITEMS:-1024}" --detector-workers "${PIPELINE_WORKERS:-default}" \
-        ${PIPELINE_BATCHES:+--pipeline-batches $PIPELINE_BATCHES} 2>&1 | tee "$OUT/pipeline.log"
+        ${PIPELINE_BATCHES:+--pipeline-batches $PIPELINE_BATCHES} \
+        ${PIPELINE_OVERLAP:+--overlap $PIPELINE_OVERLAP} 2>&1 | tee "$OUT/pipeline.log"
 }
 run_old() {
     [[ -n "$OLD" ]] || return 0

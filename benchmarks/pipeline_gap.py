@@ -7,13 +7,16 @@ One process, one loaded model, the same sampled MMLU items, timed four ways:
 2. **engine, the pipeline's calls**: ``backend.score`` once per batch of ``--batch-items``
    items (the pipeline's default: 256 where the model computes off this CPU, else 32), back to
    back. This adds each call's start (planning its first chunk before the model has work) and
-   end (waiting for its last read);
+   end (waiting for its last read); and the same calls through ``backend.score_stream`` with
+   the calls overlapped (each started before the last one's read: ``overlap_calls``, the GPU
+   default), where ``--overlap`` includes ``on``;
 3. **the pipeline**: ``run_permutation`` into a fresh run folder with no score cache and an
    empty user cache (a first run: the benchmark's convention table is computed), the
    detectors in their worker processes and the records written, once for each
    ``--detector-workers`` setting (``Ncold``: N workers started on demand by the first jobs,
-   as before the pool started them at once). This adds the pipeline's own work and whatever of it does
-   not overlap the scoring;
+   as before the pool started them at once), and each ``--overlap`` setting (``off``: each
+   batch's call starts once the last one's results are handed over). This adds the pipeline's
+   own work and whatever of it does not overlap the scoring;
 4. **engine, one call** again, to show how far the machine's speed drifted over the run.
 
 It prints items/s for each and splits the pipeline's time into those parts, and first what the
@@ -80,6 +83,12 @@ def main() -> int:
         help="comma list of items per call for the pipeline runs (default: --batch-items); "
         "each size's calls are run once untimed first",
     )
+    ap.add_argument(
+        "--overlap",
+        default="default",
+        help="comma list of on/off/default: the engine's calls overlapped or not (one "
+        "pipeline run each; default: the backend's own setting)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if not (args.benchdata / "mmlu").is_dir():
@@ -90,6 +99,8 @@ def main() -> int:
     offloaded = not backend.computes_on_local_cpu
     batch = args.batch_items or (256 if offloaded else 32)
     settings = [parse_workers(w) for w in args.detector_workers.split(",")]
+    own = backend.overlap_calls
+    overlaps = [parse_overlap(o, own) for o in args.overlap.split(",")]
     sizes = [int(b) for b in args.pipeline_batches.split(",")] if args.pipeline_batches else [batch]
     config = PermutationConfig(template="paper", batch_items=batch)
     calls = [
@@ -110,11 +121,18 @@ def main() -> int:
     per_call = timed_calls(lambda: [backend.score(reqs) for reqs in calls], backend, 1)
     n = len(items)
     rows = [("engine, one call", one), (f"engine, {len(calls)} calls of {batch} items", per_call)]
+    if True in overlaps:
+        backend.overlap_calls = True
+        streamed = timed_calls(lambda: list(backend.score_stream(calls)), backend, 1)
+        backend.overlap_calls = own
+        rows.append((f"engine, {len(calls)} calls of {batch} items, overlapped", streamed))
     loops = []
-    for size, (workers, cold) in ((b, w) for b in sizes for w in settings):
+    runs = [(b, w, o) for b in sizes for w in settings for o in overlaps]
+    for size, (workers, cold), overlap in runs:
         if size != batch:  # its calls' shapes compiled now, untimed, as the warm-up did
             for s in range(0, len(items), size):
                 backend.score(_plan_batch(items[s : s + size], config).requests)
+        backend.overlap_calls = overlap
         with tempfile.TemporaryDirectory() as tmp, cold_pool(cold):
             # an empty user cache: a first run on this benchmark, its convention table computed
             os.environ["CONTAMSCOPE_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -129,22 +147,31 @@ def main() -> int:
         scoring = timings["scoring_seconds"]
         w = timings["detector_workers"]
         label = f"pipeline ({w} detector worker{'' if w == 1 else 's'}{', cold' if cold else ''}"
-        label += f", {size}-item calls)" if len(sizes) > 1 else ")"
+        label += f", {size}-item calls" if len(sizes) > 1 else ""
+        label += (
+            f", calls {'overlapped' if overlap else 'one at a time'})" if len(overlaps) > 1 else ")"
+        )
         rows += [(f"{label}, scoring loop", scoring), (f"{label}, whole call", whole)]
-        loops.append((label, scoring, size))
+        loops.append((label, scoring, size, overlap))
         print(
             f"{label}, main thread: " + ", ".join(f"{name} {t:.2f} s" for name, t in parts.items()),
             flush=True,
         )
+    backend.overlap_calls = own
     again = timed_calls(lambda: backend.score(every), backend, 1)
     rows.append(("engine, one call, again", again))
     for name, t in rows:
-        print(f"{name:58s} {t:8.2f} s  {n / t:8.1f} items/s")
+        print(f"{name:76s} {t:8.2f} s  {n / t:8.1f} items/s")
     base = statistics.mean([one, again])
-    for label, scoring, size in loops:
+    engine_calls = dict(rows)
+    for label, scoring, size, overlap in loops:
+        calls_alone = engine_calls.get(
+            f"engine, {len(calls)} calls of {batch} items{', overlapped' if overlap else ''}",
+            per_call,
+        )
         split = (
-            f", calls' starts and ends {100 * (per_call - base) / scoring:.0f}%, the pipeline's "
-            f"own work {100 * (scoring - per_call) / scoring:.0f}%"
+            f", calls' starts and ends {100 * (calls_alone - base) / scoring:.0f}%, the "
+            f"pipeline's own work {100 * (scoring - calls_alone) / scoring:.0f}%"
             if size == batch  # the engine's calls were timed at this size only
             else ""
         )
@@ -154,6 +181,13 @@ def main() -> int:
         )
     print(f"drift between the two one-call timings {100 * (again - one) / one:+.0f}%")
     return 0
+
+
+def parse_overlap(text: str, own: bool) -> bool:
+    """``on``, ``off`` or ``default`` (the backend's own ``overlap_calls``)."""
+    if text not in ("on", "off", "default"):
+        raise SystemExit(f"--overlap {text}: expected on, off or default")
+    return own if text == "default" else text == "on"
 
 
 def parse_workers(text: str) -> tuple[int | None, bool]:
@@ -190,18 +224,19 @@ def cold_pool(cold: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def main_thread_parts() -> Iterator[dict[str, float]]:
-    """Seconds the pipeline's own thread spends planning batches, in the scorer, handing the
+    """Seconds the pipeline's own thread spends planning batches, in the scorer (which plans
+    the next batch as it asks for it: planning's seconds are part of it), handing the
     detectors their jobs (running them, without workers) and writing a batch's records (which
     waits for its detectors), timed by wrapping them."""
     parts = {
         "planning": 0.0,
-        "scoring": 0.0,
+        "in the scorer (planning included)": 0.0,
         "detectors submitted (inline: run)": 0.0,
         "records (waiting for detectors)": 0.0,
     }
     originals = (
         permutation._plan_batch,
-        CachedScorer.score,
+        CachedScorer.score_stream,
         permutation._Finished.write,
         permutation._submit,
     )
@@ -216,8 +251,23 @@ def main_thread_parts() -> Iterator[dict[str, float]]:
 
         return wrapper
 
+    def timed_stream(fn: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
+        def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            stream = fn(*args, **kwargs)
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    out = next(stream)
+                except StopIteration:
+                    return
+                finally:
+                    parts["in the scorer (planning included)"] += time.perf_counter() - t0
+                yield out
+
+        return wrapper
+
     permutation._plan_batch = timed("planning", originals[0])  # type: ignore[assignment]
-    CachedScorer.score = timed("scoring", originals[1])  # type: ignore[method-assign]
+    CachedScorer.score_stream = timed_stream(originals[1])  # type: ignore[method-assign]
     permutation._Finished.write = timed(  # type: ignore[method-assign]
         "records (waiting for detectors)", originals[2]
     )
@@ -226,7 +276,7 @@ def main_thread_parts() -> Iterator[dict[str, float]]:
         yield parts
     finally:
         permutation._plan_batch = originals[0]  # type: ignore[assignment]
-        CachedScorer.score = originals[1]  # type: ignore[method-assign]
+        CachedScorer.score_stream = originals[1]  # type: ignore[method-assign]
         permutation._Finished.write = originals[2]  # type: ignore[method-assign]
         permutation._submit = originals[3]  # type: ignore[assignment]
 

@@ -113,3 +113,29 @@ def test_lse_gather_kernel_matches_float64() -> None:
         assert torch.allclose(
             cuda_kernels.lse_gather(wide[:, :vocab], targets).double(), want, atol=1e-4
         )
+
+
+def test_overlapped_calls_on_cuda_give_each_call_its_numbers(tiny_model_path) -> None:  # type: ignore[no-untyped-def]
+    """On CUDA, calls are overlapped by default (each started before the last one's read):
+    every call's numbers are those of a call of its own, in float32, planned in chunks."""
+    from contamscope.backends import ScoreRequest
+
+    backend = _on_cuda(tiny_model_path, "float32")
+    assert backend.overlap_calls
+    backend.plan_chunk_tokens = 64  # several units a call
+    orders = list(itertools.permutations(["ant", "bee", "cat", "dog"]))
+    calls = [
+        [
+            ScoreRequest(
+                f"Question {q}: " + "which is right? " * q + ":\n",
+                "".join(f"{L}:{w}\n" for L, w in zip("ABCD", o)),
+            )
+            for o in orders
+        ]
+        for q in range(1, 6)
+    ]
+    alone = [backend.score(reqs) for reqs in calls]
+    streamed = list(backend.score_stream(iter(calls)))
+    assert len(streamed) == len(calls)
+    for got, want in zip(streamed, alone):
+        assert [g.logprob for g in got] == pytest.approx([w.logprob for w in want], abs=1e-4)

@@ -634,3 +634,81 @@ def test_additive_masks_score_as_boolean_masks(tiny_backend) -> None:  # type: i
     finally:
         tiny_backend._float_mask = old
     assert [g.logprob for g in got] == pytest.approx([r.logprob for r in ref], abs=1e-5)
+
+
+def _stream(backend, lists, overlap: bool, events: list[str]):  # type: ignore[no-untyped-def]
+    """``backend.score_stream`` over ``lists``, noting when each list is taken and when each
+    result comes out."""
+
+    def calls():  # type: ignore[no-untyped-def]
+        for i, reqs in enumerate(lists):
+            events.append(f"take {i}")
+            yield reqs
+
+    old = backend.overlap_calls
+    backend.overlap_calls = overlap
+    try:
+        out = []
+        for i, res in enumerate(backend.score_stream(calls())):
+            events.append(f"out {i}")
+            out.append(res)
+        return out
+    finally:
+        backend.overlap_calls = old
+
+
+def test_overlapped_calls_give_each_call_its_own_numbers(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """With calls overlapped (the GPU default), the next list is taken, and its first unit
+    queued, before the previous call's results come out; every call's numbers are those of a
+    call of its own, an empty call included, in order."""
+    lists = [REQUESTS[:3], [], REQUESTS[3:] + [ScoreRequest("Q:", "")], REQUESTS[:1]]
+    alone = [tiny_backend.score(reqs) for reqs in lists]
+    events: list[str] = []
+    got = _stream(tiny_backend, lists, True, events)
+    assert [[r.logprob for r in res] for res in got] == [
+        pytest.approx([r.logprob for r in res], abs=1e-5) for res in alone
+    ]
+    assert [[(r.n_tokens, r.boundary_chars) for r in res] for res in got] == [
+        [(r.n_tokens, r.boundary_chars) for r in res] for res in alone
+    ]
+    assert events == ["take 0", "take 1", "out 0", "take 2", "out 1", "take 3", "out 2", "out 3"]
+    events = []
+    _stream(tiny_backend, lists, False, events)  # each list once the last is handed over
+    assert events == ["take 0", "out 0", "take 1", "out 1", "take 2", "out 2", "take 3", "out 3"]
+
+
+def test_a_call_that_fails_to_start_hands_over_the_last_results_first(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """The next list's preparation, or its first unit, fails: the previous call's results
+    (already computed) still come out, then the error."""
+    old = tiny_backend.bos_id
+
+    def calls():  # type: ignore[no-untyped-def]
+        yield REQUESTS[:2]
+        tiny_backend.bos_id = None  # the next call's empty prefix cannot be scored
+        yield [ScoreRequest("", "A:x\n")]
+
+    tiny_backend.overlap_calls = True
+    got = []
+    try:
+        with pytest.raises(ConfigError, match="empty prefix and no BOS token"):
+            for res in tiny_backend.score_stream(calls()):
+                got.append(res)
+    finally:
+        tiny_backend.bos_id, tiny_backend.overlap_calls = old, False
+    assert [r.logprob for r in got[0]] == pytest.approx(
+        [r.logprob for r in tiny_backend.score(REQUESTS[:2])], abs=1e-5
+    )
+
+    def failing():  # type: ignore[no-untyped-def]
+        yield REQUESTS[:1]
+        raise ValueError("row 7: no options")
+
+    tiny_backend.overlap_calls = True
+    got = []
+    try:
+        with pytest.raises(ValueError, match="row 7"):
+            for res in tiny_backend.score_stream(failing()):
+                got.append(res)
+    finally:
+        tiny_backend.overlap_calls = False
+    assert len(got) == 1 and len(got[0]) == 1

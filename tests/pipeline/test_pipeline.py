@@ -351,3 +351,63 @@ def test_a_signal_on_a_benchmark_ordered_by_convention_says_so() -> None:
     assert signal is False and "convention" not in sentence
     conventions["ordered_by_convention"] = False
     assert "convention" not in verdict(stats, natural)[1]
+
+
+def test_overlapped_batches_write_the_records_of_batches_one_at_a_time(
+    tmp_path: Path, tiny_backend, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The GPU way (each batch started on the model before the last one's results are handed
+    to the detectors) writes the records of the plain way; a batch whose planning fails
+    after two were scored keeps both of them."""
+    import pytest
+
+    import contamscope.pipeline.permutation as pipeline
+
+    bench = tmp_path / "six_test.csv"
+    bench.write_text(
+        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(5)) + NATURAL_ROWS,
+        encoding="utf-8",
+    )
+    loaded = load_benchmark(str(bench))
+    records = {}
+    old = tiny_backend.overlap_calls
+    try:
+        for overlap in (False, True):
+            tiny_backend.overlap_calls = overlap
+            out = tmp_path / f"run-{overlap}"
+            seen: list[int] = []
+            run_permutation(
+                loaded,
+                loaded.items,
+                CachedScorer(tiny_backend, None),
+                RunDir(out),
+                PermutationConfig(batch_items=2, detector_workers=0),
+                on_items=seen.append,
+            )
+            assert seen == [2, 2, 2, 2]
+            records[overlap] = (out / "items.jsonl").read_text()
+        assert records[True] == records[False]
+
+        planned = {"n": 0}
+        real = pipeline._plan_batch
+
+        def failing(batch, config):  # type: ignore[no-untyped-def]
+            planned["n"] += 1
+            if planned["n"] == 3:
+                raise ValueError("cannot plan")
+            return real(batch, config)
+
+        monkeypatch.setattr(pipeline, "_plan_batch", failing)
+        out = tmp_path / "failed"
+        with pytest.raises(ValueError, match="cannot plan"):
+            run_permutation(
+                loaded,
+                loaded.items,
+                CachedScorer(tiny_backend, None),
+                RunDir(out),
+                PermutationConfig(batch_items=2, detector_workers=0),
+            )
+    finally:
+        tiny_backend.overlap_calls = old
+    ids = [json.loads(x)["id"] for x in (out / "items.jsonl").read_text().splitlines()]
+    assert ids == [it.id for it in loaded.items[:4]]

@@ -865,3 +865,45 @@ def test_a_cache_written_before_model_names_is_read_and_imported(tmp_path: Path)
     res = run_cli("cache", "import", str(path), "--cache-dir", "new", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert ScoreCache(tmp_path / "new" / "scores.sqlite").get_many(["k1"])["k1"].logprob == -1.5
+
+
+class AheadBackend(CountingBackend):
+    """Takes the next call's requests before it hands back the previous call's results, as
+    the transformers engine does on a GPU."""
+
+    def score_stream(self, calls, progress=None):  # type: ignore[no-untyped-def]
+        previous = None
+        for requests in calls:
+            current = self.score(requests)
+            if previous is not None:
+                yield previous
+            previous = current
+        if previous is not None:
+            yield previous
+
+
+def test_a_stream_of_calls_stores_each_before_handing_it_over(tmp_path: Path) -> None:
+    """Through an overlapping backend: each list gets its own results in order, the model
+    sees only what the cache lacks (a list found whole in the cache sends nothing), and each
+    call's scores are in the cache when its results come out."""
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a")])
+    backend = AheadBackend()
+    scorer = CachedScorer(backend, cache)
+    lists = [
+        [ScoreRequest("q", c) for c in ("a", "bb")],
+        [ScoreRequest("q", "a")],
+        [ScoreRequest("p", c) for c in ("x", "yy", "a")],
+    ]
+    entries = []
+    got = []
+    for res in scorer.score_stream(iter(lists)):
+        entries.append(cache.info().entries)
+        got.append(res)
+    plain = CountingBackend()
+    assert [[r.logprob for r in res] for res in got] == [
+        [r.logprob for r in plain.score(reqs)] for reqs in lists
+    ]
+    assert backend.calls == [1, 0, 3]
+    assert entries == [2, 2, 5]
+    assert (scorer.computed, scorer.reused) == (4, 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import CapabilityError
@@ -171,6 +171,18 @@ class Backend(ABC):
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
         """Score every request; results in the order of ``requests``."""
+
+    def score_stream(
+        self, calls: Iterable[Sequence[ScoreRequest]], progress: ProgressFn | None = None
+    ) -> Iterator[list[ScoreResult]]:
+        """:meth:`score` of each list of ``calls`` in turn, yielding each one's results.
+
+        The next list is taken from ``calls`` only after the previous one's results have been
+        yielded and handled by the caller, except where a backend overlaps its calls (the
+        transformers engine on a GPU starts the next call before it hands back the last
+        one's results, so the device is not idle while the host prepares)."""
+        for requests in calls:
+            yield self.score(requests, progress) if requests else []
 
     def token_stats(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None

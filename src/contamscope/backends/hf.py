@@ -24,7 +24,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -330,6 +330,10 @@ class HFBackend(Backend):
         option, ``-M plan_workers=1``: on an H200 it measured within the noise of planning in
         line, which the device's queue already overlaps, docs/performance.md); 0: in line."""
         self._pool: Any = None
+        self.overlap_calls = cuda
+        """In :meth:`score_stream`, start each call before the previous one's results are read
+        back (a GPU: the device works while the host prepares; on a CPU the host is the
+        device, so there each call waits for the previous one's hand-off)."""
         self.pad_tolerance = 0.5 if cuda else 0.1
         """Rows of a scoring batch may be padded by this fraction of its shortest (+16 tokens).
         A CPU computes padding at full cost; a GPU runs wide batches nearly as fast as narrow
@@ -1036,12 +1040,44 @@ class HFBackend(Backend):
     def _score_tree(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
-        n = len(requests)
-        values = [math.nan] * n
-        lengths = [0] * n
-        boundaries = [0] * n
+        return _TreeCall(self, requests, progress).finish()
+
+    def score_stream(
+        self, calls: Iterable[Sequence[ScoreRequest]], progress: ProgressFn | None = None
+    ) -> Iterator[list[ScoreResult]]:
+        """With :attr:`overlap_calls`, each call's first unit is queued on the device before
+        the previous call's results are read back and yielded, and the rest of it before the
+        next list is taken from ``calls``: the host's work between calls (the caller's own,
+        then planning the next call's first chunk) overlaps the device's.
+
+        A call that fails to start still yields the previous call's results first."""
+        if self.engine != "prefix-tree" or not self.overlap_calls:
+            yield from super().score_stream(calls, progress)
+            return
+        pending = iter(calls)
+        previous: _TreeCall | None = None
+        while True:
+            current: _TreeCall | None = None
+            error: BaseException | None = None
+            try:  # the caller's work for the next list, then its first unit
+                requests = next(pending, None)
+                if requests is not None:
+                    current = _TreeCall(self, requests, progress)
+                    current.queue(first_only=True)
+            except BaseException as exc:  # noqa: BLE001 (re-raised once the last call is out)
+                error = exc
+            if previous is not None:
+                yield previous.finish()
+            if error is not None:
+                raise error
+            if current is None:
+                return
+            current.queue()
+            previous = current
+
+    def _units(self, requests: Sequence[ScoreRequest]) -> Iterator[Unit]:
+        """The planned units of one call, lazily (in line, or from the planning process)."""
         planner = self.planner()
-        units: Iterator[Unit]
         if (
             self.plan_workers
             and planner.chunk_tokens
@@ -1049,37 +1085,12 @@ class HFBackend(Backend):
         ):
             if self._pool is None:
                 self._pool = planning_pool(planner.tokenizer)
-            units = plan_in_process(self._pool, planner, requests)
-        else:
-            units = (
-                u
-                for chunk in planner.chunks(requests)
-                for u in planner.plan([requests[i] for i in chunk], chunk)
-            )
-        # one unit's sums are read back after the next unit is queued: the device runs ahead
-        waiting: tuple[torch.Tensor, list[int], Any] | None = None
-        with torch.inference_mode():
-            for unit in units:
-                for i, k, b in unit.meta:
-                    lengths[i], boundaries[i] = k, b
-                self.tokens_min += unit.minimum
-                if progress is not None and unit.skipped:
-                    progress(unit.skipped)
-                for m in unit.zeros:
-                    values[m] = 0.0
-                if not unit.batches:
-                    continue
-                held = self._hold_prefixes(unit.prefixes)
-                sums = [self._run_batch(b, held) for b in unit.batches]
-                del held
-                members = [m for b in unit.batches for m in b.members]
-                queued = self._start_read(torch.cat(sums), members)
-                if waiting is not None:
-                    self._finish_read(waiting, values, progress)
-                waiting = queued
-            if waiting is not None:
-                self._finish_read(waiting, values, progress)
-        return [ScoreResult(v, k, b) for v, k, b in zip(values, lengths, boundaries)]
+            return plan_in_process(self._pool, planner, requests)
+        return (
+            u
+            for chunk in planner.chunks(requests)
+            for u in planner.plan([requests[i] for i in chunk], chunk)
+        )
 
     def _start_read(
         self, sums: torch.Tensor, members: list[int]
@@ -1133,6 +1144,60 @@ class HFBackend(Backend):
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
         p = len(e.prefix)
         return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
+
+
+class _TreeCall:
+    """One call of the prefix-tree engine in two steps: :meth:`queue` puts its units' work on
+    the device, each unit's sums read back once the next unit is queued (the device runs
+    ahead of the host); :meth:`finish` queues what is left, waits for the last read and
+    returns the results. Between the steps the host is free (:meth:`HFBackend.score_stream`)."""
+
+    def __init__(
+        self, backend: HFBackend, requests: Sequence[ScoreRequest], progress: ProgressFn | None
+    ) -> None:
+        n = len(requests)
+        self.backend = backend
+        self.progress = progress
+        self.values = [math.nan] * n
+        self.lengths = [0] * n
+        self.boundaries = [0] * n
+        self.units = backend._units(requests)
+        self.waiting: tuple[torch.Tensor, list[int], Any] | None = None
+
+    def queue(self, first_only: bool = False) -> None:
+        """Queue the units left (``first_only``: up to the first that runs the model)."""
+        for unit in self.units:
+            if self._queue(unit) and first_only:
+                return
+
+    def _queue(self, unit: Unit) -> bool:
+        backend = self.backend
+        for i, k, b in unit.meta:
+            self.lengths[i], self.boundaries[i] = k, b
+        backend.tokens_min += unit.minimum
+        if self.progress is not None and unit.skipped:
+            self.progress(unit.skipped)
+        for m in unit.zeros:
+            self.values[m] = 0.0
+        if not unit.batches:
+            return False
+        with torch.inference_mode():
+            held = backend._hold_prefixes(unit.prefixes)
+            sums = [backend._run_batch(b, held) for b in unit.batches]
+            del held
+            members = [m for b in unit.batches for m in b.members]
+            queued = backend._start_read(torch.cat(sums), members)
+        if self.waiting is not None:
+            backend._finish_read(self.waiting, self.values, self.progress)
+        self.waiting = queued
+        return True
+
+    def finish(self) -> list[ScoreResult]:
+        self.queue()
+        if self.waiting is not None:
+            self.backend._finish_read(self.waiting, self.values, self.progress)
+            self.waiting = None
+        return [ScoreResult(v, k, b) for v, k, b in zip(self.values, self.lengths, self.boundaries)]
 
 
 def _additive(mask: Any, dtype: torch.dtype) -> Any:

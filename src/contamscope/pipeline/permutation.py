@@ -16,7 +16,7 @@ import platform
 import random
 import subprocess
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
@@ -499,11 +499,23 @@ def run_permutation(
         # the benchmark's convention table (seconds on a first run, then read from the user
         # cache) is computed in a worker while the model scores, not after it
         conventions = _start_conventions(pool, loaded.items)
-        for s in range(0, len(todo), batch_items):
-            batch = todo[s : s + batch_items]
-            planned = _plan_batch(batch, config)
+        # the batches' requests are made as the scorer asks for them: a GPU backend starts
+        # a batch while the previous one's results are handed to the detectors
+        batches: deque[tuple[list[MCQItem], _PlannedBatch]] = deque()
+
+        def requests() -> Iterator[list[ScoreRequest]]:
+            for s in range(0, len(todo), batch_items):
+                batch = todo[s : s + batch_items]
+                batches.append((batch, _plan_batch(batch, config)))
+                yield batches[-1][1].requests
+
+        stream = scorer.score_stream(requests())
+        while True:
             try:  # scoring, and the detectors when they run inline
-                results = scorer.score(planned.requests) if planned.requests else []
+                results = next(stream, None)
+                if results is None:
+                    break
+                batch, planned = batches.popleft()
                 jobs = []
                 for p in planned.items:
                     res = results[p.start : p.start + len(p.continuations)]

@@ -20,6 +20,7 @@ import shlex
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -650,10 +651,40 @@ class CachedScorer:
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
-        if self.cache is None:
-            self.computed += len(requests)
-            return self.backend.score(requests, progress)
+        return next(self.score_stream([requests], progress))
+
+    def score_stream(
+        self, calls: Iterable[Sequence[ScoreRequest]], progress: ProgressFn | None = None
+    ) -> Iterator[list[ScoreResult]]:
+        """:meth:`score` of each list of ``calls``, the model's part through the backend's
+        :meth:`~contamscope.backends.base.Backend.score_stream` (which may start a call before
+        it yields the previous one's results); each call's new scores are stored before its
+        results are yielded."""
+        looked_up: deque[tuple[list[str], dict[str, ScoreResult], list[int]]] = deque()
+
+        def missing_requests() -> Iterator[list[ScoreRequest]]:
+            for requests in calls:
+                keys, found, missing = self._look_up(requests, progress)
+                looked_up.append((keys, found, missing))
+                yield [requests[i] for i in missing]
+
+        for new in self.backend.score_stream(missing_requests(), progress):
+            keys, found, missing = looked_up.popleft()
+            if self.cache is not None and missing:
+                self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
+            for i, r in zip(missing, new):
+                found[keys[i]] = r
+            self.computed += len(missing)
+            self.reused += len(keys) - len(missing)
+            yield [found[k] for k in keys]
+
+    def _look_up(
+        self, requests: Sequence[ScoreRequest], progress: ProgressFn | None
+    ) -> tuple[list[str], dict[str, ScoreResult], list[int]]:
+        """The requests' keys, the scores the cache holds for them, and the indices it lacks."""
         keys = [score_key(self.fingerprint, r) for r in requests]
+        if self.cache is None:
+            return keys, {}, list(range(len(requests)))
         found = self.cache.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
         for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
@@ -665,14 +696,7 @@ class CachedScorer:
             missing = [i for i in missing if keys[i] not in found]
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
-        if missing:
-            new = self.backend.score([requests[i] for i in missing], progress)
-            self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
-            for i, r in zip(missing, new):
-                found[keys[i]] = r
-        self.computed += len(missing)
-        self.reused += len(requests) - len(missing)
-        return [found[k] for k in keys]
+        return keys, found, missing
 
     def _through(
         self,
