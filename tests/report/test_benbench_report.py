@@ -462,3 +462,28 @@ def test_a_run_without_any_ngram_hit_gets_no_cell(make_benbench_run) -> None:
     entries = collect([run, other], left)
     assert [e.run_dir.name for e in entries] == ["other"]
     assert "run, inconclusive: no n-gram was predicted right on the originals nor" in left[0].reason
+
+
+def test_card_reads_a_summary_without_its_schema_as_report_does(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """A BenBench summary.json without its ``schema`` key (report, leaderboard and compare
+    read it) gives the card of the whole summary; one of another schema version is refused."""
+    from typer.testing import CliRunner
+
+    from contamscope.cli.main import app
+
+    a = make_benbench_run("a")
+    runner = CliRunner()
+    r = runner.invoke(app, ["card", "--run", str(a), "--out", str(tmp_path / "with.md")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((a / "summary.json").read_text())
+    del s["schema"]
+    (a / "summary.json").write_text(json.dumps(s))
+    r = runner.invoke(app, ["card", "--run", str(a), "--out", str(tmp_path / "without.md")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "without.md").read_text() == (tmp_path / "with.md").read_text()
+    s["schema"] = "contamscope.benbench.summary/0"
+    (a / "summary.json").write_text(json.dumps(s))
+    r = runner.invoke(app, ["card", "--run", str(a), "--out", str(tmp_path / "old.md")])
+    assert r.exit_code == 2 and "schema 'contamscope.benbench.summary/0'" in r.output

@@ -115,7 +115,8 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
     if method not in ("benbench", *OTHER_METHODS):
         what = f"a {method} run" if method else "no run summary of contamscope"
         raise DataError(f"{path}: {what}; the card takes benbench, {', '.join(OTHER_METHODS)} runs")
-    if method == "benbench" and summary.get("schema") != SUMMARY_SCHEMA:
+    # (a summary without one is read as this version's, as report, leaderboard and compare do)
+    if method == "benbench" and summary.get("schema", SUMMARY_SCHEMA) != SUMMARY_SCHEMA:
         raise DataError(
             f"{path}: schema {summary.get('schema')!r}; this contamscope reads "
             f"{SUMMARY_SCHEMA!r} (a run of another version: re-run it, or use that version)"
