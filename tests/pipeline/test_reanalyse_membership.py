@@ -99,7 +99,7 @@ def test_an_interrupted_upgrade_to_the_gap_resumes_with_honest_counts(
 ) -> None:  # type: ignore[no-untyped-def]
     """A folder switched to a statistic that needs the option orders, interrupted, then run
     again: the items whose orders the first try scored count as resumed (QA: every item was
-    counted as scored now)."""
+    counted as scored now), and the orders' tokens count as scored."""
     run, cfg, first = scored
     gap = replace(cfg, statistic="gap", batch_items=4)
     seen: list[int] = []
@@ -118,7 +118,12 @@ def test_an_interrupted_upgrade_to_the_gap_resumes_with_honest_counts(
     # the records are those of an uninterrupted switch, once each, in the folder's order
     whole = run("whole", cfg)
     assert whole.summary["counts"] == first.summary["counts"]
-    run("whole", gap)
+    upgrade = run("whole", gap)
+    # the tokens scored now are the orders' (they counted none), as a fresh run's are its
+    # items' tokens and its orders'
+    fresh = run("fresh", gap)
+    tokens = [r.summary["timings"]["tokens_scored_now"] for r in (first, upgrade, fresh)]
+    assert 0 < tokens[1] == tokens[2] - tokens[0]
     got = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
     want = [json.loads(x) for x in (tmp_path / "whole" / "items.jsonl").read_text().splitlines()]
     assert got == want

@@ -322,15 +322,16 @@ def _order_requests(item: MCQItem, template: PromptTemplate) -> list[ScoreReques
 
 def _order_logprobs(
     scorer: CachedScorer, items: Sequence[MCQItem], template: PromptTemplate
-) -> list[list[float]]:
-    """Each item's log-probs under every option order (the original order first)."""
+) -> tuple[list[list[float]], int]:
+    """Each item's log-probs under every option order (the original order first), and the
+    continuation tokens of all those orders."""
     per_item = [_order_requests(it, template) for it in items]
     flat = scorer.score([r for reqs in per_item for r in reqs])
     out, start = [], 0
     for reqs in per_item:
         out.append([x.logprob for x in flat[start : start + len(reqs)]])
         start += len(reqs)
-    return out
+    return out, sum(x.n_tokens for x in flat)
 
 
 def _add_gaps(records: list[dict[str, Any]], results: list[list[float]]) -> None:
@@ -438,7 +439,9 @@ def run_membership(
     for b in range(0, len(gapless), config.batch_items):
         batch = gapless[b : b + config.batch_items]
         records = [done[f"{role}/{it.id}"] for role, it in batch]
-        _add_gaps(records, _order_logprobs(scorer, [it for _, it in batch], config.template))
+        gaps, order_tokens = _order_logprobs(scorer, [it for _, it in batch], config.template)
+        _add_gaps(records, gaps)
+        tokens += order_tokens
         run_dir.append(records)  # a record appended again replaces the earlier one on resume
         if on_items is not None:
             on_items(len(batch))
@@ -451,7 +454,9 @@ def run_membership(
         ]
         tokens += sum(len(st.tokens) for st in stats)
         if config.orders:
-            _add_gaps(records, _order_logprobs(scorer, [it for _, it in batch], config.template))
+            gaps, order_tokens = _order_logprobs(scorer, [it for _, it in batch], config.template)
+            _add_gaps(records, gaps)
+            tokens += order_tokens
         run_dir.append(records)
         for r in records:
             done[r["id"]] = r
