@@ -636,23 +636,16 @@ def test_additive_masks_score_as_boolean_masks(tiny_backend) -> None:  # type: i
     assert [g.logprob for g in got] == pytest.approx([r.logprob for r in ref], abs=1e-5)
 
 
-def _stream(backend, lists, overlap: bool, events: list[str]):  # type: ignore[no-untyped-def]
-    """``backend.score_stream`` over ``lists``, noting when each list is taken and when each
-    result comes out."""
-
-    def calls():  # type: ignore[no-untyped-def]
-        for i, reqs in enumerate(lists):
-            events.append(f"take {i}")
-            yield reqs
-
+def _stream(backend, calls, overlap: bool, out: list, events: list[str] | None = None) -> None:  # type: ignore[no-untyped-def,type-arg]
+    """``backend.score_stream`` over ``calls`` with its calls overlapped or not, each call's
+    results appended to ``out`` as they come (and noted in ``events``)."""
     old = backend.overlap_calls
     backend.overlap_calls = overlap
     try:
-        out = []
-        for i, res in enumerate(backend.score_stream(calls())):
-            events.append(f"out {i}")
+        for res in backend.score_stream(calls):
+            if events is not None:
+                events.append(f"out {len(out)}")
             out.append(res)
-        return out
     finally:
         backend.overlap_calls = old
 
@@ -663,8 +656,15 @@ def test_overlapped_calls_give_each_call_its_own_numbers(tiny_backend) -> None: 
     call of its own, an empty call included, in order."""
     lists = [REQUESTS[:3], [], REQUESTS[3:] + [ScoreRequest("Q:", "")], REQUESTS[:1]]
     alone = [tiny_backend.score(reqs) for reqs in lists]
+
+    def taken(events: list[str]):  # type: ignore[no-untyped-def]
+        for i, reqs in enumerate(lists):
+            events.append(f"take {i}")
+            yield reqs
+
     events: list[str] = []
-    got = _stream(tiny_backend, lists, True, events)
+    got: list = []  # type: ignore[type-arg]
+    _stream(tiny_backend, taken(events), True, got, events)
     assert [[r.logprob for r in res] for res in got] == [
         pytest.approx([r.logprob for r in res], abs=1e-5) for res in alone
     ]
@@ -673,7 +673,7 @@ def test_overlapped_calls_give_each_call_its_own_numbers(tiny_backend) -> None: 
     ]
     assert events == ["take 0", "take 1", "out 0", "take 2", "out 1", "take 3", "out 2", "out 3"]
     events = []
-    _stream(tiny_backend, lists, False, events)  # each list once the last is handed over
+    _stream(tiny_backend, taken(events), False, [], events)  # each once the last is out
     assert events == ["take 0", "out 0", "take 1", "out 1", "take 2", "out 2", "take 3", "out 3"]
 
 
@@ -682,33 +682,25 @@ def test_a_call_that_fails_to_start_hands_over_the_last_results_first(tiny_backe
     (already computed) still come out, then the error."""
     old = tiny_backend.bos_id
 
-    def calls():  # type: ignore[no-untyped-def]
+    def unscorable():  # type: ignore[no-untyped-def]
         yield REQUESTS[:2]
         tiny_backend.bos_id = None  # the next call's empty prefix cannot be scored
         yield [ScoreRequest("", "A:x\n")]
-
-    tiny_backend.overlap_calls = True
-    got = []
-    try:
-        with pytest.raises(ConfigError, match="empty prefix and no BOS token"):
-            for res in tiny_backend.score_stream(calls()):
-                got.append(res)
-    finally:
-        tiny_backend.bos_id, tiny_backend.overlap_calls = old, False
-    assert [r.logprob for r in got[0]] == pytest.approx(
-        [r.logprob for r in tiny_backend.score(REQUESTS[:2])], abs=1e-5
-    )
 
     def failing():  # type: ignore[no-untyped-def]
         yield REQUESTS[:1]
         raise ValueError("row 7: no options")
 
-    tiny_backend.overlap_calls = True
-    got = []
+    got: list = []  # type: ignore[type-arg]
     try:
-        with pytest.raises(ValueError, match="row 7"):
-            for res in tiny_backend.score_stream(failing()):
-                got.append(res)
+        with pytest.raises(ConfigError, match="empty prefix and no BOS token"):
+            _stream(tiny_backend, unscorable(), True, got)
     finally:
-        tiny_backend.overlap_calls = False
+        tiny_backend.bos_id = old
+    assert [r.logprob for r in got[0]] == pytest.approx(
+        [r.logprob for r in tiny_backend.score(REQUESTS[:2])], abs=1e-5
+    )
+    got = []
+    with pytest.raises(ValueError, match="row 7"):
+        _stream(tiny_backend, failing(), True, got)
     assert len(got) == 1 and len(got[0]) == 1
