@@ -675,6 +675,17 @@ def test_overlapped_calls_give_each_call_its_own_numbers(tiny_backend) -> None: 
     events = []
     _stream(tiny_backend, taken(events), False, [], events)  # each once the last is out
     assert events == ["take 0", "out 0", "take 1", "out 1", "take 2", "out 2", "take 3", "out 3"]
+    # planned chunk by chunk in the planning process, as a GPU may
+    old = tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers
+    try:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = 1, 1
+        planned: list = []  # type: ignore[type-arg]
+        _stream(tiny_backend, iter(lists), True, planned)
+    finally:
+        tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = old
+    assert [[r.logprob for r in res] for res in planned] == [
+        pytest.approx([r.logprob for r in res], abs=1e-4) for res in alone
+    ]
 
 
 def test_a_call_that_fails_to_start_hands_over_the_last_results_first(tiny_backend) -> None:  # type: ignore[no-untyped-def]
