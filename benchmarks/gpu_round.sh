@@ -7,7 +7,8 @@
 # vocabulary); BENCHDATA_DIR: a folder with mmlu/ and cmb_example_1000.json; OLD_SRC: another
 # checkout's src/ to time side by side (the baseline, stage old); STAGES: a comma list of tests,
 # eager (fused kernels off), profile (the defaults: fused), speed, accuracy, pipeline (the
-# permutation pipeline against the engine, pipeline_gap.py), old, alloc (default:
+# permutation pipeline against the engine, pipeline_gap.py), cli (the permutation command end
+# to end, twice; CLI_ITEMS items, 2048), old, alloc (default:
 # tests,eager,profile,speed), each its own process, in the order given; PIPELINE_WORKERS: the
 # pipeline stage's detector worker counts (comma list, "default"), PIPELINE_BATCHES its items
 # per call (comma list), PIPELINE_OVERLAP its calls overlapped or not (on,off: both),
@@ -54,6 +55,49 @@ run_pipeline() {
         ${PIPELINE_BATCHES:+--pipeline-batches $PIPELINE_BATCHES} \
         ${PIPELINE_OVERLAP:+--overlap $PIPELINE_OVERLAP} 2>&1 | tee "$OUT/pipeline.log"
 }
+run_cli() {
+    echo "== the permutation command end to end: the random 1B Llama shape saved as a folder"
+    local model_dir=/tmp/random-llama-1b items=${CLI_ITEMS:-2048}
+    PYTHONPATH=src:benchmarks$X timeout 120 $PY - "$TOK" "$model_dir" <<'PYEOF'
+import sys
+
+import torch
+from permutation_speed import SHAPES
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+torch.manual_seed(0)
+config = LlamaConfig(
+    vocab_size=len(tok), max_position_embeddings=8192, tie_word_embeddings=True, **SHAPES["llama-1b"]
+)
+with torch.device("cuda"):
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+model.save_pretrained(sys.argv[2])
+tok.save_pretrained(sys.argv[2])
+PYEOF
+    # twice, each with an empty cache and run folder: the second shows the machine warm
+    for i in 1 2; do
+        local t0=$(date +%s%N)
+        CONTAMSCOPE_CACHE_DIR=/tmp/cli-cache-$i PYTHONPATH=src$X timeout 200 $PY -m contamscope \
+            permutation --model "hf:$model_dir" -M bos='<|endoftext|>' \
+            --benchmark "$DATA/mmlu/test" --sample "$items" --out "/tmp/cli-run-$i" 2>&1 \
+            | tail -8 | tee -a "$OUT/cli.log"
+        echo "command $i: $(( ($(date +%s%N) - t0) / 1000000 )) ms wall" | tee -a "$OUT/cli.log"
+        $PY -c "import json,sys; t=json.load(open(sys.argv[1]))['timings']; print({k: t[k] for k in ('scoring_seconds','items_per_second','batch_items','detector_workers')})" \
+            "/tmp/cli-run-$i/summary.json" | tee -a "$OUT/cli.log"
+    done
+    $PY - /tmp/cli-run-1/items.jsonl /tmp/cli-run-2/items.jsonl <<'PYEOF' | tee -a "$OUT/cli.log"
+import json
+import sys
+
+a, b = ([json.loads(x) for x in open(p)] for p in sys.argv[1:])
+diff = max(
+    (abs(x - y) for r, s in zip(a, b) for x, y in zip(r.get("logprobs") or [], s.get("logprobs") or [])),
+    default=0.0,
+)
+print(f"records {len(a)} / {len(b)}, same ids in order {[r['id'] for r in a] == [r['id'] for r in b]}, max |log-prob difference| {diff:.3g}")
+PYEOF
+}
 run_old() {
     [[ -n "$OLD" ]] || return 0
     echo "== baseline ($OLD)"
@@ -86,4 +130,4 @@ for s in ${STAGES//,/ }; do
     "run_$s"
 done
 echo "== summary"
-grep -h "passed\|failed\|detectors:\|main thread\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log
+grep -h "passed\|failed\|command \|records \|scoring_seconds\|detectors:\|main thread\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log
