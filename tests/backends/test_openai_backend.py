@@ -171,7 +171,12 @@ def test_probe_accepts_a_scoring_server(tiny_server: Any) -> None:
     assert report is not None and report.prompt_logprobs and report.mode == "prompt_logprobs"
     assert report.numbers["repeat_max_diff"] < 1e-4
     assert report.numbers["shared_prefix_max_diff"] < 1e-4
-    assert available_methods(b.capabilities) == ["permutation", "BenBench", "CAP", "membership"]
+    assert available_methods(b.capabilities) == [
+        "permutation",
+        "BenBench",
+        "CAP",
+        "membership (loss, min_k, zlib)",
+    ]
     # without a BOS token, what scores a text from its first token is not available
     assert available_methods(backend(tiny_server.url, bos="none").capabilities) == [
         "permutation",
@@ -255,6 +260,8 @@ def test_echo_only_server_scores_but_refuses_token_stats(serve: Any) -> None:
     assert b.mode == "echo"
     with pytest.raises(CapabilityError, match="needs per-token log-probs.*methods this backend"):
         check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
+    with pytest.raises(CapabilityError, match="through echo only, without the greedy predictions"):
+        check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
 
 
 def test_echo_only_server_gives_token_logprobs_without_ids(
@@ -270,7 +277,11 @@ def test_echo_only_server_gives_token_logprobs_without_ids(
         b, prompt_logprobs=True, token_logprobs=True, from_start=True, method="the membership test"
     )
     assert b.mode == "echo" and b.capabilities.token_logprobs and not b.capabilities.token_stats
-    assert available_methods(b.capabilities) == ["permutation", "CAP", "membership"]
+    assert available_methods(b.capabilities) == [
+        "permutation",
+        "CAP",
+        "membership (loss, min_k, zlib)",
+    ]
     with pytest.raises(CapabilityError, match="vocabulary.*e.g. --statistic min_k"):
         check_backend(b, token_stats=True, vocab_stats=True, method="Min-K%++")
     want = tiny_backend.token_stats(REQUESTS)
@@ -411,3 +422,102 @@ def test_connection_options_name_the_bad_one(opts: dict[str, str], message: str)
     with pytest.raises(ConfigError) as err:
         ApiSettings.from_options(dict(opts))
     assert str(err.value) == message
+
+
+def test_an_api_key_no_header_can_carry_is_one_line_without_the_key(
+    tiny_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key with a non-ASCII character was a UnicodeEncodeError traceback; one with a trailing
+    space was retried six times as "cannot reach" and printed whole. Both are refused before
+    any request, naming the variable and never the key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for key, what in (
+        ("sk-sécret", "a non-ASCII character (U+00E9)"),
+        ("sk-secret-123 ", "a space"),
+        ("sk-secret\n", "a line break"),
+    ):
+        monkeypatch.setenv("CONTAMSCOPE_API_KEY", key)
+        with pytest.raises(ConfigError) as err:
+            backend(tiny_server.url)
+        msg = str(err.value)
+        assert msg.startswith(f"$CONTAMSCOPE_API_KEY: the API key holds {what}"), msg
+        assert "sk-" not in msg and "\n" not in msg
+    monkeypatch.setenv("MY_KEY", "")
+    with pytest.raises(ConfigError, match="-M api_key_env=MY_KEY: that variable is empty"):
+        backend(tiny_server.url, api_key_env="MY_KEY")
+
+
+def test_a_refused_key_names_where_it_came_from(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The advice for a 401 said to put the key in $CONTAMSCOPE_API_KEY or name a variable with
+    -M api_key_env, when the key had come from the variable -M api_key_env named; and a 401 in
+    a generation (CAP: no canary) gave no advice at all."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("CONTAMSCOPE_API_KEY", "sekret")
+    monkeypatch.setenv("MY_KEY", "bad")
+    keyed = serve("--api-key", "sekret")
+    b = backend(keyed.url, api_key_env="MY_KEY")
+    with pytest.raises(ModelError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert str(err.value).endswith(
+        "the key in $MY_KEY (-M api_key_env) was refused: set the right key there"
+    )
+    with pytest.raises(ModelError) as err:
+        b.generate([GenerateRequest("Hi", 2)])
+    assert "HTTP 401" in str(err.value) and "the key in $MY_KEY" in str(err.value)
+    monkeypatch.delenv("CONTAMSCOPE_API_KEY")
+    with pytest.raises(ModelError) as err:
+        backend(keyed.url).generate([GenerateRequest("Hi", 2)])
+    assert str(err.value).endswith("name the variable that holds it with -M api_key_env=VAR")
+
+
+def test_a_server_lost_during_the_canary_is_named_as_such(serve: Any) -> None:
+    """Dying after the canary's first requests gave a bare "failed after 2 attempts" line."""
+    for answered in ("2", "3"):  # the repeat, the shared-prefix request
+        b = backend(serve("--die-after", answered).url, retries="1", backoff="0.01")
+        with pytest.raises(ModelError) as err:
+            check_backend(b, prompt_logprobs=True, method="the permutation test")
+        msg = str(err.value)
+        assert msg.startswith(f"{b.spec}: the server did not answer a check request (failed"), msg
+
+
+def test_a_bos_the_server_splits_is_refused(tiny_server: Any) -> None:
+    """-M bos='</s>' (not a special token of this tokenizer) was sent as three tokens of text
+    before every prompt: each score changed by up to 2 nats, with no word."""
+    for mode in ("echo", "prompt_logprobs"):
+        with pytest.raises(ConfigError) as err:
+            check_backend(
+                backend(tiny_server.url, bos="</s>", logprobs=mode),
+                prompt_logprobs=True,
+                method="the permutation test",
+            )
+        first = "'</'" if mode == "echo" else "'…'"  # vLLM's mode has no first token's text
+        assert str(err.value).startswith(
+            f"-M bos=</s>: the server reads it as 3 tokens ({first}, 's', '>'), text rather"
+        )
+    check_backend(backend(tiny_server.url), prompt_logprobs=True, method="the permutation test")
+
+
+def test_a_base_url_that_is_no_api_root_says_so(tiny_server: Any, serve: Any) -> None:
+    """A path under the host that is not the API (or an endpoint's URL) read as a chat-only
+    API, with a suggested fix that appended /v1 to a URL ending in /v1/completions."""
+    root = tiny_server.url.removesuffix("/v1")
+    with pytest.raises(ModelError) as err:
+        load_backend(f"openai:{tiny_server.url}/completions#tiny", options={"bos": BOS})
+    assert str(err.value).endswith(
+        f"BASE_URL is the API's root, not an endpoint (without /completions: "
+        f"openai:{tiny_server.url}#tiny)"
+    )
+    b = backend(f"{root}/api/v1")
+    with pytest.raises(ModelError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert f"the server has neither {root}/api/v1/models nor {root}/api/v1/completions" in str(
+        err.value
+    )
+    assert not isinstance(err.value, CapabilityError)
+    # a forced vLLM mode on a server without it: leave the option out
+    b = backend(serve("--no-prompt-logprobs").url, logprobs="prompt_logprobs")
+    with pytest.raises(CapabilityError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert "-M logprobs=prompt_logprobs asks for vLLM's prompt_logprobs" in str(err.value)

@@ -134,6 +134,23 @@ def test_run_dir_refuses_other_settings_unless_overwrite(tmp_path: Path) -> None
         RunDir(tmp_path / "bb").open({"method": "cap", "seed": 0})
 
 
+def test_a_run_stopped_before_its_first_record_gives_way_to_other_settings(
+    tmp_path: Path,
+) -> None:
+    """A CAP run refused by a chat-only server left its settings.json; the re-run with --chat
+    that the message advised was then refused as a run with other settings."""
+    first = RunDir(tmp_path / "run")
+    first.open({"method": "cap", "chat": False})
+    first.close()
+    run = RunDir(tmp_path / "run")
+    assert run.open({"method": "cap", "chat": True}) == {}
+    assert json.loads((tmp_path / "run" / "settings.json").read_text())["chat"] is True
+    run.append([{"id": "x"}])
+    run.close()
+    with pytest.raises(StoreError, match=r"other settings \(chat: True -> False\)"):
+        RunDir(tmp_path / "run").open({"method": "cap", "chat": False})
+
+
 def test_a_folder_of_other_files_is_not_written_without_overwrite(tmp_path: Path) -> None:
     # `--out ~/papers` must not drop items.jsonl, report.html and plots among the user's files
     # (nor over a report.html of theirs)

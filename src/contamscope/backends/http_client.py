@@ -80,13 +80,50 @@ class ApiSettings:
             api_key_env=opts.pop("api_key_env", None) or None,
         )
 
-    def api_key(self) -> str | None:
+    def api_key(self) -> tuple[str, str] | None:
+        """(the variable it was read from, the API key), or None when no key is set. A key
+        an HTTP header cannot carry as it is (whitespace, control or non-ASCII characters: a
+        key pasted with a newline or a typographic quote) is refused, without showing it."""
         if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
+            var = self.api_key_env
+            key = os.environ.get(var)
+            if key is None:
+                raise ConfigError(f"-M api_key_env={var}: that variable is not set")
             if not key:
-                raise ConfigError(f"-M api_key_env={self.api_key_env}: that variable is not set")
-            return key
-        return next((os.environ[e] for e in API_KEY_ENVS if os.environ.get(e)), None)
+                raise ConfigError(f"-M api_key_env={var}: that variable is empty")
+        else:
+            found = next(((e, os.environ[e]) for e in API_KEY_ENVS if os.environ.get(e)), None)
+            if found is None:
+                return None
+            var, key = found
+        bad = next((c for c in key if not c.isascii() or not c.isprintable() or c.isspace()), None)
+        if bad is not None:
+            what = (
+                "a space"
+                if bad == " "
+                else "a line break"
+                if bad in "\r\n"
+                else "whitespace or a control character"
+                if bad.isascii()
+                else f"a non-ASCII character (U+{ord(bad):04X})"
+            )
+            raise ConfigError(
+                f"${var}: the API key holds {what}, which an HTTP header cannot carry: set the "
+                "key again without it"
+            )
+        return var, key
+
+    def key_advice(self, sent: bool) -> str:
+        """What to do about a refused (``sent``) or missing API key."""
+        found = self.api_key() if sent else None
+        if found is None:
+            return KEY_ADVICE
+        if self.api_key_env:
+            return f"the key in ${found[0]} (-M api_key_env) was refused: set the right key there"
+        return (
+            f"the key in ${found[0]} was refused: set the right key there, or name another "
+            "variable with -M api_key_env=VAR"
+        )
 
 
 class HttpStatusError(ModelError):
@@ -129,9 +166,10 @@ class ApiClient:
         self.base_url = base_url.rstrip("/")
         self.settings = settings
         headers = {"User-Agent": "contamscope"}
-        key = settings.api_key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        found = settings.api_key()
+        if found is not None:
+            headers["Authorization"] = f"Bearer {found[1]}"
+        self.sends_key = found is not None
         n = settings.max_connections
         self._client = httpx.Client(
             timeout=httpx.Timeout(settings.timeout),
@@ -161,7 +199,10 @@ class ApiClient:
                     self.sent += 1
                 resp = self._client.request(method, self.url(path), json=body)
             except httpx.TimeoutException as exc:
-                last = f"timed out after {self.settings.timeout:g} s ({type(exc).__name__})"
+                last = (
+                    f"timed out after {self.settings.timeout:g} s ({type(exc).__name__}; "
+                    "-M timeout=SECONDS sets the limit)"
+                )
             except httpx.TransportError as exc:
                 last = f"connection error ({type(exc).__name__}: {str(exc)[:120] or 'no detail'})"
             else:
@@ -216,6 +257,8 @@ class ApiClient:
                     exc = fut.exception()
                     if exc is not None:
                         detail = str(exc)
+                        if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUS:
+                            detail += f": {self.key_advice()}"
                         raise ModelError(f"{self.base_url}: {label(i)} failed: {detail}") from None
                     out[i] = fut.result()
                     if on_done is not None:
@@ -223,6 +266,10 @@ class ApiClient:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return out
+
+    def key_advice(self) -> str:
+        """What to do about the API key the server refused (or the one it lacks)."""
+        return self.settings.key_advice(self.sends_key)
 
     def close(self) -> None:
         self._client.close()

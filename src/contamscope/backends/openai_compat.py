@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from .base import (
@@ -39,7 +40,7 @@ from .base import (
     ScoreResult,
     TokenStats,
 )
-from .http_client import AUTH_STATUS, KEY_ADVICE, ApiClient, ApiSettings, HttpStatusError
+from .http_client import AUTH_STATUS, ApiClient, ApiSettings, HttpStatusError
 
 __all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
 
@@ -116,6 +117,10 @@ class OpenAIBackend(Backend):
         self.client = ApiClient(self.base_url, settings or ApiSettings())
         self.bos = bos
         self.mode = logprobs
+        self.mode_given = logprobs != "auto"
+        """``-M logprobs`` named the mode (else it is found by trying prompt_logprobs)."""
+        self.lists_no_models = False
+        """``BASE_URL/models`` answered 404: a server without the listing, or a wrong URL."""
         self.canary = canary
         self.chat_only = False
         self.capabilities = Capabilities(
@@ -146,6 +151,11 @@ class OpenAIBackend(Backend):
             )
         if not re.match(r"^https?://[^/\s]+", url):
             raise ModelError(f"openai:{rest}: BASE_URL must start with http:// or https://")
+        if urlsplit(url).path.rstrip("/").endswith(("/completions", "/models")):
+            raise ModelError(
+                f"openai:{rest}: BASE_URL is the API's root, not an endpoint"
+                f"{url_hint(url.rstrip('/'), model.strip())}"
+            )
         if device != "auto" or dtype != "auto":
             raise ConfigError(
                 "--device/--dtype do not apply to openai: models (the server decides)"
@@ -194,9 +204,10 @@ class OpenAIBackend(Backend):
             except HttpStatusError as exc:
                 if exc.status in (404, 405, 501):
                     self._missing_v1()
+                    self.lists_no_models = exc.status == 404
                     self._info = {}
                     return self._info
-                advice = f": {KEY_ADVICE}" if exc.status in AUTH_STATUS else ""
+                advice = f": {self.client.key_advice()}" if exc.status in AUTH_STATUS else ""
                 raise ModelError(f"{self.base_url}/models: {exc}{advice}") from None
             except ModelError as exc:
                 msg = str(exc)  # a reply it could not use names its URL already
@@ -440,6 +451,22 @@ class OpenAIBackend(Backend):
         if progress is not None and len(requests) > len(unique):
             progress(len(requests) - len(unique))
         return [by_req[r] for r in requests]
+
+
+def url_hint(base_url: str, model: str) -> str:
+    """A corrected ``openai:`` spec for a BASE_URL that is probably not the API's root.
+
+    >>> url_hint("http://h:8000/v1/completions", "m"), url_hint("http://h:8000", "m")
+    (' (without /completions: openai:http://h:8000/v1#m)', ' (e.g. openai:http://h:8000/v1#m)')
+    """
+    path = urlsplit(base_url).path.rstrip("/")
+    for tail in ("/chat/completions", "/completions", "/models"):
+        if path.endswith(tail):
+            return f" (without {tail}: openai:{base_url[: -len(tail)]}#{model})"
+    if "v1" not in path.split("/"):  # e.g. the server's root: its API is most often under /v1
+        root = base_url[: len(base_url) - len(path)] if path else base_url
+        return f" (e.g. openai:{root}/v1#{model})"
+    return " (e.g. openai:http://HOST:PORT/v1#MODEL)"
 
 
 def _first_choice(body: dict[str, Any], *, required: bool = False) -> dict[str, Any]:

@@ -18,11 +18,11 @@ A refusal is one line naming what is missing and which methods the backend can s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CapabilityError, ContamscopeError, ModelError
+from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from .base import Backend, Capabilities
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ METHOD_NEEDS: Mapping[str, Capabilities] = {
     "permutation": Capabilities(prompt_logprobs=True, from_start=False),
     "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
     "CAP": Capabilities(prompt_logprobs=False, generate=True, from_start=False),
-    "membership": Capabilities(prompt_logprobs=True, token_logprobs=True),
+    "membership (loss, min_k, zlib)": Capabilities(prompt_logprobs=True, token_logprobs=True),
     "membership (min_k_pp)": Capabilities(prompt_logprobs=True, token_stats=True, vocab_stats=True),
 }
 """What each method needs from a backend (CAP works black-box, from generated text only;
@@ -106,7 +106,8 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
     """Run the canary against a live ``openai:`` server and update its capabilities. A server
     that refuses the API key, or cannot be reached, is a one-line ModelError: that says
     nothing of what it can compute, so no method is offered in its place."""
-    from .http_client import AUTH_STATUS, KEY_ADVICE, HttpStatusError, ServerUnavailable
+    from .http_client import AUTH_STATUS, HttpStatusError, ServerUnavailable
+    from .openai_compat import url_hint
 
     backend.probed = True
     report = ProbeReport(prompt_logprobs=True)
@@ -122,24 +123,75 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
     except HttpStatusError as exc:
         if exc.status in AUTH_STATUS:
             raise ModelError(
-                f"{backend.spec}: the server refused the request ({exc}): {KEY_ADVICE}"
+                f"{backend.spec}: the server refused the request ({exc}): "
+                f"{backend.client.key_advice()}"
             ) from None
         if exc.status in (404, 405, 501):
+            if backend.lists_no_models:  # neither /models nor /completions: another URL
+                raise ModelError(
+                    f"{backend.spec}: the server has neither {backend.base_url}/models nor "
+                    f"{backend.base_url}/completions: is BASE_URL the API's root?"
+                    f"{url_hint(backend.base_url, backend.model)}"
+                ) from None
             backend.chat_only = True
             return _refuse(
                 backend,
                 report,
                 f"the server has no usable /completions endpoint ({exc.message[:120]}): "
-                "a chat-only API cannot score given text"
-                + (
-                    ""
-                    if backend.base_url.endswith("/v1")
-                    else f" (or its API is under /v1: openai:{backend.base_url}/v1#{backend.model})"
-                ),
+                "a chat-only API cannot score given text",
             )
-        return _refuse(backend, report, f"the server rejects scoring requests ({exc})")
+        forced = (
+            "; -M logprobs=prompt_logprobs asks for vLLM's prompt_logprobs, which this server "
+            "does not take: leave it out and the log-probs are read through echo"
+            if backend.mode == "prompt_logprobs" and backend.mode_given
+            else ""
+        )
+        return _refuse(backend, report, f"the server rejects scoring requests ({exc}){forced}")
     except ContamscopeError as exc:
         return _refuse(backend, report, f"the server returned no prompt log-probs ({exc})")
+    try:
+        return _check_canaries(backend, report, first)
+    except ServerUnavailable as exc:
+        raise ModelError(
+            f"{backend.spec}: the server did not answer a check request ({exc})"
+        ) from None
+    except HttpStatusError as exc:
+        advice = f": {backend.client.key_advice()}" if exc.status in AUTH_STATUS else ""
+        raise ModelError(
+            f"{backend.spec}: the server refused a check request ({exc}){advice}"
+        ) from None
+
+
+def _bos_pieces(texts: Sequence[str], bos: str, natural: str) -> list[str] | None:
+    """The tokens a server cut ``bos`` into, from its tokens of ``bos + natural`` (None: one
+    token, maybe after the server's own BOS, or the tokens do not show). vLLM's prompt_logprobs
+    give no text for the first token, so ``bos`` is found from what follows it.
+
+    >>> _bos_pieces(["</", "s", ">", "Hi", " there"], "</s>", "Hi there")
+    ['</', 's', '>']
+    >>> _bos_pieces(["", "Hi", " there"], "<s>", "Hi there"), _bos_pieces(["<s>", "<s>", "Hi"], "<s>", "Hi")
+    (None, None)
+    """
+    rest = list(texts[1:])
+    spelled = "".join(rest)
+    if not spelled.endswith(natural):
+        return None
+    extra = spelled[: len(spelled) - len(natural)]  # bos after its first token, or all of it
+    n = covered = 0
+    while covered < len(extra):
+        covered += len(rest[n])
+        n += 1
+    if not extra or (extra == bos and n == 1):
+        return None
+    if extra == bos:  # after the server's own BOS token
+        return rest[:n]
+    return [texts[0] or "…", *rest[:n]] if bos.endswith(extra) else None
+
+
+def _check_canaries(backend: OpenAIBackend, report: ProbeReport, first: Any) -> ProbeReport:
+    """The canary's checks after its first request (which showed the server answers)."""
+    bos = backend.bos
+    natural = CANARIES[0][0]
     report.mode = backend.mode
     text = bos + natural
     spelled = "".join(first.texts[1:])
@@ -156,6 +208,14 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
             "the server does not return a log-prob for every prompt token (it gave "
             f"{sum(x is not None for x in first.logprobs)} for a prompt of {len(natural)} "
             "characters); servers such as llama.cpp return log-probs of generated tokens only",
+        )
+    pieces = _bos_pieces(first.texts, bos, natural) if bos else None
+    if pieces is not None:
+        raise ConfigError(
+            f"-M bos={bos}: the server reads it as {len(pieces)} tokens "
+            f"({', '.join(repr(p) for p in pieces)}), text rather than the model's BOS token, "
+            "which would change every score: give the model's own BOS token (e.g. "
+            "<|endoftext|> for SmolLM2, <|begin_of_text|> for Llama 3), or -M bos=none"
         )
     values = [float(x) for x in later if x is not None]
     if any(math.isnan(v) or v > 1e-4 for v in values):
@@ -251,6 +311,11 @@ def check_backend(
         )
     except CapabilityError as exc:
         why = f": {report.reason}" if report is not None and report.reason else ""
+        if not why and token_stats and getattr(backend, "mode", None) == "echo":
+            why = (
+                ": the server gives prompt log-probs through echo only, without the greedy "
+                "predictions (vLLM's prompt_logprobs has them)"
+            )
         left = available_methods(backend.capabilities)
         still = ", ".join(left) if left else "none"
         raise CapabilityError(f"{exc}{why}; methods this backend can run: {still}") from None

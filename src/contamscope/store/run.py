@@ -124,7 +124,9 @@ class RunDir:
                     f"{self.path} holds a {old.get('method') or 'different'} run, not a "
                     f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
                 )
-            if not any(_same_run(old, s) for s in [settings, *upgrades]):
+            # (a run that stopped before its first record, e.g. refused by the server, left
+            # only its settings: nothing is lost by starting the folder with these)
+            if not any(_same_run(old, s) for s in [settings, *upgrades]) and self._holds_records():
                 raise StoreError(
                     f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
                     + REPLACE_HINT
@@ -136,6 +138,16 @@ class RunDir:
             self._refuse_foreign_files()
         self._atomic_write(self.settings_path, settings)
         return self._read_records(complete)
+
+    def _holds_records(self) -> bool:
+        """Whether the folder holds a summary or any record (a line that is not blank)."""
+        if self.summary_path.exists():
+            return True
+        try:
+            with self.items_path.open("rb") as f:
+                return any(line.strip() for line in f)
+        except FileNotFoundError:
+            return False
 
     def _refuse_foreign_files(self) -> None:
         """A folder that holds no run must be empty (hidden files aside): a run writes
