@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from contamscope.data import QAItem, load_benchmark, load_cap, load_qa
-from contamscope.errors import ConfigError
+from contamscope.errors import ConfigError, StoreError
 from contamscope.pipeline import (
     BenBenchConfig,
     CapConfig,
@@ -202,6 +202,9 @@ def test_cap_config_and_splits_are_checked_against_the_data(
     with pytest.raises(ConfigError, match=r"--task 'mcq', but .* is read as a 'qa' task"):
         run_cap(data, sel, scorer, tmp_path / "c", CapConfig())
     cfg = CapConfig(task="qa", n_boot=200)
+    # a list where the splits' dict belongs named a whole item as a split
+    with pytest.raises(ConfigError, match=r"selected: a list; give a dict of split name -> items"):
+        run_cap(data, sel["train"], scorer, tmp_path / "c", cfg)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="at least two splits"):
         run_cap(data, {"train": sel["train"]}, scorer, tmp_path / "c", cfg)
     with pytest.raises(ConfigError, match=r"has no split 'dev' \(it has train, test, blind\)"):
@@ -357,3 +360,67 @@ def test_membership_records_say_why_a_text_has_no_statistics() -> None:
         assert (
             rec["excluded"].startswith("a non-finite token log-prob") and rec["statistics"] is None
         )
+
+
+def test_items_of_any_iterable_and_the_wrong_containers(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """Items given as a generator failed (no len()) after the folder had recorded 0 items, so
+    the corrected call was refused; a LoadResult, one item, a selection string, items of
+    another benchmark, and the wrong containers for BenBench's splits and CAP's selection
+    failed with raw TypeErrors or ran with the wrong provenance (QA)."""
+    scorer = CachedScorer(tiny_backend, None)
+    cfg = PermutationConfig()
+    out = run_permutation(loaded, (it for it in loaded.items), scorer, tmp_path / "gen", cfg)
+    settings = json.loads((tmp_path / "gen" / "settings.json").read_text())
+    assert out.scored_now == 3 and settings["selection"]["n_items"] == 3
+    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "gen", cfg)
+    assert again.resumed == 3
+    other = load_benchmark(str(_write(tmp_path / "virology_test.csv", "Is a virus alive?,yes,no,maybe,never,C\n")))
+    wrong: list[tuple[Any, str]] = [
+        (lambda: run_permutation(loaded, loaded, scorer, tmp_path / "w", cfg),
+         "items: a loaded benchmark ("),
+        (lambda: run_permutation(loaded, loaded.items[0], scorer, tmp_path / "w", cfg),
+         "items: a single MCQItem; give a list of items"),
+        (lambda: run_permutation(loaded, 3, scorer, tmp_path / "w", cfg),
+         "items: a int, not a list of items"),
+        (lambda: run_permutation(loaded, other.items, scorer, tmp_path / "w", cfg),
+         "items: 'virology_test-0' is not an item of the loaded benchmark ("),
+        (lambda: run_permutation(loaded, loaded.items, scorer, tmp_path / "w", cfg,
+                                 selection="limit 1"),  # type: ignore[arg-type]
+         "selection='limit 1': a str; give a dict of how the items were chosen"),
+        (lambda: run_benbench(load_qa(str(_write(tmp_path / "qa.jsonl", '{"question": "2+2?", "answer": "4"}\n'))), scorer, tmp_path / "w", BenBenchConfig()),  # type: ignore[arg-type]
+         "splits: a LoadResult; give a list of SplitInput"),
+    ]  # fmt: skip
+    for call, message in wrong:
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert message in str(err.value)
+    assert not (tmp_path / "w").exists()
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_an_outcome_reads_its_own_records_or_says_they_are_gone(
+    tmp_path: Path, loaded: Any, tiny_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outcome read its folder when asked: after the folder was run again with other items,
+    the old outcome returned the new run's records; after a chdir, a relative folder gave []."""
+    scorer = CachedScorer(tiny_backend, None)
+    monkeypatch.chdir(tmp_path)
+    first = run_permutation(loaded, loaded.items[:2], scorer, "run", PermutationConfig())
+    monkeypatch.chdir("/")
+    assert [r["id"] for r in first.records()] == [it.id for it in loaded.items[:2]]
+    monkeypatch.chdir(tmp_path)
+    second = run_permutation(
+        loaded, loaded.items, scorer, "run", PermutationConfig(), overwrite=True
+    )
+    with pytest.raises(StoreError, match="the folder was written again after this outcome"):
+        first.records()
+    assert len(second.records()) == 3
+    (tmp_path / "run" / "items.jsonl").unlink()
+    with pytest.raises(StoreError, match="this run's records are no longer there"):
+        second.records()

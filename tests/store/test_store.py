@@ -924,3 +924,67 @@ def test_a_stream_of_calls_stores_each_before_handing_it_over(tmp_path: Path) ->
     assert backend.calls == [1, 0, 3]
     assert entries == [2, 2, 5]
     assert (scorer.computed, scorer.reused) == (4, 2)
+
+
+class OtherDtype(OtherBackend):
+    def fingerprint(self) -> str:
+        return "local:other:abc|float32|tok=1|bos=0|engine=3"
+
+
+def test_one_set_up_of_a_model_can_be_cleared_and_an_empty_file_is_no_cache(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """`cache clear --model` deleted every set-up of a spec under a table that said it deletes
+    one, and took no set-up's fingerprint; an empty scores.sqlite (a run sets one up) was "not
+    a usable score cache"; and a data file given to ScoreCache was to be removed with `rm`."""
+    from cli_runner import run_cli
+
+    path = tmp_path / "c" / "scores.sqlite"
+    cache = ScoreCache(path)
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", c) for c in "ab"])
+    CachedScorer(OtherDtype(), cache).score([ScoreRequest("q", c) for c in "abc"])
+    cache.close()
+    clear = ("cache", "clear", "--cache-dir", "c", "-y", "--model")
+    res = run_cli(*clear, "float32|tok=1|bos=0|engine=3", cwd=tmp_path)
+    assert res.returncode == 0 and "deleted 3 scores of float32|tok=1|bos=0|engine=3" in res.stdout
+    assert [m.entries for m in ScoreCache(path).models() if m.entries] == [2]
+    CachedScorer(OtherDtype(), ScoreCache(path)).score([ScoreRequest("q", "z")])
+    res = run_cli(*clear, "hf:./other", cwd=tmp_path)
+    assert "deleted 3 scores of hf:./other (2 set-ups)" in " ".join(res.stdout.split())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "scores.sqlite").write_bytes(b"")
+    res = run_cli("cache", "info", "--cache-dir", "empty", cwd=tmp_path)
+    assert res.returncode == 0 and "empty (no cache yet)" in res.stdout, res.stderr
+    data = tmp_path / "toy_test.jsonl"
+    data.write_text('{"question": "q"}\n' * 200, encoding="utf-8")
+    with pytest.raises(StoreError) as err:
+        ScoreCache(data).get_many(["k"])
+    assert "not a score cache (file is not a database)" in str(err.value)
+    assert "rm " not in str(err.value) and "left as it is" in str(err.value)
+    assert data.read_text().startswith('{"question"')
+
+
+def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A record damaged mid-file was dropped without a word, and its item, scored again, ended
+    up last in items.jsonl."""
+    from contamscope.data import load_benchmark
+    from contamscope.pipeline import PermutationConfig, run_permutation
+
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(
+        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(4)), encoding="utf-8"
+    )
+    loaded = load_benchmark(str(bench))
+    scorer = CachedScorer(CountingBackend(), None)
+    run = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    want = run.records()
+    items = tmp_path / "run" / "items.jsonl"
+    whole = items.read_text().splitlines(keepends=True)
+    items.write_text("".join(whole[:1]) + whole[1][:50] + "\n" + "".join(whole[2:]))
+    capsys.readouterr()
+    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    err = capsys.readouterr().err
+    assert f"note: {items}: 1 damaged or unreadable record left out (line 2)" in err
+    assert again.resumed == 3 and again.records() == want  # in the items' order

@@ -38,6 +38,12 @@ def cache_path(cache_dir: Path | None) -> Path:
     return check_output_folder(cache_dir, "--cache-dir") / "scores.sqlite"
 
 
+def _no_cache(path: Path) -> bool:
+    """No score cache there yet: no file, or an empty one (a run sets up an empty file as a
+    new cache; ``cache info`` called it unusable)."""
+    return not path.exists() or (path.is_file() and path.stat().st_size == 0)
+
+
 @app.command("info")
 @user_errors
 def info(cache_dir: Path | None = CacheDir) -> None:
@@ -56,7 +62,7 @@ def info(cache_dir: Path | None = CacheDir) -> None:
             "run converts again)",
             highlight=False,
         )
-    if not path.exists():
+    if _no_cache(path):
         console.print(f"{path}: empty (no cache yet)")
         return
     cache = ScoreCache(path, read_only=True)  # looking writes nothing, waits for no writer
@@ -74,7 +80,10 @@ def info(cache_dir: Path | None = CacheDir) -> None:
     )
     setups = cache.models()
     if setups:
-        t = Table(title="model set-ups (`contamscope cache clear --model MODEL` deletes one)")
+        t = Table(
+            title="model set-ups (`contamscope cache clear --model MODEL` deletes a model's, "
+            "`--model 'SET-UP'` one of them)"
+        )
         for col in ("model", "set-up (fingerprint)", "entries", "last used"):
             t.add_column(col, justify="right" if col == "entries" else "left", overflow="fold")
         for m in setups:
@@ -102,7 +111,7 @@ def clear(
         "--model",
         "-m",
         help="Delete only this model's scores: its spec as given to the run, or the model "
-        "column of `cache info`.",
+        "column of `cache info` (all its set-ups); or one set-up's, by its set-up column.",
     ),
     converted: bool = typer.Option(
         False,
@@ -126,7 +135,7 @@ def clear(
         _clear_converted(yes)
         return
     path = cache_path(cache_dir)
-    if not path.exists():
+    if _no_cache(path):
         console.print(f"{path}: nothing to clear")
         return
     if model is not None:
@@ -164,7 +173,7 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
     from ..store.repair import repair_cache
 
     path = cache_path(cache_dir)
-    if not path.exists():
+    if _no_cache(path):
         console.print(f"{path}: no cache yet; nothing to repair")
         return
     report = repair_cache(path)
@@ -195,7 +204,8 @@ Models = typer.Option(
     "--model",
     "-m",
     help="Only this model's entries: its spec as given to the run, or the model column of "
-    "`cache info` (repeat for several; default: every model's).",
+    "`cache info` (all its set-ups), or one set-up by its set-up column (repeat for several; "
+    "default: every model's).",
 )
 
 
@@ -275,7 +285,7 @@ def export(
     contamscope cache export /mnt/team/contamscope-cache/
     """
     path = cache_path(cache_dir)
-    if not path.exists():
+    if _no_cache(path):
         raise ConfigError(f"{path}: no cache yet; nothing to export")
     folder = file.endswith(("/", os.sep)) or Path(file).is_dir()
     target = Path(file) / "scores.sqlite" if folder else Path(file)
@@ -347,8 +357,16 @@ def import_(
     say_unread_wal(src)
     chosen = None if not model else [m.fingerprint for m in _chosen(src, model)]
     path = cache_path(cache_dir)
-    with _stoppable("nothing imported"):  # one transaction: an interrupted import adds nothing
-        copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
+    try:
+        with _stoppable("nothing imported"):  # one transaction: an interrupted import adds nothing
+            copied = ScoreCache(path, read_only=False).copy_from(src, chosen)
+    except StoreError as exc:  # its advice (--no-cache) is a run's: import has no such option
+        if exc.replaceable:
+            raise
+        raise StoreError(
+            f"{path}: {_reason(exc)}; nothing imported (check the cache's permissions, or "
+            "import into another --cache-dir)"
+        ) from None
     console.print(f"imported {_copied(copied)} from {src_path} into {path}", highlight=False)
 
 
@@ -386,12 +404,18 @@ _LISTED = 10
 
 
 def _chosen(cache: ScoreCache, models: list[str]) -> list[ModelSetup]:
-    """The set-ups of ``cache`` that ``models`` name (a spec as a run gave it, or the model
-    column of `cache info`); a name that matches none is an error naming the known ones."""
+    """The set-ups of ``cache`` that ``models`` name: a spec as a run gave it, or the model
+    column of `cache info` (all its set-ups), or one set-up by its fingerprint (whole, or as
+    the set-up column shows it); a name that matches none is an error naming the known ones."""
     setups = cache.models()
     chosen = []
     for model in models:
-        found = [m for m in setups if model == m.name or model in m.spellings]
+        found = [
+            m
+            for m in setups
+            if model in (m.name, m.fingerprint, m.fingerprint.partition("|")[2])
+            or model in m.spellings
+        ]
         if not found:
             names = sorted({m.name for m in setups})
             known = ", ".join(names[:_LISTED]) or "none"
@@ -408,9 +432,10 @@ def _clear_model(path: Path, model: str, yes: bool) -> None:
     cache = ScoreCache(path)
     chosen = _chosen(cache, [model])
     n_entries = sum(m.entries for m in chosen)
-    what = f"{plural(n_entries, 'score')} of {model} (cached)"
+    setups = f" ({len(chosen)} set-ups)" if len(chosen) > 1 else ""
+    what = f"{plural(n_entries, 'score')} of {model}{setups}"
     if not yes and not typer.confirm(f"delete {what} from {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     n = cache.clear([m.fingerprint for m in chosen])
-    console.print(f"deleted {plural(n, 'score')} of {model} from {path}")
+    console.print(f"deleted {plural(n, 'score')} of {model}{setups} from {path}")

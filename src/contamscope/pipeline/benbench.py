@@ -431,6 +431,14 @@ def run_benbench(
     ``paraphraser`` (a generation backend through the cache) adds one generated paraphrase per
     item, checked for its final answer; failures are recorded, not used.
     """
+    if isinstance(splits, SplitInput) or not isinstance(splits, Sequence):
+        raise ConfigError(
+            f"splits: a {type(splits).__name__}; give a list of SplitInput (SplitInput.build("
+            "'test', loaded, ...) for a benchmark from load_qa)"
+        )
+    wrong = next((s for s in splits if not isinstance(s, SplitInput)), None)
+    if wrong is not None:
+        raise ConfigError(f"splits: a {type(wrong).__name__} among them; each is a SplitInput")
     if not splits:
         raise ConfigError("give at least one split (SplitInput) to run BenBench on")
     names = [s.name for s in splits]

@@ -393,9 +393,16 @@ def run_cap(
     """Generate predictions on original and modified inputs of every selected item; write records
     and a summary. ``embedder`` (a :class:`~contamscope.embed.SentenceEmbedder`) is needed for
     the summary task."""
+    if not isinstance(selected, Mapping):
+        raise ConfigError(
+            f"selected: a {type(selected).__name__}; give a dict of split name -> items "
+            "(e.g. {name: data.splits[name].items for name in data.splits})"
+        )
     check_splits(data, list(selected), config.task)
-    for name, chosen in selected.items():
-        check_items(chosen, object, "CAP", f"split {name}")
+    selected = {
+        name: check_items(chosen, object, "CAP", f"split {name}")
+        for name, chosen in selected.items()
+    }
     backend = scorer.backend
     counted = scorer.mark()
     check_backend(backend, generate=True, method="CAP")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -65,17 +66,44 @@ def check_field_types(config: object, flags: Mapping[str, str] | None = None) ->
         raise ConfigError(f"{name} {value!r}: expected {want}, not {type(value).__name__}")
 
 
-def check_items(items: Sequence[object], kind: type, method: str, where: str = "items") -> None:
-    """Refuse items of another kind than ``kind`` (BenBench's question-answer items given to
-    the permutation test, ...) and ids given twice (each would be counted twice).
+def check_items(items: Iterable[Any], kind: type, method: str, where: str = "items") -> list[Any]:
+    """The items as a list, once checked: any iterable of them is taken (a generator was
+    used up by the checks, and its run folder recorded 0 items); a loaded benchmark, a
+    single item or anything else that is not a collection of items is refused, and so are
+    items of another kind than ``kind`` (BenBench's question-answer items given to the
+    permutation test, ...) and ids given twice (each would be counted twice).
 
     >>> from contamscope.data import MCQItem
     >>> a = MCQItem("a", "2+2?", ("3", "4"))
+    >>> [it.id for it in check_items((x for x in [a]), MCQItem, "the permutation test")]
+    ['a']
+    >>> check_items(a, MCQItem, "the permutation test")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: items: a single MCQItem; give a list of items
     >>> check_items([a, a], MCQItem, "the permutation test")
     Traceback (most recent call last):
     ...
     contamscope.errors.ConfigError: items: id 'a' is given 2 times; each item must appear once
     """
+    from ..data.items import LoadResult
+
+    if isinstance(items, LoadResult):
+        raise ConfigError(
+            f"{where}: a loaded benchmark ({items.source}); give its items: loaded.items, or "
+            "a selection of them (select_items)"
+        )
+    if isinstance(items, str | bytes | Mapping) or dataclasses.is_dataclass(items):
+        what = (
+            f"a single {type(items).__name__}"
+            if dataclasses.is_dataclass(items)
+            else (f"a {type(items).__name__}")
+        )
+        raise ConfigError(f"{where}: {what}; give a list of items")
+    try:
+        items = list(items)
+    except TypeError:
+        raise ConfigError(f"{where}: a {type(items).__name__}, not a list of items") from None
     wrong = next((it for it in items if not isinstance(it, kind)), None)
     if wrong is not None:
         raise ConfigError(
@@ -88,3 +116,4 @@ def check_items(items: Sequence[object], kind: type, method: str, where: str = "
         (k, n), more = repeated[0], len(repeated) - 1
         also = f" ({more} more ids repeated)" if more else ""
         raise ConfigError(f"{where}: id {k!r} is given {n} times{also}; each item must appear once")
+    return items

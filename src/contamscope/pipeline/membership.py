@@ -369,10 +369,10 @@ def run_membership(
     counted = scorer.mark()
     method = f"the membership test (--statistic {config.statistic})"
     check_backend(backend, **config.backend_needs, from_start=True, method=method)
+    items = check_items(items, object, method, "benchmark items")
+    reference_items = check_items(reference_items, object, method, "reference items")
     if not reference_items:
         raise ConfigError(f"--reference {reference.source}: no reference items to calibrate with")
-    check_items(items, object, method, "benchmark items")
-    check_items(reference_items, object, method, "reference items")
     _, repeats = distinct_references(reference_items)
     _, shared = unseen_references(items, reference_items)
     for found, what, rest in (

@@ -7,9 +7,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import StoreError
 from ..store import read_records
 
 __all__ = ["Outcome"]
+
+_SAME_RUN = ("created", "selection", "counts", "timings")
+"""Summary keys that tell this outcome's run from a later one written into its folder."""
 
 
 @dataclass
@@ -33,6 +37,8 @@ class Outcome:
         # exactly what summary.json holds: its keys are strings (an options histogram's 4 was
         # the int 4 here and "4" in the file, so code written against one failed on the other)
         self.summary = json.loads(json.dumps(self.summary))
+        self._folder = Path(self.run_dir).resolve()
+        """Where the records are, whatever the working folder is when they are read."""
 
     @property
     def verdict(self) -> dict[str, Any] | None:
@@ -42,9 +48,23 @@ class Outcome:
         return v if isinstance(v, dict) else None
 
     def records(self) -> list[dict[str, Any]]:
-        """The run's per-item records (``items.jsonl``), in file order."""
-        path = Path(self.run_dir) / "items.jsonl"
-        return read_records(path) if path.exists() else []
+        """The run's per-item records (``items.jsonl``), in file order.
+
+        Refused when the folder no longer holds this run: it was run again (``overwrite``,
+        other items) or re-analysed since, so its records are another run's, or it is gone."""
+        path = self._folder / "items.jsonl"
+        try:
+            stored = json.loads((self._folder / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = None
+        if not isinstance(stored, dict) or not path.exists():
+            raise StoreError(f"{self._folder}: this run's records are no longer there")
+        if any(stored.get(k) != self.summary.get(k) for k in _SAME_RUN):
+            raise StoreError(
+                f"{self._folder}: the folder was written again after this outcome (summary of "
+                f"{stored.get('created')}); its records are another run's"
+            )
+        return read_records(path)
 
     def __repr__(self) -> str:
         """One line (the summary, printed whole, ran to kilobytes in a notebook)."""

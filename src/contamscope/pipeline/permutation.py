@@ -31,6 +31,7 @@ from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item, summarize
 from ..detectors.permutation import PermutationItemScore
 from ..detectors.verdict import VERDICT_ALPHA
+from ..errors import ConfigError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     CONVENTIONS,
@@ -154,7 +155,12 @@ def _selection(
     that) and runs on different subjects are told apart."""
     digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
     if given is not None:
-        return given | {"item_ids_sha256": digest}
+        if not isinstance(given, Mapping):
+            raise ConfigError(
+                f"selection={given!r}: a {type(given).__name__}; give a dict of how the items "
+                "were chosen (e.g. {'sample': 100, 'seed': 0}), or leave it out"
+            )
+        return dict(given) | {"item_ids_sha256": digest}
     subjects = loaded.subjects if loaded is not None else []
     return ({"subjects": subjects} if subjects else {}) | {
         "n_items": len(ids),
@@ -449,7 +455,14 @@ def run_permutation(
     """
     backend: Backend = scorer.backend
     counted = scorer.mark()
-    check_items(items, MCQItem, "the permutation test")
+    items = check_items(items, MCQItem, "the permutation test")
+    known = {it.id for it in loaded.items}
+    stray = next((it for it in items if it.id not in known), None)
+    if stray is not None:  # the run would record the loaded benchmark's provenance for them
+        raise ConfigError(
+            f"items: {stray.id!r} is not an item of the loaded benchmark ({loaded.source}); "
+            "give items of the benchmark passed as loaded"
+        )
     check_backend(backend, prompt_logprobs=True, method="the permutation test")
     # alpha is analysis only (no record depends on it): another --alpha re-analyses the
     # folder's records; summary.json holds it
@@ -538,6 +551,8 @@ def run_permutation(
     computed, reused = scorer.since(counted)
     excluded_now = sum(1 for it in todo if done.get(it.id, {}).get("excluded"))
     ordered = [done[it.id] for it in items if it.id in done]
+    if list(done) != [r["id"] for r in ordered]:  # an item scored again (its record damaged or
+        run_dir.replace_records(ordered)  # cut short) was appended last: the items' order again
     reference = (
         read_reference(reference_run, settings, config, ordered)
         if reference_run is not None

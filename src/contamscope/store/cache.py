@@ -166,6 +166,13 @@ def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
         )
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
         return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
+    if _cache_dir_args(path) is None and "not a database" in text:
+        # a file the Python API named, of another kind (a benchmark, ...): not for deleting
+        return (
+            f"not a score cache ({text})",
+            ": give a score cache's file (contamscope.paths.default_score_db(), a --cache-dir's "
+            "scores.sqlite, or a new file name), or no cache (None); this file is left as it is",
+        )
     repair = _repair_command(path) if _salvageable(path) else None
     return (
         f"not a usable score cache ({text})",

@@ -10,6 +10,7 @@ import functools
 import inspect
 import json
 import os
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -253,9 +254,10 @@ class RunDir:
         good: list[bytes] = []
         where: dict[str, int] = {}  # an id's line in good
         damaged = False
+        unreadable: list[int] = []  # lines dropped mid-file (not a killed run's torn last one)
         try:
             with open(self.items_path, "rb") as fh:
-                for raw in fh:
+                for line, raw in enumerate(fh, 1):
                     if not raw.endswith(b"\n"):
                         damaged = True  # torn write from a killed run: the last line only
                         break
@@ -267,7 +269,8 @@ class RunDir:
                         usable = False
                     if not usable:
                         damaged = True  # dropped: its item is scored again; the good records
-                        continue  # after it are kept
+                        unreadable.append(line)  # after it are kept
+                        continue
                     if rec_id in done:  # the later copy, in the earlier one's place
                         damaged = True
                         done[rec_id] = rec
@@ -282,6 +285,14 @@ class RunDir:
                 os.replace(tmp, self.items_path)
         except OSError as exc:
             raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
+        if unreadable:  # said, not silently mended: the file was damaged by something
+            lines = ", ".join(map(str, unreadable[:5])) + (" ..." if len(unreadable) > 5 else "")
+            print(
+                f"note: {self.items_path}: {len(unreadable)} damaged or unreadable "
+                f"record{'s' if len(unreadable) > 1 else ''} left out (line {lines}); "
+                "their items are scored again",
+                file=sys.stderr,
+            )
         return done
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
