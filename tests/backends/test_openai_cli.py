@@ -50,6 +50,7 @@ def test_server_dies_mid_run_resume_and_equal_to_local(
     assert first.returncode == 2, first.stderr
     assert "Traceback" not in first.stderr
     assert "scoring request" in first.stderr and "failed after 2 attempts" in first.stderr
+    assert "once the server answers again, the same run resumes" in " ".join(first.stderr.split())
     assert len(records(out)) == 2  # items finished before the server died are kept
 
     serve(port=port)  # the same server, restarted

@@ -205,6 +205,10 @@ class ApiClient:
                 )
             except httpx.TransportError as exc:
                 last = f"connection error ({type(exc).__name__}: {str(exc)[:120] or 'no detail'})"
+                if "WRONG_VERSION_NUMBER" in str(exc) and self.base_url.startswith("https:"):
+                    raise ModelError(  # TLS to a plain-HTTP server: no retry will help
+                        f"{self.url(path)}: {last}: the server speaks plain HTTP; use http://"
+                    ) from None
             else:
                 if resp.status_code < 400:
                     try:
@@ -259,6 +263,8 @@ class ApiClient:
                         detail = str(exc)
                         if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUS:
                             detail += f": {self.key_advice()}"
+                        elif isinstance(exc, ServerUnavailable):
+                            detail += "; once the server answers again, the same run resumes"
                         raise ModelError(f"{self.base_url}: {label(i)} failed: {detail}") from None
                     out[i] = fut.result()
                     if on_done is not None:
