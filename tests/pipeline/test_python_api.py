@@ -131,10 +131,7 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
         (lambda: select_items(loaded.items, limit=2.5), "--limit 2.5: expected a whole number"),
         (lambda: SplitInput.build("test", [1]), "SplitInput.build('test', loaded): expected a L"),
     ]  # fmt: skip
-    for call, message in wrong:
-        with pytest.raises(ConfigError) as err:
-            call()
-        assert message in str(err.value)
+    _refused(wrong)
     assert not (tmp_path / "w").exists()
     # numbers of numpy's kinds are numbers
     numpy_cfg = PermutationConfig(seed=np.int64(3), alpha=np.float32(0.1))
@@ -376,7 +373,9 @@ def test_items_of_any_iterable_and_the_wrong_containers(
     assert out.scored_now == 3 and settings["selection"]["n_items"] == 3
     again = run_permutation(loaded, loaded.items, scorer, tmp_path / "gen", cfg)
     assert again.resumed == 3
-    other = load_benchmark(str(_write(tmp_path / "virology_test.csv", "Is a virus alive?,yes,no,maybe,never,C\n")))
+    other = load_benchmark(
+        str(_write(tmp_path / "virology_test.csv", "Is a virus alive?,yes,no,maybe,never,C\n"))
+    )
     wrong: list[tuple[Any, str]] = [
         (lambda: run_permutation(loaded, loaded, scorer, tmp_path / "w", cfg),
          "items: a loaded benchmark ("),
@@ -392,11 +391,16 @@ def test_items_of_any_iterable_and_the_wrong_containers(
         (lambda: run_benbench(load_qa(str(_write(tmp_path / "qa.jsonl", '{"question": "2+2?", "answer": "4"}\n'))), scorer, tmp_path / "w", BenBenchConfig()),  # type: ignore[arg-type]
          "splits: a LoadResult; give a list of SplitInput"),
     ]  # fmt: skip
-    for call, message in wrong:
+    _refused(wrong)
+    assert not (tmp_path / "w").exists()
+
+
+def _refused(calls: list[tuple[Any, str]]) -> None:
+    """Each call raises a ConfigError whose message holds its text."""
+    for call, message in calls:
         with pytest.raises(ConfigError) as err:
             call()
         assert message in str(err.value)
-    assert not (tmp_path / "w").exists()
 
 
 def _write(path: Path, text: str) -> Path:

@@ -81,7 +81,7 @@ def test_cache_schema_mismatch_and_garbage_file_are_refused(tmp_path: Path) -> N
     assert f"`contamscope cache clear --yes --cache-dir {path.parent}` removes it" in str(err.value)
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="not a usable score cache"):
+    with pytest.raises(StoreError, match=r"not a score cache \(file is not a database\)"):
         ScoreCache(bad)
 
 
@@ -447,7 +447,7 @@ def test_read_only_cache_reuses_its_scores_and_stores_nothing(tmp_path: Path) ->
     with pytest.raises(StoreError, match="no score cache to read"):
         ScoreCache(tmp_path / "none.sqlite", read_only=True)
     (tmp_path / "bad.sqlite").write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="not a usable score cache") as bad:
+    with pytest.raises(StoreError, match="not a score cache") as bad:
         ScoreCache(tmp_path / "bad.sqlite", read_only=True)
     assert bad.value.replaceable
 
