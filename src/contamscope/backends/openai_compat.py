@@ -151,7 +151,7 @@ class OpenAIBackend(Backend):
             )
         if not re.match(r"^https?://[^/\s]+", url):
             raise ModelError(f"openai:{rest}: BASE_URL must start with http:// or https://")
-        if urlsplit(url).path.rstrip("/").endswith(("/completions", "/models")):
+        if urlsplit(url).path.rstrip("/").endswith(_ENDPOINTS):
             raise ModelError(
                 f"openai:{rest}: BASE_URL is the API's root, not an endpoint"
                 f"{url_hint(url.rstrip('/'), model.strip())}"
@@ -453,6 +453,10 @@ class OpenAIBackend(Backend):
         return [by_req[r] for r in requests]
 
 
+_ENDPOINTS = ("/chat/completions", "/completions", "/models")
+"""The API's endpoints under its root (a BASE_URL that ends in one is not the root)."""
+
+
 def url_hint(base_url: str, model: str) -> str:
     """A corrected ``openai:`` spec for a BASE_URL that is probably not the API's root.
 
@@ -460,7 +464,7 @@ def url_hint(base_url: str, model: str) -> str:
     (' (without /completions: openai:http://h:8000/v1#m)', ' (e.g. openai:http://h:8000/v1#m)')
     """
     path = urlsplit(base_url).path.rstrip("/")
-    for tail in ("/chat/completions", "/completions", "/models"):
+    for tail in _ENDPOINTS:
         if path.endswith(tail):
             return f" (without {tail}: openai:{base_url[: -len(tail)]}#{model})"
     if "v1" not in path.split("/"):  # e.g. the server's root: its API is most often under /v1

@@ -94,12 +94,8 @@ def check_items(items: Iterable[Any], kind: type, method: str, where: str = "ite
             "a selection of them (select_items)"
         )
     if isinstance(items, str | bytes | Mapping) or dataclasses.is_dataclass(items):
-        what = (
-            f"a single {type(items).__name__}"
-            if dataclasses.is_dataclass(items)
-            else (f"a {type(items).__name__}")
-        )
-        raise ConfigError(f"{where}: {what}; give a list of items")
+        single = "single " if dataclasses.is_dataclass(items) else ""
+        raise ConfigError(f"{where}: a {single}{type(items).__name__}; give a list of items")
     try:
         items = list(items)
     except TypeError:

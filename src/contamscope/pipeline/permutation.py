@@ -519,8 +519,9 @@ def run_permutation(
         def requests() -> Iterator[list[ScoreRequest]]:
             for s in range(0, len(todo), batch_items):
                 batch = todo[s : s + batch_items]
-                batches.append((batch, _plan_batch(batch, config)))
-                yield batches[-1][1].requests
+                planned = _plan_batch(batch, config)
+                batches.append((batch, planned))
+                yield planned.requests
 
         stream = scorer.score_stream(requests())
         while True:

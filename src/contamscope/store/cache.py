@@ -688,10 +688,11 @@ class CachedScorer:
     def _look_up(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None
     ) -> tuple[list[str], dict[str, ScoreResult], list[int]]:
-        """The requests' keys, the scores the cache holds for them, and the indices it lacks."""
-        keys = [score_key(self.fingerprint, r) for r in requests]
+        """The requests' keys, the scores the cache holds for them, and the indices it lacks
+        (no cache: every index, keyed by position, so nothing is hashed)."""
         if self.cache is None:
-            return keys, {}, list(range(len(requests)))
+            return [str(i) for i in range(len(requests))], {}, list(range(len(requests)))
+        keys = [score_key(self.fingerprint, r) for r in requests]
         found = self.cache.get_many(keys)
         missing = [i for i, k in enumerate(keys) if k not in found]
         for old in self.legacy if missing else ():  # stored by an earlier version: filed anew

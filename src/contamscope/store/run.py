@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
-from ..wording import first_few
+from ..wording import first_few, plural
 
 __all__ = [
     "RunDir",
@@ -286,11 +286,11 @@ class RunDir:
         except OSError as exc:
             raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
         if unreadable:  # said, not silently mended: the file was damaged by something
-            lines = ", ".join(map(str, unreadable[:5])) + (" ..." if len(unreadable) > 5 else "")
+            lines = first_few([str(n) for n in unreadable], 5)
+            dropped = plural(len(unreadable), "damaged or unreadable record")
             print(
-                f"note: {self.items_path}: {len(unreadable)} damaged or unreadable "
-                f"record{'s' if len(unreadable) > 1 else ''} left out (line {lines}); "
-                "their items are scored again",
+                f"note: {self.items_path}: {dropped} left out (line"
+                f"{'s' if len(unreadable) > 1 else ''} {lines}); their items are scored again",
                 file=sys.stderr,
             )
         return done
