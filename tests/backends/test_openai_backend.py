@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from contamscope.backends import GenerateRequest, ScoreRequest, load_backend
+from contamscope.backends.http_client import ApiClient, ApiSettings
 from contamscope.backends.openai_compat import OpenAIBackend, split_continuation
 from contamscope.backends.probe import available_methods, check_backend
 from contamscope.errors import CapabilityError, ConfigError, ModelError
@@ -130,8 +131,16 @@ def test_spec_and_option_errors(tiny_server: Any) -> None:
         load_backend(f"openai:{tiny_server.url}#tiny", options={"max_batch_tokens": "9"})
     with pytest.raises(ConfigError, match="max_connections: must be at least 1"):
         load_backend(f"openai:{tiny_server.url}#tiny", options={"max_connections": "0"})
-    with pytest.raises(ModelError, match="cannot reach http://127.0.0.1:9/v1/models"):
-        load_backend("openai:http://127.0.0.1:9/v1#m", options={"retries": "0"})
+    # nothing listening: said at once (six attempts spent about 16 s before, QA sweep)
+    with pytest.raises(ModelError, match=r"cannot reach http://127.0.0.1:9/v1/models: .*Conn"):
+        load_backend("openai:http://127.0.0.1:9/v1#m", options={"retries": "5"})
+    client = ApiClient("http://127.0.0.1:9/v1", ApiSettings(retries=5, backoff=0))
+    with pytest.raises(ModelError, match="is the server running, and is the URL right"):
+        client.request("GET", "models", first_contact=True)
+    assert (client.sent, client.retried) == (1, 0)
+    with pytest.raises(ModelError, match="failed after 6 attempts"):  # once it has answered
+        client.request("GET", "models")
+    assert (client.sent, client.retried) == (7, 5)
     # the URL without the API's /v1: named, not diagnosed as a chat-only server later
     root = tiny_server.url.removesuffix("/v1")
     with pytest.raises(ModelError, match=f"the API is under /v1; use openai:{root}/v1#tiny$"):
@@ -417,8 +426,6 @@ def test_a_generation_reply_without_choices_is_an_error(garbage_server: Any) -> 
     ],
 )
 def test_connection_options_name_the_bad_one(opts: dict[str, str], message: str) -> None:
-    from contamscope.backends.http_client import ApiSettings
-
     with pytest.raises(ConfigError) as err:
         ApiSettings.from_options(dict(opts))
     assert str(err.value) == message

@@ -13,12 +13,14 @@ import pytest
 
 from contamscope.data import QAItem, load_benchmark, load_cap, load_qa
 from contamscope.errors import ConfigError, StoreError
+from contamscope.perturb.paraphrase import Paraphrase
 from contamscope.pipeline import (
     BenBenchConfig,
     CapConfig,
     MembershipConfig,
     PermutationConfig,
     PermutationOutcome,
+    ReferenceSet,
     SplitInput,
     run_benbench,
     run_cap,
@@ -315,6 +317,14 @@ def test_objects_print_in_one_line_and_benbench_refuses_a_split_given_twice(
     qa_path = tmp_path / "toy_test.jsonl"
     qa_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     split = SplitInput.build("test", load_qa(str(qa_path)))
+    assert repr(split) == (  # it printed every item and every paraphrase (QA sweep)
+        f"SplitInput(name='test', source={str(qa_path)!r}, items=2, references=[])"
+    )
+    ref = ReferenceSet("para", "p.jsonl", None, "id", {"x": Paraphrase("q", "a", True, "")})
+    assert repr(ref) == (
+        "ReferenceSet(name='para', source='p.jsonl', pairing='id', pairs=1, "
+        "unmatched_rows=0, skipped_rows=0)"
+    )
     with pytest.raises(ConfigError, match="split 'test' is given 2 times"):
         run_benbench([split, split], scorer, tmp_path / "b", BenBenchConfig())
     with pytest.raises(ConfigError, match="give at least one split"):

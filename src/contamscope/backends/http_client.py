@@ -186,8 +186,18 @@ class ApiClient:
     def url(self, path: str) -> str:
         return path if path.startswith("http") else f"{self.base_url}/{path.lstrip('/')}"
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One request with retries; returns the decoded JSON body."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        first_contact: bool = False,
+    ) -> Any:
+        """One request with retries; returns the decoded JSON body.
+
+        ``first_contact``: a connection refused is not retried (nothing listens at that address
+        yet: a wrong URL or a server not started; retrying spent about 16 s before saying so)."""
         last = ""
         for attempt in range(self.settings.retries + 1):
             if attempt:
@@ -208,6 +218,11 @@ class ApiClient:
                 if "WRONG_VERSION_NUMBER" in str(exc) and self.base_url.startswith("https:"):
                     raise ModelError(  # TLS to a plain-HTTP server: no retry will help
                         f"{self.url(path)}: {last}: the server speaks plain HTTP; use http://"
+                    ) from None
+                if first_contact and isinstance(exc, httpx.ConnectError):
+                    raise ServerUnavailable(
+                        f"{last}: is the server running, and is the URL right? (not retried "
+                        "before the server has answered once)"
                     ) from None
             else:
                 if resp.status_code < 400:

@@ -200,7 +200,7 @@ class OpenAIBackend(Backend):
         Raises ModelError when the server lists models but not this one."""
         if self._info is None:
             try:
-                body = self.client.request("GET", "models")
+                body = self.client.request("GET", "models", first_contact=True)
             except HttpStatusError as exc:
                 if exc.status in (404, 405, 501):
                     self._missing_v1()

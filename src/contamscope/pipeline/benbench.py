@@ -173,6 +173,14 @@ class SplitInput:
                 refs.append(pair_reference(loaded, r, name=Path(r.source).stem, pairing=pairing))
         return cls(name, loaded, list(loaded.items if items is None else items), refs)
 
+    def __repr__(self) -> str:
+        """One line, as :class:`~contamscope.data.items.LoadResult` prints: counts, not items."""
+        refs = ", ".join(repr(r.name) for r in self.references)
+        return (
+            f"SplitInput(name={self.name!r}, source={self.loaded.source!r}, "
+            f"items={len(self.items)}, references=[{refs}])"
+        )
+
 
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class BenBenchOutcome(Outcome):

@@ -44,6 +44,14 @@ class ReferenceSet:
     skipped_rows: list[str] = field(default_factory=list)
     """Reference rows that could not be read (``file:line: reason``), as the benchmark's are."""
 
+    def __repr__(self) -> str:
+        """One line: the pairs' count, not every paraphrase."""
+        return (
+            f"ReferenceSet(name={self.name!r}, source={self.source!r}, pairing={self.pairing!r}, "
+            f"pairs={len(self.pairs)}, unmatched_rows={len(self.unmatched_rows)}, "
+            f"skipped_rows={len(self.skipped_rows)})"
+        )
+
     def describe(self, item_ids: Sequence[str]) -> dict[str, Any]:
         """Provenance and pairing counts over the selected items."""
         got = [self.pairs.get(i) for i in item_ids]
