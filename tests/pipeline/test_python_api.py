@@ -253,6 +253,9 @@ def test_a_folder_given_other_items_is_refused_not_mixed(
     run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "p", cfg)
     with pytest.raises(StoreError, match=r"other settings .*selection\.item_ids_sha256"):
         run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "p", cfg)
+    # the same items in another order: said, not left to two hashes (QA sweep)
+    with pytest.raises(StoreError, match=r"\): the items differ, other items or the same ones in"):
+        run_permutation(loaded, loaded.items[1::-1], scorer, tmp_path / "p", cfg)
     again = run_permutation(loaded, loaded.items[:2], scorer, tmp_path / "p", cfg)
     assert again.resumed == 2 and len(again.records()) == 2
     other = run_permutation(loaded, loaded.items[1:], scorer, tmp_path / "p", cfg, overwrite=True)

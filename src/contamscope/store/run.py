@@ -128,9 +128,15 @@ class RunDir:
             # (a run that stopped before its first record, e.g. refused by the server, left
             # only its settings: nothing is lost by starting the folder with these)
             if not any(_same_run(old, s) for s in [settings, *upgrades]) and self._holds_records():
+                items = ""
+                if _without_digest(old) == _without_digest(settings):
+                    items = (  # the hashes alone did not say what to look for
+                        ": the items differ, other items or the same ones in another order "
+                        "(a run's items are compared in order)"
+                    )
                 raise StoreError(
-                    f"{self.path} holds a run with other settings ({_changes(old, settings)}); "
-                    + REPLACE_HINT
+                    f"{self.path} holds a run with other settings ({_changes(old, settings)})"
+                    f"{items}; " + REPLACE_HINT
                 )
         elif overwrite:
             for p in (self.items_path, self.summary_path):
