@@ -314,6 +314,36 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     assert seen.probes["verdicts"] == 2
 
 
+def test_baseline_comparison_of_naturally_ordered_items_only_is_named_not_a_crash(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """Every paired item of a benchmark with a natural option order: that comparison's verdict
+    tests nothing (p None), and the sweep crashed on it after its pairs, with no board or
+    compare.md written (docs journey). It is named and left out; the others are compared."""
+    natural = tmp_path / "n_test.csv"
+    natural.write_text(
+        "".join(
+            f"How many legs do {k} birds have?,{2 * k},{2 * k + 1},{2 * k + 2},9,A\n"
+            for k in (1, 2)
+        ),
+        encoding="utf-8",
+    )
+    benches = [natural, write_bench(tmp_path / "b_test.csv", 3)]
+    out = tmp_path / "sweep"
+    res = _sweep(two_models, benches, out, "--baseline", two_models[0])
+    assert res.returncode == 0, res.stderr
+    said = " ".join(res.stderr.split())
+    assert f"not compared: {two_models[1]} on {natural}: every paired item has a natural" in said
+    assert len(list((out / "compare").glob("*.html"))) == 2  # its page is written all the same
+    rows = [
+        ln
+        for ln in (out / "compare.md").read_text(encoding="utf-8").splitlines()
+        if ln.startswith("| ")
+    ]
+    assert [str(benches[1]) in r for r in rows[1:]] == [True]  # the header, then one comparison
+    assert "## Compared with the baseline" in (out / "leaderboard.md").read_text(encoding="utf-8")
+
+
 def test_other_analysis_settings_re_analyse_finished_pairs(
     tmp_path: Path, two_models: list[str], write_bench: Any
 ) -> None:

@@ -744,6 +744,17 @@ def _compare_with_baseline(
             )
             continue
         write_compare(result, out / "compare" / f"{j.run_dir.name}.html")
+        if verdict_statistics(result)["p_value"] is None:  # it crashed the sweep (docs journey)
+            err_console.print(
+                styled(
+                    "yellow",
+                    "not compared:",
+                    f" {j.model} on {j.benchmark}: {result['verdict']['text']} (its page: "
+                    f"compare/{j.run_dir.name}.html)",
+                ),
+                highlight=False,
+            )
+            continue
         done.append((j, result))
     if not done:
         console.print(f"compare: no model could be compared with the baseline {baseline}")
