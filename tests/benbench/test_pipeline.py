@@ -246,6 +246,13 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
         "no reference versions for the train split (--train-reference, or a BenBench rewritten "
         "file as --train): it has no Delta, so Delta_train - Delta_test is not computed"
     ) in " ".join(r.stderr.split())
+    # the card names the train split's own option (it said -r, the test split's; journey)
+    r = run_cli("card", "--run", "one-ref", "--out", "card.md", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (
+        f"{train} (train): no item has a usable paraphrase, so no signal (give the paraphrases "
+        "with --train-reference, or --paraphraser)"
+    ) in " ".join(r.stderr.split())
     summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
     assert summary["selection"]["n_items"] == {"test": 1, "train": 1}
     ids = [json.loads(x)["id"] for x in (tmp_path / "dropped" / "items.jsonl").open()]

@@ -183,9 +183,10 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
             inst = st["instances"]["exact_all"]
             paired = int(st.get("n_paired", st["delta"]["ppl"]["n"]))
             if not paired:
-                notes.append(
+                give = "--reference" if split == "test" else "--train-reference"
+                notes.append(  # (it said -r, the test split's option, for the train split too)
                     f"{b['source']} ({split}): no item has a usable paraphrase, so no signal "
-                    "(give the paraphrases with -r)"
+                    f"(give the paraphrases with {give}, or --paraphraser)"
                 )
             rows.append(
                 {
