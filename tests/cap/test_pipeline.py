@@ -21,7 +21,13 @@ from contamscope.backends.base import (
 )
 from contamscope.data.cap import CapFields, load_cap
 from contamscope.errors import ConfigError
-from contamscope.pipeline.cap import CapConfig, build_cap_summary, reanalyse_cap, run_cap
+from contamscope.pipeline.cap import (
+    CapConfig,
+    analysis_config,
+    build_cap_summary,
+    reanalyse_cap,
+    run_cap,
+)
 from contamscope.store import CachedScorer, RunDir, ScoreCache
 
 
@@ -181,6 +187,18 @@ def test_qa_year_shift(qa_file: Path, tiny_backend: Any, tmp_path: Path) -> None
     assert r["m"] == pytest.approx(rouge_l(r["prediction"], "3"))
     assert r["c"] == pytest.approx(jaccard(r["prediction"], r["modified_prediction"]))
     assert out.summary["config"]["year_shift"] == 34
+    # every answer empty (the instruct model of the Python guide's example, without its chat
+    # template): the verdict says why, where it read a bare 'inconclusive' (docs journey)
+    blank = [r | {"prediction": "", "modified_prediction": ""} for r in recs]
+    cfg = CapConfig(task="qa", n_boot=100)
+    answers = 2 * sum("prediction" in r for r in recs)  # original and modified, per item
+    hint = f"all {answers} answers generated are empty: an instruct model without its chat"
+    for given, chat, said in ((blank, False, True), (blank, True, False), (recs, False, False)):
+        again = build_cap_summary(
+            given, replace(cfg, chat=chat), splits=["train", "test"], provenance={}
+        )
+        assert (hint in again["verdict"]["reasoning"]) == said, (chat, again["verdict"])
+    assert analysis_config({"config": {"chat": True}, "task": "qa"}).chat  # reanalyse keeps it
 
 
 def test_summary_paraphrase_threshold(tmp_path: Path) -> None:

@@ -621,6 +621,7 @@ def analysis_config(summary: dict[str, Any]) -> CapConfig:
         task=summary.get("task") or stored.get("task", "mcq"),
         seed=stored.get("seed", 0),
         paraphrase_threshold=stored.get("paraphrase_threshold", 0.98),
+        chat=bool(stored.get("chat", False)),
         **{k: kept[k] for k in CAP_ANALYSIS if kept.get(k) is not None},
     )
 
@@ -737,6 +738,7 @@ def build_cap_summary(
 ) -> dict[str, Any]:
     """summary.json from stored records: counts, M / C / PCR per split, comparisons, verdict."""
     counts: dict[str, Any] = {}
+    generated = empty = 0
     rows: dict[str, list[tuple[float, float | None, float]]] = {}
     ll_rows: dict[str, list[tuple[float, float | None, float]]] = {}
     for s in splits:
@@ -762,6 +764,7 @@ def build_cap_summary(
         gen = [r for r in recs if "prediction" in r]
         empty_o = sum(1 for r in gen if not r["prediction"].strip())
         empty_m = sum(1 for r in gen if not r["modified_prediction"].strip())
+        generated, empty = generated + 2 * len(gen), empty + empty_o + empty_m
         c: dict[str, Any] = {
             "items": len(recs),
             "analysed": len(rows.get(s, [])),
@@ -794,6 +797,11 @@ def build_cap_summary(
     if ll_rows:
         stats["loglik"] = _reader_stats(ll_rows, splits, config)
     label, why = overall_verdict(stats["generate"]["comparisons"])
+    if generated and empty == generated and not config.chat:  # (the Python guide's example)
+        why += (
+            f"; all {generated} answers generated are empty: an instruct model without its chat "
+            "template often ends at once (--chat; CapConfig(chat=True))"
+        )
     return {
         "schema": "contamscope.cap.summary/1",
         "method": "cap",
