@@ -127,6 +127,13 @@ def test_rouge_and_jaccard_known_answers() -> None:
         ("all of them", None),
         ("E", None),  # no option E
         ("1640万元 or 1650万元", None),  # two options named
+        # labels listed are no choice: SmolLM2 echoed "[A, B, C, D", counted as A (journey)
+        ("[A, B, C, D", None),
+        ("A/B", None),
+        ("C or D", None),
+        ("A和B", None),
+        ("A, I think", 0),  # "I" is no label of 4 options
+        ("B, because 1640万元", 1),
     ],
 )
 def test_map_choice(text: str, expected: int | None) -> None:

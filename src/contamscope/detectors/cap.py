@@ -128,6 +128,9 @@ _LEAD = re.compile(
 _ARTICLE = re.compile(r"[AI]\s+(?!(?:is|was)\b)[a-z]")
 """English "A" / "I" starting a sentence ("A molecule called ATP"), not an option label."""
 
+_NEXT_LABEL = re.compile(r"\s*(?:[,/、，;|]|or\b|and\b|或|和)\s*([A-J])(?![A-Za-z])")
+"""Another label after the first ("[A, B, C, D", "A/B", "A or B"): a list, not one answer."""
+
 
 def map_choice(text: str, options: Sequence[str]) -> int | None:
     """Map a free-text answer to an option index by rules, or ``None`` (unmapped).
@@ -147,6 +150,8 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
     1
     >>> map_choice("A is correct", ["ADP", "ATP"]), map_choice("A: ADP", ["ADP", "ATP"])
     (0, 0)
+    >>> map_choice("[A, B, C, D", ["1", "2", "3", "4"]) is None  # the labels echoed, no choice
+    True
     """
     n = len(options)
     stripped = text.strip()
@@ -155,6 +160,9 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
         m = None
     if m:
         letter = m.group(1)
+        after = _NEXT_LABEL.match(stripped, m.end())
+        if after and after.group(1) != letter and ord(after.group(1).upper()) - ord("A") < n:
+            return None  # several labels named: no one choice (a reply echoing "[A, B, C, D")
         rest = stripped[m.end() :].strip(" .):）】\"'")
         if letter.isupper() or not rest:
             idx = ord(letter.upper()) - ord("A")
