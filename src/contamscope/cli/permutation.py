@@ -154,6 +154,9 @@ def parse_deltas(text: str | None) -> tuple[float, ...] | None:
         ) from None
     if not all(math.isfinite(d) for d in deltas):  # checked here, before the model loads
         raise ConfigError(f"--deltas {text!r}: every threshold must be a finite number")
+    from ..detectors.permutation import check_deltas
+
+    check_deltas(deltas, text)
     return deltas
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "Algorithm2",
     "PermutationItemScore",
     "TiesMode",
+    "check_deltas",
     "default_deltas",
     "delta_key",
     "gap",
@@ -68,6 +69,33 @@ def _as_logprobs(logprobs: Sequence[float] | NDArray[Any]) -> _FloatArray:
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise ValueError(f"logprobs must be finite; value at index {bad} is {arr[bad]}")
     return arr
+
+
+SCORE_RANGE = (-0.5, 0.5)
+"""Where Algorithm 2's outlier score lies (IsolationForest's decision function with
+``contamination="auto"``: the path-length score in [-1, 0] less its offset -0.5)."""
+
+
+def check_deltas(deltas: Sequence[float], given: str) -> None:
+    """Refuse a threshold outside :data:`SCORE_RANGE` (``--deltas 5`` flagged every item, and
+    ran without a word); ``given`` is the option as the user wrote it.
+
+    >>> check_deltas([-0.2, 0.1], "-0.2,0.1")
+    >>> check_deltas([5.0], "5")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --deltas 5: 5 is outside [-0.5, 0.5], where the outlier score lies: it would flag every item; the paper's are -0.2 (up to 4 options) and -0.25
+    """
+    from ..errors import ConfigError
+
+    low, high = SCORE_RANGE
+    for d in deltas:
+        if not low <= d <= high:
+            every = "every item" if d > high else "no item"
+            raise ConfigError(
+                f"--deltas {given}: {d:g} is outside [{low:g}, {high:g}], where the outlier "
+                f"score lies: it would flag {every}; the paper's are -0.2 (up to 4 options) and -0.25"
+            )
 
 
 def delta_key(delta: float) -> str:

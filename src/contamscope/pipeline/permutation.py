@@ -29,7 +29,7 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item, summarize
-from ..detectors.permutation import PermutationItemScore
+from ..detectors.permutation import PermutationItemScore, check_deltas
 from ..detectors.verdict import VERDICT_ALPHA
 from ..errors import ConfigError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
@@ -109,6 +109,7 @@ class PermutationConfig:
                 raise ConfigError(
                     f"--deltas {self.deltas!r}: expected one or more finite numbers, e.g. (-0.2,)"
                 )
+            check_deltas(self.deltas, repr(self.deltas))
         if not 2 <= self.max_exhaustive <= 8:
             raise ConfigError("--max-exhaustive must be between 2 and 8 (8! = 40,320 orders)")
         if not 1 <= self.mc_orders <= 40_319:  # as many as --max-exhaustive 8 scores
