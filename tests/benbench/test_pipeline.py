@@ -373,3 +373,26 @@ def test_all_items_too_short_is_said_not_blamed_on_the_paraphrases(
     assert "no verdict: none of the 2 items of the test split could be analysed" in said, said
     assert "text shorter than n + 2 = 7 tokens: 2" in said
     assert "usable paraphrase" not in said
+
+
+def test_ngram_texts_hold_whole_characters(tiny_backend: Any) -> None:
+    """Chinese and emoji take several byte-level tokens: the n-gram texts decoded from their
+    tokens alone held '\ufffd' (in the report and items.jsonl), and so did the generation
+    prompt; ROUGE-L and edit similarity compared the damaged strings (HTML QA)."""
+    from contamscope.backends.base import TokenStats
+    from contamscope.pipeline.benbench import _ngram_plan
+
+    text = "小明有12个苹果🍎，又买了5个。现在有几个？答案是17个苹果🍏，对吗？是的，没错。"
+    toks = tuple(tiny_backend.tokenizer.encode(text, add_special_tokens=False))
+    decode = tiny_backend.decode
+    assert any("\ufffd" in decode(toks[i : i + 5]) for i in range(len(toks) - 5))  # the trap
+    wrong = tuple(t + 1 for t in toks)  # every greedy guess wrong: generations are planned
+    for greedy in (toks, wrong):
+        stats = TokenStats(tokens=toks, logprobs=(0.0,) * len(toks), greedy=greedy)
+        starts, partial, gens = _ngram_plan(stats, BenBenchConfig(n=5, k=5), decode)
+        assert len(starts) == 5
+        for p, g in zip(partial, gens, strict=True):
+            assert "\ufffd" not in p["original"] and p["original"] in text, p
+            if g is not None:  # the prompt ends where the original starts, on a character
+                assert "\ufffd" not in g.prompt and text.startswith(g.prompt + p["original"])
+        assert all(p["predicted"] == p["original"] for p in partial) == (greedy == toks)

@@ -218,6 +218,28 @@ def _versions(
     return out
 
 
+_PART = "\ufffd"
+"""What decoding a token run that ends inside a character's bytes leaves at its end."""
+
+
+def whole_chars(
+    decode: Callable[[Sequence[int]], str], toks: Sequence[int], s: int
+) -> tuple[str, str]:
+    """The text before token ``s`` and the text of the tokens from ``s``, cut on whole
+    characters: a character whose bytes start before ``s`` goes to the second part. Decoding
+    the n-gram's tokens alone cut Chinese characters and emoji in two ('\ufffd' in the texts
+    the lenient criteria compare, and at the end of the generation prompt).
+
+    >>> whole_chars(lambda t: bytes(t).decode("utf-8", "replace"), list("猫a".encode()), 2)
+    ('', '猫a')
+    """
+    head = decode(toks[:s]).rstrip(_PART)
+    full = decode(toks)
+    if not full.startswith(head):  # a tokenizer whose prefixes decode otherwise: as before
+        return decode(toks[:s]), decode(toks[s:])
+    return head, full[len(head) :]
+
+
 def _ngram_plan(
     st: TokenStats, cfg: BenBenchConfig, decode: Callable[[Sequence[int]], str]
 ) -> tuple[list[int], list[dict[str, Any]], list[GenerateRequest | None]]:
@@ -227,14 +249,18 @@ def _ngram_plan(
     gens: list[GenerateRequest | None] = []
     for s in starts:
         miss = first_mismatch(toks, greedy, s, cfg.n)
-        original = decode(toks[s : s + cfg.n])
+        # texts on whole characters; a character cut at the n-gram's end is left out of both
+        # the original and the prediction alike
+        head, original = whole_chars(decode, toks[: s + cfg.n], s)
+        original = original.rstrip(_PART)
         predicted: str | None = original if miss is None else None
         gen: GenerateRequest | None = None
         if miss is not None and cfg.lenient:
             if miss == cfg.n - 1:  # only the last token differs: known without generating
-                predicted = decode(list(toks[s : s + cfg.n - 1]) + [greedy[s + cfg.n - 1]])
+                guess = [*toks[: s + cfg.n - 1], greedy[s + cfg.n - 1]]
+                predicted = whole_chars(decode, guess, s)[1].rstrip(_PART)
             else:
-                gen = GenerateRequest(prompt=decode(toks[:s]), max_new_tokens=cfg.n)
+                gen = GenerateRequest(prompt=head, max_new_tokens=cfg.n)
         partial.append({"start": s, "original": original, "predicted": predicted, "miss": miss})
         gens.append(gen)
     return starts, partial, gens
@@ -320,7 +346,7 @@ def _score_batch(
         results = []
         for p, g in zip(partial, gens):
             generated_now = g is not None
-            pred = next(generated).text if g is not None else p["predicted"]
+            pred = next(generated).text.rstrip(_PART) if g is not None else p["predicted"]
             results.append(
                 NgramResult(
                     start=p["start"],
