@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -150,7 +151,13 @@ def test_validate_trains_scores_and_reports_then_reuses(
     from contamscope.report.leaderboard import collect
 
     html = build_report(out).read_text(encoding="utf-8")
-    assert '"epochs 2.detectors.alg1.fpr"' in html
+    assert "Detector accuracy vs training epochs" in html and "items.jsonl is missing" not in html
+    assert "How accurate are the detectors" in html
+    f1 = f"{summary4['results'][1]['detectors']['alg1']['f1']:.3f}"
+    assert re.search(rf'\["1","alg1",("[^"]*",){{3}}"{f1}"', html)  # the table, as printed
+    assert all(f"<code>contamscope report {out / f'epoch-{e}'}</code>" in html for e in (0, 1, 2))
+    said = run_cli("report", str(out), cwd=tmp_path)  # its items are its epochs': no warning
+    assert said.returncode == 0 and "missing" not in said.stderr, said.stderr
     with pytest.raises(ConfigError, match="validate run, it measures the detectors' accuracy"):
         collect([out])
 

@@ -91,7 +91,9 @@ def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page
     path = build_report(
         run_dir, out, ReportOptions(top_cases=top, page_size=page_size, labels=label_map)
     )
-    if not run.items_path.exists():
+    if run.method == "validate":
+        pass  # its items are in its epochs' run folders, which its page lists
+    elif not run.items_path.exists():
         _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
     else:
         expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())

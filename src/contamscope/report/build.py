@@ -47,12 +47,17 @@ def build_report(
         ) from None
     title = f"{mod.TITLE}: {run.model} on {run.benchmark}"
     created = run.summary.get("created") or "?"
+    validate = run.method == "validate"  # a folder of runs by epoch, without items of its own
     subtitle = (
         f"contamscope report of <code>{esc(run.path)}</code> (analysis of {esc(created)}: a "
         "re-run or reanalyse writes it anew). "
-        "Has this model seen this benchmark's test set?"
+        + (
+            "How accurate are the detectors on a model contaminated on purpose?"
+            if validate
+            else "Has this model seen this benchmark's test set?"
+        )
     )
-    if not run.items_path.exists():
+    if not run.items_path.exists() and not validate:
         subtitle += (
             f" <strong>{esc(run.items_path)} is missing: the statistics below come from "
             "summary.json; the per-item tables and plots are empty.</strong>"

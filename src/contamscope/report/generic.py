@@ -81,7 +81,58 @@ def why_unranked(run: RunData) -> str:
     return UNRANKED
 
 
+def _validate_sections(run: RunData) -> list[Section]:
+    """A validate folder: its tables by epoch, as the command prints them, and its epochs' run
+    folders (each a run of its own, with items; the folder holds none: its report was a dump
+    of 356 flattened numbers that said its items.jsonl was missing; HTML QA)."""
+    from ..validate.report import tables
+
+    out = []
+    for i, (title, head, body) in enumerate(tables(run.summary)):
+        table = Table(
+            f"validation-{i}", [Column(f"c{j}", h) for j, h in enumerate(head)], body, page_size=100
+        )
+        out.append(Section(f"validation-{i}", title, "", after=table.html()))
+    epochs = sorted(
+        (p for p in run.path.glob("epoch-*") if (p / "summary.json").exists()),
+        key=lambda p: int(p.name.split("-")[1]) if p.name.split("-")[1].isdigit() else 0,
+    )
+    items = "".join(
+        f"<li><code>{esc(p.name)}/</code>: "
+        + (
+            f"<a href='{esc(p.name)}/report.html'>its report</a>"
+            if (p / "report.html").exists()
+            else f"<code>contamscope report {esc(p)}</code>"
+        )
+        + "</li>"
+        for p in epochs
+    )
+    pngs = [
+        p.name for p in (run.path / "validation.png", run.path / "validation-roc.png") if p.exists()
+    ]
+    body = (
+        "<p class='note'>A validation run contaminates a copy of the model on purpose and measures "
+        "the detectors on its known leaks (docs/validation.md). Its item records are in each "
+        "epoch's run folder"
+        + (f":</p><ul>{items}</ul>" if items else ".</p>")
+        + (f"<p class='note'>Plots beside this page: {esc(', '.join(pngs))}.</p>" if pngs else "")
+    )
+    out.append(Section("epochs", "Runs by epoch", body))
+    return out
+
+
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
+    if run.method == "validate" and isinstance(run.summary.get("results"), list):
+        prov = {k: run.summary.get(k) for k in ("model", "benchmark", "config", "split", "timings")}
+        return [
+            *_validate_sections(run),
+            Section(
+                "provenance",
+                "Provenance",
+                f"<details><summary>summary.json</summary><pre>"
+                f"{esc(json.dumps(prov, indent=2, ensure_ascii=False, default=str))}</pre></details>",
+            ),
+        ]
     stats = flatten(_numbers(run), depth=8)
     stat_rows = [
         [k, v if not isinstance(v, float) else float(f"{v:.6g}")] for k, v in stats.items()
