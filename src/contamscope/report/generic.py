@@ -88,9 +88,12 @@ def _validate_sections(run: RunData) -> list[Section]:
     from ..validate.report import tables
 
     out = []
-    for i, (title, head, body) in enumerate(tables(run.summary)):
+    for i, (title, head, cells) in enumerate(tables(run.summary)):
         table = Table(
-            f"validation-{i}", [Column(f"c{j}", h) for j, h in enumerate(head)], body, page_size=100
+            f"validation-{i}",
+            [Column(f"c{j}", h) for j, h in enumerate(head)],
+            cells,
+            page_size=100,
         )
         out.append(Section(f"validation-{i}", title, "", after=table.html()))
     epochs = sorted(
