@@ -6,6 +6,7 @@ Skips with a reason where Debian's ``chromium`` is not installed (``.ci/run`` in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,19 @@ def test_benbench_report_in_browser(make_benbench_run, tmp_path: Path) -> None:
     assert res.probes["count"] == "60 of 60 rows"
     assert res.probes["search"] == [1, "train/item-7"]
     assert res.probes["next_page"] == "page 2 of 3"
+    # a word longer than a phone is wide, in the hits' headings: the page scrolled sideways
+    # (1,085 px at 385; HTML QA)
+    lines = (run / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    recs = [json.loads(x) for x in lines]
+    for r in recs:
+        r["versions"][0]["question"] = "A long word " + "Supercalifragilistic" * 12
+    (run / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    path = build_report(run)
+    phone = check_page(path, probes={"scrolls": _SCROLLS}, width=400)
+    assert phone.errors == [] and phone.probes["scrolls"] is False
+
+
+_SCROLLS = "document.documentElement.scrollWidth > window.innerWidth"
 
 
 def test_tiny_model_benbench_report_in_browser(tiny_benbench_run: Path, tmp_path: Path) -> None:

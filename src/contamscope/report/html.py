@@ -307,7 +307,7 @@ figure.plot{margin:0}figure.plot.wide{grid-column:1/-1;overflow-x:auto}figure.pl
 figcaption{font-size:12px;color:#444;max-width:640px;overflow-wrap:anywhere}
 .caption,.note{color:#444;font-size:13px;max-width:1000px;overflow-wrap:anywhere}
 td.q{max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-details{margin:8px 0}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
+details{margin:8px 0}summary{overflow-wrap:anywhere}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 .yes{color:#b34100;font-weight:600}
 """
 
