@@ -163,8 +163,11 @@ def test_items_analysed_from_other_paraphrases_are_not_paired(setup: dict[str, P
     result = _compare(setup, setup["base"], other)
     assert result["counts"]["other_paraphrases"] == 3
     assert result["counts"]["paired"] == N_TEST + N_TRAIN - 3
-    res = run_cli("compare", str(setup["base"]), str(other), cwd=setup["root"])
+    page = setup["root"] / "other.html"
+    res = run_cli("compare", str(setup["base"]), str(other), "--out", str(page), cwd=setup["root"])
     assert "not paired: 3 analysed from other paraphrases" in res.stdout
+    # the page says it too (only the collapsed provenance JSON held it; HTML QA)
+    assert "(not paired: 3 analysed from other paraphrases)" in page.read_text(encoding="utf-8")
 
 
 def test_runs_that_do_not_compare_are_refused_in_one_line(

@@ -249,9 +249,14 @@ def test_only_the_items_both_runs_scored_under_the_same_orders_are_paired(
         "other_orders": 0,
         "natural_order": 0,
     }
+    six = json.loads(res.stdout)["paired_items"]
+    page = root / "six.html"  # the page names what was not paired (HTML QA)
+    run_cli("compare", str(setup["base"]), str(root / "first-six"), "--out", str(page), cwd=root)
+    assert f"6 items scored in both (not paired: {N_ITEMS - 6} only in A)." in page.read_text(
+        encoding="utf-8"
+    )
     # B's six are the tuned model's, scored again in other batches: the full run's numbers to
     # float32 rounding
-    six = json.loads(res.stdout)["paired_items"]
     full = json.loads(
         run_cli("compare", str(setup["base"]), str(setup["tuned"]), "--json", cwd=root).stdout
     )["paired_items"]

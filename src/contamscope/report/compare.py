@@ -139,6 +139,17 @@ def finish_page(
     return page(title, subtitle, sections, footer)
 
 
+def not_paired(parts: list[tuple[int, str]]) -> str:
+    """ " (not paired: 2 only in B)": the nonzero counts of items left out of the pairs, for a
+    page's subtitle (the terminal and Markdown said them; the page did not; HTML QA).
+
+    >>> not_paired([(0, "only in A"), (2, "only in B")]), not_paired([(0, "only in A")])
+    (' (not paired: 2 only in B)', '')
+    """
+    said = [f"{n} {what}" for n, what in parts if n]
+    return f" (not paired: {', '.join(said)})" if said else ""
+
+
 def note_lines(result: dict[str, Any]) -> list[str]:
     """The lines printed under the table (and written under it in Markdown)."""
     c = result["counts"]
@@ -390,8 +401,15 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         item_table,
         ("a", "b", "benchmark", "template", "counts", "same_model"),
         f"Compare: {a['model']} (A) and {b['model']} (B) on {result['benchmark']}",
-        f"{c['paired']} items scored in both. Is one model more drawn to the published option "
-        "orders?",
+        f"{c['paired']} items scored in both"
+        + not_paired(
+            [
+                (c["only_a"], "only in A"),
+                (c["only_b"], "only in B"),
+                (c["other_orders"], "under other option orders"),
+            ]
+        )
+        + ". Is one model more drawn to the published option orders?",
     )
 
 

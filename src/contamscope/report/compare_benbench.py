@@ -200,7 +200,7 @@ def _rounded(x: float | None) -> float | None:
 
 def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
-    from .compare import finish_page, verdict_section
+    from .compare import finish_page, not_paired, verdict_section
 
     a, b, c = result["a"], result["b"], result["counts"]
     stats = result["statistics"]
@@ -280,6 +280,15 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         item_table,
         ("a", "b", "benchmark", "config", "counts", "same_model"),
         f"Compare (BenBench): {a['model']} (A) and {b['model']} (B)",
-        f"{c['paired']} items analysed in both from the same texts. Is one model more familiar "
-        "with the original wording than with its paraphrases?",
+        f"{c['paired']} items analysed in both from the same texts"
+        + not_paired(
+            [
+                (c["only_a"], "only in A"),
+                (c["only_b"], "only in B"),
+                (c["other_paraphrases"], "analysed from other paraphrases"),
+                (c["no_paraphrase_a"], "without a usable paraphrase in A"),
+                (c["no_paraphrase_b"], "without a usable paraphrase in B"),
+            ]
+        )
+        + ". Is one model more familiar with the original wording than with its paraphrases?",
     )
