@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +59,27 @@ def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(ConfigError, match=r"pip install 'contamscope\[ray\]'"):
         make_executor(ExecutorConfig(kind="ray"))
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray retried such an address for 9.5 minutes and more, printing another address; set in
+    $RAY_ADDRESS, the error named '--ray-address None' (QA). Both are one line, before Ray
+    starts, naming where the address came from."""
+    pytest.importorskip("ray")
+    from cli_runner import run_cli
+
+    bench = write_bench(tmp_path / "b_test.csv", 2)
+    args = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench)]
+    given = run_cli(*args, "--executor", "ray", "--ray-address", "127.0.0.1:1", cwd=tmp_path)
+    assert given.returncode == 2, given.stderr
+    assert "--ray-address '127.0.0.1:1': nothing accepts connections at 127.0.0.1:1" in (
+        " ".join(given.stderr.split())
+    )
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    env = run_cli(*args, "--executor", "ray", cwd=tmp_path)
+    assert env.returncode == 2, env.stderr
+    assert "$RAY_ADDRESS '127.0.0.1:1' (set in the environment; unset it to start a local" in (
+        " ".join(env.stderr.split())
+    )

@@ -30,7 +30,8 @@ EXECUTOR_OPT = typer.Option(
 RAY_ADDRESS_OPT = typer.Option(
     None,
     "--ray-address",
-    help="With --executor ray: auto (running cluster), ray://HOST:PORT; default starts a local one.",
+    help="With --executor ray: auto (running cluster), HOST:PORT, ray://HOST:PORT (Ray Client: "
+    "pip install 'ray[client]'); default: $RAY_ADDRESS where set, else a local cluster.",
 )
 WORKERS_OPT = typer.Option(
     None, "--workers", min=1, help="Ray workers (default: as many as the cluster's GPUs/CPUs fit)."

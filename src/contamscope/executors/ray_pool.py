@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -308,6 +309,34 @@ class RemoteBackend(Backend):
         return self._pool.decode(tokens)
 
 
+def check_reachable(address: str, given: str, timeout: float = 5.0) -> None:
+    """Refuse a ``HOST:PORT`` (or ``ray://HOST:PORT``) where nothing accepts a connection:
+    Ray itself retried such an address for 9.5 minutes and more, printing another address
+    (QA). ``auto`` and addresses without a port are left to Ray.
+
+    >>> check_reachable("auto", "--ray-address 'auto'")
+    >>> check_reachable("127.0.0.1:1", "--ray-address '127.0.0.1:1'")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --ray-address '127.0.0.1:1': nothing accepts connections at 127.0.0.1:1 (ConnectionRefusedError); is the Ray head node running there (`ray start --head` prints its address)?
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        why = (
+            type(exc).__name__
+            if not isinstance(exc, TimeoutError)
+            else f"no answer in {timeout:g} s"
+        )
+        raise ConfigError(
+            f"{given}: nothing accepts connections at {host}:{port} ({why}); is the Ray head "
+            "node running there (`ray start --head` prints its address)?"
+        ) from None
+
+
 class RayExecutor(Executor):
     """Scores on a Ray cluster: joins ``config.address`` (or starts a local cluster)."""
 
@@ -318,16 +347,25 @@ class RayExecutor(Executor):
         self.pools: list[_Pool] = []
         """Worker pools; only the latest model's pool is kept alive."""
         self._key: Any = None
-        self.local = config.address is None
+        env = os.environ.get("RAY_ADDRESS")  # ray.init() joins it when no address is given
+        self.local = config.address is None and not env
+        given = (
+            f"--ray-address {config.address!r}"
+            if config.address is not None
+            else f"$RAY_ADDRESS {env!r} (set in the environment; unset it to start a local cluster)"
+        )
         if not self.ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if config.address is not None:
                 kwargs["address"] = config.address
+            address = config.address if config.address is not None else env
+            if address:
+                check_reachable(address, given)
             t0 = time.perf_counter()
             try:
                 self.ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ConfigError(f"--ray-address {config.address!r}: {exc}") from None
+                raise ConfigError(f"{given}: {exc or type(exc).__name__}") from None
             self.init_seconds = time.perf_counter() - t0
             self._started = True
         else:
