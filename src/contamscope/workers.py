@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -52,7 +53,10 @@ def _start_worker(
     parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
 ) -> None:
     """A worker exits when its parent dies: a parent killed with SIGKILL cannot shut the pool
-    down, and its idle workers (about 140 MB each) would wait for tasks forever."""
+    down, and its idle workers (about 140 MB each) would wait for tasks forever. It ignores
+    Ctrl-C, which the parent handles (shutting the pool down): each worker printed a
+    KeyboardInterrupt traceback above the parent's one-line 'interrupted' (QA)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -459,3 +459,21 @@ def test_sweep_out_must_be_a_sweep_folder_or_empty_even_in_a_dry_run(
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
     assert sorted(p.name for p in mine.iterdir()) == ["foo.txt"]
+
+
+def test_executor_settings_are_checked_before_any_pair_and_a_cluster_too_small_said_once(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """An unknown --executor was refused after the sweep wrote its manifest (a dry run passed
+    it); workers that do not fit the cluster were refused once per pair, 4 times for 2 x 2 (a
+    35 x 4 sweep would say it 140 times; QA)."""
+    benches = [write_bench(tmp_path / f"e{i}_test.csv", 2) for i in range(2)]
+    out = tmp_path / "sweep"
+    for extra in (["--dry-run"], []):
+        bogus = _sweep(two_models, benches, out, "--executor", "bogus", *extra)
+        assert bogus.returncode == 2 and "--executor 'bogus': expected one of" in bogus.stderr
+        assert not out.exists(), extra
+    pytest.importorskip("ray")
+    many = _sweep(two_models, benches, out, "--executor", "ray", "--workers", "999")
+    assert many.returncode == 2, many.stderr
+    assert many.stderr.count("do not fit") == 1, many.stderr

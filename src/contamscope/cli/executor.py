@@ -91,10 +91,16 @@ def executor_from(kw: Mapping[str, Any]) -> Executor:
         )
         kw = {**kw, "executor": "local", "ray_address": None, "workers": None}
         kw["gpus_per_worker"] = 0.0
-    config = ExecutorConfig(
+    return make_executor(executor_config(kw))
+
+
+def executor_config(kw: Mapping[str, Any]) -> ExecutorConfig:
+    """The executor settings of a command's arguments, checked (ConfigError), nothing started:
+    a sweep checks them before its first pair (an unknown --executor was refused after the
+    sweep had written its manifest, and a dry run passed it; QA)."""
+    return ExecutorConfig(
         kind=kw["executor"],
         address=kw.get("ray_address"),
         workers=kw.get("workers"),
         gpus_per_worker=kw.get("gpus_per_worker") or 0.0,
     )
-    return make_executor(config)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
+from ..executors.base import ClusterTooSmall
 from ..store.run import REPLACE_HINT
 from ..wording import first_few, plural
 
@@ -41,6 +42,7 @@ from .executor import (
     RAY_ADDRESS_OPT,
     WORKERS_OPT,
     check_model,
+    executor_config,
     executor_from,
     served_only,
 )
@@ -393,6 +395,8 @@ def run(**kw: Any) -> None:
         for b in benchmarks:
             load_for(_job_kwargs(Job(models[0], b, out), kw))
     refs = _reference_plan(kw, models, benchmarks)
+    if not served_only(kw):
+        executor_config(kw)  # an unknown --executor or a bad combination: before any pair
     shared = {k: kw[k] for k in SHARED}
     _check_out(out, kw["overwrite"])
     if kw["dry_run"]:
@@ -454,6 +458,8 @@ def run(**kw: Any) -> None:
                         job.run_dir / PAIR_OPTIONS, json.dumps({"options": shared}, indent=2)
                     )
                 except ContamscopeError as exc:
+                    if isinstance(exc, ClusterTooSmall):  # no pair can run: said once
+                        raise
                     err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
                     status[job] = f"failed: {exc}"
                     if isinstance(exc, (ModelError, CapabilityError)):

@@ -22,6 +22,11 @@ __all__ = ["ExecutorConfig", "Executor", "LocalExecutor", "make_executor", "EXEC
 EXECUTORS = ("local", "ray")
 
 
+class ClusterTooSmall(ConfigError):
+    """The workers asked for do not fit the cluster: no run on it can start (a sweep stops at
+    its first pair instead of saying it once per pair; QA)."""
+
+
 @dataclass(frozen=True)
 class ExecutorConfig:
     """How and where scoring runs (never changes the numbers, so it is not part of run settings)."""

@@ -33,7 +33,7 @@ from ..backends.base import (
 )
 from ..errors import ConfigError, ContamscopeError, ModelError
 from ..store import CachedScorer, ScoreCache
-from .base import Executor, ExecutorConfig, model_key
+from .base import ClusterTooSmall, Executor, ExecutorConfig, model_key
 from .sharding import StreamingScorer, plan_shards
 
 __all__ = ["RayExecutor", "RemoteBackend", "PoolStats", "ray_available"]
@@ -382,7 +382,7 @@ class RayExecutor(Executor):
         fit = min(fit, math.floor(cpus / cfg.cpus_per_worker + 1e-9))
         want = cfg.workers if cfg.workers is not None else fit
         if want < 1 or want > fit:
-            raise ConfigError(
+            raise ClusterTooSmall(
                 f"the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs; {want} workers x "
                 f"{cfg.cpus_per_worker:g} CPUs x {cfg.gpus_per_worker:g} GPUs do not fit "
                 "(lower --workers or --gpus-per-worker)"
