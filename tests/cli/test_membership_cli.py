@@ -309,6 +309,9 @@ def test_combined_statistic_scores_every_order_and_ranks_gap_with_min_k_pp(
     # the run's own test (the combined score) has its row, marked declared, with its AUC
     auc = f"{st['dataset_test']['auc']:.3f}"
     assert re.search(r"<td>combined[^<]*\(declared\)</td><td>–</td><td>–</td><td>" + auc, html)
+    # and its diamond among the statistics' AUCs (the plot left it out; HTML QA)
+    plot = next(svg for svg in html.split("<svg")[1:] if "Each statistic" in svg.split("</svg>")[0])
+    assert "combined (Min-K%++ and gap)" in plot.split("</svg>")[0]
     # a min_k_pp folder switched to gap scores only the option orders it lacks; its records
     # are then those of a folder run with the orders from the start (it was refused)
     plain = tmp_path / "plain"

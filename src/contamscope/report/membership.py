@@ -139,6 +139,30 @@ def _value(rec: dict[str, Any], stat: str) -> float | None:
     return None if v is None or not math.isfinite(float(v)) else float(v)
 
 
+def _by_statistic(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every statistic's AUC as the run's summary holds them, with a combined run's own test
+    first (the summary keeps it as the dataset test, not among the single statistics)."""
+    by_statistic = dict(st.get("by_statistic") or {})
+    test = st.get("dataset_test") or {}
+    if (
+        st.get("statistic") == "combined"
+        and "combined" not in by_statistic
+        and test.get("auc") is not None
+    ):
+        by_statistic = {  # the run's own test: the combined score over the pooled items
+            "combined": {
+                "declared": True,
+                "auc": test.get("auc"),
+                "auc_ci": test.get("auc_ci"),
+                "p_value": test.get("p_value"),
+                "benchmark_n": test.get("n_benchmark"),
+                "reference_n": test.get("n_reference"),
+            },
+            **by_statistic,
+        }
+    return by_statistic
+
+
 # --------------------------------------------------------------------------- sections
 
 
@@ -177,21 +201,7 @@ def _verdict_section(run: RunData) -> Section:
         "The error rates hold only if the references are drawn like the benchmark items.</p>"
     )
     rows = []
-    by_statistic = dict(st.get("by_statistic") or {})
-    test = st.get("dataset_test") or {}
-    if stat == "combined" and "combined" not in by_statistic and test.get("auc") is not None:
-        by_statistic = {  # the run's own test: the combined score over the pooled items
-            "combined": {
-                "declared": True,
-                "auc": test.get("auc"),
-                "auc_ci": test.get("auc_ci"),
-                "p_value": test.get("p_value"),
-                "benchmark_n": test.get("n_benchmark"),
-                "reference_n": test.get("n_reference"),
-            },
-            **by_statistic,
-        }
-    for name, d in by_statistic.items():
+    for name, d in _by_statistic(st).items():
         ci = d.get("auc_ci")
         rows.append(
             f"<tr><td>{esc(LABELS.get(name, name))}{' (declared)' if d.get('declared') else ''}"
@@ -241,9 +251,9 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
             ax.set_title("Benchmark items' p-values (flat under H0, piled at 0 if seen)")
             ax.legend(fontsize=8)
             figs.append(to_svg(fig, "histogram of the benchmark items' conformal p-values"))
-    aucs = [
+    aucs = [  # the combined run's own test among them (its plot had no diamond; HTML QA)
         (LABELS.get(name, name), d["auc"], d.get("auc_ci"), bool(d.get("declared")))
-        for name, d in (st.get("by_statistic") or {}).items()
+        for name, d in _by_statistic(st).items()
         if d.get("auc") is not None
     ]
     if aucs:
@@ -323,7 +333,18 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
         Column("role", "role"),
         Column("subject", "subject"),
         Column("n_tokens", "tokens", "int"),
-        Column("value", LABELS.get(stat, stat), "num", help="the declared statistic"),
+        Column(
+            "value",
+            LABELS.get(stat, stat),
+            "num",
+            help="the declared statistic"
+            + (
+                " (benchmark items: each one's score among the references; a reference has "
+                "its score only in the pool of all items, which the AUC ranks)"
+                if stat == "combined"
+                else ""
+            ),
+        ),
         Column("p", "p", "num", help="conformal p-value (benchmark items)"),
         *([Column("q", "q", "num", help="Benjamini-Hochberg q-value")] if st.get("fdr") else []),
         Column("flag", "flagged", "bool"),
