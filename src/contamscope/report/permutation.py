@@ -115,6 +115,35 @@ def _question(rec: dict[str, Any]) -> str:
     return clip(rec.get("prefix"), _QUESTION_CHARS, tail=_QUESTION_CHARS // 3)
 
 
+def option_lines(text: str, rec: dict[str, Any], line: str) -> str:
+    r"""The options of the original order's text joined by " · ", cut where each next label
+    starts (by the run's template ``line``, e.g. ``{label}:{text}\n``): an option holding a line
+    break was cut at it, and read as two options (HTML QA).
+
+    >>> rec = {"n_options": 2}
+    >>> option_lines("A:alpha\nbeta\nB:gamma\n", rec, "{label}:{text}\n")
+    'A:alpha beta · B:gamma'
+    """
+    from ..data.items import option_labels
+
+    lead = line.split("{text}")[0] if "{label}" in line.split("{text}")[0] else ""
+    try:
+        labels = option_labels(int(rec.get("n_options") or 0))
+    except (TypeError, ValueError):
+        labels = ()
+    if not lead or not labels:
+        return " · ".join(text.splitlines())
+    parts, start = [], 0
+    for label in labels[1:]:
+        cut = text.find("\n" + lead.replace("{label}", label), start)
+        if cut < 0:
+            return " · ".join(text.splitlines())  # not laid out as the template says
+        parts.append(text[start:cut])
+        start = cut + 1
+    parts.append(text[start:])
+    return " · ".join(" ".join(p.split("\n")).strip() for p in parts)
+
+
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
     summary = run.summary
     stats = summary.get("statistics") or {}
@@ -130,6 +159,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     heap: list[tuple[float, float, int, _Case]] = []
     k = max(0, options.top_cases)
     set_aside = (summary.get("natural_order") or {}).get("by_id") or {}
+    line = str(((summary.get("config") or {}).get("template") or {}).get("option") or "")
     for i, rec in enumerate(run.iter_records()):
         label = rec.get("leak_label")
         if options.labels is not None:
@@ -173,7 +203,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 int(rec["rank"]),
                 p,
                 gap,
-                clip(" · ".join((rec.get("continuations") or [""])[0].splitlines()), 600),
+                clip(option_lines((rec.get("continuations") or [""])[0], rec, line), 600),
             )
             if len(heap) < k:
                 heapq.heappush(heap, (*key, case))
