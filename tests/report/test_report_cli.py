@@ -54,6 +54,12 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert res.stdout.startswith("| model | toy_test.csv |")
     res = run_cli("leaderboard", str(out), "--out", str(tmp_path / "lb.md"), cwd=tmp_path)
     assert res.returncode == 0 and (tmp_path / "lb.md").read_text().startswith("| model |")
+    # --format over the extension: written as asked, and said (CSV went into .html unsaid; QA)
+    res = run_cli("leaderboard", str(out), "--format", "csv", "--out", "lb.html", cwd=tmp_path)
+    assert res.returncode == 0 and (tmp_path / "lb.html").read_text().startswith("model,")
+    assert "--format csv into lb.html, whose extension says html: the file holds csv" in (
+        " ".join(res.stderr.split())
+    )
     res = run_cli("leaderboard", str(out), "run", cwd=tmp_path)  # the same run twice
     assert res.returncode == 0 and res.stdout.startswith("| model | toy_test.csv |\n")
     assert res.stderr.strip() == "left out run: given twice (one cell)"

@@ -166,6 +166,12 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
     from ..report.leaderboard import LeftOut
 
     left: list[LeftOut] = []
+    suffix = out.suffix.lower().lstrip(".") if out is not None else ""
+    said = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
+    if out is not None and fmt is not None and said in ("html", "csv", "md") and said != fmt:
+        _warn(  # it wrote CSV into board.html without a word (HTML QA)
+            f"--format {fmt} into {out}, whose extension says {said}: the file holds {fmt}"
+        )
     text, path = write_leaderboard(run_dirs, out, fmt, left)
     for x in left:
         err_console.print(styled("yellow", "left out", f" {x}"), highlight=False, soft_wrap=True)
