@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,9 @@ def test_leaderboard_with_all_three_methods(make_run, make_cap_run, make_benbenc
     assert entries[2].estimate.text() in md
     # three benchmark sources (the BenBench one is its test + train pair), three methods
     assert "× 3 benchmarks (3 methods) from 3 runs" in to_html(entries)
+    # one method's runs under two statistics are one method (it read '4 methods'; HTML QA)
+    other_stat = [replace(entries[2], method="BenBench: other statistic")]
+    assert "(3 methods) from 4 runs" in to_html([*entries, *other_stat])
     # the board's headline counts rejections per run's own test and after Holm over all of
     # them (it used to print the smallest p, one- and two-sided p-values mixed, uncorrected);
     # two weak permutation runs (verdict p 0.042 and 0.044) pass alone but not after Holm

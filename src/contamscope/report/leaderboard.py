@@ -768,7 +768,9 @@ def _benchmark_count(entries: Sequence[LeaderboardEntry]) -> str:
     """'3 benchmarks', and the methods where more than one: the board's columns are (method,
     benchmark) pairs and replicates, which the headline counted as benchmarks."""
     benchmarks = {e.source or e.benchmark for e in entries}
-    methods = {e.method for e in entries}
+    # by report module: a method's runs with other statistics (membership's loss and combined)
+    # are other columns, not another method (it read '4 methods' for 3; HTML QA)
+    methods = {e.module or e.method for e in entries}
     said = plural(len(benchmarks), "benchmark")
     return said + (f" ({plural(len(methods), 'method')})" if len(methods) > 1 else "")
 
