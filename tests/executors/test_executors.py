@@ -83,3 +83,35 @@ def test_an_address_where_nothing_listens_is_refused_at_once(
     assert "$RAY_ADDRESS '127.0.0.1:1' (set in the environment; unset it to start a local" in (
         " ".join(env.stderr.split())
     )
+
+
+LOAD_FAILS = """
+import gc, sys, time
+from contamscope.errors import ModelError
+from contamscope.executors import ExecutorConfig, make_executor
+with make_executor(ExecutorConfig(kind="ray", workers=2)) as ex:
+    try:
+        ex.scorer("hf:" + sys.argv[1])
+    except ModelError as exc:
+        print("refused:", exc)
+    gc.collect()
+    time.sleep(2)
+"""
+
+
+def test_every_worker_failing_to_load_is_one_error_not_tracebacks(tmp_path: Path) -> None:
+    """Both workers fail to load a folder without a model: the first error was raised, the
+    second left unread, and Ray printed it as an 'Unhandled error' traceback (QA)."""
+    pytest.importorskip("ray")
+    import subprocess
+
+    (tmp_path / "empty").mkdir()
+    res = subprocess.run(
+        [sys.executable, "-c", LOAD_FAILS, str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert "refused:" in res.stdout and "no config.json" in res.stdout, res.stdout + res.stderr
+    assert "Unhandled error" not in res.stderr, res.stderr[-2000:]

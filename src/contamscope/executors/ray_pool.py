@@ -172,6 +172,11 @@ class _Pool:
         try:
             return self.ray.get(refs)
         except self.ray.exceptions.RayTaskError as exc:
+            for ref in refs if isinstance(refs, list) else []:
+                # the other workers' errors, read so that Ray does not print each as an
+                # 'Unhandled error' traceback (every worker fails to load a missing model; QA)
+                with contextlib.suppress(Exception):
+                    self.ray.get(ref, timeout=30)
             cause = getattr(exc, "cause", None)
             if isinstance(cause, ContamscopeError):
                 raise cause from None
