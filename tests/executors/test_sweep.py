@@ -477,3 +477,22 @@ def test_executor_settings_are_checked_before_any_pair_and_a_cluster_too_small_s
     many = _sweep(two_models, benches, out, "--executor", "ray", "--workers", "999")
     assert many.returncode == 2, many.stderr
     assert many.stderr.count("do not fit") == 1, many.stderr
+
+
+def test_a_benchmark_added_under_the_same_folder_name_leaves_the_finished_pairs_theirs(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """Adding b/test beside a/test renamed a/test's finished pairs (both got a hash), so they
+    ran again and the old folders stayed beside them, counted twice by OUT/*/ (QA)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_bench(tmp_path / "a" / "test.csv", 2)
+    second = write_bench(tmp_path / "b" / "test.csv", 3)
+    out = tmp_path / "sweep"
+    assert _sweep(two_models[:1], [first], out).returncode == 0
+    before = sorted(p.name for p in out.iterdir() if p.is_dir())
+    plan = plan_jobs(two_models[:1], [str(first), str(second)], out)
+    assert [j.run_dir.name for j in plan][0] == before[0]  # the finished pair keeps its name
+    assert plan[1].run_dir.name.startswith(before[0] + "-")  # the new one gets a hash
+    both = _sweep(two_models[:1], [first, second], out, "--dry-run")
+    assert both.stdout.count("finished earlier (skipped)") == 1, both.stdout

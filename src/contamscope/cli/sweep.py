@@ -9,6 +9,7 @@ left off the board), and an unfinished one resumes. The leaderboard
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import inspect
 import json
@@ -203,20 +204,41 @@ def _split(text: str, option: str) -> list[str]:
     return parts
 
 
+def _holder(out: Path, name: str, key: str, values: list[str]) -> str | None:
+    """Which of ``values`` (models or benchmarks, ``key`` of a run's settings) an existing pair
+    folder of ``out`` named with ``name`` was run with; None where none was."""
+    pattern = f"*__{glob.escape(name)}" if key == "benchmark" else f"{glob.escape(name)}__*"
+    for folder in sorted(out.glob(pattern)):
+        try:
+            held = json.loads((folder / "settings.json").read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if held in values:
+            return str(held)
+    return None
+
+
 def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
-    """Model-major job list; folder names made unique with a short hash when slugs collide."""
+    """Model-major job list; folder names made unique with a short hash when slugs collide,
+    except for the one whose folders a sweep on ``out`` named before the collision (a
+    benchmark added with the same folder name renamed the finished pairs of the first one,
+    which then ran again; QA)."""
     from .common import slug
 
     names = {m: slug(m, parent_of_generic=False) for m in models} | {
         b: slug(b, parent_of_generic=False) for b in benchmarks
     }  # the names sweeps always gave their pair folders
-    for values in (models, benchmarks):
-        seen: dict[str, int] = {}
+    for values, key in ((models, "model"), (benchmarks, "benchmark")):
+        seen: dict[str, list[str]] = {}
         for v in values:
-            seen[names[v]] = seen.get(names[v], 0) + 1
-        for v in values:
-            if seen[names[v]] > 1:
-                names[v] = f"{names[v]}-{hashlib.sha256(v.encode()).hexdigest()[:6]}"
+            seen.setdefault(names[v], []).append(v)
+        for bare, group in seen.items():
+            if len(group) < 2:
+                continue
+            kept = _holder(out, bare, key, group)
+            for v in group:
+                if v != kept:
+                    names[v] = f"{bare}-{hashlib.sha256(v.encode()).hexdigest()[:6]}"
     return [Job(m, b, out / f"{names[m]}__{names[b]}") for m in models for b in benchmarks]
 
 
