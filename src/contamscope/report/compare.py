@@ -13,7 +13,7 @@ from ..detectors.verdict import few_items_text, p_text, pct_text
 from ..paths import write_text_atomic
 from ..wording import plural, pp_text
 from .html import Column, Section, Table, esc, page
-from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
+from .plots import BASE, HIGHLIGHT, difference_bins, figure, legend_outside, to_svg
 
 __all__ = [
     "HEADER",
@@ -274,7 +274,7 @@ def _figures(items: list[dict[str, Any]]) -> list[str]:
     diffs = [it["gap_b"] - it["gap_a"] for it in items]
     mean = sum(diffs) / len(diffs)
     with figure(6.4, 3.6) as (fig, ax):
-        ax.hist(diffs, bins=min(60, max(10, len(diffs) // 10)), color=BASE, label="items")
+        ax.hist(diffs, bins=difference_bins(diffs), color=BASE, label="items")
         ax.axvline(0, color="#000", ls="--", lw=1.5, label="no difference")
         ax.axvline(mean, color=HIGHLIGHT, lw=2, label=f"mean ({mean:+.2f})")
         ax.set(xlabel="gap of B − gap of A (nats)", ylabel="items")

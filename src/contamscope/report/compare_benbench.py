@@ -11,7 +11,7 @@ from ..detectors.verdict import p_text
 from ..pipeline.compare_benbench import GAP_METRICS
 from ..wording import pp_text
 from .html import Column, Section, Table
-from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
+from .plots import BASE, HIGHLIGHT, difference_bins, figure, legend_outside, to_svg
 
 __all__ = ["HEADER", "compare_html", "markdown", "note_lines", "num_text", "rows"]
 
@@ -179,7 +179,7 @@ def _figures(result: dict[str, Any]) -> list[str]:
     if diffs:
         mean = sum(diffs) / len(diffs)
         with figure(6.4, 3.6) as (fig, ax):
-            ax.hist(diffs, bins=min(60, max(10, len(diffs) // 10)), color=BASE, label="items")
+            ax.hist(diffs, bins=difference_bins(diffs), color=BASE, label="items")
             ax.axvline(0, color="#000", ls="--", lw=1.5, label="no difference")
             ax.axvline(mean, color=HIGHLIGHT, lw=2, label=f"mean ({mean:+.3f})")
             ax.set(xlabel=f"{SHORT[key]} gap of B − gap of A", ylabel="items")

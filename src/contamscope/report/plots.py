@@ -23,6 +23,7 @@ __all__ = [
     "require_matplotlib",
     "text_colour",
     "legend_outside",
+    "difference_bins",
 ]
 
 OKABE_ITO = (
@@ -83,6 +84,21 @@ def text_colour(image: Any, value: float) -> str:
     black on light colours (viridis' yellow end), white on dark ones."""
     r, g, b, _ = image.cmap(image.norm(value))
     return "#000" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "#fff"
+
+
+def difference_bins(values: list[float]) -> int | list[float]:
+    """Histogram bins of paired differences: about one per 10 values (10 to 60), or, where
+    every value is the same, one bin centred on it (numpy's bins put an all-zero set in the
+    bar from 0 to 0.1, which read as B ahead; HTML QA).
+
+    >>> difference_bins([0.0, 0.0]), difference_bins([0.0, 1.0])
+    ([-0.005, 0.005], 10)
+    """
+    low, high = min(values), max(values)
+    if low == high:
+        half = max(abs(low) * 0.05, 0.005)
+        return [low - half, low + half]
+    return min(60, max(10, len(values) // 10))
 
 
 def legend_outside(ax: Any) -> None:
