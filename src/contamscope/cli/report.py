@@ -91,19 +91,24 @@ def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page
     path = build_report(
         run_dir, out, ReportOptions(top_cases=top, page_size=page_size, labels=label_map)
     )
-    if run.method == "validate":
-        pass  # its items are in its epochs' run folders, which its page lists
-    elif not run.items_path.exists():
-        _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
-    else:
-        expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())
-        if expected is not None and held < expected:  # an empty or cut file, unsaid (QA)
-            _warn(
-                f"{run.items_path} holds {held} of the {plural(expected, 'item record')} "
-                "summary.json counts: the statistics are the run's, the item tables show "
-                f"{'none' if held == 0 else 'those ' + str(held)}"
-            )
+    if run.method != "validate":  # (a validate folder's items are its epochs', which it lists)
+        _check_items_file(run)
     console.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def _check_items_file(run: Any) -> None:
+    """Warn where the run's items.jsonl is missing, or holds fewer records than its summary
+    counts (an empty or cut file gave empty item tables without a word; QA)."""
+    if not run.items_path.exists():
+        _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
+        return
+    expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())
+    if expected is not None and held < expected:
+        _warn(
+            f"{run.items_path} holds {held} of the {plural(expected, 'item record')} "
+            "summary.json counts: the statistics are the run's, the item tables show "
+            f"{'none' if held == 0 else 'those ' + str(held)}"
+        )
 
 
 def _selected_items(summary: dict[str, Any]) -> int | None:
