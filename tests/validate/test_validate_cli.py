@@ -152,7 +152,7 @@ def test_validate_trains_scores_and_reports_then_reuses(
 
     html = build_report(out).read_text(encoding="utf-8")
     assert "Detector accuracy vs training epochs" in html and "items.jsonl is missing" not in html
-    assert "How accurate are the detectors" in html
+    assert "How accurate are the detectors" in html and "<h1>Validation run: " in html
     f1 = f"{summary4['results'][1]['detectors']['alg1']['f1']:.3f}"
     assert re.search(rf'\["1","alg1",("[^"]*",){{3}}"{f1}"', html)  # the table, as printed
     assert all(f"<code>contamscope report {out / f'epoch-{e}'}</code>" in html for e in (0, 1, 2))

@@ -45,9 +45,9 @@ def build_report(
             f"{run.path / 'summary.json'}: not a complete summary.json, or not of this version "
             f"({type(exc).__name__}: {str(exc)[:120]})"
         ) from None
-    title = f"{mod.TITLE}: {run.model} on {run.benchmark}"
-    created = run.summary.get("created") or "?"
     validate = run.method == "validate"  # a folder of runs by epoch, without items of its own
+    title = f"{'Validation run' if validate else mod.TITLE}: {run.model} on {run.benchmark}"
+    created = run.summary.get("created") or "?"
     subtitle = (
         f"contamscope report of <code>{esc(run.path)}</code> (analysis of {esc(created)}: a "
         "re-run or reanalyse writes it anew). "
