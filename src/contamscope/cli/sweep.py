@@ -139,7 +139,11 @@ def command(
     out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="Sweep folder."),
     fmt: str | None = typer.Option(None, "--format", help="Benchmark format for every benchmark."),
     split: str | None = typer.Option(None, "--split", help="Sub-folder of benchmark folders."),
-    subjects: str | None = typer.Option(None, "--subjects", help="Subjects to keep."),
+    subjects: str | None = typer.Option(
+        None,
+        "--subjects",
+        help="Subjects to keep, in every benchmark of the sweep (each must have them; sweep benchmarks of other subjects apart).",
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="First N items per benchmark."),
     sample: int | None = typer.Option(
         None, "--sample", min=1, help="Seeded random sample of N items per benchmark."
