@@ -27,7 +27,7 @@ from contamscope.detectors import item_score_from_dict
 from contamscope.detectors.permutation import Algorithm2, score_item
 from contamscope.detectors.stats import summarize
 from contamscope.detectors.verdict import verdict
-from contamscope.pipeline.permutation import subject_summary
+from contamscope.pipeline.permutation_summary import subject_summary
 
 SHAPES = ((5, 10), (10, 15), (20, 8))
 POWER_SHAPE = (10, 20)

@@ -12,7 +12,7 @@ from cli_runner import run_cli
 
 from contamscope.detectors.membership import benjamini_hochberg
 from contamscope.detectors.permutation import Algorithm2, score_item
-from contamscope.pipeline.permutation import subject_summary
+from contamscope.pipeline.permutation_summary import subject_summary
 
 FOREST = Algorithm2(n_estimators=5)  # the forest's size does not enter these tests
 

@@ -153,7 +153,8 @@ def test_a_failed_convention_worker_leaves_the_table_to_the_run(tmp_path: Path) 
     it itself: the summary is the same."""
     from concurrent.futures import Future
 
-    from contamscope.pipeline.permutation import _conventions_result, convention_summary
+    from contamscope.pipeline.permutation import _conventions_result
+    from contamscope.pipeline.permutation_summary import convention_summary
 
     bench = tmp_path / "mix_test.csv"
     bench.write_text(ROWS + NATURAL_ROWS, encoding="utf-8")
@@ -294,7 +295,7 @@ def test_convention_summary_tells_a_benchmark_ordered_by_convention_from_a_shuff
     the same items shuffled, as CMMLU shuffled its options."""
     import random
 
-    from contamscope.pipeline.permutation import convention_summary
+    from contamscope.pipeline.permutation_summary import convention_summary
 
     numbered = [[f"{a} m", f"{a + 2} m", f"{a + 5} m", f"{a + 9} m"] for a in range(30)]
     ordered = convention_summary(_items(numbered))

@@ -27,7 +27,7 @@ from contamscope.detectors import (
     summarize,
 )
 from contamscope.pipeline.cap import CapConfig, build_cap_summary
-from contamscope.pipeline.permutation import subject_summary
+from contamscope.pipeline.permutation_summary import subject_summary
 
 MakeRun = Callable[..., Path]
 

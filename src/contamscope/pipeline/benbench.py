@@ -44,7 +44,7 @@ from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, 
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
-from .permutation import _git_commit, _package_versions, _selection
+from .provenance import git_commit, package_versions, selection_settings
 
 __all__ = [
     "BenBenchConfig",
@@ -507,7 +507,7 @@ def run_benbench(
             }
             for s in splits
         },
-        "selection": _selection(
+        "selection": selection_settings(
             None, [f"{s.name}/{it.id}" for s in splits for it in s.items], selection
         ),
         "config": config.settings(),
@@ -778,7 +778,7 @@ def _summary(
         "schema": SCHEMA,
         "method": "benbench",
         "contamscope_version": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": model,
         "paraphraser": paraphraser,
@@ -796,7 +796,7 @@ def _summary(
         ],
         "statistics": stats,
         "timings": timing,
-        "versions": _package_versions(),
+        "versions": package_versions(),
     }
 
 

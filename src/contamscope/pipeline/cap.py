@@ -45,7 +45,7 @@ from ..perturb.templates import PromptTemplate
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
-from .permutation import _git_commit, _package_versions, _selection
+from .provenance import git_commit, package_versions, selection_settings
 
 __all__ = [
     "CAP_ANALYSIS",
@@ -423,7 +423,7 @@ def run_cap(
         "embedder": embedder.describe() if embedder is not None else None,
         "benchmark": data.source,
         "benchmark_hash": data.content_hash,
-        "selection": _selection(
+        "selection": selection_settings(
             None, [f"{s}/{it.id}" for s, items in selected.items() for it in items], selection
         ),
         "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
@@ -505,7 +505,7 @@ def run_cap(
         splits=list(selected),
         provenance={
             "contamscope_version": __version__,
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "model": backend.describe(),
             "paraphraser": para.backend.describe() if config.task == "summary" else None,
@@ -529,7 +529,7 @@ def run_cap(
                 "requests_computed": computed,
                 "requests_from_cache": reused,
             },
-            "versions": _package_versions(),
+            "versions": package_versions(),
         },
     )
     run_dir.write_summary(summary)
@@ -567,9 +567,9 @@ def reanalyse_cap(run_dir: RunDir, **analysis: Any) -> CapOutcome:
     analysed = set(_ANALYSIS_KEYS)
     provenance = {k: v for k, v in old.items() if k not in analysed} | {
         "contamscope_version": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "versions": _package_versions(),
+        "versions": package_versions(),
     }
     summary = build_cap_summary(records, config, splits=splits, provenance=provenance)
     run_dir.write_summary(summary)

@@ -25,12 +25,11 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run, refuse_newer
 from ..wording import plural
+from .permutation_summary import SUBJECT_LEVEL
 
 __all__ = ["COMPARE_SCHEMA", "compare_runs"]
 
 COMPARE_SCHEMA = "contamscope.compare/1"
-SUBJECT_LEVEL = 0.05
-"""False-discovery rate of the per-subject flags."""
 LISTED = 20
 """Item ids kept per list of items flagged by one model only (all are counted)."""
 

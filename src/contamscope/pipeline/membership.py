@@ -43,7 +43,7 @@ from ..perturb.templates import as_template
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
-from .permutation import _git_commit, _package_versions, _selection
+from .provenance import git_commit, package_versions, selection_settings
 
 __all__ = [
     "unseen_references",
@@ -398,7 +398,7 @@ def run_membership(
         "benchmark_hash": benchmark.content_hash,
         "reference": reference.source,
         "reference_hash": reference.content_hash,
-        "selection": _selection(benchmark, [it.id for it in items], selection),
+        "selection": selection_settings(benchmark, [it.id for it in items], selection),
         "config": config.scoring_settings(),
         "vocab_stats": vocab,
     }
@@ -579,7 +579,7 @@ def build_summary(
         "schema": SCHEMA,
         "method": "membership",
         "contamscope_version": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": scorer.backend.describe(),
         "benchmark": {
@@ -604,7 +604,7 @@ def build_summary(
             {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
         ],
         "timings": timing,
-        "versions": _package_versions(),
+        "versions": package_versions(),
     }
 
 
@@ -710,9 +710,9 @@ def reanalyse_membership(
         | _analysis_part(records, config, test, loaded)
         | {
             "contamscope_version": __version__,
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": _package_versions(),
+            "versions": package_versions(),
         }
     )
     run_dir.write_summary(summary)

@@ -8,36 +8,26 @@ the stored records.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import numbers
 import os
-import platform
 import random
-import subprocess
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
-from .. import __version__
 from ..backends.base import Backend, ScoreRequest
 from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
-from ..data.overlap import repeats
-from ..detectors import Algorithm1, Algorithm2, delta_key, score_item, summarize
-from ..detectors.permutation import PermutationItemScore, check_deltas
-from ..detectors.verdict import VERDICT_ALPHA
+from ..detectors import Algorithm1, Algorithm2, delta_key, score_item
+from ..detectors.permutation import check_deltas
 from ..errors import ConfigError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
-    CONVENTIONS,
-    REPORTED_ONLY,
-    conventions_of,
-    natural_order_reason,
     non_exchangeable_reason,
 )
 from ..perturb.templates import as_template
@@ -45,6 +35,13 @@ from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, 
 from ..workers import SpawnPool
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
+from .permutation_reference import read_reference
+from .permutation_summary import (
+    build_summary,
+    convention_summary,
+    options_convention_summary,
+)
+from .provenance import selection_settings
 
 __all__ = [
     "PermutationConfig",
@@ -145,30 +142,6 @@ RunOutcome = PermutationOutcome
 _T = TypeVar("_T")
 
 
-def _selection(
-    loaded: LoadResult | None, ids: Sequence[str], given: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The run's ``selection`` settings: as the caller gives them (the commands name every
-    option: --limit, --sample, --seed), else what the items tell (a Python call): the subjects
-    loaded and the item count; and always a digest of the item ids, so that the same folder
-    given other items is refused as a run with other settings instead of resumed (it kept the
-    first items' records beside the new ones; a Python call's own ``selection=`` did not stop
-    that) and runs on different subjects are told apart."""
-    digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
-    if given is not None:
-        if not isinstance(given, Mapping):
-            raise ConfigError(
-                f"selection={given!r}: a {type(given).__name__}; give a dict of how the items "
-                "were chosen (e.g. {'sample': 100, 'seed': 0}), or leave it out"
-            )
-        return dict(given) | {"item_ids_sha256": digest}
-    subjects = loaded.subjects if loaded is not None else []
-    return ({"subjects": subjects} if subjects else {}) | {
-        "n_items": len(ids),
-        "item_ids_sha256": digest,
-    }
-
-
 def select_items(
     items: Sequence[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[_T]:
@@ -189,30 +162,6 @@ def select_items(
     if limit is not None:
         chosen = chosen[:limit]
     return chosen
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _package_versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for name in ("contamscope", "torch", "transformers", "numpy", "scipy", "scikit-learn"):
-        with contextlib.suppress(md.PackageNotFoundError):
-            out[name] = md.version(name)
-    return out
 
 
 def _record(
@@ -475,7 +424,7 @@ def run_permutation(
         "model_fingerprint": scorer.fingerprint,
         "benchmark": loaded.source,
         "benchmark_hash": loaded.content_hash,
-        "selection": _selection(loaded, [it.id for it in items], selection),
+        "selection": selection_settings(loaded, [it.id for it in items], selection),
         "config": scoring,
     }
     stored = None if overwrite else run_dir.stored_settings(scorer.renamed)
@@ -722,234 +671,6 @@ def _deltas(values: Sequence[float] | None) -> tuple[float, ...] | None:
     return None if values is None else tuple(values)
 
 
-def natural_order_summary(
-    records: Sequence[dict[str, Any]], items: Mapping[str, Any], alpha: float
-) -> dict[str, Any]:
-    """Items whose published option order is a natural one (sorted numbers, a fixed truth-table
-    block, statement combinations; :func:`natural_order_reason`), how often Algorithm 1 flags
-    them, and the calibrated statistics of the remaining items, which the verdict uses: for
-    naturally ordered items H0 (exchangeability) fails without any leak."""
-    from ..detectors import item_score_from_dict
-
-    natural: list[dict[str, Any]] = []
-    rest: list[dict[str, Any]] = []
-    reasons: Counter[str] = Counter()
-    by_id: dict[str, str] = {}
-    for r in records:
-        item = items.get(r["id"])
-        reason = natural_order_reason(item.options) if item is not None else None
-        (natural if reason else rest).append(r)
-        if reason:
-            reasons[reason] += 1
-            by_id[r["id"]] = reason
-    scores = [item_score_from_dict(r) for r in natural]
-    k = sum(s.alg1 for s in scores)
-    return {
-        "n_items": len(natural),
-        "reasons": dict(reasons.most_common()),
-        "alg1_count": k,
-        "alg1_rate": k / len(natural) if natural else None,
-        "alg1_chance": sum(1.0 / s.n_orders for s in scores) / len(scores) if scores else None,
-        "ids": [r["id"] for r in natural],
-        "by_id": by_id,
-        "statistics_without": summarize(
-            [item_score_from_dict(r) for r in rest], alpha=alpha
-        ).to_dict(),
-    }
-
-
-def convention_summary(items: Sequence[MCQItem]) -> dict[str, Any]:
-    """:func:`compute_convention_summary`, kept in the user cache (``conventions/``) under a
-    digest of the items' options and of the rules' code: the same benchmark's table is read
-    back (about 2 s for MMLU's 14,042 items otherwise). A cache that cannot be read or written
-    is passed by."""
-    return options_convention_summary([tuple(it.options) for it in items])
-
-
-def options_convention_summary(options: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """:func:`convention_summary` of the items whose options are ``options``, one sequence an
-    item: all it reads of them, so a worker process is sent these alone."""
-    import json
-
-    from ..errors import StoreError
-    from ..paths import cache_root, write_text_atomic
-
-    digest = hashlib.sha256(_rules_digest().encode())
-    for opts in options:
-        digest.update("\x1e".join(opts).encode("utf-8", "surrogatepass") + b"\x1d")
-    path = cache_root() / "conventions" / f"{digest.hexdigest()[:32]}.json"
-    with contextlib.suppress(OSError, ValueError):
-        cached = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(cached, dict):
-            return cached
-    summary = compute_convention_summary(options)
-    with contextlib.suppress(OSError, StoreError):  # read-only, full: computed again next time
-        write_text_atomic(path, json.dumps(summary), "conventions cache")
-    return summary
-
-
-def _rules_digest() -> str:
-    """Digest of the code the convention table depends on (this module and the rules')."""
-    from ..perturb import exchangeability
-
-    h = hashlib.sha256()
-    for module in (__file__, exchangeability.__file__):
-        with contextlib.suppress(OSError):
-            h.update(Path(module).read_bytes())
-    return h.hexdigest()
-
-
-def compute_convention_summary(
-    items: Sequence[MCQItem] | Sequence[Sequence[str]],
-) -> dict[str, Any]:
-    """Do the benchmark's published option orders follow writers' conventions (sorted numbers,
-    statement labels in dictionary order, 2 x 2 blocks row by row, alphabetical order;
-    :data:`~contamscope.perturb.exchangeability.CONVENTIONS`) more often than shuffled options
-    would? Over every loaded item whose options are exchangeable, per convention: the items with
-    its structure, how many are published in it, the rate a random order would have, and an
-    exact (Poisson-binomial) p-value. No model is involved: it is a property of the benchmark.
-
-    A benchmark ordered by convention can favour its published orders without any leak through
-    conventions no rule detects (stages of a process, severity scales); the verdict says so when it
-    reads a leakage signal. A benchmark whose options were shuffled (CMMLU's) shows none."""
-    from ..detectors.stats import poisson_binomial_sf
-
-    probs: dict[str, list[float]] = {name: [] for name in CONVENTIONS}
-    published: Counter[str] = Counter()
-    for it in items:
-        options = it.options if isinstance(it, MCQItem) else it
-        if non_exchangeable_reason(options) is not None:
-            continue
-        identity = tuple(range(len(options)))
-        for name, orders in conventions_of(options).items():
-            probs[name].append(len(orders) / math.factorial(len(options)))
-            published[name] += identity in orders
-    rows: list[dict[str, Any]] = [
-        {
-            "convention": name,
-            "items": len(p),
-            "published": published[name],
-            "rate": published[name] / len(p),
-            "chance": sum(p) / len(p),
-            "p_value": poisson_binomial_sf(published[name], p),
-            "set_aside": name not in REPORTED_ONLY,
-        }
-        for name, p in probs.items()
-        if p
-    ]
-    level = VERDICT_ALPHA / max(1, len(rows))
-    return {
-        "null_hypothesis": "the published option orders are shuffled: each is any of its "
-        "item's orders with equal probability",
-        "level": level,
-        "ordered_by_convention": any(r["p_value"] <= level for r in rows),
-        "conventions": rows,
-    }
-
-
-SUBJECT_LEVEL = 0.05
-"""False-discovery rate of the per-subject flags (Benjamini-Hochberg over the subjects)."""
-
-
-def subject_summary(
-    records: Sequence[dict[str, Any]], natural_ids: Collection[str], alpha: float
-) -> dict[str, Any] | None:
-    """Which subjects stand out: per subject, the verdict's three tests (``p_values``: alg1,
-    rank, gap) on its items without a natural option order, their Bonferroni-combined p-value
-    (the smallest times the number computed), and Benjamini-Hochberg q-values over the
-    subjects tested. None with fewer than two subjects.
-
-    H0 per subject: no item of the subject was seen (its original orders are exchangeable with
-    the others). A subject is flagged at q <= :data:`SUBJECT_LEVEL`: in expectation at most 5%
-    of the flagged subjects are false, and when no subject was seen the chance that any is
-    flagged is at most 5%."""
-    from ..detectors import item_score_from_dict
-    from ..detectors.membership import benjamini_hochberg
-
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        if r.get("subject"):
-            groups.setdefault(str(r["subject"]), []).append(r)
-    if len(groups) < 2:
-        return None
-    rows: list[dict[str, Any]] = []
-    for subject, recs in sorted(groups.items()):
-        tested = [item_score_from_dict(r) for r in recs if r["id"] not in natural_ids]
-        row: dict[str, Any] = {
-            "subject": subject,
-            "n_items": len(recs),
-            "n_tested": len(tested),
-            "alg1_rate": None,
-            "alg1_chance": None,
-            "rank_rate": None,
-            "gap_mean": None,
-            "p_values": None,
-            "p_value": None,
-            "p_floor": None,
-            "q_value": None,
-            "flagged": False,
-        }
-        if tested:
-            stats = summarize(tested, alpha=alpha).to_dict()
-            ps = {k: (stats.get(k) or {}).get("p_value") for k in ("alg1", "rank", "gap")}
-            computed = [p for p in ps.values() if p is not None]
-            row.update(
-                alg1_rate=stats["alg1"]["rate"],
-                alg1_chance=stats["alg1"]["chance"],
-                rank_rate=stats["rank"]["rate"],
-                gap_mean=(stats.get("gap") or {}).get("mean"),
-                p_values=ps,
-                p_value=min(1.0, len(computed) * min(computed)) if computed else None,
-                p_floor=subject_p_floor(tested, len(computed)) if computed else None,
-            )
-        rows.append(row)
-    tested_rows = [r for r in rows if r["p_value"] is not None]
-    qs = benjamini_hochberg([r["p_value"] for r in tested_rows])
-    for r, q in zip(tested_rows, qs, strict=True):
-        r["q_value"] = float(q)
-        r["flagged"] = bool(q <= SUBJECT_LEVEL)
-    # a subject whose smallest reachable p exceeds the level can never be flagged (q >= p)
-    too_few = [r for r in tested_rows if (r["p_floor"] or 0.0) > SUBJECT_LEVEL]
-    rows.sort(key=lambda r: (r["p_value"] is None, r["p_value"] or 0.0, r["subject"]))
-    return {
-        "null_hypothesis": "per subject: no item of the subject was seen, so each item's "
-        "original option order is exchangeable with its other orders",
-        "p_value": "the smallest of the subject's Algorithm-1 excess, rank-test count and "
-        "mean-gap p-values times the number computed (Bonferroni), on its items without a "
-        "natural option order",
-        "adjustment": "Benjamini-Hochberg over the subjects tested: the flagged subjects hold at "
-        "most 5% false ones in expectation; with no subject seen, the chance that any is flagged "
-        "is at most 5%",
-        "level": SUBJECT_LEVEL,
-        "n_subjects": len(rows),
-        "n_tested": len(tested_rows),
-        "n_flagged": sum(r["flagged"] for r in rows),
-        "n_too_few_items": len(too_few),
-        "p_floor": "the smallest p-value the subject's tests could give on its items, whatever "
-        "the model did: the number of tests times the product of 1/orders over its items (a "
-        "subject above the level cannot be flagged, however its items rank)",
-        "n_without_subject": sum(1 for r in records if not r.get("subject")),
-        "subjects": rows,
-    }
-
-
-def subject_p_floor(items: Sequence[PermutationItemScore], n_tests: int) -> float:
-    """A lower bound on the combined p-value a subject's ``n_tests`` tests could reach on
-    ``items``, whatever the model did: each test's most extreme outcome (every original order
-    ranked first and leaked) has probability at least the product of 1/orders under H0, and
-    the combined p is the smallest times ``n_tests``. 0 (no bound) where the gap test is a
-    t-test (records without their log-probs), whose p has no floor.
-
-    >>> from contamscope.detectors.permutation import score_item
-    >>> one = score_item([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0], n_options=3, exhaustive=True)
-    >>> round(subject_p_floor([one], 3), 3), subject_p_floor([one, one], 3)  # 3 x 1/6, 3 x 1/36
-    (0.5, 0.08333333333333333)
-    """
-    if not all(it.gap_null for it in items):
-        return 0.0
-    return min(1.0, n_tests * math.prod(1.0 / it.n_orders for it in items))
-
-
 ANALYSIS_ONLY = ("alpha", "ties", "deltas")
 """Settings of the permutation test that only the analysis depends on: a run folder re-run (or
 ``contamscope reanalyse``) with other values re-derives its records' flags from the stored
@@ -997,189 +718,3 @@ def _readable(record: dict[str, Any]) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return True
-
-
-@dataclass(frozen=True)
-class Reference:
-    """Items known to be clean, scored by the model tested: a finished permutation run."""
-
-    scores: list[Any]
-    """Their item scores under the run's thresholds (PermutationItemScore)."""
-    info: dict[str, Any]
-    """What summary.json says of them (``reference_run``)."""
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    """The reference run's settings (how to read its benchmark again for the likeness check)."""
-    ids: frozenset[str] = frozenset()
-    """Its analysed items' ids."""
-
-
-def read_reference(
-    path: Path | str, settings: Mapping[str, Any], config: PermutationConfig, records: Any
-) -> Reference:
-    """The finished permutation run at ``path`` as reference items for the run of
-    ``settings`` (whose ``records`` are its items): scored by the same model set-up (its
-    fingerprint), laid out and ordered alike, on other items. Its records are read, not
-    changed; their flags are derived under ``config``'s thresholds."""
-    from ..detectors import item_score_from_dict, rethreshold
-    from ..detectors.stats import REFERENCE_NULL
-    from ..errors import ConfigError
-    from ..store.run import read_records
-
-    where = f"--reference-run {path}"
-    ref_settings, _ = RunDir(Path(path)).finished_run("permutation")
-    if ref_settings.get("model_fingerprint") != settings.get("model_fingerprint"):
-        raise ConfigError(
-            f"{where}: scored by another model set-up ({ref_settings.get('model_fingerprint')}, "
-            f"not {settings.get('model_fingerprint')}); reference items must be scored by the "
-            "model tested"
-        )
-    same = ("template", "max_exhaustive", "mc_orders", "seed")
-    theirs, ours = ref_settings.get("config") or {}, settings.get("config") or {}
-    other = [k for k in same if theirs.get(k) != ours.get(k)]
-    if other:
-        raise ConfigError(f"{where}: scored with another {other[0].replace('_', '-')}")
-    if ref_settings.get("benchmark_hash") == settings.get("benchmark_hash"):
-        raise ConfigError(
-            f"{where}: a run on this same benchmark (files {str(settings.get('benchmark_hash'))[:12]}"
-            "), whatever its subjects or items: a leak of the benchmark may cover them too, so "
-            "they cannot stand for unseen items; give a run on items the model never saw"
-        )
-    tested = {
-        (r["prefix"].strip(), r["continuations"][0])
-        for r in records
-        if not r.get("excluded") and r.get("continuations")
-    }
-    alg1, alg2 = Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
-    scores, shared, analysed = [], [], set()
-    for r in read_records(Path(path)):
-        if r.get("excluded"):
-            continue
-        analysed.add(r["id"])
-        if (r["prefix"].strip(), r["continuations"][0]) in tested:
-            shared.append(r["id"])
-        lp = r["logprobs"]
-        scores.append(rethreshold(item_score_from_dict(r), lp, alg1=alg1, alg2=alg2))
-    if shared:
-        raise ConfigError(
-            f"{where}: {len(shared)} of its items "
-            f"{'is a tested item' if len(shared) == 1 else 'are tested items'} too (first "
-            f"{shared[0]}); "
-            "reference items must be items the model never saw"
-        )
-    if not scores:
-        raise ConfigError(f"{where}: no reference item was analysed (all excluded)")
-    return Reference(
-        scores,
-        {
-            "run": str(Path(path).resolve()),  # a later reanalyse may run elsewhere
-            "benchmark": ref_settings.get("benchmark"),
-            "n_items": len(scores),
-            "null_hypothesis": REFERENCE_NULL,
-        },
-        ref_settings,
-        frozenset(analysed),
-    )
-
-
-def _reference_items(settings: Mapping[str, Any], ids: frozenset[str]) -> tuple[list[Any], str]:
-    """The reference run's analysed items from its benchmark, read as it read them, for the
-    likeness check; ([], why) when that benchmark cannot be read or changed since."""
-    from ..data import load_benchmark
-    from ..errors import ContamscopeError
-
-    try:
-        loaded = load_benchmark(**run_benchmark(settings))
-    except ContamscopeError as exc:
-        return [], f"its benchmark cannot be read ({exc})"
-    if loaded.content_hash != settings.get("benchmark_hash"):
-        return [], "its benchmark's content changed since it ran"
-    return [it for it in loaded.items if it.id in ids], ""
-
-
-def _with_check(
-    reference: Reference, included: Sequence[dict[str, Any]], by_id: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``reference_run`` with ``check``: are the reference items written like the analysed
-    benchmark items (the membership test's check, :func:`reference_likeness`)? Algorithm 2's
-    measured false-positive rate carries over to the benchmark only if they are. The reference
-    run's benchmark is read here, once per summary (``check_skipped``: why it could not be)."""
-    from .membership import reference_likeness
-
-    tested = [by_id[r["id"]] for r in included if r["id"] in by_id]
-    if not tested:
-        return reference.info
-    items, unread = _reference_items(reference.settings, reference.ids)
-    if unread:
-        return reference.info | {"check_skipped": unread}
-    if not items:
-        return reference.info
-    return reference.info | {"check": reference_likeness(tested, items)}
-
-
-def build_summary(
-    loaded: LoadResult,
-    records: Sequence[dict[str, Any]],
-    settings: dict[str, Any],
-    config: PermutationConfig,
-    model: dict[str, Any],
-    timing: dict[str, Any],
-    reference: Reference | None = None,
-    conventions: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """summary.json: provenance, counts, the dataset-level statistics and the verdict, from the
-    records alone (``model``: the backend's ``describe()``), so it can be rebuilt without
-    loading the model. ``reference``: clean items scored by the same model
-    (:func:`read_reference`), which give Algorithm 2 a measured false-positive rate;
-    ``conventions``: :func:`convention_summary` of ``loaded.items`` where already computed."""
-    from ..detectors import item_score_from_dict
-    from ..detectors.stats import alg2_against_reference
-    from ..detectors.verdict import verdict_dict
-
-    included = [r for r in records if not r.get("excluded")]
-    excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
-    scores = [item_score_from_dict(r) for r in included]
-    stats = summarize(scores, alpha=config.alpha).to_dict()
-    if reference is not None:
-        for key, measured in alg2_against_reference(scores, reference.scores).items():
-            stats["alg2"][key]["reference"] = measured
-    by_id = {it.id: it for it in loaded.items}
-    natural = natural_order_summary(included, by_id, config.alpha)
-    natural["conventions"] = (
-        conventions if conventions is not None else convention_summary(loaded.items)
-    )
-    repeated = repeats([by_id[r["id"]] for r in included if r["id"] in by_id])
-    return {
-        "schema": "contamscope.permutation.summary/1",
-        "contamscope_version": __version__,
-        "git_commit": _git_commit(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "model": model,
-        "benchmark": {
-            "source": loaded.source,
-            "format": loaded.format,
-            "content_hash": loaded.content_hash,
-            "files": len(loaded.files),
-            "selection": settings["selection"],
-        },
-        "config": settings["config"] | {"alpha": config.alpha},
-        "counts": {
-            "items_loaded": len(loaded.items),
-            "items_selected": len(records),
-            "items_analysed": len(included),
-            "excluded": dict(excluded),
-            "rows_skipped": len(loaded.problems),
-            "options_histogram": dict(sorted(Counter(r["n_options"] for r in records).items())),
-            "repeats_analysed": len(repeated),
-        },
-        "skipped_rows": [str(p) for p in loaded.problems],
-        "excluded_items": [
-            {"id": r["id"], "reason": r["excluded"]} for r in records if r.get("excluded")
-        ],
-        "statistics": stats,
-        "natural_order": natural,
-        "verdict": verdict_dict(stats, natural),
-        "by_subject": subject_summary(included, set(natural["ids"]), config.alpha),
-        **({"reference_run": _with_check(reference, included, by_id)} if reference else {}),
-        "timings": timing,
-        "versions": _package_versions(),
-    }

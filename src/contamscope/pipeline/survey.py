@@ -16,7 +16,8 @@ from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
-from .permutation import PermutationConfig, convention_summary, item_texts
+from .permutation import PermutationConfig, item_texts
+from .permutation_summary import convention_summary
 
 __all__ = ["survey_permutation", "measure_permutation"]
 

@@ -21,7 +21,7 @@ from ..detectors.membership import STATISTICS, conformal_p_values, mann_whitney
 from ..errors import ConfigError
 from ..pipeline import PermutationConfig, run_permutation
 from ..pipeline.membership import MembershipConfig, run_membership
-from ..pipeline.permutation import natural_order_summary
+from ..pipeline.permutation_summary import natural_order_summary
 from ..store import CachedScorer, RunDir
 from .data import (
     Scenario,

@@ -26,7 +26,7 @@ from .. import __version__
 from ..backends import load_backend
 from ..backends.base import Backend
 from ..errors import ConfigError
-from ..pipeline.permutation import _git_commit, _package_versions
+from ..pipeline.provenance import git_commit, package_versions
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache, read_records
 from ..wording import plural
 from .data import Split
@@ -389,7 +389,7 @@ def build_summary(
         "method": "validate",
         "validated_method": method.name,
         "contamscope_version": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": {"spec": model, **{k: v for k, v in model_info.items() if k != "spec"}},
         "benchmark": bench,
@@ -405,6 +405,6 @@ def build_summary(
         "results": results,
         "skipped_rows": method.skipped_rows(),
         "timings": timings,
-        "versions": _package_versions(),
+        "versions": package_versions(),
         **method.summary_extras(),
     }

@@ -1,0 +1,65 @@
+"""What every run records of where it came from: how its items were chosen, the code's git
+commit and the package versions (shared by every method's pipeline)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data.items import LoadResult
+from ..errors import ConfigError
+
+__all__ = ["git_commit", "package_versions", "selection_settings"]
+
+
+def selection_settings(
+    loaded: LoadResult | None, ids: Sequence[str], given: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The run's ``selection`` settings: as the caller gives them (the commands name every
+    option: --limit, --sample, --seed), else what the items tell (a Python call): the subjects
+    loaded and the item count; and always a digest of the item ids, so that the same folder
+    given other items is refused as a run with other settings instead of resumed (it kept the
+    first items' records beside the new ones; a Python call's own ``selection=`` did not stop
+    that) and runs on different subjects are told apart."""
+    digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
+    if given is not None:
+        if not isinstance(given, Mapping):
+            raise ConfigError(
+                f"selection={given!r}: a {type(given).__name__}; give a dict of how the items "
+                "were chosen (e.g. {'sample': 100, 'seed': 0}), or leave it out"
+            )
+        return dict(given) | {"item_ids_sha256": digest}
+    subjects = loaded.subjects if loaded is not None else []
+    return ({"subjects": subjects} if subjects else {}) | {
+        "n_items": len(ids),
+        "item_ids_sha256": digest,
+    }
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def package_versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("contamscope", "torch", "transformers", "numpy", "scipy", "scikit-learn"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[name] = md.version(name)
+    return out
