@@ -147,7 +147,9 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert r.returncode == 3, r.stderr  # finished, one row skipped
     assert "toy-test.jsonl:3: missing answer" in r.stderr
     assert "answer perplexity" in r.stdout and "Traceback" not in r.stderr
-    said = " ".join(r.stdout.split())  # the report's verdict line (the terminal had none)
+    said = " ".join(r.stdout.split())
+    # reason (count): the count once read as a noun's ("2 reply not in the ... form"; QA)
+    assert "test: 1 paraphrase not used: final answer changed (1); listed in summary.json" in said  # the report's verdict line (the terminal had none)
     assert re.search(r"(no evidence|LEAK SIGNAL|inconclusive) on test", said), said
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["rows_skipped"] == 1

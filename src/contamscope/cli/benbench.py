@@ -483,10 +483,14 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         console.print(f"items with every n-gram predicted: {'; '.join(parts)}")
     for name, c in summary["counts"].items():
         if c["paraphrase_failures"]:
-            fails = ", ".join(f"{v} {k}" for k, v in c["paraphrase_failures"].items())
+            # "reason (count)": the reasons are phrases, not nouns to count ("2 reply not in ...")
+            fails = ", ".join(f"{k} ({v})" for k, v in c["paraphrase_failures"].items())
+            total = sum(c["paraphrase_failures"].values())
             console.print(
                 styled(
-                    "yellow", f"{name}: paraphrases not used", f" ({fails}; listed in summary.json)"
+                    "yellow",
+                    f"{name}: {plural(total, 'paraphrase')} not used",
+                    f": {fails}; listed in summary.json",
                 )
             )
     dtt = summary["statistics"].get("delta_train_test")
