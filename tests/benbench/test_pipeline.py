@@ -147,9 +147,9 @@ def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:
     assert r.returncode == 3, r.stderr  # finished, one row skipped
     assert "toy-test.jsonl:3: missing answer" in r.stderr
     assert "answer perplexity" in r.stdout and "Traceback" not in r.stderr
-    said = " ".join(r.stdout.split())
+    said = " ".join(r.stdout.split())  # the report's verdict line (the terminal had none)
     # reason (count): the count once read as a noun's ("2 reply not in the ... form"; QA)
-    assert "test: 1 paraphrase not used: final answer changed (1); listed in summary.json" in said  # the report's verdict line (the terminal had none)
+    assert "paraphrase not used: final answer changed (1); listed in summary.json" in said
     assert re.search(r"(no evidence|LEAK SIGNAL|inconclusive) on test", said), said
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["test"]["rows_skipped"] == 1
@@ -398,3 +398,31 @@ def test_ngram_texts_hold_whole_characters(tiny_backend: Any) -> None:
             if g is not None:  # the prompt ends where the original starts, on a character
                 assert "\ufffd" not in g.prompt and text.startswith(g.prompt + p["original"])
         assert all(p["predicted"] == p["original"] for p in partial) == (greedy == toks)
+
+
+def test_card_of_a_run_whose_train_split_has_no_usable_paraphrase(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """The card wrote the train-vs-test heading over an empty table, and told a run whose
+    paraphraser's replies all failed to give --paraphraser (QA)."""
+    bench = write_jsonl(tmp_path / "toy-test.jsonl", ROWS[:2])
+    plain = [{"question": r["question"], "answer": r["answer"]} for r in ROWS[:2]]
+    train = write_jsonl(tmp_path / "toy-train.jsonl", plain)
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
+    r = run_cli(
+        "benbench", *model, "--benchmark", str(bench), "--train", str(train), "--no-lenient",
+        "--paraphraser", f"hf:{tiny_model_path}", "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["train"]["paraphrase_failures"]  # a random model's replies
+    assert all(v["value"] is None for v in summary["statistics"]["delta_train_test"].values())
+    r = run_cli("card", "--run", "run", "--out", "card.md", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    card = (tmp_path / "card.md").read_text()
+    assert "Training split vs test split" not in card
+    flat = " ".join(card.split())
+    assert f"{train} / {bench}: train vs test not compared" in flat
+    assert f"{train} (train): no item has a usable paraphrase, so no signal (2 paraphrases" in flat
+    assert "failed the checks (summary.json's paraphrase_failures); give the paraphrases with " \
+        "--train-reference)" in flat  # fmt: skip

@@ -184,9 +184,16 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
             paired = int(st.get("n_paired", st["delta"]["ppl"]["n"]))
             if not paired:
                 give = "--reference" if split == "test" else "--train-reference"
+                failed = sum((s["counts"][split].get("paraphrase_failures") or {}).values())
+                how = (  # (it said "or --paraphraser" to a run whose paraphraser failed)
+                    f"{plural(failed, 'paraphrase')} failed the checks "
+                    f"(summary.json's paraphrase_failures); give the paraphrases with {give}"
+                    if s.get("paraphraser") and failed
+                    else f"give the paraphrases with {give}, or --paraphraser"
+                )
                 notes.append(  # (it said -r, the test split's option, for the train split too)
                     f"{b['source']} ({split}): no item has a usable paraphrase, so no signal "
-                    f"(give the paraphrases with {give}, or --paraphraser)"
+                    f"({how})"
                 )
             rows.append(
                 {
@@ -232,7 +239,12 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                 }
             )
         dtt = s["statistics"].get("delta_train_test")
-        if dtt:
+        if dtt and all(v["value"] is None for v in dtt.values()):
+            notes.append(  # (the card wrote the section's heading over an empty table)
+                f"{s['benchmark']['train']['source']} / {s['benchmark']['test']['source']}: "
+                "train vs test not compared (a split has no item with a usable paraphrase)"
+            )
+        elif dtt:
             rows.append(
                 {
                     "benchmark": s["benchmark"]["test"]["source"],
