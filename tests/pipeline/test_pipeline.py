@@ -412,3 +412,39 @@ def test_overlapped_batches_write_the_records_of_batches_one_at_a_time(
         tiny_backend.overlap_calls = old
     ids = [json.loads(x)["id"] for x in (out / "items.jsonl").read_text().splitlines()]
     assert ids == [it.id for it in loaded.items[:4]]
+
+
+def test_an_infinite_log_prob_excludes_its_item_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A -inf log-prob (a token of probability 0: a served model, a float16 overflow) reached
+    the detectors, which refused it, and stopped the run at that item (statistics audit)."""
+    import math
+
+    from contamscope.backends.base import Backend, Capabilities, ScoreResult
+
+    class Zeroes(Backend):
+        spec = "zeroes"
+        capabilities = Capabilities(prompt_logprobs=True)
+
+        def fingerprint(self) -> str:
+            return "zeroes-v1"
+
+        def score(self, requests, progress=None):  # type: ignore[no-untyped-def]
+            return [  # the first item's orders that start with "3" hold a token of probability 0
+                ScoreResult(-math.inf if "A:3\n" in r.continuation else -float(len(r.continuation)), 3)
+                for r in requests
+            ]  # fmt: skip
+
+    bench = tmp_path / "inf_test.csv"
+    bench.write_text(ROWS + "Which is red?,Sky,Grass,Blood,Snow,C\n", encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    out = run_permutation(
+        loaded, loaded.items, CachedScorer(Zeroes(), None), RunDir(tmp_path / "r"),
+        PermutationConfig(),
+    )  # fmt: skip
+    first, _, last = out.records()
+    assert first["excluded"] == (
+        "a non-finite log-prob (-inf; a token of probability 0, a numerical overflow? try "
+        "--dtype float32)"
+    )
+    assert first["logprobs"] is None and last["excluded"] is None and len(last["logprobs"]) == 24
+    assert out.summary["counts"]["items_analysed"] == 1

@@ -194,6 +194,14 @@ def _record(
         rec["excluded"] = "longer than the model's context window"
         rec["logprobs"] = None
         return rec
+    bad = next((r.logprob for r in results if math.isinf(r.logprob)), None)
+    if bad is not None:  # (the detectors refused it: the run stopped at this item)
+        rec["excluded"] = (
+            f"a non-finite log-prob ({bad}; a token of probability 0, a numerical overflow? "
+            "try --dtype float32)"
+        )
+        rec["logprobs"] = None
+        return rec
     scored = score_item(
         rec["logprobs"],
         n_options=item.n_options,
