@@ -460,7 +460,9 @@ def _auc_swap_test(
 ) -> dict[str, Any]:
     """Under H0 the models are exchangeable on each item: swapping A's and B's values of any
     set of items is as likely. The AUC difference over every swap (at most
-    :data:`SWAP_EXACT` items), else over :data:`SIGN_FLIP_DRAWS` seeded swaps."""
+    :data:`SWAP_EXACT` items), else over :data:`SIGN_FLIP_DRAWS` seeded swaps. A swap moves a
+    value between the models' scales: with B's on another scale the test keeps its level and
+    loses power (docs/statistics.md, measured)."""
     nb, n = xa.size, xa.size + ya.size
     if n <= SWAP_EXACT:
         masks = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
