@@ -274,14 +274,15 @@ class Comparison:
     p_value: float
     """Two-sided p-value of the split-label permutation test, H0: the two splits' items are
     exchangeable (equally exposed, drawn alike), so PCR_reference - PCR_other is as likely as
-    that of any relabelling of the pooled items; exact at any number of items."""
+    that of any relabelling of the pooled items; Monte Carlo over seeded relabellings, (1 + hits) / (1 + n), so valid (not exact) at any number of items."""
     p_adjusted: float | None
     """Holm-adjusted p-value when the reference is compared with two or more splits (the
     family of the run's comparisons; the verdict then uses it); None with one comparison."""
     n_boot: int
     """Bootstrap resamples the CI and p-value rest on (items resampled with replacement within
-    each split); fewer than asked when some resamples have an undefined PCR (``alpha`` 0 and a
-    resample with zero consistency), which ``reasoning`` then says."""
+    each split); fewer than asked when some resamples have an undefined PCR difference
+    (``alpha`` 0 and a resample with M = C = 0 in a split, or with ``linear`` scale C = 0:
+    :func:`pcr`), which ``reasoning`` then says."""
     decline_diff: float | None
     """Baseline: Delta_reference - Delta_other."""
     relative_decline_diff: float | None
