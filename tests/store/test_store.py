@@ -628,8 +628,15 @@ def test_cache_export_and_import_carry_scores_and_names_to_another_cache(tmp_pat
     res = run_cli("cache", "import", "share", "--cache-dir", "b", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (
-        "imported 2 scores and 1 stored statistic of 2 model set-ups (3 already there, kept)"
-        in (" ".join(res.stdout.split()))
+        "imported 2 scores and 1 stored statistic of 2 model set-ups (3 scores already there, "
+        "kept)" in (" ".join(res.stdout.split()))
+    )
+    # the statistics already there are named apart (they were counted as scores; QA)
+    res = run_cli("cache", "import", "share", "--cache-dir", "b", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (
+        "imported 0 scores of 2 model set-ups (5 scores and 1 stored statistic already there, "
+        "kept)" in (" ".join(res.stdout.split()))
     )
     b = ScoreCache(tmp_path / "b" / "scores.sqlite")
     assert {(m.spec, m.entries) for m in b.models()} == {("counting", 3), ("hf:./other", 3)}

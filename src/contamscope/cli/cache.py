@@ -375,8 +375,11 @@ def _copied(c: Copied) -> str:
     if c.blobs:
         text += f" and {plural(c.blobs, 'stored statistic')}"
     text += f" of {plural(c.setups, 'model set-up')}"
-    if c.present:
-        text += f" ({c.present:,} already there, kept)"
+    if c.present:  # (the statistics were counted as scores: "740 already there")
+        there = plural(c.present - c.present_blobs, "score")
+        if c.present_blobs:
+            there += f" and {plural(c.present_blobs, 'stored statistic')}"
+        text += f" ({there} already there, kept)"
     return text
 
 

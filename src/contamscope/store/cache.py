@@ -121,6 +121,8 @@ class Copied:
     """Entries of the source that this cache held already (kept as they were)."""
     setups: int
     """Model set-ups the copied entries belong to."""
+    present_blobs: int = 0
+    """Of ``present``, the per-token statistics and generations."""
 
 
 _M = TypeVar("_M", bound=Callable[..., Any])
@@ -515,7 +517,7 @@ class ScoreCache:
             if not params:
                 return Copied(0, 0, 0, 0)
         added = {"scores": 0, "blobs": 0}
-        total = 0
+        read_rows = {"scores": 0, "blobs": 0}
         setups: set[str] = set()
 
         def read(sql: str, args: tuple[str, ...] = params) -> Iterator[list[Any]]:
@@ -538,7 +540,7 @@ class ScoreCache:
                     before = self._db.total_changes
                     self._db.executemany(insert, chunk)
                     added[table] += self._db.total_changes - before
-                    total += len(chunk)
+                    read_rows[table] += len(chunk)
                     setups.update(row[1] for row in chunk)
             names: list[Any] = []  # none in a read-only cache written before the table existed
             if source._has_table("models"):
@@ -550,8 +552,9 @@ class ScoreCache:
                 for chunk in read(f"SELECT fingerprint, spec FROM model_specs{where}"):
                     self._db.executemany("INSERT OR IGNORE INTO model_specs VALUES (?,?)", chunk)
             setups.update(row[0] for row in names)
-        added_entries = added["scores"] + added["blobs"]
-        return Copied(added["scores"], added["blobs"], total - added_entries, len(setups))
+        present_blobs = read_rows["blobs"] - added["blobs"]
+        present = read_rows["scores"] - added["scores"] + present_blobs
+        return Copied(added["scores"], added["blobs"], present, len(setups), present_blobs)
 
     @_db_errors
     def single_file(self) -> None:
