@@ -43,10 +43,16 @@ def fmt_pct(x: float | None, signed: bool = False) -> str:
     return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
 
 
-def fmt_p(p: float | None) -> str:
+def fmt_p_text(p: float | None) -> str:
+    """A p-value as the pages write it, as plain text (a plot's title)."""
     if p is None:
         return "–"
     return "<1e-300" if p == 0 else (f"{p:.2e}" if p < 1e-3 else f"{p:.3f}")
+
+
+def fmt_p(p: float | None) -> str:
+    """:func:`fmt_p_text` for HTML (its '<' wrote a bare tag opener into the page)."""
+    return esc(fmt_p_text(p))
 
 
 def fmt_ci(pair: Sequence[float] | None, pct: bool = True, signed: bool = False) -> str:

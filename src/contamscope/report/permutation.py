@@ -16,7 +16,19 @@ from typing import Any
 
 from ..detectors.verdict import conventions_text, few_items_text, verdict_p_value
 from ..wording import all_of, plural, pp_text
-from .html import Column, Section, Table, clip, esc, fmt_ci, fmt_p, fmt_pct, in_lang, provenance
+from .html import (
+    Column,
+    Section,
+    Table,
+    clip,
+    esc,
+    fmt_ci,
+    fmt_p,
+    fmt_p_text,
+    fmt_pct,
+    in_lang,
+    provenance,
+)
 from .methods import Estimate, ReportOptions
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
@@ -565,7 +577,8 @@ def _cases_section(cases: list[_Case], n_items: int) -> Section:
                 ax.set_xlabel(f"order index (1 = original; {n} orders)")
             ax.set_ylabel("log p(options | question) (nats)")
             ax.set_title(
-                f"{c.id}: rank {c.rank}/{n}, p = {fmt_p(c.p_value)}, gap {c.gap:+.2f}", fontsize=10
+                f"{c.id}: rank {c.rank}/{n}, p = {fmt_p_text(c.p_value)}, gap {c.gap:+.2f}",
+                fontsize=10,
             )
             legend_outside(ax)
             cap = f"<b>{esc(c.id)}</b>{' (' + esc(c.subject) + ')' if c.subject else ''}: "
