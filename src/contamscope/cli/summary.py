@@ -210,14 +210,36 @@ def _rank_floor(summary: dict[str, Any]) -> tuple[float, int] | None:
     return 1 / orders, orders
 
 
+def _deciding_test(row: dict[str, Any]) -> str:
+    """The test of a subject's row with the smallest p-value, its reading and that p, then
+    '; ' (a subject flagged by its mean gap was named with its Algorithm-1 rate; QA)."""
+    ps = {k: v for k, v in (row.get("p_values") or {}).items() if v is not None}
+    best = min(ps, key=lambda k: ps[k]) if ps else "alg1"
+    reading = {
+        "alg1": lambda: (
+            f"Algorithm 1 {pct_text(row['alg1_rate'])} vs {pct_text(row['alg1_chance'])} by chance"
+        ),
+        "rank": lambda: f"rank test {pct_text(row['rank_rate'])} of items",
+        "gap": lambda: f"mean gap {row['gap_mean']:+.2f} nats",
+    }[best]()
+    return f"{reading}, p = {p_text(ps[best])}; " if ps else f"{reading}, "
+
+
 def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
     """One line on which subjects stand out (summary.json's ``by_subject``), or None for a run
     of one subject.
 
-    >>> row = {"subject": "anatomy", "alg1_rate": 0.5, "alg1_chance": 1 / 24, "q_value": 0.002,
-    ...        "flagged": True}
+    A subject is named with the test that gave its smallest p-value (the one its Bonferroni
+    p-value rests on):
+
+    >>> row = {"subject": "anatomy", "alg1_rate": 0.5, "alg1_chance": 1 / 24, "rank_rate": 0.5,
+    ...        "gap_mean": 0.41, "p_values": {"alg1": 0.002, "rank": 0.004, "gap": 0.01},
+    ...        "q_value": 0.002, "flagged": True}
     >>> subject_line({"n_tested": 3, "n_flagged": 1, "subjects": [row]})
-    'by subject (Benjamini-Hochberg, 5% false discoveries): 1 of 3 subjects flagged: anatomy (Algorithm 1 50.0% vs 4.2% by chance, q = 0.002)'
+    'by subject (Benjamini-Hochberg, 5% false discoveries): 1 of 3 subjects flagged: anatomy (Algorithm 1 50.0% vs 4.2% by chance, p = 0.002; q = 0.002)'
+    >>> row["p_values"]["gap"] = 0.001
+    >>> subject_line({"n_tested": 3, "n_flagged": 1, "subjects": [row]}).split(": ", 2)[2]
+    'anatomy (mean gap +0.41 nats, p = 0.001; q = 0.002)'
     """
     if not block:
         return None
@@ -227,11 +249,8 @@ def subject_line(block: dict[str, Any] | None, shown: int = 5) -> str | None:
     if not block["n_flagged"]:
         return f"{head}none of {plural(block['n_tested'], 'subject')} tested stands out{few}"
     flagged = [r for r in block["subjects"] if r["flagged"]]
-    named = ", ".join(
-        f"{r['subject']} (Algorithm 1 {pct_text(r['alg1_rate'])} vs {pct_text(r['alg1_chance'])} "
-        f"by chance, q = {p_text(r['q_value'])})"
-        for r in flagged[:shown]
-    )
+    named = ", ".join(f"{r['subject']} ({_deciding_test(r)}q = {p_text(r['q_value'])})"
+                      for r in flagged[:shown])  # fmt: skip
     more = (
         f" and {len(flagged) - shown} more (summary.json by_subject)"
         if len(flagged) > shown
