@@ -56,7 +56,7 @@ def test_server_dies_mid_run_resume_and_equal_to_local(
     serve(port=port)  # the same server, restarted
     second = run_cli(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert "resuming: 2 of 4 items already scored" in second.stderr
+    assert "resuming: 2 of 4 items already done" in second.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["timings"]["items_resumed"] == 2
 

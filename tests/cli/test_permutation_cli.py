@@ -366,6 +366,6 @@ def test_a_custom_template_is_used_recorded_and_held_on_resume(
     inline = layout.read_text(encoding="utf-8")
     again = run_cli(*base, "--out", str(out), "--limit", "2", "--template", inline, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "resuming: 2 of 2 items already scored" in again.stdout + again.stderr
+    assert "resuming: 2 of 2 items already done" in again.stdout + again.stderr
     other = run_cli(*base, "--out", str(out), "--limit", "2", "--template", "mmlu", cwd=tmp_path)
     assert other.returncode == 2 and "config.template.option" in other.stderr

@@ -371,6 +371,7 @@ class _Finished:
         run_dir: RunDir,
         done: dict[str, dict[str, Any]],
         on_items: Callable[[int], None] | None,
+        on_excluded: Callable[[int], None] | None = None,
     ) -> int:
         records = list(self.excluded)
         scored = [
@@ -385,6 +386,8 @@ class _Finished:
         run_dir.append(records)
         for r in records:
             done[r["id"]] = r
+        if on_excluded is not None:
+            on_excluded(sum(1 for r in records if r.get("excluded")))
         if on_items is not None:
             on_items(len(self.batch))
         return len(self.batch)
@@ -403,13 +406,15 @@ def run_permutation(
     reference_run: Path | str | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_items: Callable[[int], None] | None = None,
+    on_excluded: Callable[[int], None] | None = None,
 ) -> PermutationOutcome:
     """Score ``items`` under all (or sampled) option orders and write records and a summary.
 
     ``reference_run``: a finished run of the same model on items known to be clean, which
     gives Algorithm 2 a measured false-positive rate (:func:`read_reference`; checked before
     anything is scored). ``on_start(total, already_done)`` and ``on_items(n_finished)`` drive
-    a progress display.
+    a progress display; ``on_excluded(n)``, called before ``on_items``, says how many of those
+    items were excluded (the summary's ``items_per_second`` leaves them out).
     """
     backend: Backend = scorer.backend
     counted = scorer.mark()
@@ -497,14 +502,14 @@ def run_permutation(
                 parts = _submit(pool, jobs, workers)
             except BaseException:
                 if pending is not None:  # keep the previous batch's records
-                    pending.write(run_dir, done, on_items)
+                    pending.write(run_dir, done, on_items, on_excluded)
                 raise
             finished = _Finished(batch, planned.excluded, reasons, parts)
             if pending is not None:
-                scored_now += pending.write(run_dir, done, on_items)
+                scored_now += pending.write(run_dir, done, on_items, on_excluded)
             pending = finished
         if pending is not None:
-            scored_now += pending.write(run_dir, done, on_items)
+            scored_now += pending.write(run_dir, done, on_items, on_excluded)
         elapsed = time.perf_counter() - t0
         convention_table = _conventions_result(conventions, loaded.items)
     computed, reused = scorer.since(counted)
