@@ -235,6 +235,49 @@ def test_generic_json_with_choices_list(tmp_path: Path) -> None:
     ]
 
 
+def test_hugging_face_text_and_label_options_and_answer_key(tmp_path: Path) -> None:
+    """ARC, OpenBookQA and CommonsenseQA as Hugging Face exports them: ``choices`` holds
+    ``text`` and ``label`` lists and the answer is ``answerKey``, a label (ARC's are A..E or
+    1..4). Every row was skipped ("unexpected option label 'text'"), and ``--fields
+    options=choices`` was refused ("needs 2 to 10 fields"; QA)."""
+
+    def arc(i: int, labels: list[str], key: str, **extra: Any) -> dict[str, Any]:
+        texts = [f"t{i}{k}" for k in range(len(labels))]
+        return {"id": f"arc{i}", "question": f"Q{i}?",
+                "choices": {"text": texts, "label": labels}, "answerKey": key, **extra}  # fmt: skip
+
+    rows = [
+        arc(0, ["A", "B", "C", "D"], "C"),
+        arc(1, ["1", "2", "3", "4"], "1"),  # a label, not a 0-based index
+        arc(2, ["A", "B", "C", "D", "E"], "E"),
+        {"id": "arc3", "question": "Q3?", "choices": {"text": ["a", "b"], "label": ["A"]}},
+    ]
+    path = write(tmp_path, "arc.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path))
+    assert [(i.id, i.options, i.answer) for i in result.items] == [
+        ("arc0", ("t00", "t01", "t02", "t03"), 2),
+        ("arc1", ("t10", "t11", "t12", "t13"), 0),
+        ("arc2", ("t20", "t21", "t22", "t23", "t24"), 4),
+    ]
+    assert [str(p) for p in result.problems] == [
+        f"{path}:4: field 'choices': 2 option texts but 1 labels"
+    ]
+    assert result.items[0].meta == {}  # answerKey was read, not kept as metadata
+    # named: one field that holds the options, and the answer field
+    named = load_benchmark(
+        str(path), field_map=FieldMap.parse("options=choices,answer=answerKey"), strict=False
+    )
+    assert [i.answer for i in named.items] == [2, 0, 4]
+    hf = write(tmp_path, "hf.jsonl", line({"question": "Q", "opts": ["x", "y", "z"], "answer": 2}))
+    item = load_benchmark(str(hf), field_map=FieldMap.parse("options=opts")).items[0]
+    assert (item.options, item.answer) == (("x", "y", "z"), 2)
+    # answers turned off on the command line stay off: answerKey is not read instead
+    none = load_benchmark(str(path), field_map=FieldMap.parse("answer="), strict=False)
+    assert [i.answer for i in none.items] == [None, None, None]
+    with pytest.raises(ConfigError, match="--fields answer=gold: no record"):
+        load_benchmark(str(path), field_map=FieldMap.parse("answer=gold"), strict=False)
+
+
 def test_whitespace_kept_trailing_newlines_stripped(tmp_path: Path) -> None:
     path = write(tmp_path, "ws.csv", 'question,A,B\n"  Q  \r\n",x ,"\ty\n"\n')
     item = load_benchmark(str(path)).items[0]
@@ -263,7 +306,7 @@ def test_field_map_parse() -> None:
     [
         ("question=q,colour=red", "'colour'"),
         ("question", "key=value"),
-        ("options=a", "2 to 10"),
+        ("options=" + "|".join("abcdefghijk"), "at most 10 fields, got 11"),
         ("question=", "question"),
         ("id=a,id=b", "twice"),
     ],

@@ -112,7 +112,7 @@ def command(
     fields: str | None = typer.Option(
         None,
         "--fields",
-        help="Field mapping for generic jsonl/csv/json (both files), e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
+        help="Field mapping for generic jsonl/csv/json (both files), e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe); options=FIELD for one field that holds them all (a list or an object).",
     ),
     split: str | None = typer.Option(
         None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."

@@ -87,7 +87,7 @@ FORMAT_OPT = typer.Option(
 FIELDS_OPT = typer.Option(
     None,
     "--fields",
-    help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe).",
+    help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe); options=FIELD for one field that holds them all (a list or an object).",
 )
 SPLIT_OPT = typer.Option(None, "--split", help="Sub-folder of a benchmark folder (test, dev, val).")
 SUBJECTS_OPT = typer.Option(None, "--subjects", help="Comma-separated subjects to keep.")

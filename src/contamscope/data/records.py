@@ -21,6 +21,9 @@ __all__ = ["FieldMap", "RowError", "Sink", "clean_text", "parse_answer", "finish
 LABELS = "ABCDEFGHIJ"
 MAX_OPTIONS = len(LABELS)
 AUTO_OPTION_FIELDS = ("options", "choices", "option")
+ANSWER_ALIAS = "answerKey"
+"""The answer field read when ``answer`` is neither named nor present (Hugging Face's ARC,
+OpenBookQA, CommonsenseQA)."""
 
 
 class RowError(ValueError):
@@ -38,12 +41,14 @@ class FieldMap:
     question: str = "question"
     """Field with the question text."""
     options: tuple[str, ...] | None = None
-    """Option fields in order, e.g. ``("A", "B", "C", "D")``. ``None`` = auto: fields ``A``..``J``
-    (trailing empty ones dropped), else a list or a letter-keyed object in ``options``,
-    ``choices`` or ``option``."""
+    """Option fields in order, e.g. ``("A", "B", "C", "D")``, or one field that holds them all
+    (as the automatic fields do). ``None`` = auto: fields ``A``..``J`` (trailing empty ones
+    dropped), else in ``options``, ``choices`` or ``option``: a list, a letter-keyed object, or
+    an object of ``text`` and ``label`` lists (Hugging Face's ARC, OpenBookQA, CommonsenseQA)."""
     answer: str | None = "answer"
-    """Field with the answer: a letter (A..J, any case), a 0-based index, or the option's text.
-    ``None`` (or a record without the field, or an empty value) = no answer."""
+    """Field with the answer: a letter (A..J, any case), a 0-based index, the option's text, or
+    the option's own label where the options carry labels. ``None`` (or a record without the
+    field, or an empty value) = no answer. Not named: ``answer``, else ``answerKey``."""
     id: str | None = "id"
     """Field with a unique item id; ``None`` or a record without it = file stem + ``-`` + row."""
     subject: str | None = "subject"
@@ -107,9 +112,11 @@ def _parse_option_fields(value: str) -> tuple[str, ...] | None:
     names = tuple(v.strip() for v in value.split("|"))
     if any(not n for n in names):
         raise ConfigError(f"field map: empty option field name in {value!r}")
-    if not 2 <= len(names) <= MAX_OPTIONS:
-        raise ConfigError(f"field map: options needs 2 to {MAX_OPTIONS} fields, got {len(names)}")
-    return names
+    if len(names) > MAX_OPTIONS:
+        raise ConfigError(
+            f"field map: options takes at most {MAX_OPTIONS} fields, got {len(names)}"
+        )
+    return names  # one field: it holds the options (a list, or an object of them)
 
 
 def clean_text(value: str) -> str:
@@ -213,22 +220,36 @@ def _short(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _auto_option_values(rec: Mapping[str, Any]) -> tuple[list[Any], set[str]]:
-    """Option values (``None`` for gaps) and the fields they came from, for FieldMap.options=None."""
+def _auto_option_values(
+    rec: Mapping[str, Any],
+) -> tuple[list[Any], set[str], list[str] | None]:
+    """Option values (``None`` for gaps), the fields they came from and the options' own
+    labels where they carry some, for FieldMap.options=None."""
     if "A" in rec:
         present = [lab for lab in LABELS if lab in rec]
         last = LABELS.index(present[-1])
-        return [rec.get(lab) for lab in LABELS[: last + 1]], set(present)
+        return [rec.get(lab) for lab in LABELS[: last + 1]], set(present), None
     for name in AUTO_OPTION_FIELDS:
-        if name not in rec:
-            continue
-        value = rec[name]
-        if isinstance(value, list):
-            return list(value), {name}
-        if isinstance(value, dict):
-            return letter_keyed(value), {name}
-        raise RowError(f"field {name!r} must be a list or an object of options")
+        if name in rec:
+            return _options_field(name, rec[name])
     raise RowError("no options (looked for fields A..J, options, choices, option)")
+
+
+def _options_field(name: str, value: Any) -> tuple[list[Any], set[str], list[str] | None]:
+    """The options held by one field: a list, a letter-keyed object, or ``{"text": [...],
+    "label": [...]}`` (Hugging Face's ARC and the like: the labels may be A..E or 1..4)."""
+    if isinstance(value, list):
+        return list(value), {name}, None
+    if isinstance(value, dict) and "text" in value and "label" in value:
+        texts, labels = value["text"], value["label"]
+        if not (isinstance(texts, list) and isinstance(labels, list)):
+            raise RowError(f"field {name!r}: its text and label must be lists")
+        if len(texts) != len(labels):
+            raise RowError(f"field {name!r}: {len(texts)} option texts but {len(labels)} labels")
+        return list(texts), {name}, [str(lab).strip() for lab in labels]
+    if isinstance(value, dict):
+        return letter_keyed(value), {name}, None
+    raise RowError(f"field {name!r} must be a list or an object of options")
 
 
 def letter_keyed(options: Mapping[str, Any]) -> list[Any]:
@@ -271,7 +292,15 @@ def record_to_item(
         raise RowError(f"missing field {fm.question!r}")
     question = question_text(rec[fm.question])
     used = {fm.question}
-    if fm.options is not None:
+    labels = None
+    if fm.options is not None and len(fm.options) == 1:  # one field holding the options
+        name = fm.options[0]
+        if name not in rec:
+            raise RowError(f"missing option field {name!r}")
+        values, _, labels = _options_field(name, rec[name])
+        options = finish_options(values, drop_trailing_empty=True)
+        used.add(name)
+    elif fm.options is not None:
         missing = [f for f in fm.options if f not in rec]
         if missing:
             raise RowError(f"missing option field {missing[0]!r}")
@@ -280,13 +309,20 @@ def record_to_item(
         options = finish_options([rec[f] for f in fm.options], drop_trailing_empty=True)
         used.update(fm.options)
     else:
-        values, from_fields = _auto_option_values(rec)
+        values, from_fields, labels = _auto_option_values(rec)
         options = finish_options(values, drop_trailing_empty=True)
         used.update(from_fields)
     answer = None
-    if fm.answer is not None:
-        answer = parse_answer(rec.get(fm.answer), options, ints=True, text=True)
-        used.add(fm.answer)
+    answer_field = fm.answer
+    if answer_field == "answer" and "answer" not in fm.given and "answer" not in rec:
+        answer_field = ANSWER_ALIAS if ANSWER_ALIAS in rec else answer_field
+    if answer_field is not None:
+        raw = rec.get(answer_field)
+        if labels is not None and isinstance(raw, str) and raw.strip() in labels[: len(options)]:
+            answer = labels.index(raw.strip())  # its own label: ARC's '1'..'4' are labels
+        else:
+            answer = parse_answer(raw, options, ints=True, text=True)
+        used.add(answer_field)
     item_id = default_id
     if fm.id is not None:
         used.add(fm.id)
