@@ -995,3 +995,35 @@ def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(
     err = capsys.readouterr().err
     assert f"note: {items}: 1 damaged or unreadable record left out (line 2)" in err
     assert again.resumed == 3 and again.records() == want  # in the items' order
+
+
+@pytest.mark.parametrize("damage", ["drop", "text", "short"])
+def test_a_record_without_usable_log_probs_is_scored_again(
+    tmp_path: Path, capsys: Any, damage: str
+) -> None:
+    """A record whose log-probs were gone crashed the resume with a traceback (KeyError in
+    the re-thresholding); one with the wrong count or kind was kept as finished (QA)."""
+    from contamscope.data import load_benchmark
+    from contamscope.pipeline import PermutationConfig, run_permutation
+
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text(
+        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(3)), encoding="utf-8"
+    )
+    loaded = load_benchmark(str(bench))
+    scorer = CachedScorer(CountingBackend(), None)
+    run = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    want = run.records()
+    items = tmp_path / "run" / "items.jsonl"
+    records = [json.loads(x) for x in items.read_text().splitlines()]
+    if damage == "drop":
+        del records[1]["logprobs"]
+    else:
+        records[1]["logprobs"] = "abc" if damage == "text" else records[1]["logprobs"][:-1]
+    items.write_text("".join(json.dumps(r) + "\n" for r in records))
+    capsys.readouterr()
+    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    assert f"note: {items}: 1 damaged or unreadable record left out (line 2)" in (
+        capsys.readouterr().err
+    )
+    assert again.resumed == 2 and again.records() == want

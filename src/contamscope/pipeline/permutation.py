@@ -730,4 +730,12 @@ def _readable(record: dict[str, Any]) -> bool:
         item_score_from_dict(record)
     except (KeyError, TypeError, ValueError):
         return False
-    return True
+    # the log-probs too, one number an order: the analysis reads them (a record without them
+    # crashed the resume with a traceback; QA)
+    lp, orders = record.get("logprobs"), record.get("orders")
+    return (
+        isinstance(lp, list)
+        and isinstance(orders, list)
+        and len(lp) == len(orders)
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lp)
+    )
