@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from contamscope.detectors.verdict import p_text
-from contamscope.errors import ConfigError, StoreError
+from contamscope.errors import ConfigError, DataError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
 from contamscope.report.html import fmt_p
 from contamscope.report.leaderboard import LeftOut, to_html, to_markdown
@@ -833,3 +833,20 @@ def test_benchmarks_of_different_folders_are_named_from_their_common_folder(
         "anatomy_test.csv",
         "virology_test.csv",
     ]
+
+
+def test_a_damaged_record_is_named_by_its_line_in_items_jsonl(make_run) -> None:
+    """The report blamed summary.json ('not a complete summary.json') for a damaged record of
+    items.jsonl, and named no line (QA)."""
+    run = make_run(n_items=10)
+    items = run / "items.jsonl"
+    records = [json.loads(x) for x in items.read_text().splitlines()]
+    scored = next(i for i, r in enumerate(records) if not r.get("excluded"))
+    records[scored]["p_value"] = "abc"
+    items.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(DataError) as err:
+        build_report(run)
+    assert str(err.value).startswith(f"{items}:{scored + 1}: a damaged record (ValueError: ")
+    assert "summary.json" not in str(err.value)
+    assert str(err.value).endswith("re-run the command that wrote the folder: it scores a "
+                                   "damaged record again")  # fmt: skip

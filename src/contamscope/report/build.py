@@ -41,9 +41,9 @@ def build_report(
     try:
         sections = mod.sections(run, options)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise DataError(
-            f"{run.path / 'summary.json'}: not a complete summary.json, or not of this version "
-            f"({type(exc).__name__}: {str(exc)[:120]})"
+        raise DataError(  # (it named summary.json alone, for a damaged record too; QA)
+            f"{run.path}: its summary.json or a record of its items.jsonl is not complete, or "
+            f"not of this version ({type(exc).__name__}: {str(exc)[:120]})"
         ) from None
     validate = run.method == "validate"  # a folder of runs by epoch, without items of its own
     title = f"{'Validation run' if validate else mod.TITLE}: {run.model} on {run.benchmark}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..detectors.verdict import conventions_text, few_items_text, verdict_p_value
+from ..errors import DataError
 from ..wording import all_of, plural, pp_text
 from .html import (
     Column,
@@ -172,55 +173,64 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     k = max(0, options.top_cases)
     set_aside = (summary.get("natural_order") or {}).get("by_id") or {}
     line = str(((summary.get("config") or {}).get("template") or {}).get("option") or "")
-    for i, rec in enumerate(run.iter_records()):
-        label = rec.get("leak_label")
-        if options.labels is not None:
-            label = options.labels.get(rec["id"], False)
-        any_label = any_label or label is not None
-        q = _question(rec)
-        if rec.get("excluded") or rec.get("rank") is None:
-            rows.append([rec["id"], rec.get("subject"), *[None] * 6, rec.get("excluded"), q, label])
-            continue
-        n_orders = int(rec["n_orders"])
-        p, gap = float(rec["p_value"]), float(rec["gap"])
-        ranks.setdefault(n_orders, Counter())[int(rec["rank"])] += 1
-        gaps.append(gap)
-        if label is not None:
-            label_pairs.append((bool(label), 1.0 - p, gap))
-        rows.append(
-            [
-                rec["id"],
-                rec.get("subject"),
-                [int(rec["rank"]), f"{rec['rank']}/{n_orders}"],  # sorted as a number
-                p,
-                gap,
-                rec["alg1"],
-                _alg2_flag(rec, d0),
-                rec.get("alg2_score"),
-                f"set aside by the verdict: {set_aside[rec['id']]}"
-                if rec["id"] in set_aside
-                else None,
-                q,
-                label,
-            ]
-        )
-        key = (-p, gap, -i)
-        if k and (len(heap) < k or key > heap[0][:3]):
-            case = _Case(
-                rec["id"],
-                rec.get("subject"),
-                q,
-                [float(x) for x in rec["logprobs"]],
-                rec["orders"],
-                int(rec["rank"]),
-                p,
-                gap,
-                clip(option_lines((rec.get("continuations") or [""])[0], rec, line), 600),
+    for i, (at, rec) in enumerate(run.iter_numbered_records()):
+        try:
+            label = rec.get("leak_label")
+            if options.labels is not None:
+                label = options.labels.get(rec["id"], False)
+            any_label = any_label or label is not None
+            q = _question(rec)
+            if rec.get("excluded") or rec.get("rank") is None:
+                rows.append(
+                    [rec["id"], rec.get("subject"), *[None] * 6, rec.get("excluded"), q, label]
+                )
+                continue
+            n_orders = int(rec["n_orders"])
+            p, gap = float(rec["p_value"]), float(rec["gap"])
+            ranks.setdefault(n_orders, Counter())[int(rec["rank"])] += 1
+            gaps.append(gap)
+            if label is not None:
+                label_pairs.append((bool(label), 1.0 - p, gap))
+            rows.append(
+                [
+                    rec["id"],
+                    rec.get("subject"),
+                    [int(rec["rank"]), f"{rec['rank']}/{n_orders}"],  # sorted as a number
+                    p,
+                    gap,
+                    rec["alg1"],
+                    _alg2_flag(rec, d0),
+                    rec.get("alg2_score"),
+                    f"set aside by the verdict: {set_aside[rec['id']]}"
+                    if rec["id"] in set_aside
+                    else None,
+                    q,
+                    label,
+                ]
             )
-            if len(heap) < k:
-                heapq.heappush(heap, (*key, case))
-            else:
-                heapq.heapreplace(heap, (*key, case))
+            key = (-p, gap, -i)
+            if k and (len(heap) < k or key > heap[0][:3]):
+                case = _Case(
+                    rec["id"],
+                    rec.get("subject"),
+                    q,
+                    [float(x) for x in rec["logprobs"]],
+                    rec["orders"],
+                    int(rec["rank"]),
+                    p,
+                    gap,
+                    clip(option_lines((rec.get("continuations") or [""])[0], rec, line), 600),
+                )
+                if len(heap) < k:
+                    heapq.heappush(heap, (*key, case))
+                else:
+                    heapq.heapreplace(heap, (*key, case))
+        except (KeyError, TypeError, ValueError) as exc:  # (summary.json was blamed; QA)
+            raise DataError(
+                f"{run.items_path}:{at}: a damaged record ({type(exc).__name__}: "
+                f"{str(exc)[:80]}); re-run the command that wrote the folder: it scores a "
+                "damaged record again"
+            ) from None
     cases = [t[3] for t in sorted(heap, key=lambda t: t[:3], reverse=True)]
     if not any_label:
         rows = [r[:-1] for r in rows]

@@ -86,6 +86,11 @@ class RunData:
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """Per-item records in file order; a malformed line is an error naming file:line."""
+        for _, rec in self.iter_numbered_records():
+            yield rec
+
+    def iter_numbered_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """:meth:`iter_records` with each record's line number."""
         if not self.items_path.exists():
             return
         with open(self.items_path, "rb") as fh:  # decoded line by line: errors name their line
@@ -104,7 +109,7 @@ class RunData:
                     ) from None
                 if not isinstance(rec, dict):
                     raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
-                yield rec
+                yield i, rec
 
 
 def _read_json(path: Path) -> dict[str, Any]:
