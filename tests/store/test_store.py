@@ -374,6 +374,24 @@ def test_cache_repair_keeps_the_readable_scores(tmp_path: Path) -> None:
     assert "nothing to salvage" in res.stderr and "cache clear --yes --cache-dir c" in res.stderr
 
 
+def test_importing_a_damaged_file_names_it_not_this_cache(tmp_path: Path) -> None:
+    """Its pages failing to read, `cache import` named this machine's own (sound, new) cache
+    and told to check its permissions (QA)."""
+    from cli_runner import run_cli
+
+    _damaged_cache(tmp_path / "shared.sqlite", 3000)
+    res = run_cli("cache", "import", "shared.sqlite", "--cache-dir", "mine", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    said = res.stderr.removeprefix("error: ")
+    assert said.startswith("shared.sqlite: cannot read it (database disk image"), said
+    assert said.rstrip().endswith(
+        "; nothing imported (a damaged copy: export it again, or salvage it with `contamscope "
+        "cache repair --cache-dir DIR`, the file as DIR/scores.sqlite)"
+    ), said
+    assert "mine" not in said and "permissions" not in said
+    assert ScoreCache(tmp_path / "mine" / "scores.sqlite").info().entries == 0  # nothing copied
+
+
 def test_cache_repair_says_when_the_rows_lost_cannot_be_counted(tmp_path: Path) -> None:
     """With the last pages gone (the ends of the score table and of its key index) the rows
     there were are unknown: the report says None, not a count of row ids probed."""

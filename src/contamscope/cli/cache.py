@@ -363,6 +363,12 @@ def import_(
     except StoreError as exc:  # its advice (--no-cache) is a run's: import has no such option
         if exc.replaceable:
             raise
+        if str(exc).startswith(f"{src.path}:"):  # the source's pages fail to read (it named
+            raise StoreError(  # this cache, which was sound, and told to check permissions)
+                f"{src_path}: {_reason(exc)}; nothing imported (a damaged copy: export it "
+                "again, or salvage it with `contamscope cache repair --cache-dir DIR`, the "
+                "file as DIR/scores.sqlite)"
+            ) from None
         raise StoreError(
             f"{path}: {_reason(exc)}; nothing imported (check the cache's permissions, or "
             "import into another --cache-dir)"

@@ -527,7 +527,10 @@ class ScoreCache:
                 while chunk := rows.fetchmany(10_000):
                     yield chunk
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{source.path}: cannot read it ({exc}); nothing copied") from None
+                raise StoreError(
+                    f"{source.path}: cannot read it ({exc}); nothing copied",
+                    problem=f"cannot read it ({exc})",
+                ) from None
 
         with self._lock, self._db:  # one transaction: all copied, or (an error) nothing
             for table, columns in (
