@@ -93,6 +93,21 @@ def test_only_finished_permutation_runs_are_reanalysed(tmp_path: Path, run: Path
     (other / "settings.json").write_text(json.dumps({"method": "survey"}))  # none of ours
     res = run_cli("reanalyse", str(other), cwd=tmp_path)
     assert res.returncode == 2 and "holds a survey run; reanalyse reads permutation" in res.stderr
+    # damaged settings: what is wrong and the way out (it said "a None run", and "use
+    # --overwrite", an option reanalyse does not have; QA)
+    way_out = "the command that wrote the folder, re-run with --overwrite, starts it anew"
+    (other / "settings.json").write_text("{}")
+    res = run_cli("reanalyse", str(other), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"error: {other / 'settings.json'}: names no method (damaged, or not contamscope's); "
+        + way_out
+    )
+    (other / "settings.json").write_text('{"method": "permutation", "config": {"templ')
+    res = run_cli("reanalyse", str(other), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"error: {other / 'settings.json'}: damaged (Unterminated string starting at line 1 "
+        f"column 38); {way_out}"
+    )
     (run / "summary.json").unlink()
     res = run_cli("reanalyse", str(run), cwd=tmp_path)
     assert res.returncode == 2 and "the run is unfinished" in res.stderr

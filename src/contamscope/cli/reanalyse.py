@@ -280,6 +280,11 @@ def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]
     if (run_dir / "summary.json").is_file():
         with run_folders_as_written(run_dir):
             refuse_newer(load_run(run_dir), "re-analyse")
+    if not isinstance(stored, dict) or not stored.get("method"):  # (said "a None run")
+        raise StoreError(
+            f"{run_dir / 'settings.json'}: names no method (damaged, or not contamscope's); "
+            "the command that wrote the folder, re-run with --overwrite, starts it anew"
+        )
     method = str(stored.get("method"))
     if method not in _OPTIONS:
         raise ConfigError(

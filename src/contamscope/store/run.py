@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
-from ..wording import first_few, plural
+from ..wording import first_few, json_error, plural
 
 __all__ = [
     "RunDir",
@@ -213,8 +213,12 @@ class RunDir:
                     k: renamed.get(v, v) if isinstance(v, str) else v for k, v in stored.items()
                 }
             return stored
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise StoreError(f"{self.settings_path}: unreadable; use --overwrite") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            why = json_error(exc) if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+            raise StoreError(  # (it said "use --overwrite" to reanalyse, which has none)
+                f"{self.settings_path}: damaged ({why}); the command that wrote the folder, "
+                "re-run with --overwrite, starts it anew"
+            ) from None
         except OSError as exc:
             raise StoreError(
                 f"{self.settings_path}: cannot read it ({exc.strerror or exc})"
