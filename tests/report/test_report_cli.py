@@ -122,8 +122,18 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
     res = run_cli("leaderboard", str(run), str(utf16), "--out", "lb.md", cwd=tmp_path)
     assert res.returncode == 3, res.stderr
     assert f"left out {utf16}: {summary}: not UTF-8 text" in " ".join(res.stderr.split())
-    assert "1 unreadable run folder left out (exit code 3)" in res.stderr
+    assert "1 unreadable or unfinished run folder left out (exit code 3)" in res.stderr
     assert "hf:synthetic-model" in (tmp_path / "lb.md").read_text()
+    # an unfinished run is missed too: exit 3 (it was 0, as for a file a glob matched; QA)
+    unfinished = make_run("unfinished", n_items=8)
+    (unfinished / "summary.json").unlink()
+    (tmp_path / "notes.txt").write_text("not a run", encoding="utf-8")
+    res = run_cli("leaderboard", str(run), "notes.txt", "--out", "lb2.md", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr  # a file: what runs/* matches, not a run missed
+    res = run_cli("leaderboard", str(run), str(unfinished), "--out", "lb3.md", cwd=tmp_path)
+    assert res.returncode == 3 and "1 unreadable or unfinished run folder left out" in (
+        " ".join(res.stderr.split())
+    )
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     assert list((tmp_path / "folder").iterdir()) == []
 
@@ -171,7 +181,7 @@ def test_labels_of_a_method_without_curves_and_a_wrong_typed_summary_are_one_lin
     res = run_cli("report", str(run), cwd=tmp_path)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert f"{run / 'summary.json'}: not a complete summary.json" in res.stderr
+    assert f"{run}: its summary.json or a record of its items.jsonl is not complete" in res.stderr
     assert not (run / "report.html").exists()
 
 

@@ -184,7 +184,7 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
         typer.echo(text, nl=False)
     else:
         console.print(f"leaderboard: {path}", highlight=False, soft_wrap=True)
-    exit_if_skipped(sum(x.unreadable for x in left), "unreadable run folder")
+    exit_if_skipped(sum(x.unreadable for x in left), "unreadable or unfinished run folder")
 
 
 def report_after_run(run_dir: Path, *, write: bool) -> None:

@@ -74,7 +74,8 @@ class LeftOut:
     run_dir: Path
     reason: str
     unreadable: bool = False
-    """True for a run folder whose summary.json cannot be read (the command exits 3)."""
+    """True for a run folder whose summary.json cannot be read, or that holds an unfinished
+    run (the command exits 3)."""
 
     def __str__(self) -> str:
         return f"{self.run_dir}: {self.reason}"
@@ -196,8 +197,10 @@ def collect(
         try:
             run = load_run(d)
         except StoreError as exc:
-            corrupt = (Path(d) / "summary.json").is_file()
-            left.append(LeftOut(Path(d), str(exc).removeprefix(f"{d}: "), corrupt))
+            # a damaged run, or one started and not finished (settings.json, no summary): the
+            # board misses a run, which the exit code says (a file, a folder of no run: not)
+            missed = any((Path(d) / name).is_file() for name in ("summary.json", "settings.json"))
+            left.append(LeftOut(Path(d), str(exc).removeprefix(f"{d}: "), missed))
             continue
         where = run.path.resolve()
         if where in given:
