@@ -103,8 +103,12 @@ def test_cap_cli_skipped_rows_exit_3(
 ) -> None:
     path = fineval_dir / "data" / "ori_val.json"
     rows = json.loads(path.read_text(encoding="utf-8"))
-    rows[0]["input"] = "garbage"
-    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    rows[1]["input"] = "garbage"
+    text = json.dumps(rows, ensure_ascii=False, indent=1)
+    path.write_text(text, encoding="utf-8")
+    # the record's own line, and its number in the list (its number was given as its line; QA)
+    at = [i for i, ln in enumerate(text.splitlines(), 1) if ln == " {"][1]
+    assert at > 2
     res = run_cli(
         "--model",
         f"hf:{tiny_model_path}",
@@ -123,9 +127,10 @@ def test_cap_cli_skipped_rows_exit_3(
         cwd=tmp_path,
     )
     assert res.returncode == 3, res.stderr
-    assert "ori_val.json:1: input is not a FinEval prompt" in res.stderr
+    said = f"{path}:{at}: record 2 of the list: input is not a FinEval prompt (README format)"
+    assert said in " ".join(res.stderr.split())
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["skipped_rows"] == [f"{path}:1: input is not a FinEval prompt (README format)"]
+    assert summary["skipped_rows"] == [said]
 
 
 @pytest.mark.real_model

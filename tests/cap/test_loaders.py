@@ -48,9 +48,10 @@ def test_malformed_rows_are_counted_and_strict_fails(fineval_dir: Path) -> None:
     data = load_cap(str(fineval_dir), ["dev", "val"])
     reasons = [str(p) for p in data.problems]
     assert len(data.splits["val"].items) == 1
-    assert any("ori_val.json:2: input is not a FinEval prompt" in r for r in reasons)
-    assert any("ori_val.json:3: answer 'Z'" in r for r in reasons)
-    with pytest.raises(DataError, match="ori_val.json:2"):
+    # a list on one line: each named by that line and its number in the list
+    assert any("ori_val.json:1: record 2 of the list: input is not a FinEval" in r for r in reasons)
+    assert any("ori_val.json:1: record 3 of the list: answer 'Z'" in r for r in reasons)
+    with pytest.raises(DataError, match="ori_val.json:1: record 2 of the list"):
         load_cap(str(fineval_dir), ["dev", "val"], strict=True)
 
 
@@ -67,9 +68,9 @@ def test_a_first_record_without_text_input_is_a_row_problem(
     path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
     data = load_cap(str(fineval_dir), ["dev", "val"])
     assert data.task == "mcq"  # detected from the next record
-    assert any(str(p).endswith(f"ori_dev.json:1: {reason}") for p in data.problems), [
-        str(p) for p in data.problems
-    ]
+    assert any(
+        str(p).endswith(f"ori_dev.json:1: record 1 of the list: {reason}") for p in data.problems
+    ), [str(p) for p in data.problems]
     assert len(data.splits["dev"].items) == len(rows) - 1
 
 
@@ -86,6 +87,13 @@ def test_not_json(tmp_path: Path) -> None:
     (d / "ori_train.json").write_text("{oops", encoding="utf-8")
     (d / "ori_test.json").write_text("[]", encoding="utf-8")
     with pytest.raises(DataError, match="ori_train.json: not JSON"):
+        load_cap(str(d), ["train", "test"])
+    # an empty file and an empty list, each said as such (they read the other way round; QA)
+    (d / "ori_train.json").write_text("", encoding="utf-8")
+    with pytest.raises(DataError, match=r"ori_train.json: no records \(empty file\)"):
+        load_cap(str(d), ["train", "test"])
+    (d / "ori_train.json").write_text('[{"input": "a", "output": "b"}]', encoding="utf-8")
+    with pytest.raises(DataError, match=r"ori_test.json: no records \(an empty JSON list\)"):
         load_cap(str(d), ["train", "test"])
     # JSON Lines in a CAP file: "use --format jsonl" led to a refusal of --format (QA)
     (d / "ori_train.json").write_text('{"input": "a"}\n{"input": "b"}\n', encoding="utf-8")
@@ -225,10 +233,12 @@ def test_mod_records_that_are_not_their_originals_modifications(tmp_path: Path) 
     data = load_cap(str(tmp_path / "swap"), ["train", "test"])
     reasons = [str(p) for p in data.problems if "mod_train" in p.source]
     assert reasons == [
-        f"{tmp_path / 'swap' / 'mod_train.json'}:4: modified record is more like original "
-        "record 5 than its own (paired by position); item uses a generated modification",
-        f"{tmp_path / 'swap' / 'mod_train.json'}:5: modified record is more like original "
-        "record 4 than its own (paired by position); item uses a generated modification",
+        f"{tmp_path / 'swap' / 'mod_train.json'}:1: record 4 of the list: modified record is "
+        "more like original record 5 than its own (paired by position); item uses a generated "
+        "modification",
+        f"{tmp_path / 'swap' / 'mod_train.json'}:1: record 5 of the list: modified record is "
+        "more like original record 4 than its own (paired by position); item uses a generated "
+        "modification",
     ]
     assert sorted(data.splits["train"].modified or {}) == [
         "ori_train-1",
@@ -251,7 +261,8 @@ def test_an_unusable_mod_record_is_one_problem(tmp_path: Path) -> None:
     data = load_cap(str(tmp_path), ["train", "test"])
     assert [
         (p.line, p.reason.endswith("item uses a generated modification")) for p in data.problems
-    ] == [(2, True)]
+    ] == [(1, True)]  # the list's one line
+    assert data.problems[0].reason.startswith("record 2 of the list: ")
     assert "input" in data.problems[0].reason
     assert sorted(data.splits["train"].modified or {}) == [f"ori_train-{k}" for k in (1, 3, 4, 5)]
 

@@ -28,6 +28,7 @@ from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import (
     decode_text,
+    json_list_lines,
     json_object,
     jsonl_lines,
     load_json_list,
@@ -174,12 +175,28 @@ class _Collector:
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.problems: list[RowProblem] = []
+        self.list_lines: dict[str, list[int | None]] = {}
+        """Per JSON-list file, the line each record starts on: its records are numbered
+        (ids, pairs) by their place in the list, its problems named by their line."""
 
     def problem(self, source: str, line: int | None, reason: str) -> None:
+        """A problem of ``source`` at ``line``: for a JSON list, the record's number (kept
+        so while loading: records pair by it), named by its line in :meth:`located`."""
         p = RowProblem(source, line, reason)
         if self.strict:
-            raise DataError(str(p))
+            raise DataError(str(self._located(p)))
         self.problems.append(p)
+
+    def _located(self, p: RowProblem) -> RowProblem:
+        starts = self.list_lines.get(p.source)
+        if starts is None or p.line is None or not 0 < p.line <= len(starts):
+            return p
+        # (a record's number was given as its line: 'ori_dev.json:3' for line 11; QA)
+        return RowProblem(p.source, starts[p.line - 1], f"record {p.line} of the list: {p.reason}")
+
+    def located(self) -> list[RowProblem]:
+        """The problems as the user reads them: a JSON list's records by line and number."""
+        return [self._located(p) for p in self.problems]
 
 
 def _read(path: Path, digest: Any) -> str:
@@ -191,12 +208,27 @@ def _read(path: Path, digest: Any) -> str:
     return decode_text(path, raw)
 
 
+def _json_list(path: Path, text: str) -> list[Any]:
+    """A CAP JSON file's list of records; an empty file or list is a one-line error (an
+    empty file read as 'not JSON (Expecting value ...)', a list as 'empty file'; QA)."""
+    if not text.strip():
+        raise DataError(f"{path}: no records (empty file)")
+    listed = load_json_list(path, text, CAP_LINES)
+    if not listed:
+        raise DataError(f"{path}: no records (an empty JSON list)")
+    return listed
+
+
 def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:
     """(line or record number, record) of a JSON list, JSONL or CSV file; bad rows collected."""
     out: list[tuple[int, dict[str, Any]]] = []
+    if not text.strip():  # (it read as 'not JSON (Expecting value ...)')
+        raise DataError(f"{path}: no records (empty file)")
     suffix = table_suffix(path, text)
     if suffix == ".json":
-        for i, rec in enumerate(load_json_list(path, text, CAP_LINES), start=1):
+        listed = _json_list(path, text)
+        col.list_lines[str(path)] = json_list_lines(text, listed)
+        for i, rec in enumerate(listed, start=1):
             if isinstance(rec, dict):
                 out.append((i, rec))
             else:
@@ -314,8 +346,9 @@ def _collect(
             col.problem(str(path), line, str(e))
             continue
         if item.id in seen:
+            where = "record" if str(path) in col.list_lines else "line"
             col.problem(
-                str(path), line, f"duplicate id {item.id!r} (first at line {seen[item.id]})"
+                str(path), line, f"duplicate id {item.id!r} (first at {where} {seen[item.id]})"
             )
             continue
         seen[item.id] = line
@@ -443,7 +476,7 @@ def _load_pairs(
     files = {s: _pair_files(folder, s, subset) for s in splits}
     texts = {s: _read(files[s][0], digest) for s in splits}
     detected = task is None
-    first = load_json_list(files[splits[0]][0], texts[splits[0]], CAP_LINES)[:50]
+    first = _json_list(files[splits[0]][0], texts[splits[0]])[:50]
     looks = _detect_task(  # the first record with a text input (bad rows are named later)
         [r["input"] for r in first if isinstance(r, dict) and isinstance(r.get("input"), str)][:1],
         [str(r.get("output") or "") for r in first if isinstance(r, dict)],
@@ -485,10 +518,10 @@ def _pair_mods(
 ) -> dict[str, Any]:
     """Modified items keyed by the original's id; records are paired by position."""
     text = _read(mod_path, digest)
-    ori_n = len(load_json_list(ori_path, _read(ori_path, hashlib.sha256()), CAP_LINES))
+    ori_n = len(_json_list(ori_path, _read(ori_path, hashlib.sha256())))
     mods, _ = _collect(mod_path, _records(mod_path, text, col), cf, col, mcq=mcq, split=split)
     by_line = {m.line: m for m in mods}
-    n_mod = len(load_json_list(mod_path, text, CAP_LINES))
+    n_mod = len(_json_list(mod_path, text))
     if n_mod != ori_n:
         raise DataError(
             f"{mod_path}: {n_mod} records but {ori_path.name} has {ori_n}; mod files must pair "
@@ -665,7 +698,7 @@ def _load_generic(
                         it.id, mod, it.answer, s, None, it.source, it.line, {"input": mod}
                     )
         if not items:
-            mine = [p for p in col.problems if Path(p.source) in per_split[s]]
+            mine = [p for p in col.located() if Path(p.source) in per_split[s]]
             skipped = (
                 f" ({plural(len(mine), 'row')} skipped; first: {mine[0]})" if mine else ""
             )  # every row lacking a --fields name said only "no items"
@@ -694,6 +727,6 @@ def _finish(
 ) -> CapData:
     for s in splits.values():
         if not s.items:
-            first = col.problems[0] if col.problems else "no records"
+            first = col.located()[0] if col.problems else "no records"
             raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
-    return CapData(task, detected, splits, col.problems, source, fmt, digest.hexdigest())
+    return CapData(task, detected, splits, col.located(), source, fmt, digest.hexdigest())
