@@ -117,7 +117,7 @@ DROP_REPEATS_OPT = typer.Option(
 TIES_OPT = typer.Option(
     "not_leaked",
     "--ties",
-    help="Algorithm 1: an original tied for the max counts as not_leaked or leaked.",
+    help="Algorithm 1: an original tied for the max counts as not_leaked or leaked (the paper's 'log p1 = max(P)' read literally).",
 )
 DELTAS_OPT = typer.Option(
     None,
