@@ -989,27 +989,36 @@ def test_one_set_up_of_a_model_can_be_cleared_and_an_empty_file_is_no_cache(
     assert data.read_text().startswith('{"question"')
 
 
-def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(
-    tmp_path: Path, capsys: Any
-) -> None:
-    """A record damaged mid-file was dropped without a word, and its item, scored again, ended
-    up last in items.jsonl."""
+def _toy_run(tmp_path: Path, n: int) -> tuple[Callable[[], Any], list[dict[str, Any]]]:
+    """A finished permutation run of ``n`` toy items in tmp_path/run: the same run again (a
+    callable) and its records."""
     from contamscope.data import load_benchmark
     from contamscope.pipeline import PermutationConfig, run_permutation
 
     bench = tmp_path / "toy_test.csv"
     bench.write_text(
-        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(4)), encoding="utf-8"
+        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(n)), encoding="utf-8"
     )
     loaded = load_benchmark(str(bench))
     scorer = CachedScorer(CountingBackend(), None)
-    run = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
-    want = run.records()
+
+    def run() -> Any:
+        return run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+
+    return run, run().records()
+
+
+def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A record damaged mid-file was dropped without a word, and its item, scored again, ended
+    up last in items.jsonl."""
+    rerun, want = _toy_run(tmp_path, 4)
     items = tmp_path / "run" / "items.jsonl"
     whole = items.read_text().splitlines(keepends=True)
     items.write_text("".join(whole[:1]) + whole[1][:50] + "\n" + "".join(whole[2:]))
     capsys.readouterr()
-    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    again = rerun()
     err = capsys.readouterr().err
     assert f"note: {items}: 1 damaged or unreadable record left out (line 2)" in err
     assert again.resumed == 3 and again.records() == want  # in the items' order
@@ -1021,17 +1030,7 @@ def test_a_record_without_usable_log_probs_is_scored_again(
 ) -> None:
     """A record whose log-probs were gone crashed the resume with a traceback (KeyError in
     the re-thresholding); one with the wrong count or kind was kept as finished (QA)."""
-    from contamscope.data import load_benchmark
-    from contamscope.pipeline import PermutationConfig, run_permutation
-
-    bench = tmp_path / "toy_test.csv"
-    bench.write_text(
-        "".join(f"Question {i}?,a{i},b{i},c{i},d{i},A\n" for i in range(3)), encoding="utf-8"
-    )
-    loaded = load_benchmark(str(bench))
-    scorer = CachedScorer(CountingBackend(), None)
-    run = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
-    want = run.records()
+    rerun, want = _toy_run(tmp_path, 3)
     items = tmp_path / "run" / "items.jsonl"
     records = [json.loads(x) for x in items.read_text().splitlines()]
     if damage == "drop":
@@ -1040,7 +1039,7 @@ def test_a_record_without_usable_log_probs_is_scored_again(
         records[1]["logprobs"] = "abc" if damage == "text" else records[1]["logprobs"][:-1]
     items.write_text("".join(json.dumps(r) + "\n" for r in records))
     capsys.readouterr()
-    again = run_permutation(loaded, loaded.items, scorer, tmp_path / "run", PermutationConfig())
+    again = rerun()
     assert f"note: {items}: 1 damaged or unreadable record left out (line 2)" in (
         capsys.readouterr().err
     )
