@@ -381,3 +381,10 @@ def test_excess_comparison_level_blank_splits_and_family() -> None:
     assert [c.excess_p_adjusted for c in fam] == pytest.approx(holm(raw))
     assert fam[0].excess_verdict == "contaminated by test"
     assert fam[1].excess_verdict == "no evidence"
+    # a comparison with a blank split stays inconclusive in a family (it read "no evidence"
+    # with three splits, where two said "inconclusive"; QA)
+    fam = adjust_for_family(
+        [one, compare_splits("train", "dev", some, some, split_score(*some), split_score(*some))],
+        n_boot=500,
+    )
+    assert fam[0].excess_verdict == "inconclusive" and fam[0].excess_p_adjusted is not None

@@ -588,9 +588,12 @@ def adjust_for_family(
     ):
         if not math.isnan(ex_adj) and c.excess_diff is not None:
             lo, hi = c.excess_ci_low, c.excess_ci_high
-            c = replace(c, excess_p_adjusted=ex_adj, excess_verdict=excess_verdict(
+            # an inconclusive one (a split with M = C = 0) stays so, as PCR's does below (it
+            # read "no evidence" with three splits; QA)
+            ex_label = c.excess_verdict if c.excess_verdict == "inconclusive" else excess_verdict(
                 c.reference, c.other, c.excess_diff, math.nan if lo is None else lo,
-                math.nan if hi is None else hi, ex_adj))  # fmt: skip
+                math.nan if hi is None else hi, ex_adj)  # fmt: skip
+            c = replace(c, excess_p_adjusted=ex_adj, excess_verdict=ex_label)
         if math.isnan(adj):
             out.append(c)
             continue
