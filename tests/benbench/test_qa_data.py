@@ -132,8 +132,13 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "p.jsonl", para))), name="p")
     assert ref.pairing == "order" and all(p.ok for p in ref.pairs.values())
     short = load_qa(str(write_jsonl(tmp_path / "s.jsonl", para[:1])))
-    with pytest.raises(ConfigError, match="cannot pair its 1 usable rows with the 2"):
+    with pytest.raises(
+        ConfigError, match="^--reference .*cannot pair its 1 usable rows with the 2"
+    ):
         pair_reference(bench, short, name="s")
+    # the train split's file is named by its own option (it said --reference; QA)
+    with pytest.raises(ConfigError, match="^--train-reference .*s.jsonl: cannot pair its 1"):
+        pair_reference(bench, short, name="s", option="--train-reference")
     # a malformed row: kept as a skipped row of the reference; by position it would shift
     # every later row, so order pairing refuses and names it
     (tmp_path / "bad.jsonl").write_text('{"question": oops\n' + json.dumps(para[1]) + "\n")

@@ -224,7 +224,9 @@ def _split_input(
     option = "--reference" if name == "test" else "--train-reference"
     for path, ref_name in _reference_names(refs or [], option):
         ref = load_qa(path, format=ref_fmt, field_map=fm, strict=kw["strict"])
-        references.append(pair_reference(loaded, ref, name=ref_name, pairing=kw["pairing"]))
+        references.append(  # (a --train-reference error said --reference; QA)
+            pair_reference(loaded, ref, name=ref_name, pairing=kw["pairing"], option=option)
+        )
         list_skipped(ref.problems, f"skipped (reference {references[-1].name})")
         same = [p for p in references[-1].pairs.values() if p.reason.startswith("identical")]
         if same and len(same) == len(references[-1].pairs):

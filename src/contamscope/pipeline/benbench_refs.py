@@ -132,9 +132,15 @@ def _key(text: str) -> str:
 
 
 def pair_reference(
-    bench: LoadResult[QAItem], ref: LoadResult[QAItem], *, name: str, pairing: str = "auto"
+    bench: LoadResult[QAItem],
+    ref: LoadResult[QAItem],
+    *,
+    name: str,
+    pairing: str = "auto",
+    option: str = "--reference",
 ) -> ReferenceSet:
-    """Pair a loaded reference file with the benchmark's items (see the module docstring)."""
+    """Pair a loaded reference file with the benchmark's items (see the module docstring);
+    ``option``: how errors name the file (``--train-reference`` for the train split's)."""
     check_pairing(pairing)
     items = bench.items
     rows = ref.items
@@ -200,7 +206,7 @@ def pair_reference(
         if len(rows) != len(items) or ref.problems or bench.problems:
             skipped = (ref.problems or bench.problems)[:1]
             raise ConfigError(
-                f"--reference {ref.source}: cannot pair its {len(rows)} usable rows with the "
+                f"{option} {ref.source}: cannot pair its {len(rows)} usable rows with the "
                 f"{len(items)} benchmark items by position ("
                 + (f"a skipped row shifts the rest: {skipped[0]}" if skipped else "counts differ")
                 + "); give both files an id field (--fields id=...) or use BenBench rewritten "
