@@ -305,6 +305,11 @@ def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
     assert " pp [" in tt and "| 29 / 29 |" in tt
     # the card's p-values are counted as one family, alone and after Holm
     stats = json.loads((run / "summary.json").read_text())["statistics"]
+    # the relative column of train - test: a difference of two percentages, in pp as the
+    # terminal writes it (the card wrote %; QA)
+    key = "ngram_exact"
+    rel = stats["delta_train_test"][key]["relative_pct"]
+    assert rel is not None and f"| {rel:+.2f} pp |" in tt, tt
     ps = [stats["splits"][sp]["delta"][m]["p_value"] for sp in ("test", "train")
           for m in ("ppl", "ngram_exact")]  # fmt: skip
     ps += [v["p_value"] for v in stats["delta_train_test"].values() if v["value"] is not None]

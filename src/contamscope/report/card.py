@@ -554,7 +554,7 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
                     continue
                 name, pp = _METRICS.get(k, (k, False))
                 name = name.replace("n-gram", gram)
-                rel = "-" if v.get("relative_pct") is None else f"{v['relative_pct']:+.1f}%"
+                rel = "-" if v.get("relative_pct") is None else f"{v['relative_pct']:+.2f} pp"
                 lines.append(
                     f"| {md_cell(c['train_benchmark'])} / {md_cell(c['benchmark'])} | {name} | "
                     f"{_delta(v, pp)} | {rel} | {v.get('n_train')} / {v.get('n_test')} |"
