@@ -416,6 +416,8 @@ def test_card_of_a_run_whose_train_split_has_no_usable_paraphrase(
     assert r.returncode == 0, r.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["train"]["paraphrase_failures"]  # a random model's replies
+    # the train split's header line: not a bare "none" beside --paraphraser (QA)
+    assert "references: none usable from --paraphraser" in " ".join(r.stdout.split())
     assert all(v["value"] is None for v in summary["statistics"]["delta_train_test"].values())
     r = run_cli("card", "--run", "run", "--out", "card.md", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -113,8 +113,10 @@ def command(
         None, "--sample", min=1, help="A seeded random sample of N items per split."
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and the bootstrap."),
-    n: int = typer.Option(5, "--n", help="n-gram length in tokens (paper: 5)."),
-    k: int = typer.Option(5, "--k", help="Starting points per text, evenly spaced (paper: 5)."),
+    n: int = typer.Option(5, "--n", help="n-gram length in tokens, 1-64 (paper: 5)."),
+    k: int = typer.Option(
+        5, "--k", help="Starting points per text, evenly spaced, 1-100 (paper: 5)."
+    ),
     ppl_prefix: str = typer.Option(
         "{question} Answer:", "--ppl-prefix", help="Perplexity layout: conditioning text."
     ),
@@ -434,7 +436,8 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 + ")"
                 for r in b["references"]
             )
-            or "none"
+            # (it said "none" beside a --paraphraser whose replies had all failed; QA)
+            or ("none usable from --paraphraser" if summary.get("paraphraser") else "none")
         )
         console.print(
             f"{name:10} {b['source']} ({b['format']}): {c['items_analysed']} analysed of "
