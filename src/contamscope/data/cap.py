@@ -222,8 +222,6 @@ def _json_list(path: Path, text: str) -> list[Any]:
 def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str, Any]]]:
     """(line or record number, record) of a JSON list, JSONL or CSV file; bad rows collected."""
     out: list[tuple[int, dict[str, Any]]] = []
-    if not text.strip():  # (it read as 'not JSON (Expecting value ...)')
-        raise DataError(f"{path}: no records (empty file)")
     suffix = table_suffix(path, text)
     if suffix == ".json":
         listed = _json_list(path, text)

@@ -293,25 +293,20 @@ def record_to_item(
     question = question_text(rec[fm.question])
     used = {fm.question}
     labels = None
-    if fm.options is not None and len(fm.options) == 1:  # one field holding the options
-        name = fm.options[0]
-        if name not in rec:
-            raise RowError(f"missing option field {name!r}")
-        values, _, labels = _options_field(name, rec[name])
-        options = finish_options(values, drop_trailing_empty=True)
-        used.add(name)
-    elif fm.options is not None:
+    if fm.options is None:
+        values, from_fields, labels = _auto_option_values(rec)
+    else:
         missing = [f for f in fm.options if f not in rec]
         if missing:
             raise RowError(f"missing option field {missing[0]!r}")
-        # as with options found automatically, empty ones at the end are absent (a row of a
-        # 5-option file with 4); a field missing from the record is still a problem (a typo)
-        options = finish_options([rec[f] for f in fm.options], drop_trailing_empty=True)
-        used.update(fm.options)
-    else:
-        values, from_fields, labels = _auto_option_values(rec)
-        options = finish_options(values, drop_trailing_empty=True)
-        used.update(from_fields)
+        if len(fm.options) == 1:  # one field holding the options
+            values, from_fields, labels = _options_field(fm.options[0], rec[fm.options[0]])
+        else:
+            values, from_fields = [rec[f] for f in fm.options], set(fm.options)
+    # as with options found automatically, empty ones at the end of named fields are absent
+    # (a row of a 5-option file with 4); a field missing from the record is still a problem
+    options = finish_options(values, drop_trailing_empty=True)
+    used.update(from_fields)
     answer = None
     answer_field = fm.answer
     if answer_field == "answer" and "answer" not in fm.given and "answer" not in rec:

@@ -190,15 +190,15 @@ def _record(
     }
     if any(r.boundary_chars for r in results):
         rec["boundary_chars"] = max(r.boundary_chars for r in results)
-    if any(math.isnan(r.logprob) for r in results):
-        rec["excluded"] = "longer than the model's context window"
-        rec["logprobs"] = None
-        return rec
+    too_long = any(math.isnan(r.logprob) for r in results)
+    # an infinite one (a token of probability 0): the detectors refused it and stopped the run
     bad = next((r.logprob for r in results if math.isinf(r.logprob)), None)
-    if bad is not None:  # (the detectors refused it: the run stopped at this item)
+    if too_long or bad is not None:
         rec["excluded"] = (
-            f"a non-finite log-prob ({bad}; a token of probability 0, a numerical overflow? "
-            "try --dtype float32)"
+            "longer than the model's context window"
+            if too_long
+            else f"a non-finite log-prob ({bad}; a token of probability 0, a numerical "
+            "overflow? try --dtype float32)"
         )
         rec["logprobs"] = None
         return rec
