@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -428,3 +429,43 @@ def test_card_of_a_run_whose_train_split_has_no_usable_paraphrase(
     assert f"{train} (train): no item has a usable paraphrase, so no signal (2 paraphrases" in flat
     assert "failed the checks (summary.json's paraphrase_failures); give the paraphrases with " \
         "--train-reference)" in flat  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [-math.inf, math.nan])
+def test_non_finite_answer_logprob_excludes_the_version_with_its_reason(
+    tmp_path: Path, tiny_backend: Any, bad: float
+) -> None:
+    """A -inf answer log-prob (a token of probability 0) gave a perplexity of inf, so the
+    dataset mean and every Delta read inf/NaN, and items.jsonl held 'Infinity'; a NaN read as
+    'longer than the model's context window' (the wrong reason)."""
+    from contamscope.backends.base import TokenStats
+
+    rows = [
+        {"question": "What is three plus four, in words, please?", "answer": "seven is it"},
+        {"question": "What is two plus two, written in words?", "answer": "four is the answer"},
+    ]
+    bench = load_qa(str(write_jsonl(tmp_path / "s.jsonl", rows)))
+    scorer = CachedScorer(tiny_backend, None)
+    real = scorer.token_stats
+
+    def faulty(reqs: list[ScoreRequest]) -> list[TokenStats]:
+        out = real(reqs)
+        st = out[0]  # the first item's answer (perplexity) request
+        out[0] = TokenStats(st.tokens, (bad, *st.logprobs[1:]), st.greedy)
+        return out
+
+    scorer.token_stats = faulty  # type: ignore[method-assign]
+    out = run_benbench(
+        [SplitInput("test", bench, bench.items)],
+        scorer,
+        RunDir(tmp_path / "r"),
+        BenBenchConfig(lenient=False, n_boot=200),
+    )
+    text = (tmp_path / "r" / "items.jsonl").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    recs = [json.loads(x) for x in text.splitlines()]
+    assert recs[0]["excluded"].startswith("a non-finite token log-prob")
+    assert recs[1]["excluded"] is None
+    c = out.summary["counts"]["test"]
+    assert sum(c["excluded"].values()) == 1
+    assert math.isfinite(out.summary["statistics"]["splits"]["test"]["original"]["ppl"])

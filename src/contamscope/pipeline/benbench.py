@@ -267,7 +267,25 @@ def _ngram_plan(
 
 
 def _too_long(st: TokenStats) -> bool:
-    return any(math.isnan(x) for x in st.logprobs)
+    """:meth:`TokenStats.too_long`'s mark (one id -1 with a NaN log-prob), not a one-token
+    text of a backend without ids, whose log-prob is a number."""
+    return tuple(st.tokens) == (-1,) and math.isnan(st.logprobs[0])
+
+
+def _exclusion(pst: TokenStats, nst: TokenStats) -> str | None:
+    """Why a version (answer text ``pst``, n-gram text ``nst``) cannot be scored, or None."""
+    if _too_long(pst) or _too_long(nst):
+        return "longer than the model's context window"
+    if not pst.tokens:
+        return "no answer tokens"
+    # -inf (a token of probability 0) made the perplexity inf and every mean and Delta with
+    # it; a NaN in either pass is a numerical failure whose greedy tokens cannot be trusted
+    bad = next((x for x in pst.logprobs if not math.isfinite(x)), None)
+    if bad is None:
+        bad = next((x for x in nst.logprobs if math.isnan(x)), None)
+    if bad is not None:
+        return f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype float32)"
+    return None
 
 
 def _score_batch(
@@ -305,12 +323,9 @@ def _score_batch(
             pst, nst = stats[pos], stats[pos + 1]
             pos += 2
             ver: dict[str, Any] = {"name": v.name, "question": v.question, "answer": v.answer}
-            if _too_long(pst) or _too_long(nst) or not pst.tokens:
-                ver["excluded"] = (
-                    "no answer tokens"
-                    if not pst.tokens
-                    else "longer than the model's context window"
-                )
+            why = _exclusion(pst, nst)
+            if why is not None:
+                ver["excluded"] = why
                 rec["versions"].append(ver)
                 continue
             nll, ppl = answer_perplexity(pst.logprobs)
