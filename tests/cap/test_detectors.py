@@ -134,6 +134,19 @@ def test_rouge_and_jaccard_known_answers() -> None:
         ("A和B", None),
         ("A, I think", 0),  # "I" is no label of 4 options
         ("B, because 1640万元", 1),
+        # answer phrasings generations use (the earlier rules left them unmapped)
+        ("选择：D", 3),
+        ("正确答案是C。", 2),
+        ("答案应为B", 1),
+        ("**B**", 1),
+        ("Answer: **C. 1650万元**", 2),
+        ("选项C", 2),
+        ("利润减少了，故选B。", 1),
+        ("Looking at the numbers, the answer is D.", 3),
+        ("计算可得，所以答案是A", 0),
+        ("答案是A，不对，答案是B", None),  # two answers named: no one choice
+        ("the answer is a guess", None),  # a lower-case article, not a label
+        ("首先看A项，再看C项", None),  # options discussed, none chosen
     ],
 )
 def test_map_choice(text: str, expected: int | None) -> None:

@@ -434,3 +434,36 @@ def test_reanalysing_a_finished_run_without_the_model_equals_a_re_run(
     )
     with pytest.raises(ConfigError, match="CAP's analysis has no setting 'ties'"):
         reanalyse_cap(tmp_path / "run", ties="leaked")
+
+
+class StatedAnswerBackend(TextOnlyBackend):
+    """A black-box model that states its answer in a sentence, as chat models do."""
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: Any = None
+    ) -> list[Generation]:
+        return [Generation("根据题意计算，正确答案是B。", 9, "stop") for _ in requests]
+
+
+def test_answers_stated_in_a_sentence_are_mapped_and_older_records_are_mapped_again(
+    fineval_dir: Path, tmp_path: Path
+) -> None:
+    """'正确答案是B' and '选择：D' were left unmapped (M = 0 for a right answer); records a run
+    stored under the older rules are mapped again from their stored generations when the run
+    is resumed or re-analysed, so one run never counts items by two rule sets."""
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    scorer = _scorer(StatedAnswerBackend(), tmp_path)
+    first = run_cap(data, sel, scorer, RunDir(tmp_path / "run"), CapConfig(n_boot=200))
+    items = tmp_path / "run" / "items.jsonl"
+    recs = [json.loads(x) for x in items.read_text().splitlines()]
+    judged = [r for r in recs if not r["excluded"]]
+    assert judged and all(r["choice"] == 1 for r in judged)
+    assert first.summary["counts"]["dev"]["unmapped"]["original"] == 0
+    # the records as the older rules stored them: nothing mapped
+    for r in judged:
+        r.update(choice=None, modified_choice=None, m=0.0, m_modified=0.0, c=0.0)
+    items.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+    again = reanalyse_cap(tmp_path / "run")
+    assert again.summary["statistics"] == first.summary["statistics"]
+    assert again.summary["counts"] == first.summary["counts"]

@@ -32,6 +32,9 @@ __all__ = [
     "rouge_n",
     "jaccard",
     "map_choice",
+    "mcq_fields",
+    "refresh_choices",
+    "LABELS",
     "pcr",
     "SplitScore",
     "split_score",
@@ -118,11 +121,22 @@ def jaccard(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb)
 
 
+_OPEN = r"[\(\[（【\"'*]*"
+"""What may stand before a label: brackets, quotes, Markdown bold."""
+
 _LEAD = re.compile(
-    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*|答案\s*[:：是为]?\s*|选\s*)?"
-    r"[\(\[（【\"']?([A-J])(?![A-Za-z])",
+    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*"
+    r"|(?:正确)?答案\s*(?:应该是|应为|是|为)?\s*[:：]?\s*|选择\s*[:：]?\s*|选项\s*|选\s*)?"
+    + _OPEN
+    + r"([A-J])(?![A-Za-z])",
     re.IGNORECASE,
 )
+
+_STATED = re.compile(
+    r"(?i:answer\s+is|answer\s*:|答案\s*(?:应该是|应为|是|为)?\s*[:：]?|[故应]选|[所因]以选|因此选"
+    r"|选择\s*[:：]?)\s*" + _OPEN + r"([A-J])(?![A-Za-z])"
+)
+"""An answer stated anywhere ("..., 故选B", "so the answer is D"): an upper-case label only."""
 
 
 _ARTICLE = re.compile(r"[AI]\s+(?!(?:is|was)\b)[a-z]")
@@ -132,13 +146,24 @@ _NEXT_LABEL = re.compile(r"\s*(?:[,/、，;|]|or\b|and\b|或|和)\s*([A-J])(?![A
 """Another label after the first ("[A, B, C, D", "A/B", "A or B"): a list, not one answer."""
 
 
+def _lists_labels(text: str, m: re.Match[str], n: int) -> bool:
+    """Another option label right after the one ``m`` matched ("A/B", "A或B")."""
+    after = _NEXT_LABEL.match(text, m.end())
+    return bool(
+        after and after.group(1) != m.group(1) and ord(after.group(1).upper()) - ord("A") < n
+    )
+
+
 def map_choice(text: str, options: Sequence[str]) -> int | None:
     """Map a free-text answer to an option index by rules, or ``None`` (unmapped).
 
     Rules, in order: (1) the answer starts with a letter label, optionally after "Answer:",
-    "The answer is", "答案：", a bracket or a quote ("B", "(B)", "B. 1640", "答案：B"); a
-    lower-case letter counts only when nothing follows it; (2) the answer contains exactly
-    one option's text (stripped, at least 2 characters) and no other option's text.
+    "The answer is", "答案：", "正确答案是", "选择：", a bracket, a quote or Markdown bold ("B",
+    "(B)", "B. 1640", "答案：B", "**B**"); a lower-case letter counts only when nothing follows
+    it; (2) else an upper-case label stated anywhere ("..., 故选B", "so the answer is D");
+    answers stated with different labels ("答案是A，不对，答案是B") or a list of labels
+    ("A/B") are no choice; (3) else the answer contains exactly one option's text (stripped,
+    at least 2 characters) and no other option's text.
 
     >>> map_choice(" B. 1640万元", ["1730万元", "1640万元", "1650万元", "1740万元"])
     1
@@ -158,16 +183,27 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
     m = _LEAD.match(stripped)
     if m and _ARTICLE.match(stripped[m.start(1) :]):  # "A molecule ...", "I think ...": words
         m = None
+    stated: set[int] = set()
+    for st in _STATED.finditer(stripped):
+        if _lists_labels(stripped, st, n):
+            return None
+        if ord(st.group(1)) - ord("A") < n:
+            stated.add(ord(st.group(1)) - ord("A"))
+    if len(stated) > 1:
+        return None  # answers stated with different labels: no one choice
     if m:
         letter = m.group(1)
-        after = _NEXT_LABEL.match(stripped, m.end())
-        if after and after.group(1) != letter and ord(after.group(1).upper()) - ord("A") < n:
+        if _lists_labels(stripped, m, n):
             return None  # several labels named: no one choice (a reply echoing "[A, B, C, D")
-        rest = stripped[m.end() :].strip(" .):）】\"'")
+        rest = stripped[m.end() :].strip(" .):）】\"'*")
         if letter.isupper() or not rest:
             idx = ord(letter.upper()) - ord("A")
-            if idx < n:
+            if idx < n and stated <= {idx}:
                 return idx
+            if idx < n:
+                return None  # starts with one label, states another
+    if stated:
+        return stated.pop()
     hits = [i for i, o in enumerate(options) if len(o.strip()) >= 2 and o.strip() in stripped]
     if len(hits) > 1:  # drop options contained in a longer hit ("10" inside "100")
         hits = [
@@ -178,6 +214,48 @@ def map_choice(text: str, options: Sequence[str]) -> int | None:
             )
         ]
     return hits[0] if len(hits) == 1 else None
+
+
+LABELS = "ABCDEFGHIJ"
+"""Option labels, in order."""
+
+
+def mcq_fields(
+    text: str, options: Sequence[str], answer: int | None,
+    mod_text: str, mod_options: Sequence[str], mod_answer: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A multiple-choice item's chosen options (:func:`map_choice`), M and C, from its texts."""
+    c0, c1 = map_choice(text, options), map_choice(mod_text, mod_options)
+    same = c0 is not None and c1 is not None
+    return {
+        "choice": c0,
+        "modified_choice": c1,
+        "strict_m": None if answer is None else float(text.strip() == LABELS[answer]),
+        "strict_m_modified": (
+            None if mod_answer is None else float(mod_text.strip() == LABELS[mod_answer])
+        ),
+        "m": None if answer is None else float(c0 == answer),
+        "m_modified": None if mod_answer is None else float(c1 == mod_answer),
+        "c": float(same and options[c0].strip() == mod_options[c1].strip()),  # type: ignore[index]
+    }
+
+
+def refresh_choices(rec: dict[str, Any]) -> dict[str, Any]:
+    """A stored multiple-choice record with its choices, M and C mapped again from its stored
+    generations by the current :func:`map_choice` rules, so that a run resumed or analysed
+    after the rules changed counts every item alike (in place; other records as they are)."""
+    if "choice" in rec and "prediction" in rec and "modified_options" in rec:
+        rec.update(
+            mcq_fields(
+                rec["prediction"],
+                rec["options"],
+                rec.get("answer"),
+                rec["modified_prediction"],
+                rec["modified_options"],
+                rec.get("modified_answer"),
+            )  # fmt: skip
+        )
+    return rec
 
 
 def pcr(m: float, c: float, *, alpha: float = 0.01, scale: Scale = "tanh") -> float:

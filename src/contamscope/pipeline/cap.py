@@ -22,13 +22,15 @@ from ..data.cap import FINEVAL_PROMPT, CapData
 from ..data.items import MCQItem, QAItem
 from ..data.overlap import split_overlap
 from ..detectors.cap import (
+    LABELS,
     SCALES,
     Scale,
     adjust_for_family,
     compare_splits,
     jaccard,
-    map_choice,
+    mcq_fields,
     pcr,
+    refresh_choices,
     rouge_l,
     rouge_n,
     split_score,
@@ -65,7 +67,7 @@ CONSISTENCY = {"mcq": "factual", "qa": "logical", "summary": "semantic"}
 _METRIC = {"mcq": "exact_match", "qa": "rouge_l", "summary": "rouge_2"}
 _MAX_NEW = {"mcq": 8, "qa": 64, "summary": 256}
 _STOP: dict[str, tuple[str, ...]] = {"mcq": ("\n",), "qa": ("\n\n",), "summary": ()}
-_LABELS = "ABCDEFGHIJ"
+_LABELS = LABELS
 _SCALES: tuple[Scale, ...] = ("tanh", "linear", "sigmoid")
 
 
@@ -289,18 +291,7 @@ def _metrics(p: _Plan, g0: Any, g1: Any, cfg: CapConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg.task == "mcq":
         item, mod = p.item, p.modified
-        c0, c1 = map_choice(g0.text, item.options), map_choice(g1.text, mod.options)
-        out.update(choice=c0, modified_choice=c1)
-        out["strict_m"] = (
-            None if item.answer is None else float(g0.text.strip() == _LABELS[item.answer])
-        )
-        out["strict_m_modified"] = (
-            None if mod.answer is None else float(g1.text.strip() == _LABELS[mod.answer])
-        )
-        out["m"] = None if item.answer is None else float(c0 == item.answer)
-        out["m_modified"] = None if mod.answer is None else float(c1 == mod.answer)
-        same = c0 is not None and c1 is not None
-        out["c"] = float(same and item.options[c0].strip() == mod.options[c1].strip())
+        out.update(mcq_fields(g0.text, item.options, item.answer, g1.text, mod.options, mod.answer))
     elif cfg.task == "qa":
         ref = p.item.answer
         out["m"] = None if ref is None else rouge_l(g0.text, ref)
@@ -602,6 +593,7 @@ def item_readings(rec: dict[str, Any], cfg: CapConfig) -> dict[str, tuple[float,
     reference, no consistency value)."""
     if rec.get("excluded") or (not cfg.include_unmodified and unmodified(rec)):
         return {}
+    refresh_choices(rec)
     m, cons = _item_m(rec, cfg, "m"), _item_c(rec, cfg)
     if m is None or cons is None:
         return {}
@@ -737,6 +729,8 @@ def build_cap_summary(
     provenance: dict[str, Any],
 ) -> dict[str, Any]:
     """summary.json from stored records: counts, M / C / PCR per split, comparisons, verdict."""
+    for r in records:
+        refresh_choices(r)
     counts: dict[str, Any] = {}
     generated = empty = 0
     rows: dict[str, list[tuple[float, float | None, float]]] = {}

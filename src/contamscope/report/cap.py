@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..detectors.cap import refresh_choices
 from ..detectors.stats import wilson_interval
 from ..wording import plural
 from .cap_heatmap import pcr_matrix
@@ -205,7 +206,7 @@ def _ci(pair: Sequence[float] | None, signed: bool = False) -> str:
 
 def sections(run: RunData, options: ReportOptions) -> list[Section]:
     summary = run.summary
-    records = list(run.iter_records())
+    records = [refresh_choices(r) for r in run.iter_records()]
     stats = summary.get("statistics") or {}
     readers = [r for r in READERS if r in stats]
     values = {r: split_values(records, summary, r) for r in readers}
