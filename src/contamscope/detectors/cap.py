@@ -589,7 +589,8 @@ def compare_splits(
     smaller split's size) of the difference over ``n_boot`` resamples of each split's items;
     the plain percentile interval covered the true difference in 79-91% of runs where a split
     had 5 items (benchmarks/cap_null.py). The p-value is the split-label permutation test's
-    over ``n_boot`` relabellings (:func:`permutation_p`), exact at any size. A verdict names a split when the CI excludes 0
+    over ``n_boot`` relabellings (:func:`permutation_p`), valid at any size (Monte Carlo, not
+    exact). A verdict names a split when the CI excludes 0
     and p <= :data:`VERDICT_LEVEL` (the bootstrap alone named one in 34% of clean pairs of
     2-item splits, 20% at 3, 8% at 8). Several comparisons of one run are one family:
     :func:`adjust_for_family` decides them on Holm-adjusted p-values.
