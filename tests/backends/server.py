@@ -12,7 +12,9 @@ fault in that cycle (``drop`` closes the connection without an answer, ``slow`` 
 ``--slow-seconds`` first); ``--die-after N`` kills the process on the N+1-th POST; modes
 ``--api-key KEY`` (401 without it), ``--chat-only`` (no /v1/completions), ``--generated-logprobs-only`` (llama.cpp: ignores echo and
 gives log-probs of generated tokens only), ``--no-prompt-logprobs`` (rejects that parameter,
-like api.openai.com).
+like api.openai.com). ``--corrupt nan|positive|error200 --corrupt-when TEXT``: completions
+replies to prompts containing TEXT carry a NaN or a positive "log-prob", or are an error body
+sent with status 200 (a faulty server after the canary, whose prompts do not contain TEXT).
 """
 
 from __future__ import annotations
@@ -201,6 +203,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "this test server takes one prompt string")
         if "prompt_logprobs" in req and args.no_prompt_logprobs:
             return self._error(400, "Unrecognized request argument supplied: prompt_logprobs")
+        corrupt = args.corrupt if args.corrupt_when and args.corrupt_when in prompt else None
+        if corrupt == "error200":
+            return self._send(200, {"error": {"message": "internal failure", "code": 500}})
         ids, texts, starts = m.encode(prompt)
         max_tokens = int(req.get("max_tokens", 16))
         if len(ids) + max_tokens > m.max_len:
@@ -216,6 +221,10 @@ class Handler(BaseHTTPRequestHandler):
         want_prompt = req.get("prompt_logprobs") is not None or (echo and top is not None)
         if want_prompt:
             own, best, best_lp = m.prompt_logprobs(ids)
+            if corrupt == "nan":
+                own[-1] = float("nan")
+            elif corrupt == "positive":
+                own = [abs(x) + 0.5 for x in own]
         if req.get("prompt_logprobs") is not None:
             k = int(req["prompt_logprobs"])
             entries: list[Any] = [None]
@@ -318,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--delay", type=float, default=0.0, help="seconds added to every POST")
     p.add_argument("--die-after", type=int, default=None, help="exit on the POST after N")
     p.add_argument("--api-key", default=None, help="require this bearer token on POSTs")
+    p.add_argument("--corrupt", choices=["nan", "positive", "error200"], default=None)
+    p.add_argument("--corrupt-when", default="", help="corrupt replies to prompts with this")
     p.add_argument("--chat-only", action="store_true")
     p.add_argument("--generated-logprobs-only", action="store_true")
     p.add_argument("--no-prompt-logprobs", action="store_true")

@@ -227,8 +227,12 @@ def test_probe_refuses_chat_only_api_but_chat_generation_works(serve: Any) -> No
     assert msg.endswith("methods this backend can run: CAP")
     assert b.chat_only
     check_backend(b, generate=True, method="CAP")
-    got = b.generate([GenerateRequest("Hi", 3)])  # sent as chat: the server has no completions
+    got = b.generate([GenerateRequest("Hi", 3, chat=True)])
     assert got[0].n_tokens == 3
+    # a prompt laid out as given is not sent as chat (its answers, and their cache entries,
+    # were a chat-templated prompt's: QA): one line that asks for --chat
+    with pytest.raises(ModelError, match="CAP does with --chat"):
+        b.generate([GenerateRequest("Hi", 3)])
 
 
 def test_a_refused_key_or_a_dead_server_is_no_missing_capability(
@@ -528,3 +532,29 @@ def test_a_base_url_that_is_no_api_root_says_so(tiny_server: Any, serve: Any) ->
     with pytest.raises(CapabilityError) as err:
         check_backend(b, prompt_logprobs=True, method="the permutation test")
     assert "-M logprobs=prompt_logprobs asks for vLLM's prompt_logprobs" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "said"),
+    [
+        ("nan", "holds nan where a log-probability (<= 0) belongs"),
+        ("positive", "where a log-probability (<= 0) belongs"),
+        ("error200", "the server answered with an error: internal failure"),
+    ],
+)
+def test_a_reply_that_is_no_log_probability_is_a_server_fault_not_a_score(
+    serve: Any, corrupt: str, said: str
+) -> None:
+    """Only the canary's replies were checked: a NaN after it read as 'longer than the
+    context' and was kept on resume, a positive value moved ranks and flags, and an error body
+    sent with status 200 said only 'no prompt log-probs' (QA)."""
+    s = serve("--corrupt", corrupt, "--corrupt-when", "zebra")
+    for mode in ("echo", "prompt_logprobs"):
+        b = backend(s.url, logprobs=mode)
+        check_backend(b, prompt_logprobs=True, method="the permutation test")  # canary: clean
+        ok = b.score([ScoreRequest("The sky is", " blue")])
+        assert ok[0].logprob < 0
+        with pytest.raises(ModelError) as err:
+            b.score([ScoreRequest("The zebra is", " striped")])
+        msg = str(err.value)
+        assert said in msg and "scoring request 1 of 1" in msg, msg

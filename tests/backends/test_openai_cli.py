@@ -232,6 +232,23 @@ def test_cap_on_a_chat_only_server_asks_for_chat(tmp_path: Path, serve: Any) -> 
     assert res.returncode == 2 and "Traceback" not in res.stderr
     said = " ".join(res.stderr.split())
     assert "the server has no /completions endpoint" in said and "CAP does with --chat" in said
+    # multiple choice too, where the optional log-likelihood reader's probe finds the server
+    # chat-only first: generation went on through /chat/completions with "chat": false (QA)
+    mcq = tmp_path / "capmcq"
+    mcq.mkdir()
+    head = "请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: "
+    for split in ("dev", "val"):
+        rows = [
+            {"input": f"{head}{split} {k}+{k}=____。\n 选项：['A':{k}, 'B': {2 * k}, 'C':{k + 1},"
+             f" 'D':{k + 3}]\n 答案： ", "output": "B"}
+            for k in range(1, 4)
+        ]  # fmt: skip
+        (mcq / f"ori_{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+    margs = ["cap", "--model", f"openai:{server.url}#tiny", "--benchmark", str(mcq),
+             "--splits", "dev,val", "--no-plot", "--no-cache"]  # fmt: skip
+    res = run_cli(*margs, "--out", str(tmp_path / "mcq"), cwd=tmp_path)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 2 and "CAP does with --chat" in said, res.stderr
     res = run_cli(*args, "--chat", "--out", str(tmp_path / "chat"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "chat" / "summary.json").read_text(encoding="utf-8"))

@@ -326,11 +326,20 @@ class OpenAIBackend(Backend):
 
         def one(req: ScoreRequest) -> PromptTokens | None:
             try:
-                return self.prompt_tokens(self._prepare(req), top)
+                got = self.prompt_tokens(self._prepare(req), top)
             except HttpStatusError as exc:
                 if exc.status == 400 and _TOO_LONG.search(exc.message):
                     return None  # longer than the model's context: NaN, like the local backend
                 raise
+            # the canary checks its own replies only: a NaN read as "longer than the context"
+            # and was kept on resume, a positive value moved ranks and flags (QA)
+            bad = next((x for x in got.logprobs if x is not None and not x <= 1e-4), None)
+            if bad is not None:
+                raise ModelError(
+                    f"the server's reply holds {bad!r} where a log-probability (<= 0) belongs: "
+                    "a fault of the server; nothing of this batch is kept, finished ones are"
+                )
+            return got
 
         def label(i: int) -> str:
             r = unique[i]
@@ -402,7 +411,8 @@ class OpenAIBackend(Backend):
         }
         if req.stop:
             params["stop"] = list(req.stop)
-        if req.chat or self.chat_only:
+        if req.chat:  # never for a prompt laid out as given: its answers (and their cache
+            # entries) would be another prompt's (a chat-only server: the error below, QA)
             params["messages"] = [{"role": "user", "content": req.prompt}]
             body = self.client.request("POST", "chat/completions", params)
             choice = _first_choice(body, required=True)
@@ -477,6 +487,10 @@ def _first_choice(body: dict[str, Any], *, required: bool = False) -> dict[str, 
     """The reply's first choice ({} when it has none); a malformed list is a ModelError, and so
     is a reply without a choice when ``required`` (a generation: read as an empty answer, it
     let a run end "no evidence" on a server that answered nothing)."""
+    error = body.get("error")
+    if error and not body.get("choices"):  # an error sent with status 200: its own words
+        said = error.get("message", error) if isinstance(error, dict) else error
+        raise ModelError(f"the server answered with an error: {str(said)[:200]}")
     if required and not body.get("choices"):
         raise ModelError(
             f"the server's reply has no choices ({str(body)[:80]}): not in the OpenAI API's format"
