@@ -248,6 +248,10 @@ def test_spec_and_option_errors_are_one_line() -> None:
         load_backend("hf:someone/model-that-is-not-here")
     with pytest.raises(ConfigError, match="-M 'oops'"):
         parse_model_options(["oops"])
+    # a key given twice with two values: the last one silently won (QA)
+    with pytest.raises(ConfigError, match=r"-M bos is given twice \('none' and 'XX'\)"):
+        parse_model_options(["bos=none", "canary=full", "bos=XX"])
+    assert parse_model_options(["bos=none", "bos=none"]) == {"bos": "none"}
     with pytest.raises(ConfigError, match="--device"):
         load_backend("hf:someone/x", device="tpu")
 

@@ -56,6 +56,11 @@ def parse_model_options(pairs: list[str] | None) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"-M {pair!r}: expected key=value")
+        if key.strip() in out and out[key.strip()] != value.strip():  # the last one won (QA)
+            raise ConfigError(
+                f"-M {key.strip()} is given twice ({out[key.strip()]!r} and {value.strip()!r}): "
+                "give it once"
+            )
         out[key.strip()] = value.strip()
     return out
 
