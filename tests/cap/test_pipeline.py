@@ -467,3 +467,31 @@ def test_answers_stated_in_a_sentence_are_mapped_and_older_records_are_mapped_ag
     again = reanalyse_cap(tmp_path / "run")
     assert again.summary["statistics"] == first.summary["statistics"]
     assert again.summary["counts"] == first.summary["counts"]
+
+
+class CountingBackend(StatedAnswerBackend):
+    """Says each generation as it finishes, as a served model's requests do."""
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: Any = None
+    ) -> list[Generation]:
+        out = []
+        for r in requests:
+            out += super().generate([r])
+            if progress is not None:
+                progress(1)
+        return out
+
+
+def test_the_bar_moves_while_a_batch_generates(fineval_dir: Path, tmp_path: Path) -> None:
+    """A served model's batch of 10 items showed 0 on the bar for half an hour, until the whole
+    batch was written (QA): generations move it as they finish, and the batch ends on its
+    item count."""
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    calls: list[float] = []
+    run_cap(data, sel, CachedScorer(CountingBackend(), None), RunDir(tmp_path / "run"),
+            CapConfig(n_boot=200), on_items=calls.append)  # fmt: skip
+    n = sum(len(v) for v in sel.values())
+    assert len(calls) > 2 and 0 < calls[0] < n  # one batch, seen moving
+    assert sum(calls) == pytest.approx(n)

@@ -320,7 +320,7 @@ class ItemProgress:
             err_console.print(f"resuming: {done} of {total} items already done in {self.out}")
         self._task = self.progress.add_task(self.verb, total=total, completed=done)
 
-    def on_items(self, n: int) -> None:
+    def on_items(self, n: float) -> None:  # a fraction of an item while one generates (cap)
         self.progress.advance(self._task, n)
 
     def __enter__(self) -> ItemProgress:

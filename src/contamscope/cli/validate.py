@@ -332,7 +332,7 @@ def run(**kw: Any) -> None:
     def on_score_start(label: str, total: int, done: int) -> None:
         begin(f"scoring {label}", total, done)
 
-    def advance(n: int) -> None:
+    def advance(n: float) -> None:
         progress.advance(current["id"], n)
 
     with progress:

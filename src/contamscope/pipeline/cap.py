@@ -366,6 +366,18 @@ def check_splits(data: CapData, splits: Sequence[str], task: str | None = None) 
             )
 
 
+class _BarShare:
+    """A progress callback that moves ``on_items`` by ``per`` items a finished request."""
+
+    def __init__(self, on_items: Callable[[float], None] | None, per: float) -> None:
+        self.on_items, self.per, self.shown = on_items, per, 0.0
+
+    def __call__(self, n: int) -> None:
+        if self.on_items is not None:
+            self.shown += n * self.per
+            self.on_items(n * self.per)
+
+
 @releases_run_dir
 def run_cap(
     data: CapData,
@@ -379,7 +391,7 @@ def run_cap(
     selection: dict[str, Any] | None = None,
     overwrite: bool = False,
     on_start: Callable[[int, int], None] | None = None,
-    on_items: Callable[[int], None] | None = None,
+    on_items: Callable[[float], None] | None = None,
 ) -> CapOutcome:
     """Generate predictions on original and modified inputs of every selected item; write records
     and a summary. ``embedder`` (a :class:`~contamscope.embed.SentenceEmbedder`) is needed for
@@ -441,7 +453,10 @@ def run_cap(
             for p in live
             for t in (p.prompt, p.modified_prompt or p.prompt)
         ]
-        gens = scorer.generate(reqs) if reqs else []
+        # generations move the bar as they come (a served model's batch showed 0 for half an
+        # hour, QA); the rest of the batch's items at its end
+        shown = _BarShare(on_items, len(live) / max(len(reqs), 1) / (2 if use_loglik else 1))
+        gens = scorer.generate(reqs, shown) if reqs else []
         ll: list[Any] = []
         if use_loglik and live:
             sreqs = [
@@ -486,7 +501,7 @@ def run_cap(
         for r in out:
             done[r["id"]] = r
         if on_items is not None:
-            on_items(len(batch))
+            on_items(len(batch) - shown.shown)
     elapsed = time.perf_counter() - t0
     computed, reused = scorer.since(counted)
     ordered = [done[f"{s}/{it.id}"] for s, it in pairs if f"{s}/{it.id}" in done]

@@ -91,7 +91,7 @@ class ScoreHooks:
 
     on_start: Callable[[int, int], None] | None = None
     """``(total items, items already done)``."""
-    on_items: Callable[[int], None] | None = None
+    on_items: Callable[[float], None] | None = None
     """``(items finished now)``."""
 
 
@@ -227,7 +227,7 @@ def run_validation(
     on_train_start: Callable[[int], None] | None = None,
     on_train_step: Callable[[int], None] | None = None,
     on_score_start: Callable[[str, int, int], None] | None = None,
-    on_items: Callable[[int], None] | None = None,
+    on_items: Callable[[float], None] | None = None,
 ) -> ValidationOutcome:
     """Run the whole experiment into ``out`` and return its summary (also in summary.json).
 
