@@ -4,7 +4,8 @@ Reads the two run folders only (no model, no score cache). The benchmark items a
 reference items both runs scored are paired by id; per model the AUC of the benchmark's
 statistic against the references' says how much more familiar the model is with the benchmark
 than with text it cannot have seen, and :func:`~contamscope.detectors.compare.compare_aucs`
-tests whether one model's AUC is larger (DeLong's test for correlated AUCs).
+tests whether one model's AUC is larger (DeLong's test for correlated AUCs from 30 + 30
+items, the paired swap test below).
 """
 
 from __future__ import annotations

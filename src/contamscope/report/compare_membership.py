@@ -127,8 +127,8 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
         result,
         "Each model's AUC is the probability that a benchmark item's statistic exceeds a "
         "reference item's; the two AUCs come from the same items, and DeLong's test uses their "
-        "correlation (on at most 16 items, or where every item is placed alike, the exact "
-        "paired swap test: docs/statistics.md). Two-sided"
+        "correlation (with fewer than 30 benchmark or 30 reference items, or where every "
+        "item is placed alike, the paired swap test: docs/statistics.md). Two-sided"
         + (f"; the verdict's p is the smallest times {m} (Bonferroni)." if m > 1 else "."),
     )
     sections = [
