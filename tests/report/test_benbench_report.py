@@ -496,3 +496,66 @@ def test_card_reads_a_summary_without_its_schema_as_report_does(
     (a / "summary.json").write_text(json.dumps(s))
     r = runner.invoke(app, ["card", "--run", str(a), "--out", str(tmp_path / "old.md")])
     assert r.exit_code == 2 and "schema 'contamscope.benbench.summary/0'" in r.output
+
+
+def _no_hits(run: Path) -> None:
+    """No n-gram predicted right on either split, originals nor paraphrases: each item's
+    accuracies 0, and the summary's Deltas (and Delta_train - Delta_test) of them 0 in [0, 0]."""
+    lines = []
+    for line in (run / "items.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        for part in (r.get("metrics") or {}).values():
+            for k in ("ngram_exact", "ngram_rouge", "ngram_edit"):
+                if isinstance(part, dict) and part.get(k) is not None:
+                    part[k] = 0.0
+        lines.append(json.dumps(r))
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n")
+    s = json.loads((run / "summary.json").read_text())
+    for st in s["statistics"]["splits"].values():
+        for k in ("ngram_exact", "ngram_rouge", "ngram_edit"):
+            st["delta"][k].update(
+                original=0.0, reference=0.0, delta=0.0, ci=[0.0, 0.0], p_value=1.0
+            )
+    for k in ("ngram_exact", "ngram_rouge", "ngram_edit"):
+        s["statistics"]["delta_train_test"][k].update(value=0.0, ci=[0.0, 0.0], p_value=1.0)
+    (run / "summary.json").write_text(json.dumps(s))
+
+
+def test_card_marks_a_delta_of_no_ngram_hit_inconclusive_and_leaves_it_untested(
+    make_benbench_run, tmp_path: Path
+) -> None:
+    """The card showed such a Delta as 'Delta acc +0.0 pp [+0.0, +0.0], p 1.000' and counted
+    its p (and the train - test ones) in the Holm family, while the report and the board call
+    the run inconclusive (HTML QA)."""
+    from contamscope.report.card import build_card, render_markdown
+
+    run = make_benbench_run("zero")
+    before = build_card([run])["family"]["p_values"]
+    _no_hits(run)
+    card = build_card([run])
+    test = next(c for c in card["checks"] if c["split"] == "test")
+    assert "no n-gram was predicted right" in test["delta"]["ngram_exact"]["inconclusive"]
+    assert "inconclusive" not in test["delta"]["ppl"]
+    tt = next(c for c in card["checks"] if "delta_train_test" in c)["delta_train_test"]
+    assert all("inconclusive" in tt[k] for k in ("ngram_exact", "ngram_rouge", "ngram_edit"))
+    assert "inconclusive" not in tt["nll"]
+    # out of the family: test and train exact accuracy, and the three train - test n-gram ones
+    assert card["family"]["p_values"] == before - 5
+    text = render_markdown(card)
+    assert "+0.0 pp [+0.0, +0.0]" not in text
+    assert text.count("inconclusive (no n-gram predicted right)") == 2 + 3  # 2 splits, 3 t - t
+    assert sum("Delta of exact n-gram accuracy inconclusive" in n for n in card["notes"]) == 2
+    assert any(str(run) in n for n in card["notes"])
+
+
+def test_accuracy_bars_of_no_hit_start_at_zero(make_benbench_run) -> None:
+    """All-zero accuracy bars drew a y axis from -0.04 to 0.04 (%): it starts at 0 (HTML QA)."""
+    run = make_benbench_run("zero", n_per_split=6)
+    _no_hits(run)
+    page = build_report(run).read_text(encoding="utf-8")
+    title = "n-gram accuracy of originals and paraphrases per split"
+    fig = page[page.index(f"<title>{title}</title>") :]
+    fig = fig[: fig.index("</svg>")]
+    ticks = [html.unescape(t) for t in re.findall(r">\s*([−\-]?[0-9.]+)\s*</text>", fig)]
+    values = [float(t.replace("−", "-")) for t in ticks]
+    assert values and min(values) == 0 and max(values) == 100, ticks

@@ -62,8 +62,8 @@ def test_membership_runs_are_ranked_on_the_board(make_membership_run) -> None:
     (runs[1] / "summary.json").write_text(json.dumps(summary))
     text, _ = write_leaderboard(runs, None, "md")
     assert (
-        "- hf:clean on bench_test.csv: its references are not written like the benchmark items "
-        "(natural option order differs)" in text
+        f"- hf:clean on bench_test.csv ({runs[1]}): its references are not written like the "
+        "benchmark items (natural option order differs)" in text
     )
 
 
@@ -117,3 +117,44 @@ def test_the_terminal_names_k_only_for_the_statistics_that_use_it(make_membershi
             membership.console = real
         said[statistic] = next(ln for ln in buffer.getvalue().splitlines() if "statistic" in ln)
     assert "k=" not in said["loss"] and "k=0.2" in said["min_k_pp"], said
+
+
+def _unlike(run: Path) -> Path:
+    """The run's reference check found its references written otherwise than its items."""
+    summary = json.loads((run / "summary.json").read_text())
+    row = {
+        "feature": "published in alphabetical order",
+        "benchmark": {"rate": 0.5, "count": 15, "of": 30},
+        "reference": {"rate": 0.0, "count": 0, "of": 60},
+        "p_value": 1e-9,
+    }
+    summary["reference_check"] = {"alike": False, "level": 0.01, "rows": [row]}
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_a_verdict_over_unlike_references_is_styled_as_a_warning(
+    make_membership_run, tmp_path: Path
+) -> None:
+    """A 'no evidence' verdict whose references differ from the items (the error rate does not
+    hold) was in the green box of a clean result (HTML QA)."""
+    clean = make_membership_run("clean", shift=0.0, seed=3)
+    page = build_report(clean, out=tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '<div class="verdict clean">' in page
+    page = build_report(_unlike(clean), out=tmp_path / "b.html").read_text(encoding="utf-8")
+    assert '<div class="verdict caution">no evidence' in page
+    assert ".verdict.caution{" in page  # styled
+
+
+def test_board_notes_of_two_runs_of_one_model_and_benchmark_name_their_folders(
+    make_membership_run,
+) -> None:
+    """Two runs of hf:tiny on one benchmark (two statistics) gave one note twice (HTML QA)."""
+    runs = [
+        _unlike(make_membership_run("loss", statistic="loss")),
+        _unlike(make_membership_run("mink", statistic="min_k_pp")),
+    ]
+    text, _ = write_leaderboard(runs, None, "md")
+    notes = [x for x in text.splitlines() if "references are not written like" in x]
+    assert len(notes) == 2 and notes[0] != notes[1]
+    assert f"({runs[0]})" in notes[0] and f"({runs[1]})" in notes[1]

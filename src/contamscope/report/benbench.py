@@ -38,6 +38,8 @@ __all__ = [
     "why_unranked",
     "PRIMARY",
     "thresholds_text",
+    "no_hits",
+    "NO_HITS",
 ]
 
 TITLE = "BenBench (n-gram accuracy, perplexity)"
@@ -90,7 +92,7 @@ def estimate(run: RunData) -> Estimate | None:
     if split is None:
         return None
     d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
-    if not d.get("n") or _no_hits(d):
+    if not d.get("n") or no_hits(d):
         return None
     ci = d.get("ci")
     n = int(run.summary.get("config", {}).get("n", 5))
@@ -112,11 +114,18 @@ def partly_paired(split: dict[str, Any]) -> bool:
     return bool(paired) and paired < (split.get("n_items") or 0)
 
 
-def _no_hits(d: dict[str, Any]) -> bool:
+def no_hits(d: dict[str, Any]) -> bool:
     """No n-gram predicted right on the originals nor on the paraphrases: a Delta of 0 with
     an interval [0, 0] that reads as a precise "no leak" but measures nothing (as CAP's
     M = C = 0 is inconclusive)."""
     return not d.get("original") and not d.get("reference")
+
+
+NO_HITS = (
+    "no n-gram was predicted right on the originals nor on the paraphrases, so their "
+    "difference measures nothing"
+)
+"""Why a run's n-gram accuracy Delta is inconclusive (:func:`no_hits`)."""
 
 
 def why_unranked(run: RunData) -> str:
@@ -124,11 +133,8 @@ def why_unranked(run: RunData) -> str:
     stats = run.summary.get("statistics") or {}
     split = _split_of_interest(stats)
     d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {} if split else {}
-    if d.get("n") and _no_hits(d):
-        return (
-            "inconclusive: no n-gram was predicted right on the originals nor on the "
-            "paraphrases, so their difference measures nothing"
-        )
+    if d.get("n") and no_hits(d):
+        return f"inconclusive: {NO_HITS}"
     return UNRANKED
 
 
@@ -209,7 +215,7 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
     sp = stats["splits"][split]
     if partly_paired(sp):  # Δ reads the paired items only: say so (the table has them all)
         split = f"{split} (the {sp['n_paired']} of its {sp['n_items']} items with a paraphrase)"
-    if _no_hits(d):  # a precise-looking "+0.0 pp [+0.0, +0.0], p 1" that measured nothing
+    if no_hits(d):  # a precise-looking "+0.0 pp [+0.0, +0.0], p 1" that measured nothing
         return "inconclusive", (
             f"inconclusive on {split}: the model predicted no {n}-gram exactly, on the "
             "originals nor on the paraphrases, so the accuracy Δ measures nothing (see the "
@@ -369,6 +375,7 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
     if any(_per_item(records, sp, PRIMARY) for sp in splits):
         with figure(6.4, 3.6) as (fig, ax):
             groups = [(sp, key) for sp in splits for key in keys]
+            peak = 0.0  # the highest bar or whisker (%)
             for j, (which, hatch) in enumerate((("original", ""), ("paraphrase", "//"))):
                 xs, ys, lo, hi = [], [], [], []
                 for g, (sp, key) in enumerate(groups):
@@ -383,6 +390,10 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
                     hi.append(100 * max(0.0, ci[1] - mu))
                 ax.bar(xs, ys, width=0.38, color=[BASE, OKABE_ITO[1]][j], hatch=hatch,
                        label=which, yerr=[lo, hi], capsize=3, ecolor="#333")  # fmt: skip
+                peak = max([peak, *(y + h for y, h in zip(ys, hi, strict=True))])
+            # from 0 (all-zero bars drew an axis from -0.04 to 0.04 %; HTML QA), to 100 % when
+            # nothing was predicted, else a little above the highest whisker
+            ax.set_ylim(0, 100 if peak <= 0 else min(100, 1.15 * peak))
             ax.set_xticks(
                 range(len(groups)),
                 labels=[f"{sp}\n{LABELS[k][0].split(', ')[1]}" for sp, k in groups],
@@ -548,7 +559,7 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
         Column("all_exact", "all exact", "bool", help="every sampled n-gram predicted exactly"),
         Column("n_refs", "paraphrases", "int", help="usable paraphrases"),
         Column("excluded", "excluded / paraphrase problems"),
-        Column("question", "question"),
+        Column("question", "question", clip=_CELL),
     ]
     rows = []
     for r in records:
@@ -567,7 +578,7 @@ def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportO
             (r.get("flags") or {}).get("exact_all"),
             m.get("n_references"),
             "; ".join(problems) or None,
-            clip(q, _CELL),
+            q,  # whole: the search and the tooltip see it all (the cell shows the start)
         ]
         rows.append(row)
     table = Table("items", cols, rows, page_size=options.page_size)

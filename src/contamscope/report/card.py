@@ -28,6 +28,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError
 from ..paths import check_output_file, write_text_atomic
 from ..wording import first_few, json_error, md_cell, number, plural, value
+from .benbench import NO_HITS, PRIMARY, no_hits
 
 __all__ = [
     "CARD_SCHEMA",
@@ -77,6 +78,8 @@ _METRICS = {  # key: (name on the card, a rate shown in percentage points)
     "ngram_edit": ("n-gram accuracy, edit similarity", True),
 }
 
+
+_NGRAMS = tuple(k for k, (_, pp) in _METRICS.items() if pp)
 
 OTHER_METHODS = ("permutation", "membership", "cap")
 """Methods whose runs the card takes besides BenBench (one row each)."""
@@ -140,7 +143,7 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     bench = run.benchmark + (f" ({first_few(subjects)})" if subjects else "")
     if est is None or est.value is None:
         why = unranked_reason(module, run)
-        return None, f"{bench} ({module.TITLE}): no estimate: {why}"
+        return None, f"{bench} ({module.TITLE}, {path.parent}): no estimate: {why}"
     return {
         "method": module.TITLE,
         "benchmark": bench,
@@ -154,10 +157,10 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
         "legend": est.legend,
         "run": str(path.parent),
         "run_created": s.get("created"),
-    }, _note(bench, module.TITLE, est)
+    }, _note(f"{bench} ({module.TITLE}, {path.parent})", est)
 
 
-def _note(bench: str, title: str, est: Any) -> str | None:
+def _note(who: str, est: Any) -> str | None:
     """What the card says beside a run's row: its estimate's warning, and where its p-value
     rejects H0, the writers' conventions the benchmark's option orders follow (the verdict's
     caveat: conventions no rule detects favour the published order without a leak)."""
@@ -166,7 +169,7 @@ def _note(bench: str, title: str, est: Any) -> str | None:
     parts = [est.warning] if est.warning else []
     if est.caveat and est.p_value is not None and est.p_value <= 0.05:
         parts.append(caveat_text(est.caveat))
-    return f"{bench} ({title}): {'; '.join(parts)}" if parts else None
+    return f"{who}: {'; '.join(parts)}" if parts else None
 
 
 def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -178,7 +181,9 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
         if not splits:
             raise DataError(f"{path}: no split has statistics (a run of no items)")
         rows = []
+        idle: dict[str, set[str]] = {}  # per split: the n-gram metrics with no hit at all
         for split, st in splits.items():
+            idle[split] = {k for k, v in st["delta"].items() if _no_hits(k, v)}
             b = s["benchmark"][split]
             inst = st["instances"]["exact_all"]
             paired = int(st.get("n_paired", st["delta"]["ppl"]["n"]))
@@ -223,6 +228,7 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                             "n": v["n"],
                             "relative_pct": v.get("relative_pct"),
                         }
+                        | ({"inconclusive": NO_HITS} if k in idle[split] else {})
                         for k, v in st["delta"].items()
                     },
                     "original_all_items": st["original"],
@@ -238,6 +244,11 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                     "run_created": s.get("created"),
                 }
             )
+            if PRIMARY in idle[split]:  # as the report's verdict and the leaderboard say
+                notes.append(
+                    f"{b['source']} ({split}, {path.parent}): Delta of exact n-gram accuracy "
+                    f"inconclusive: {NO_HITS}; its p-value is not counted among the card's tests"
+                )
         dtt = s["statistics"].get("delta_train_test")
         if dtt and all(v["value"] is None for v in dtt.values()):
             notes.append(  # (the card wrote the section's heading over an empty table)
@@ -261,6 +272,8 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                             "n_train": v.get("n_train"),
                             "n_test": v.get("n_test"),
                         }
+                        # neither split predicted one n-gram: a difference of two zeros
+                        | ({"inconclusive": NO_HITS} if all(k in i for i in idle.values()) else {})
                         for k, v in dtt.items()
                     },
                 }
@@ -330,10 +343,10 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
         for k, v in (c.get("delta") or c.get("delta_train_test") or {}).items()
         if "delta_train_test" in c or k in ("ppl", "ngram_exact")
     ]
-    ps = [
+    ps = [  # an inconclusive Delta (no n-gram predicted right) tests nothing: left out
         v["p_value"]
         for v in [*shown, *others]
-        if v.get("value") is not None and v.get("p_value") is not None
+        if v.get("value") is not None and v.get("p_value") is not None and not v.get("inconclusive")
     ]
     family = {
         "p_values": len(ps),
@@ -356,10 +369,19 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
     }
 
 
+def _no_hits(key: str, v: dict[str, Any]) -> bool:
+    """Whether a split's Delta of an n-gram accuracy ``key`` is inconclusive: items paired, but
+    no n-gram predicted right on the originals nor on the paraphrases (a Delta of 0 in
+    [0, 0], p 1, that measures nothing)."""
+    return key in _NGRAMS and bool(v.get("n")) and no_hits(v)
+
+
 def _delta(v: dict[str, Any], pp: bool) -> str:
     """Signed difference with its CI and p-value: accuracies in percentage points."""
     if v.get("value") is None:
         return "-"
+    if v.get("inconclusive"):  # "+0.0 pp [+0.0, +0.0], p 1.000" read as a precise no-leak
+        return "inconclusive (no n-gram predicted right)"
 
     def f(x: float) -> str:
         return f"{100 * x:+.1f}" if pp else number(x, signed=True)

@@ -129,6 +129,8 @@ def _figures(result: dict[str, Any]) -> list[str]:
                     color=color,
                     label=f"{who.upper()} ({result[who]['model']})",
                 )
+            if part != "pcr":  # rates: from 0 (two 0 bars drew -0.04 to 0.04; HTML QA)
+                ax.set_ylim(0, 1.05)
             ax.set_xticks([0.19, 1.19], [ref, split])
             ax.set_title({"m": "M (performance)", "c": "C (consistency)", "pcr": "PCR"}[part])
         legend_outside(axes[-1])

@@ -523,9 +523,12 @@ def ties_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
 
 
 def warning_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
-    """One line per run whose own number may mislead (``Estimate.warning``)."""
+    """One line per run whose own number may mislead (``Estimate.warning``), naming its run
+    folder: two runs of a model on a benchmark (other statistics) read as one line twice."""
     return [
-        f"{e.model} on {e.benchmark}: {e.estimate.warning}" for e in entries if e.estimate.warning
+        f"{e.model} on {e.benchmark} ({e.run_dir}): {e.estimate.warning}"
+        for e in entries
+        if e.estimate.warning
     ]
 
 

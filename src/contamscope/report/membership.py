@@ -184,10 +184,13 @@ def _verdict_section(run: RunData) -> Section:
     if line is None:
         return Section("verdict", "Verdict and statistics", "<p class='note'>No dataset test.</p>")
     kind, sentence = line
+    # references unlike the benchmark items: the stated error rate does not hold, whichever
+    # way the test went (a green "no evidence" box read as a clean bill; HTML QA)
+    cls = "caution" if _unlike(s) else kind
     stat = st.get("statistic", "?")
     q = "q" if st.get("fdr") else "p"
     head = (
-        f'<div class="verdict {kind}">{esc(sentence)}</div>'
+        f'<div class="verdict {cls}">{esc(sentence)}</div>'
         f"<p class='note'>{st.get('flagged', 0)} of {plural(st.get('n_items', 0), 'benchmark item')}"
         f" flagged at {q} ≤ {st.get('alpha', 0.05):g}: {esc(st.get('error_rate', ''))}.</p>"
         "<p class='note'><b>How to read it.</b> Each item's text (question and options in the "
