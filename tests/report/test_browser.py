@@ -108,8 +108,8 @@ def test_a_board_of_seven_models_has_a_readable_chart(make_run, tmp_path: Path) 
         "text_px": """Math.min(...[...document.querySelectorAll('svg.fig text')]
             .map(t => t.getBoundingClientRect().height).filter(h => h > 0))""",
         "legend_clear": """(() => { const svg = document.querySelector('svg.fig');
-            const legend = svg.querySelector('g[id^=legend]').getBoundingClientRect().left;
-            const bars = [...svg.querySelectorAll('g[id^=axes] > g[id^=patch]')]
+            const legend = svg.querySelector('g[class^=legend]').getBoundingClientRect().left;
+            const bars = [...svg.querySelectorAll('g[class^=axes] > g[class^=patch]')]
                 .map(g => g.getBoundingClientRect().right);
             return legend >= Math.max(...bars) - 1; })()""",
         "page_scrolls": "document.documentElement.scrollWidth > window.innerWidth",
@@ -294,3 +294,44 @@ def test_no_figure_text_is_cut_at_the_figures_edge(make_run, tmp_path: Path) -> 
     )
     assert res.errors == [] and res.probes["figures"] >= 4
     assert res.probes["cut"] == []
+
+
+def test_search_and_tooltip_see_a_long_questions_whole_text(make_run, tmp_path: Path) -> None:
+    """The table's data held a question cut to 600 characters: the search missed the middle of
+    a passage, the tooltip was not the whole text (HTML QA). Now the cell shows its start,
+    clipped; the search and the tooltip the whole text. And no id repeats on the page (the
+    figures' ids did)."""
+    run = make_run("long", n_items=6, n_excluded=0)
+    lines = []
+    for i, line in enumerate((run / "items.jsonl").read_text().splitlines()):
+        r = json.loads(line)
+        if i == 2:
+            r["prefix"] = (
+                "Passage. "
+                + "Filler words. " * 60
+                + "Deep middle marker. "
+                + ("More filler. " * 60)
+                + "Who was John Kerry?:\n"
+            )
+        lines.append(json.dumps(r))
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path = build_report(run)
+    probes = {
+        "found": """(() => { const i = document.querySelector('#items input');
+            i.value = 'deep middle marker'; i.dispatchEvent(new Event('input'));
+            const td = document.querySelector('#items tbody td.q');
+            const out = [document.querySelectorAll('#items tbody tr').length,
+                         td.textContent, td.title];
+            i.value = ''; i.dispatchEvent(new Event('input')); return out; })()""",
+        "repeated_ids": """(() => { const c = {};
+            document.querySelectorAll('[id]').forEach(e => c[e.id] = (c[e.id] || 0) + 1);
+            return Object.values(c).filter(v => v > 1).length; })()""",
+    }
+    res = check_page(path, probes=probes)
+    assert res.errors == []
+    n, cell, tip = res.probes["found"]
+    assert n == 1
+    assert len(cell) <= 300 and cell.endswith("…") and cell.startswith("Passage. Filler")
+    assert tip.startswith("Passage. ") and tip.endswith("Who was John Kerry?")
+    assert "Deep middle marker." in tip and len(tip) > 1500
+    assert res.probes["repeated_ids"] == 0

@@ -850,3 +850,73 @@ def test_a_damaged_record_is_named_by_its_line_in_items_jsonl(make_run) -> None:
     assert "summary.json" not in str(err.value)
     assert str(err.value).endswith("re-run the command that wrote the folder: it scores a "
                                    "damaged record again")  # fmt: skip
+
+
+def test_the_item_table_holds_whole_questions_without_the_templates_cue(make_run) -> None:
+    """The table's data held each question cut to 600 characters (search missed a passage's
+    middle, the tooltip was not the whole text), and the scored prefix with the template's
+    cue: "The K-means algorithm::" (HTML QA). The cell is clipped by the page's script."""
+    run = make_run("long", n_items=4, n_excluded=0)
+    lines = []
+    for i, line in enumerate((run / "items.jsonl").read_text().splitlines()):
+        r = json.loads(line)
+        if i == 0:
+            r["prefix"] = "Passage. " + "More  of the\npassage. " * 80 + "Who was John Kerry?:\n"
+        if i == 1:
+            r["prefix"] = "The K-means algorithm::\n"
+        lines.append(json.dumps(r))
+    (run / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = _table_data(build_report(run).read_text(encoding="utf-8"))
+    col = [c["key"] for c in data["columns"]].index("question")
+    assert data["columns"][col]["clip"] > 0  # what the cell shows
+    questions = {r[0]: r[col] for r in data["rows"]}
+    ids = [json.loads(x)["id"] for x in lines]
+    long = questions[ids[0]]
+    assert long == "Passage. " + "More of the passage. " * 80 + "Who was John Kerry?"
+    assert questions[ids[1]] == "The K-means algorithm:"
+    assert questions[ids[2]] == "Synthetic question number 2 <b>&amp;</b> </script> about topic 2?"
+    # a template of the run's own: its text around {question} goes
+    s = json.loads((run / "summary.json").read_text())
+    s["config"]["template"] = {"question": "Q: {question}\nA:", "option": "{label}:{text}\n"}
+    (run / "summary.json").write_text(json.dumps(s))
+    r = json.loads(lines[3]) | {"prefix": "Q: Why  is it?\nA:"}
+    (run / "items.jsonl").write_text("\n".join(lines[:3] + [json.dumps(r)]) + "\n")
+    data = _table_data(build_report(run).read_text(encoding="utf-8"))
+    assert data["rows"][3][col] == "Why is it?"
+
+
+def test_figure_ids_are_unique_on_the_page_and_every_reference_finds_its_own(make_run) -> None:
+    """matplotlib names its elements alike in every figure: one report repeated 131 ids, and a
+    marker's use could find another figure's (HTML QA)."""
+    page = build_report(make_run(n_items=20)).read_text(encoding="utf-8")
+    figures = re.findall(r"<svg role=\"img\".*?</svg>", page, re.S)
+    assert len(figures) >= 3
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), [x for x in set(ids) if ids.count(x) > 1][:5]
+    for svg in figures:
+        own = set(re.findall(r'\sid="([^"]+)"', svg))
+        refs = set(re.findall(r'(?:url\(#|href="#)([^)"]+)', svg))
+        assert refs and refs <= own  # markers and clip paths: within the figure
+
+
+def test_the_mean_gaps_missing_ci_is_explained_on_the_page_and_the_terminal(make_run) -> None:
+    """The mean gap's row showed no 95% CI although summary.json has one: left out on purpose
+    (a t interval, which beside the exact p-value contradicted it; docs/statistics.md), which
+    the page and the terminal now say (HTML QA)."""
+    from contamscope.cli.common import console
+    from contamscope.cli.summary import print_permutation_summary
+
+    run = make_run(n_items=20)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["statistics"]["gap"]["null_range"] and summary["statistics"]["gap"]["ci"]
+    page = build_report(run).read_text(encoding="utf-8")
+    verdict = page[page.index('<section id="verdict">') :]
+    verdict = verdict[: verdict.index("</section>")]
+    row = next(r for r in verdict.split("<tr>") if r.startswith("<td>Mean log-prob gap"))
+    assert "<td>–‡</td>" in row
+    assert "‡ The mean gap's 95% CI is a t interval" in verdict
+    assert "statistics.gap.ci" in verdict
+    with console.capture() as cap:
+        print_permutation_summary(summary)
+    out = " ".join(cap.get().split())
+    assert "is in summary.json (statistics.gap.ci)" in out

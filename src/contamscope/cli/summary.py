@@ -87,7 +87,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         t.add_row(  # the randomization test's own null range, not a t interval beside its p
             "Mean gap, original - others" + ("" if null else f" ({g.get('method') or 't-test'})"),
             f"{g['mean']:+.3f} nats",
-            "" if null else _ci(g["ci"], pct=False),
+            "-**" if null else _ci(g["ci"], pct=False),
             f"0 {_ci(null, pct=False)}**" if null else "0",
             p_text(g["p_value"]) if g["p_value"] is not None else g["reason"],
         )
@@ -125,7 +125,9 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
             styled(
                 "dim",
                 "** where 95% of mean gaps fall when the original order is just one of the "
-                f"orders (H0); the gap (nats) and its p-value: {g.get('method')} test.",
+                f"orders (H0); the gap (nats) and its p-value: {g.get('method')} test. Its 95% "
+                "CI, a t interval (approximate, and beside the exact p-value it could contradict "
+                "it), is in summary.json (statistics.gap.ci).",
             )
         )
     measured = [(k, d["reference"]) for k, d in stats["alg2"].items() if d.get("reference")]

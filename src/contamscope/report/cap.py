@@ -648,6 +648,7 @@ def _table_section(
             "question",
             "input, after the instruction all share" if shared else "input",
             help=clip(shared, 300),
+            clip=_CELL,
         ),
     ]
     rows = []
@@ -664,7 +665,7 @@ def _table_section(
             _clip(r.get("modified_prediction"), _CELL),
             r.get("excluded"),
             ", ".join(f"{k}={v}" for k, v in mod.items() if k != "order") or None,
-            clip(str(r.get("input") or "")[len(shared) :], _CELL),
+            " ".join(str(r.get("input") or "")[len(shared) :].split()),  # whole: searched
         ]
         rows.append(row)
     table = Table("items", cols, rows, page_size=options.page_size)
@@ -672,7 +673,9 @@ def _table_section(
         "items",
         "All items",
         f"<p class='note'>{len(rows)} records (one per item and split); click a header to sort, "
-        "type to search any column. The full prompts and predictions are in items.jsonl.</p>",
+        "type to search any column (the whole input; predictions and references as far as "
+        f"shown, their first {_CELL} characters). The full prompts and predictions are in "
+        "items.jsonl.</p>",
         after=table.html(),
     )
 

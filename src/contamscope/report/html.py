@@ -76,6 +76,9 @@ class Column:
     pair (``[sort_value, text]``: sorted by the number, shown as the text)."""
     help: str = ""
     """Tooltip on the header: what the column means."""
+    clip: int = 0
+    """A text column's cells show at most this many characters (0: all). The table's data keeps
+    the whole text: the search and a cell's tooltip see all of it."""
 
 
 @dataclass
@@ -105,7 +108,15 @@ class Table:
             for i, c in enumerate(self.columns)
         )
         data = {
-            "columns": [{"key": c.key, "kind": c.kind, "label": c.label} for c in self.columns],
+            "columns": [
+                {
+                    "key": c.key,
+                    "kind": c.kind,
+                    "label": c.label,
+                    **({"clip": c.clip} if c.clip else {}),
+                }
+                for c in self.columns
+            ],
             "rows": [[_clean(v) for v in r] for r in self.rows],
             "pageSize": self.page_size,
             "sort": list(self.sort) if self.sort else None,
@@ -295,6 +306,7 @@ main{padding:0 28px 28px;max-width:1400px}footer{padding:12px 28px;color:#666;fo
 .verdict.signal{background:#fde8dc;border-left:6px solid #D55E00}
 .verdict.clean{background:#e0f1ea;border-left:6px solid #009E73}
 .verdict.none{background:#eee;border-left:6px solid #888}
+.verdict.caution{background:#fff3d6;border-left:6px solid #E69F00}
 table{border-collapse:collapse;font-size:13px;margin:6px 0}
 th,td{padding:4px 8px;border-bottom:1px solid #e5e5e5;text-align:left;vertical-align:top}
 th{background:#f2f2f5;position:sticky;top:0}
@@ -356,7 +368,8 @@ document.querySelectorAll(".tbl").forEach(function(box){
   var id=box.getAttribute("data-table");
   var d=JSON.parse(document.getElementById("data-"+id).textContent);
   var cols=d.columns,all=d.rows,page=0,size=d.pageSize;
-  // search both what is shown ("yes", "20.0%") and the stored value (full question texts)
+  // search both what is shown ("yes", "20.0%") and the stored value (a clipped column's
+  // whole text: its cell shows the start, Column.clip)
   var text=all.map(function(r){return r.map(function(v,j){
     if(v===null||v===undefined)return "–";
     var raw=Array.isArray(v)?"":String(v);return fmt(v,cols[j].kind)+" "+raw;
@@ -378,10 +391,11 @@ document.querySelectorAll(".tbl").forEach(function(box){
       for(var j=0;j<cols.length;j++){
         var k=cols[j].kind,v=r[j],s=fmt(v,k),cls="k-"+k+(cols[j].key==="question"?" q":"")+(k==="bool"&&v?" yes":"");
         var lg=k==="text"?langOf(s):"";
-        // a text may be cut by the column's width: its tooltip is the whole text; a number's
-        // says whose and what it is (in a wide pivot the row and header are far away)
+        // a text may be cut (the column's clip, its width): its tooltip is the whole text; a
+        // number's says whose and what it is (in a wide pivot the row and header are far away)
         var tip=k==="text"||j===0?s:fmt(r[0],cols[0].kind)+" · "+cols[j].label;
-        tds.push('<td class="'+cls+'"'+(lg?' lang="'+lg+'"':"")+' title="'+esc(tip)+'">'+esc(s)+"</td>");
+        var shown=cols[j].clip&&s.length>cols[j].clip?s.slice(0,cols[j].clip-1).replace(/[\ud800-\udbff]?\s*$/,"")+"…":s;
+        tds.push('<td class="'+cls+'"'+(lg?' lang="'+lg+'"':"")+' title="'+esc(tip)+'">'+esc(shown)+"</td>");
       }
       html.push("<tr>"+tds.join("")+"</tr>");
     }

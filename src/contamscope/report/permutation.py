@@ -40,7 +40,8 @@ __all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked"]
 TITLE = "Option-permutation test"
 UNRANKED = "no item analysed, so no Algorithm-1 rate"
 """Why a run gets no leaderboard cell (said when it is left out)."""
-_QUESTION_CHARS = 600  # the cell shows one line; hovering and the search see this much
+_QUESTION_CHARS = 600  # a case study's caption shows this much (the table: all of it)
+_CELL = 300  # a table cell shows one line; its tooltip and the search see the whole text
 
 
 def _ranked_statistics(run: RunData) -> tuple[dict[str, Any], int]:
@@ -123,9 +124,24 @@ def _alg2_flag(rec: dict[str, Any], d0: str | None) -> bool | None:
     return bool(next(iter(flags.values()))) if flags else None
 
 
-def _question(rec: dict[str, Any]) -> str:
-    """The prompt's question, clipped in the middle: a passage's start and its question."""
-    return clip(rec.get("prefix"), _QUESTION_CHARS, tail=_QUESTION_CHARS // 3)
+def _question(rec: dict[str, Any], cue: str = "{question}:\n") -> str:
+    r"""The item's question, whitespace collapsed: the record's ``question`` where it has one,
+    else its scored prefix without the template's text around ``{question}`` (``cue``, the
+    run's template's question format: "The K-means algorithm:" + ":\n" read
+    "The K-means algorithm::"; HTML QA).
+
+    >>> _question({"prefix": "The K-means algorithm::\n"})
+    'The K-means algorithm:'
+    >>> _question({"prefix": "Q: Why?\nA:"}, "Q: {question}\nA:")
+    'Why?'
+    """
+    if isinstance(rec.get("question"), str):
+        return " ".join(rec["question"].split())
+    text = str(rec.get("prefix") or "")
+    lead, _, trail = cue.partition("{question}")
+    if "{question}" in cue and text.startswith(lead) and text.endswith(trail):
+        text = text[len(lead) : len(text) - len(trail)]
+    return " ".join(text.split())
 
 
 def option_lines(text: str, rec: dict[str, Any], line: str) -> str:
@@ -172,14 +188,16 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
     heap: list[tuple[float, float, int, _Case]] = []
     k = max(0, options.top_cases)
     set_aside = (summary.get("natural_order") or {}).get("by_id") or {}
-    line = str(((summary.get("config") or {}).get("template") or {}).get("option") or "")
+    template = (summary.get("config") or {}).get("template") or {}
+    line = str(template.get("option") or "")
+    cue = str(template.get("question") or "{question}:\n")  # the default template's
     for i, (at, rec) in enumerate(run.iter_numbered_records()):
         try:
             label = rec.get("leak_label")
             if options.labels is not None:
                 label = options.labels.get(rec["id"], False)
             any_label = any_label or label is not None
-            q = _question(rec)
+            q = _question(rec, cue)  # whole: the table's search and tooltips see it all
             if rec.get("excluded") or rec.get("rank") is None:
                 rows.append(
                     [rec["id"], rec.get("subject"), *[None] * 6, rec.get("excluded"), q, label]
@@ -213,7 +231,7 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
                 case = _Case(
                     rec["id"],
                     rec.get("subject"),
-                    q,
+                    clip(q, _QUESTION_CHARS, tail=_QUESTION_CHARS // 3),  # a passage's end too
                     [float(x) for x in rec["logprobs"]],
                     rec["orders"],
                     int(rec["rank"]),
@@ -319,7 +337,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
                 "Mean log-prob gap, original − mean of the others (nats; "
                 f"{esc(g.get('method') or 't-test')})",
                 f"{g['mean']:+.3f}",
-                "" if null else fmt_ci(g["ci"], pct=False),
+                "–‡" if null else fmt_ci(g["ci"], pct=False),  # (the note says why)
                 f"0, 95% of H0: {fmt_ci(null, pct=False)}" if null else "0",
                 fmt_p(g["p_value"]) if g.get("p_value") is not None else esc(g.get("reason")),
             )
@@ -375,7 +393,10 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         note += (
             '<p class="note">The mean gap\'s "95% of H0" is where 95% of mean gaps fall when '
             "the original order is just one of the orders, over the same assignments as its "
-            "p-value: a mean above it has p at most 0.025.</p>"
+            "p-value: a mean above it has p at most 0.025. ‡ The mean gap's 95% CI is a t "
+            "interval: approximate (too narrow with heavy tails), and shown beside the exact "
+            "p-value it could contradict it; summary.json keeps it (statistics.gap.ci; "
+            "docs/statistics.md).</p>"
         )
     table = (
         '<table class="stats"><tr><th>statistic</th><th>observed</th><th>95% CI</th>'
@@ -649,7 +670,7 @@ def _table_section(
             help="excluded: not scored (options refer to each other); set aside: scored, but "
             "its published order is a natural one, which the verdict does not test",
         ),
-        Column("question", "question"),
+        Column("question", "question", clip=_CELL),
     ]
     if labels:
         cols.append(Column("label", "known leak", "bool", help="ground-truth label"))

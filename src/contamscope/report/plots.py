@@ -6,6 +6,7 @@ colour blindness; the highlighted series also differs in marker shape and size, 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ __all__ = [
     "text_colour",
     "legend_outside",
     "difference_bins",
+    "unique_ids",
 ]
 
 OKABE_ITO = (
@@ -127,7 +129,31 @@ def to_svg(fig: Any, title: str) -> str:
         metadata={"Date": None, "Creator": None},
     )  # fmt: skip
     svg = _SVG_HEAD.sub(r"\1", buf.getvalue(), count=1)  # drop the XML prolog and doctype
+    svg = unique_ids(svg)
     svg = svg.replace("<svg ", '<svg role="img" class="fig" ', 1)
     from html import escape
 
     return svg.replace(">", f"><title>{escape(title)}</title>", 1)
+
+
+_ID = re.compile(r'\sid="([^"]+)"')
+_REF = re.compile(r'(url\(#|href="#)([^)"]+)')
+
+
+def unique_ids(svg: str) -> str:
+    """``svg`` with the ids that something refers to (``url(#...)``, ``xlink:href="#..."``:
+    markers, clip paths) prefixed by a hash of the figure, and the others made classes (names
+    that may repeat: ``legend_1``, ``patch_3``): matplotlib names elements alike in every
+    figure, so a page of figures repeated ids (131 in one report; HTML QA), and a reference
+    could find another figure's element. The hash keeps the output the same from run to run.
+
+    >>> unique_ids('<g id="figure_1"><path id="m1"/><use xlink:href="#m1"/></g>')
+    '<g class="figure_1"><path id="ff9d33aeb-m1"/><use xlink:href="#ff9d33aeb-m1"/></g>'
+    """
+    prefix = "f" + hashlib.sha256(svg.encode("utf-8")).hexdigest()[:8] + "-"
+    used = {m.group(2) for m in _REF.finditer(svg)}
+    svg = _ID.sub(
+        lambda m: f' id="{prefix}{m.group(1)}"' if m.group(1) in used else f' class="{m.group(1)}"',
+        svg,
+    )
+    return _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", svg)
