@@ -82,6 +82,24 @@ class TokenStats:
         nan = (math.nan,) if vocab_stats else None
         return cls((-1,), (math.nan,), (-1,), 0, nan, nan)
 
+    @property
+    def is_too_long(self) -> bool:
+        """Whether this is :meth:`too_long`'s mark (one id -1 with a NaN log-prob), not a
+        one-token text of a backend without ids, whose log-prob is a number."""
+        return tuple(self.tokens) == (-1,) and math.isnan(self.logprobs[0])
+
+    def non_finite(self, nan_only: bool = False) -> str | None:
+        """Why a computed text's statistics cannot be used: its first log-prob that is not a
+        finite number (``nan_only``: that is NaN), said as an exclusion reason; None when
+        there is none."""
+        bad = next(
+            (x for x in self.logprobs if math.isnan(x) or not (nan_only or math.isfinite(x))),
+            None,
+        )
+        if bad is None:
+            return None
+        return f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype float32)"
+
 
 @dataclass(frozen=True)
 class GenerateRequest:

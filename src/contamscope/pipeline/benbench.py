@@ -266,26 +266,15 @@ def _ngram_plan(
     return starts, partial, gens
 
 
-def _too_long(st: TokenStats) -> bool:
-    """:meth:`TokenStats.too_long`'s mark (one id -1 with a NaN log-prob), not a one-token
-    text of a backend without ids, whose log-prob is a number."""
-    return tuple(st.tokens) == (-1,) and math.isnan(st.logprobs[0])
-
-
 def _exclusion(pst: TokenStats, nst: TokenStats) -> str | None:
     """Why a version (answer text ``pst``, n-gram text ``nst``) cannot be scored, or None."""
-    if _too_long(pst) or _too_long(nst):
+    if pst.is_too_long or nst.is_too_long:
         return "longer than the model's context window"
     if not pst.tokens:
         return "no answer tokens"
     # -inf (a token of probability 0) made the perplexity inf and every mean and Delta with
-    # it; a NaN in either pass is a numerical failure whose greedy tokens cannot be trusted
-    bad = next((x for x in pst.logprobs if not math.isfinite(x)), None)
-    if bad is None:
-        bad = next((x for x in nst.logprobs if math.isnan(x)), None)
-    if bad is not None:
-        return f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype float32)"
-    return None
+    # it; a NaN in the n-gram pass is a numerical failure whose greedy tokens cannot be trusted
+    return pst.non_finite() or nst.non_finite(nan_only=True)
 
 
 def _score_batch(

@@ -67,7 +67,6 @@ CONSISTENCY = {"mcq": "factual", "qa": "logical", "summary": "semantic"}
 _METRIC = {"mcq": "exact_match", "qa": "rouge_l", "summary": "rouge_2"}
 _MAX_NEW = {"mcq": 8, "qa": 64, "summary": 256}
 _STOP: dict[str, tuple[str, ...]] = {"mcq": ("\n",), "qa": ("\n\n",), "summary": ()}
-_LABELS = LABELS
 _SCALES: tuple[Scale, ...] = ("tanh", "linear", "sigmoid")
 
 
@@ -187,10 +186,10 @@ def mcq_prompt(item: MCQItem, template: PromptTemplate | None = None) -> str:
     if template is not None:
         return template.prompt(item)
     if item.meta.get("prompt_style") == "fineval":
-        opts = ", ".join(f"'{_LABELS[i]}': {o}" for i, o in enumerate(item.options))
+        opts = ", ".join(f"'{LABELS[i]}': {o}" for i, o in enumerate(item.options))
         return FINEVAL_PROMPT.format(question=item.question, options=opts)
     lines = [f"Question: {item.question}"]
-    lines += [f"{_LABELS[i]}. {o}" for i, o in enumerate(item.options)]
+    lines += [f"{LABELS[i]}. {o}" for i, o in enumerate(item.options)]
     return "\n".join(lines) + "\nAnswer:"
 
 
@@ -460,7 +459,7 @@ def run_cap(
         ll: list[Any] = []
         if use_loglik and live:
             sreqs = [
-                ScoreRequest(t, _letter_cont(t, _LABELS[k]))
+                ScoreRequest(t, _letter_cont(t, LABELS[k]))
                 for p in live
                 for t, opts in ((p.prompt, p.item.options), (p.modified_prompt, p.modified.options))
                 for k in range(len(opts))

@@ -215,15 +215,15 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
         "n_tokens": len(st.tokens),
         "excluded": None,
     }
-    bad = next((x for x in st.logprobs if not math.isfinite(x)), None)
-    if not st.tokens or bad is not None:
-        rec["excluded"] = (
-            "no tokens"
-            if not st.tokens
-            else "longer than the model's context window"
-            if tuple(st.tokens) == (-1,)  # TokenStats.too_long()
-            else f"a non-finite token log-prob ({bad}; a numerical overflow? try --dtype float32)"
-        )  # a -inf made every statistic None with no reason, and any NaN read as too long
+    why = (
+        "no tokens"
+        if not st.tokens
+        else "longer than the model's context window"
+        if st.is_too_long
+        else st.non_finite()
+    )  # a -inf made every statistic None with no reason, and any NaN read as too long
+    if why is not None:
+        rec["excluded"] = why
         rec["statistics"] = None
         return rec
     rec["statistics"] = item_statistics(
