@@ -20,7 +20,7 @@ from contamscope.backends.base import (
     ScoreResult,
 )
 from contamscope.data.cap import CapFields, load_cap
-from contamscope.errors import ConfigError
+from contamscope.errors import ConfigError, ModelError
 from contamscope.pipeline.cap import (
     CapConfig,
     analysis_config,
@@ -495,3 +495,59 @@ def test_the_bar_moves_while_a_batch_generates(fineval_dir: Path, tmp_path: Path
     n = sum(len(v) for v in sel.values())
     assert len(calls) > 2 and 0 < calls[0] < n  # one batch, seen moving
     assert sum(calls) == pytest.approx(n)
+
+
+class FlakyScoringBackend(CountingBackend):
+    """Generates, and scores letters until ``fail_after`` scoring calls, then refuses them,
+    as a server that cannot serve the longer scoring requests does."""
+
+    capabilities = Capabilities(prompt_logprobs=True, generate=True)
+
+    def __init__(self, fail_after: int | None) -> None:
+        self.fail_after = fail_after
+        self.score_calls = 0
+        self.generated: list[str] = []
+
+    def fingerprint(self) -> str:
+        return "fake-flaky-1"
+
+    def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> list[ScoreResult]:
+        self.score_calls += 1
+        if self.fail_after is not None and self.score_calls > self.fail_after:
+            raise ModelError("http://server/v1/completions: HTTP 400: prompt too long")
+        return [ScoreResult(-float(len(r.prefix) % 7 + 1), 1) for r in requests]
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], progress: Any = None
+    ) -> list[Generation]:
+        self.generated += [r.prompt for r in requests]
+        return super().generate(requests, progress)
+
+
+def test_a_failing_log_likelihood_reader_stops_the_run_after_every_answer_is_generated(
+    fineval_dir: Path, tmp_path: Path
+) -> None:
+    """The optional reader's scoring requests failing (a server refusing them) stopped the run
+    at that batch; now the generations go on into the cache, no record is written without its
+    reader, and the error comes at the end: a re-run finishes without generating again and
+    equals a run that never failed."""
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    sel = {s: data.splits[s].items for s in ("dev", "val")}
+    cfg = CapConfig(n_boot=200, batch_items=2)
+    flaky = FlakyScoringBackend(fail_after=1)
+    cache = ScoreCache(tmp_path / "cache.sqlite")
+    run = tmp_path / "run"
+    with pytest.raises(ModelError, match="log-likelihood reader failed: .*HTTP 400.*4 item"):
+        run_cap(data, sel, CachedScorer(flaky, cache), RunDir(run), cfg)
+    assert len(set(flaky.generated)) == 12  # all 6 items, original and modified
+    written = [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()]
+    assert len(written) == 2 and all("loglik" in r for r in written)
+    fixed = FlakyScoringBackend(fail_after=None)
+    out = run_cap(data, sel, CachedScorer(fixed, cache), RunDir(run), cfg)
+    assert fixed.generated == [] and out.resumed == 2 and out.scored_now == 4
+    clean = run_cap(
+        data, sel, CachedScorer(FlakyScoringBackend(None), None), RunDir(tmp_path / "c"), cfg
+    )
+    assert out.summary["statistics"] == clean.summary["statistics"]
+    records = (run / "items.jsonl").read_text().splitlines()
+    assert sorted(records) == sorted((tmp_path / "c" / "items.jsonl").read_text().splitlines())

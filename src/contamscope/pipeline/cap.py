@@ -35,7 +35,7 @@ from ..detectors.cap import (
     rouge_n,
     split_score,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from ..perturb.modify import (
     draw_year_shift,
     paraphrase_prompt,
@@ -438,6 +438,11 @@ def run_cap(
     if on_start is not None:
         on_start(len(pairs), len(done))
     t0 = time.perf_counter()
+    # the optional log-likelihood reader failing (a server refusing or garbling the scoring
+    # requests) does not stop the generations: they go on into the cache, the records wait
+    # (a record is written with both readers or not at all), and the error comes at the end
+    reader_failed: ModelError | None = None
+    waiting = 0
     for b in range(0, len(todo), config.batch_items):
         batch = todo[b : b + config.batch_items]
         plans = []
@@ -457,14 +462,22 @@ def run_cap(
         shown = _BarShare(on_items, len(live) / max(len(reqs), 1) / (2 if use_loglik else 1))
         gens = scorer.generate(reqs, shown) if reqs else []
         ll: list[Any] = []
-        if use_loglik and live:
+        if use_loglik and live and reader_failed is None:
             sreqs = [
                 ScoreRequest(t, _letter_cont(t, LABELS[k]))
                 for p in live
                 for t, opts in ((p.prompt, p.item.options), (p.modified_prompt, p.modified.options))
                 for k in range(len(opts))
             ]
-            ll = scorer.score(sreqs)
+            try:
+                ll = scorer.score(sreqs)
+            except ModelError as exc:
+                reader_failed = exc
+        if reader_failed is not None:
+            waiting += len(batch)
+            if on_items is not None:
+                on_items(len(batch) - shown.shown)
+            continue
         records = {id(p): _record(p) for p in plans}
         pos = 0
         for k, p in enumerate(live):
@@ -501,6 +514,12 @@ def run_cap(
             done[r["id"]] = r
         if on_items is not None:
             on_items(len(batch) - shown.shown)
+    if reader_failed is not None:
+        raise ModelError(
+            f"CAP's log-likelihood reader failed: {reader_failed}; the answers of the "
+            f"{waiting} item(s) not yet written are generated and cached, so a re-run finishes "
+            "without generating them again (--no-loglik goes without that reader)"
+        ) from reader_failed
     elapsed = time.perf_counter() - t0
     computed, reused = scorer.since(counted)
     ordered = [done[f"{s}/{it.id}"] for s, it in pairs if f"{s}/{it.id}" in done]
