@@ -56,17 +56,20 @@ def test_leaked_run_report(make_benbench_run) -> None:
     assert "<b>bold</b>" not in html  # user text escaped
 
 
-def test_a_bootstrap_ci_alone_is_no_signal(make_benbench_run) -> None:
-    # 3 paired items, every original predicted better: the bootstrap CI lies above 0, but which
-    # of an item's 2 versions is the original has 2^3 = 8 equally likely choices under H0
+def test_few_items_get_no_interval_and_the_exact_p_decides(make_benbench_run) -> None:
+    # 3 paired items, every original predicted better: a bootstrap interval of 3 items is the
+    # range of their own differences (it lay above 0, and covers at most 75% of the time), so
+    # none is given; which of an item's 2 versions is the original has 2^3 = 8 equally likely
+    # choices under H0, so p = 1/8 and no signal
     run = make_benbench_run("few", n_per_split=4, leaked=True)
     s = json.loads((run / "summary.json").read_text())
     d = s["statistics"]["splits"]["test"]["delta"]["ngram_exact"]
-    assert d["n"] == 3 and d["ci"][0] > 0
+    assert d["n"] == 3 and d["ci"] is None and d["ci_note"].startswith("fewer than 5 items")
     assert d["p_value"] == pytest.approx(1 / 8) and d["test"] == "randomization (exact)"
     html = build_report(run).read_text()
     assert '<div class="verdict clean">no evidence on test' in html
-    assert "p 0.125 (absence of evidence" in html
+    assert "no CI (fewer than 5 items), p 0.125 (absence of evidence" in html
+    assert "No CI where none is shown: fewer than 5 items" in html
     # 29 such items reject H0: the verdict names the leak
     big = make_benbench_run("many", n_per_split=30, leaked=True)
     assert '<div class="verdict signal">LEAK SIGNAL' in build_report(big).read_text()
@@ -559,3 +562,16 @@ def test_accuracy_bars_of_no_hit_start_at_zero(make_benbench_run) -> None:
     ticks = [html.unescape(t) for t in re.findall(r">\s*([−\-]?[0-9.]+)\s*</text>", fig)]
     values = [float(t.replace("−", "-")) for t in ticks]
     assert values and min(values) == 0 and max(values) == 100, ticks
+
+
+def test_without_an_interval_the_exact_p_value_alone_signals() -> None:
+    from contamscope.report.benbench import _signal
+
+    few = {"n": 4, "delta": 0.3, "ci": None, "ci_note": "fewer than 5 items", "p_value": 0.01}
+    assert _signal(few, "ngram_exact") and not _signal(dict(few, p_value=0.2), "ngram_exact")
+    # a run from before intervals were withheld (no note, no interval) never signalled on p
+    assert not _signal({"n": 1, "ci": None, "p_value": 0.01}, "ngram_exact")
+    with_ci = {"n": 9, "ci": [-0.01, 0.4], "p_value": 0.01}
+    assert not _signal(with_ci, "ngram_exact") and _signal(
+        dict(with_ci, ci=[0.1, 0.4]), "ngram_exact"
+    )

@@ -422,7 +422,7 @@ _LABELS = {
 
 def print_benbench_summary(summary: dict[str, Any]) -> None:
     """Terminal table of a BenBench summary (reads only the summary dict)."""
-    from ..report.benbench import partly_paired, thresholds_text
+    from ..report.benbench import ci_notes, partly_paired, thresholds_text
 
     cfg = summary["config"]
     console.print(f"model      {summary['model']['spec']}")
@@ -472,6 +472,8 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 pp_text(None if d["relative_pct"] is None else d["relative_pct"] / 100, "%"),
             )
         console.print(t)
+        for note in ci_notes(st["delta"].values()):
+            console.print(f"no CI where none is shown: {note}", highlight=False)
         if partial:
             console.print(
                 f"original (all {st['n_items']}): mean over every analysed item; original "
@@ -521,6 +523,8 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 else f"[{v['relative_ci'][0]:+.2f}, {v['relative_ci'][1]:+.2f}] pp",
             )
         console.print(t)
+        for note in ci_notes(dtt.values()):
+            console.print(f"no CI where none is shown: {note}", highlight=False)
     from ..report.benbench import verdict_line
 
     line = verdict_line(summary)

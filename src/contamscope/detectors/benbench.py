@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.detectors.stats import MC_RESAMPLES, expanded_tail, randomization_p
+from contamscope.detectors.stats import MC_RESAMPLES, randomization_p
 
 __all__ = [
     "NgramResult",
@@ -37,6 +37,7 @@ __all__ = [
     "mean_or_none",
     "delta_stats",
     "delta_train_test",
+    "CI_MIN_ITEMS",
     "paraphrase_test",
     "split_label_p",
     "LOWER_IS_FAMILIAR",
@@ -265,72 +266,134 @@ def mean_or_none(values: Sequence[float | None]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _mean_diff(orig: Any, ref: Any) -> Any:
-    return orig.mean(axis=-1) - ref.mean(axis=-1)
+CI_MIN_ITEMS = 5
+"""No interval for a split's Delta below this many paired items. A bootstrap interval of a mean
+cannot reach beyond the items' own smallest and largest difference, so at ``n`` items it covers
+at most ``1 - 2^(1 - n)`` of the time (0.50, 0.75, 0.875 at 2, 3, 4 items; measured the same):
+no resampling method fixes that. The randomization p-value holds at any size."""
+
+CI_MIN_SPLIT_ITEMS = 3
+"""No Welch interval for ``Delta_train - Delta_test`` below this many items in either split."""
+
+_USABLE = 0.9
+"""The share of bootstrap resamples that must give a usable statistic (a standard error above 0
+and, for the relative Delta, a reference mean other than 0), or no interval is given."""
 
 
-def _rel_diff(orig: Any, ref: Any) -> Any:
+def _boot_t_ci(
+    stat: float, se: float, stat_b: Any, se_b: Any, level: float = 0.95
+) -> tuple[list[float] | None, str | None]:
+    """The equal-tailed studentized bootstrap (bootstrap-t) interval
+    ``[stat - q_hi * se, stat - q_lo * se]``, ``q`` the quantiles of ``(stat* - stat) / se*``
+    over the resamples whose ``se*`` is above 0 and finite."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 100.0 * (orig.mean(axis=-1) - ref.mean(axis=-1)) / ref.mean(axis=-1)
+        t = (stat_b - stat) / se_b
+    ok = np.isfinite(t) & (se_b > 0)
+    if ok.mean() < _USABLE:
+        return None, "too few resamples give a usable standard error"
+    lo, hi = np.quantile(t[ok], [(1 - level) / 2, 1 - (1 - level) / 2])
+    return [float(stat - hi * se), float(stat - lo * se)], None
+
+
+def _tiny(x: Any) -> float:
+    return 1e-12 * max(1.0, float(np.max(np.abs(x))))
+
+
+def _ratio_z(o: Any, r: Any) -> Any:
+    """Per-item linearisation of ``100 * (mean(o) / mean(r) - 1)`` along the last axis (the
+    delta method): its standard error is ``100 * sd(z) / sqrt(n)``."""
+    mo, mr = o.mean(axis=-1, keepdims=True), r.mean(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (o - (mo / mr) * r) / mr
+
+
+def _paired(original: Sequence[float], reference: Sequence[float]) -> tuple[Any, Any]:
+    if len(original) != len(reference):
+        raise ValueError("original and reference must be paired")
+    return np.asarray(original, dtype=float), np.asarray(reference, dtype=float)
 
 
 def delta_stats(
     original: Sequence[float], reference: Sequence[float], *, n_boot: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
-    """Delta = mean(original) - mean(reference) over paired items, with bootstrap 95% CIs
-    (expanded percentile: :func:`expanded_tail`).
+    """Delta = mean(original) - mean(reference) over paired items, with studentized bootstrap
+    (bootstrap-t) 95% intervals, items resampled as pairs.
 
     ``original[i]`` and ``reference[i]`` belong to the same item (reference = the mean over the
-    item's paraphrases); items are resampled as pairs. ``relative_pct`` = 100 * Delta / mean(ref);
-    its CI is None when some resample has a reference mean of 0 (undefined ratio).
+    item's paraphrases). ``relative_pct`` = 100 * Delta / mean(ref), its interval studentized
+    with the delta method's standard error. No interval (``ci`` None, ``ci_note`` says why)
+    below :data:`CI_MIN_ITEMS` items, when every item's difference is the same, or when too few
+    resamples are usable (``relative_ci``: also when mean(ref) is 0). Measured coverage
+    (docs/statistics.md): 0.94-0.95 from 5 items on symmetric data; the expanded percentile
+    interval used before covered 0.92 at 5 items and 0.49-0.87 at 2-4, and on skewed data
+    bootstrap-t gains 4-8 points.
     """
-    if len(original) != len(reference):
-        raise ValueError("original and reference must be paired")
-    n = len(original)
-    if n == 0:
-        return {
-            "n": 0,
-            "original": None,
-            "reference": None,
-            "delta": None,
-            "ci": None,
-            "relative_pct": None,
-            "relative_ci": None,
-        }
-    o, r = np.asarray(original, dtype=float), np.asarray(reference, dtype=float)
-    mo, mr = float(o.mean()), float(r.mean())
-    pairs = np.stack([o, r], axis=1)
-
-    def stat(fn: Any) -> Any:
-        def f(p: Any) -> Any:
-            return fn(p[..., 0], p[..., 1])
-
-        return f
-
-    ci = _pairs_ci(pairs, stat(_mean_diff), n_boot, seed)
-    rci = _pairs_ci(pairs, stat(_rel_diff), n_boot, seed)
-    return {
+    o, r = _paired(original, reference)
+    n = o.size
+    out: dict[str, Any] = {
         "n": n,
-        "original": mo,
-        "reference": mr,
-        "delta": mo - mr,
-        "ci": ci,
-        "relative_pct": 100.0 * (mo - mr) / mr if mr != 0 else None,
-        "relative_ci": rci,
+        "original": None,
+        "reference": None,
+        "delta": None,
+        "ci": None,
+        "relative_pct": None,
+        "relative_ci": None,
+        "ci_note": None,
     }
+    if n == 0:
+        return out
+    mo, mr = float(o.mean()), float(r.mean())
+    out.update(original=mo, reference=mr, delta=mo - mr)
+    if mr != 0:
+        out["relative_pct"] = 100.0 * (mo - mr) / mr
+    if n < CI_MIN_ITEMS:
+        out["ci_note"] = (
+            f"fewer than {CI_MIN_ITEMS} items (an interval would miss far more than 5% of the time)"
+        )
+        return out
+    d = o - r
+    sd = float(d.std(ddof=1))
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    if sd <= _tiny(d):
+        out["ci_note"] = "every item's difference is the same (no spread to resample)"
+    else:
+        db = d[idx]
+        se_b = db.std(axis=1, ddof=1) / math.sqrt(n)
+        se_b[se_b <= _tiny(d)] = 0.0
+        out["ci"], out["ci_note"] = _boot_t_ci(mo - mr, sd / math.sqrt(n), db.mean(axis=1), se_b)
+    if mr != 0:
+        se = 100.0 * float(_ratio_z(o, r).std(ddof=1)) / math.sqrt(n)
+        if se > 0:
+            ob, rb = o[idx], r[idx]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel_b = 100.0 * (ob.mean(axis=1) / rb.mean(axis=1) - 1.0)
+                se_rb = 100.0 * _ratio_z(ob, rb).std(axis=1, ddof=1) / math.sqrt(n)
+            se_rb = np.where(np.isfinite(se_rb) & (se_rb > 1e-12 * se), se_rb, 0.0)
+            out["relative_ci"] = _boot_t_ci(out["relative_pct"], se, rel_b, se_rb)[0]
+    return out
 
 
-def _pairs_ci(pairs: Any, statistic: Any, n_boot: int, seed: int) -> list[float] | None:
-    if len(pairs) < 2:
+def _welch_ci(est: float, va: float, vb: float, na: int, nb: int) -> list[float] | None:
+    """Welch's t interval (95%) of a difference of two independent means with variances of the
+    mean ``va`` and ``vb``."""
+    v = va + vb
+    if not (v > 0 and math.isfinite(v)):
         return None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
-    vals = np.asarray(statistic(pairs[idx]), dtype=float)
-    if not np.all(np.isfinite(vals)):  # e.g. a resample whose reference mean is 0
-        return None
-    tail = expanded_tail(len(pairs))
-    lo, hi = np.quantile(vals, [tail, 1 - tail])
-    return [float(lo), float(hi)]
+    df = v**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    half = float(_t_quantile(df)) * math.sqrt(v)
+    return [est - half, est + half]
+
+
+def _var_of_mean(x: Any) -> float:
+    """The variance of the mean of ``x``; 0 when its values are equal up to rounding."""
+    sd = float(x.std(ddof=1))
+    return 0.0 if sd <= _tiny(x) else sd**2 / x.size
+
+
+def _t_quantile(df: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
 
 
 def delta_train_test(
@@ -340,40 +403,46 @@ def delta_train_test(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Delta_train - Delta_test (absolute and relative), with a bootstrap 95% CI.
+    """Delta_train - Delta_test (absolute and relative), with Welch's t 95% interval.
 
-    Each argument is ``(original values, reference values)`` paired by item. Train and test
-    items are resampled independently. H0 for the CI: the original-vs-paraphrase gap is the same
-    on both splits (no preferential exposure to one split).
+    Each argument is ``(original values, reference values)`` paired by item; the splits are
+    independent. H0 for the CI: the original-vs-paraphrase gap is the same on both splits (no
+    preferential exposure to one split). The relative value is the difference of the splits'
+    relative Deltas, in percentage points, its interval from the delta method's standard
+    errors. No interval below :data:`CI_MIN_SPLIT_ITEMS` items in either split (``ci_note``
+    says why). Measured coverage 0.94-0.99 from 2 + 2 items in every scenario of
+    docs/statistics.md; the bootstrap interval used before covered 0.63-0.92 at 2 + 2 and
+    3 + 3. ``n_boot`` and ``seed`` are kept for callers; the interval needs no resampling.
     """
-    dtr = delta_stats(*train, n_boot=n_boot, seed=seed)
-    dte = delta_stats(*test, n_boot=n_boot, seed=seed)
+    del n_boot, seed
+    (oa, ra), (ob, rb) = (_paired(*split) for split in (train, test))
+    na, nb = oa.size, ob.size
     out: dict[str, Any] = {
-        "n_train": dtr["n"],
-        "n_test": dte["n"],
+        "n_train": na,
+        "n_test": nb,
         "value": None,
         "ci": None,
         "relative_pct": None,
         "relative_ci": None,
+        "ci_note": None,
     }
-    if not dtr["n"] or not dte["n"]:
+    if not na or not nb:
         return out
-    out["value"] = dtr["delta"] - dte["delta"]
-    if dtr["relative_pct"] is not None and dte["relative_pct"] is not None:
-        out["relative_pct"] = dtr["relative_pct"] - dte["relative_pct"]
-    a = np.stack([np.asarray(train[0], float), np.asarray(train[1], float)], axis=1)
-    b = np.stack([np.asarray(test[0], float), np.asarray(test[1], float)], axis=1)
-    if len(a) >= 2 and len(b) >= 2:
-        rng = np.random.default_rng(seed)
-        ia = rng.integers(0, len(a), size=(n_boot, len(a)))
-        ib = rng.integers(0, len(b), size=(n_boot, len(b)))
-        ra, rb = a[ia], b[ib]
-        d = _mean_diff(ra[..., 0], ra[..., 1]) - _mean_diff(rb[..., 0], rb[..., 1])
-        levels = [tail := expanded_tail(min(len(a), len(b))), 1 - tail]  # the smaller split's
-        out["ci"] = [float(x) for x in np.quantile(d, levels)]
-        rel = _rel_diff(ra[..., 0], ra[..., 1]) - _rel_diff(rb[..., 0], rb[..., 1])
-        if np.all(np.isfinite(rel)):
-            out["relative_ci"] = [float(x) for x in np.quantile(rel, levels)]
+    da, db = oa - ra, ob - rb
+    out["value"] = float(da.mean() - db.mean())
+    if ra.mean() != 0 and rb.mean() != 0:
+        out["relative_pct"] = 100.0 * float(oa.mean() / ra.mean() - ob.mean() / rb.mean())
+    if min(na, nb) < CI_MIN_SPLIT_ITEMS:
+        out["ci_note"] = f"fewer than {CI_MIN_SPLIT_ITEMS} items in a split"
+        return out
+    out["ci"] = _welch_ci(out["value"], _var_of_mean(da), _var_of_mean(db), na, nb)
+    if out["ci"] is None:
+        out["ci_note"] = "every item's difference is the same on both splits"
+    if out["relative_pct"] is not None:
+        za, zb = 100.0 * _ratio_z(oa, ra), 100.0 * _ratio_z(ob, rb)
+        out["relative_ci"] = _welch_ci(
+            out["relative_pct"], _var_of_mean(za), _var_of_mean(zb), na, nb
+        )
     return out
 
 

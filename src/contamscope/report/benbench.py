@@ -1,7 +1,7 @@
 """Report sections for BenBench runs (``contamscope.benbench.summary/1``, ``contamscope benbench``).
 
 Up front: the test split's Delta (original minus paraphrase) of n-gram accuracy and perplexity
-with their paired-bootstrap 95% CIs, Delta_train - Delta_test when both splits were run, and the
+with their 95% CIs (studentized bootstrap), Delta_train - Delta_test when both splits were run, and the
 instance-level counts (items with every n-gram predicted). Then the evidence: original vs
 paraphrase metrics per split, the Deltas with their CIs, per-item NLL original vs paraphrase,
 the distribution of per-item n-gram accuracy; the instance-level hits with predicted vs true
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..detectors.benbench import LOWER_IS_FAMILIAR
+from ..detectors.benbench import CI_MIN_ITEMS, LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
 from ..wording import number, plural, pp_text, value
@@ -61,7 +61,7 @@ LEGEND = (
     "Δ n-gram exact-match accuracy on the test split, original − paraphrase "
     "(percentage points; split named in the statistic). Above 0: the model predicts the "
     "original wording better than a paraphrase of it, a test-leak signal if the paraphrases are "
-    "as natural as the originals. 95% paired-bootstrap CI; p: one-sided randomization test "
+    "as natural as the originals. 95% CI: studentized paired bootstrap, none below 5 items; p: one-sided randomization test "
     "over which version of each item is the original."
 )
 
@@ -86,7 +86,7 @@ def _split_of_interest(stats: dict[str, Any]) -> str | None:
 
 def estimate(run: RunData) -> Estimate | None:
     """Leaderboard cell: Delta of exact n-gram accuracy (original - paraphrase) on the test
-    split, with its paired-bootstrap CI."""
+    split, with its studentized bootstrap CI."""
     stats = run.summary.get("statistics") or {}
     split = _split_of_interest(stats)
     if split is None:
@@ -151,7 +151,7 @@ def _fmt(x: float | None, pct: bool, signed: bool = False) -> str:
 
 def _ci(pair: Sequence[float] | None, pct: bool) -> str:
     if not pair:
-        return "–"
+        return "none"
     if pct:
         return f"[{100 * pair[0]:+.1f}, {100 * pair[1]:+.1f}]"
     return f"[{number(pair[0], True)}, {number(pair[1], True)}]"
@@ -163,14 +163,36 @@ def _metric_keys(summary: dict[str, Any]) -> list[str]:
 
 
 def _signal(d: dict[str, Any] | None, key: str) -> bool:
-    """The CI excludes 0 in the leak direction (accuracy up, perplexity/NLL down) and the
-    randomization p-value is at most 0.05 (runs from before it existed: the CI alone)."""
-    ci = (d or {}).get("ci")
+    """The one-sided randomization p-value (leak direction: accuracy up, perplexity/NLL down)
+    is at most 0.05 and the CI, where there is one, excludes 0 in that direction. Without an
+    interval (fewer than 5 items, or one difference for every item) the exact p-value alone;
+    runs from before the p-value existed: the CI alone."""
+    d = d or {}
+    ci, p = d.get("ci"), d.get("p_value", 0.0)
     if not ci:
-        return False
-    p = (d or {}).get("p_value", 0.0)
+        return bool(d.get("ci_note")) and p is not None and p <= VERDICT_LEVEL
     in_direction = ci[1] < 0 if key in LOWER_IS_FAMILIAR else ci[0] > 0
     return in_direction and p is not None and p <= VERDICT_LEVEL
+
+
+def _ci_phrase(d: dict[str, Any]) -> str:
+    """'95% CI [a, b]' of an accuracy Delta, or why there is none."""
+    if d.get("ci"):
+        return f"95% CI {_ci(d['ci'], True)}"
+    note = d.get("ci_note")
+    return f"no CI ({note.split(' (')[0]})" if note else "no CI"
+
+
+def ci_notes(deltas: Any) -> list[str]:
+    """Why some of these Deltas have no interval, each reason once (the terminal's and the
+    report's footnote)."""
+    notes = dict.fromkeys((d or {}).get("ci_note") for d in deltas if (d or {}).get("n", 1))
+    notes.pop(None, None)
+    return list(notes)
+
+
+def _no_ci_note(deltas: Any) -> str:
+    return "".join(f" No CI where none is shown: {esc(n)}." for n in ci_notes(deltas))
 
 
 def _p(d: dict[str, Any]) -> str:
@@ -224,12 +246,12 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
     if _signal(d, PRIMARY):
         return "signal", (
             f"LEAK SIGNAL on {split}: the model predicts the original {n}-grams better than "
-            f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, 95% CI "
-            f"{_ci(d['ci'], True)}, p {_p(d)})"
+            f"those of the paraphrases (Δ {_fmt(d['delta'], True, True)}, "
+            f"{_ci_phrase(d)}, p {_p(d)})"
         )
     return "clean", (
         f"no evidence on {split}: Δ {n}-gram accuracy {_fmt(d.get('delta'), True, True)}, "
-        f"95% CI {_ci(d.get('ci'), True)}, p {_p(d)} (absence of evidence is not proof of "
+        f"{_ci_phrase(d)}, p {_p(d)} (absence of evidence is not proof of "
         "absence)"
     )
 
@@ -266,7 +288,9 @@ def _verdict_section(run: RunData) -> Section:
         "accuracy Δ &gt; 0 and perplexity Δ &lt; 0. p: one-sided randomization test over "
         "which version is the original (exact when there are at most 10<sup>6</sup> "
         "choices; its false-positive rate under H0 is at most p). Leak signal: the CI lies "
-        f"on the leak side of 0 and p ≤ {VERDICT_LEVEL}. The paraphrases may be "
+        f"on the leak side of 0 and p ≤ {VERDICT_LEVEL} (p alone where no CI is given: "
+        f"below {CI_MIN_ITEMS} items a bootstrap interval cannot cover at its level). The "
+        "paraphrases may be "
         "less natural than the originals, which biases Δ the same way; Δ_train − Δ_test "
         "(below, when both splits were run) cancels that.</p>"
     )
@@ -300,8 +324,10 @@ def _verdict_section(run: RunData) -> Section:
             f"{n_paired} with a usable paraphrase</h3><p class='note'>original: mean over all "
             "analysed items"
             + (f"; original ({n_paired}): over the paired items" if partial else "")
-            + "; paraphrase, Δ and its paired-bootstrap CI: over the items with a usable "
-            "paraphrase.</p>"
+            + "; paraphrase, Δ and its CI (studentized bootstrap over the paired items): "
+            "over the items with a usable paraphrase."
+            + _no_ci_note((sp.get("delta") or {}).get(k) for k in keys)
+            + "</p>"
             f'<table class="stats"><tr><th>metric</th>{heads}<th>paraphrase</th>'
             "<th>Δ</th><th>95% CI</th><th>p (one-sided)</th><th>expected under H0</th>"
             "<th>relative [95% CI]</th>"
@@ -325,10 +351,11 @@ def _verdict_section(run: RunData) -> Section:
             "is the same on both splits (no preferential exposure to one split). Above 0 for "
             "accuracy (below 0 for perplexity): the training split looks more familiar, as "
             "training on it predicts; the opposite sign points at the test split. Train and test "
-            "items are resampled independently for the CI; p: two-sided split-label "
+            "CI: Welch's t interval of the per-item Δ (none below 3 items a split); p: two-sided split-label "
             "permutation test of the per-item Δ (20,000 seeded relabellings).</p>"
             '<table class="stats"><tr><th>metric</th><th>Δ_train − Δ_test</th><th>95% CI</th>'
             f"<th>p (two-sided)</th><th>expected under H0</th><th>items train / test</th></tr>{''.join(rows)}</table>"
+            + (f"<p class='note'>{note}</p>" if (note := _no_ci_note(dtt.values())) else "")
         )
     return Section("verdict", "Verdict and statistics", head + "".join(tables))
 

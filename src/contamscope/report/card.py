@@ -524,9 +524,9 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
         "Original / paraphrase and Delta (original - paraphrase) are over the items with a "
         "usable paraphrase (paired). Leak direction: Delta perplexity < 0, Delta accuracy > 0. "
         "p: one-sided randomization test, H0 = each item's original is as familiar to the model "
-        "as its paraphrases. Intervals: 95% paired bootstrap over items, expanded percentile "
-        "(still too narrow with 2-3 items, where a bootstrap cannot reach beyond the items' "
-        "range; the p-value holds its level at any number).",
+        "as its paraphrases. Intervals: 95% studentized bootstrap over items, none below 5 items "
+        "(where a bootstrap cannot reach beyond the items' own range; the p-value holds its "
+        "level at any number).",
         "",
         "| benchmark | split | sha256 | items (paired) | references | perplexity orig / para | "
         f"Delta perplexity [95% CI], p | {gram} acc orig / para | Delta acc [95% CI], p | "
@@ -563,8 +563,8 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
             "accuracy (the model knows the training split's originals better, relative to "
             "their paraphrases, than the test split's). Near 0 also arises when both splits "
             "leaked. p: two-sided split-label permutation test, H0 = the per-item gap has the "
-            "same distribution on both splits; intervals: 95% bootstrap, splits resampled "
-            "independently.",
+            "same distribution on both splits; intervals: Welch's t 95% over the per-item "
+            "Deltas of the two splits, none below 3 items a split.",
             "",
             "| train / test | metric | Delta_train - Delta_test [95% CI], p | relative | "
             "items train / test |",
