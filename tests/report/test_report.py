@@ -920,3 +920,27 @@ def test_the_mean_gaps_missing_ci_is_explained_on_the_page_and_the_terminal(make
         print_permutation_summary(summary)
     out = " ".join(cap.get().split())
     assert "is in summary.json (statistics.gap.ci)" in out
+
+
+def test_every_format_ranks_the_models_by_leakage_not_by_the_order_given(
+    make_run, tmp_path: Path
+) -> None:
+    """The Markdown and CSV boards listed the runs in the order the folders were given (QA);
+    like the html they rank them, most leakage first."""
+    clean = make_run("clean", n_items=24, leaked_every=1000)
+    leaked = make_run("leaked", n_items=24, leaked_every=2)
+    s = json.loads((clean / "summary.json").read_text())
+    s["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
+    (clean / "summary.json").write_text(json.dumps(s))
+    entries = collect([clean, leaked])
+    assert [e.model for e in entries] == ["hf:clean-model", "hf:synthetic-model"]
+    assert entries[1].estimate.value > entries[0].estimate.value
+    md = to_markdown(entries).splitlines()
+    assert [x.split(" |")[0] for x in md[2:4]] == ["| hf:synthetic-model", "| hf:clean-model"]
+    assert "- rows: ranked by synthetic.csv, most leakage first" in md
+    write_leaderboard([clean, leaked], tmp_path / "lb.csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "lb.csv").read_text())))
+    assert [r["model"] for r in rows] == ["hf:synthetic-model", "hf:clean-model"]
+    write_leaderboard([clean, leaked], tmp_path / "lb.html")
+    pivot = _table_data((tmp_path / "lb.html").read_text(), "leaderboard")
+    assert [r[0] for r in pivot["rows"]] == ["hf:synthetic-model", "hf:clean-model"]

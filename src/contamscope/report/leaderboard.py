@@ -392,9 +392,33 @@ def _from_common_folder(names: Sequence[str]) -> dict[str, str]:
 
 
 def _axes(entries: Sequence[LeaderboardEntry]) -> tuple[list[str], list[tuple[str, str]]]:
-    models = list(dict.fromkeys(e.model for e in entries))
+    """The pivot's rows and columns. Models are ranked by their leakage in the first column,
+    most first in its method's own direction, ties and missing cells by the next column."""
     cols = list(dict.fromkeys((e.method, e.benchmark) for e in entries))
-    return models, cols
+    cell = {(e.model, (e.method, e.benchmark)): e.estimate for e in entries}
+
+    def key(m: str) -> tuple[tuple[bool, float], ...]:
+        ests = [cell.get((m, c)) for c in cols]
+        return tuple(
+            (est is None or est.value is None, -_leakage(est) if est else 0.0) for est in ests
+        )
+
+    return sorted(dict.fromkeys(e.model for e in entries), key=key), cols
+
+
+def _leakage(est: Estimate) -> float:
+    """The estimate signed so that more leakage is larger (perplexity Deltas are negative)."""
+    return est.leak_sign * (est.value or 0.0)
+
+
+def _ranked(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
+    """One row per run, grouped by method (one method's number is never ranked against
+    another's), most leakage first within it; the order the runs were given breaks ties."""
+    by_method = {m: i for i, m in enumerate(dict.fromkeys(e.method for e in entries))}
+    return sorted(
+        entries,
+        key=lambda e: (by_method[e.method], e.estimate.value is None, -_leakage(e.estimate)),
+    )
 
 
 def _shortened(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
@@ -411,7 +435,9 @@ def _col_label(col: tuple[str, str], multi_method: bool) -> str:
 
 
 def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
-    """Long format: one row per run, numbers unformatted."""
+    """Long format: one row per run, numbers unformatted, ranked as the html's runs table
+    (:func:`_ranked`)."""
+    entries = _ranked(entries)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
@@ -460,6 +486,11 @@ def to_markdown(
             cells.append(md_cell(text))
         lines.append(f"| {md_cell(m)} | " + " | ".join(cells) + " |")
     lines.append("")
+    if len(models) > 1:
+        lines.append(
+            f"- rows: ranked by {md_cell(_col_label(cols[0], multi))}, most leakage first"
+            + (" (ties and missing cells by the next columns)" if len(cols) > 1 else "")
+        )
     lines.extend(f"- {x}" for x in _legends(entries, html=False))
     lines.append(f"- {significance_line(entries)}")
     lines.extend(f"- {md_cell(x)}" for x in flagged_lines(entries))
@@ -703,14 +734,7 @@ def to_html(
         rows.append(row)
     pivot = Table("leaderboard", columns, rows, page_size=100)
     by_method = {m: i for i, m in enumerate(dict.fromkeys(e.method for e in entries))}
-    ordered = sorted(  # never rank one method's number against another's: method, then leakage
-        entries,
-        key=lambda e: (
-            by_method[e.method],
-            e.estimate.value is None,
-            -e.estimate.leak_sign * (e.estimate.value or 0.0),
-        ),
-    )
+    ordered = _ranked(entries)
     long_rows = [
         [e.model, e.benchmark, e.method, e.estimate.statistic,
          [e.estimate.value, e.estimate.text()] if e.estimate.value is not None else None,
