@@ -103,7 +103,11 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
     cut = make_run("cut", n_items=8)  # a summary.json cut short inside a string
     text = (cut / "summary.json").read_text(encoding="utf-8")
     (cut / "summary.json").write_text(text[: text.index('"created"') + 5], encoding="utf-8")
+    empty = make_run("empty", n_items=8)  # valid JSON, but no run in it (it read as 0 items)
+    (empty / "summary.json").write_text("{}", encoding="utf-8")
     cases = [
+        (["report", str(empty)], "summary.json: no 'statistics', not a finished permutation run"),
+        (["card", "--run", str(empty)], "no run summary of contamscope"),
         (["report", str(run), "--out", "folder"], "--out folder: is a folder"),
         (["report", str(run), "--out", "afile/x.html"], "afile is a file, not a folder"),
         (["leaderboard", str(run), "--out", "board.html"], "--out board.html: is a folder"),
@@ -119,10 +123,13 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
         assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, res.stderr)
     # among several run folders (``runs/*``), an unreadable one is left out: the board of the
     # others is written, the bad one named, exit 3
-    res = run_cli("leaderboard", str(run), str(utf16), "--out", "lb.md", cwd=tmp_path)
+    res = run_cli("leaderboard", str(run), str(utf16), str(empty), "--out", "lb.md", cwd=tmp_path)
     assert res.returncode == 3, res.stderr
+    assert f"left out {empty}: {empty / 'summary.json'}: no 'statistics'" in " ".join(
+        res.stderr.split()
+    )
     assert f"left out {utf16}: {summary}: not UTF-8 text" in " ".join(res.stderr.split())
-    assert "1 unreadable or unfinished run folder left out (exit code 3)" in res.stderr
+    assert "2 unreadable or unfinished run folders left out (exit code 3)" in res.stderr
     assert "hf:synthetic-model" in (tmp_path / "lb.md").read_text()
     # an unfinished run is missed too: exit 3 (it was 0, as for a file a glob matched; QA)
     unfinished = make_run("unfinished", n_items=8)

@@ -25,10 +25,11 @@ from typing import Any
 
 from ..detectors.cap import holm
 from ..detectors.verdict import p_text
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, StoreError
 from ..paths import check_output_file, write_text_atomic
 from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, no_hits
+from .rundata import check_statistics
 
 __all__ = [
     "CARD_SCHEMA",
@@ -118,6 +119,10 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
     if method not in ("benbench", *OTHER_METHODS):
         what = f"a {method} run" if method else "no run summary of contamscope"
         raise DataError(f"{path}: {what}; the card takes benbench, {', '.join(OTHER_METHODS)} runs")
+    try:
+        check_statistics(summary, method, path)
+    except StoreError as exc:
+        raise DataError(str(exc)) from None
     # (a summary without one is read as this version's, as report, leaderboard and compare do)
     if method == "benbench" and summary.get("schema", SUMMARY_SCHEMA) != SUMMARY_SCHEMA:
         raise DataError(

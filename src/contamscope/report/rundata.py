@@ -147,7 +147,20 @@ def load_run(path: Path | str) -> RunData:
         raise StoreError(f"{path}: no summary.json, not a finished run folder{hint}")
     settings_path = path / "settings.json"
     settings = _read_json(settings_path) if settings_path.exists() else {}
-    return RunData(path=path, summary=_read_json(summary_path), settings=settings)
+    run = RunData(path=path, summary=_read_json(summary_path), settings=settings)
+    check_statistics(run.summary, run.method, summary_path)
+    return run
+
+
+def check_statistics(summary: dict[str, Any], method: str | None, path: Path) -> None:
+    """Refuse a summary of a method whose finished summary always holds ``statistics`` when it
+    has none: '{}', or one cut down by hand, read as a finished run with no item (QA)."""
+    if method in _WITH_STATISTICS and not isinstance(summary.get("statistics"), dict):
+        raise StoreError(f"{path}: no 'statistics', not a finished {method} run (damaged?)")
+
+
+_WITH_STATISTICS = frozenset({"permutation", "benbench", "cap", "membership"})
+"""The methods whose finished summary always holds a ``statistics`` object."""
 
 
 def refuse_newer(run: RunData, action: str) -> None:
