@@ -86,6 +86,11 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
         missing.stderr.strip()
         == f"error: --benchmarks {tmp_path / 'missing_test.csv'}: no such file or folder"
     )
+    # the reference benchmark's error names its option too (it named none; QA)
+    res = _sweep(two_models, benches, out, "--reference-benchmark", str(tmp_path / "nope.csv"))
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"error: --reference-benchmark {tmp_path / 'nope.csv'}: no such file or folder"
+    )
 
     # re-run with one more benchmark that has no usable row: 4 skipped, 2 failed, exit 2
     broken = tmp_path / "broken_test.csv"

@@ -189,6 +189,8 @@ _SPEC_OPTIONS = {
     "embedder": "--embedder",
     "benchmarks": "--benchmarks",
     "models": "--models",
+    "reference_benchmark": "--reference-benchmark",
+    "baseline": "--baseline",
 }
 """The commands' arguments that name a file, folder or spec, with their options."""
 
@@ -200,6 +202,8 @@ def name_option(message: str, kw: dict[str, Any]) -> str:
 
     >>> name_option("x.csv: no such file or folder", {"benchmark": "x.csv"})
     '--benchmark x.csv: no such file or folder'
+    >>> name_option("f.csv: no such file or folder", {"reference_benchmark": "f.csv"})
+    '--reference-benchmark f.csv: no such file or folder'
     >>> name_option("x.csv:3: no question", {"benchmark": "x.csv"})
     'x.csv:3: no question'
     """
