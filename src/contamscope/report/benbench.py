@@ -186,9 +186,8 @@ def _ci_phrase(d: dict[str, Any]) -> str:
 def ci_notes(deltas: Any) -> list[str]:
     """Why some of these Deltas have no interval, each reason once (the terminal's and the
     report's footnote)."""
-    notes = dict.fromkeys((d or {}).get("ci_note") for d in deltas if (d or {}).get("n", 1))
-    notes.pop(None, None)
-    return list(notes)
+    notes = (str((d or {}).get("ci_note") or "") for d in deltas if (d or {}).get("n", 1))
+    return [n for n in dict.fromkeys(notes) if n]
 
 
 def _no_ci_note(deltas: Any) -> str:
