@@ -89,6 +89,14 @@ def test_cpu_scoring_passes_are_narrower_than_the_budget_unless_one_is_given(
     assert default.planner().max_batch_tokens == hf._CPU_SCORE_TOKENS
     given = _cpu_backend(tiny_model_path, max_batch_tokens="256")
     assert (given.max_batch_tokens, given.score_batch_tokens) == (256, 256)
+    # the run records the budget its scores were made under, and the budgets are no part of
+    # the fingerprint (cached scores are reused whatever the budget)
+    described = default.describe()
+    assert described["max_batch_tokens"] == hf._CPU_SCORE_TOKENS
+    assert described["max_batch_tokens_generate"] == 4096
+    budgets = {k: v for k, v in given.describe().items() if k.startswith("max_batch")}
+    assert budgets == {"max_batch_tokens": 256, "max_batch_tokens_generate": 256}
+    assert default.fingerprint() == given.fingerprint()
     # subtree sizes by cost on the CPU, unless the user fixes them
     assert default.planner().key_cost == default.key_cost > 0
     fixed = _cpu_backend(tiny_model_path, max_tree_nodes="128")

@@ -686,11 +686,15 @@ class HFBackend(Backend):
         return f"HFBackend(spec={self.spec!r}, device={str(self.device)!r}, dtype={dtype!r})"
 
     def describe(self) -> dict[str, object]:
+        """Both batch budgets: on the CPU by default scoring passes are narrower than
+        generation's (``_CPU_SCORE_TOKENS``), and a run records the one its scores were made
+        under. Not part of the fingerprint (the budgets change speed, not numbers)."""
         return super().describe() | {
             "device": str(self.device),
             "dtype": str(self.dtype).replace("torch.", ""),
             "bos_token_id": self.bos_id,
-            "max_batch_tokens": self.max_batch_tokens,
+            "max_batch_tokens": self.score_batch_tokens,
+            "max_batch_tokens_generate": self.max_batch_tokens,
             "engine": self.engine,
             "fused": self.fused,
             "parameters": sum(p.numel() for p in self.model.parameters()),
