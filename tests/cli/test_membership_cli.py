@@ -371,9 +371,12 @@ def test_references_ordered_unlike_the_benchmark_are_named(
     bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
     ref.write_text("\n".join(refs) + "\n", encoding="utf-8")
     out = tmp_path / "run"
-    got = run_cli(*_args(tiny_model_path, bench, ref, out, "--statistic", "loss"), cwd=tmp_path)
+    args = _args(tiny_model_path, bench, ref, out, "--statistic", "loss", "--subjects", "sorted")
+    got = run_cli(*args, cwd=tmp_path)
     assert got.returncode == 0, got.stderr
-    check = json.loads((out / "summary.json").read_text())["reference_check"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["selection"]["subjects"] == ["sorted"]  # a list, as the other methods record
+    check = summary["reference_check"]
     rows_by = {r["feature"]: r for r in check["rows"]}
     assert check["alike"] is False
     assert rows_by["natural option order"]["benchmark"]["rate"] == 1.0
@@ -386,3 +389,12 @@ def test_references_ordered_unlike_the_benchmark_are_named(
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Are the references written like the benchmark?" in html
     assert "<strong>the references differ</strong>" in html and "100.0% (16 of 16)" in html
+    # a folder whose settings hold the subjects as the command's text (before they were a
+    # list) and whose run was interrupted resumes, not refused as "other settings"
+    stored = json.loads((out / "settings.json").read_text())
+    stored["selection"]["subjects"] = "sorted"
+    (out / "settings.json").write_text(json.dumps(stored))
+    (out / "summary.json").unlink()
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "summary.json").read_text())["statistics"] == summary["statistics"]

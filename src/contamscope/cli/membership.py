@@ -27,6 +27,7 @@ from .common import (
     reading_options,
     slug,
     styled,
+    subject_list,
     user_errors,
 )
 from .executor import (
@@ -273,7 +274,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             method=f"the membership test (--statistic {config.statistic})",
         )
     selection = {
-        "subjects": kw["subjects"],
+        "subjects": subject_list(kw),
         "split": kw["split"],
         "limit": kw["limit"],
         "sample": kw["sample"],

@@ -411,12 +411,12 @@ def run_membership(
     # a folder scored without the option orders takes them now (its original texts' scores are
     # kept), and its settings then say so
     scored_without = {k: v for k, v in settings["config"].items() if k != "orders"}
-    done = run_dir.open(
-        settings,
-        overwrite=overwrite,
-        upgrades=[settings | {"config": scored_without}],
-        renamed=scorer.renamed,
-    )
+    upgrades = [settings | {"config": scored_without}]
+    subjects = settings["selection"].get("subjects")
+    if isinstance(subjects, list):  # the CLI stored --subjects as its text before 2026-11-29
+        as_text = settings["selection"] | {"subjects": ",".join(subjects)}
+        upgrades += [s | {"selection": as_text} for s in (settings, *upgrades)]
+    done = run_dir.open(settings, overwrite=overwrite, upgrades=upgrades, renamed=scorer.renamed)
     wanted = [("benchmark", it) for it in items] + [("reference", it) for it in reference_items]
     ids = [f"{role}/{it.id}" for role, it in wanted]
     wanted_ids = set(ids)
