@@ -315,6 +315,32 @@ def test_formats_lists_what_every_method_reads(tmp_path: Path) -> None:
     assert "question + answer (benbench):" in res.stdout and "\ncap: CAP folders" in res.stdout
 
 
+@pytest.mark.parametrize("args", [("formats",), ("inspect", "--benchmark", "mmlu", "--json")])
+def test_stdout_closed_early_ends_quietly_with_the_status_of_sigpipe(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """``contamscope formats | head -1``: typer and rich ended with status 1 (reserved for a
+    prompt answered no) and nothing said; a Unix tool ends with 141 (128 + SIGPIPE)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "contamscope", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
+    finally:
+        os.close(write)
+    assert (res.returncode, res.stderr) == (141, "")
+
+
 def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import select
+import stat
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -109,11 +113,64 @@ def _root(
     """Has this model seen this benchmark's test set?"""
 
 
-def main() -> None:
-    """The console script: usage errors (an unknown option, a value out of range) are one line
-    naming the option and the help command, exit 2, like every other user error."""
+EXIT_OUTPUT_CLOSED = 141
+"""128 + SIGPIPE: stdout's reader went before all was written (``contamscope formats | head
+-1``), the status of a Unix tool the signal ends."""
+
+
+def _stdout_pipe() -> tuple[int, int] | None:
+    """Stdout's descriptor and a duplicate of it where it is a pipe or socket (rich puts
+    /dev/null in its place when it finds the reader gone), else None."""
     try:
-        code = app(standalone_mode=False)
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # replaced by a test runner, closed
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) or not hasattr(select, "poll"):
+        return None
+    return fd, os.dup(fd)
+
+
+def _reader_gone(pipe: tuple[int, int]) -> bool:
+    """Whether stdout's pipe has lost its reader (a broken pipe of a worker or a server is
+    not this)."""
+    poller = select.poll()
+    poller.register(pipe[1], select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def _end_output_closed(pipe: tuple[int, int]) -> NoReturn:
+    """End quietly with :data:`EXIT_OUTPUT_CLOSED`; what was not written goes to /dev/null, so
+    Python's own flush at exit prints no "Exception ignored"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, pipe[0])
+    sys.exit(EXIT_OUTPUT_CLOSED)
+
+
+def main() -> None:
+    """The console script. Stdout closed early ends it as SIGPIPE ends a Unix tool: quietly,
+    :data:`EXIT_OUTPUT_CLOSED` (typer and rich end with 1, the status of a prompt answered
+    no, and say nothing)."""
+    pipe = _stdout_pipe()
+    try:
+        _main(pipe)
+    except BrokenPipeError:
+        if pipe is None or not _reader_gone(pipe):
+            raise
+        _end_output_closed(pipe)
+
+
+def _main(pipe: tuple[int, int] | None) -> None:
+    """Usage errors (an unknown option, a value out of range) are one line naming the option
+    and the help command, exit 2, like every other user error."""
+    try:
+        try:
+            code = app(standalone_mode=False)
+        except SystemExit as exc:  # typer's and rich's end on a broken pipe
+            if exc.code == 1 and pipe is not None and _reader_gone(pipe):
+                _end_output_closed(pipe)
+            raise
+        sys.stdout.flush()  # a closed pipe is found here, not in Python's flush at exit
     except typer.TyperException as exc:  # typer's own click errors (it vendors click)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
