@@ -627,7 +627,9 @@ def _dry_run(
     config = PermutationConfig(template=get_template(kw["template"]), seed=kw["seed"])
     per_benchmark: dict[str, dict[str, Any]] = {}
     hashes: dict[str, str] = {}
-    table = Table(title="sweep (dry run: nothing loaded, scored or written)")
+    # (the benchmark's table of writers' conventions may go into the cache: a derived table,
+    # computed again if it is gone, not a result; QA read "nothing written" as a promise)
+    table = Table(title="sweep (dry run: no model loaded, nothing scored, no run folder written)")
     for col in ("model", "benchmark", "state", "items", "orders to score", "run folder"):
         table.add_column(col, overflow="fold", justify="right" if "orders" in col else "left")
     total = to_run = 0
