@@ -319,6 +319,23 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     assert seen.probes["verdicts"] == 2
 
 
+def test_a_re_run_without_the_baseline_removes_its_earlier_comparisons(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """compare.md and compare/*.html of a run with --baseline stayed beside the board of a
+    re-run without it, which no longer links them (QA): they are removed, and it says so."""
+    bench = write_bench(tmp_path / "b_test.csv", 5)
+    out = tmp_path / "sweep"
+    res = _sweep(two_models, [bench], out, "--baseline", two_models[0])
+    assert res.returncode == 0, res.stderr
+    assert (out / "compare.md").is_file() and len(list((out / "compare").glob("*.html"))) == 1
+    again = _sweep(two_models, [bench], out)
+    assert again.returncode == 0, again.stderr
+    assert not (out / "compare.md").exists() and not (out / "compare").exists()
+    assert "removed the comparisons of an earlier run with --baseline" in again.stdout
+    assert "Compared with the baseline" not in (out / "leaderboard.md").read_text()
+
+
 def test_baseline_comparison_of_naturally_ordered_items_only_is_named_not_a_crash(
     tmp_path: Path, two_models: list[str], write_bench: Any
 ) -> None:

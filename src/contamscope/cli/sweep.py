@@ -9,6 +9,7 @@ left off the board), and an unfinished one resumes. The leaderboard
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import inspect
@@ -510,6 +511,8 @@ def run(**kw: Any) -> None:
     compared: list[BaselineComparison] = []
     if kw.get("baseline") is not None:
         compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
+    else:
+        _remove_earlier_comparisons(out)
     if finished:
         _leaderboard(finished, out, failed, compared)
         _say_reference_rates([j for j in jobs if j.run_dir in set(finished)])
@@ -749,6 +752,26 @@ def _leaderboard(
         )
         return
     console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")
+
+
+def _remove_earlier_comparisons(out: Path) -> None:
+    """A sweep re-run without --baseline removes the comparisons an earlier run with one wrote
+    (OUT/compare.md, OUT/compare/*.html): its board no longer links them, and they would stand
+    beside it as this sweep's (QA)."""
+    pages = sorted((out / "compare").glob("*.html"))
+    table = out / "compare.md"
+    if not pages and not table.is_file():
+        return
+    for p in [*pages, *([table] if table.is_file() else [])]:
+        p.unlink()
+    with contextlib.suppress(OSError):  # a folder the user put more into stays
+        (out / "compare").rmdir()
+    console.print(
+        f"removed the comparisons of an earlier run with --baseline ({table.name}, "
+        f"{plural(len(pages), 'page')} in compare/): this run gave none",
+        highlight=False,
+        markup=False,
+    )
 
 
 def _compare_with_baseline(
