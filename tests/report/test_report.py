@@ -175,12 +175,17 @@ def test_contamscope_method_without_module_gets_the_generic_report(tmp_path: Pat
         collect([run])
 
 
+def _as_clean_model(run: Path) -> None:
+    """Make a synthetic run another model's (a second row of the board)."""
+    s = json.loads((run / "summary.json").read_text())
+    s["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
+    (run / "summary.json").write_text(json.dumps(s))
+
+
 def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     a = make_run("a", n_items=24, leaked_every=2)
     b = make_run("b", n_items=24, leaked_every=1000)
-    sb = json.loads((b / "summary.json").read_text())
-    sb["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
-    (b / "summary.json").write_text(json.dumps(sb))
+    _as_clean_model(b)
     entries = collect([a, b])
     assert [e.model for e in entries] == ["hf:synthetic-model", "hf:clean-model"]
     sa = json.loads((a / "summary.json").read_text())["statistics"]["alg1"]
@@ -228,9 +233,7 @@ def test_leaderboard_names_the_subjects_flagged_on_their_own(make_run, tmp_path:
     HTML runs table) and says how many runs it tested; a clean run's subjects are 'none of 7'."""
     a = make_run("a", n_items=72, leaked_every=1, leak_only="subj3")
     b = make_run("b", n_items=72, leaked_every=1000, seed=1)
-    sb = json.loads((b / "summary.json").read_text())
-    sb["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
-    (b / "summary.json").write_text(json.dumps(sb))
+    _as_clean_model(b)
     by = json.loads((a / "summary.json").read_text())["by_subject"]
     assert [r["subject"] for r in by["subjects"] if r["flagged"]] == ["subj3"]
 
@@ -929,9 +932,7 @@ def test_every_format_ranks_the_models_by_leakage_not_by_the_order_given(
     like the html they rank them, most leakage first."""
     clean = make_run("clean", n_items=24, leaked_every=1000)
     leaked = make_run("leaked", n_items=24, leaked_every=2)
-    s = json.loads((clean / "summary.json").read_text())
-    s["model"].update(spec="hf:clean-model", fingerprint="synthetic:clean")
-    (clean / "summary.json").write_text(json.dumps(s))
+    _as_clean_model(clean)
     entries = collect([clean, leaked])
     assert [e.model for e in entries] == ["hf:clean-model", "hf:synthetic-model"]
     assert entries[1].estimate.value > entries[0].estimate.value
