@@ -69,8 +69,9 @@ class RunData:
     @property
     def subjects(self) -> list[str]:
         """The subjects the run was restricted to (``--subjects``); [] for all. Read where the
-        summary keeps the selection (under ``benchmark``; a membership run's at the top, as
-        the command's text ``"anatomy,virology"``), else the settings'."""
+        summary keeps the selection (under ``benchmark``; a membership run's at the top, a
+        list, or in runs from before 2026-11-29 the command's text ``"anatomy,virology"``),
+        else the settings'."""
         b = self.summary.get("benchmark")
         for sel in (
             b.get("selection") if isinstance(b, dict) else None,
