@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -503,6 +504,18 @@ def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
     ]
     with pytest.raises(StoreError, match="nowhere: no such run folder"):
         collect([runs[0], tmp_path / "nowhere"])
+    # replicates of other seeds are other measurements; a copied folder is the same one twice,
+    # and the board says so (it was a column and a test of its own without a word; QA)
+    assert "hold the same item records" not in text
+    copy = tmp_path / "copy" / "tiny__test"
+    shutil.copytree(runs[0], copy)
+    text, _ = write_leaderboard([*runs, copy], None, "md")
+    assert (
+        f"- {runs[0]} and {copy} hold the same item records (copies of one run?): one "
+        "measurement, shown as 2 cells and counted as 2 tests in the line on significance"
+    ) in text
+    page, _ = write_leaderboard([*runs, copy], None, "html")
+    assert "hold the same item records (copies of one run?)" in page
 
 
 def test_split_labels_come_only_from_a_validate_epoch_folder(make_run, tmp_path: Path) -> None:

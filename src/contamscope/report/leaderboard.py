@@ -11,6 +11,7 @@ of different methods never share a column or a ranking; a module may add figures
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 from collections import Counter
@@ -496,7 +497,7 @@ def to_markdown(
     lines.extend(f"- {md_cell(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md_cell(x)}" for x in caveat_lines(entries))
     lines.extend(f"- {md_cell(x)}" for x in warning_lines(entries))
-    lines.extend(f"- {md_cell(x)}" for x in ties_lines(entries))
+    lines.extend(f"- {md_cell(x)}" for x in ties_lines(entries) + copies_lines(entries))
     lines.extend(f"- left out: {md_cell(str(x))}" for x in left_out)
     if comparisons:
         lines += ["", f"## Compared with the baseline {md_cell(comparisons[0].baseline)}", ""]
@@ -531,6 +532,26 @@ def flagged_text(est: Estimate) -> str | None:
     if not est.flagged:
         return f"none of {est.n_parts}"
     return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
+
+
+def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """A line per set of runs whose item records are byte for byte the same (a folder copied,
+    or one set-up run twice): one measurement shown as several cells, each also a test of the
+    significance line (QA). None where every run's records differ."""
+    groups: dict[tuple[str, str], list[LeaderboardEntry]] = {}
+    for e in entries:
+        try:
+            digest = hashlib.sha256((e.run_dir / "items.jsonl").read_bytes()).hexdigest()
+        except OSError:
+            continue
+        groups.setdefault((e.method, digest), []).append(e)
+    return [
+        f"{' and '.join(str(e.run_dir) for e in same)} hold the same item records (copies of "
+        "one run?): one measurement, shown as "
+        f"{len(same)} cells and counted as {len(same)} tests in the line on significance"
+        for same in groups.values()
+        if len(same) > 1
+    ]
 
 
 def ties_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
@@ -765,7 +786,10 @@ def to_html(
     legend += "".join(f"<li>{esc(x)}</li>" for x in flagged_lines(entries))
     legend += "".join(
         f"<li>{esc(x)}</li>"
-        for x in caveat_lines(entries) + warning_lines(entries) + ties_lines(entries)
+        for x in caveat_lines(entries)
+        + warning_lines(entries)
+        + ties_lines(entries)
+        + copies_lines(entries)
     )
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [
