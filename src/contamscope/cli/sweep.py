@@ -762,7 +762,8 @@ def _remove_earlier_comparisons(out: Path) -> None:
     table = out / "compare.md"
     if not pages and not table.is_file():
         return
-    for p in [*pages, *([table] if table.is_file() else [])]:
+    table.unlink(missing_ok=True)
+    for p in pages:
         p.unlink()
     with contextlib.suppress(OSError):  # a folder the user put more into stays
         (out / "compare").rmdir()

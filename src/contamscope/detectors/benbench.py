@@ -380,7 +380,7 @@ def _welch_ci(est: float, va: float, vb: float, na: int, nb: int) -> list[float]
     if not (v > 0 and math.isfinite(v)):
         return None
     df = v**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    half = float(_t_quantile(df)) * math.sqrt(v)
+    half = _t_quantile(df) * math.sqrt(v)
     return [est - half, est + half]
 
 

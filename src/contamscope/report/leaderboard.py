@@ -10,6 +10,7 @@ of different methods never share a column or a ranking; a module may add figures
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -538,13 +539,17 @@ def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     """A line per set of runs whose item records are byte for byte the same (a folder copied,
     or one set-up run twice): one measurement shown as several cells, each also a test of the
     significance line (QA). None where every run's records differ."""
+    by_size: dict[tuple[str, int], list[LeaderboardEntry]] = {}
+    for e in entries:  # only records of one size can be the same: the others are not read
+        with contextlib.suppress(OSError):
+            size = (e.run_dir / "items.jsonl").stat().st_size
+            by_size.setdefault((e.method, size), []).append(e)
     groups: dict[tuple[str, str], list[LeaderboardEntry]] = {}
-    for e in entries:
-        try:
-            digest = hashlib.sha256((e.run_dir / "items.jsonl").read_bytes()).hexdigest()
-        except OSError:
-            continue
-        groups.setdefault((e.method, digest), []).append(e)
+    for (method, _), alike in by_size.items():
+        for e in alike if len(alike) > 1 else ():
+            with contextlib.suppress(OSError):
+                digest = hashlib.sha256((e.run_dir / "items.jsonl").read_bytes()).hexdigest()
+                groups.setdefault((method, digest), []).append(e)
     return [
         f"{' and '.join(str(e.run_dir) for e in same)} hold the same item records (copies of "
         "one run?): one measurement, shown as "
