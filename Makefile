@@ -36,11 +36,16 @@ gemma: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/contamscope permutation --model smollm2 --benchmark mmlu --sample 20 --out runs/demo
 
+# Tests run in TEST_WORKERS parallel processes (pytest-xdist; each test file whole in one worker,
+# one thread each): 2 by default, the CI machine's cores. TEST_WORKERS=1 runs them in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not real_model"
+	$(PYTEST) -m "not real_model"
 
 check: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

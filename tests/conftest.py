@@ -7,6 +7,11 @@ from pathlib import Path
 
 # Tests never use the network; set before huggingface_hub is imported (it reads this at import).
 os.environ["HF_HUB_OFFLINE"] = "1"
+# In a parallel run (pytest-xdist, `make test`), each worker and the commands it starts compute
+# on one thread, so that the workers share the cores rather than oversubscribe them; set before
+# torch is imported (it reads this at import).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import sys
 from collections.abc import Iterator
@@ -117,3 +122,23 @@ def smollm2_backend(model_dir: Path):  # type: ignore[no-untyped-def]
 
     os.environ["CONTAMSCOPE_MODEL_DIR"] = str(model_dir)
     return load_backend("smollm2", device="cpu", dtype="float32")
+
+
+# Test files that start or reach a local Ray cluster: run one after another in one worker when
+# the suite runs in parallel (`make test` runs pytest-xdist with --dist loadgroup).
+_RAY_FILES = {
+    "backends/test_openai_cli.py",
+    "benbench/test_cli_executor.py",
+    "cap/test_cli_executor.py",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup``, a test file runs whole in one worker (its
+    module-scoped runs and models are made once), and the Ray files share one worker."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        path = item.path.resolve()
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+        ray = rel.startswith("executors/") or rel in _RAY_FILES
+        item.add_marker(pytest.mark.xdist_group("ray" if ray else rel))
