@@ -14,6 +14,7 @@ __all__ = [
     "ModelError",
     "CapabilityError",
     "StoreError",
+    "ContamscopeWarning",
 ]
 
 
@@ -52,3 +53,9 @@ class StoreError(ContamscopeError):
         self.problem = problem
         """What is wrong, without the path and the advice (which is for one's own cache:
         ``cache import`` reports a source file's problem without telling to remove it)."""
+
+
+class ContamscopeWarning(UserWarning):
+    """Something the user should know that does not stop the work (a served model answering
+    under another name). The CLI prints it as one ``note:`` line; from Python it is a warning
+    (``warnings.simplefilter("error", ContamscopeWarning)`` makes it an error)."""

@@ -279,7 +279,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "id": "cmpl-test",
                 "object": "text_completion",
-                "model": args.name,
+                "model": args.answer_as or args.name,
                 "choices": [choice],
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": len(new)},
             },
@@ -297,7 +297,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "id": "chatcmpl-test",
                 "object": "chat.completion",
-                "model": self.server.state.args.name,
+                "model": self.server.state.args.answer_as or self.server.state.args.name,
                 "choices": [
                     {
                         "index": 0,
@@ -320,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="transformers model folder")
     p.add_argument("--name", default="tiny", help="served model name")
+    p.add_argument("--answer-as", default=None, help="the model name replies carry (--name)")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--faults", default="", help="comma-separated cycle of 429,500,drop,slow")
     p.add_argument("--fault-every", type=int, default=3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from contamscope.backends import GenerateRequest, ScoreRequest, load_backend
 from contamscope.backends.http_client import ApiClient, ApiSettings
 from contamscope.backends.openai_compat import OpenAIBackend, split_continuation
 from contamscope.backends.probe import available_methods, check_backend
-from contamscope.errors import CapabilityError, ConfigError, ModelError
+from contamscope.errors import CapabilityError, ConfigError, ContamscopeWarning, ModelError
 from contamscope.store.cache import CachedScorer, ScoreCache
 
 BOS = "<|endoftext|>"
@@ -77,6 +78,29 @@ def test_generation_completions_and_chat_equal_local(tiny_server: Any, tiny_back
     got = b.generate(reqs)
     assert tiny_server.stats()["posts"] - before == 2
     assert got == tiny_backend.generate(reqs)
+
+
+def test_replies_under_another_model_name_are_said_once_and_counted(
+    serve: Any, tiny_server: Any
+) -> None:
+    """A router answering with a fallback model: said once (scoring and generation alike),
+    each name counted in the backend's description (summary.json's model.answered_as)."""
+    before = tiny_server.stats()["posts"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContamscopeWarning)  # the right model: no note
+        b = backend(tiny_server.url)
+        b.score(REQUESTS[:2])
+        b.generate([GenerateRequest("Hello there", 3)])
+    assert b.describe()["answered_as"] == {"tiny": tiny_server.stats()["posts"] - before}
+
+    served = serve("--answer-as", "tiny-fallback")
+    other = backend(served.url)
+    with pytest.warns(ContamscopeWarning) as said:
+        other.score(REQUESTS[:2])
+        other.generate([GenerateRequest("Hello there", 3), GenerateRequest("Say hi", 3, chat=True)])
+    assert len(said) == 1
+    assert "answered as model 'tiny-fallback', not 'tiny'" in str(said[0].message)
+    assert other.describe()["answered_as"] == {"tiny-fallback": served.stats()["posts"]}
 
 
 def test_concurrency_is_bounded_and_used(serve: Any) -> None:

@@ -263,3 +263,21 @@ def test_cap_on_a_chat_only_server_asks_for_chat(tmp_path: Path, serve: Any) -> 
     assert "--ray-address, --workers ignored" in said
     on_ray = json.loads((tmp_path / "ray" / "summary.json").read_text(encoding="utf-8"))
     assert on_ray["statistics"] == summary["statistics"]
+
+
+def test_a_reply_under_another_model_name_is_one_note_and_recorded(
+    tmp_path: Path, serve: Any
+) -> None:
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS[:1]) + "\n", encoding="utf-8")
+    server = serve("--answer-as", "tiny-fallback")
+    opts = ["-M", "bos=<|endoftext|>", "-M", "canary=structural"]
+    out = tmp_path / "run"
+    args = ["permutation", "--model", f"openai:{server.url}#tiny", *opts, "--benchmark", str(bench)]
+    res = run_cli(*args, "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    notes = [x for x in res.stderr.splitlines() if "answered as model" in x]
+    assert len(notes) == 1 and notes[0].startswith("note: openai:"), res.stderr
+    assert "'tiny-fallback', not 'tiny'" in notes[0]
+    model = json.loads((out / "summary.json").read_text(encoding="utf-8"))["model"]
+    assert model["answered_as"] == {"tiny-fallback": server.stats()["posts"]}

@@ -24,12 +24,20 @@ import hashlib
 import json
 import math
 import re
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
+from ..errors import (
+    CapabilityError,
+    ConfigError,
+    ContamscopeError,
+    ContamscopeWarning,
+    ModelError,
+)
 from .base import (
     Backend,
     Capabilities,
@@ -136,6 +144,9 @@ class OpenAIBackend(Backend):
         self.probe_report: Any = None
         """The canary's :class:`~.probe.ProbeReport` once probed."""
         self._info: dict[str, Any] | None = None
+        self.answered_as: dict[str, int] = {}
+        """The ``model`` names the server's replies carried, with their counts."""
+        self._answers_lock = threading.Lock()
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -257,6 +268,7 @@ class OpenAIBackend(Backend):
             "max_connections": self.client.settings.max_connections,
             "requests_sent": self.client.sent,
             "requests_retried": self.client.retried,
+            "answered_as": dict(self.answered_as),
             "canary": None if self.probe_report is None else self.probe_report.numbers,
         }
 
@@ -293,9 +305,29 @@ class OpenAIBackend(Backend):
             from_start=bool(self.bos),
         )
 
+    def _note_answer(self, body: dict[str, Any]) -> None:
+        """Count the reply's ``model`` name; the first time it names another model than the
+        one asked for (not a dated snapshot of it), say so (a :class:`ContamscopeWarning`): a
+        router's fallback would otherwise be scored, cached and reported as this model."""
+        name = body.get("model")
+        if not isinstance(name, str) or not name:
+            return
+        with self._answers_lock:
+            first = name not in self.answered_as
+            self.answered_as[name] = self.answered_as.get(name, 0) + 1
+        if first and not same_served_model(self.model, name):
+            warnings.warn(
+                f"{self.spec}: the server answered as model {name!r}, not {self.model!r} (a "
+                "router's fallback, or a deployment's other name?): its answers are recorded as "
+                f"{self.model!r}'s; summary.json's model.answered_as counts the replies by name",
+                ContamscopeWarning,
+                stacklevel=2,
+            )
+
     def _prompt_tokens(self, text: str, mode: str, top: int) -> PromptTokens | None:
         """One request; None when the server ignores the requested mode."""
         body = self.client.request("POST", "completions", self._body(text, mode, top))
+        self._note_answer(body)
         choice = _first_choice(body)
         if mode == "prompt_logprobs":
             return _parse_prompt_logprobs(choice, body)
@@ -443,6 +475,7 @@ class OpenAIBackend(Backend):
         hits = [text.find(s) for s in req.stop if s and s in text]
         if hits:  # servers strip the stop string; some return it
             text = text[: min(hits)]
+        self._note_answer(body)
         usage = body.get("usage")
         n = int(usage.get("completion_tokens") or 0) if isinstance(usage, dict) else 0
         reason = "length" if choice.get("finish_reason") == "length" else "stop"
@@ -465,6 +498,24 @@ class OpenAIBackend(Backend):
 
 _ENDPOINTS = ("/chat/completions", "/completions", "/models")
 """The API's endpoints under its root (a BASE_URL that ends in one is not the root)."""
+
+
+_SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|\d{4})")
+"""A dated snapshot's suffix: ``-2024-07-18``, ``-20240229``, ``-0613``."""
+
+
+def same_served_model(asked: str, answered: str) -> bool:
+    """Whether a reply's ``model`` name is the model asked for: the same name, or a dated
+    snapshot of it (hosted APIs answer an alias with the snapshot that served it).
+
+    >>> same_served_model("gpt-4o-mini", "gpt-4o-mini-2024-07-18")
+    True
+    >>> same_served_model("gpt-4o", "gpt-4o-mini")
+    False
+    """
+    if answered == asked:
+        return True
+    return answered.startswith(asked) and bool(_SNAPSHOT.fullmatch(answered[len(asked) :]))
 
 
 def url_hint(base_url: str, model: str) -> str:

@@ -6,7 +6,7 @@ import os
 import select
 import stat
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -160,9 +160,29 @@ def main() -> None:
         _end_output_closed(pipe)
 
 
+def _notes_as_lines() -> None:
+    """contamscope's own warnings (:class:`~contamscope.errors.ContamscopeWarning`) print as
+    one ``note:`` line each; other warnings as Python prints them."""
+    import warnings
+
+    from ..errors import ContamscopeWarning
+
+    python_show = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+        if issubclass(category, ContamscopeWarning):
+            note = styled("yellow", "note:", f" {message}")
+            err_console.print(note, highlight=False, soft_wrap=True)
+        else:
+            python_show(message, category, *args, **kw)
+
+    warnings.showwarning = show
+
+
 def _main(pipe: tuple[int, int] | None) -> None:
     """Usage errors (an unknown option, a value out of range) are one line naming the option
     and the help command, exit 2, like every other user error."""
+    _notes_as_lines()
     try:
         try:
             code = app(standalone_mode=False)
