@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from contamscope.backends import ScoreRequest
+from contamscope.errors import ContamscopeWarning
 
 QUESTION = (
     "Question: which of these is the largest planet of the solar system, by mass and by radius?\n"
@@ -180,23 +181,21 @@ def test_models_tree_attention_cannot_run_score_whole_texts(
     smollm2_tokenizer: Any,
     make: Callable[[Any, int], Any],
     why: str,
-    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Recurrent (Mamba) and convolution (LFM2) layers carry state along a sequence, so a
     tree's rows cannot be read as branches, and Bloom's ALiBi biases come from a 2-D mask
     (its tree pass raises): the backend says so once and runs each text whole, with the
     same numbers, NaN for a text too long and 0 for an empty one."""
     path = _build(tmp_path_factory, smollm2_tokenizer, make)
-    capfd.readouterr()  # (saving the model may draw a progress bar)
-    backend = _load(path, "eager")
+    with pytest.warns(ContamscopeWarning) as said:  # (the CLI prints it as a note: line)
+        backend = _load(path, "eager")
     assert backend.engine == "full-sequence"
     assert backend.describe()["engine"] == "full-sequence"
-    err = capfd.readouterr().err
-    assert f"the prefix-tree engine cannot run this model ({why})" in err
-    assert err.count("\n") == 1
+    assert len(said) == 1
+    assert f"the prefix-tree engine cannot run this model ({why})" in str(said[0].message)
     # -M fuse=on applies to the tree engine: asked for here, it is said to be left unused
-    assert _load(path, "eager", fuse="on").fused == []
-    assert "fused kernels not used, the model is scored as full sequences" in capfd.readouterr().err
+    with pytest.warns(ContamscopeWarning, match="fused kernels not used, the model is scored as"):
+        assert _load(path, "eager", fuse="on").fused == []
     assert _worst(backend, REQUESTS) < 1e-3
     seen: list[int] = []
     backend.max_length = 64  # (Mamba has no context limit of its own)
@@ -215,7 +214,7 @@ def test_models_tree_attention_cannot_run_score_whole_texts(
 
 
 def test_a_model_the_check_finds_off_is_scored_whole(
-    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The load-time check compares the tree engine with a full forward pass: a tree pass that
     gives other numbers (here: the window of the mask set far too short) or fails means the
@@ -223,9 +222,9 @@ def test_a_model_the_check_finds_off_is_scored_whole(
     monkeypatch.setattr(
         "contamscope.backends.hf.layer_windows", lambda config: {"full_attention": 1}
     )
-    backend = _load(tiny_model_path)
+    with pytest.warns(ContamscopeWarning, match="log-probs differ from a full forward pass by"):
+        backend = _load(tiny_model_path)
     assert backend.engine == "full-sequence"
-    assert "log-probs differ from a full forward pass by" in capfd.readouterr().err
     assert backend.tokens_run == backend.tokens_min == 0  # the check's passes are not counted
     assert _worst(backend, REQUESTS[:3]) < 1e-3
     monkeypatch.setattr(
@@ -306,7 +305,7 @@ def test_fused_kernels_give_the_eager_numbers(
 
 
 def test_fusion_that_changes_the_numbers_is_undone(
-    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fused model's final states are checked against the eager ones on a probe batch when
     it loads: a compiled function that computes something else, or fails to compile, leaves the
@@ -340,9 +339,9 @@ def test_fusion_that_changes_the_numbers_is_undone(
         (broken, "compiling failed (RuntimeError: no kernel for this)"),
     ):
         monkeypatch.setattr(fusion, "_compiled", compiled)
-        backend = _load(tiny_model_path, fuse="on")
-        err = capfd.readouterr().err
-        assert f"fused kernels not used, {why}" in err and err.count("\n") == 1
+        with pytest.warns(ContamscopeWarning) as said:
+            backend = _load(tiny_model_path, fuse="on")
+        assert len(said) == 1 and f"fused kernels not used, {why}" in str(said[0].message)
         assert backend.fused == [] and backend._fusion is None
         assert not any("forward" in m.__dict__ for m in backend.model.modules())
         assert _worst(backend, REQUESTS[:3]) < 1e-3

@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ContamscopeWarning, ModelError
 from .base import (
     Backend,
     Capabilities,
@@ -386,10 +387,11 @@ class HFBackend(Backend):
         why = self._tree_engine_fails()
         if why:
             self.engine = "full-sequence"
-            print(
-                f"note: {spec}: the prefix-tree engine cannot run this model ({why}); "
+            warnings.warn(
+                f"{spec}: the prefix-tree engine cannot run this model ({why}); "
                 "each text is scored in one full forward pass (same numbers, slower)",
-                file=sys.stderr,
+                ContamscopeWarning,
+                stacklevel=2,
             )
         self._fuse(fuse)
 
@@ -532,10 +534,11 @@ class HFBackend(Backend):
             return
         if self.engine != "prefix-tree":
             if fuse == "on":  # (what was asked for, not done: said, as any fusion not kept)
-                print(
-                    f"note: {self.spec}: fused kernels not used, the model is scored as full "
+                warnings.warn(
+                    f"{self.spec}: fused kernels not used, the model is scored as full "
                     "sequences (-M fuse applies to the prefix-tree engine)",
-                    file=sys.stderr,
+                    ContamscopeWarning,
+                    stacklevel=2,
                 )
             return
         if fuse == "auto" and not self._triton():
@@ -561,10 +564,11 @@ class HFBackend(Backend):
         try:
             self._fusion = fuse_model(self.model, probe, tolerance)
         except FusionError as exc:
-            print(
-                f"note: {self.spec}: fused kernels not used, {exc}; the eager model runs "
+            warnings.warn(
+                f"{self.spec}: fused kernels not used, {exc}; the eager model runs "
                 "(same numbers, slower; -M fuse=off skips the attempt)",
-                file=sys.stderr,
+                ContamscopeWarning,
+                stacklevel=2,
             )
             return
         self.fused = self._fusion.kinds

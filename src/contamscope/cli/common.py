@@ -437,16 +437,8 @@ def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
                 "no cache; give one of them"
             )
         return None
+    # (one it cannot write is opened read-only, said by a ContamscopeWarning: a note line)
     cache = ScoreCache(kw["cache_dir"] / "scores.sqlite" if kw["cache_dir"] else default_score_db())
-    if cache.read_only:
-        err_console.print(
-            styled(
-                "yellow",
-                f"note: the score cache {cache.path} cannot be written",
-                ": its scores are reused, new ones are computed but not stored",
-            ),
-            soft_wrap=True,
-        )
     say_unread_wal(cache)
     return cache
 
