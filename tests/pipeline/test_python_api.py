@@ -106,8 +106,12 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
         PermutationConfig(mc_orders=100_000_000)
     assert PermutationConfig(mc_orders=40_319).mc_orders == 40_319
     assert PermutationConfig(template="mmlu").template.name == "mmlu"  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="--limit -1"):
-        select_items(loaded.items, limit=-1)
+    for bad in (-1, 0):  # 0 chose nothing, where the command refuses it (QA)
+        with pytest.raises(ConfigError, match=f"--limit {bad}: expected 1 or more"):
+            select_items(loaded.items, limit=bad)
+    # a misspelt keyword: Python's TypeError, naming the function as Python does (QA: unnamed)
+    with pytest.raises(TypeError, match=r"^run_permutation\(\) got an unexpected keyword .*'sel"):
+        run_permutation(loaded, [], scorer, tmp_path / "d", cfg, seleciton=None)  # type: ignore[call-arg]
     assert not (tmp_path / "d" / "items.jsonl").exists()
     # arguments of the wrong class or type failed deep inside with AttributeError, TypeError or
     # ValueError: the backend itself as the scorer, a dict as the config, "6" as a sample (QA)
@@ -174,6 +178,17 @@ def test_membership_refuses_references_that_are_tested_items(
             [loaded.items[1], loaded.items[2], replace(loaded.items[1], id="copy")],
             CachedScorer(tiny_backend, None),
             tmp_path / "m",
+            MembershipConfig(n_boot=100),
+        )
+    # no benchmark item at all is said as such, not as "all excluded" (QA)
+    with pytest.raises(ConfigError, match=r"^--benchmark: no benchmark item given \(an empty"):
+        run_membership(
+            loaded,
+            [],
+            loaded,
+            loaded.items[:2],
+            CachedScorer(tiny_backend, None),
+            tmp_path / "empty",
             MembershipConfig(n_boot=100),
         )
 

@@ -531,7 +531,12 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
             "--reference: no reference item could be scored (all excluded: too long or empty)"
         )
     if not scored:
-        raise ConfigError("--benchmark: no benchmark item could be scored (all excluded)")
+        raise ConfigError(
+            f"--benchmark: no benchmark item could be scored (all {len(bench)} excluded: too "
+            "long or empty)"
+            if bench
+            else "--benchmark: no benchmark item given (an empty selection)"
+        )
     rows = np.array([[r["statistics"][c] for c in parts] for r in scored])
     ref_rows = np.array([[r["statistics"][c] for c in parts] for r in ref])
     test_settings: dict[str, Any] = {

@@ -151,8 +151,8 @@ def select_items(
     for name, value in (("--limit", limit), ("--sample", sample), ("--seed", seed)):
         if value is not None and (not isinstance(value, numbers.Integral) or value is True):
             raise ConfigError(f"{name} {value!r}: expected a whole number")
-    if limit is not None and limit < 0:
-        raise ConfigError(f"--limit {limit}: expected 0 or more")
+    if limit is not None and limit < 1:  # (0 chose nothing, where the CLI refuses it: QA)
+        raise ConfigError(f"--limit {limit}: expected 1 or more")
     if sample is not None and sample < 1:
         raise ConfigError(f"--sample {sample}: expected 1 or more")
     chosen = list(items)

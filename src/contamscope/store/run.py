@@ -461,7 +461,10 @@ def releases_run_dir(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:  # named, as Python names a function called wrongly
+            raise TypeError(f"{fn.__name__}() {exc}") from None
         _check_arguments(fn, bound.arguments)
         run_dir = bound.arguments["run_dir"]
         if not isinstance(run_dir, RunDir):
