@@ -103,6 +103,12 @@ def test_a_custom_template_from_json_or_a_json_file(tmp_path: Path) -> None:
         ('{"question": "{question}", "option": "{label}"}', "the option format needs {text}"),
         ('{"name": "mmlu", "question": "{question}", "option": "{text}"}', "built-in"),
         ("missing.json", "--template missing.json: no such file"),
+        # a placeholder nothing fills was scored as written, a typo silently (QA)
+        ('{"question": "{question}", "option": "{Label}. {text}"}', "option format has {Label}"),
+        ('{"question": "{question}", "option": "{label}{text}{0}"}', "option format has {0}, wh"),
+        ('{"question": "{question} {{x}}", "option": "{text}"}', "question format has {x}"),
+        ('{"question": "{label} {question}", "option": "{text}"}', "fills {question} only"),
+        ('{"question": "{question}", "option": "{text}", "answer": "{label}"}', "sent as writ"),
     ],
 )
 def test_a_bad_custom_template_is_one_line_naming_the_option(spec: str, needle: str) -> None:

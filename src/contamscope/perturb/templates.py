@@ -8,6 +8,7 @@ in every order, so conditioning on it loses nothing and lets the question be run
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from ..data.items import MCQItem, option_labels
 from ..errors import ConfigError
 from ..wording import json_error
 from .orders import apply_order
+
+_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+"""What reads as a placeholder: a word (or nothing) in braces."""
 
 ANSWER_CUE = "Answer:"
 """What follows the options when a method asks the model for the answer letter."""
@@ -45,6 +49,23 @@ class PromptTemplate:
             raise ConfigError(f"template {self.name!r}: the question format needs {{question}}")
         if "{text}" not in self.option:
             raise ConfigError(f"template {self.name!r}: the option format needs {{text}}")
+        for part, fills in (("question", ("question",)), ("option", ("label", "text"))):
+            self._only(part, fills)
+        self._only("answer", ())
+
+    def _only(self, part: str, fills: tuple[str, ...]) -> None:
+        """Refuse a ``{name}`` the ``part`` format does not fill: it was scored as written,
+        a typo (``{Label}``) silently so (QA)."""
+        unknown = next(
+            (m.group() for m in _PLACEHOLDER.finditer(getattr(self, part)) if m[1] not in fills),
+            None,
+        )
+        if unknown is not None:
+            filled = " and ".join(f"{{{f}}}" for f in fills)
+            raise ConfigError(
+                f"template {self.name!r}: the {part} format has {unknown}, which nothing fills "
+                f"in ({f'it fills {filled} only' if fills else 'the cue is sent as written'})"
+            )
 
     def prefix(self, item: MCQItem) -> str:
         """The conditioning text (identical for every order of the item)."""
