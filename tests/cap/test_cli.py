@@ -46,6 +46,18 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
     assert "PCR_dev - PCR_val" in res.stdout and "verdict:" in res.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["schema"] == "contamscope.cap.summary/1"
+    # the answers' source said (from the cache, none was sent: QA); the counts are summary's
+    tm = summary["timings"]
+    asked = tm["requests_computed"] + tm["requests_from_cache"]
+    assert tm["requests_from_cache"] == 0 and asked > 0
+    assert f"answered 6 items in {tm['seconds']:.1f} s; 0 of {asked} requests from the" in (
+        " ".join(res.stdout.split())
+    )
+    elsewhere = [str(tmp_path / "copy") if a == str(out) else a for a in args]
+    copy = run_cli(*elsewhere, cwd=tmp_path)  # another run folder: every answer from the cache
+    assert f"{asked} of {asked} requests from the score cache (not sent to the model)" in (
+        " ".join(copy.stdout.split())
+    )
     assert len((out / "items.jsonl").read_text().splitlines()) == 6
     assert (out / "pcr_heatmap.png").stat().st_size > 1000
     assert not (out / "report.html").exists() and f"report: contamscope report {out}" in res.stdout
@@ -61,6 +73,7 @@ def test_cap_cli_end_to_end(fineval_dir: Path, tiny_model_path: Path, tmp_path: 
     )  # fmt: skip
     assert re.returncode == 0, re.stderr
     assert "re-analysed 6 stored items; nothing scored" in re.stderr
+    assert "requests from the score cache" not in re.stdout  # (the timings are the run's)
     assert "PCR = linear((M+0.1)/(C+0.1))" in re.stdout and "PCR_dev - PCR_val" in re.stdout
     s2 = json.loads((out / "summary.json").read_text())
     assert (s2["analysis"]["alpha"], s2["analysis"]["scale"]) == (0.1, "linear")

@@ -318,8 +318,9 @@ class OpenAIBackend(Backend):
         if first and not same_served_model(self.model, name):
             warnings.warn(
                 f"{self.spec}: the server answered as model {name!r}, not {self.model!r} (a "
-                "router's fallback, or a deployment's other name?): its answers are recorded as "
-                f"{self.model!r}'s; summary.json's model.answered_as counts the replies by name",
+                "router's fallback, or a deployment's other name?): its answers are recorded, "
+                f"and cached, as those of {self.model!r}; summary.json's model.answered_as "
+                "counts this command's replies by name",
                 ContamscopeWarning,
                 stacklevel=2,
             )

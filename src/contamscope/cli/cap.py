@@ -11,6 +11,7 @@ from rich.table import Table
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
 from ..paths import check_output_folder
+from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
@@ -371,7 +372,7 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return "-" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
-def print_cap_summary(summary: dict[str, Any]) -> None:
+def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
     """Terminal table: M, C, PCR and baselines per split, then the comparisons and verdict."""
     a = summary["analysis"]
     for reader, st in summary["statistics"].items():
@@ -462,4 +463,15 @@ def print_cap_summary(summary: dict[str, Any]) -> None:
             f"(p = {_fmt(c.get('excess_p_adjusted') or c['excess_p_value'], 3)}; beyond the "
             "paper, no tanh ceiling); the verdict above is the paper's PCR",
             highlight=False,
+        )
+    tm = summary.get("timings") or {}
+    if work and tm.get("items_now"):  # (answers from the cache were not said: QA)
+        asked = tm["requests_computed"] + tm["requests_from_cache"]
+        console.print(
+            styled(
+                "dim",
+                f"answered {plural(tm['items_now'], 'item')} in {tm['seconds']:.1f} s; "
+                f"{tm['requests_from_cache']} of {asked} requests from the score cache (not "
+                "sent to the model)",
+            )
         )

@@ -377,7 +377,7 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
 
     outcome = reanalyse_cap(RunDir(run_dir), **_settings("cap", given))
     _said(outcome.resumed, "")
-    print_cap_summary(outcome.summary)
+    print_cap_summary(outcome.summary, work=False)  # (the timings are the run's)
     plot = run_dir / "pcr_heatmap.png"
     if plot.exists():
         from ..report.cap_heatmap import plot_pcr_heatmap
