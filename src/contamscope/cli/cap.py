@@ -436,8 +436,8 @@ def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
             notes.append(f"unmapped answers {cnt['unmapped_rate']:.1%}")
         if cnt["no_reference"]:
             notes.append(f"{cnt['no_reference']} without a reference answer")
-        if notes:
-            console.print(f"  {s}: " + "; ".join(notes), highlight=False)
+        if notes:  # (figures of the generations: under the last table, they read as its)
+            console.print(f"  {s}, generated answers: " + "; ".join(notes), highlight=False)
     console.print(
         styled(
             "dim",
