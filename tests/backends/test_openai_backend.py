@@ -98,8 +98,9 @@ def test_replies_under_another_model_name_are_said_once_and_counted(
     with pytest.warns(ContamscopeWarning) as said:
         other.score(REQUESTS[:2])
         other.generate([GenerateRequest("Hello there", 3), GenerateRequest("Say hi", 3, chat=True)])
-    assert len(said) == 1
-    assert "answered as model 'tiny-fallback', not 'tiny'" in str(said[0].message)
+    notes = [str(w.message) for w in said if w.category is ContamscopeWarning]
+    assert len(notes) == 1, [(w.category, str(w.message)) for w in said]
+    assert "answered as model 'tiny-fallback', not 'tiny'" in notes[0]
     assert other.describe()["answered_as"] == {"tiny-fallback": served.stats()["posts"]}
 
 
