@@ -56,6 +56,7 @@ class StoreError(ContamscopeError):
 
 
 class ContamscopeWarning(UserWarning):
-    """Something the user should know that does not stop the work (a served model answering
+    """Something the user should know that does not stop the work (a damaged record left out
+    and scored again, an unwritable score cache opened read-only, a served model answering
     under another name). The CLI prints it as one ``note:`` line; from Python it is a warning
     (``warnings.simplefilter("error", ContamscopeWarning)`` makes it an error)."""
