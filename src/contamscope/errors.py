@@ -7,6 +7,8 @@ line and exits non-zero; it never shows a traceback for these.
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = [
     "ContamscopeError",
     "DataError",
@@ -15,6 +17,7 @@ __all__ = [
     "CapabilityError",
     "StoreError",
     "ContamscopeWarning",
+    "note",
 ]
 
 
@@ -60,3 +63,9 @@ class ContamscopeWarning(UserWarning):
     and scored again, an unwritable score cache opened read-only, a served model answering
     under another name). The CLI prints it as one ``note:`` line; from Python it is a warning
     (``warnings.simplefilter("error", ContamscopeWarning)`` makes it an error)."""
+
+
+def note(message: str) -> None:
+    """Say ``message`` as a :class:`ContamscopeWarning` raised at the caller's caller (the
+    code that asked for the work)."""
+    warnings.warn(message, ContamscopeWarning, stacklevel=3)

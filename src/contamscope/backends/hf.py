@@ -24,7 +24,6 @@ import math
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, ContamscopeWarning, ModelError
+from ..errors import ConfigError, ModelError, note
 from .base import (
     Backend,
     Capabilities,
@@ -387,11 +386,9 @@ class HFBackend(Backend):
         why = self._tree_engine_fails()
         if why:
             self.engine = "full-sequence"
-            warnings.warn(
+            note(
                 f"{spec}: the prefix-tree engine cannot run this model ({why}); "
                 "each text is scored in one full forward pass (same numbers, slower)",
-                ContamscopeWarning,
-                stacklevel=2,
             )
         self._fuse(fuse)
 
@@ -534,11 +531,9 @@ class HFBackend(Backend):
             return
         if self.engine != "prefix-tree":
             if fuse == "on":  # (what was asked for, not done: said, as any fusion not kept)
-                warnings.warn(
+                note(
                     f"{self.spec}: fused kernels not used, the model is scored as full "
                     "sequences (-M fuse applies to the prefix-tree engine)",
-                    ContamscopeWarning,
-                    stacklevel=2,
                 )
             return
         if fuse == "auto" and not self._triton():
@@ -564,11 +559,9 @@ class HFBackend(Backend):
         try:
             self._fusion = fuse_model(self.model, probe, tolerance)
         except FusionError as exc:
-            warnings.warn(
+            note(
                 f"{self.spec}: fused kernels not used, {exc}; the eager model runs "
                 "(same numbers, slower; -M fuse=off skips the attempt)",
-                ContamscopeWarning,
-                stacklevel=2,
             )
             return
         self.fused = self._fusion.kinds

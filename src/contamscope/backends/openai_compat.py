@@ -25,7 +25,6 @@ import json
 import math
 import re
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,8 +34,8 @@ from ..errors import (
     CapabilityError,
     ConfigError,
     ContamscopeError,
-    ContamscopeWarning,
     ModelError,
+    note,
 )
 from .base import (
     Backend,
@@ -316,13 +315,11 @@ class OpenAIBackend(Backend):
             first = name not in self.answered_as
             self.answered_as[name] = self.answered_as.get(name, 0) + 1
         if first and not same_served_model(self.model, name):
-            warnings.warn(
+            note(
                 f"{self.spec}: the server answered as model {name!r}, not {self.model!r} (a "
                 "router's fallback, or a deployment's other name?): its answers are recorded, "
                 f"and cached, as those of {self.model!r}; summary.json's model.answered_as "
                 "counts this command's replies by name",
-                ContamscopeWarning,
-                stacklevel=2,
             )
 
     def _prompt_tokens(self, text: str, mode: str, top: int) -> PromptTokens | None:

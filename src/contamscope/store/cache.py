@@ -20,7 +20,6 @@ import shlex
 import sqlite3
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -36,7 +35,7 @@ from ..backends.base import (
     ScoreResult,
     TokenStats,
 )
-from ..errors import ContamscopeWarning, StoreError
+from ..errors import StoreError, note
 from ..paths import make_folder
 
 __all__ = [
@@ -275,11 +274,9 @@ class ScoreCache:
             if read_only is None and self.path.is_file() and _unwritable(exc):
                 self.read_only = True
                 self._db = self._open_read_only()
-                warnings.warn(
+                note(
                     f"the score cache {self.path} cannot be written: its scores are reused, "
                     "new ones are computed but not stored",
-                    ContamscopeWarning,
-                    stacklevel=2,
                 )
                 return
             raise _store_error(self.path, exc) from None

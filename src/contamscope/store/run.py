@@ -10,13 +10,12 @@ import functools
 import inspect
 import json
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, ContamscopeWarning, StoreError
+from ..errors import ConfigError, StoreError, note
 from ..paths import RUN_FOLDER, make_folder, write_text_atomic
 from ..wording import first_few, json_error, plural
 
@@ -298,11 +297,9 @@ class RunDir:
         if unreadable:  # said, not silently mended: the file was damaged by something
             lines = first_few([str(n) for n in unreadable], 5)
             dropped = plural(len(unreadable), "damaged or unreadable record")
-            warnings.warn(
+            note(
                 f"{self.items_path}: {dropped} left out (line"
                 f"{'s' if len(unreadable) > 1 else ''} {lines}); their items are scored again",
-                ContamscopeWarning,
-                stacklevel=2,
             )
         return done
 
