@@ -701,6 +701,52 @@ def test_leaderboard_names_the_runs_whose_algorithm_1_counts_ties_as_leaked(
     assert "tied for the maximum as leaked" in (tmp_path / "lb.html").read_text()
 
 
+def test_leaderboard_says_where_one_benchmarks_runs_were_not_measured_alike(
+    make_run, make_benbench_run, tmp_path: Path
+) -> None:
+    """Two models' cells of one benchmark scored under other templates (or BenBench n-grams
+    of another length) measure other texts: the board said nothing, and read as a ranking of
+    the models. A line names the setting and which runs used which value."""
+    paper = {"name": "paper", "question": "{question}:\n", "option": "{label}:{text}\n"}
+    runs = [make_run(name, n_items=20, seed=i) for i, name in enumerate("abc")]
+    for run, model in zip(runs, ("hf:one", "hf:two", "hf:three"), strict=True):
+        s = json.loads((run / "summary.json").read_text())
+        s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
+        s["config"]["template"] = paper
+        (run / "summary.json").write_text(json.dumps(s))
+    assert "measured alike" not in to_markdown(collect(runs))  # one template: no line
+    s = json.loads((runs[2] / "summary.json").read_text())
+    s["config"]["template"] = {**paper, "name": "mmlu"}
+    (runs[2] / "summary.json").write_text(json.dumps(s))
+    line = (
+        "- synthetic.csv (Option-permutation test): its runs were not measured alike (template: "
+        "paper in hf:one, hf:two; mmlu in hf:three); a difference between these cells can come "
+        "from the settings, not the models"
+    )
+    assert line in to_markdown(collect(runs))
+    # two custom templates of one name are told apart by a hash of their definitions
+    s["config"]["template"] = {**paper, "option": "({label}) {text}\n"}
+    (runs[2] / "summary.json").write_text(json.dumps(s))
+    md = to_markdown(collect(runs))
+    assert "(template: paper #" in md and "; paper #" in md and " in hf:three)" in md
+    write_leaderboard(runs, tmp_path / "lb.html")
+    assert "its runs were not measured alike (template: paper #" in (
+        (tmp_path / "lb.html").read_text()
+    )
+    # BenBench: the n-gram text laid out otherwise (another n names its own column already)
+    bb = [make_benbench_run("bb1"), make_benbench_run("bb2")]
+    for run, model, text in zip(bb, ("hf:one", "hf:two"), ("{question} {answer}", "{answer}")):
+        s = json.loads((run / "summary.json").read_text())
+        s["model"].update(spec=model, fingerprint=f"synthetic:{model}")
+        s["config"]["ngram_text"] = text
+        (run / "summary.json").write_text(json.dumps(s))
+    md = to_markdown(collect(bb))
+    assert (
+        'its runs were not measured alike (ngram_text: "{question} {answer}" in hf:one; '
+        '"{answer}" in hf:two)'
+    ) in md
+
+
 def test_subjects_too_small_to_flag_are_said_and_the_gap_plot_shades_the_null_range(
     make_run,
 ) -> None:

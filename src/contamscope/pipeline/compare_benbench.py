@@ -15,6 +15,7 @@ from typing import Any
 from ..detectors.compare import GAP_NULL, compare_gaps
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
+from ..report.benbench import MEASURED as ALIKE
 from ..report.rundata import RunData
 from .compare import run_config
 
@@ -32,8 +33,6 @@ GAP_METRICS: dict[str, str] = {
 SIGN = {"nll": -1.0, "ngram_exact": 1.0, "ngram_rouge": 1.0, "ngram_edit": 1.0}
 """Sign of each metric's Delta (original - paraphrases) in its gap."""
 
-ALIKE = ("n", "k", "ppl_prefix", "ppl_continuation", "ngram_text", "lenient")
-"""Settings that change the numbers: two runs compare only when these are equal."""
 THRESHOLDS = ("rouge_threshold", "edit_threshold", "inclusive")
 """Settings of the lenient criteria: ``reanalyse`` can bring one run to the other's."""
 LISTED = 20

@@ -17,14 +17,13 @@ from typing import Any
 from ..detectors.compare_cap import PCR_NULL, Readings, compare_leans
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
+from ..report.cap import MEASURED as ALIKE
 from ..report.rundata import RunData
 from .cap import CAP_ANALYSIS, READERS, CapConfig, analysis_config, item_readings
 from .compare import run_config
 
 __all__ = ["compare_cap"]
 
-ALIKE = ("task", "chat", "max_new_tokens", "template")
-"""Generation settings two runs must share (the same prompts, answers of the same length)."""
 ANALYSIS = ("alpha", "scale", "mcq_metric", "similarity_threshold", "include_unmodified")
 """Analysis settings two runs must share; ``reanalyse`` brings one run to the other's."""
 _FLAG = {"alpha": "--pcr-alpha", "scale": "--scale", "mcq_metric": "--mcq-metric",

@@ -16,13 +16,12 @@ from ..detectors.combined import COMBINED_COMPONENTS
 from ..detectors.compare import AUC_NULL, compare_aucs
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
+from ..report.membership import MEASURED as ALIKE
 from ..report.rundata import RunData
 from ..wording import plural
 
 __all__ = ["compare_membership"]
 
-ALIKE = ("template", "k")
-"""Scoring settings two runs must share (the same texts, the same Min-K% fraction)."""
 LISTED = 20
 """Item ids kept per list (all are counted)."""
 

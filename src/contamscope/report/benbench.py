@@ -33,6 +33,7 @@ from .rundata import RunData
 __all__ = [
     "TITLE",
     "UNRANKED",
+    "MEASURED",
     "sections",
     "estimate",
     "why_unranked",
@@ -45,6 +46,9 @@ __all__ = [
 TITLE = "BenBench (n-gram accuracy, perplexity)"
 UNRANKED = "no Delta: no item had a usable paraphrase (--reference or --paraphraser)"
 """Why a run gets no leaderboard cell (said when it is left out)."""
+MEASURED = ("n", "k", "ppl_prefix", "ppl_continuation", "ngram_text", "lenient")
+"""Settings in its configuration that change what is measured: runs that differ in one are
+other measurements (``compare`` refuses them; the leaderboard says so under a column)."""
 PRIMARY = "ngram_exact"
 """The leaderboard's and the verdict's metric: exact-match n-gram accuracy."""
 LABELS: dict[str, tuple[str, bool]] = {

@@ -14,6 +14,7 @@ import contextlib
 import csv
 import hashlib
 import io
+import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -67,6 +68,10 @@ class LeaderboardEntry:
     source: str = ""
     """The benchmark as the run read it (with its subjects; no replicate's label): what the
     headline counts."""
+    measured: tuple[tuple[str, str, str], ...] = ()
+    """The run's settings that change what its method measures (the module's ``MEASURED``:
+    a permutation run's template), as ``(setting, short, full)`` (:func:`_measured`); runs of one benchmark that
+    differ in one are named under the board (:func:`settings_lines`)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +252,11 @@ def collect(
             labels.update(zip(members, _replicate_labels([found[i] for i in members])))
     for i, ((run, mod, est), (model, bench, title)) in enumerate(zip(found, keys)):
         labelled = f"{bench} [{labels[i]}]" if i in labels else bench
-        entries.append(LeaderboardEntry(model, labelled, title, est, run.path, mod.__name__, bench))
+        entries.append(
+            LeaderboardEntry(
+                model, labelled, title, est, run.path, mod.__name__, bench, _measured(run, mod)
+            )
+        )
     if not entries:
         raise ConfigError(
             "none of the run folders has statistics to rank ("
@@ -256,6 +265,58 @@ def collect(
             + ")"
         )
     return entries
+
+
+def _measured(run: Any, module: Any) -> tuple[tuple[str, str, str], ...]:
+    """``run``'s values of its method's ``MEASURED`` settings as ``(setting, short, full)``: a
+    template shown by its name, in full with a hash of its definition (two custom templates
+    share a name); an unset one (the method's default) as ``default``."""
+    config = run.summary.get("config") or run.settings.get("config") or {}
+    config = config if isinstance(config, dict) else {}
+    out = []
+    for key in getattr(module, "MEASURED", ()):
+        v = config.get(key)
+        if isinstance(v, dict):
+            digest = hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:8]
+            name = str(v.get("name", "?"))
+            out.append((key, name, f"{name} #{digest}"))
+        else:
+            text = "default" if v is None else json.dumps(v, ensure_ascii=False)
+            out.append((key, text, text))
+    return tuple(out)
+
+
+def settings_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """A line per benchmark and method whose runs were not measured alike (another template,
+    another n-gram length, other prompts): a difference between their cells can come from the
+    settings rather than the models. None where every benchmark's runs agree."""
+    groups: dict[tuple[str, str], list[LeaderboardEntry]] = {}
+    for e in entries:
+        groups.setdefault((e.method, e.source or e.benchmark), []).append(e)
+    out = []
+    for (method, bench), runs in groups.items():
+        models = Counter(e.model for e in runs)
+        said = []
+        for i, (key, _, _) in enumerate(runs[0].measured):
+            values = [e.measured[i] if i < len(e.measured) else (key, "?", "?") for e in runs]
+            if len({full for _, _, full in values}) < 2:
+                continue
+            # by name where the names tell the values apart, else with the hash
+            shown = 1 if len({v[1] for v in values}) == len({v[2] for v in values}) else 2
+            by_value: dict[str, list[str]] = {}
+            for e, v in zip(runs, values, strict=True):
+                who = e.model if models[e.model] == 1 else f"{e.model} ({e.run_dir.name})"
+                by_value.setdefault(v[shown], []).append(who)
+            said.append(
+                f"{key}: " + "; ".join(f"{v} in {', '.join(w)}" for v, w in by_value.items())
+            )
+        if said:
+            out.append(
+                f"{_short(bench)} ({method}): its runs were not measured alike "
+                f"({'; '.join(said)}); a difference between these cells can come from the "
+                "settings, not the models"
+            )
+    return out
 
 
 def _replicate_labels(runs: Sequence[tuple[Any, Any, Estimate]]) -> list[str]:
@@ -498,7 +559,10 @@ def to_markdown(
     lines.extend(f"- {md_cell(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md_cell(x)}" for x in caveat_lines(entries))
     lines.extend(f"- {md_cell(x)}" for x in warning_lines(entries))
-    lines.extend(f"- {md_cell(x)}" for x in ties_lines(entries) + copies_lines(entries))
+    lines.extend(
+        f"- {md_cell(x)}"
+        for x in settings_lines(entries) + ties_lines(entries) + copies_lines(entries)
+    )
     lines.extend(f"- left out: {md_cell(str(x))}" for x in left_out)
     if comparisons:
         lines += ["", f"## Compared with the baseline {md_cell(comparisons[0].baseline)}", ""]
@@ -793,6 +857,7 @@ def to_html(
         f"<li>{esc(x)}</li>"
         for x in caveat_lines(entries)
         + warning_lines(entries)
+        + settings_lines(entries)
         + ties_lines(entries)
         + copies_lines(entries)
     )

@@ -35,11 +35,14 @@ from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 from .rundata import RunData
 from .validation import validation_section
 
-__all__ = ["TITLE", "UNRANKED", "sections", "estimate", "why_unranked"]
+__all__ = ["TITLE", "UNRANKED", "MEASURED", "sections", "estimate", "why_unranked"]
 
 TITLE = "Option-permutation test"
 UNRANKED = "no item analysed, so no Algorithm-1 rate"
 """Why a run gets no leaderboard cell (said when it is left out)."""
+MEASURED = ("template",)
+"""Settings in its configuration that change what is measured: runs that differ in one are
+other measurements (``compare`` refuses them; the leaderboard says so under a column)."""
 _QUESTION_CHARS = 600  # a case study's caption shows this much (the table: all of it)
 _CELL = 300  # a table cell shows one line; its tooltip and the search see the whole text
 
