@@ -55,6 +55,30 @@ def test_template_errors_name_the_option() -> None:
         PromptTemplate("bad", question="no placeholder")
 
 
+def test_paper_script_keeps_the_published_scripts_newline_and_space_after_the_third_line() -> None:
+    """The published script's layout: a newline before the question and a space after the
+    third option line, whichever option stands there (it moves orders' log-probs unevenly, so
+    it is not the same in every order: QA). ``paper`` drops both."""
+    item = MCQItem(id="x", question="Which is red?", options=("sky", "blood", "grass", "sea", "x"))
+    t = get_template("paper-script")
+    assert t.prefix(item) == "\nWhich is red?:\n"
+    assert t.continuation(item, (0, 1, 2, 3)) == "A:sky\nB:blood\nC:grass \nD:sea\n"
+    assert t.continuation(item, (3, 2, 0, 1)) == "A:sea\nB:grass\nC:sky \nD:blood\n"
+    assert t.continuation(item, (0, 1, 2, 3, 4)).endswith("C:grass \nD:sea\nE:x\n")
+    # a run folder keeps it as JSON and reads it back as the same template
+    import json
+
+    assert get_template(json.dumps(t.describe())) == t
+    assert "options" not in TEMPLATES["paper"].describe()  # older run folders still match
+    # a layout of one's own may give lines by position too
+    own = get_template(
+        '{"question": "{question}\\n", "option": "{label}) {text}\\n", "options": ["* {text}\\n"]}'
+    )
+    assert own.continuation(item, (1, 0, 2)) == "* blood\nB) sky\nC) grass\n"
+    with pytest.raises(ConfigError, match="built-in template's"):  # its name, another layout
+        get_template(json.dumps({**t.describe(), "options": []}))
+
+
 CUSTOM = '{"question": "Question: {question}\\nOptions:\\n", "option": "({label}) {text}\\n"}'
 
 
@@ -93,7 +117,7 @@ def test_a_custom_template_from_json_or_a_json_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("fancy", "unknown --template 'fancy'; known: mmlu, paper, or a JSON object"),
+        ("fancy", "unknown --template 'fancy'; known: mmlu, paper, paper-script, or a JSON obj"),
         ("[1]", "--template: expected a JSON object"),
         ('{"question": "{question}"', "--template: not JSON (Expecting"),
         ('{"question": "{question}"}', "--template: no 'option' format"),
@@ -109,6 +133,10 @@ def test_a_custom_template_from_json_or_a_json_file(tmp_path: Path) -> None:
         ('{"question": "{question} {{x}}", "option": "{text}"}', "question format has {x}"),
         ('{"question": "{label} {question}", "option": "{text}"}', "fills {question} only"),
         ('{"question": "{question}", "option": "{text}", "answer": "{label}"}', "sent as writ"),
+        ('{"question": "{question}", "option": "{text}", "options": "{text}"}', "list of option"),
+        ('{"question": "{question}", "option": "{text}", "options": [1]}', "each a string"),
+        ('{"question": "{question}", "option": "{text}", "options": ["{label}"]}', "options[0] f"),
+        ('{"question": "{question}", "option": "{text}", "options": ["{text}{x}"]}', "has {x}"),
     ],
 )
 def test_a_bad_custom_template_is_one_line_naming_the_option(spec: str, needle: str) -> None:

@@ -59,7 +59,9 @@ MODEL_OPTIONS_HELP = (
 """Help of ``-M``: every backend's options (a test keeps it in step with the backends)."""
 
 TEMPLATE_HELP = (
-    "Prompt layout: paper (the paper's code), mmlu, or your own as JSON, e.g. "
+    "Prompt layout: paper (the paper's code), paper-script (that and its script's quirks: a "
+    "newline before the question, a space after the third option line), mmlu, or your own as "
+    "JSON, e.g. "
     '\'{"question": "Question: {question}\\nOptions:\\n", "option": "({label}) {text}\\n"}\', '
     "or a .json file holding that."
 )
@@ -438,7 +440,11 @@ def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
             )
         return None
     # (one it cannot write is opened read-only, said by a ContamscopeWarning: a note line)
-    cache = ScoreCache(kw["cache_dir"] / "scores.sqlite" if kw["cache_dir"] else default_score_db())
+    given = kw["cache_dir"]
+    cache = ScoreCache(
+        given / "scores.sqlite" if given else default_score_db(),
+        what="--cache-dir" if given else None,
+    )
     say_unread_wal(cache)
     return cache
 

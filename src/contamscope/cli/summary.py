@@ -53,7 +53,8 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         return
     natural = summary.get("natural_order")
     scope = (
-        f"; {all_of(stats['n_items'], 'analysed item')}, as the paper counts them"
+        f"; {all_of(stats['n_items'], 'analysed item')}, naturally ordered ones included, as "
+        "in the paper"
         if natural and natural.get("n_items")
         else ""
     )

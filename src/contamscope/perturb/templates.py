@@ -43,21 +43,29 @@ class PromptTemplate:
     answer: str = ANSWER_CUE
     """Text after the options where a generating method (CAP) asks for the answer letter; the
     option-order scoring does not use it."""
+    options: tuple[str, ...] = ()
+    """Option line formats by position (the first line's, the second's, ...) where a layout
+    differs by position (``paper-script``'s space after the third line); positions past them
+    use ``option``."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
         if "{question}" not in self.question:
             raise ConfigError(f"template {self.name!r}: the question format needs {{question}}")
-        if "{text}" not in self.option:
-            raise ConfigError(f"template {self.name!r}: the option format needs {{text}}")
-        for part, fills in (("question", ("question",)), ("option", ("label", "text"))):
-            self._only(part, fills)
-        self._only("answer", ())
+        for part, fmt in [("option", self.option)] + [
+            (f"options[{i}]", x) for i, x in enumerate(self.options)
+        ]:
+            if "{text}" not in fmt:
+                raise ConfigError(f"template {self.name!r}: the {part} format needs {{text}}")
+            self._only(part, fmt, ("label", "text"))
+        self._only("question", self.question, ("question",))
+        self._only("answer", self.answer, ())
 
-    def _only(self, part: str, fills: tuple[str, ...]) -> None:
+    def _only(self, part: str, fmt: str, fills: tuple[str, ...]) -> None:
         """Refuse a ``{name}`` the ``part`` format does not fill: it was scored as written,
         a typo (``{Label}``) silently so (QA)."""
         unknown = next(
-            (m.group() for m in _PLACEHOLDER.finditer(getattr(self, part)) if m[1] not in fills),
+            (m.group() for m in _PLACEHOLDER.finditer(fmt) if m[1] not in fills),
             None,
         )
         if unknown is not None:
@@ -76,9 +84,13 @@ class PromptTemplate:
         labels = option_labels(len(order))
         texts = apply_order(item.options, order)
         return "".join(
-            self.option.replace("{label}", lab).replace("{text}", txt)
-            for lab, txt in zip(labels, texts)
+            self.line(i).replace("{label}", lab).replace("{text}", txt)
+            for i, (lab, txt) in enumerate(zip(labels, texts))
         )
+
+    def line(self, position: int) -> str:
+        """The option line format at 0-based ``position``."""
+        return self.options[position] if position < len(self.options) else self.option
 
     def prompt(self, item: MCQItem) -> str:
         """The item in its published order followed by the answer cue: what a generating
@@ -86,26 +98,39 @@ class PromptTemplate:
         options = self.continuation(item, tuple(range(item.n_options)))
         return self.prefix(item) + options + self.answer
 
-    def describe(self) -> dict[str, str]:
-        out = {"name": self.name, "question": self.question, "option": self.option}
+    def describe(self) -> dict[str, str | list[str]]:
+        """The template as run records keep it (:func:`get_template` reads it back)."""
+        out: dict[str, str | list[str]] = {
+            "name": self.name,
+            "question": self.question,
+            "option": self.option,
+        }
         if self.answer != ANSWER_CUE:  # run folders written before the cue existed still match
             out["answer"] = self.answer
+        if self.options:
+            out["options"] = list(self.options)
         return out
 
 
 TEMPLATES: dict[str, PromptTemplate] = {
     # The layout of the paper's published code: question followed by ':' and a newline, then
-    # 'A:text' lines; its log-prob is summed from the first option label to the end. (The
-    # published script also starts with a newline and leaves a stray space after option C; those
-    # quirks are dropped here: the first is replaced by the model's BOS token, the second would
-    # be identical in every order.)
+    # 'A:text' lines; its log-prob is summed from the first option label to the end. The
+    # published script also starts with a newline (here the model's BOS token starts the text)
+    # and leaves a stray space after the third option line; "paper-script" keeps both. The space
+    # is not the same in every order: it follows whichever option is third, and moves orders'
+    # log-probs by 1-8 nats, unevenly (docs/methods.md).
     "paper": PromptTemplate("paper"),
+    "paper-script": PromptTemplate(
+        "paper-script",
+        question="\n{question}:\n",
+        options=("{label}:{text}\n", "{label}:{text}\n", "{label}:{text} \n"),
+    ),
     # The common MMLU evaluation layout.
     "mmlu": PromptTemplate("mmlu", question="{question}\n", option="{label}. {text}\n"),
 }
 
 
-_TEMPLATE_KEYS = ("name", "question", "option", "answer")
+_TEMPLATE_KEYS = ("name", "question", "option", "answer", "options")
 _CUSTOM_HELP = (
     'a JSON object {"question": "...{question}...", "option": "...{label}...{text}..."} or a '
     ".json file holding one"
@@ -173,16 +198,25 @@ def get_template(spec: str) -> PromptTemplate:
     missing = [k for k in ("question", "option") if k not in obj]
     if missing:
         raise ConfigError(f"{where}: no {missing[0]!r} format; expected {_CUSTOM_HELP}")
-    bad = next((k for k, v in obj.items() if not isinstance(v, str)), None)
+    bad = next((k for k, v in obj.items() if not isinstance(v, str) and k != "options"), None)
     if bad is not None:
         raise ConfigError(f"{where}: {bad!r} must be a string, got {type(obj[bad]).__name__}")
+    options = obj.get("options", [])
+    if not isinstance(options, list) or not all(isinstance(x, str) for x in options):
+        raise ConfigError(
+            f"{where}: 'options' must be a list of option line formats (the first line's, the "
+            "second's, ...), each a string"
+        )
     name = obj.get("name") or "custom"
-    if name in TEMPLATES and (obj["question"], obj["option"]) != (
+    if name in TEMPLATES and (obj["question"], obj["option"], tuple(options)) != (
         TEMPLATES[name].question,
         TEMPLATES[name].option,
+        TEMPLATES[name].options,
     ):
         raise ConfigError(f"{where}: the name {name!r} is a built-in template's; choose another")
     try:
-        return PromptTemplate(name, obj["question"], obj["option"], obj.get("answer", ANSWER_CUE))
+        return PromptTemplate(
+            name, obj["question"], obj["option"], obj.get("answer", ANSWER_CUE), tuple(options)
+        )
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
