@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -17,6 +18,8 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "write_text_atomic",
+    "remove_quietly",
+    "cache_dir_name",
 ]
 
 
@@ -27,6 +30,15 @@ def cache_root() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("contamscope"))
+
+
+def cache_dir_name(folder: Path) -> str:
+    """How a message names the score cache's folder: ``--cache-dir``, or where the folder is
+    the default, ``CONTAMSCOPE_CACHE_DIR`` when that variable set it (an error named an option
+    the user never gave: QA), else the user cache folder."""
+    if Path(folder).expanduser() != cache_root():
+        return "--cache-dir"
+    return "CONTAMSCOPE_CACHE_DIR" if os.environ.get("CONTAMSCOPE_CACHE_DIR") else "cache folder"
 
 
 def default_score_db() -> Path:
@@ -111,6 +123,14 @@ def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        remove_quietly(tmp)
         raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
     return path
+
+
+def remove_quietly(path: Path) -> None:
+    """Remove a temporary file left by a failed write, if it is there and can go: on a
+    read-only file system its removal fails as the write did, and that error hid the write's
+    one line under a traceback (QA)."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)

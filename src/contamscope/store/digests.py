@@ -17,7 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..paths import cache_root
+from ..paths import cache_root, remove_quietly
 
 __all__ = ["file_digest"]
 
@@ -55,7 +55,7 @@ def _save_memo(path: str, key: str, digest: str) -> None:
         tmp.write_text(json.dumps(memo, indent=0, sort_keys=True), encoding="utf-8")
         os.replace(tmp, target)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        remove_quietly(tmp)
 
 
 def file_digest(path: Path) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError, note
-from ..paths import RUN_FOLDER, make_folder, write_text_atomic
+from ..paths import RUN_FOLDER, make_folder, remove_quietly, write_text_atomic
 from ..wording import first_few, json_error, plural
 
 __all__ = [
@@ -329,7 +329,7 @@ class RunDir:
                 os.fsync(fh.fileno())
             os.replace(tmp, self.items_path)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            remove_quietly(tmp)
             raise StoreError(
                 f"{self.items_path}: cannot write it ({exc.strerror or exc}); re-run the same "
                 "command to finish"
