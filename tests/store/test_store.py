@@ -172,7 +172,9 @@ def test_a_folder_of_other_files_is_not_written_without_overwrite(tmp_path: Path
     assert RunDir(tmp_path / "empty").open({"model": "a"}) == {}
 
 
-def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: Path) -> None:
+def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`cache clear --yes` on a file that is not a score cache removes it (a user would
     otherwise be stuck: every run refuses it); `cache info --cache-dir FILE` says it is a file."""
     from cli_runner import run_cli
@@ -186,6 +188,14 @@ def test_cache_clear_removes_a_damaged_cache_and_info_refuses_a_file(tmp_path: P
     (tmp_path / "f").write_text("x", encoding="utf-8")
     res = run_cli("cache", "info", "--cache-dir", "f", cwd=tmp_path)
     assert res.returncode == 2 and "--cache-dir f: is a file, not a folder" in res.stderr
+    # the folder set by CONTAMSCOPE_CACHE_DIR is named so, not as an option never given (QA)
+    monkeypatch.setenv("CONTAMSCOPE_CACHE_DIR", str(tmp_path / "f"))
+    res = run_cli("cache", "info", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert f"error: CONTAMSCOPE_CACHE_DIR {tmp_path / 'f'}: is a file, not a folder" in res.stderr
+    with pytest.raises(StoreError, match=r"^CONTAMSCOPE_CACHE_DIR \S+: is a file, not a folder"):
+        ScoreCache(tmp_path / "f" / "scores.sqlite")
+    assert "--cache-dir" in str(pytest.raises(StoreError, ScoreCache, tmp_path / "f" / "x" / "s"))
 
 
 def test_cache_info_counts_the_converted_model_copies_and_clear_deletes_them(
@@ -591,6 +601,32 @@ def test_run_folder_write_errors_are_one_line(tmp_path: Path, monkeypatch: Any) 
     (tmp_path / "dir" / "settings.json").write_text('{"model": "a"}', encoding="utf-8")
     with pytest.raises(StoreError, match=r"items.jsonl: cannot read it \(Is a directory\)"):
         RunDir(tmp_path / "dir").open({"model": "a"})
+
+
+def test_an_atomic_write_on_a_read_only_file_system_is_one_line(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`report` and `leaderboard` writing onto a read-only mount: removing the temporary file
+    failed as the write had (EROFS), and its OSError came out as a 60-line traceback instead of
+    the write's one line (QA)."""
+    import errno
+    import os
+
+    from contamscope.paths import write_text_atomic
+
+    def read_only(*a: Any, **k: Any) -> Any:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0"}])
+    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    with pytest.raises(StoreError, match=r"^--out \S*lb.md: cannot write it \(Read-only file "):
+        write_text_atomic(tmp_path / "lb.md", "board")
+    monkeypatch.setattr(os, "fsync", read_only)  # a run's records rewritten whole
+    with pytest.raises(StoreError, match=r"items.jsonl: cannot write it \(Read-only file sys"):
+        run.replace_records([{"id": "x0"}])
 
 
 def test_scores_stored_after_clearing_their_model_keep_its_name(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError, StoreError
-from ..paths import check_output_folder, default_score_db, model_cache_dir
+from ..paths import cache_dir_name, check_output_folder, default_score_db, model_cache_dir
 from ..store import ModelSetup, ScoreCache
 from ..store.cache import Copied, sqlite_files
 from ..wording import plural
@@ -34,7 +34,8 @@ CacheDir = typer.Option(
 
 def cache_path(cache_dir: Path | None) -> Path:
     if cache_dir is None:
-        return default_score_db()
+        folder = default_score_db().parent
+        return check_output_folder(folder, cache_dir_name(folder)) / "scores.sqlite"
     return check_output_folder(cache_dir, "--cache-dir") / "scores.sqlite"
 
 

@@ -36,7 +36,7 @@ from ..backends.base import (
     TokenStats,
 )
 from ..errors import StoreError, note
-from ..paths import make_folder
+from ..paths import cache_dir_name, make_folder
 
 __all__ = [
     "ScoreCache",
@@ -243,8 +243,11 @@ class ScoreCache:
         mode = ", read_only=True" if getattr(self, "read_only", False) else ""
         return f"ScoreCache({str(self.path)!r}{mode})"
 
-    def __init__(self, path: Path, *, read_only: bool | None = None) -> None:
+    def __init__(
+        self, path: Path, *, read_only: bool | None = None, what: str | None = None
+    ) -> None:
         self.path = Path(path)
+        what = what or cache_dir_name(self.path.parent)  # how an error names the folder
         self._lock = threading.RLock()
         self._named: dict[str, tuple[str | None, str, str]] = {}
         """The model rows :meth:`note_model` wrote, per fingerprint: stored again (if gone)
@@ -264,7 +267,7 @@ class ScoreCache:
             self.read_only = True
             self._db = self._open_read_only()
             return
-        make_folder(self.path.parent, "--cache-dir")
+        make_folder(self.path.parent, what)
         self.read_only = False
         try:
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
