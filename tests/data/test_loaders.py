@@ -776,6 +776,33 @@ def test_an_mmlu_csv_digit_answer_is_always_the_index(tmp_path: Path) -> None:
     assert one_problem(result).reason == "answer '8' is out of range for 4 options"
 
 
+def test_a_headerless_mmlu_csv_number_answer_and_a_json_nan_option_are_row_problems(
+    tmp_path: Path,
+) -> None:
+    """A header-less MMLU CSV answer '1' was read as B (its answers are letters: a file
+    counting from 1 was shifted silently), and JSON's NaN or Infinity as an option became the
+    text 'nan' / 'inf' (QA)."""
+    text = "Q1?,a,b,c,d,B\nQ2?,a,b,c,d,1\nQ3?,a,b,c,d,0\n"
+    result = load_benchmark(str(write(tmp_path, "anat_test.csv", text)), format="mmlu-csv")
+    assert [(i.id, i.answer) for i in result.items] == [("anat_test-0", 1)]
+    assert [p.reason for p in result.problems] == [
+        f"answer {n!r} is a number; a header-less MMLU CSV gives the answer as a letter (A-D); "
+        "for 0-based numbers add the header question,choice0,choice1,choice2,choice3,answer"
+        for n in ("1", "0")
+    ]
+    rows = [
+        '{"question": "Q?", "A": 1, "B": 2, "C": 3, "D": Infinity, "answer": "A"}',
+        '{"question": "Q?", "A": NaN, "B": 2, "C": 3, "D": 4, "answer": "A"}',
+        '{"question": "Q?", "A": 1, "B": 2, "C": 3.5, "D": 4, "answer": "A"}',
+    ]
+    result = load_benchmark(str(write(tmp_path, "n.jsonl", "\n".join(rows) + "\n")))
+    assert [i.options for i in result.items] == [("1", "2", "3.5", "4")]
+    assert [str(p) for p in result.problems] == [
+        f"{tmp_path / 'n.jsonl'}:1: option D is inf, not text (NaN or Infinity in the JSON)",
+        f"{tmp_path / 'n.jsonl'}:2: option A is nan, not text (NaN or Infinity in the JSON)",
+    ]
+
+
 def test_one_bad_file_of_a_folder_is_skipped_and_listed(tmp_path: Path) -> None:
     """An empty, header-only, non-UTF-8 file or a broken link in a folder stopped the whole
     load (or, the link, was left out silently); the other files' items are kept."""

@@ -112,6 +112,12 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
         if len(row) != 6:
             raise RowError(f"expected 6 columns (question,A,B,C,D,answer), got {len(row)}")
         options = finish_options(row[1:5], drop_trailing_empty=False)
+        if not header and row[5].strip().isdigit():  # 0- or 1-based? B or A, read silently (QA)
+            raise RowError(
+                f"answer {row[5].strip()!r} is a number; a header-less MMLU CSV gives the answer "
+                "as a letter (A-D); for 0-based numbers add the header "
+                "question,choice0,choice1,choice2,choice3,answer"
+            )
         return MCQItem(
             id=f"{stem}-{row_no}",
             question=question_text(row[0]),

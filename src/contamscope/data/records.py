@@ -7,6 +7,7 @@ short reason; the format parsers turn it into a :class:`~contamscope.data.items.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
@@ -133,6 +134,8 @@ def _option_text(value: object, i: int) -> str | None:
         return None
     if isinstance(value, str):
         return clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity: no text
+        raise RowError(f"option {_label(i)} is {value!r}, not text (NaN or Infinity in the JSON)")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     raise RowError(f"option {_label(i)} is not text ({type(value).__name__})")
