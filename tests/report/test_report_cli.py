@@ -137,6 +137,12 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
     (tmp_path / "notes.txt").write_text("not a run", encoding="utf-8")
     res = run_cli("leaderboard", str(run), "notes.txt", "--out", "lb2.md", cwd=tmp_path)
     assert res.returncode == 0, res.stderr  # a file: what runs/* matches, not a run missed
+    # the count of run folders missed said which of the lines above it counts (QA)
+    res = run_cli("leaderboard", str(run), str(unfinished), "notes.txt", "--out", "lb4.md",
+                  cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 3 and (
+        "2 left out, 1 of them an unreadable or unfinished run folder (exit code 3)"
+    ) in " ".join(res.stderr.split())
     res = run_cli("leaderboard", str(run), str(unfinished), "--out", "lb3.md", cwd=tmp_path)
     assert res.returncode == 3 and "1 unreadable or unfinished run folder left out" in (
         " ".join(res.stderr.split())

@@ -11,7 +11,14 @@ import typer
 
 from ..errors import ConfigError
 from ..wording import plural
-from .common import console, err_console, exit_if_skipped, styled, user_errors
+from .common import (
+    EXIT_ROWS_SKIPPED,
+    console,
+    err_console,
+    exit_if_skipped,
+    styled,
+    user_errors,
+)
 
 REPORT_EPILOG = """
 Examples:
@@ -184,7 +191,19 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
         typer.echo(text, nl=False)
     else:
         console.print(f"leaderboard: {path}", highlight=False, soft_wrap=True)
-    exit_if_skipped(sum(x.unreadable for x in left), "unreadable or unfinished run folder")
+    missed = sum(x.unreadable for x in left)
+    if missed and len(left) > missed:  # the count read as all of the lines above it (QA)
+        err_console.print(
+            styled(
+                "yellow",
+                f"{len(left)} left out, {missed} of them "
+                + ("an unreadable or unfinished run folder" if missed == 1 else "unreadable or "
+                   "unfinished run folders"),
+                " (exit code 3)",
+            )
+        )  # fmt: skip
+        raise SystemExit(EXIT_ROWS_SKIPPED)
+    exit_if_skipped(missed, "unreadable or unfinished run folder")
 
 
 def report_after_run(run_dir: Path, *, write: bool) -> None:
