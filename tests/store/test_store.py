@@ -440,6 +440,24 @@ def test_a_run_folder_is_written_by_one_process_at_a_time(tmp_path: Path) -> Non
         assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
         with pytest.raises(StoreError, match="another contamscope process is writing this run"):
             RunDir(tmp_path / "run").open({"a": 1})
+        # a command says so before its model loads (it did after, a minute in: QA); the
+        # folder, a config and no weights or tokenizer, would have failed the load
+        from cli_runner import run_cli
+
+        (tmp_path / "no-model").mkdir()
+        (tmp_path / "no-model" / "config.json").write_text('{"model_type": "llama"}')
+        (tmp_path / "ref.csv").write_text("Q?,a,b,c,d,A\nR?,e,f,g,h,B\n", encoding="utf-8")
+        (tmp_path / "qa.jsonl").write_text('{"question": "Q?", "answer": "#### 4"}\n')
+        (tmp_path / "pa.jsonl").write_text('{"question": "Q, again?", "answer": "#### 4"}\n')
+        for command, more in (
+            ("permutation", ["--benchmark", "mmlu", "--limit", "2"]),
+            ("membership", ["--benchmark", "mmlu", "--limit", "2", "--reference", "ref.csv"]),
+            ("benbench", ["--benchmark", "qa.jsonl", "--reference", "pa.jsonl"]),
+        ):
+            res = run_cli(command, "--model", "hf:./no-model", *more, "--out", "run", cwd=tmp_path)
+            assert res.returncode == 2 and res.stderr.splitlines()[-1].startswith(
+                "error: run: another contamscope process is writing this run folder"
+            ), (command, res.stderr)
     finally:
         holder.kill()
         holder.wait()

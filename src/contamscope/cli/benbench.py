@@ -334,6 +334,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         / f"benbench-{slug(kw['model'], stem=True)}-{slug(kw['benchmark'], stem=True)}"
     )
     check_output_folder(out)
+    from ..store.run import refuse_busy
+
+    refuse_busy(out)  # before the model loads
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

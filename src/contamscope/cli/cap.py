@@ -296,6 +296,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         embedder = SentenceEmbedder(kw["embedder"])
     out = kw["out"] or Path("runs") / f"cap-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_output_folder(out)
+    from ..store.run import refuse_busy
+
+    refuse_busy(out)  # before the model loads
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

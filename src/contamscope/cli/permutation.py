@@ -328,6 +328,9 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_output_folder(out)
+    from ..store.run import refuse_busy
+
+    refuse_busy(out)  # before the model loads
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

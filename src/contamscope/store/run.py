@@ -24,6 +24,7 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",
+    "refuse_busy",
     "releases_run_dir",
 ]
 
@@ -46,6 +47,33 @@ REPLACE_HINT = (
     "computed again)"
 )
 """How a refused re-run with other settings goes on (runs and sweeps say it alike)."""
+
+
+def refuse_busy(path: Path) -> None:
+    """Refuse at once a run folder another process is writing: a command checks this before
+    its model loads, where the run's own lock said so only after the load (a minute in: QA).
+    (The lock taken when the run opens still decides; this only says it early.)"""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return
+    try:
+        fd = os.open(Path(path) / LOCK_FILE, os.O_RDONLY)
+    except OSError:  # no lock file (no run yet), or one this user cannot read: the run decides
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise _busy(Path(path)) from None
+    finally:
+        os.close(fd)  # (closing it also lets go of the lock it took)
+
+
+def _busy(path: Path) -> StoreError:
+    return StoreError(
+        f"{path}: another contamscope process is writing this run folder; wait for it to "
+        "finish (then re-run to use its results) or use another --out"
+    )
 
 
 class RunDir:
@@ -192,10 +220,7 @@ class RunDir:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise StoreError(
-                f"{self.path}: another contamscope process is writing this run folder; wait for "
-                "it to finish (then re-run to use its results) or use another --out"
-            ) from None
+            raise _busy(self.path) from None
         _HELD[key] = id(self)
         self._held = weakref.finalize(self, _release, key, id(self), fd)
 
