@@ -142,3 +142,23 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["timings"]["items_scored_now"] == 0
     assert summary["config"]["edit_threshold"] == 0.9
+    # another --seed, without --sample, is the bootstrap's: re-derived, not refused as a run
+    # with other settings (its selection's seed selected nothing; QA)
+    r = run_cli(
+        "benbench", *model, "--benchmark", str(bench), "--out", "run", "--bootstrap", "200",
+        "--seed", "3", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["timings"]["items_scored_now"] == 0 and summary["config"]["seed"] == 3
+    # with --sample it chooses the items: another is another run
+    r = run_cli(
+        "benbench", *model, "--benchmark", str(bench), "--out", "run2", "--sample", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = run_cli(
+        "benbench", *model, "--benchmark", str(bench), "--out", "run2", "--sample", "1",
+        "--seed", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "selection.seed: 0 -> 1" in r.stderr, r.stderr
