@@ -317,14 +317,15 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     # so with the generic --format qa-jsonl, when no --fields maps the reference's columns (it
     # read the rewritten file's originals: "every paired row is the original's own text"; QA)
     qa = [a if a != "gsm8k-jsonl" else "qa-jsonl" for a in args]
-    r = run_cli(*qa, "--no-lenient", "--rouge-threshold", "0.5", "--reference", str(ref),
-                "--out", "qa", cwd=tmp_path)  # fmt: skip
+    r = run_cli(*qa, "--no-lenient", "--rouge-threshold", "0.5", "--inclusive", "--reference",
+                str(ref), "--out", "qa", cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
     # a lenient criterion's threshold with --no-lenient was recorded as used, unsaid (QA)
     said = " ".join(r.stderr.split())
     assert "ignored --rouge-threshold: it applies to --lenient runs; this is --no-lenient" in said
+    assert "ignored --inclusive: it applies to --lenient runs; this is --no-lenient" in said
     config = json.loads((tmp_path / "qa" / "summary.json").read_text())["config"]
-    assert config["rouge_threshold"] == 0.75
+    assert config["rouge_threshold"] == 0.75 and config["inclusive"] is False
     rec = json.loads((tmp_path / "qa" / "items.jsonl").read_text().splitlines()[0])
     (para,) = [v for v in rec["versions"] if v["name"] != "original"]
     assert para["question"] == ROWS[0]["rewritten_question"]

@@ -246,7 +246,11 @@ def _split_input(
     return split
 
 
-_LENIENT_ONLY = {"--rouge-threshold": "--lenient", "--edit-threshold": "--lenient"}
+_LENIENT_ONLY = {
+    "--rouge-threshold": "--lenient",
+    "--edit-threshold": "--lenient",
+    "--inclusive": "--lenient",  # (was kept silently, and recorded: QA)
+}
 """Options only the lenient criteria read: with --no-lenient, said to be ignored."""
 
 
