@@ -253,8 +253,8 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     r = run_cli("card", "--run", "one-ref", "--out", "card.md", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (
-        f"{train} (train): no item has a usable paraphrase, so no signal (give the paraphrases "
-        "with --train-reference, or --paraphraser)"
+        f"{train} (train, {tmp_path / 'one-ref'}): no item has a usable paraphrase, so no "
+        "signal (give the paraphrases with --train-reference, or --paraphraser)"
     ) in " ".join(r.stderr.split())
     summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
     assert summary["selection"]["n_items"] == {"test": 1, "train": 1}
@@ -426,8 +426,12 @@ def test_card_of_a_run_whose_train_split_has_no_usable_paraphrase(
     card = (tmp_path / "card.md").read_text()
     assert "Training split vs test split" not in card
     flat = " ".join(card.split())
-    assert f"{train} / {bench}: train vs test not compared" in flat
-    assert f"{train} (train): no item has a usable paraphrase, so no signal (2 paraphrases" in flat
+    # every note names its run folder, as the docs say (two did not: QA)
+    assert f"{train} / {bench} ({tmp_path / 'run'}): train vs test not compared" in flat
+    assert (
+        f"{train} (train, {tmp_path / 'run'}): no item has a usable paraphrase, so no signal "
+        "(2 paraphrases"
+    ) in flat
     assert "failed the checks (summary.json's paraphrase_failures); give the paraphrases with " \
         "--train-reference)" in flat  # fmt: skip
 

@@ -174,6 +174,11 @@ def test_card_refuses_mixed_models_and_a_json_name_and_says_its_n(
     assert f"{100 * d['ngram_exact']['ci'][1]:+.1f}], p {p_text(p_acc)} |" in text
     card_json = json.loads((tmp_path / "ok.json").read_text())
     assert card_json["checks"][0]["delta"]["ngram_exact"]["p_value"] == p_acc
+    # the NLL Delta, whose interval the docs say to read where perplexity's falls short, was
+    # in card.json alone; and the card did not say what no signal cannot show (QA)
+    nll = d["nll"]
+    assert f"{nll['ci'][1]:+.3f}], p {p_text(nll['p_value'])} |" in text
+    assert "| Delta NLL [95% CI], p |" in text and "Nor is their absence proof" in text
     assert "p: two-sided split-label permutation test" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "split" not in ln]
     assert len(rows) == len({ln for ln in rows})  # the run given twice makes no repeated row

@@ -202,7 +202,8 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                     else f"give the paraphrases with {give}, or --paraphraser"
                 )
                 notes.append(  # (it said -r, the test split's option, for the train split too)
-                    f"{b['source']} ({split}): no item has a usable paraphrase, so no signal "
+                    f"{b['source']} ({split}, {path.parent}): no item has a usable paraphrase, so "
+                    "no signal "
                     f"({how})"
                 )
             rows.append(
@@ -257,8 +258,8 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
         dtt = s["statistics"].get("delta_train_test")
         if dtt and all(v["value"] is None for v in dtt.values()):
             notes.append(  # (the card wrote the section's heading over an empty table)
-                f"{s['benchmark']['train']['source']} / {s['benchmark']['test']['source']}: "
-                "train vs test not compared (a split has no item with a usable paraphrase)"
+                f"{s['benchmark']['train']['source']} / {s['benchmark']['test']['source']} "
+                f"({path.parent}): train vs test not compared (a split has no item with a usable paraphrase)"
             )
         elif dtt:
             rows.append(
@@ -436,8 +437,10 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += [
             "",
             "These are signals, not proof: a clean model can reject H0 when its paraphrases read "
-            "less naturally than the originals; Delta_train - Delta_test cancels that. See "
-            "docs/benbench.md.",
+            "less naturally than the originals; Delta_train - Delta_test cancels that. Nor is "
+            "their absence proof of a clean model: few items test little (5 items of one "
+            "paraphrase each give no p below 1/32), and n-gram accuracy and perplexity see a benchmark trained on "
+            "in its own wording only, not rewritten or translated. See docs/benbench.md.",
         ]
     lines += ["", "## To be filled in by the model developer", ""]
     answers = card.get("developer_fields") or {}
@@ -527,22 +530,24 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
         "## Benchmarks checked",
         "",
         "Original / paraphrase and Delta (original - paraphrase) are over the items with a "
-        "usable paraphrase (paired). Leak direction: Delta perplexity < 0, Delta accuracy > 0. "
+        "usable paraphrase (paired). Leak direction: Delta perplexity and Delta NLL < 0, Delta "
+        "accuracy > 0. Read Delta NLL's interval rather than Delta perplexity's: where the two "
+        "sides' perplexities differ in shape, its interval covers only 78-88% (docs/benbench.md). "
         "p: one-sided randomization test, H0 = each item's original is as familiar to the model "
         "as its paraphrases. Intervals: 95% studentized bootstrap over items, none below 5 items "
         "(where a bootstrap cannot reach beyond the items' own range; the p-value holds its "
         "level at any number).",
         "",
         "| benchmark | split | sha256 | items (paired) | references | perplexity orig / para | "
-        f"Delta perplexity [95% CI], p | {gram} acc orig / para | Delta acc [95% CI], p | "
-        "items with all n-grams exact: orig / para |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"Delta perplexity [95% CI], p | Delta NLL [95% CI], p | {gram} acc orig / para | "
+        "Delta acc [95% CI], p | items with all n-grams exact: orig / para |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in card["checks"]:
         if "delta_train_test" in c:
             continue
         d = c["delta"]
-        ppl, acc = d.get("ppl", {}), d.get("ngram_exact", {})
+        ppl, nll, acc = d.get("ppl", {}), d.get("nll", {}), d.get("ngram_exact", {})
         inst = c["instances_all_ngrams_exact"]
         para_inst = (
             f"{inst['paraphrase_count']} of {inst['paraphrase_of']}"
@@ -553,7 +558,7 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
             f"| {md_cell(c['benchmark'])} | {md_cell(c['split'])} | `{c['content_hash'][:12]}` | "
             f"{c['items']} ({c['items_paired']}) | {md_cell(_refs(c))} | "
             f"{value(ppl.get('original'), False)} / {value(ppl.get('paraphrase'), False)} | "
-            f"{_delta(ppl, False)} | "
+            f"{_delta(ppl, False)} | {_delta(nll, False)} | "
             f"{value(acc.get('original'), True)} / {value(acc.get('paraphrase'), True)} | "
             f"{_delta(acc, True)} | {inst['count']} of {inst['of']} / {para_inst} |"
         )
