@@ -387,7 +387,7 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
         ("x_test.csv", GOOD_CSV + 'two\n"lines,a",b,c,d\n' + GOOD_CSV, 2, "expected 6 columns"),
         ("x_test.csv", GOOD_CSV + "q,a,,c,d,A\n", 2, "empty option B"),
         ("x_test.csv", GOOD_CSV + "q,a,b,c,d,Z\n", 2, "unparseable answer"),
-        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,7\n", 2, "out of range"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,7\n", 2, "is a number; a header-less MMLU CSV"),
         ("x_test.csv", GOOD_CSV + "q,a,b,c,d,AB\n", 2, "multiple answers"),
         ("x_test.csv", GOOD_CSV + ",a,b,c,d,A\n", 2, "empty question"),
         ("x.jsonl", GOOD_JSONL + "{oops\n", 2, "invalid JSON"),
@@ -472,10 +472,11 @@ def test_all_rows_bad_is_fatal(tmp_path: Path) -> None:
 
 def test_not_utf8_is_fatal(tmp_path: Path) -> None:
     path = tmp_path / "latin_test.csv"
-    path.write_bytes("Qu'est-ce que ça?,a,b,c,d,A\n".encode("latin-1"))
+    path.write_bytes(b"Q?,a,b,c,d,A\n" + "Qu'est-ce que ça?,a,b,c,d,A\n".encode("latin-1"))
     with pytest.raises(DataError) as err:
         load_benchmark(str(path))
-    assert str(err.value) == f"{path}: not UTF-8 text (byte offset 14); re-save as UTF-8"
+    # its line, as a row problem's (a byte offset alone: QA)
+    assert str(err.value) == f"{path}: not UTF-8 text (line 2, byte offset 27); re-save as UTF-8"
 
 
 @pytest.mark.parametrize(
@@ -817,7 +818,7 @@ def test_one_bad_file_of_a_folder_is_skipped_and_listed(tmp_path: Path) -> None:
     assert sorted(str(p) for p in result.problems) == [
         f"{d / 'broken_test.csv'}: a broken link (to {tmp_path / 'nowhere.csv'})",
         f"{d / 'empty_test.csv'}: no items (empty file)",
-        f"{d / 'latin_test.csv'}: not UTF-8 text (byte offset 3); re-save as UTF-8",
+        f"{d / 'latin_test.csv'}: not UTF-8 text (line 1, byte offset 3); re-save as UTF-8",
     ]
     with pytest.raises(DataError, match="broken_test.csv: a broken link"):
         load_benchmark(str(d), strict=True)

@@ -98,8 +98,10 @@ def decode_text(path: Path, raw: bytes) -> str:
     try:
         text = raw[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
+        at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
+        line = raw.count(b"\n", 0, at) + 1
         raise DataError(
-            f"{path}: not UTF-8 text (byte offset {e.start + skip}); re-save as UTF-8"
+            f"{path}: not UTF-8 text (line {line}, byte offset {at}); re-save as UTF-8"
         ) from None
     head = raw[:4096]
     if head and head.count(0) > len(head) // 4:
