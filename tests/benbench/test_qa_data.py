@@ -152,6 +152,28 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
         pair_reference(bench, short, name="s", pairing="bogus")
 
 
+def test_a_reference_whose_rows_pair_with_other_items_is_said(tmp_path: Path) -> None:
+    """Paraphrases in another order than the benchmark's, paired by position: every one failed
+    as "final answer changed" and the run ended without a word on the pairing (QA)."""
+    from contamscope.errors import ContamscopeWarning
+
+    rows = [{"question": f"Q{i}?", "answer": f"#### {i}"} for i in range(6)]
+    bench = load_qa(str(write_jsonl(tmp_path / "b.jsonl", rows)))
+    para = [{"question": f"{r['question']}'", "answer": r["answer"]} for r in rows]
+    shifted = load_qa(str(write_jsonl(tmp_path / "p.jsonl", para[1:] + para[:1])))
+    with pytest.warns(ContamscopeWarning, match=r"p.jsonl: 6 of the 6 rows paired by order chan"):
+        ref = pair_reference(bench, shifted, name="p")
+    assert not any(p.ok for p in ref.pairs.values())
+    # in the right order, or with one paraphrase of six changing its answer: no word
+    import warnings
+
+    para[2]["answer"] = "#### 99"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContamscopeWarning)
+        ref = pair_reference(bench, load_qa(str(write_jsonl(tmp_path / "q.jsonl", para))), name="q")
+    assert sum(p.ok for p in ref.pairs.values()) == 5
+
+
 def test_paraphrase_prompt_and_check() -> None:
     prompt = paraphrase_prompt(GSM[0]["question"], GSM[0]["answer"])
     assert "'#### 7'" in prompt and GSM[0]["question"] in prompt

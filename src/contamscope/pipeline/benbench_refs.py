@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.items import LoadResult, QAItem
-from ..errors import ConfigError
+from ..errors import ConfigError, note
 from ..perturb.paraphrase import Paraphrase
 
 __all__ = ["PAIRINGS", "ReferenceSet", "check_pairing", "inline_reference", "pair_reference"]
@@ -214,6 +214,15 @@ def pair_reference(
             )
         for row, it in zip(rows, items):
             out.pairs[it.id] = para(row, it)
+    changed = sum(p.reason.startswith("final answer changed") for p in out.pairs.values())
+    if pairing != "question" and changed >= 3 and changed * 2 > len(out.pairs):
+        # a paraphrase set keeps its answers (GSM8K's rewritten: 1 of 1,319 changed one); most
+        # changed say the rows were paired with other items (its rows in another order: QA)
+        note(
+            f"{option} {ref.source}: {changed} of the {len(out.pairs)} rows paired by {pairing} "
+            "change the final answer: are they paired with the right items (rows in another "
+            "order, other ids)? Those paraphrases are not used"
+        )
     return out
 
 
