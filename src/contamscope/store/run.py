@@ -324,7 +324,8 @@ class RunDir:
             dropped = plural(len(unreadable), "damaged or unreadable record")
             note(
                 f"{self.items_path}: {dropped} left out (line"
-                f"{'s' if len(unreadable) > 1 else ''} {lines}); their items are scored again",
+                f"{'s' if len(unreadable) > 1 else ''} {lines}); the command that scored the "
+                "run scores their items again when re-run",  # (reanalyse scores none: QA)
             )
         return done
 
