@@ -1080,7 +1080,7 @@ def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(tmp_path: Pa
     assert again.resumed == 3 and again.records() == want  # in the items' order
 
 
-@pytest.mark.parametrize("damage", ["drop", "text", "short"])
+@pytest.mark.parametrize("damage", ["drop", "text", "short", "same orders", "no original"])
 def test_a_record_without_usable_log_probs_is_scored_again(tmp_path: Path, damage: str) -> None:
     """A record whose log-probs were gone crashed the resume with a traceback (KeyError in
     the re-thresholding); one with the wrong count or kind was kept as finished (QA)."""
@@ -1089,6 +1089,10 @@ def test_a_record_without_usable_log_probs_is_scored_again(tmp_path: Path, damag
     records = [json.loads(x) for x in items.read_text().splitlines()]
     if damage == "drop":
         del records[1]["logprobs"]
+    elif damage == "same orders":  # not orders of its options: kept as finished (QA)
+        records[1]["orders"] = [[0, 0, 0, 0]] * len(records[1]["orders"])
+    elif damage == "no original":
+        records[1]["orders"] = records[1]["orders"][::-1]
     else:
         records[1]["logprobs"] = "abc" if damage == "text" else records[1]["logprobs"][:-1]
     items.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -738,4 +738,15 @@ def _readable(record: dict[str, Any]) -> bool:
         and isinstance(orders, list)
         and len(lp) == len(orders)
         and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lp)
+        and _orders_readable(orders, record.get("n_options"))
     )
+
+
+def _orders_readable(orders: list[Any], n: Any) -> bool:
+    """Whether ``orders`` are distinct orders of ``n`` options, the published one first (a
+    record holding [0, 0, 0, 0, 0] was kept as finished: QA)."""
+    if not isinstance(n, int) or not orders or orders[0] != list(range(n)):
+        return False
+    if not all(isinstance(o, list) and sorted(o) == list(range(n)) for o in orders):
+        return False
+    return len({tuple(o) for o in orders}) == len(orders)
