@@ -153,8 +153,9 @@ def command(
         None,
         "--template",
         help="mcq: prompt layout (default: FinEval's for FinEval items, else 'Question: ...', "
-        "'A. ...', 'Answer:'): paper, paper-script, mmlu, or your own as JSON with an optional answer cue, "
-        'e.g. \'{"question": "问题：{question}\\n", "option": "{label}. {text}\\n", '
+        "'A. ...', 'Answer:'): paper, paper-script, mmlu, or your own as JSON with an optional "
+        "answer cue, e.g. "
+        '\'{"question": "问题：{question}\\n", "option": "{label}. {text}\\n", '
         '"answer": "答案："}\', or a .json file holding that.',
     ),
     n_boot: int = typer.Option(

@@ -118,7 +118,7 @@ TEMPLATES: dict[str, PromptTemplate] = {
     # published script also starts with a newline (here the model's BOS token starts the text)
     # and leaves a stray space after the third option line; "paper-script" keeps both. The space
     # is not the same in every order: it follows whichever option is third, and moves orders'
-    # log-probs by 1-8 nats, unevenly (docs/methods.md).
+    # log-probs by several nats, unevenly (measured in docs/statistics.md).
     "paper": PromptTemplate("paper"),
     "paper-script": PromptTemplate(
         "paper-script",

@@ -45,8 +45,9 @@ TITLE = "CAP (consistency amplification)"
 UNRANKED = "no PCR comparison between two splits"
 """Why a run gets no leaderboard cell (said when it is left out)."""
 MEASURED = ("task", "chat", "max_new_tokens", "template")
-"""Settings in its configuration that change what is measured (the same prompts, answers of the same length): runs that differ in one are
-other measurements (``compare`` refuses them; the leaderboard says so under a column)."""
+"""Settings in its configuration that change what is measured (the same prompts, answers of
+the same length): runs that differ in one are other measurements (``compare`` refuses them;
+the leaderboard says so under a column)."""
 READERS = ("generate", "loglik")
 _TEXT = 600
 _CELL = 160

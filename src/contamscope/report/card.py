@@ -203,8 +203,7 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                 )
                 notes.append(  # (it said -r, the test split's option, for the train split too)
                     f"{b['source']} ({split}, {path.parent}): no item has a usable paraphrase, so "
-                    "no signal "
-                    f"({how})"
+                    f"no signal ({how})"
                 )
             rows.append(
                 {
@@ -259,7 +258,8 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
         if dtt and all(v["value"] is None for v in dtt.values()):
             notes.append(  # (the card wrote the section's heading over an empty table)
                 f"{s['benchmark']['train']['source']} / {s['benchmark']['test']['source']} "
-                f"({path.parent}): train vs test not compared (a split has no item with a usable paraphrase)"
+                f"({path.parent}): train vs test not compared (a split has no item with a "
+                "usable paraphrase)"
             )
         elif dtt:
             rows.append(
@@ -439,8 +439,9 @@ def render_markdown(card: dict[str, Any]) -> str:
             "These are signals, not proof: a clean model can reject H0 when its paraphrases read "
             "less naturally than the originals; Delta_train - Delta_test cancels that. Nor is "
             "their absence proof of a clean model: few items test little (5 items of one "
-            "paraphrase each give no p below 1/32), and n-gram accuracy and perplexity see a benchmark trained on "
-            "in its own wording only, not rewritten or translated. See docs/benbench.md.",
+            "paraphrase each give no p below 1/32), and n-gram accuracy and perplexity see a "
+            "benchmark trained on in its own wording only, not rewritten or translated. See "
+            "docs/benbench.md.",
         ]
     lines += ["", "## To be filled in by the model developer", ""]
     answers = card.get("developer_fields") or {}

@@ -70,8 +70,8 @@ class LeaderboardEntry:
     headline counts."""
     measured: tuple[tuple[str, str, str], ...] = ()
     """The run's settings that change what its method measures (the module's ``MEASURED``:
-    a permutation run's template), as ``(setting, short, full)`` (:func:`_measured`); runs of one benchmark that
-    differ in one are named under the board (:func:`settings_lines`)."""
+    a permutation run's template), as ``(setting, short, full)`` (:func:`_measured`); runs of
+    one benchmark that differ in one are named under the board (:func:`settings_lines`)."""
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ TITLE = "Membership test (against unseen references)"
 UNRANKED = "no dataset test: no benchmark or no reference item was analysed"
 """Why a run gets no leaderboard cell (said when it is left out)."""
 MEASURED = ("template", "k")
-"""Settings in its configuration that change what is measured (the same texts, the same Min-K% fraction): runs that differ in one are
-other measurements (``compare`` refuses them; the leaderboard says so under a column)."""
+"""Settings in its configuration that change what is measured (the same texts, the same Min-K%
+fraction): runs that differ in one are other measurements (``compare`` refuses them; the
+leaderboard says so under a column)."""
 LABELS = {
     "min_k_pp": "Min-K%++",
     "min_k": "Min-K%",
