@@ -296,12 +296,13 @@ def test_card_numbers_are_over_the_paired_items_in_the_units_of_the_cli(
     assert cells[3] == "30 (29)"
     assert cells[5] == f"{d['ppl']['original']:.3f} / {d['ppl']['reference']:.3f}"
     assert cells[6].startswith(f"{d['ppl']['delta']:+.3f} [")
+    assert cells[7].startswith(f"{d['nll']['delta']:+.3f} [")  # the NLL Delta beside it
     acc = d["ngram_exact"]
-    assert cells[7] == f"{100 * acc['original']:.1f}% / {100 * acc['reference']:.1f}%"
-    assert cells[8].startswith(f"{100 * acc['delta']:+.1f} pp [")
+    assert cells[8] == f"{100 * acc['original']:.1f}% / {100 * acc['reference']:.1f}%"
+    assert cells[9].startswith(f"{100 * acc['delta']:+.1f} pp [")
     inst = st["instances"]["exact_all"]
     # "0/3 / 0/3" read as one fraction over another (QA)
-    assert cells[9] == (
+    assert cells[10] == (
         f"{inst['count']} of 30 / {inst['reference_count']} of {inst['reference_of']}"
     )
     check = card["checks"][0]
