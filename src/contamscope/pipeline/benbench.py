@@ -519,7 +519,14 @@ def run_benbench(
     renamed = scorer.renamed | (paraphraser.renamed if paraphraser is not None else {})
     stored = None if overwrite else run_dir.stored_settings(renamed)
     old, new = (stored or {}).get("selection") or {}, settings["selection"]
-    if not old.get("sample") and not new.get("sample") and "seed" in old and "seed" in new:
+    assert isinstance(new, dict)  # (selection_settings makes one)
+    if (
+        isinstance(old, dict)
+        and not old.get("sample")
+        and not new.get("sample")
+        and "seed" in old
+        and "seed" in new
+    ):
         # without --sample the seed selects nothing (the items' digest says they are the
         # same): another --seed is the bootstrap's, an analysis setting, not another run (QA)
         new["seed"] = old["seed"]
