@@ -11,12 +11,12 @@ from rich.table import Table
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
-from ..paths import check_output_folder
 from ..wording import plural, pp_text, value
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
+    check_run_folder,
     console,
     drop_ignored,
     err_console,
@@ -337,10 +337,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         or Path("runs")
         / f"benbench-{slug(kw['model'], stem=True)}-{slug(kw['benchmark'], stem=True)}"
     )
-    check_output_folder(out)
-    from ..store.run import refuse_busy
-
-    refuse_busy(out)  # before the model loads
+    check_run_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

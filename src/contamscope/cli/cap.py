@@ -10,12 +10,12 @@ from rich.table import Table
 
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
-from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
+    check_run_folder,
     console,
     drop_ignored,
     err_console,
@@ -296,10 +296,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
 
         embedder = SentenceEmbedder(kw["embedder"])
     out = kw["out"] or Path("runs") / f"cap-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_output_folder(out)
-    from ..store.run import refuse_busy
-
-    refuse_busy(out)  # before the model loads
+    check_run_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

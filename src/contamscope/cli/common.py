@@ -427,6 +427,16 @@ def subject_list(kw: dict[str, Any]) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
+def check_run_folder(out: Path) -> None:
+    """``--out`` can be a run folder, and no other process is writing it: checked before the
+    model loads (the run's own lock said so only after the load, a minute in: QA)."""
+    from ..paths import check_output_folder
+    from ..store.run import refuse_busy
+
+    check_output_folder(out)
+    refuse_busy(out)
+
+
 def open_cache(kw: dict[str, Any]) -> ScoreCache | None:
     """The score cache of ``--cache-dir`` (default: the user cache), or None with ``--no-cache``."""
     from ..paths import default_score_db

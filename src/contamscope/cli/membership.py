@@ -11,13 +11,13 @@ import typer
 
 from ..errors import ConfigError, DataError
 from ..executors import Executor
-from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     TEMPLATE_HELP,
     ItemProgress,
+    check_run_folder,
     console,
     err_console,
     exit_if_skipped,
@@ -261,10 +261,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"membership-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_output_folder(out)
-    from ..store.run import refuse_busy
-
-    refuse_busy(out)  # before the model loads
+    check_run_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

@@ -19,12 +19,12 @@ from rich.progress import (
 
 from ..errors import ConfigError
 from ..executors import Executor
-from ..paths import check_output_folder
 from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     TEMPLATE_HELP,
+    check_run_folder,
     console,
     err_console,
     exit_if_skipped,
@@ -327,10 +327,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_output_folder(out)
-    from ..store.run import refuse_busy
-
-    refuse_busy(out)  # before the model loads
+    check_run_folder(out)
     cache = open_cache(kw)
     with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

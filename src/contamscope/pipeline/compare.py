@@ -23,7 +23,7 @@ from ..detectors.compare import (
 )
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
-from ..report.rundata import RunData, load_run, refuse_newer
+from ..report.rundata import RunData, load_run, refuse_newer, run_config
 from ..wording import plural
 from .permutation_summary import SUBJECT_LEVEL
 
@@ -65,12 +65,6 @@ def _scored(run: RunData) -> dict[str, dict[str, Any]]:
             continue
         out.setdefault(str(rec.get("id")), rec)
     return out
-
-
-def run_config(run: RunData) -> dict[str, Any]:
-    """A run's configuration: summary.json's ``config``, else settings.json's ({} if none)."""
-    config = run.summary.get("config") or run.settings.get("config") or {}
-    return config if isinstance(config, dict) else {}
 
 
 def _setting(run: RunData, key: str) -> Any:

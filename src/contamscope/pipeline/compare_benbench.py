@@ -16,8 +16,7 @@ from ..detectors.compare import GAP_NULL, compare_gaps
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.benbench import MEASURED as ALIKE
-from ..report.rundata import RunData
-from .compare import run_config
+from ..report.rundata import RunData, run_config
 
 __all__ = ["GAP_METRICS", "compare_benbench"]
 

@@ -18,9 +18,8 @@ from ..detectors.compare_cap import PCR_NULL, Readings, compare_leans
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.cap import MEASURED as ALIKE
-from ..report.rundata import RunData
+from ..report.rundata import RunData, run_config
 from .cap import CAP_ANALYSIS, READERS, CapConfig, analysis_config, item_readings
-from .compare import run_config
 
 __all__ = ["compare_cap"]
 

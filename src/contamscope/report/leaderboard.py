@@ -32,7 +32,7 @@ from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
 from .plots import OKABE_ITO, figure, to_svg
-from .rundata import load_run, sweep_reference_folder
+from .rundata import load_run, run_config, sweep_reference_folder
 
 __all__ = [
     "BaselineComparison",
@@ -271,8 +271,7 @@ def _measured(run: Any, module: Any) -> tuple[tuple[str, str, str], ...]:
     """``run``'s values of its method's ``MEASURED`` settings as ``(setting, short, full)``: a
     template shown by its name, in full with a hash of its definition (two custom templates
     share a name); an unset one (the method's default) as ``default``."""
-    config = run.summary.get("config") or run.settings.get("config") or {}
-    config = config if isinstance(config, dict) else {}
+    config = run_config(run)
     out = []
     for key in getattr(module, "MEASURED", ()):
         v = config.get(key)
@@ -298,7 +297,7 @@ def settings_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
         models = Counter(e.model for e in runs)
         said = []
         for i, (key, _, _) in enumerate(runs[0].measured):
-            values = [e.measured[i] if i < len(e.measured) else (key, "?", "?") for e in runs]
+            values = [e.measured[i] for e in runs]  # one method: one MEASURED
             if len({full for _, _, full in values}) < 2:
                 continue
             # by name where the names tell the values apart, else with the hash

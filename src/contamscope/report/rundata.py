@@ -15,7 +15,14 @@ from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..wording import json_error
 
-__all__ = ["SUMMARY_VERSION", "RunData", "load_run", "refuse_newer", "sweep_reference_folder"]
+__all__ = [
+    "SUMMARY_VERSION",
+    "RunData",
+    "load_run",
+    "refuse_newer",
+    "run_config",
+    "sweep_reference_folder",
+]
 
 SUMMARY_VERSION = 1
 """The newest summary.json schema version (the ``/N`` of ``schema``) this version reads."""
@@ -181,3 +188,9 @@ def sweep_reference_folder(path: Path | str) -> bool:
     --reference-benchmark``): not a run itself, and what ``OUT/*/`` matches besides the pairs."""
     path = Path(path)
     return path.name == "reference" and (path.parent / "sweep.json").is_file()
+
+
+def run_config(run: RunData) -> dict[str, Any]:
+    """A run's configuration: summary.json's ``config``, else settings.json's ({} if none)."""
+    config = run.summary.get("config") or run.settings.get("config") or {}
+    return config if isinstance(config, dict) else {}
