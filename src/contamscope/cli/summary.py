@@ -7,7 +7,14 @@ from typing import Any
 
 from rich.table import Table
 
-from ..detectors.verdict import few_items_text, p_text, pct_text, verdict, verdict_tests
+from ..detectors.verdict import (
+    few_items_text,
+    p_text,
+    pct_text,
+    shared_text,
+    verdict,
+    verdict_tests,
+)
 from ..wording import all_of, plural
 from .common import console, styled
 
@@ -179,6 +186,9 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 f"{rest['n_items']}; expected under H0 {pct_text(a['null_expected'])}, p = "
                 f"{p_text(a['p_value'])})" + "".join(f"; {x}" for x in others)
             )
+    shared = shared_text(stats, natural)
+    if shared:
+        console.print(shared[0].upper() + shared[1:])
     signal, sentence = verdict(stats, natural)
     colour = "yellow" if signal is None else "red" if signal else "green"
     console.print(styled(f"bold {colour}", f"{sentence}"))

@@ -3,7 +3,8 @@
 Every test here has the same null hypothesis H0: *for every item, the original order of the
 options is exchangeable with the other scored orders* -- the model has no preference for the
 published order, so the original's log-prob is a uniformly random draw from the item's ``N``
-values, independently across items. Conditional on the values, the null distribution of every
+values, independently across items (items that share one option list in one order are one
+draw, relabelled together: :mod:`.shared`). Conditional on the values, the null distribution of every
 item-level verdict is then known exactly, which is what the tests below use.
 See ``docs/statistics.md`` for the reasoning and the false-positive rate of every threshold.
 """
@@ -11,7 +12,7 @@ See ``docs/statistics.md`` for the reasoning and the false-positive rate of ever
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from contamscope.detectors.permutation import PermutationItemScore, delta_key
+from contamscope.detectors.shared import SHARED_NULL, SharedOrders, count_sf, group_count_pmf
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -49,6 +51,8 @@ UNANCHORED_NULL_NOTE = (
 )
 
 _EPS = 1e-9  # tolerance for p <= alpha and floor(alpha * N) with floats
+
+_Shared = Sequence[SharedOrders]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -319,6 +323,9 @@ class PermutationSummary:
     """Mean-gap test (None when there are no items)."""
     alg2: tuple[Alg2DeltaSummary, ...] = field(default_factory=tuple)
     """Algorithm 2, one entry per threshold."""
+    shared: dict[str, Any] | None = None
+    """Groups of items sharing one option list in one order, counted as one draw each
+    (:mod:`.shared`); None when there are none."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict (tuples become lists, thresholds keyed as strings like ``"-0.2"``)."""
@@ -368,6 +375,8 @@ class PermutationSummary:
                 "null_range": _pair(g.null_range),
                 "reason": g.reason,
             }
+        if self.shared is not None:
+            out["shared_orders"] = self.shared
         for s in self.alg2:
             out["alg2"][delta_key(s.delta)] = {
                 "delta": s.delta,
@@ -387,25 +396,49 @@ class PermutationSummary:
 # --------------------------------------------------------------------------- the tests
 
 
-def _alg1_summary(items: Sequence[PermutationItemScore]) -> Alg1Summary:
+def _grouped_sf(
+    k: int,
+    probs: NDArray[np.float64],
+    shared: _Shared,
+    indicators: Callable[[SharedOrders], NDArray[np.bool_]],
+) -> float:
+    """The count test's p-value: per-item null probabilities ``probs`` for items sharing
+    nothing, each group's exact joint count distribution (``indicators``: per member and
+    column, whether it fires) for the rest."""
+    if not shared:
+        return _binomial_or_pb_sf(k, probs)
+    grouped = {i for g in shared for i in g.members}
+    single = np.array([p for i, p in enumerate(probs) if i not in grouped], dtype=np.float64)
+    return count_sf(k, single, [group_count_pmf(indicators(g)) for g in shared])
+
+
+def _alg1_summary(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Alg1Summary:
     n = len(items)
     k = sum(it.alg1 for it in items)
     null = np.array([it.alg1_null for it in items], dtype=np.float64)
     expected = float(null.mean())
     lo, hi = exact_interval(k, n)
+
+    def fires(g: SharedOrders) -> NDArray[np.bool_]:
+        # a tied maximum fires only where the item's own null says ties count (ties="leaked")
+        ties = np.array([items[i].alg1_null > 0.0 for i in g.members])
+        return g.max_indicators() & (g.unique_max() | ties)[:, None]
+
     return Alg1Summary(
         count=k,
         rate=k / n,
         rate_ci=(lo, hi),
         chance=float(np.mean([1.0 / it.n_orders for it in items])),
         null_expected=expected,
-        p_value=_binomial_or_pb_sf(k, null),
+        p_value=_grouped_sf(k, null, shared, fires),
         excess=k / n - expected,
         excess_ci=(lo - expected, hi - expected),
     )
 
 
-def _rank_summary(items: Sequence[PermutationItemScore], alpha: float) -> RankSummary:
+def _rank_summary(
+    items: Sequence[PermutationItemScore], alpha: float, shared: _Shared = ()
+) -> RankSummary:
     n = len(items)
     n_orders = np.array([it.n_orders for it in items], dtype=np.float64)
     p = np.array([it.p_value for it in items], dtype=np.float64)
@@ -419,7 +452,7 @@ def _rank_summary(items: Sequence[PermutationItemScore], alpha: float) -> RankSu
         rate=k / n,
         rate_ci=exact_interval(k, n),
         expected=float(levels.mean()),
-        p_value=_binomial_or_pb_sf(k, levels),
+        p_value=_grouped_sf(k, levels, shared, lambda g: g.rank_indicators(alpha)),
     )
 
 
@@ -482,7 +515,7 @@ def _central(sums: NDArray[np.float64]) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
+def _gap_test(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> GapTest:
     """One-sided test of mean gap > 0, with a two-sided 95% t interval of the mean gap.
 
     Under H0 ``E[g_i | values of item i] = 0`` exactly: the original is a uniform draw from the
@@ -497,6 +530,8 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
     with 200 items, 14% with 2,000). The one-sided t-test remains only for records without
     their log-probs, and is undefined there for one item or identical gaps. The 95% CI is the
     t interval (approximate, see docs/statistics.md; None for one item or identical gaps).
+    Items of one group in ``shared`` are relabelled together: the group's summed gap under each
+    of its orders is one term of the sum.
     """
     g = np.array([it.gap for it in items], dtype=np.float64)
     n = int(g.size)
@@ -516,7 +551,12 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
         half = float(_sps().t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
         ci, t = (mean - half, mean + half), _none_if_nan(float(res.statistic))
     if all(it.gap_null for it in items):  # defined for any number of items, any variance
-        nulls = [np.asarray(it.gap_null, dtype=np.float64) for it in items]
+        grouped = {i for g in shared for i in g.members}
+        nulls = [
+            np.asarray(it.gap_null, dtype=np.float64)
+            for i, it in enumerate(items)
+            if i not in grouped
+        ] + [g.gap_null() for g in shared]
         p, method, resamples, (lo, hi) = randomization_test(nulls)
         return GapTest(
             n, mean, ci, t, p, method=method, n_resamples=resamples, null_range=(lo / n, hi / n)
@@ -526,7 +566,19 @@ def _gap_test(items: Sequence[PermutationItemScore]) -> GapTest:
     return GapTest(n, mean, ci, t, _none_if_nan(float(res.pvalue)))
 
 
-def _alg2_summary(items: Sequence[PermutationItemScore], delta: float) -> Alg2DeltaSummary:
+def _alg2_summary(
+    items: Sequence[PermutationItemScore], delta: float, shared: _Shared = ()
+) -> Alg2DeltaSummary:
+    if shared:  # the groups' members, re-indexed among the items that carry this threshold
+        keep = [i for i, it in enumerate(items) if delta in it.alg2_flags]
+        new = {old: j for j, old in enumerate(keep)}
+        shared = tuple(
+            SharedOrders(
+                tuple(new[i] for i in g.members if i in new),
+                g.logprobs[[i in new for i in g.members]],
+            )
+            for g in shared
+        )
     use = [it for it in items if delta in it.alg2_flags]
     n = len(use)
     k = sum(it.alg2_flags[delta] for it in use)
@@ -543,7 +595,17 @@ def _alg2_summary(items: Sequence[PermutationItemScore], delta: float) -> Alg2De
         anchored_count=ka,
         anchored_rate=ka / n,
         anchored_null_expected=float(null.mean()),
-        anchored_p_value=poisson_binomial_sf(ka, null),
+        anchored_p_value=_grouped_sf(
+            ka,
+            null,
+            shared,
+            lambda g: (
+                g.max_indicators()
+                & np.array([use[i].alg2_flags[delta] for i in g.members], dtype=bool)[:, None]
+            ),
+        )
+        if shared
+        else poisson_binomial_sf(ka, null),
     )
 
 
@@ -552,6 +614,7 @@ def summarize(
     *,
     alpha: float = 0.05,
     deltas: Sequence[float] | None = None,
+    shared: _Shared = (),
 ) -> PermutationSummary:
     """Summarise item scores over a dataset.
 
@@ -566,26 +629,55 @@ def summarize(
         Algorithm-2 thresholds to summarise; ``None`` = every threshold stored in any item. Each
         threshold is summarised over the items that carry it.
 
-    No items gives ``n_items=0`` and ``None`` statistics; the tests assume independent items.
+    shared:
+        Groups of items with the same options in the same published order
+        (:func:`~contamscope.detectors.shared.shared_orders`, indices into ``items``): each
+        group's items are relabelled together, one draw of its published order. Items of a
+        group scored under other orders than the rest (``left_out``) are left out of the tests.
+
+    No items gives ``n_items=0`` and ``None`` statistics; the tests assume independent items
+    apart from the ``shared`` groups.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    shared_block = _shared_block(shared)
+    if any(g.left_out for g in shared):  # scored under other orders: cannot be relabelled
+        out = {i for g in shared for i in g.left_out}
+        new = {old: j for j, old in enumerate(i for i in range(len(items)) if i not in out)}
+        items = [it for i, it in enumerate(items) if i not in out]
+        shared = tuple(SharedOrders(tuple(new[i] for i in g.members), g.logprobs) for g in shared)
+    shared = tuple(g for g in shared if len(g.members) > 1)
     if deltas is None:
         wanted = sorted({d for it in items for d in it.alg2_flags})
     else:
         wanted = sorted({float(d) for d in deltas})
-    alg2 = tuple(_alg2_summary(items, d) for d in wanted)
+    alg2 = tuple(_alg2_summary(items, d, shared) for d in wanted)
     if not items:
-        return PermutationSummary(0, alpha, 0, None, None, None, alg2)
+        return PermutationSummary(0, alpha, 0, None, None, None, alg2, shared_block)
     return PermutationSummary(
         n_items=len(items),
         alpha=alpha,
         n_exhaustive=sum(it.exhaustive for it in items),
-        alg1=_alg1_summary(items),
-        rank=_rank_summary(items, alpha),
-        gap=_gap_test(items),
+        alg1=_alg1_summary(items, shared),
+        rank=_rank_summary(items, alpha, shared),
+        gap=_gap_test(items, shared),
         alg2=alg2,
+        shared=shared_block,
     )
+
+
+def _shared_block(shared: _Shared) -> dict[str, Any] | None:
+    """What summary.json says of the groups of items sharing one option list in one order."""
+    if not shared:
+        return None
+    sizes = [len(g.members) + len(g.left_out) for g in shared]
+    return {
+        "null_hypothesis": SHARED_NULL,
+        "n_groups": len(shared),
+        "n_items": sum(sizes),
+        "largest": max(sizes),
+        "n_left_out": sum(len(g.left_out) for g in shared),
+    }
 
 
 # --------------------------------------------------------------------------- clean reference items

@@ -16,6 +16,7 @@ __all__ = [
     "few_items_text",
     "p_text",
     "pct_text",
+    "shared_text",
     "verdict",
     "verdict_dict",
     "verdict_p_value",
@@ -157,6 +158,38 @@ def verdict_dict(stats: dict[str, Any], natural: dict[str, Any] | None = None) -
     signal, sentence = verdict(stats, natural)
     label = {True: "leakage signal", False: "no evidence", None: "nothing to test"}[signal]
     return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}
+
+
+def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) -> str:
+    """The sentence that says which items the verdict's tests count as one draw (items sharing
+    one option list in one order, the ``shared_orders`` block of the statistics it tests); ""
+    when none do.
+
+    >>> shared_text({"shared_orders": {"n_items": 5, "n_groups": 1, "largest": 5, "n_left_out": 0}})
+    '5 items share one option list in one order: the tests count them as one draw of its published order, not as 5'
+    """
+    if natural and natural.get("n_items"):
+        stats = natural.get("statistics_without") or {}
+    block = stats.get("shared_orders")
+    if not block:
+        return ""
+    n, g = block["n_items"], block["n_groups"]
+    text = (
+        f"{n} items share one option list in one order: the tests count them as one draw of its "
+        f"published order, not as {n}"
+        if g == 1
+        else f"{n:,} items share an option list in one order with another item ({g:,} lists, "
+        f"up to {block['largest']} items each): the tests count each list as one draw of its "
+        "published order"
+    )
+    left = block.get("n_left_out") or 0
+    if left:
+        text += (
+            f"; {plural(left, 'item')} scored under other sampled orders than the rest of "
+            f"{'its' if left == 1 else 'their'} list cannot be counted with it and "
+            f"{'is' if left == 1 else 'are'} left out"
+        )
+    return text
 
 
 def few_items_text(block: dict[str, Any]) -> str:

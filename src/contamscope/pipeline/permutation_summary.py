@@ -18,6 +18,7 @@ from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import summarize
 from ..detectors.permutation import PermutationItemScore
+from ..detectors.shared import SharedOrders, shared_orders
 from ..detectors.verdict import VERDICT_ALPHA
 from ..perturb.exchangeability import (
     CONVENTIONS,
@@ -75,7 +76,7 @@ def natural_order_summary(
         "ids": [r["id"] for r in natural],
         "by_id": by_id,
         "statistics_without": summarize(
-            [item_score_from_dict(r) for r in rest], alpha=alpha
+            [item_score_from_dict(r) for r in rest], alpha=alpha, shared=_shared(rest, items)
         ).to_dict(),
     }
 
@@ -173,8 +174,18 @@ SUBJECT_LEVEL = 0.05
 """False-discovery rate of the per-subject flags (Benjamini-Hochberg over the subjects)."""
 
 
+def _shared(records: Sequence[dict[str, Any]], items: Mapping[str, Any]) -> list[SharedOrders]:
+    """The groups of ``records`` whose items share one option list in one order."""
+    return shared_orders(
+        records, {r["id"]: items[r["id"]].options for r in records if r["id"] in items}
+    )
+
+
 def subject_summary(
-    records: Sequence[dict[str, Any]], natural_ids: Collection[str], alpha: float
+    records: Sequence[dict[str, Any]],
+    natural_ids: Collection[str],
+    alpha: float,
+    items: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Which subjects stand out: per subject, the verdict's three tests (``p_values``: alg1,
     rank, gap) on its items without a natural option order, their Bonferroni-combined p-value
@@ -196,7 +207,9 @@ def subject_summary(
         return None
     rows: list[dict[str, Any]] = []
     for subject, recs in sorted(groups.items()):
-        tested = [item_score_from_dict(r) for r in recs if r["id"] not in natural_ids]
+        kept = [r for r in recs if r["id"] not in natural_ids]
+        tested = [item_score_from_dict(r) for r in kept]
+        shared = _shared(kept, items or {})
         row: dict[str, Any] = {
             "subject": subject,
             "n_items": len(recs),
@@ -212,7 +225,7 @@ def subject_summary(
             "flagged": False,
         }
         if tested:
-            stats = summarize(tested, alpha=alpha).to_dict()
+            stats = summarize(tested, alpha=alpha, shared=shared).to_dict()
             ps = {k: (stats.get(k) or {}).get("p_value") for k in ("alg1", "rank", "gap")}
             computed = [p for p in ps.values() if p is not None]
             row.update(
@@ -222,7 +235,7 @@ def subject_summary(
                 gap_mean=(stats.get("gap") or {}).get("mean"),
                 p_values=ps,
                 p_value=min(1.0, len(computed) * min(computed)) if computed else None,
-                p_floor=subject_p_floor(tested, len(computed)) if computed else None,
+                p_floor=subject_p_floor(tested, len(computed), shared) if computed else None,
             )
         rows.append(row)
     tested_rows = [r for r in rows if r["p_value"] is not None]
@@ -255,11 +268,14 @@ def subject_summary(
     }
 
 
-def subject_p_floor(items: Sequence[PermutationItemScore], n_tests: int) -> float:
+def subject_p_floor(
+    items: Sequence[PermutationItemScore], n_tests: int, shared: Sequence[SharedOrders] = ()
+) -> float:
     """A lower bound on the combined p-value a subject's ``n_tests`` tests could reach on
     ``items``, whatever the model did: each test's most extreme outcome (every original order
     ranked first and leaked) has probability at least the product of 1/orders under H0, and
-    the combined p is the smallest times ``n_tests``. 0 (no bound) where the gap test is a
+    the combined p is the smallest times ``n_tests``; a group of items sharing one option list
+    in one order (``shared``) is one draw, one factor. 0 (no bound) where the gap test is a
     t-test (records without their log-probs), whose p has no floor.
 
     >>> from contamscope.detectors.permutation import score_item
@@ -269,7 +285,11 @@ def subject_p_floor(items: Sequence[PermutationItemScore], n_tests: int) -> floa
     """
     if not all(it.gap_null for it in items):
         return 0.0
-    return min(1.0, n_tests * math.prod(1.0 / it.n_orders for it in items))
+    once = {i for g in shared for i in (*g.members[1:], *g.left_out)}
+    return min(
+        1.0,
+        n_tests * math.prod(1.0 / it.n_orders for i, it in enumerate(items) if i not in once),
+    )
 
 
 def build_summary(
@@ -294,11 +314,11 @@ def build_summary(
     included = [r for r in records if not r.get("excluded")]
     excluded = Counter(r["excluded"].split(":")[0] for r in records if r.get("excluded"))
     scores = [item_score_from_dict(r) for r in included]
-    stats = summarize(scores, alpha=config.alpha).to_dict()
+    by_id = {it.id: it for it in loaded.items}
+    stats = summarize(scores, alpha=config.alpha, shared=_shared(included, by_id)).to_dict()
     if reference is not None:
         for key, measured in alg2_against_reference(scores, reference.scores).items():
             stats["alg2"][key]["reference"] = measured
-    by_id = {it.id: it for it in loaded.items}
     natural = natural_order_summary(included, by_id, config.alpha)
     natural["conventions"] = (
         conventions if conventions is not None else convention_summary(loaded.items)
@@ -334,7 +354,7 @@ def build_summary(
         "statistics": stats,
         "natural_order": natural,
         "verdict": verdict_dict(stats, natural),
-        "by_subject": subject_summary(included, set(natural["ids"]), config.alpha),
+        "by_subject": subject_summary(included, set(natural["ids"]), config.alpha, by_id),
         **(
             {"reference_run": reference_with_check(reference, included, by_id)} if reference else {}
         ),

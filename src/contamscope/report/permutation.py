@@ -284,9 +284,10 @@ def sections(run: RunData, options: ReportOptions) -> list[Section]:
 
 
 def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
-    from ..detectors.verdict import verdict
+    from ..detectors.verdict import shared_text, verdict
 
     signal, sentence = verdict(stats, run.summary.get("natural_order"))
+    shared = shared_text(stats, run.summary.get("natural_order"))
     cls = "none" if signal is None else ("signal" if signal else "clean")
     counts = run.summary.get("counts") or {}
     excl = ", ".join(f"{v} {esc(k)}" for k, v in (counts.get("excluded") or {}).items()) or "none"
@@ -298,7 +299,9 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         "item's original option order is exchangeable with its other orders. The column "
         "<i>expected under H0</i> is each statistic's false-positive rate: what a clean model "
         "shows. The verdict combines the three calibrated tests (Algorithm-1 excess, rank-test "
-        "count, mean gap) with a Bonferroni correction at 5% overall.</p>"
+        "count, mean gap) with a Bonferroni correction at 5% overall."
+        + (f" {esc(shared[0].upper() + shared[1:])}." if shared else "")
+        + "</p>"
     )
     if not stats.get("n_items"):
         return Section("verdict", "Verdict", head)
