@@ -304,3 +304,17 @@ def test_field_pairs_run_together_are_named() -> None:
         FieldMap.parse("question=q answer=a")
     with pytest.raises(ConfigError, match=r"--embedder /no/such/embedder: no such folder"):
         SentenceEmbedder("/no/such/embedder")
+
+
+def test_a_row_that_is_not_utf8_is_a_row_problem(qa_file: Path) -> None:
+    """One stray byte in a CAP JSON Lines file refused the whole file: that row is left out,
+    named, and the others read."""
+    lines = qa_file.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b"Costs", "Coûts".encode("latin-1"))
+    qa_file.write_bytes(b"\n".join(lines))
+    fields = CapFields.parse("input=question,output=answer,split=part")
+    data = load_cap(str(qa_file), ["train", "test"], fields=fields)
+    assert [len(data.splits[s].items) for s in ("train", "test")] == [2, 2]
+    assert [str(p) for p in data.problems] == [
+        f"{qa_file}:2: not UTF-8 text (byte 17 of the line); re-save the file as UTF-8"
+    ]

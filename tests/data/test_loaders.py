@@ -1205,3 +1205,47 @@ def test_a_compressed_file_is_named_as_one(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(GOOD_CSV.encode()))
     with pytest.raises(DataError, match="a gzip-compressed file, not text; unpack it first"):
         load_benchmark(str(path), format="mmlu-csv")
+
+
+def test_a_json_lines_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path) -> None:
+    """One stray byte in a JSON Lines file refused the whole file (QA): JSON Lines holds one
+    record a line, so that line is the row problem, named, and the other rows are read. A file
+    of mostly such lines (another encoding altogether) is still refused whole, as a CSV file
+    with one is (a quoted field may span lines there)."""
+    rows = [
+        b'{"question": "Q1?", "choices": ["a", "b", "c", "d"], "answer": 0}',
+        '{"question": "Café?", "choices": ["a", "b", "c", "d"], "answer": 0}'.encode("latin-1"),
+        b'{"question": "Q3?", "choices": ["a", "b", "c", "d"], "answer": 1}',
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    loaded = load_benchmark(str(path))
+    assert [it.question for it in loaded.items] == ["Q1?", "Q3?"]
+    assert [str(p) for p in loaded.problems] == [
+        f"{path}:2: not UTF-8 text (byte 18 of the line); re-save the file as UTF-8"
+    ]
+    with pytest.raises(DataError, match=r"mixed.jsonl:2: not UTF-8 text"):
+        load_benchmark(str(path), strict=True)
+    # the first line bad: the format is read from the next one
+    path.write_bytes(b"\n".join([rows[1], rows[0]]) + b"\n")
+    assert [it.question for it in load_benchmark(str(path)).items] == ["Q1?"]
+    path.write_bytes(b"\n".join([rows[1], rows[1], rows[0]]) + b"\n")
+    with pytest.raises(DataError) as err:
+        load_benchmark(str(path))
+    assert str(err.value) == f"{path}: not UTF-8 text (line 1, byte offset 17); re-save as UTF-8"
+
+
+def test_a_question_answer_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path) -> None:
+    from contamscope.data.qa import load_qa
+
+    path = tmp_path / "gsm_test.jsonl"
+    path.write_bytes(
+        b'{"question": "1+1?", "answer": "#### 2"}\n'
+        + '{"question": "Caf\u00e9 2+2?", "answer": "#### 4"}\n'.encode("cp1252")
+        + b'{"question": "3+3?", "answer": "#### 6"}\n'
+    )
+    loaded = load_qa(str(path))
+    assert [it.question for it in loaded.items] == ["1+1?", "3+3?"]
+    assert [str(p) for p in loaded.problems] == [
+        f"{path}:2: not UTF-8 text (byte 18 of the line); re-save the file as UTF-8"
+    ]

@@ -205,7 +205,7 @@ def _read(path: Path, digest: Any) -> str:
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
     digest.update(raw)
-    return decode_text(path, raw)
+    return decode_text(path, raw, by_line=path.suffix.lower() == ".jsonl")
 
 
 def _json_list(path: Path, text: str) -> list[Any]:

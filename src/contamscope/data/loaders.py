@@ -205,7 +205,7 @@ def _read_text(path: Path) -> tuple[bytes, str]:
         raw = path.read_bytes()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    text = decode_text(path, raw)
+    text = decode_text(path, raw, by_line=path.suffix.lower() == ".jsonl")
     return raw, text
 
 

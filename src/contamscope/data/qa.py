@@ -267,7 +267,7 @@ def load_qa(
         raw = path.read_bytes()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    text = decode_text(path, raw)
+    text = decode_text(path, raw, by_line=path.suffix.lower() == ".jsonl")
     fm = field_map or FieldMap()
     sink = Sink(strict=strict)
     is_csv = format == "qa-csv" or (format is None and table_suffix(path, text) == ".csv")

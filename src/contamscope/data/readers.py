@@ -77,11 +77,37 @@ _WIDE_BOMS = (
 )
 
 
-def decode_text(path: Path, raw: bytes) -> str:
+_BAD_LINE = "\udcff"
+"""Starts a JSON Lines line that was not UTF-8 (:func:`decode_text` with ``by_line``): strict
+UTF-8 decoding never yields a lone surrogate, so no line of a file can start with one."""
+
+
+def _decode_lines(raw: bytes) -> str | None:
+    """UTF-8 ``raw`` decoded line by line, each line that is not UTF-8 replaced by
+    :data:`_BAD_LINE` and the byte offset (within the line) of its first bad byte; None when
+    more than half of the non-blank lines are bad (a file in another encoding altogether)."""
+    out: list[str] = []
+    bad = blank = 0
+    for line in raw.split(b"\n"):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            out.append(f"{_BAD_LINE}{e.start}")
+            bad += 1
+        else:
+            blank += not line.strip()
+    return "\n".join(out) if 2 * bad <= len(out) - blank else None
+
+
+def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
     """A data file's bytes as text: UTF-8 (a leading BOM dropped), UTF-16 or UTF-32 with a
     byte-order mark (Excel's and Windows tools' 'Unicode' saves), else a one-line DataError
     naming the byte, or UTF-16 without a byte-order mark (which decodes as UTF-8 with a NUL
-    between every two ASCII letters). A compressed file or archive is named as one."""
+    between every two ASCII letters). A compressed file or archive is named as one.
+
+    ``by_line`` (JSON Lines, one record a line): a line that is not UTF-8 is kept as a marker
+    that :func:`json_object` reports as that row's problem, so the other rows are read (one
+    stray byte refused the whole file: QA); a file of mostly such lines is refused whole."""
     for magic, kind in _PACKED:
         if raw.startswith(magic):
             raise DataError(f"{path}: a {kind}, not text; unpack it first and give the file")
@@ -98,11 +124,14 @@ def decode_text(path: Path, raw: bytes) -> str:
     try:
         text = raw[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
-        at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
-        line = raw.count(b"\n", 0, at) + 1
-        raise DataError(
-            f"{path}: not UTF-8 text (line {line}, byte offset {at}); re-save as UTF-8"
-        ) from None
+        lines = _decode_lines(raw[skip:]) if by_line else None
+        if lines is None:
+            at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
+            line = raw.count(b"\n", 0, at) + 1
+            raise DataError(
+                f"{path}: not UTF-8 text (line {line}, byte offset {at}); re-save as UTF-8"
+            ) from None
+        text = lines
     head = raw[:4096]
     if head and head.count(0) > len(head) // 4:
         raise DataError(
@@ -296,6 +325,10 @@ def _text_problem(value: Any) -> str | None:
 def json_object(line: str) -> dict[str, Any]:
     """Parse one JSON Lines record; anything but a JSON object of readable text is a row
     problem."""
+    if line.startswith(_BAD_LINE):
+        raise RowError(
+            f"not UTF-8 text (byte {int(line[1:]) + 1} of the line); re-save the file as UTF-8"
+        )
     try:
         value = json.loads(line)
     except json.JSONDecodeError as e:
