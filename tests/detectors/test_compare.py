@@ -20,7 +20,9 @@ from contamscope.detectors.compare import (
     mcnemar,
     newcombe_interval,
     paired_auc_difference,
+    paired_p_floor,
     sign_flip_test,
+    signed_sum_test,
 )
 
 
@@ -318,3 +320,92 @@ def test_few_benchmark_items_among_many_references_get_the_swap_test_not_delong(
     big = paired_auc_difference(rng.normal(size=n), rng.normal(size=n), rng.normal(size=n),
                                 rng.normal(size=n))  # fmt: skip
     assert big["method"].startswith("DeLong") and big["z"] is not None
+
+
+def test_items_sharing_one_option_list_are_swapped_together() -> None:
+    """Five items with one option list, which B ranks alike and A does not favour: counted as
+    five independent pairs the three tests read 1/32 one-sided each; the five are one draw of
+    their published order, so swapping the models for all of them at once gives 1/2. Three
+    items of their own are pairs as before."""
+    from dataclasses import replace
+
+    group = [
+        PairedItem(f"g{i}", None, False, True, 0.3, 0.9, -0.5, 2.0 + i, group="red|green|blue")
+        for i in range(5)
+    ]
+    own = [PairedItem(f"o{i}", None, False, False, 0.5, 0.5, 0.0, 0.0) for i in range(3)]
+    plain = compare_pairs([replace(p, group=None) for p in group] + own)
+    assert plain["alg1"]["b_greater"] == pytest.approx(1 / 32)
+    assert plain["gap"]["b_greater"] == pytest.approx(1 / 32)
+    assert "shared_orders" not in plain and plain["p_floor"] == paired_p_floor(8, 3)
+    grouped = compare_pairs(group + own)
+    for key in ("alg1", "share", "gap"):
+        assert grouped[key]["b_greater"] == pytest.approx(0.5), key
+    assert grouped["alg1"]["method"] == "sign flip of groups (exact)"
+    # the counts and differences are the items' own
+    assert (grouped["alg1"]["b_only"], grouped["gap"]["difference"]) == (
+        5,
+        plain["gap"]["difference"],
+    )
+    assert grouped["shared_orders"]["n_items"] == 5 and grouped["p_floor"] == paired_p_floor(4, 3)
+
+
+def test_the_groups_mcnemar_test_equals_enumerating_every_swap() -> None:
+    """signed_sum_test against all 2^k swaps of k groups' net counts (B only minus A only),
+    and against the exact McNemar test when every group is one item."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        nets = rng.integers(-3, 4, size=int(rng.integers(1, 9))).tolist()
+        observed = sum(nets)
+        sums = [
+            sum(s * x for s, x in zip(signs, nets, strict=True))
+            for signs in itertools.product((1, -1), repeat=len(nets))
+        ]
+        got = signed_sum_test(nets)
+        assert got["b_greater"] == pytest.approx(np.mean([x >= observed for x in sums]))
+        assert got["a_greater"] == pytest.approx(np.mean([x <= observed for x in sums]))
+    for b_only, a_only in ((5, 0), (7, 3), (2, 9), (0, 0)):
+        want = mcnemar(b_only, a_only)
+        got = signed_sum_test([1] * b_only + [-1] * a_only)
+        assert (got["b_greater"], got["a_greater"]) == pytest.approx(
+            (want["b_greater"], want["a_greater"])
+        )
+
+
+def test_groups_sharing_one_option_list_keep_the_comparison_at_its_level() -> None:
+    """Simulated clean pairs of runs: 6 groups of 10 items on one option list each; each model
+    has its own taste for the arrangements of a group's options (rho 0.9 of an item's values),
+    the same for both models in law, so H0 holds. Counted as 60 independent pairs the verdict
+    says the models differ in far more than 5% of runs; swapping each group at once, within
+    5% (3 standard errors)."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(5)
+    runs = 150
+    hits = np.zeros(2)
+    for _ in range(runs):
+        pairs = []
+        for g in range(6):
+            fa, fb = rng.normal(size=24), rng.normal(size=24)
+            for i in range(10):
+                a = math.sqrt(0.9) * fa + math.sqrt(0.1) * rng.normal(size=24)
+                b = math.sqrt(0.9) * fb + math.sqrt(0.1) * rng.normal(size=24)
+                pairs.append(
+                    PairedItem(
+                        f"g{g}-{i}",
+                        None,
+                        bool(a[0] > a[1:].max()),
+                        bool(b[0] > b[1:].max()),
+                        beaten_share(a),
+                        beaten_share(b),
+                        float(a[0] - a[1:].mean()),
+                        float(b[0] - b[1:].mean()),
+                        group=f"list{g}",
+                    )
+                )
+        plain = compare_pairs([replace(p, group=None) for p in pairs])["p_value"]
+        grouped = compare_pairs(pairs)["p_value"]
+        hits += [plain <= 0.05, grouped <= 0.05]
+    rates = hits / runs
+    assert rates[0] > 0.15
+    assert rates[1] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from contamscope.detectors.permutation import Algorithm1, Algorithm2, score_item
 from contamscope.detectors.shared import SharedOrders, count_sf, shared_orders
 from contamscope.detectors.stats import summarize
 from contamscope.detectors.verdict import shared_text, verdict_p_value
+from contamscope.pipeline.compare import compare_runs
 from contamscope.pipeline.permutation_summary import subject_p_floor
 
 
@@ -240,3 +242,26 @@ def test_a_run_counts_items_with_one_option_list_once(
     assert rep.returncode == 0, rep.stderr
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "5 items share one option list in one order: the tests count them as one draw" in html
+    # comparing two models on these items swaps them for the five at once: B, a copy whose
+    # records favour the published order of the five, differs from A by one draw, not five
+    other = tmp_path / "run-b"
+    shutil.copytree(out, other)
+    lines = (other / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    edited = []
+    for line in lines:
+        rec = json.loads(line)
+        if rec.get("logprobs") and rec["prefix"].startswith("Which colour"):
+            rec["logprobs"][0] = max(rec["logprobs"]) + 1.0
+            rec.update(alg1=True, gap=rec["gap"] + 3.0)
+        edited.append(json.dumps(rec))
+    (other / "items.jsonl").write_text("\n".join(edited) + "\n", encoding="utf-8")
+    result = compare_runs(out, other)
+    stats = result["statistics"]
+    assert stats["shared_orders"]["n_items"] == 5
+    assert stats["gap"]["b_greater"] == pytest.approx(0.5)
+    assert stats["alg1"]["method"] == "sign flip of groups (exact)"
+    res = run_cli("compare", str(out), str(other), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "5 paired items share one option list in one order: the tests swap the models" in (
+        " ".join(res.stdout.split())
+    )

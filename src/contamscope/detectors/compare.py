@@ -48,6 +48,7 @@ __all__ = [
     "paired_p_floor",
     "random_bits",
     "sign_flip_test",
+    "signed_sum_test",
 ]
 
 COMPARE_NULL = (
@@ -98,6 +99,45 @@ class PairedItem:
     share_b: float
     gap_a: float
     gap_b: float
+    group: str | None = None
+    """The item's option list in its published order (as the run's template renders it,
+    whitespace and case aside): items with the same one are one draw of that order
+    (docs/statistics.md, "Items that share one option list"); None: shares nothing."""
+
+
+def signed_sum_test(values: Sequence[int]) -> dict[str, Any]:
+    """Exact sign-flip test of a sum of integers: under H0 each value is as likely negated.
+    The McNemar test of groups: a group's value is its items flagged by B only less those by
+    A only, and swapping the two models for the group negates it. Enumerates the sum's
+    distribution by convolution, at any number of values.
+
+    >>> signed_sum_test([1, 1, 1, 1, 1])["b_greater"] == mcnemar(5, 0)["b_greater"]
+    True
+    """
+    v = [abs(int(x)) for x in values if x]
+    observed = int(sum(int(x) for x in values))
+    total = sum(v)
+    pmf = np.zeros(2 * total + 1)
+    pmf[total] = 1.0  # index = sum + total
+    for x in v:
+        pmf = 0.5 * (np.roll(pmf, x) + np.roll(pmf, -x))
+    ge = float(min(1.0, pmf[observed + total :].sum()))
+    le = float(min(1.0, pmf[: observed + total + 1].sum()))
+    return _sided(ge, le, "sign flip of groups (exact)", 2 ** len(v))
+
+
+def _units(pairs: Sequence[PairedItem]) -> list[list[int]] | None:
+    """The pairs grouped into independent draws: one list per shared option list (two or
+    more items), one per other item; None when no two items share one."""
+    by: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        if p.group is not None:
+            by.setdefault(p.group, []).append(i)
+    shared = [g for g in by.values() if len(g) > 1]
+    if not shared:
+        return None
+    grouped = {i for g in shared for i in g}
+    return shared + [[i] for i in range(len(pairs)) if i not in grouped]
 
 
 def mcnemar(b_only: int, a_only: int) -> dict[str, float]:
@@ -223,11 +263,14 @@ def _mean_ci(d: NDArray[np.float64]) -> list[float] | None:
 
 
 def paired_difference(
-    a: Sequence[float] | NDArray[Any], b: Sequence[float] | NDArray[Any]
+    a: Sequence[float] | NDArray[Any],
+    b: Sequence[float] | NDArray[Any],
+    units: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """A value measured on the same items under A and under B (``a[i]``, ``b[i]``: item i):
     the means, the mean difference B - A with its t interval, and :func:`sign_flip_test` of the
-    differences.
+    differences, summed per unit of ``units`` (items that are one draw, swapped together)
+    where given.
 
     >>> r = paired_difference([0.0, 0.1, 0.2], [1.0, 1.2, 1.1])
     >>> round(r["difference"], 3), r["b_greater"]
@@ -243,7 +286,7 @@ def paired_difference(
         "difference": float(d.mean()),
         "ci": _mean_ci(d),
         "ci_method": "t interval of the mean difference",
-        **sign_flip_test(d),
+        **sign_flip_test(d if units is None else np.array([d[list(u)].sum() for u in units])),
     }
 
 
@@ -289,7 +332,13 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
     b1 = np.array([p.alg1_b for p in pairs], dtype=bool)
     both, b_only = int(np.sum(a1 & b1)), int(np.sum(b1 & ~a1))
     a_only, neither = int(np.sum(a1 & ~b1)), int(np.sum(~a1 & ~b1))
-    test = mcnemar(b_only, a_only)
+    units = _units(pairs)
+    test = (
+        mcnemar(b_only, a_only)
+        if units is None
+        else signed_sum_test([int(b1[u].sum()) - int(a1[u].sum()) for u in units])
+    )
+    test.pop("n_resamples", None)  # by convolution: no assignments drawn
     out["alg1"] = {
         "a": float(a1.mean()),
         "b": float(b1.mean()),
@@ -301,13 +350,15 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
         "b_only": b_only,
         "a_only": a_only,
         "neither": neither,
-        **test,
         "method": "McNemar (exact binomial)",
+        **test,
         "ci_method": "Newcombe hybrid score (method 10)",
     }
     for key in ("share", "gap"):
         out[key] = paired_difference(
-            [getattr(p, f"{key}_a") for p in pairs], [getattr(p, f"{key}_b") for p in pairs]
+            [getattr(p, f"{key}_a") for p in pairs],
+            [getattr(p, f"{key}_b") for p in pairs],
+            units,
         )
     ci = out["share"]["ci"]
     if ci is not None:  # a share lies in [0, 1], so a difference of shares in [-1, 1]
@@ -315,7 +366,16 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
     smallest = min(STATISTICS, key=lambda k: out[k]["two_sided"])
     p = min(1.0, len(STATISTICS) * out[smallest]["two_sided"])
     out["p_value"] = p
-    out["p_floor"] = paired_p_floor(n, len(STATISTICS))
+    out["p_floor"] = paired_p_floor(n if units is None else len(units), len(STATISTICS))
+    if units is not None:
+        shared = [u for u in units if len(u) > 1]
+        out["shared_orders"] = {
+            "null_hypothesis": "items with the same options in the same published order are "
+            "one draw of that order: the two models are swapped for all of them at once",
+            "n_groups": len(shared),
+            "n_items": sum(len(u) for u in shared),
+            "largest": max(len(u) for u in shared),
+        }
     out["smallest"] = smallest
     out["direction"] = leaning(out[smallest]) if p <= alpha else "none"
     return out

@@ -19,7 +19,6 @@ from ..detectors.compare import (
     beaten_share,
     compare_pairs,
     leaning,
-    paired_p_floor,
 )
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
@@ -114,7 +113,17 @@ def _pair(ra: dict[str, Any], rb: dict[str, Any]) -> PairedItem:
         share_b=beaten_share(rb["logprobs"]),
         gap_a=float(ra["gap"]),
         gap_b=float(rb["gap"]),
+        group=_option_list(ra),
     )
+
+
+def _option_list(record: dict[str, Any]) -> str | None:
+    """The item's options in their published order, as the run's template renders them
+    (whitespace and case aside): items with the same one are one draw of that order."""
+    conts = record.get("continuations")
+    if not isinstance(conts, list) or not conts or not isinstance(conts[0], str):
+        return None
+    return " ".join(conts[0].split()).casefold()
 
 
 def _natural_ids(run: RunData) -> set[str]:
@@ -175,6 +184,7 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
                 "share_difference": res["share"]["difference"],
                 "gap_difference": res["gap"]["difference"],
                 "p_value": res["p_value"],
+                "p_floor": res["p_floor"],
                 "toward": leaning(res[res["smallest"]]),
             }
         )
@@ -192,7 +202,7 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
         "flagged": [r["subject"] for r in rows if r["flagged"]],
         "n_tested": len(rows),
         # q >= p >= the floor: a subject whose floor exceeds the level cannot be flagged
-        "n_too_few_items": sum(paired_p_floor(r["n_items"], 3) > SUBJECT_LEVEL for r in rows),
+        "n_too_few_items": sum(r["p_floor"] > SUBJECT_LEVEL for r in rows),
     }
 
 

@@ -183,6 +183,17 @@ def note_lines(result: dict[str, Any]) -> list[str]:
                 "by subject (Benjamini-Hochberg, 5% false discoveries): none of "
                 f"{len(subj['rows'])} subjects differs{few}"
             )
+    block = (wn if wn and wn.get("n_items") else result["statistics"]).get("shared_orders")
+    if block:
+        n, g = block["n_items"], block["n_groups"]
+        out.append(
+            f"{n} paired items share one option list in one order: the tests swap the models "
+            f"for all of them at once, one draw of its published order"
+            if g == 1
+            else f"{n} paired items share an option list in one order with another ({g} lists, "
+            f"up to {block['largest']} items each): the tests swap the models for each list's "
+            "items at once, one draw of its published order"
+        )
     items, a1 = result["items"], result["statistics"]["alg1"]
     out += one_side_lines(
         {"B": items["alg1_b_only"], "A": items["alg1_a_only"]},
