@@ -348,6 +348,12 @@ def test_items_sharing_one_option_list_are_swapped_together() -> None:
         plain["gap"]["difference"],
     )
     assert grouped["shared_orders"]["n_items"] == 5 and grouped["p_floor"] == paired_p_floor(4, 3)
+    # the intervals count a list once too: counted as 8 pairs the Algorithm-1 interval
+    # excluded 0 beside p = 1 (QA); one cluster per list, it is wide (4 clusters)
+    assert plain["alg1"]["ci"][0] > 0
+    for key in ("alg1", "share", "gap"):
+        ci = grouped[key]["ci"]
+        assert ci[0] < 0 < ci[1] and grouped[key]["ci_method"].startswith("cluster-robust"), key
 
 
 def test_the_groups_mcnemar_test_equals_enumerating_every_swap() -> None:

@@ -200,7 +200,28 @@ def test_an_item_scored_under_other_sampled_orders_is_left_out() -> None:
     scores = [_score(r["logprobs"], 6) for r in records]
     out = summarize(scores, shared=[group]).to_dict()
     assert out["n_items"] == 2 and out["shared_orders"]["n_left_out"] == 2
-    assert "2 items scored under other sampled orders" in shared_text(out)
+    assert "leave out the 2 scored under other sampled orders" in shared_text(out)
+    # by subject: a subject's tests read the items not left out, and it says so
+    from types import SimpleNamespace
+
+    from contamscope.pipeline.permutation_summary import subject_summary
+
+    recs = [r | score_item(r["logprobs"], n_options=6, exhaustive=False, alg2=FOREST).to_dict()
+            for r in records]  # fmt: skip
+    recs = [r | {"subject": "s1"} for r in recs] + [
+        {**recs[0], "id": "z", "subject": "s2"},
+    ]
+    items = {k: SimpleNamespace(options=v) for k, v in opts.items()} | {
+        "z": SimpleNamespace(options=list("zyxwvu"))
+    }
+    block = subject_summary(recs, set(), 0.05, items)
+    assert block is not None
+    row = next(r for r in block["subjects"] if r["subject"] == "s1")
+    assert (row["n_items"], row["n_tested"]) == (4, 2)
+    # the largest set of items scored under one set of orders is the one relabelled (the
+    # first item's alone left out both others: QA)
+    (group,) = shared_orders(records[1:], opts)
+    assert (group.members, group.left_out) == ((1, 2), (0,))
 
 
 def test_the_smallest_reachable_p_counts_a_group_once() -> None:
@@ -262,6 +283,8 @@ def test_a_run_counts_items_with_one_option_list_once(
     assert stats["alg1"]["method"] == "sign flip of groups (exact)"
     res = run_cli("compare", str(out), str(other), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "5 paired items share one option list in one order: the tests swap the models" in (
-        " ".join(res.stdout.split())
-    )
+    assert (
+        "5 paired items share one option list in one order, one draw of its published order: "
+        "the tests swap the two models for all of them at once"
+    ) in " ".join(res.stdout.split())
+    assert "sign flip of lists: 5 B only" in res.stdout

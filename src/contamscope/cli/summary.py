@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from ..detectors.verdict import (
+    counted_items,
     few_items_text,
     p_text,
     pct_text,
@@ -15,7 +16,7 @@ from ..detectors.verdict import (
     verdict,
     verdict_tests,
 )
-from ..wording import all_of, plural
+from ..wording import plural
 from .common import console, styled
 
 __all__ = ["print_permutation_summary", "verdict"]
@@ -60,8 +61,7 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
         return
     natural = summary.get("natural_order")
     scope = (
-        f"; {all_of(stats['n_items'], 'analysed item')}, naturally ordered ones included, as "
-        "in the paper"
+        f"; {counted_items(stats)}, naturally ordered ones included, as in the paper"
         if natural and natural.get("n_items")
         else ""
     )

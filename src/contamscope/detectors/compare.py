@@ -37,6 +37,7 @@ __all__ = [
     "GAP_NULL",
     "PairedItem",
     "beaten_share",
+    "cluster_ci",
     "compare_aucs",
     "compare_gaps",
     "compare_pairs",
@@ -262,6 +263,31 @@ def _mean_ci(d: NDArray[np.float64]) -> list[float] | None:
     return [m - half, m + half]
 
 
+CLUSTER_CI = "cluster-robust t interval of the mean difference (a shared option list one cluster)"
+"""How the intervals are computed where some paired items share one option list."""
+
+
+def cluster_ci(d: NDArray[np.float64], units: Sequence[Sequence[int]]) -> list[float] | None:
+    """Two-sided 95% interval of the mean of ``d`` when the items of a unit of ``units`` are
+    not independent: the cluster-robust (CR1) variance of the mean, sum over units of their
+    summed residuals squared / n^2 x G / (G - 1), with a t quantile of G - 1 degrees of
+    freedom; None with fewer than 2 units or no variance. Approximate, as the t intervals are.
+
+    >>> [round(x, 3) for x in cluster_ci(np.array([1.0, 1.0, 0.0, 2.0]), [[0, 1], [2], [3]])]
+    [-0.863, 2.863]
+    """
+    n, g = d.size, len(units)
+    if g < 2:
+        return None
+    m = float(d.mean())
+    resid = np.array([float((d[list(u)] - m).sum()) for u in units])
+    if not np.any(resid):
+        return None
+    var = float((resid**2).sum()) / n**2 * g / (g - 1)
+    half = float(sps.t.ppf(0.975, g - 1)) * math.sqrt(var)
+    return [m - half, m + half]
+
+
 def paired_difference(
     a: Sequence[float] | NDArray[Any],
     b: Sequence[float] | NDArray[Any],
@@ -284,8 +310,8 @@ def paired_difference(
         "a": float(va.mean()),
         "b": float(vb.mean()),
         "difference": float(d.mean()),
-        "ci": _mean_ci(d),
-        "ci_method": "t interval of the mean difference",
+        "ci": _mean_ci(d) if units is None else cluster_ci(d, units),
+        "ci_method": "t interval of the mean difference" if units is None else CLUSTER_CI,
         **sign_flip_test(d if units is None else np.array([d[list(u)].sum() for u in units])),
     }
 
@@ -345,14 +371,18 @@ def compare_pairs(pairs: Sequence[PairedItem], alpha: float = 0.05) -> dict[str,
         "a_count": int(a1.sum()),
         "b_count": int(b1.sum()),
         "difference": float(b1.mean() - a1.mean()),
-        "ci": list(newcombe_interval(both, b_only, a_only, neither)),
+        "ci": (
+            list(newcombe_interval(both, b_only, a_only, neither))
+            if units is None
+            else cluster_ci(b1.astype(np.float64) - a1.astype(np.float64), units)
+        ),
         "both": both,
         "b_only": b_only,
         "a_only": a_only,
         "neither": neither,
         "method": "McNemar (exact binomial)",
         **test,
-        "ci_method": "Newcombe hybrid score (method 10)",
+        "ci_method": "Newcombe hybrid score (method 10)" if units is None else CLUSTER_CI,
     }
     for key in ("share", "gap"):
         out[key] = paired_difference(

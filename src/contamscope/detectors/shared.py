@@ -48,13 +48,15 @@ class SharedOrders:
     """Items that share one option list in one published order."""
 
     members: tuple[int, ...]
-    """Indices, into the items summarised, of the group's items (at least two)."""
+    """Indices, into the items summarised, of the group's items relabelled together (two or
+    more, unless others of the list are ``left_out``)."""
     logprobs: NDArray[np.float64]
     """One row per member, one column per order, the columns aligned (the same arrangement of
     the shared options in every row); column 0 is the published order."""
     left_out: tuple[int, ...] = ()
-    """Indices of items of the group scored under other orders (Monte Carlo samples drawn per
-    item), which cannot be relabelled with the rest: left out of the dataset tests."""
+    """Indices of items of the group scored under other orders than ``members`` (Monte Carlo
+    samples drawn per item), which cannot be relabelled with them: left out of the dataset
+    tests, their counts and rates too."""
 
     def gap_null(self) -> NDArray[np.float64]:
         """The group's summed gap under each relabelling (index 0: observed)."""
@@ -140,19 +142,18 @@ def shared_orders(
     for members in by_key.values():
         if len(members) < 2:
             continue
-        first = [tuple(o) for o in records[members[0]]["orders"]]
-        rows: list[list[float]] = []
-        joint: list[int] = []
-        left: list[int] = []
+        # the members scored under one set of orders are relabelled together: the largest
+        # such set (all of them, unless Monte Carlo orders were drawn per item)
+        sets: dict[frozenset[tuple[int, ...]], list[int]] = {}
         for i in members:
+            sets.setdefault(frozenset(tuple(o) for o in records[i]["orders"]), []).append(i)
+        joint = max(sets.values(), key=len)
+        left = tuple(i for i in members if i not in joint)
+        first = [tuple(o) for o in records[joint[0]]["orders"]]
+        rows = []
+        for i in joint:
             column = {tuple(o): j for j, o in enumerate(records[i]["orders"])}
-            if len(column) != len(first) or any(o not in column for o in first):
-                left.append(i)
-                continue
             lp = records[i]["logprobs"]
             rows.append([float(lp[column[o]]) for o in first])
-            joint.append(i)
-        if len(joint) < 2 and not left:
-            continue
-        out.append(SharedOrders(tuple(joint), np.array(rows, dtype=np.float64), tuple(left)))
+        out.append(SharedOrders(tuple(joint), np.array(rows, dtype=np.float64), left))
     return out

@@ -13,6 +13,7 @@ from ..wording import all_of, plural
 __all__ = [
     "VERDICT_ALPHA",
     "conventions_text",
+    "counted_items",
     "few_items_text",
     "p_text",
     "pct_text",
@@ -168,28 +169,50 @@ def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) ->
     >>> shared_text({"shared_orders": {"n_items": 5, "n_groups": 1, "largest": 5, "n_left_out": 0}})
     '5 items share one option list in one order: the tests count them as one draw of its published order, not as 5'
     """
+    scope = ""
     if natural and natural.get("n_items"):
         stats = natural.get("statistics_without") or {}
+        scope = "of the items the verdict tests, "
     block = stats.get("shared_orders")
     if not block:
         return ""
-    n, g = block["n_items"], block["n_groups"]
-    text = (
-        f"{n} items share one option list in one order: the tests count them as one draw of its "
-        f"published order, not as {n}"
-        if g == 1
-        else f"{n:,} items share an option list in one order with another item ({g:,} lists, "
-        f"up to {block['largest']} items each): the tests count each list as one draw of its "
-        "published order"
-    )
-    left = block.get("n_left_out") or 0
-    if left:
-        text += (
-            f"; {plural(left, 'item')} scored under other sampled orders than the rest of "
-            f"{'its' if left == 1 else 'their'} list cannot be counted with it and "
-            f"{'is' if left == 1 else 'are'} left out"
+    n, g, left = block["n_items"], block["n_groups"], block.get("n_left_out") or 0
+    if g == 1:
+        text = f"{n} items share one option list in one order: the tests count " + (
+            f"them as one draw of its published order, not as {n}"
+            if not left
+            else f"{n - left} of them as one draw of its published order and leave out the "
+            f"{left} scored under other sampled orders, from the counts too"
         )
-    return text
+    else:
+        text = (
+            f"{n:,} items share an option list in one order with another item ({g:,} lists, "
+            f"up to {block['largest']} items each): the tests count each list as one draw of "
+            "its published order"
+        )
+        if left:
+            text += (
+                f"; {plural(left, 'item')} scored under other sampled orders than the rest of "
+                f"{'its' if left == 1 else 'their'} list {'is' if left == 1 else 'are'} left "
+                "out of the tests and of the counts"
+            )
+    return scope + text
+
+
+def counted_items(stats: dict[str, Any]) -> str:
+    """``all 15 analysed items``, or where some were left out of the tests (items of a shared
+    option list scored under other sampled orders), how many the statistics read.
+
+    >>> counted_items({"n_items": 4, "shared_orders": {"n_left_out": 2}})
+    '4 analysed items (2 more left out: scored under other sampled orders than the rest of their option list)'
+    """
+    left = (stats.get("shared_orders") or {}).get("n_left_out") or 0
+    if not left:
+        return all_of(stats["n_items"], "analysed item")
+    return (
+        f"{plural(stats['n_items'], 'analysed item')} ({left} more left out: scored under other "
+        f"sampled orders than the rest of {'its' if left == 1 else 'their'} option list)"
+    )
 
 
 def few_items_text(block: dict[str, Any]) -> str:

@@ -229,6 +229,7 @@ def subject_summary(
             ps = {k: (stats.get(k) or {}).get("p_value") for k in ("alg1", "rank", "gap")}
             computed = [p for p in ps.values() if p is not None]
             row.update(
+                n_tested=stats["n_items"],  # less any left out of the tests (shared lists)
                 alg1_rate=stats["alg1"]["rate"],
                 alg1_chance=stats["alg1"]["chance"],
                 rank_rate=stats["rank"]["rate"],
@@ -261,8 +262,9 @@ def subject_summary(
         "n_flagged": sum(r["flagged"] for r in rows),
         "n_too_few_items": len(too_few),
         "p_floor": "the smallest p-value the subject's tests could give on its items, whatever "
-        "the model did: the number of tests times the product of 1/orders over its items (a "
-        "subject above the level cannot be flagged, however its items rank)",
+        "the model did: the number of tests times the product of 1/orders over its items, "
+        "items sharing one option list in one order counted once (a subject above the level "
+        "cannot be flagged, however its items rank)",
         "n_without_subject": sum(1 for r in records if not r.get("subject")),
         "subjects": rows,
     }

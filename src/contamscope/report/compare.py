@@ -56,7 +56,8 @@ def rows(stats: dict[str, Any]) -> list[list[str]]:
             _signed(a1["difference"], True),
             _ci(a1["ci"], True),
             p_text(a1["two_sided"]),
-            f"McNemar: {a1['b_only']} B only, {a1['a_only']} A only",
+            f"{'McNemar' if a1['method'].startswith('McNemar') else 'sign flip of lists'}: "
+            f"{a1['b_only']} B only, {a1['a_only']} A only",
         ],
         [
             "Share of other orders the original beats",
@@ -183,16 +184,16 @@ def note_lines(result: dict[str, Any]) -> list[str]:
                 "by subject (Benjamini-Hochberg, 5% false discoveries): none of "
                 f"{len(subj['rows'])} subjects differs{few}"
             )
-    block = (wn if wn and wn.get("n_items") else result["statistics"]).get("shared_orders")
+    block = result["statistics"].get("shared_orders")
     if block:
         n, g = block["n_items"], block["n_groups"]
         out.append(
-            f"{n} paired items share one option list in one order: the tests swap the models "
-            f"for all of them at once, one draw of its published order"
+            f"{n} paired items share one option list in one order, one draw of its published "
+            "order: the tests swap the two models for all of them at once"
             if g == 1
             else f"{n} paired items share an option list in one order with another ({g} lists, "
-            f"up to {block['largest']} items each): the tests swap the models for each list's "
-            "items at once, one draw of its published order"
+            f"up to {block['largest']} items each), each list one draw of its published order: "
+            "the tests swap the two models for a list's items at once"
         )
     items, a1 = result["items"], result["statistics"]["alg1"]
     out += one_side_lines(
@@ -313,11 +314,17 @@ def compare_html(result: dict[str, Any], page_size: int = 50) -> str:
     """The whole comparison as one self-contained HTML document."""
     a, b, c = result["a"], result["b"], result["counts"]
     items = result.get("paired_items") or []
+    grouped = "shared_orders" in result["statistics"]
     verdict = verdict_section(
         result,
-        "Tests: McNemar's exact test for Algorithm 1, sign-flip randomization tests for the share "
-        "of orders beaten and the gap; two-sided; the verdict's p is the smallest times 3 "
-        "(Bonferroni).",
+        (
+            "Tests: an exact sign flip of each shared option list's net count (items flagged by "
+            "B only less those by A only; McNemar's test where no list is shared) for Algorithm 1"
+            if grouped
+            else "Tests: McNemar's exact test for Algorithm 1"
+        )
+        + ", sign-flip randomization tests for the share of orders beaten and the gap; "
+        "two-sided; the verdict's p is the smallest times 3 (Bonferroni).",
     )
     sections = [
         verdict,

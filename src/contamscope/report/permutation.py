@@ -14,7 +14,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..detectors.verdict import conventions_text, few_items_text, verdict_p_value
+from ..detectors.verdict import (
+    conventions_text,
+    counted_items,
+    few_items_text,
+    verdict_p_value,
+)
 from ..errors import DataError
 from ..wording import all_of, plural, pp_text
 from .html import (
@@ -454,7 +459,7 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
     )
     reasons = ", ".join(f"{esc(k)}: {v}" for k, v in (natural.get("reasons") or {}).items())
     out = (
-        f'<p class="note">The table counts {all_of(stats["n_items"], "analysed item")}, as the paper '
+        f'<p class="note">The table counts {esc(counted_items(stats))}, as the paper '
         f"does. The verdict sets aside {natural['n_items']} with a natural option order "
         f"({reasons}), for which H0 fails without any leak: {shown}.</p>"
     )
