@@ -33,8 +33,10 @@ from contamscope.pipeline import PermutationConfig, run_permutation, select_item
 from contamscope.store import RunDir, ScoreCache
 
 
-def tiny_model(folder: Path) -> str:
-    """A 2-layer random-weight Llama with the SmolLM2 tokenizer (as in tests/conftest.py)."""
+def tiny_model(folder: Path, *, embed_std: float | None = None, max_positions: int = 512) -> str:
+    """A 2-layer random-weight Llama with the SmolLM2 tokenizer (as in tests/conftest.py);
+    ``embed_std``: its embeddings drawn N(0, embed_std^2) (the tests' 1.0 makes log-probs vary
+    a lot between texts)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -50,10 +52,14 @@ def tiny_model(folder: Path) -> str:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
     )
-    LlamaForCausalLM(cfg).save_pretrained(folder)
+    model = LlamaForCausalLM(cfg)
+    if embed_std is not None:
+        with torch.no_grad():
+            model.model.embed_tokens.weight.normal_(0, embed_std)
+    model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return f"hf:{folder}"
 

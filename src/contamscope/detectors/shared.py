@@ -99,18 +99,13 @@ def count_sf(k: int, single: NDArray[np.float64], groups: Sequence[NDArray[np.fl
     >>> round(count_sf(1, np.array([0.5]), [np.array([0.5, 0.0, 0.5])]), 6)
     0.75
     """
-    from contamscope.detectors.stats import _poisson_binomial_pmf
+    from contamscope.detectors.stats import _poisson_binomial_pmf, convolve_all
 
     inner = single[(single > 0.0) & (single < 1.0)]
     sure = int(np.count_nonzero(single >= 1.0))
-    pmfs = [_poisson_binomial_pmf(inner)] + [np.asarray(g, dtype=np.float64) for g in groups]
-    while len(pmfs) > 1:
-        pmfs.sort(key=len)
-        merged = [np.convolve(pmfs[i], pmfs[i + 1]) for i in range(0, len(pmfs) - 1, 2)]
-        if len(pmfs) % 2:
-            merged.append(pmfs[-1])
-        pmfs = merged
-    pmf = np.clip(pmfs[0], 0.0, None)
+    pmf = convolve_all(
+        [_poisson_binomial_pmf(inner)] + [np.asarray(g, dtype=np.float64) for g in groups]
+    )
     rest = k - sure
     if rest <= 0:
         return 1.0

@@ -144,6 +144,13 @@ def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:
         else np.asarray(_sps().binom.pmf(np.arange(c + 1), c, v), dtype=np.float64)
         for v, c in zip(values.tolist(), counts.tolist(), strict=True)
     ]
+    return convolve_all(pmfs)
+
+
+def convolve_all(pmfs: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    """The pmf of a sum of independent counts with pmfs ``pmfs`` (each indexed from 0),
+    convolved pairwise in a balanced tree, shortest first; all terms are non-negative, so tails
+    keep full relative precision (no FFT). No pmf: the sum is 0."""
     if not pmfs:
         return np.ones(1)
     while len(pmfs) > 1:
