@@ -576,16 +576,8 @@ def _gap_test(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Ga
 def _alg2_summary(
     items: Sequence[PermutationItemScore], delta: float, shared: _Shared = ()
 ) -> Alg2DeltaSummary:
-    if shared:  # the groups' members, re-indexed among the items that carry this threshold
-        keep = [i for i, it in enumerate(items) if delta in it.alg2_flags]
-        new = {old: j for j, old in enumerate(keep)}
-        shared = tuple(
-            SharedOrders(
-                tuple(new[i] for i in g.members if i in new),
-                g.logprobs[[i in new for i in g.members]],
-            )
-            for g in shared
-        )
+    # the groups' members, re-indexed among the items that carry this threshold
+    shared = _restricted(shared, [i for i, it in enumerate(items) if delta in it.alg2_flags])
     use = [it for it in items if delta in it.alg2_flags]
     n = len(use)
     k = sum(it.alg2_flags[delta] for it in use)
@@ -650,9 +642,9 @@ def summarize(
     shared_block = _shared_block(shared)
     if any(g.left_out for g in shared):  # scored under other orders: cannot be relabelled
         out = {i for g in shared for i in g.left_out}
-        new = {old: j for j, old in enumerate(i for i in range(len(items)) if i not in out)}
-        items = [it for i, it in enumerate(items) if i not in out]
-        shared = tuple(SharedOrders(tuple(new[i] for i in g.members), g.logprobs) for g in shared)
+        keep = [i for i in range(len(items)) if i not in out]
+        items = [items[i] for i in keep]
+        shared = _restricted(shared, keep)
     shared = tuple(g for g in shared if len(g.members) > 1)
     if deltas is None:
         wanted = sorted({d for it in items for d in it.alg2_flags})
@@ -670,6 +662,19 @@ def summarize(
         gap=_gap_test(items, shared),
         alg2=alg2,
         shared=shared_block,
+    )
+
+
+def _restricted(shared: _Shared, keep: Sequence[int]) -> tuple[SharedOrders, ...]:
+    """``shared`` among the items ``keep`` (indices, in order): members re-indexed, members
+    not kept dropped with their rows."""
+    new = {old: j for j, old in enumerate(keep)}
+    return tuple(
+        SharedOrders(
+            tuple(new[i] for i in g.members if i in new),
+            g.logprobs[[i in new for i in g.members]],
+        )
+        for g in shared
     )
 
 
