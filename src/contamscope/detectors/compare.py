@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats as sps
 
-from contamscope.detectors.stats import wilson_interval
+from contamscope.detectors.stats import cluster_ci, wilson_interval
 
 __all__ = [
     "AUC_NULL",
@@ -261,27 +261,6 @@ def _mean_ci(d: NDArray[np.float64]) -> list[float] | None:
 
 CLUSTER_CI = "cluster-robust t interval of the mean difference (a shared option list one cluster)"
 """How the intervals are computed where some paired items share one option list."""
-
-
-def cluster_ci(d: NDArray[np.float64], units: Sequence[Sequence[int]]) -> list[float] | None:
-    """Two-sided 95% interval of the mean of ``d`` when the items of a unit of ``units`` are
-    not independent: the cluster-robust (CR1) variance of the mean, sum over units of their
-    summed residuals squared / n^2 x G / (G - 1), with a t quantile of G - 1 degrees of
-    freedom; None with fewer than 2 units or no variance. Approximate, as the t intervals are.
-
-    >>> [round(x, 3) for x in cluster_ci(np.array([1.0, 1.0, 0.0, 2.0]), [[0, 1], [2], [3]])]
-    [-0.863, 2.863]
-    """
-    n, g = d.size, len(units)
-    if g < 2:
-        return None
-    m = float(d.mean())
-    resid = np.array([float((d[list(u)] - m).sum()) for u in units])
-    if not np.any(resid):
-        return None
-    var = float((resid**2).sum()) / n**2 * g / (g - 1)
-    half = float(sps.t.ppf(0.975, g - 1)) * math.sqrt(var)
-    return [m - half, m + half]
 
 
 def paired_difference(

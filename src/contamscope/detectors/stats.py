@@ -40,6 +40,8 @@ __all__ = [
     "summarize",
     "wilson_interval",
     "exact_interval",
+    "cluster_ci",
+    "clustered_interval",
     "expanded_tail",
 ]
 
@@ -53,6 +55,13 @@ UNANCHORED_NULL_NOTE = (
 _EPS = 1e-9  # tolerance for p <= alpha and floor(alpha * N) with floats
 
 _Shared = Sequence[SharedOrders]
+
+SHARED_INTERVALS = (
+    "each shared list one cluster: the rates' intervals are Korn and Graubard's Clopper-Pearson "
+    "on the effective number of items, the mean gap's a cluster-robust t interval"
+)
+"""How the intervals count items that share one option list (summary.json's
+``shared_orders.intervals``)."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -128,6 +137,80 @@ def expanded_tail(n: int, level: float = 0.95) -> float:
     """
     t = _sps().t.ppf(1 - (1 - level) / 2, n - 1)
     return float(_sps().norm.sf(math.sqrt(n / (n - 1)) * t))
+
+
+def _unit_residuals(x: NDArray[np.float64], units: Sequence[Sequence[int]]) -> NDArray[np.float64]:
+    """Per unit of ``units`` (indices into ``x``, every item in one), its items' summed
+    residuals from the mean of ``x``."""
+    m = float(x.mean())
+    return np.array([float((x[list(u)] - m).sum()) for u in units], dtype=np.float64)
+
+
+def cluster_ci(d: NDArray[np.float64], units: Sequence[Sequence[int]]) -> list[float] | None:
+    """Two-sided 95% interval of the mean of ``d`` when the items of a unit of ``units`` are
+    not independent: the cluster-robust (CR1) variance of the mean, sum over units of their
+    summed residuals squared / n^2 x G / (G - 1), with a t quantile of G - 1 degrees of
+    freedom; None with fewer than 2 units or no variance. Approximate, as the t intervals are;
+    with every unit one item it is the t interval.
+
+    >>> [round(x, 3) for x in cluster_ci(np.array([1.0, 1.0, 0.0, 2.0]), [[0, 1], [2], [3]])]
+    [-0.863, 2.863]
+    """
+    n, g = d.size, len(units)
+    if g < 2:
+        return None
+    resid = _unit_residuals(d, units)
+    if not np.any(resid):
+        return None
+    var = float((resid**2).sum()) / n**2 * g / (g - 1)
+    half = float(_sps().t.ppf(0.975, g - 1)) * math.sqrt(var)
+    m = float(d.mean())
+    return [m - half, m + half]
+
+
+def clustered_interval(
+    flags: Sequence[bool] | NDArray[Any], units: Sequence[Sequence[int]], conf: float = 0.95
+) -> tuple[float, float]:
+    """Interval of the share of ``flags`` that are true when the items of a unit of ``units``
+    (indices, every item in one) are not independent: Korn and Graubard's (1998) Clopper-Pearson
+    interval on an effective number of items, ``n / deff`` times ``(t_{n-1} / t_{G-1})^2`` for
+    G units, where the design effect ``deff`` is the cluster-robust variance of the share over
+    the variance counting items as independent (both with their ``m / (m - 1)`` factor), taken
+    as at least 1 so that grouping never narrows the interval. Where no item or every item is
+    flagged there is no variance to measure ``deff`` by, and the effective number is G (each
+    unit one item). With every unit one item it is :func:`exact_interval`; with one unit (every
+    item one draw) it is [0, 1]. Approximate where units hold several items, as any interval
+    from a few units is (simulated coverage in docs/statistics.md).
+
+    >>> clustered_interval([1, 0, 0, 0], [[0], [1], [2], [3]]) == exact_interval(1, 4)
+    True
+    >>> [round(x, 3) for x in clustered_interval([1, 1, 1, 0, 0, 0, 0, 0], [[0, 1, 2], [3], [4], [5], [6], [7]])]
+    [0.012, 0.928]
+    >>> [round(x, 3) for x in exact_interval(3, 8)]
+    [0.085, 0.755]
+    """
+    y = np.asarray(flags, dtype=np.float64)
+    n, g = int(y.size), len(units)
+    k = int(round(float(y.sum())))
+    if g == n:  # no unit holds two items
+        return exact_interval(k, n, conf)
+    _check_proportion(k, n, conf)
+    if g < 2:
+        return 0.0, 1.0
+    p = k / n
+    tail = (1.0 - conf) / 2.0
+    if 0 < k < n:
+        items = float(((y - p) ** 2).sum()) * n / (n - 1)
+        grouped = float((_unit_residuals(y, units) ** 2).sum()) * g / (g - 1)
+        deff = max(1.0, grouped / items)
+        df_ratio = float(_sps().t.ppf(1.0 - tail, n - 1) / _sps().t.ppf(1.0 - tail, g - 1)) ** 2
+        m = n / deff * df_ratio
+    else:  # no variance to measure the design effect by: each unit counts as one item
+        m = float(g)
+    x = p * m
+    lo = 0.0 if k == 0 else float(_sps().beta.ppf(tail, x, m - x + 1))
+    hi = 1.0 if k == n else float(_sps().beta.ppf(1.0 - tail, x + 1, m - x))
+    return lo, hi
 
 
 def _poisson_binomial_pmf(probs: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -210,7 +293,9 @@ class Alg1Summary:
     rate: float
     """``count / n_items`` (the paper's leaderboard number)."""
     rate_ci: tuple[float, float]
-    """Clopper-Pearson 95% interval of ``rate`` (:func:`exact_interval`)."""
+    """Clopper-Pearson 95% interval of ``rate`` (:func:`exact_interval`); with items sharing
+    one option list, Korn and Graubard's on the effective number of items
+    (:func:`clustered_interval`)."""
     chance: float
     """Mean of ``1/N_i``: the paper's reference level (1/24 for four options, all orders).
 
@@ -225,7 +310,7 @@ class Alg1Summary:
     excess: float
     """``rate - null_expected``: share of items flagged beyond chance."""
     excess_ci: tuple[float, float]
-    """Clopper-Pearson 95% interval of ``rate`` minus ``null_expected``."""
+    """``rate_ci`` minus ``null_expected``."""
 
 
 @dataclass(frozen=True)
@@ -243,7 +328,7 @@ class RankSummary:
     rate: float
     """``count / n_items``."""
     rate_ci: tuple[float, float]
-    """Clopper-Pearson 95% interval of ``rate``."""
+    """95% interval of ``rate``, as :attr:`Alg1Summary.rate_ci`."""
     expected: float
     """Rate expected under H0: mean of ``floor(alpha * N_i) / N_i`` (exact without ties, an upper
     bound with ties). For 24 orders and alpha=0.05 this is 1/24, not 0.05."""
@@ -262,9 +347,9 @@ class GapTest:
     mean: float | None
     """Mean gap (nats)."""
     ci: tuple[float, float] | None
-    """Two-sided 95% t interval of the mean gap: approximate, it covers less than 95% with few
-    items or long-tailed log-probs (the p-value is exact); None for one item or identical
-    gaps."""
+    """Two-sided 95% t interval of the mean gap (cluster-robust, :func:`cluster_ci`, with items
+    sharing one option list): approximate, it covers less than 95% with few items or
+    long-tailed log-probs (the p-value is exact); None for one item or identical gaps."""
     t: float | None
     """t statistic."""
     p_value: float | None
@@ -295,7 +380,7 @@ class Alg2DeltaSummary:
     rate: float | None
     """Paper flag rate (the leaderboard number for scenario b)."""
     rate_ci: tuple[float, float] | None
-    """Clopper-Pearson 95% interval of ``rate``."""
+    """95% interval of ``rate``, as :attr:`Alg1Summary.rate_ci`."""
     anchored_count: int
     """Items flagged AND whose maximum is the original order."""
     anchored_rate: float | None
@@ -419,12 +504,27 @@ def _grouped_sf(
     return count_sf(k, single, [group_count_pmf(indicators(g)) for g in shared])
 
 
+def _units(n: int, shared: _Shared) -> list[list[int]]:
+    """The independent draws among ``n`` items: each group of ``shared`` one, every other item
+    one."""
+    grouped = {i for g in shared for i in g.members}
+    return [list(g.members) for g in shared] + [[i] for i in range(n) if i not in grouped]
+
+
+def _rate_interval(flags: Sequence[bool], shared: _Shared) -> tuple[float, float]:
+    """95% interval of the share of ``flags`` that are true: Clopper-Pearson, or with groups
+    in ``shared`` (each one draw) :func:`clustered_interval`."""
+    if not shared:
+        return exact_interval(int(sum(flags)), len(flags))
+    return clustered_interval(np.asarray(flags, dtype=bool), _units(len(flags), shared))
+
+
 def _alg1_summary(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Alg1Summary:
     n = len(items)
     k = sum(it.alg1 for it in items)
     null = np.array([it.alg1_null for it in items], dtype=np.float64)
     expected = float(null.mean())
-    lo, hi = exact_interval(k, n)
+    lo, hi = _rate_interval([it.alg1 for it in items], shared)
 
     def fires(g: SharedOrders) -> NDArray[np.bool_]:
         # a tied maximum fires only where the item's own null says ties count (ties="leaked")
@@ -457,7 +557,7 @@ def _rank_summary(
         mean_p_value_null=float(np.mean((n_orders + 1.0) / (2.0 * n_orders))),
         count=k,
         rate=k / n,
-        rate_ci=exact_interval(k, n),
+        rate_ci=_rate_interval(list(p <= alpha + _EPS), shared),
         expected=float(levels.mean()),
         p_value=_grouped_sf(k, levels, shared, lambda g: g.rank_indicators(alpha)),
     )
@@ -536,7 +636,8 @@ def _gap_test(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Ga
     it anti-conservative at thousands of items (simulated: 21% of clean data sets at p <= 0.05
     with 200 items, 14% with 2,000). The one-sided t-test remains only for records without
     their log-probs, and is undefined there for one item or identical gaps. The 95% CI is the
-    t interval (approximate, see docs/statistics.md; None for one item or identical gaps).
+    t interval, cluster-robust where ``shared`` has groups (approximate, see
+    docs/statistics.md; None for one item or identical gaps).
     Items of one group in ``shared`` are relabelled together: the group's summed gap under each
     of its orders is one term of the sum.
     """
@@ -555,8 +656,13 @@ def _gap_test(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Ga
     )
     if undefined is None:
         res = _sps().ttest_1samp(g, 0.0, alternative="greater")
-        half = float(_sps().t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
-        ci, t = (mean - half, mean + half), _none_if_nan(float(res.statistic))
+        if shared:  # a group's items are one draw: cluster-robust
+            c = cluster_ci(g, _units(n, shared))
+            ci = None if c is None else (c[0], c[1])
+        else:
+            half = float(_sps().t.ppf(0.975, n - 1)) * float(g.std(ddof=1)) / math.sqrt(n)
+            ci = (mean - half, mean + half)
+        t = _none_if_nan(float(res.statistic))
     if all(it.gap_null for it in items):  # defined for any number of items, any variance
         grouped = {i for g in shared for i in g.members}
         nulls = [
@@ -590,7 +696,7 @@ def _alg2_summary(
         n_items=n,
         count=k,
         rate=k / n,
-        rate_ci=exact_interval(k, n),
+        rate_ci=_rate_interval([it.alg2_flags[delta] for it in use], shared),
         anchored_count=ka,
         anchored_rate=ka / n,
         anchored_null_expected=float(null.mean()),
@@ -689,6 +795,7 @@ def _shared_block(shared: _Shared) -> dict[str, Any] | None:
         "n_items": sum(sizes),
         "largest": max(sizes),
         "n_left_out": sum(len(g.left_out) for g in shared),
+        "intervals": SHARED_INTERVALS,
     }
 
 
