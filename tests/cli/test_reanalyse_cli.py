@@ -55,7 +55,9 @@ def test_a_moved_benchmark_is_named_and_found_with_benchmark(tmp_path: Path, run
     res = run_cli("reanalyse", str(run), "--alpha", "0.1", cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "toy_test.csv: no such file" in res.stderr
-    assert "--benchmark says where it is now" in res.stderr
+    assert (
+        "read its benchmark from there; give --benchmark PATH where the file is now" in res.stderr
+    )
     res = run_cli("reanalyse", str(run), "--alpha", "0.1", "--benchmark", str(moved), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads((run / "summary.json").read_text())["config"]["alpha"] == 0.1

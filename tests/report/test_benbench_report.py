@@ -244,7 +244,11 @@ def test_card_update_keeps_the_developers_answers_and_says_what_it_drops(
         args = [a for r in runs for a in ("--run", str(r))]
         return CliRunner().invoke(app, ["card", *args, "--out", str(out), *extra])
 
-    assert card(bb, mem).exit_code == 0
+    assert card(bb, mem, extra=("--model-name", "My model")).exit_code == 0
+    # the runs are named relative to the card (a card published with them keeps its links)
+    first = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert {c["run"] for c in first["checks"] + first["other_checks"]} == {"bb", "mem"}
+    assert str(tmp_path) not in out.read_text(encoding="utf-8")
     (first_key, first_q), (second_key, _) = DEVELOPER_FIELDS[0], DEVELOPER_FIELDS[1]
     text = out.read_text(encoding="utf-8")
     assert text.count("answer: _not stated_") == len(DEVELOPER_FIELDS)
@@ -260,11 +264,13 @@ def test_card_update_keeps_the_developers_answers_and_says_what_it_drops(
     assert r.exit_code == 0, r.output
     said = " ".join(r.output.split())
     assert f"kept the developer's 2 answers from {out}" in said
+    assert f"kept the model name 'My model' from {out}" in said  # not given again
     assert (
         "also had Membership test (against unseen references): bench_test.csv: not on the card now"
         in said
     )
     new = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert new["model"] == "My model"
     assert new["developer_fields"][first_key] == "no"
     assert new["developer_fields"][second_key] == "pre-training, test split excluded"
     assert not new["other_checks"]

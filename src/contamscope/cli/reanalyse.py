@@ -341,7 +341,8 @@ def _permutation(run_dir: Path, given: dict[str, Any], stored: dict[str, Any]) -
         if given["benchmark"] is not None:
             raise
         raise DataError(
-            f"{exc} (the benchmark {run_dir} was run on; --benchmark says where it is now)"
+            f"{exc} (the run {run_dir} read its benchmark from there; give --benchmark PATH "
+            "where the file is now)"
         ) from None
     list_skipped(loaded.problems)
     with console.status("analysing the stored scores ..."):

@@ -24,7 +24,7 @@ import typer
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from ..executors.base import ClusterTooSmall
 from ..store.run import REPLACE_HINT
-from ..wording import first_few, plural
+from ..wording import first_few, md_cell, plural
 
 if TYPE_CHECKING:
     from ..report.leaderboard import BaselineComparison
@@ -843,7 +843,10 @@ def _compare_with_baseline(
                 page=f"compare/{j.run_dir.name}.html",
             )
         )
-    head = f"# Compared with the baseline {baseline}\n\n{comparisons_note(rows)}\n\n"
+    head = (
+        f"# Compared with the baseline {md_cell(baseline)}\n\n"
+        f"{comparisons_note(rows, markdown=True)}\n\n"
+    )
     write_text_atomic(out / "compare.md", head + comparisons_markdown(rows))
     console.print(f"comparisons: {out / 'compare.md'} and {out / 'compare'}/", highlight=False)
     return rows

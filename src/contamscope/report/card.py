@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -132,9 +133,27 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
     return path.resolve(), summary, method
 
 
-def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def run_name(run: Path, base: Path | str | None) -> str:
+    """A run folder as a card names it: relative to the card's folder ``base`` (absolute
+    where there is none, or no relative path, as between drives).
+
+    >>> run_name(Path("/w/runs/a"), "/w/cards"), run_name(Path("/w/runs/a"), None)
+    ('../runs/a', '/w/runs/a')
+    """
+    if base is None:
+        return str(run)
+    try:
+        return Path(os.path.relpath(run, Path(base).resolve())).as_posix()
+    except ValueError:
+        return str(run)
+
+
+def _other_check(
+    path: Path, s: dict[str, Any], where: str
+) -> tuple[dict[str, Any] | None, str | None]:
     """One run of another method as a card row (its leaderboard estimate) and a note when its
-    number may mislead, or no row and a note saying why it has none."""
+    number may mislead, or no row and a note saying why it has none (``where``: the run folder
+    as the card names it)."""
     from .methods import method_module, unranked_reason
     from .rundata import RunData
 
@@ -148,10 +167,11 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
     bench = run.benchmark + (f" ({first_few(subjects)})" if subjects else "")
     if est is None or est.value is None:
         why = unranked_reason(module, run)
-        return None, f"{bench} ({module.TITLE}, {path.parent}): no estimate: {why}"
+        return None, f"{bench} ({module.TITLE}, {where}): no estimate: {why}"
     return {
         "method": module.TITLE,
         "benchmark": bench,
+        "content_hash": _content_hash(s),
         "statistic": est.statistic,
         "value": est.value,
         "ci": list(est.ci) if est.ci else None,
@@ -160,9 +180,17 @@ def _other_check(path: Path, s: dict[str, Any]) -> tuple[dict[str, Any] | None, 
         "percent": est.percent,
         "text": est.text(),
         "legend": est.legend,
-        "run": str(path.parent),
+        "run": where,
         "run_created": s.get("created"),
-    }, _note(f"{bench} ({module.TITLE}, {path.parent})", est)
+    }, _note(f"{bench} ({module.TITLE}, {where})", est)
+
+
+def _content_hash(s: dict[str, Any]) -> str | None:
+    """The SHA-256 of the benchmark a run read, as its summary records it (None where it
+    does not)."""
+    b = s.get("benchmark")
+    h = b.get("content_hash") if isinstance(b, dict) else None
+    return h if isinstance(h, str) else None
 
 
 def _note(who: str, est: Any) -> str | None:
@@ -177,9 +205,10 @@ def _note(who: str, est: Any) -> str | None:
     return f"{who}: {'; '.join(parts)}" if parts else None
 
 
-def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The card's rows of one run and notes about them; a summary without a field the card
-    needs is a DataError naming the run, not a KeyError."""
+def _checks(path: Path, s: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The card's rows of one run and notes about them (``where``: the run folder as the card
+    names it); a summary without a field the card needs is a DataError naming the run, not a
+    KeyError."""
     notes: list[str] = []
     try:
         splits = s["statistics"]["splits"]
@@ -202,7 +231,7 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                     else f"give the paraphrases with {give}, or --paraphraser"
                 )
                 notes.append(  # (it said -r, the test split's option, for the train split too)
-                    f"{b['source']} ({split}, {path.parent}): no item has a usable paraphrase, so "
+                    f"{b['source']} ({split}, {where}): no item has a usable paraphrase, so "
                     f"no signal ({how})"
                 )
             rows.append(
@@ -245,20 +274,20 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                     },
                     "n": s["config"]["n"],
                     "model_fingerprint": s["model"].get("fingerprint"),
-                    "run": str(path.parent),
+                    "run": where,
                     "run_created": s.get("created"),
                 }
             )
             if PRIMARY in idle[split]:  # as the report's verdict and the leaderboard say
                 notes.append(
-                    f"{b['source']} ({split}, {path.parent}): Delta of exact n-gram accuracy "
+                    f"{b['source']} ({split}, {where}): Delta of exact n-gram accuracy "
                     f"inconclusive: {NO_HITS}; its p-value is not counted among the card's tests"
                 )
         dtt = s["statistics"].get("delta_train_test")
         if dtt and all(v["value"] is None for v in dtt.values()):
             notes.append(  # (the card wrote the section's heading over an empty table)
                 f"{s['benchmark']['train']['source']} / {s['benchmark']['test']['source']} "
-                f"({path.parent}): train vs test not compared (a split has no item with a "
+                f"({where}): train vs test not compared (a split has no item with a "
                 "usable paraphrase)"
             )
         elif dtt:
@@ -268,7 +297,7 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
                     "train_benchmark": s["benchmark"]["train"]["source"],
                     "split": "train - test",
                     "n": s["config"]["n"],
-                    "run": str(path.parent),
+                    "run": where,
                     "delta_train_test": {
                         k: {
                             "value": v["value"],
@@ -290,11 +319,15 @@ def _checks(path: Path, s: dict[str, Any]) -> tuple[list[dict[str, Any]], list[s
     return rows, notes
 
 
-def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dict[str, Any]:
+def build_card(
+    runs: Sequence[Path | str], model_name: str | None = None, base: Path | str | None = None
+) -> dict[str, Any]:
     """The card as a dict: the model, the checks per benchmark split (and train - test), notes,
     and the empty developer fields. One model (by fingerprint: the same spec in another dtype
     is another set of numbers); a run given twice counts once; two runs checking the same
-    split of the same benchmark with the same references are refused (one row each, which?)."""
+    split of the same benchmark with the same references are refused (one row each, which?).
+    ``base``: the folder the card is written to; run folders are named relative to it (a card
+    published with its runs keeps working links, and tells no one the local folders)."""
     if not runs:
         raise ConfigError("--run: give at least one run folder")
     read: dict[Path, dict[str, Any]] = {}
@@ -321,12 +354,13 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
     notes: list[str] = []
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
+        where = run_name(path.parent, base)
         if methods[path] != "benbench":
-            row, note = _other_check(path, s)
+            row, note = _other_check(path, s, where)
             others += [row] if row is not None else []
             notes += [note] if note is not None else []
             continue
-        rows, said = _checks(path, s)
+        rows, said = _checks(path, s, where)
         notes += said
         for row in rows:
             if "delta_train_test" in row:
@@ -336,10 +370,10 @@ def build_card(runs: Sequence[Path | str], model_name: str | None = None) -> dic
                 key = (row["split"], row["content_hash"], refs, row["n"])
             if key in seen:
                 raise ConfigError(
-                    f"--run: {seen[key]} and {path.parent} both check the {row['split']} "
+                    f"--run: {seen[key]} and {where} both check the {row['split']} "
                     f"split of {row['benchmark']} with the same references; give one of them"
                 )
-            seen[key] = str(path.parent)
+            seen[key] = where
             checks.append(row)
     spec = next(iter(models.values()))
     shown = [  # the p-values the Markdown shows: perplexity and exact accuracy per split, and
@@ -617,9 +651,14 @@ def write_card(
         raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
     check_output_file(out)
     check_output_file(out.with_suffix(".json"))
-    card = build_card(runs, model_name)
+    card = build_card(runs, model_name, base=out.parent)
     old = None if overwrite else _refuse_other_card(out, card)
     if old is not None:  # this model's card, updated: the developer's answers are kept
+        named = old.get("model")
+        if model_name is None and isinstance(named, str) and named != old.get("model_spec"):
+            card["model"] = named  # a --model-name given before, not again
+            if said is not None:
+                said.append(f"kept the model name {named!r} from {out} (--model-name changes it)")
         kept = _answers(out, old)
         card["developer_fields"].update(kept)
         if kept and said is not None:

@@ -5,13 +5,14 @@ share of orders beaten, histogram of gap differences), the subjects and an item 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..detectors.verdict import few_items_text, p_text, pct_text
 from ..paths import write_text_atomic
-from ..wording import plural, pp_text
+from ..wording import md_cell, plural, pp_text
 from .html import Column, Section, Table, esc, page
 from .plots import BASE, HIGHLIGHT, difference_bins, figure, legend_outside, to_svg
 
@@ -204,8 +205,16 @@ def note_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def _md(x: str) -> str:
-    return x.replace("|", "\\|")
+def md_code(x: str) -> str:
+    """``x`` as a Markdown code span (no HTML is read inside one), fenced with more backticks
+    than any run of them in ``x``.
+
+    >>> md_code("hf:a`b<c>")
+    '``hf:a`b<c>``'
+    """
+    fence = "`" * (max((len(m) for m in re.findall("`+", x)), default=0) + 1)
+    pad = " " if x.startswith("`") or x.endswith("`") else ""
+    return f"{fence}{pad}{x}{pad}{fence}"
 
 
 def markdown_document(result: dict[str, Any], title: str, facts: list[str]) -> str:
@@ -216,19 +225,19 @@ def markdown_document(result: dict[str, Any], title: str, facts: list[str]) -> s
     out = [
         f"# {title}",
         "",
-        f"- A: `{_md(a['model'])}` ({_md(a['run'])})",
-        f"- B: `{_md(b['model'])}` ({_md(b['run'])})",
-        *(f"- {_md(x)}" for x in facts),
+        f"- A: {md_code(a['model'])} ({md_cell(a['run'])})",
+        f"- B: {md_code(b['model'])} ({md_cell(b['run'])})",
+        *(f"- {md_cell(x)}" for x in facts),
         f"- H0: {result['null_hypothesis']}",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    out += ["| " + " | ".join(_md(x) for x in row) + " |" for row in body]
+    out += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in body]
     out.append("")
-    out += [f"{_md(line)}  " for line in notes]
+    out += [f"{md_cell(line)}  " for line in notes]
     v = result["verdict"]
-    out += ["", f"**{v['label']}**: {_md(v['text'])}", ""]
+    out += ["", f"**{v['label']}**: {md_cell(v['text'])}", ""]
     return "\n".join(out)
 
 

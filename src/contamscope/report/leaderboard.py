@@ -122,19 +122,22 @@ def comparisons_markdown(rows: Sequence[BaselineComparison], links: bool = False
     link, for a page that sits beside the comparison pages' folder)."""
     lines = [COMPARE_HEADER, "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for r in rows:
-        page_cell = f"[{r.page}]({r.page})" if links else r.page
+        page = md_cell(r.page)
+        page_cell = f"[{page}]({r.page})" if links else page
         lines.append(
-            f"| {r.model} | {r.benchmark} | {r.items} | {r.alg1_difference:+.1%} | "
-            f"{r.gap_difference:+.3f} | {r.p_value:.3g} | {r.p_holm:.3g} | {r.verdict} | "
-            f"{page_cell} |"
+            f"| {md_cell(r.model)} | {md_cell(r.benchmark)} | {r.items} | "
+            f"{r.alg1_difference:+.1%} | {r.gap_difference:+.3f} | {r.p_value:.3g} | "
+            f"{r.p_holm:.3g} | {md_cell(r.verdict)} | {page_cell} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def comparisons_note(rows: Sequence[BaselineComparison]) -> str:
-    """What the comparison table tests, in one paragraph."""
+def comparisons_note(rows: Sequence[BaselineComparison], markdown: bool = False) -> str:
+    """What the comparison table tests, in one paragraph (``markdown``: the baseline's name
+    escaped for Markdown)."""
+    baseline = md_cell(rows[0].baseline) if markdown else rows[0].baseline
     return (
-        f"Each model (B) against the baseline (A), {rows[0].baseline}, on the same items (those "
+        f"Each model (B) against the baseline (A), {baseline}, on the same items (those "
         "without a natural option order, as each comparison's own verdict and page): is B "
         "more drawn to the published option orders? H0: on every item the two models are "
         "equally drawn to the published order. p: the smallest of three paired tests x 3; "
@@ -565,7 +568,7 @@ def to_markdown(
     lines.extend(f"- left out: {md_cell(str(x))}" for x in left_out)
     if comparisons:
         lines += ["", f"## Compared with the baseline {md_cell(comparisons[0].baseline)}", ""]
-        lines += [comparisons_note(comparisons), ""]
+        lines += [comparisons_note(comparisons, markdown=True), ""]
         return "\n".join(lines) + "\n" + comparisons_markdown(comparisons, links=True)
     return "\n".join(lines) + "\n"
 
