@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from contamscope.detectors.cap import (
     Comparison,
+    adjust_for_family,
     compare_splits,
     holm,
     jaccard,
@@ -249,7 +251,7 @@ def test_a_split_with_no_right_and_no_consistent_answer_is_inconclusive() -> Non
     some = ([1.0] * 5 + [0.0] * 5, [1.0] * 8 + [0.0] * 2)
     z = split_score(*blank)
     comp = compare_splits("train", "test", blank, blank, z, z, n_boot=200)
-    assert (comp.pcr_diff, comp.ci_low, comp.ci_high) == (0.0, 0.0, 0.0)
+    assert comp.pcr_diff == 0.0 and math.isnan(comp.ci_low) and math.isnan(comp.ci_high)
     assert comp.verdict == "inconclusive" and "M = C = 0 on train and test" in comp.reasoning
     one = compare_splits("train", "test", some, blank, split_score(*some), z, n_boot=200)
     assert one.verdict == "inconclusive" and "M = C = 0 on test (" in one.reasoning
@@ -296,7 +298,7 @@ def test_few_items_cannot_name_a_split_and_the_p_value_holds_its_level() -> None
         split_score([0.0], [1.0]),
         n_boot=500,
     )
-    assert one.ci_low == one.ci_high and one.p_value > 0.4
+    assert math.isnan(one.ci_low) and math.isnan(one.ci_high) and one.p_value > 0.4
     assert one.verdict == "no evidence" and "permutation test does not reject" in one.reasoning
     # clean splits of 3 items (continuous M and C from one distribution): size <= 5%
     rng = np.random.default_rng(7)
@@ -401,3 +403,28 @@ def test_excess_comparison_level_blank_splits_and_family() -> None:
         n_boot=500,
     )
     assert fam[0].excess_verdict == "inconclusive" and fam[0].excess_p_adjusted is not None
+
+
+def test_a_zero_width_interval_is_not_given_and_the_permutation_test_decides() -> None:
+    """One item per split, or splits whose items all read alike: every resample gives the same
+    difference. The interval "[+0.9901, +0.9901]" read as a precise measurement (interval QA);
+    now there is none, and the verdict rests on the permutation test, which 1 item per split
+    cannot pass and 10 clearly separated items per split can."""
+
+    def cmp(ref: tuple[list[int], list[int]], oth: tuple[list[int], list[int]]) -> Any:
+        return compare_splits("train", "test", ref, oth, split_score(*ref), split_score(*oth))
+
+    one = cmp(([1], [0]), ([0], [1])).to_dict()
+    assert one["pcr_diff"] > 0.9 and one["p_value"] > 0.5
+    assert (one["ci_low"], one["ci_high"], one["excess_ci_low"]) == (None, None, None)
+    assert one["verdict"] == one["excess_verdict"] == "no evidence"
+    assert "no interval" in one["reasoning"] and "[+0.9901" not in one["reasoning"]
+    ten = cmp(([1] * 10, [0] * 10), ([0] * 10, [1] * 10)).to_dict()
+    assert ten["ci_low"] is None and ten["p_value"] < 0.01
+    assert ten["verdict"] == ten["excess_verdict"] == "fine-tuned on train"
+    # two splits of one model in a family of three: Holm's adjustment keeps the rule
+    fam = adjust_for_family(
+        [cmp(([1] * 10, [0] * 10), ([0] * 10, [1] * 10)), cmp(([1], [0]), ([0], [1]))],
+        n_boot=2000,
+    )
+    assert [c.verdict for c in fam] == ["fine-tuned on train", "no evidence"]

@@ -373,6 +373,14 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return "-" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
+def _ci_text(low: Any, high: Any, diff: Any) -> str:
+    """A comparison's interval; none where the difference is defined but every resample gave
+    it (a zero-width interval would read as a precise measurement)."""
+    if low is None and isinstance(diff, float) and diff == diff:
+        return "no 95% CI (every resample alike)"
+    return f"95% CI [{_fmt(low)}, {_fmt(high)}]"
+
+
 def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
     """Terminal table: M, C, PCR and baselines per split, then the comparisons and verdict."""
     a = summary["analysis"]
@@ -404,8 +412,9 @@ def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
         console.print(t)
         for c in st["comparisons"]:
             console.print(
-                f"  PCR_{c['reference']} - PCR_{c['other']} = {_fmt(c['pcr_diff'])}  95% CI "
-                f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]  p = {_fmt(c['p_value'], 3)}"
+                f"  PCR_{c['reference']} - PCR_{c['other']} = {_fmt(c['pcr_diff'])}  "
+                f"{_ci_text(c['ci_low'], c['ci_high'], c['pcr_diff'])}  "
+                f"p = {_fmt(c['p_value'], 3)}"
                 + (
                     ""
                     if c.get("p_adjusted") is None
@@ -420,7 +429,7 @@ def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
                 adj = c.get("excess_p_adjusted")
                 console.print(
                     f"  (M-C)_{c['reference']} - (M-C)_{c['other']} = {_fmt(c['excess_diff'])}  "
-                    f"95% CI [{_fmt(c['excess_ci_low'])}, {_fmt(c['excess_ci_high'])}]  "
+                    f"{_ci_text(c['excess_ci_low'], c['excess_ci_high'], c['excess_diff'])}  "
                     f"p = {_fmt(c['excess_p_value'], 3)}"
                     + ("" if adj is None else f" (Holm-adjusted {_fmt(adj, 3)})")
                     + f"  (beyond the paper: no tanh ceiling) -> {c['excess_verdict']}",

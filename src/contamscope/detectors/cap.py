@@ -399,8 +399,10 @@ def excess_verdict(
     >>> excess_verdict("train", "test", -0.6, -0.9, -0.3, 0.002)
     'contaminated by test'
     """
-    if not all(math.isfinite(x) for x in (diff, low, high, p)):
+    if not all(math.isfinite(x) for x in (diff, p)):
         return "inconclusive"
+    if not (math.isfinite(low) and math.isfinite(high)):  # no interval (every resample alike):
+        low = high = diff  # the permutation test decides
     if p <= VERDICT_LEVEL and low > 0:
         return f"fine-tuned on {reference}"
     if p <= VERDICT_LEVEL and high < 0:
@@ -538,7 +540,20 @@ def verdict(
             f"{span}: M = C = 0 on {' and '.join(blank)} (no right and no consistent answer: "
             "unmapped or empty answers?), whose PCR is then a constant"
         )
-    if not (diff == diff and low == low):
+    if diff == diff and low != low and p_value is not None and p_value == p_value:
+        # no interval, every resample alike (each split's items read alike): the permutation
+        # test decides, as it must anyway
+        span = (
+            f"PCR_{reference} - PCR_{other} = {diff:+.4f} (no interval: every bootstrap "
+            "resample gave this difference, as each split's items read alike)"
+        )
+        low = high = diff
+        if not p_value <= VERDICT_LEVEL:
+            return "no evidence", (
+                f"{span}; the split-label permutation test does not reject equal exposure "
+                f"(p = {p_value:.3g} > {VERDICT_LEVEL})"
+            )
+    elif not (diff == diff and low == low):
         return "inconclusive", (
             f"{span}: undefined (a split without analysed items, or, with --pcr-alpha 0, "
             "without consistent items)"
@@ -614,13 +629,13 @@ def compare_splits(
             np.random.default_rng(seed), np.r_[rm, om], np.r_[rc, oc], len(rm), n_boot
         )
         if len(d):
-            low, high = (float(x) for x in np.quantile(d, [tail, 1 - tail]))
+            low, high = _spread(np.quantile(d, [tail, 1 - tail]))
             pr, po = (
                 _pcr_of(perm[0], perm[1], alpha, scale),
                 _pcr_of(perm[2], perm[3], alpha, scale),
             )
             p = _tail_p(np.asarray(pr - po), diff)
-        ex_low, ex_high = (float(x) for x in np.quantile((ma - ca) - (mb - cb), [tail, 1 - tail]))
+        ex_low, ex_high = _spread(np.quantile((ma - ca) - (mb - cb), [tail, 1 - tail]))
         ex_p = _tail_p((perm[0] - perm[1]) - (perm[2] - perm[3]), ex)
     blank = [
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
@@ -642,6 +657,13 @@ def compare_splits(
         ex, ex_low, ex_high, ex_p, None,
         "inconclusive" if blank else excess_verdict(reference, other, ex, ex_low, ex_high, ex_p),
     )  # fmt: skip
+
+
+def _spread(ends: Any) -> tuple[float, float]:
+    """An interval's two ends, or NaN for both where they are equal: a zero-width interval
+    (every resample alike, as with one item per split) would read as a precise measurement."""
+    low, high = (float(x) for x in ends)
+    return (low, high) if high > low else (math.nan, math.nan)
 
 
 def _dropped(used: int, n_boot: int) -> str:

@@ -188,6 +188,8 @@ def lean_difference(
     >>> r = lean_difference(ref, other)
     >>> r["difference"], r["b_greater"], r["method"]    # 1 of 2^4 swaps reaches it
     (2.0, 0.0625, 'swap test (exact)')
+    >>> r["ci"], r["ci_method"]  # the 4 items alike: no zero-width "[2.0, 2.0]"
+    (None, 'none: every paired bootstrap resample gave the same difference')
     """
     r, o = _arrays(reference, "reference"), _arrays(other, "other")
     base = np.concatenate([r.mean(axis=1), o.mean(axis=1)])
@@ -218,10 +220,13 @@ def lean_difference(
         if d.size and n >= 2:
             tail = expanded_tail(n)
             ci = [float(x) for x in np.quantile(d, [tail, 1 - tail])]
+        flat = ci is not None and not ci[1] > ci[0]  # every resample alike: no interval
         out[stat] = {
             "difference": defined[stat],
-            "ci": ci,
-            "ci_method": f"expanded percentile, {d.size} paired bootstrap resamples",
+            "ci": None if flat else ci,
+            "ci_method": "none: every paired bootstrap resample gave the same difference"
+            if flat
+            else f"expanded percentile, {d.size} paired bootstrap resamples",
             **tests[stat],
         }
     out.update(out["excess"])

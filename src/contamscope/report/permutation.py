@@ -84,7 +84,9 @@ def estimate(run: RunData) -> Estimate | None:
         "never saw the benchmark shows; p-value one-sided, H0: no leakage, the verdict's: the "
         "smallest of its three tests' (Algorithm-1 excess, rank-test count, mean-gap test) "
         "times three (Bonferroni), so a cell at p <= 0.05 is a run whose verdict found a "
-        "leakage signal. Counted on the items "
+        "leakage signal; the interval is Algorithm 1's own, so it can exclude 0 beside a p "
+        "above 0.05 (Algorithm 1 alone would reject, the verdict over three tests does not). "
+        "Counted on the items "
         "the verdict tests: items whose published option order is a natural one (sorted "
         "numbers, truth-table blocks, 2 x 2 blocks row by row, ...) are set aside, as a clean "
         "model prefers that order too.",
