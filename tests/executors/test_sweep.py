@@ -518,3 +518,22 @@ def test_a_benchmark_added_under_the_same_folder_name_leaves_the_finished_pairs_
     assert plan[1].run_dir.name.startswith(before[0] + "-")  # the new one gets a hash
     both = _sweep(two_models[:1], [first, second], out, "--dry-run")
     assert both.stdout.count("finished earlier (skipped)") == 1, both.stdout
+
+
+def test_pair_folders_keep_their_names_when_the_sweep_moves(tmp_path: Path) -> None:
+    """Models (or benchmarks) whose names collide were told apart by a hash of the path as
+    typed, so a sweep moved with its models to another folder named every pair anew and ran
+    them all again (publishing QA). The part below their common folder names them now; a
+    folder a sweep named the old way is still found."""
+    import hashlib
+
+    def names(root: str, out: Path) -> list[str]:
+        models = [f"hf:{root}/models/a/tiny", f"hf:{root}/models/b/tiny"]
+        return [j.run_dir.name for j in plan_jobs(models, ["mmlu", f"{root}/x/q.csv"], out)]
+
+    here = names("/srv/one", tmp_path / "out")
+    assert here == names("/home/two/moved", tmp_path / "out")
+    assert len(set(here)) == 4 and all(n.startswith("tiny-") for n in here)
+    old = "tiny-" + hashlib.sha256(b"hf:/srv/one/models/b/tiny").hexdigest()[:6]
+    (tmp_path / "old" / f"{old}__mmlu").mkdir(parents=True)
+    assert names("/srv/one", tmp_path / "old")[2:] == [f"{old}__mmlu", f"{old}__q.csv"]

@@ -14,6 +14,7 @@ import glob
 import hashlib
 import inspect
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,10 +242,51 @@ def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
             if len(group) < 2:
                 continue
             kept = _holder(out, bare, key, group)
+            tails = _tails(group)
             for v in group:
-                if v != kept:
-                    names[v] = f"{bare}-{hashlib.sha256(v.encode()).hexdigest()[:6]}"
+                if v == kept:
+                    continue
+                typed = f"{bare}-{_short_hash(v)}"  # the name before 2026-11-30: kept if used
+                pattern = (
+                    f"*__{glob.escape(typed)}" if key == "benchmark" else f"{glob.escape(typed)}__*"
+                )
+                used = any(out.glob(pattern)) if out.is_dir() else False
+                names[v] = typed if used else f"{bare}-{_short_hash(tails[v])}"
     return [Job(m, b, out / f"{names[m]}__{names[b]}") for m in models for b in benchmarks]
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def _tails(values: list[str]) -> dict[str, str]:
+    """What tells apart values whose folder names collide, in a form that survives moving
+    them: local paths (``hf:`` prefix aside) by their part below their common folder, so a
+    sweep moved with its models and benchmarks to another machine names its pairs as before
+    (the whole path as typed did not: every pair ran again; QA); anything else as typed.
+
+    >>> _tails(["/a/x/q.csv", "/a/y/q.csv"]) == {"/a/x/q.csv": "x/q.csv", "/a/y/q.csv": "y/q.csv"}
+    True
+    >>> _tails(["hf:/m/one/tiny", "hf:/m/two/tiny"])["hf:/m/one/tiny"]
+    'hf:one/tiny'
+    """
+    paths: dict[str, tuple[str, str]] = {}
+    for v in values:
+        prefix, sep, rest = v.partition(":")
+        if not sep or not prefix.isalnum() or len(prefix) < 2:  # (a drive letter is no prefix)
+            prefix, rest = "", v
+        local = rest.startswith(("/", "./", "../", "~")) or Path(rest).expanduser().exists()
+        if not local:  # a hub id, a URL: as typed
+            return {x: x for x in values}
+        paths[v] = (prefix, os.path.abspath(os.path.expanduser(rest)))
+    try:
+        root = os.path.commonpath([p for _, p in paths.values()])
+    except ValueError:  # other drives
+        return {x: x for x in values}
+    return {
+        v: (f"{prefix}:" if prefix else "") + Path(os.path.relpath(p, root)).as_posix()
+        for v, (prefix, p) in paths.items()
+    }
 
 
 def _refuse_other_options(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
