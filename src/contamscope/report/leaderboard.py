@@ -412,9 +412,9 @@ def _short(name: str) -> str:
 
 
 def _display(names: Sequence[str], folders: bool = False) -> dict[str, str]:
-    """Short labels for tables and charts, kept full where two would collide. ``folders``
-    (benchmarks): files of different folders under one folder are named from it down, where
-    that takes at most three parts (``mmlu/test/anatomy_test.csv`` beside
+    """Short labels for tables and charts, kept full where two would collide. ``folders``:
+    files (or model folders) of different folders under one folder are named from it down,
+    where that takes at most three parts (``mmlu/test/anatomy_test.csv`` beside
     ``cmmlu/test/anatomy.csv``: their names alone did not say which benchmark each was)."""
     short = {n: _short(n) for n in names}
     if folders:
@@ -437,13 +437,26 @@ def _sweep_pages(path: Path) -> bool:
 
 def _from_common_folder(names: Sequence[str]) -> dict[str, str]:
     """Labels below the common folder of local benchmark files in more than one folder
-    (a trailing ``[...]`` kept); {} where the names are not all such files."""
-    paths, tails = {}, {}
+    (a trailing ``[...]`` kept), for those names that are such files (a bundled benchmark or
+    a hub id beside them kept them full; QA).
+
+    >>> _from_common_folder(["mmlu", "/d/x/q.csv", "/d/y/q.csv [anatomy]"])
+    {'/d/x/q.csv': 'x/q.csv', '/d/y/q.csv [anatomy]': 'y/q.csv [anatomy]'}
+    >>> _from_common_folder(["hf:/m/a/tiny", "hf:/m/b/tiny", "hf:Qwen/Qwen2-0.5B"])
+    {'hf:/m/a/tiny': 'hf:a/tiny', 'hf:/m/b/tiny': 'hf:b/tiny'}
+    """
+    paths, tails, prefixes = {}, {}, {}
     for n in names:
         base, bracket, rest = n.partition(" [")
+        prefix, sep, after = base.partition(":")  # a model's backend (``hf:``)
+        if sep and prefix.isalnum() and len(prefix) > 1:
+            base = after
+        else:
+            prefix = ""
         if " + " in base or ":" in base or not base.startswith(("/", "./", "../", "~")):
-            return {}
+            continue
         paths[n], tails[n] = os.path.normpath(os.path.expanduser(base)), bracket + rest
+        prefixes[n] = f"{prefix}:" if prefix else ""
     if len({os.path.dirname(p) for p in paths.values()}) < 2:
         return {}
     try:
@@ -453,7 +466,7 @@ def _from_common_folder(names: Sequence[str]) -> dict[str, str]:
     parts = {n: os.path.relpath(p, root).split(os.sep) for n, p in paths.items()}
     if os.path.dirname(root) == root or any(len(x) > 3 for x in parts.values()):
         return {}  # nothing in common but the file system, or deep: the short names stay
-    return {n: "/".join(parts[n]) + tails[n] for n in names}
+    return {n: prefixes[n] + "/".join(parts[n]) + tails[n] for n in paths}
 
 
 def _axes(entries: Sequence[LeaderboardEntry]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -490,7 +503,7 @@ def _shortened(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
     """The entries with display labels for model and benchmark (CSV keeps the full ones)."""
     from dataclasses import replace
 
-    m = _display(list(dict.fromkeys(e.model for e in entries)))
+    m = _display(list(dict.fromkeys(e.model for e in entries)), folders=True)
     b = _display(list(dict.fromkeys(e.benchmark for e in entries)), folders=True)
     return [replace(e, model=m[e.model], benchmark=b[e.benchmark]) for e in entries]
 
