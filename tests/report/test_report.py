@@ -216,6 +216,12 @@ def test_leaderboard_formats(make_run, tmp_path: Path) -> None:
     pivot = _table_data(html, "leaderboard")
     assert [r[0] for r in pivot["rows"]] == ["hf:synthetic-model", "hf:clean-model"]
     assert pivot["rows"][0][1][0] == pytest.approx(sa["excess"])
+    # the runs table names each run folder from the board's folder (it read the path as
+    # given, relative to where the command ran, or the whole local path; publishing QA)
+    (tmp_path / "pages").mkdir()
+    write_leaderboard([a, b], tmp_path / "pages" / "lb.html")
+    runs = _table_data((tmp_path / "pages" / "lb.html").read_text(), "runs")
+    assert sorted(r[-1] for r in runs["rows"]) == [f"../{a.name}", f"../{b.name}"]
 
     with pytest.raises(
         ConfigError,

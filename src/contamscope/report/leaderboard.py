@@ -18,7 +18,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,13 @@ class LeaderboardEntry:
     """The run's settings that change what its method measures (the module's ``MEASURED``:
     a permutation run's template), as ``(setting, short, full)`` (:func:`_measured`); runs of
     one benchmark that differ in one are named under the board (:func:`settings_lines`)."""
+    shown_dir: str | None = None
+    """The run folder as a board written to a file names it: relative to that file's folder."""
+
+    @property
+    def where(self) -> str:
+        """The run folder as the board shows it."""
+        return self.shown_dir if self.shown_dir is not None else str(self.run_dir)
 
 
 @dataclass(frozen=True)
@@ -501,7 +508,6 @@ def _ranked(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
 
 def _shortened(entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
     """The entries with display labels for model and benchmark (CSV keeps the full ones)."""
-    from dataclasses import replace
 
     m = _display(list(dict.fromkeys(e.model for e in entries)), folders=True)
     b = _display(list(dict.fromkeys(e.benchmark for e in entries)), folders=True)
@@ -630,7 +636,7 @@ def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
                 digest = hashlib.sha256((e.run_dir / "items.jsonl").read_bytes()).hexdigest()
                 groups.setdefault((method, digest), []).append(e)
     return [
-        f"{' and '.join(str(e.run_dir) for e in same)} hold the same item records (copies of "
+        f"{' and '.join(e.where for e in same)} hold the same item records (copies of "
         "one run?): one measurement, shown as "
         f"{len(same)} cells and counted as {len(same)} tests in the line on significance"
         for same in groups.values()
@@ -662,7 +668,7 @@ def warning_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     """One line per run whose own number may mislead (``Estimate.warning``), naming its run
     folder: two runs of a model on a benchmark (other statistics) read as one line twice."""
     return [
-        f"{e.model} on {e.benchmark} ({e.run_dir}): {e.estimate.warning}"
+        f"{e.model} on {e.benchmark} ({e.where}): {e.estimate.warning}"
         for e in entries
         if e.estimate.warning
     ]
@@ -843,7 +849,7 @@ def to_html(
     long_rows = [
         [e.model, e.benchmark, e.method, e.estimate.statistic,
          [e.estimate.value, e.estimate.text()] if e.estimate.value is not None else None,
-         e.estimate.p_value, e.estimate.n_items, flagged_text(e.estimate), str(e.run_dir)]
+         e.estimate.p_value, e.estimate.n_items, flagged_text(e.estimate), e.where]
         for e in ordered
     ]  # fmt: skip
     long = Table(
@@ -914,6 +920,18 @@ def _benchmark_count(entries: Sequence[LeaderboardEntry]) -> str:
     return said + (f" ({plural(len(methods), 'method')})" if len(methods) > 1 else "")
 
 
+def _relative(path: Path, base: Path) -> str:
+    """``path`` relative to the folder ``base`` (as given where there is no relative path).
+
+    >>> _relative(Path("/w/sweep/tiny__mmlu"), Path("/w/sweep"))
+    'tiny__mmlu'
+    """
+    try:
+        return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+    except ValueError:  # another drive
+        return str(path)
+
+
 def write_leaderboard(
     run_dirs: Sequence[Path | str],
     out: Path | str | None = None,
@@ -944,6 +962,8 @@ def write_leaderboard(
         check_output_file(out)
     left = left_out if left_out is not None else []
     entries = collect(run_dirs, left)
+    if out is not None:  # named from the board's folder: right beside it, wherever it goes
+        entries = [replace(e, shown_dir=_relative(e.run_dir, out.parent)) for e in entries]
     text = (
         to_csv(entries)
         if fmt == "csv"
