@@ -139,20 +139,28 @@ def test_count_sf_is_the_convolution_of_singles_and_groups() -> None:
     assert count_sf(6, single, [group]) == 0.0
 
 
-def test_groups_that_share_options_calibrate_the_verdict() -> None:
-    """Simulated clean runs: 6 groups of 10 items on one answer scale each, each item's ranking
-    mostly the model's taste for the arrangement of its group's options (rho 0.9). Counted as
-    independent items the verdict says "leakage signal" in far more than 5% of runs; counted
-    as one draw per group it stays within 5% (3 standard errors)."""
+def _clean_runs(runs: int) -> Any:
+    """Simulated clean runs of 6 lists of 10 items on one answer scale each: each item's
+    order log-probs mostly the model's taste for its list's arrangement (rho 0.9); yields
+    (the item scores, the lists)."""
     rng = np.random.default_rng(11)
-    runs = 150
-    hits = np.zeros(2)
     for _ in range(runs):
         scores, shared = [], []
         for g in range(6):
             rows = math.sqrt(0.9) * rng.normal(size=24) + math.sqrt(0.1) * rng.normal(size=(10, 24))
             shared.append(SharedOrders(tuple(range(10 * g, 10 * g + 10)), rows))
             scores += [_score(r) for r in rows]
+        yield scores, shared
+
+
+def test_groups_that_share_options_calibrate_the_verdict() -> None:
+    """Simulated clean runs: 6 groups of 10 items on one answer scale each, each item's ranking
+    mostly the model's taste for the arrangement of its group's options (rho 0.9). Counted as
+    independent items the verdict says "leakage signal" in far more than 5% of runs; counted
+    as one draw per group it stays within 5% (3 standard errors)."""
+    runs = 150
+    hits = np.zeros(2)
+    for scores, shared in _clean_runs(runs):
         before = verdict_p_value(summarize(scores).to_dict())
         after = verdict_p_value(summarize(scores, shared=shared).to_dict())
         hits += [before is not None and before <= 0.05, after is not None and after <= 0.05]
@@ -167,15 +175,9 @@ def test_intervals_count_a_shared_list_once() -> None:
     Counted as independent items the rates' Clopper-Pearson intervals miss in 17% of runs
     and the gap's t interval in half; with each list one cluster they miss at most 5% (3
     standard errors)."""
-    rng = np.random.default_rng(11)
     runs = 150
     miss = np.zeros((2, 3))
-    for _ in range(runs):
-        scores, shared = [], []
-        for g in range(6):
-            rows = math.sqrt(0.9) * rng.normal(size=24) + math.sqrt(0.1) * rng.normal(size=(10, 24))
-            shared.append(SharedOrders(tuple(range(10 * g, 10 * g + 10)), rows))
-            scores += [_score(r) for r in rows]
+    for scores, shared in _clean_runs(runs):
         for j, s in enumerate([summarize(scores), summarize(scores, shared=shared)]):
             assert s.alg1 is not None and s.rank is not None and s.gap is not None
             for col, (ci, h0) in enumerate(
