@@ -134,3 +134,17 @@ def remove_quietly(path: Path) -> None:
     one line under a traceback (QA)."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+def relative_name(path: Path, base: Path | str) -> str:
+    """``path`` as named from the folder ``base`` (a page or card written there names the run
+    folders beside it so, wherever the two are copied), as given where there is no relative
+    path (another drive).
+
+    >>> relative_name(Path("/w/runs/a"), "/w/cards"), relative_name(Path("/w/s/p"), "/w/s")
+    ('../runs/a', 'p')
+    """
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), Path(base).resolve())).as_posix()
+    except ValueError:
+        return str(path)

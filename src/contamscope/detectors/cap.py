@@ -394,7 +394,8 @@ def excess_verdict(
     reference: str, other: str, diff: float, low: float, high: float, p: float
 ) -> str:
     """The verdict of the excess comparison (M - C per split): a split is named when the
-    interval excludes 0 and ``p`` is at most :data:`VERDICT_LEVEL`.
+    interval excludes 0 and ``p`` is at most :data:`VERDICT_LEVEL`; where there is no interval
+    (NaN ends: every resample alike) ``p`` and the sign of ``diff`` decide.
 
     >>> excess_verdict("train", "test", -0.6, -0.9, -0.3, 0.002)
     'contaminated by test'

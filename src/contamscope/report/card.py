@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError, StoreError
-from ..paths import check_output_file, write_text_atomic
+from ..paths import check_output_file, relative_name, write_text_atomic
 from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, no_hits
 from .rundata import check_statistics
@@ -131,21 +130,6 @@ def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
             f"{SUMMARY_SCHEMA!r} (a run of another version: re-run it, or use that version)"
         )
     return path.resolve(), summary, method
-
-
-def run_name(run: Path, base: Path | str | None) -> str:
-    """A run folder as a card names it: relative to the card's folder ``base`` (absolute
-    where there is none, or no relative path, as between drives).
-
-    >>> run_name(Path("/w/runs/a"), "/w/cards"), run_name(Path("/w/runs/a"), None)
-    ('../runs/a', '/w/runs/a')
-    """
-    if base is None:
-        return str(run)
-    try:
-        return Path(os.path.relpath(run, Path(base).resolve())).as_posix()
-    except ValueError:
-        return str(run)
 
 
 def _other_check(
@@ -354,7 +338,7 @@ def build_card(
     notes: list[str] = []
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
-        where = run_name(path.parent, base)
+        where = str(path.parent) if base is None else relative_name(path.parent, base)
         if methods[path] != "benbench":
             row, note = _other_check(path, s, where)
             others += [row] if row is not None else []

@@ -26,7 +26,7 @@ from .. import __version__
 from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
-from ..paths import check_output_file, write_text_atomic
+from ..paths import check_output_file, relative_name, write_text_atomic
 from ..wording import md_cell, plural
 from . import generic
 from .html import Column, Section, Table, esc, page
@@ -920,18 +920,6 @@ def _benchmark_count(entries: Sequence[LeaderboardEntry]) -> str:
     return said + (f" ({plural(len(methods), 'method')})" if len(methods) > 1 else "")
 
 
-def _relative(path: Path, base: Path) -> str:
-    """``path`` relative to the folder ``base`` (as given where there is no relative path).
-
-    >>> _relative(Path("/w/sweep/tiny__mmlu"), Path("/w/sweep"))
-    'tiny__mmlu'
-    """
-    try:
-        return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
-    except ValueError:  # another drive
-        return str(path)
-
-
 def write_leaderboard(
     run_dirs: Sequence[Path | str],
     out: Path | str | None = None,
@@ -963,7 +951,7 @@ def write_leaderboard(
     left = left_out if left_out is not None else []
     entries = collect(run_dirs, left)
     if out is not None:  # named from the board's folder: right beside it, wherever it goes
-        entries = [replace(e, shown_dir=_relative(e.run_dir, out.parent)) for e in entries]
+        entries = [replace(e, shown_dir=relative_name(e.run_dir, out.parent)) for e in entries]
     text = (
         to_csv(entries)
         if fmt == "csv"
