@@ -533,6 +533,11 @@ def test_pair_folders_keep_their_names_when_the_sweep_moves(tmp_path: Path) -> N
 
     here = names("/srv/one", tmp_path / "out")
     assert here == names("/home/two/moved", tmp_path / "out")
+    # a sweep grown by a model from another folder keeps the names too (review QA: the part
+    # below the common folder changed with it)
+    models = ["hf:/srv/one/models/a/tiny", "hf:/srv/one/models/b/tiny", "hf:/elsewhere/c/tiny"]
+    grown = [j.run_dir.name for j in plan_jobs(models, ["mmlu", "/srv/one/x/q.csv"], tmp_path)]
+    assert grown[:4] == here and len(set(grown)) == 6
     assert len(set(here)) == 4 and all(n.startswith("tiny-") for n in here)
     old = "tiny-" + hashlib.sha256(b"hf:/srv/one/models/b/tiny").hexdigest()[:6]
     (tmp_path / "old" / f"{old}__mmlu").mkdir(parents=True)

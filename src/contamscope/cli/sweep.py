@@ -242,16 +242,11 @@ def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
             if len(group) < 2:
                 continue
             kept = _holder(out, bare, key, group)
-            tails = _tails(group)
+            ids = _identities(group)
             for v in group:
                 if v == kept:
                     continue
-                typed = f"{bare}-{_short_hash(v)}"  # the name before 2026-11-30: kept if used
-                pattern = (
-                    f"*__{glob.escape(typed)}" if key == "benchmark" else f"{glob.escape(typed)}__*"
-                )
-                used = any(out.glob(pattern)) if out.is_dir() else False
-                names[v] = typed if used else f"{bare}-{_short_hash(tails[v])}"
+                names[v] = f"{bare}-{_short_hash(_identity(v, ids, out, bare, key))}"
     return [Job(m, b, out / f"{names[m]}__{names[b]}") for m in models for b in benchmarks]
 
 
@@ -259,34 +254,45 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
-def _tails(values: list[str]) -> dict[str, str]:
-    """What tells apart values whose folder names collide, in a form that survives moving
-    them: local paths (``hf:`` prefix aside) by their part below their common folder, so a
-    sweep moved with its models and benchmarks to another machine names its pairs as before
-    (the whole path as typed did not: every pair ran again; QA); anything else as typed.
+def _identities(values: list[str]) -> dict[str, list[str]]:
+    """Per value whose folder name collides with another's, the texts that may tell it apart
+    (shortest first), in a form that survives moving: a local path (``hf:`` prefix aside) by
+    its last 2, 3, ... parts, so a sweep moved with its models and benchmarks, or grown by
+    one from another folder, names its pairs as before (the path as typed did not: every pair
+    ran again; QA); anything else (a hub id) as typed.
 
-    >>> _tails(["/a/x/q.csv", "/a/y/q.csv"]) == {"/a/x/q.csv": "x/q.csv", "/a/y/q.csv": "y/q.csv"}
-    True
-    >>> _tails(["hf:/m/one/tiny", "hf:/m/two/tiny"])["hf:/m/one/tiny"]
-    'hf:one/tiny'
+    >>> _identities(["/a/x/q.csv", "hf:/m/one/tiny"])["hf:/m/one/tiny"]
+    ['hf:one/tiny', 'hf:m/one/tiny']
+    >>> _identities(["Qwen/Qwen2", "./Qwen2"])["Qwen/Qwen2"]
+    ['Qwen/Qwen2']
     """
-    paths: dict[str, tuple[str, str]] = {}
+    out: dict[str, list[str]] = {}
     for v in values:
         prefix, sep, rest = v.partition(":")
         if not sep or not prefix.isalnum() or len(prefix) < 2:  # (a drive letter is no prefix)
             prefix, rest = "", v
         local = rest.startswith(("/", "./", "../", "~")) or Path(rest).expanduser().exists()
         if not local:  # a hub id, a URL: as typed
-            return {x: x for x in values}
-        paths[v] = (prefix, os.path.abspath(os.path.expanduser(rest)))
-    try:
-        root = os.path.commonpath([p for _, p in paths.values()])
-    except ValueError:  # other drives
-        return {x: x for x in values}
-    return {
-        v: (f"{prefix}:" if prefix else "") + Path(os.path.relpath(p, root)).as_posix()
-        for v, (prefix, p) in paths.items()
-    }
+            out[v] = [v]
+            continue
+        parts = Path(os.path.abspath(os.path.expanduser(rest))).parts[1:]
+        head = f"{prefix}:" if prefix else ""
+        out[v] = [head + "/".join(parts[-k:]) for k in range(2, len(parts) + 1)] or [v]
+    return out
+
+
+def _identity(v: str, ids: dict[str, list[str]], out: Path, bare: str, key: str) -> str:
+    """Which of ``v``'s identities (:func:`_identities`) names its pair folders: one a sweep
+    on ``out`` already named folders by (no other value of the group sharing it), else the
+    shortest that no other value of the group shares, else the spec as typed (the name
+    before 2026-11-30, kept where a sweep used it)."""
+    others = [x for w, xs in ids.items() if w != v for x in xs]
+    for cand in [*ids[v], v]:
+        name = glob.escape(f"{bare}-{_short_hash(cand)}")
+        pattern = f"*__{name}" if key == "benchmark" else f"{name}__*"
+        if cand not in others and out.is_dir() and any(out.glob(pattern)):
+            return cand
+    return next((c for c in ids[v] if c not in others), v)
 
 
 def _refuse_other_options(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
