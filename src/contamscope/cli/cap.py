@@ -454,7 +454,8 @@ def print_cap_summary(summary: dict[str, Any], *, work: bool = True) -> None:
             "M: performance on the original inputs, M mod: on the modified ones, C: consistency "
             "of the two answers; Delta = M - M mod and delta = Delta / M are the paper's "
             "baselines. PCR_a - PCR_b: H0 = both splits equally exposed (two-sided split-label "
-            "permutation p; the verdict needs the 95% CI off 0 and p <= 0.05). Below 0: the "
+            "permutation p; the verdict needs the 95% CI off 0 and p <= 0.05, or p alone "
+            "where every resample gave one difference). Below 0: the "
             "second split shows the higher performance-to-consistency ratio (contamination).",
         )
     )

@@ -134,8 +134,9 @@ def print_permutation_summary(summary: dict[str, Any]) -> None:
                 "dim",
                 "** where 95% of mean gaps fall when the original order is just one of the "
                 f"orders (H0); the gap (nats) and its p-value: {g.get('method')} test. Its 95% "
-                "CI, a t interval (approximate, and beside the exact p-value it could contradict "
-                "it), is in summary.json (statistics.gap.ci).",
+                "CI, a t interval (cluster-robust where items share an option list; "
+                "approximate, and beside the exact p-value it could contradict it), is in "
+                "summary.json (statistics.gap.ci).",
             )
         )
     measured = [(k, d["reference"]) for k, d in stats["alg2"].items() if d.get("reference")]

@@ -167,7 +167,7 @@ def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) ->
     when none do.
 
     >>> shared_text({"shared_orders": {"n_items": 5, "n_groups": 1, "largest": 5, "n_left_out": 0}})
-    '5 items share one option list in one order: the tests count them as one draw of its published order, not as 5'
+    '5 items share one option list in one order: the tests count them as one draw of its published order, not as 5 (the intervals as one cluster)'
     """
     scope = ""
     if natural and natural.get("n_items"):
@@ -179,7 +179,7 @@ def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) ->
     n, g, left = block["n_items"], block["n_groups"], block.get("n_left_out") or 0
     if g == 1:
         text = f"{n} items share one option list in one order: the tests count " + (
-            f"them as one draw of its published order, not as {n}"
+            f"them as one draw of its published order, not as {n} (the intervals as one cluster)"
             if not left
             else f"{n - left} of them as one draw of its published order and leave out the "
             f"{left} scored under other sampled orders, from the counts too"
@@ -188,7 +188,7 @@ def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) ->
         text = (
             f"{n:,} items share an option list in one order with another item ({g:,} lists, "
             f"up to {block['largest']} items each): the tests count each list as one draw of "
-            "its published order"
+            "its published order, the intervals as one cluster"
         )
         if left:
             text += (

@@ -206,6 +206,14 @@ def _ci(pair: Sequence[float] | None, signed: bool = False) -> str:
     return f"[{_f(pair[0], signed)}, {_f(pair[1], signed)}]" if pair else "–"
 
 
+def _ci_cell(low: float | None, high: float | None, diff: float | None) -> str:
+    """A comparison's interval, or why it has none where its difference is defined (every
+    resample gave that difference: no zero-width interval), as the terminal says."""
+    if low is not None and high is not None:
+        return _ci((low, high), True)
+    return "none (every resample alike)" if diff is not None else "–"
+
+
 # --------------------------------------------------------------------------- sections
 
 
@@ -256,20 +264,19 @@ def _verdict_section(
                 "<tr>"
                 f"<td>PCR_{esc(c['reference'])} − PCR_{esc(c['other'])} ({esc(reader)})</td>"
                 f"<td>{_f(c.get('pcr_diff'), True)}</td>"
-                f"<td>{_ci((c['ci_low'], c['ci_high']) if c.get('ci_low') is not None else None, True)}</td>"
+                f"<td>{_ci_cell(c.get('ci_low'), c.get('ci_high'), c.get('pcr_diff'))}</td>"
                 f"<td>0</td><td>{fmt_p(c.get('p_value'))}{_holm(c)}</td>"
                 f"<td>{_f(c.get('decline_diff'), True)}</td>"
                 f"<td>{_f(c.get('relative_decline_diff'), True)}</td>"
                 f"<td>{esc(c.get('verdict'))}</td></tr>"
             )
             if c.get("excess_diff") is not None:
-                ex_ci = (c["excess_ci_low"], c["excess_ci_high"])
                 rows.append(
                     "<tr>"
                     f"<td>(M − C)_{esc(c['reference'])} − (M − C)_{esc(c['other'])} "
                     f"({esc(reader)}; beyond the paper)</td>"
                     f"<td>{_f(c['excess_diff'], True)}</td>"
-                    f"<td>{_ci(ex_ci if ex_ci[0] is not None else None, True)}</td>"
+                    f"<td>{_ci_cell(c.get('excess_ci_low'), c.get('excess_ci_high'), c['excess_diff'])}</td>"
                     f"<td>0</td><td>{fmt_p(c.get('excess_p_value'))}"
                     f"{_holm(c, 'excess_p_adjusted')}</td>"
                     f"<td></td><td></td><td>{esc(c.get('excess_verdict'))}</td></tr>"

@@ -407,7 +407,8 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
             '<p class="note">The mean gap\'s "95% of H0" is where 95% of mean gaps fall when '
             "the original order is just one of the orders, over the same assignments as its "
             "p-value: a mean above it has p at most 0.025. ‡ The mean gap's 95% CI is a t "
-            "interval: approximate (too narrow with heavy tails), and shown beside the exact "
+            "interval (cluster-robust where items share an option list): approximate (too "
+            "narrow with heavy tails), and shown beside the exact "
             "p-value it could contradict it; summary.json keeps it (statistics.gap.ci; "
             "docs/statistics.md).</p>"
         )
