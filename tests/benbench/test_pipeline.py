@@ -253,7 +253,7 @@ def test_cli_train_split_overlap_named_and_dropped(tmp_path: Path, tiny_model_pa
     r = run_cli("card", "--run", "one-ref", "--out", "card.md", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (
-        f"{train} (train, {tmp_path / 'one-ref'}): no item has a usable paraphrase, so no "
+        f"{train} (train, one-ref): no item has a usable paraphrase, so no "
         "signal (give the paraphrases with --train-reference, or --paraphraser)"
     ) in " ".join(r.stderr.split())
     summary = json.loads((tmp_path / "dropped" / "summary.json").read_text())
