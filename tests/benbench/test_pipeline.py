@@ -429,8 +429,7 @@ def test_card_of_a_run_whose_train_split_has_no_usable_paraphrase(
     # every note names its run folder (from the card's folder), as the docs say (two did not)
     assert f"{train} / {bench} (run): train vs test not compared" in flat
     assert (
-        f"{train} (train, run): no item has a usable paraphrase, so no signal "
-        "(2 paraphrases"
+        f"{train} (train, run): no item has a usable paraphrase, so no signal (2 paraphrases"
     ) in flat
     assert "failed the checks (summary.json's paraphrase_failures); give the paraphrases with " \
         "--train-reference)" in flat  # fmt: skip
