@@ -285,7 +285,7 @@ def _identity(v: str, ids: dict[str, list[str]], out: Path, bare: str, key: str)
     """Which of ``v``'s identities (:func:`_identities`) names its pair folders: one a sweep
     on ``out`` already named folders by (no other value of the group sharing it), else the
     shortest that no other value of the group shares, else the spec as typed (the name
-    before 2026-11-30, kept where a sweep used it)."""
+    before the change of 2026-11-29, kept where a sweep used it)."""
     others = [x for w, xs in ids.items() if w != v for x in xs]
     for cand in [*ids[v], v]:
         name = glob.escape(f"{bare}-{_short_hash(cand)}")
