@@ -263,8 +263,8 @@ def _identities(values: list[str]) -> dict[str, list[str]]:
 
     >>> _identities(["/a/x/q.csv", "hf:/m/one/tiny"])["hf:/m/one/tiny"]
     ['hf:one/tiny', 'hf:m/one/tiny']
-    >>> _identities(["Qwen/Qwen2", "./Qwen2"])["Qwen/Qwen2"]
-    ['Qwen/Qwen2']
+    >>> _identities(["Qwen/Qwen2", "./Qwen2", "../m/Qwen2"])
+    {'Qwen/Qwen2': ['Qwen/Qwen2'], './Qwen2': ['./Qwen2'], '../m/Qwen2': ['m/Qwen2']}
     """
     out: dict[str, list[str]] = {}
     for v in values:
@@ -275,7 +275,10 @@ def _identities(values: list[str]) -> dict[str, list[str]]:
         if not local:  # a hub id, a URL: as typed
             out[v] = [v]
             continue
-        parts = Path(os.path.abspath(os.path.expanduser(rest))).parts[1:]
+        path = os.path.expanduser(rest)
+        # a relative path by its parts as typed (not below the folder the command ran in,
+        # whose name changes when the sweep moves)
+        parts = [p for p in Path(os.path.normpath(path)).parts if p not in (os.sep, ".", "..")]
         head = f"{prefix}:" if prefix else ""
         out[v] = [head + "/".join(parts[-k:]) for k in range(2, len(parts) + 1)] or [v]
     return out
