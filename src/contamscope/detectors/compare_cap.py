@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from contamscope.detectors.cap import Scale, _clean, _pcr_of
+from contamscope.detectors.cap import Scale, _clean, _pcr_of, _spread
 from contamscope.detectors.compare import _bonferroni, paired_p_floor, random_bits
 from contamscope.detectors.stats import expanded_tail
 
@@ -216,14 +216,15 @@ def lean_difference(
             continue
         d = _d(boots, stat, alpha, scale)
         d = d[np.isfinite(d)]
-        ci = None
+        ci = flat = None
         if d.size and n >= 2:
             tail = expanded_tail(n)
-            ci = [float(x) for x in np.quantile(d, [tail, 1 - tail])]
-        flat = ci is not None and not ci[1] > ci[0]  # every resample alike: no interval
+            low, high = _spread(np.quantile(d, [tail, 1 - tail]))  # NaN: every resample alike
+            flat = math.isnan(low)
+            ci = None if flat else [low, high]
         out[stat] = {
             "difference": defined[stat],
-            "ci": None if flat else ci,
+            "ci": ci,
             "ci_method": "none: every paired bootstrap resample gave the same difference"
             if flat
             else f"expanded percentile, {d.size} paired bootstrap resamples",
