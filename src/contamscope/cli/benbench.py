@@ -415,18 +415,10 @@ def _ci(ci: list[float] | None, pct: bool = False) -> str:
     return f"[{value(ci[0])}, {value(ci[1])}]"
 
 
-_LABELS = {
-    "ppl": ("answer perplexity", False),
-    "nll": ("answer NLL (nats/token)", False),
-    "ngram_exact": ("n-gram accuracy, exact", True),
-    "ngram_rouge": ("n-gram accuracy, ROUGE-L", True),
-    "ngram_edit": ("n-gram accuracy, edit sim.", True),
-}
-
-
 def print_benbench_summary(summary: dict[str, Any]) -> None:
     """Terminal table of a BenBench summary (reads only the summary dict)."""
-    from ..report.benbench import ci_notes, partly_paired, thresholds_text
+    from ..report.benbench import LABELS as _LABELS
+    from ..report.benbench import ci_mark, ci_notes, ci_warnings, partly_paired, thresholds_text
 
     cfg = summary["config"]
     console.print(f"model      {summary['model']['spec']}")
@@ -471,13 +463,20 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
                 *([value(d.get("original"), pct)] if partial else []),
                 value((st["reference"] or {}).get(key), pct),
                 _diff(d["delta"], pct) if d["n"] else "-",
-                _ci(d["ci"], pct),
+                _ci(d["ci"], pct) + ci_mark(d),
                 p_text(d.get("p_value")),
                 pp_text(None if d["relative_pct"] is None else d["relative_pct"] / 100, "%"),
             )
         console.print(t)
         for note in ci_notes(st["delta"].values()):
             console.print(f"no CI where none is shown: {note}", highlight=False)
+        shown = {
+            k: d
+            for k, d in st["delta"].items()
+            if cfg["lenient"] or k not in ("ngram_rouge", "ngram_edit")
+        }
+        for warning in ci_warnings(shown):
+            console.print(f"*{warning}", highlight=False, markup=False)
         if partial:
             console.print(
                 f"original (all {st['n_items']}): mean over every analysed item; original "

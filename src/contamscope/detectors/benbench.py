@@ -275,6 +275,20 @@ no resampling method fixes that. The randomization p-value holds at any size."""
 CI_MIN_SPLIT_ITEMS = 3
 """No Welch interval for ``Delta_train - Delta_test`` below this many items in either split."""
 
+SPARSE_ZERO_SHARE = 0.5
+SPARSE_MIN_NONZERO = 20
+"""A Delta's interval is flagged (``ci_warning``) when at least this share of the items'
+differences are exactly 0 and fewer than :data:`SPARSE_MIN_NONZERO` are not: n-gram accuracies
+near 0, where most items score 0 on both versions. In simulation (docs/benbench.md) such
+intervals covered 0.66-0.97 of the time from 8 items (below 0.90 in 16 of 23 cases); the others
+0.89-0.96 (benchmarks/benbench_sparse_ci.py)."""
+
+SPARSE_WARNING = (
+    "{nz} of {n} items score differently on the original and its paraphrases, so the interval "
+    "rests on few values: in simulation such intervals covered as little as 0.66 of the time, "
+    "not 0.95"
+)
+
 _USABLE = 0.9
 """The share of bootstrap resamples that must give a usable statistic (a standard error above 0
 and, for the relative Delta, a reference mean other than 0), or no interval is given."""
@@ -323,7 +337,8 @@ def delta_stats(
     item's paraphrases). ``relative_pct`` = 100 * Delta / mean(ref), its interval studentized
     with the delta method's standard error. No interval (``ci`` None, ``ci_note`` says why)
     below :data:`CI_MIN_ITEMS` items, when every item's difference is the same, or when too few
-    resamples are usable (``relative_ci``: also when mean(ref) is 0). Measured coverage
+    resamples are usable (``relative_ci``: also when mean(ref) is 0). ``ci_warning`` says when
+    an interval rests on few nonzero differences (:data:`SPARSE_ZERO_SHARE`). Measured coverage
     (docs/statistics.md): 0.94-0.95 from 5 items on symmetric data; the expanded percentile
     interval used before covered 0.92 at 5 items and 0.49-0.87 at 2-4, and on skewed data
     bootstrap-t gains 4-8 points.
@@ -339,6 +354,7 @@ def delta_stats(
         "relative_pct": None,
         "relative_ci": None,
         "ci_note": None,
+        "ci_warning": None,
     }
     if n == 0:
         return out
@@ -361,6 +377,9 @@ def delta_stats(
         se_b = db.std(axis=1, ddof=1) / math.sqrt(n)
         se_b[se_b <= _tiny(d)] = 0.0
         out["ci"], out["ci_note"] = _boot_t_ci(mo - mr, sd / math.sqrt(n), db.mean(axis=1), se_b)
+        nz = int(np.count_nonzero(np.abs(d) > _tiny(np.abs(o) + np.abs(r))))
+        if out["ci"] and n - nz >= SPARSE_ZERO_SHARE * n and nz < SPARSE_MIN_NONZERO:
+            out["ci_warning"] = SPARSE_WARNING.format(nz=nz, n=n)
     if mr != 0:
         se = 100.0 * float(_ratio_z(o, r).std(ddof=1)) / math.sqrt(n)
         if se > 0:

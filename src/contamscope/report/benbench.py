@@ -108,6 +108,7 @@ def estimate(run: RunData) -> Estimate | None:
         n_items=int(d["n"]),
         raw={"rate": d.get("original"), "chance": d.get("reference")},
         legend=LEGEND,
+        warning=f"its interval: {d['ci_warning']}" if d.get("ci_warning") else "",
     )
 
 
@@ -182,7 +183,9 @@ def _signal(d: dict[str, Any] | None, key: str) -> bool:
 def _ci_phrase(d: dict[str, Any]) -> str:
     """'95% CI [a, b]' of an accuracy Delta, or why there is none."""
     if d.get("ci"):
-        return f"95% CI {_ci(d['ci'], True)}"
+        return f"95% CI {_ci(d['ci'], True)}" + (
+            " (few items differ: read the p-value)" if d.get("ci_warning") else ""
+        )
     note = d.get("ci_note")
     return f"no CI ({note.split(' (')[0]})" if note else "no CI"
 
@@ -196,6 +199,21 @@ def ci_notes(deltas: Any) -> list[str]:
 
 def _no_ci_note(deltas: Any) -> str:
     return "".join(f" No CI where none is shown: {esc(n)}." for n in ci_notes(deltas))
+
+
+def ci_warnings(deltas: dict[str, Any]) -> list[str]:
+    """``metric: why`` for each Delta whose interval rests on few items that differ from their
+    paraphrase (``ci_warning``: n-gram accuracies near 0); its CI is marked ``*``."""
+    return [
+        f"{LABELS[k][0]}: {d['ci_warning']}"
+        for k, d in deltas.items()
+        if k in LABELS and (d or {}).get("ci_warning")
+    ]
+
+
+def ci_mark(d: dict[str, Any] | None) -> str:
+    """``*`` beside an interval that :func:`ci_warnings` explains."""
+    return "*" if (d or {}).get("ci_warning") else ""
 
 
 def _p(d: dict[str, Any]) -> str:
@@ -311,7 +329,7 @@ def _verdict_section(run: RunData) -> Section:
                 f"<tr><td>{esc(label)}</td><td>{_fmt(sp['original'].get(key), pct)}</td>"
                 f"{paired}<td>{_fmt((sp.get('reference') or {}).get(key), pct)}</td>"
                 f"<td>{_fmt(dd.get('delta'), pct, True) if dd.get('n') else '–'}</td>"
-                f"<td>{_ci(dd.get('ci'), pct)}</td><td>{_p(dd)}</td><td>0</td>"
+                f"<td>{_ci(dd.get('ci'), pct)}{ci_mark(dd)}</td><td>{_p(dd)}</td><td>0</td>"
                 f"<td>{'–' if rel is None else pp_text(rel / 100, '%')}"
                 f"{'' if not rci else f' [{rci[0]:+.1f}, {rci[1]:+.1f}]'}</td>"
                 f"<td>{'yes' if _signal(dd, key) else 'no'}</td></tr>"
@@ -330,6 +348,10 @@ def _verdict_section(run: RunData) -> Section:
             + "; paraphrase, Δ and its CI (studentized bootstrap over the paired items): "
             "over the items with a usable paraphrase."
             + _no_ci_note((sp.get("delta") or {}).get(k) for k in keys)
+            + "".join(
+                f" *{esc(w)}."
+                for w in ci_warnings({k: (sp.get("delta") or {}).get(k) for k in keys})
+            )
             + "</p>"
             f'<table class="stats"><tr><th>metric</th>{heads}<th>paraphrase</th>'
             "<th>Δ</th><th>95% CI</th><th>p (one-sided)</th><th>expected under H0</th>"
@@ -442,7 +464,7 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
                 continue
             scale = 100.0 if key != "nll" else 1.0
             dci = [scale * x for x in d["ci"]] if d.get("ci") else None
-            row = (f"{sp}: {LABELS[key][0]}", scale * d["delta"], dci)
+            row = (f"{sp}: {LABELS[key][0]}{ci_mark(d)}", scale * d["delta"], dci)
             (nll_rows if key == "nll" else acc_rows).append(row)
     dtt = stats.get("delta_train_test") or {}
     for key in keys + ["nll"]:

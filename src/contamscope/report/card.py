@@ -28,7 +28,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
 from ..wording import first_few, json_error, md_cell, number, plural, value
-from .benbench import NO_HITS, PRIMARY, no_hits
+from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .rundata import check_statistics
 
 __all__ = [
@@ -247,6 +247,7 @@ def _checks(path: Path, s: dict[str, Any], where: str) -> tuple[list[dict[str, A
                             "relative_pct": v.get("relative_pct"),
                         }
                         | ({"inconclusive": NO_HITS} if k in idle[split] else {})
+                        | ({"ci_warning": v["ci_warning"]} if v.get("ci_warning") else {})
                         for k, v in st["delta"].items()
                     },
                     "original_all_items": st["original"],
@@ -261,6 +262,10 @@ def _checks(path: Path, s: dict[str, Any], where: str) -> tuple[list[dict[str, A
                     "run": where,
                     "run_created": s.get("created"),
                 }
+            )
+            notes.extend(
+                f"{b['source']} ({split}, {where}): Delta of {w} (its interval is marked *)"
+                for w in ci_warnings({k: v for k, v in st["delta"].items() if k not in idle[split]})
             )
             if PRIMARY in idle[split]:  # as the report's verdict and the leaderboard say
                 notes.append(
@@ -410,7 +415,7 @@ def _delta(v: dict[str, Any], pp: bool) -> str:
     def f(x: float) -> str:
         return f"{100 * x:+.1f}" if pp else number(x, signed=True)
 
-    ci = "" if not v.get("ci") else f" [{f(v['ci'][0])}, {f(v['ci'][1])}]"
+    ci = "" if not v.get("ci") else f" [{f(v['ci'][0])}, {f(v['ci'][1])}]{ci_mark(v)}"
     return f"{f(v['value'])}{' pp' if pp else ''}{ci}, p {p_text(v.get('p_value'))}"
 
 
