@@ -1080,10 +1080,13 @@ def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(tmp_path: Pa
     assert again.resumed == 3 and again.records() == want  # in the items' order
 
 
-@pytest.mark.parametrize("damage", ["drop", "text", "short", "same orders", "no original"])
+@pytest.mark.parametrize(
+    "damage", ["drop", "text", "short", "same orders", "no original", "moved maximum"]
+)
 def test_a_record_without_usable_log_probs_is_scored_again(tmp_path: Path, damage: str) -> None:
     """A record whose log-probs were gone crashed the resume with a traceback (KeyError in
-    the re-thresholding); one with the wrong count or kind was kept as finished (QA)."""
+    the re-thresholding); one with the wrong count or kind was kept as finished; one whose
+    maximum moved from its stored score's (an edit, a flipped bit) crashed it too (QA)."""
     rerun, want = _toy_run(tmp_path, 3)
     items = tmp_path / "run" / "items.jsonl"
     records = [json.loads(x) for x in items.read_text().splitlines()]
@@ -1093,6 +1096,9 @@ def test_a_record_without_usable_log_probs_is_scored_again(tmp_path: Path, damag
         records[1]["orders"] = [[0, 0, 0, 0]] * len(records[1]["orders"])
     elif damage == "no original":
         records[1]["orders"] = records[1]["orders"][::-1]
+    elif damage == "moved maximum":
+        lp = records[1]["logprobs"]
+        lp[(lp.index(max(lp)) + 1) % len(lp)] = max(lp) + 100.0
     else:
         records[1]["logprobs"] = "abc" if damage == "text" else records[1]["logprobs"][:-1]
     items.write_text("".join(json.dumps(r) + "\n" for r in records))

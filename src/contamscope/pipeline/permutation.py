@@ -727,7 +727,7 @@ def _readable(record: dict[str, Any]) -> bool:
     if record.get("excluded"):
         return isinstance(record["excluded"], str)
     try:
-        item_score_from_dict(record)
+        score = item_score_from_dict(record)
     except (KeyError, TypeError, ValueError):
         return False
     # the log-probs too, one number an order: the analysis reads them (a record without them
@@ -736,9 +736,12 @@ def _readable(record: dict[str, Any]) -> bool:
     return (
         isinstance(lp, list)
         and isinstance(orders, list)
-        and len(lp) == len(orders)
+        and len(lp) == len(orders) == score.n_orders
         and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lp)
         and _orders_readable(orders, record.get("n_options"))
+        # and agreeing with its score: a log-prob edited (or a flipped bit) that moved the
+        # maximum crashed the re-analysis on resume with a traceback (QA)
+        and max(range(len(lp)), key=lp.__getitem__) == score.alg2_argmax
     )
 
 
