@@ -798,6 +798,32 @@ def test_markdown_board_and_card_keep_names_that_read_as_html(make_run, tmp_path
     )
 
 
+def test_card_names_a_local_model_as_the_leaderboard_does(make_run, tmp_path: Path) -> None:
+    """A card of a model loaded from a local folder printed that folder's absolute path in
+    its title and its "Model:" line, for whoever reads the published card; it now names it
+    as the leaderboard does (its last part), and a later update keeps no stale name."""
+    from contamscope.report.card import write_card
+
+    a = make_run("a", n_items=24)
+    s = json.loads((a / "summary.json").read_text())
+    s["model"].update(spec="hf:/home/alice/ckpts/tiny-sft", fingerprint="synthetic:local")
+    (a / "summary.json").write_text(json.dumps(s))
+    write_card([a], tmp_path / "card.md")
+    card = (tmp_path / "card.md").read_text()
+    assert card.startswith("# Benchmark Transparency Card: hf:tiny-sft\n")
+    assert "Model: `hf:tiny-sft` (fingerprint `synthetic:local`)." in card
+    assert "/home/alice" not in card
+    # the model moved: the card is updated with the new default name, not the old one kept
+    s["model"]["spec"] = "hf:/srv/models/tiny-sft-v2"
+    (a / "summary.json").write_text(json.dumps(s))
+    said: list[str] = []
+    write_card([a], tmp_path / "card.md", said=said)
+    assert (tmp_path / "card.md").read_text().startswith(
+        "# Benchmark Transparency Card: hf:tiny-sft-v2\n"
+    )
+    assert not any("kept the model name" in x for x in said), said
+
+
 def test_card_says_the_conventions_caveat_and_names_more_than_three_subjects(
     make_run, tmp_path: Path
 ) -> None:

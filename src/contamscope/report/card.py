@@ -29,6 +29,8 @@ from ..errors import ConfigError, DataError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
 from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
+from .compare import md_code
+from .leaderboard import short_name
 from .rundata import check_statistics
 
 __all__ = [
@@ -384,7 +386,7 @@ def build_card(
     }
     return {
         "schema": CARD_SCHEMA,
-        "model": model_name or spec,
+        "model": model_name or short_name(spec),
         "model_spec": spec,
         "model_fingerprint": next(iter(models)),
         "method": "; ".join(
@@ -437,7 +439,8 @@ def render_markdown(card: dict[str, Any]) -> str:
     lines = [
         f"# Benchmark Transparency Card: {md_cell(card['model'])}",
         "",
-        f"Model: `{card['model_spec']}` (fingerprint `{card['model_fingerprint']}`).",
+        f"Model: {md_code(short_name(card['model_spec']))} (fingerprint "
+        f"`{card['model_fingerprint']}`).",
         f"Signals measured by contamscope ({card['method']}).",
     ]
     if card["checks"]:
@@ -644,7 +647,8 @@ def write_card(
     old = None if overwrite else _refuse_other_card(out, card)
     if old is not None:  # this model's card, updated: the developer's answers are kept
         named = old.get("model")
-        if model_name is None and isinstance(named, str) and named != old.get("model_spec"):
+        spec = str(old.get("model_spec"))
+        if model_name is None and isinstance(named, str) and named not in (spec, short_name(spec)):
             card["model"] = named  # a --model-name given before, not again
             if said is not None:
                 said.append(f"kept the model name {named!r} from {out} (--model-name changes it)")

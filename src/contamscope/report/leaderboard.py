@@ -321,7 +321,7 @@ def settings_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
             )
         if said:
             out.append(
-                f"{_short(bench)} ({method}): its runs were not measured alike "
+                f"{short_name(bench)} ({method}): its runs were not measured alike "
                 f"({'; '.join(said)}); a difference between these cells can come from the "
                 "settings, not the models"
             )
@@ -387,17 +387,17 @@ _GENERIC_NAMES = frozenset(
 )
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
     """A local path shows as its last part, or its last two where the last alone says nothing
     (``cmmlu/test``, ``gsm8k/test.jsonl``): ``hf:/a/b/model`` -> ``hf:model``; hub ids, URLs and
     names stay as they are; a trailing ``[subjects]`` is kept; each part of a per-split
     ``a + b`` benchmark is shortened.
 
-    >>> _short("/data/cmmlu/test [anatomy]"), _short("hf:/models/org/m"), _short("mmlu")
+    >>> short_name("/data/cmmlu/test [anatomy]"), short_name("hf:/models/org/m"), short_name("mmlu")
     ('cmmlu/test [anatomy]', 'hf:m', 'mmlu')
     """
     if " + " in name:  # a folder shared with the first part is not repeated
-        parts = [_short(part) for part in name.split(" + ")]
+        parts = [short_name(part) for part in name.split(" + ")]
         folder = parts[0].rpartition("/")[0]
         return " + ".join(
             [parts[0]] + [p.rpartition("/")[2] if p.rpartition("/")[0] == folder else p
@@ -423,7 +423,7 @@ def _display(names: Sequence[str], folders: bool = False) -> dict[str, str]:
     files (or model folders) of different folders under one folder are named from it down,
     where that takes at most three parts (``mmlu/test/anatomy_test.csv`` beside
     ``cmmlu/test/anatomy.csv``: their names alone did not say which benchmark each was)."""
-    short = {n: _short(n) for n in names}
+    short = {n: short_name(n) for n in names}
     if folders:
         short |= _from_common_folder(names)
     counts: dict[str, int] = {}
