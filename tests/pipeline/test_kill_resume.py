@@ -99,3 +99,30 @@ def test_sigkill_then_rerun_equals_uninterrupted(
     s_want = json.loads((tmp_path / "ref" / "summary.json").read_text())
     assert s_got["statistics"]["alg1"] == s_want["statistics"]["alg1"]
     assert s_got["timings"]["items_resumed"] >= done_before
+
+
+def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path: Path, tiny_model_path: Path) -> None:
+    """`kill` (a scheduler's time limit) ended a scoring run at -15 with no word, its batch in
+    flight scored but not written; it now ends as Ctrl-C does: "interrupted", exit 130."""
+    bench = _bench(tmp_path / "term_test.csv", 60)
+    out = tmp_path / "termed"
+    env = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen(
+        _cmd(tiny_model_path, bench, out),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        items = out / "items.jsonl"
+        if items.exists() and items.read_bytes().count(b"\n") >= 5:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "run finished before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "interrupted; re-run the same command to resume" in err and "Traceback" not in err
+    assert not (out / "summary.json").exists() and 5 <= len(_records(out)) < 60

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
@@ -18,7 +16,14 @@ from ..paths import cache_dir_name, check_output_folder, default_score_db, model
 from ..store import ModelSetup, ScoreCache
 from ..store.cache import Copied, sqlite_files
 from ..wording import plural
-from .common import EXIT_INTERRUPTED, console, err_console, say_unread_wal, user_errors
+from .common import (
+    EXIT_INTERRUPTED,
+    console,
+    err_console,
+    say_unread_wal,
+    sigterm_as_interrupt,
+    user_errors,
+)
 
 app = typer.Typer(
     help="See and manage the score cache (computed log-probs, reused across runs).",
@@ -243,22 +248,12 @@ def _stoppable(what: str) -> Iterator[None]:
     "interrupted; ``what``" and exit 130 after unwinding (``finally`` removes what was half
     written; a transaction rolls back)."""
 
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
     try:
-        previous: Any = signal.signal(signal.SIGTERM, stop)
-        installed = True
-    except ValueError:  # not the main thread: no handler to set
-        installed = False
-    try:
-        yield
+        with sigterm_as_interrupt():
+            yield
     except KeyboardInterrupt:
         err_console.print(f"interrupted; {what}", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
-    finally:
-        if installed:
-            signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("export")

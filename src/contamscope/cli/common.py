@@ -244,15 +244,39 @@ def _one_selection(kw: Mapping[str, Any]) -> None:
         )
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's time limit) raises :class:`KeyboardInterrupt`, as
+    Ctrl-C does, so a command ends the same way: the batch in flight written, "interrupted",
+    exit 130 (a killed scoring run ended at -15 with no word and its last batch unwritten;
+    QA)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous: Any = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler to set
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def user_errors(fn: F) -> F:
-    """Turn user errors into one line on stderr and a non-zero exit; never a traceback."""
+    """Turn user errors into one line on stderr and a non-zero exit; never a traceback.
+    Ctrl-C and SIGTERM end it with "interrupted" and exit 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             _normalize_model_specs(kwargs)
             _one_selection(kwargs)
-            return fn(*args, **kwargs)
+            with sigterm_as_interrupt():
+                return fn(*args, **kwargs)
         except ContamscopeError as exc:
             line = name_option(str(exc), kwargs)
             err_console.print(
