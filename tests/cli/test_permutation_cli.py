@@ -172,6 +172,11 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
         (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),
         (["--no-cache", "--cache-dir", "c"], "--no-cache and --cache-dir contradict"),
+        # the flag silently won over -M (QA)
+        (
+            ["--max-batch-tokens", "128", "-M", "max_batch_tokens=256"],
+            "--max-batch-tokens 128 and -M max_batch_tokens=256 contradict each other",
+        ),
         (["--subjects", " , "], "--subjects ' , ' names no subject"),
         # usage errors found while parsing the command line: one line too, naming the help
         (["--seed", "-1"], "Invalid value for '--seed'"),

@@ -312,6 +312,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     options = parse_model_options(kw["model_opt"])
     if kw["max_batch_tokens"]:
+        given = options.get("max_batch_tokens")
+        if given is not None and given != str(kw["max_batch_tokens"]):  # the flag won (QA)
+            raise ConfigError(
+                f"--max-batch-tokens {kw['max_batch_tokens']} and -M max_batch_tokens={given} "
+                "contradict each other; give one of them"
+            )
         options["max_batch_tokens"] = str(kw["max_batch_tokens"])
     subjects = subject_list(kw)
     loaded = load_for(kw)
