@@ -245,8 +245,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         mcq_format=kw["fmt"],
         strict=kw["strict"],
     )
-    if data.task_detected:
-        err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     list_skipped(data.problems)
     kw = drop_ignored(kw, command, _TASK_ONLY, data.task, "{} tasks")
     supplied = [s for s in split_names if s in data.splits and data.splits[s].modified]
@@ -280,6 +278,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         template=get_template(kw["template"]) if kw["template"] and data.task == "mcq" else None,
     )
     check_splits(data, split_names)
+    if data.task_detected:  # after the checks: a refused command's error is its one line (QA)
+        err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     gone = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     selected = {
