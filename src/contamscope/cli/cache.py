@@ -193,6 +193,8 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
         lost = "an unknown number of rows (the ends of a table and its index are damaged)"
     else:
         lost = plural(sum(c for c in counts if c is not None), "row")
+        if any(report.lost[t] for t in report.bounds):  # the index was damaged too
+            lost = f"at most {lost} (the key index is damaged too: unused row ids count)"
     console.print(
         f"repaired {path}: kept {kept}; "
         + (

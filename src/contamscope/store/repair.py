@@ -59,6 +59,9 @@ class RepairReport:
     kept: dict[str, int] = field(default_factory=dict)
     lost: dict[str, int | None] = field(default_factory=dict)
     """Rows there were and are not kept, per table; None where how many cannot be known."""
+    bounds: set[str] = field(default_factory=set)
+    """Tables whose ``lost`` is an upper bound: their key index was damaged too, so the row ids
+    on damaged pages are counted, ids never used among them as well."""
     damaged_copy: Path | None = None
 
     @property
@@ -88,8 +91,10 @@ def repair_cache(path: Path) -> RepairReport:
             with new:
                 for table, well_formed in _TABLES.items():
                     columns = [row[1] for row in new.execute(f"PRAGMA table_info({table})")]
-                    kept, lost = _copy_table(old, new, table, columns, well_formed, path)
+                    kept, lost, exact = _copy_table(old, new, table, columns, well_formed, path)
                     report.kept[table], report.lost[table] = kept, lost
+                    if not exact:
+                        report.bounds.add(table)
             new.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all in the one file that moves
         finally:
             new.close()
@@ -137,18 +142,20 @@ def _copy_table(
     columns: list[str],
     well_formed: Callable[[tuple[Any, ...]], bool],
     path: Path,
-) -> tuple[int, int | None]:
-    """(rows kept, rows lost) of one table, read by rowid ranges, halving the ones that fail.
+) -> tuple[int, int | None, bool]:
+    """(rows kept, rows lost, whether lost is exact) of one table, read by rowid ranges,
+    halving the ones that fail.
 
     The rows there were are the row ids in the table's key index (a separate b-tree, often
-    intact); with the index damaged too, the failing row ids are counted, and lost is None
+    intact); with the index damaged too, the failing row ids are counted, an upper bound (ids
+    never used, or freed, among them count too: 155 for 60 rows lost; QA), and lost is None
     (unknown) when even the table's last row id cannot be read."""
     select = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ?"
     insert = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})"
     try:
         old.execute(f"SELECT 1 FROM {table} LIMIT 0").fetchall()
     except sqlite3.OperationalError:  # no such table: it holds nothing to keep
-        return 0, 0
+        return 0, 0, True
     except sqlite3.DatabaseError:
         pass
     expected = _indexed_rowids(old, table)
@@ -179,8 +186,8 @@ def _copy_table(
         malformed += len(rows) - len(good)
         kept += new.executemany(insert, good).rowcount
     if expected is not None:
-        return kept, len(expected - read) + malformed
-    return kept, None if unknown or ranges else failed + malformed
+        return kept, len(expected - read) + malformed, True
+    return kept, None if unknown or ranges else failed + malformed, failed == 0
 
 
 _MAX_FAILED = 1_000_000
