@@ -818,8 +818,10 @@ def test_card_names_a_local_model_as_the_leaderboard_does(make_run, tmp_path: Pa
     (a / "summary.json").write_text(json.dumps(s))
     said: list[str] = []
     write_card([a], tmp_path / "card.md", said=said)
-    assert (tmp_path / "card.md").read_text().startswith(
-        "# Benchmark Transparency Card: hf:tiny-sft-v2\n"
+    assert (
+        (tmp_path / "card.md")
+        .read_text()
+        .startswith("# Benchmark Transparency Card: hf:tiny-sft-v2\n")
     )
     assert not any("kept the model name" in x for x in said), said
 
