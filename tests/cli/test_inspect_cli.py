@@ -62,6 +62,16 @@ def test_json_output_with_token_counts_from_a_models_tokenizer(
     tokens = found["tokens"]
     assert tokens["model"] == f"hf:{tiny_model_path}" and tokens["bos"] is True
     assert tokens["reference"] > 2 * tokens["prefix_tree"] > 0
+    # the selection as a run's summary holds it: the ids' digest tells a planned run's items
+    # from an earlier run's (it had only the options given; QA)
+    run = run_cli(
+        "permutation", "--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>",
+        "--benchmark", str(bench), "--out", "run", "--device", "cpu", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    digest = summary["benchmark"]["selection"]["item_ids_sha256"]
+    assert found["benchmark"]["selection"]["item_ids_sha256"] == digest
 
 
 def test_user_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from .permutation import PermutationConfig, item_texts
 from .permutation_summary import convention_summary
+from .provenance import selection_settings
 
 __all__ = ["survey_permutation", "measure_permutation"]
 
@@ -143,7 +144,9 @@ def survey_permutation(
             "format": loaded.format,
             "content_hash": loaded.content_hash,
             "files": len(loaded.files),
-            **({"selection": selection} if selection else {}),
+            # as a run's summary holds it, the ids' digest too: a planned run's items can be
+            # checked against an earlier run's (QA)
+            "selection": selection_settings(loaded, [it.id for it in items], selection),
         },
         "config": config.settings(),
         "counts": {
