@@ -393,3 +393,24 @@ def wilson_cover_4(p: float) -> float:
             if wilson_interval(k, 4)[0] <= p <= wilson_interval(k, 4)[1]
         )
     )
+
+
+def test_resampled_p_values_and_intervals_do_not_depend_on_the_items_order() -> None:
+    """The same items in another order (a shuffled copy of a benchmark) gave another Monte
+    Carlo p-value: 0.8929 against 0.8950 for the mean gap (QA). The draws now follow an order
+    of the items' own values; so do BenBench's split-label test and bootstrap interval."""
+    from contamscope.detectors.benbench import delta_stats, split_label_p
+    from contamscope.detectors.stats import randomization_test
+
+    rng = np.random.default_rng(1)
+    nulls = [rng.normal(size=24) for _ in range(20)]  # 24^20 assignments: Monte Carlo
+    first = randomization_test(nulls)
+    assert first[1] == "randomization (Monte Carlo)"
+    assert randomization_test(nulls[::-1]) == first
+    assert randomization_test([nulls[i] for i in rng.permutation(20)]) == first
+    o, r = rng.normal(size=30), rng.normal(size=30)
+    turn = rng.permutation(30)
+    a, b = delta_stats(o, r), delta_stats(o[turn], r[turn])
+    assert a["ci"] == pytest.approx(b["ci"], abs=1e-12)
+    assert a["relative_ci"] == pytest.approx(b["relative_ci"], abs=1e-12)
+    assert split_label_p(o, r) == split_label_p(o[turn], r[::-1])

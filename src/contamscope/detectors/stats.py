@@ -604,7 +604,12 @@ def randomization_test(
 
     >>> randomization_test([np.array([1.0, -1.0])] * 3)[3]
     (-3.0, 3.0)
+
+    The items are taken in an order of their own values, so the Monte Carlo draws, and the
+    p-value, depend on which items there are, not on the order they came in (a shuffled copy
+    of a benchmark gave 0.8929 against 0.8950; QA).
     """
+    nulls = sorted(nulls, key=lambda v: (v.size, np.asarray(v, dtype=np.float64).tobytes()))
     observed = 0.0
     for v in nulls:
         observed += float(v[0])
