@@ -1136,3 +1136,15 @@ def test_a_record_without_usable_log_probs_is_scored_again(tmp_path: Path, damag
     with pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record left out"):
         again = rerun()
     assert again.resumed == 2 and again.records() == want
+
+
+def test_a_full_disk_under_the_cache_says_to_free_space(tmp_path: Path) -> None:
+    """SQLite's "database or disk is full" read as any other cache error (QA)."""
+    from contamscope.store.cache import _store_error
+
+    err = _store_error(
+        tmp_path / "scores.sqlite", sqlite3.OperationalError("database or disk is full")
+    )
+    said = str(err)
+    assert said.startswith(f"{tmp_path / 'scores.sqlite'}: score cache error (database or disk")
+    assert "free space on its disk" in said and "items finished before are kept" in said

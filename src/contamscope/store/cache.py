@@ -166,6 +166,12 @@ def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
             f"cannot write the score cache ({text})",
             ": check its permissions, or use --no-cache or another --cache-dir",
         )
+    if "disk is full" in text:  # (QA: it read as any other error)
+        return (
+            f"score cache error ({text})",
+            "; free space on its disk, or use --no-cache or another --cache-dir (a run's items "
+            "finished before are kept in its folder)",
+        )
     if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
         return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
     if _cache_dir_args(path) is None and "not a database" in text:
