@@ -106,11 +106,12 @@ def test_refusals(tmp_path: Path, scorer: CachedScorer) -> None:
 def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     bench = write_jsonl(tmp_path / "toy-test.jsonl", ROWS[:2])
     model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--device", "cpu"]
-    r = run_cli(
-        "benbench", *model, "--benchmark", str(bench), "--out", "run", "--bootstrap", "200",
+    r = run_cli(  # --n-boot as cap and reanalyse name it (it was --bootstrap only; QA)
+        "benbench", *model, "--benchmark", str(bench), "--out", "run", "--n-boot", "200",
         "--report", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["config"]["n_boot"] == 200
     assert "scored 2 items in" in " ".join(r.stdout.split())
     assert "Verdict and statistics" in (tmp_path / "run" / "report.html").read_text()
     (tmp_path / "run" / "report.html").write_text("old report", encoding="utf-8")

@@ -138,7 +138,9 @@ def command(
         0.9, "--edit-threshold", help="Edit-similarity threshold (paper text 0.9; its code 0.75)."
     ),
     inclusive: bool = typer.Option(False, "--inclusive", help="Thresholds with >= instead of >."),
-    bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples for the 95% CIs."),
+    bootstrap: int = typer.Option(
+        2000, "--bootstrap", "--n-boot", help="Bootstrap resamples for the 95% CIs."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),

@@ -129,7 +129,9 @@ def command(
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for --sample and the bootstrap."),
     template: str = typer.Option("paper", "--template", help=TEMPLATE_HELP),
-    bootstrap: int = typer.Option(2000, "--bootstrap", help="Bootstrap resamples of the AUC CI."),
+    bootstrap: int = typer.Option(
+        2000, "--bootstrap", "--n-boot", help="Bootstrap resamples of the AUC CI."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16, float16."),
     model_opt: list[str] | None = typer.Option(None, "-M", help=MODEL_OPTIONS_HELP),

@@ -129,15 +129,18 @@ def command(
     fmt: str | None = typer.Option(
         None, "--format", help="Benchmark format (detected when omitted)."
     ),
-    split: str | None = typer.Option(None, "--split", help="permutation: sub-folder of a benchmark folder."),
+    split: str | None = typer.Option(
+        None, "--split", help="permutation: sub-folder of a benchmark folder."
+    ),
     subjects: str | None = typer.Option(
         None, "--subjects", help="permutation: comma-separated subjects to keep."
     ),
-    template: str = typer.Option(
-        "paper", "--template", help=f"permutation: {TEMPLATE_HELP}"
-    ),
+    template: str = typer.Option("paper", "--template", help=f"permutation: {TEMPLATE_HELP}"),
     deltas: str | None = typer.Option(
-        None, "--deltas", help="permutation: Algorithm 2 thresholds (default: the paper's Table 2, -0.2,-0.17,-0.15)."
+        None,
+        "--deltas",
+        help="permutation: Algorithm 2 thresholds (default: the paper's Table 2, "
+        "-0.2,-0.17,-0.15).",
     ),
     alpha: float = typer.Option(
         0.05, "--alpha", help="Level of the calibrated rank test and of the membership test."
