@@ -414,3 +414,27 @@ def test_resampled_p_values_and_intervals_do_not_depend_on_the_items_order() -> 
     assert a["ci"] == pytest.approx(b["ci"], abs=1e-12)
     assert a["relative_ci"] == pytest.approx(b["relative_ci"], abs=1e-12)
     assert split_label_p(o, r) == split_label_p(o[turn], r[::-1])
+
+
+def test_cap_and_membership_resampling_do_not_depend_on_the_items_order() -> None:
+    """As the gap test: CAP's bootstrap and relabelling and membership's AUC bootstrap read
+    the items in an order of their own values. (compare's tests keep the items' order: there
+    swapping A and B mirrors the p-values exactly, which a canonical order would break.)"""
+    from contamscope.detectors.cap import compare_splits, split_score
+    from contamscope.detectors.membership import bootstrap_aucs
+
+    rng = np.random.default_rng(3)
+    m, c = rng.integers(0, 2, 30).astype(float), rng.integers(0, 2, 30).astype(float)
+    ref, other = (m[:12], c[:12]), (m[12:], c[12:])
+    t1, t2 = rng.permutation(12), rng.permutation(18)
+    shuffled = (ref[0][t1], ref[1][t1]), (other[0][t2], other[1][t2])
+
+    def cmp(r: Any, o: Any) -> Any:
+        r, o = tuple(map(list, r)), tuple(map(list, o))
+        out = compare_splits("a", "b", r, o, split_score(*r), split_score(*o), n_boot=400)
+        return (out.ci_low, out.ci_high, out.p_value, out.excess_ci_low, out.excess_p_value)
+
+    assert cmp(ref, other) == cmp(*shuffled)
+    x, y = rng.normal(size=25), rng.normal(size=40)
+    turned = bootstrap_aucs(x[::-1], y[rng.permutation(40)], 300, 0)
+    assert np.array_equal(bootstrap_aucs(x, y, 300, 0), turned)

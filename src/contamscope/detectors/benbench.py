@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.detectors.stats import MC_RESAMPLES, randomization_p
+from contamscope.detectors.stats import MC_RESAMPLES, in_own_order, randomization_p
 
 __all__ = [
     "NgramResult",
@@ -367,8 +367,7 @@ def delta_stats(
             f"fewer than {CI_MIN_ITEMS} items (an interval would miss far more than 5% of the time)"
         )
         return out
-    order = np.lexsort((r, o))  # resampled in an order of their own: the interval depends on
-    o, r = o[order], r[order]  # the items, not on the order they came in
+    o, r = in_own_order(o, r)  # the interval depends on the items, not on their order
     d = o - r
     sd = float(d.std(ddof=1))
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
@@ -521,8 +520,7 @@ def split_label_p(
     >>> split_label_p([1.0, 2.0], [3.0, 4.0], n_perm=999) > 0.2   # 4 items cannot reach 0.05
     True
     """
-    # sorted: the relabellings, and p, depend on the items, not on the order they came in
-    x, y = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
+    (x,), (y,) = in_own_order(a), in_own_order(b)  # p depends on the items, not their order
     if x.size == 0 or y.size == 0:
         return None
     pooled = np.concatenate([x, y])

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from contamscope.detectors.stats import expanded_tail
+from contamscope.detectors.stats import expanded_tail, in_own_order
 
 __all__ = [
     "Scale",
@@ -508,8 +508,8 @@ def permutation_p(
     """
     if math.isnan(observed):
         return math.nan
-    m = np.concatenate([np.asarray(ref_items[0], float), np.asarray(other_items[0], float)])
-    c = np.concatenate([np.asarray(ref_items[1], float), np.asarray(other_items[1], float)])
+    (rm, rc), (om, oc) = in_own_order(*ref_items), in_own_order(*other_items)
+    m, c = np.concatenate([rm, om]), np.concatenate([rc, oc])
     d = _relabel(np.random.default_rng(seed), m, c, len(ref_items[0]), n_perm, alpha, scale)
     return _tail_p(d, observed)
 
@@ -617,8 +617,8 @@ def compare_splits(
     used = 0
     if ref_score.n and other_score.n:
         rng = np.random.default_rng(seed)
-        rm, rc = (np.asarray(x, float) for x in ref_items)
-        om, oc = (np.asarray(x, float) for x in other_items)
+        rm, rc = in_own_order(*ref_items)  # resampled by the items, not by their order
+        om, oc = in_own_order(*other_items)
         ma, ca = _boot_means(rng, rm, rc, n_boot)
         mb, cb = _boot_means(rng, om, oc, n_boot)
         d = _pcr_of(ma, ca, alpha, scale) - _pcr_of(mb, cb, alpha, scale)

@@ -228,6 +228,7 @@ def bootstrap_aucs(
     x: NDArray[np.float64], y: NDArray[np.float64], n_boot: int, seed: int
 ) -> NDArray[np.float64]:
     """The AUC of ``n_boot`` stratified resamples (each sample resampled on its own)."""
+    x, y = np.sort(x), np.sort(y)  # resampled by the items, not by the order they came in
     rng = np.random.default_rng(seed)
     boots = np.empty(n_boot)
     for b in range(n_boot):
