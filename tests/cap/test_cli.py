@@ -102,7 +102,9 @@ def test_cap_cli_user_errors(fineval_dir: Path, tmp_path: Path) -> None:
     assert res.returncode == 2 and "at least two splits" in res.stderr
     # one line: the detected task's line came first (QA)
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    res = run_cli("--benchmark", str(fineval_dir), "--scale", "foo", cwd=tmp_path)
+    res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev,val", "--scale", "foo",
+                  cwd=tmp_path)  # fmt: skip
+    assert "--scale 'foo'" in res.stderr
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     # FinEval's test split has no answers: M is undefined there (was "no evidence", +nan)
     res = run_cli("--benchmark", str(fineval_dir), "--splits", "dev,test", cwd=tmp_path)

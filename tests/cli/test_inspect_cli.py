@@ -72,6 +72,9 @@ def test_json_output_with_token_counts_from_a_models_tokenizer(
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     digest = summary["benchmark"]["selection"]["item_ids_sha256"]
     assert found["benchmark"]["selection"]["item_ids_sha256"] == digest
+    assert (
+        found["benchmark"]["selection"]["n_items"] == summary["benchmark"]["selection"]["n_items"]
+    )
 
 
 def test_user_errors_are_one_line_with_exit_2(tmp_path: Path) -> None:

@@ -188,7 +188,13 @@ def run(**kw: Any) -> None:
         with console.status(f"reading the tokenizer of {kw['model']} ..."):
             tokenizer = load_tokenizer(kw["model"], options)
     with console.status("counting ..."):
-        found = survey_permutation(loaded, items, config, tokenizer=tokenizer, selection=selection)
+        found = survey_permutation(
+            loaded,
+            items,
+            config,
+            tokenizer=tokenizer,
+            selection=selection | {"n_items": len(items)},
+        )
     if references is not None:
         from ..pipeline.membership import reference_likeness
 

@@ -313,7 +313,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     options = parse_model_options(kw["model_opt"])
     if kw["max_batch_tokens"]:
         given = options.get("max_batch_tokens")
-        if given is not None and given != str(kw["max_batch_tokens"]):  # the flag won (QA)
+        same = (
+            given is not None and given.strip().isdigit() and int(given) == kw["max_batch_tokens"]
+        )
+        if given is not None and not same:  # the flag silently won (QA)
             raise ConfigError(
                 f"--max-batch-tokens {kw['max_batch_tokens']} and -M max_batch_tokens={given} "
                 "contradict each other; give one of them"

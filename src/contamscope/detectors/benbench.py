@@ -283,6 +283,10 @@ near 0, where most items score 0 on both versions. In simulation (docs/benbench.
 intervals covered 0.66-0.97 of the time from 8 items (below 0.90 in 16 of 23 cases); the others
 0.89-0.96 (benchmarks/benbench_sparse_ci.py)."""
 
+SPARSE_MIN_ITEMS = 8
+"""The flag starts at this many items: at 5-7 the sparse intervals it would flag covered 1.00
+in simulation and the others fell short too (0.50-0.91), so it would point at the wrong ones."""
+
 SPARSE_WARNING = (
     "{nz} of {n} items score differently on the original and its paraphrases, so the interval "
     "rests on few values: in simulation such intervals covered as little as 0.66 of the time, "
@@ -379,7 +383,8 @@ def delta_stats(
         se_b[se_b <= _tiny(d)] = 0.0
         out["ci"], out["ci_note"] = _boot_t_ci(mo - mr, sd / math.sqrt(n), db.mean(axis=1), se_b)
         nz = int(np.count_nonzero(np.abs(d) > _tiny(np.abs(o) + np.abs(r))))
-        if out["ci"] and n - nz >= SPARSE_ZERO_SHARE * n and nz < SPARSE_MIN_NONZERO:
+        sparse = n - nz >= SPARSE_ZERO_SHARE * n and nz < SPARSE_MIN_NONZERO
+        if out["ci"] and n >= SPARSE_MIN_ITEMS and sparse:
             out["ci_warning"] = SPARSE_WARNING.format(nz=nz, n=n)
     if mr != 0:
         se = 100.0 * float(_ratio_z(o, r).std(ddof=1)) / math.sqrt(n)

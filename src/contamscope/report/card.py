@@ -367,12 +367,13 @@ def build_card(
             seen[key] = where
             checks.append(row)
     spec = next(iter(models.values()))
-    shown = [  # the p-values the Markdown shows: perplexity and exact accuracy per split, and
-        # every train - test metric with a value
+    shown = [  # the p-values the Markdown shows: perplexity, NLL and exact accuracy per split
+        # (NLL's was shown, and recommended, but not counted; QA), and every train - test
+        # metric with a value
         v
         for c in checks
         for k, v in (c.get("delta") or c.get("delta_train_test") or {}).items()
-        if "delta_train_test" in c or k in ("ppl", "ngram_exact")
+        if "delta_train_test" in c or k in ("ppl", "nll", "ngram_exact")
     ]
     ps = [  # an inconclusive Delta (no n-gram predicted right) tests nothing: left out
         v["p_value"]
