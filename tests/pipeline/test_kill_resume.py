@@ -43,6 +43,17 @@ def _cmd(model: Path, bench: Path, out: Path) -> list[str]:
     ]
 
 
+def _wait_for_records(proc: subprocess.Popen, out: Path, lines: int) -> None:  # type: ignore[type-arg]
+    """Until the run in ``out`` has written ``lines`` records (it must still be running)."""
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        items = out / "items.jsonl"
+        if items.exists() and items.read_bytes().count(b"\n") >= lines:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "run finished before it could be stopped"
+
+
 def _records(out: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
 
@@ -71,14 +82,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        target = 10 + 15 * k  # let some batches land, then kill at an arbitrary moment
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
-            items = out / "items.jsonl"
-            if items.exists() and items.read_bytes().count(b"\n") >= target:
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, "run finished before it could be killed"
+        _wait_for_records(proc, out, 10 + 15 * k)  # some batches land, then an arbitrary kill
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert not (out / "summary.json").exists()
@@ -114,13 +118,7 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path: Path, tiny_model_path: Path
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        items = out / "items.jsonl"
-        if items.exists() and items.read_bytes().count(b"\n") >= 5:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "run finished before it could be stopped"
+    _wait_for_records(proc, out, 5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
