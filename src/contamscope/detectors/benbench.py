@@ -280,7 +280,7 @@ SPARSE_MIN_NONZERO = 20
 """A Delta's interval is flagged (``ci_warning``) when at least this share of the items'
 differences are exactly 0 and fewer than :data:`SPARSE_MIN_NONZERO` are not: n-gram accuracies
 near 0, where most items score 0 on both versions. In simulation (docs/benbench.md) such
-intervals covered 0.66-0.97 of the time from 8 items (below 0.90 in 16 of 23 cases); the others
+intervals covered 0.65-0.95 of the time from 8 items (below 0.90 in 15 of 23 cases); the others
 0.89-0.96 (benchmarks/benbench_sparse_ci.py)."""
 
 SPARSE_MIN_ITEMS = 8
@@ -289,7 +289,7 @@ in simulation and the others fell short too (0.50-0.91), so it would point at th
 
 SPARSE_WARNING = (
     "{nz} of {n} items score differently on the original and its paraphrases, so the interval "
-    "rests on few values: in simulation such intervals covered as little as 0.66 of the time, "
+    "rests on few values: in simulation such intervals covered as little as 0.65 of the time, "
     "not 0.95"
 )
 
