@@ -62,6 +62,7 @@ def test_contaminated_run_report(make_cap_run) -> None:
     assert 0 < len(cases) <= 8
     by_id = {r["id"]: r for r in _records(run)}
     assert all(by_id[c]["m"] == 1.0 and by_id[c]["c"] == 0.0 for c in cases)
+    assert "Read from the generated answers" not in html  # no loglik reader: one reading
     assert "train.jsonl:7: missing field" in html  # skipped rows in provenance
 
 
@@ -155,6 +156,10 @@ def test_tiny_model_cap_run_report(tiny_cap_run: Path) -> None:
     assert "PCR_train − PCR_test (loglik)" in html
     assert html.count('<svg role="img" class="fig"') == 6
     assert len(_table_data(html)["rows"]) == 6
+    # the right-but-inconsistent section says which reader it reads (it said "none" beside a
+    # loglik row with some; QA); a run without the loglik reader needs no such word
+    cases = html[html.index('<section id="cases">') :]
+    assert "Read from the generated answers; the log-likelihood reader's" in cases
     est = estimate(load_run(tiny_cap_run))
     comp = s["statistics"]["generate"]["comparisons"][0]
     if comp["verdict"] == "inconclusive":  # the random model's answers: M = C = 0, no cell

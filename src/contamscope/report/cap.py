@@ -579,12 +579,20 @@ def _cases_section(
             scored.append((m - c, -i, r, m, c))
     scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
     top = scored[: max(0, options.top_cases)]
+    # read from the generated answers; the log-likelihood reader's M and C can differ (the
+    # section said "no right-but-inconsistent answers" under a table whose loglik row had some)
+    reader = (
+        " Read from the generated answers; the log-likelihood reader's M and C are in the "
+        "table above."
+        if any(_loglik(r) is not None for r in records)
+        else ""
+    )
     if not top:
         return Section(
             "cases",
             "Right but inconsistent items",
             "<p class='note'>No analysed item scored higher on performance than on consistency "
-            "(no right-but-inconsistent answers).</p>",
+            f"(no right-but-inconsistent answers).{reader}</p>",
         )
     blocks = []
     for _, _, r, m, c in top:
@@ -610,7 +618,7 @@ def _cases_section(
         f"<p class='note'>The {len(top)} analysed items (of {len(scored)} with M &gt; C) where "
         "performance exceeds consistency the most: right on the original input, but the answer "
         "changes when the input is modified in a way that keeps it right. Memorised items "
-        "behave like this; so do items the model guesses right by chance.</p>"
+        f"behave like this; so do items the model guesses right by chance.{reader}</p>"
     )
     return Section("cases", "Right but inconsistent items", body + "".join(blocks))
 
