@@ -61,7 +61,7 @@ class RepairReport:
     """Rows there were and are not kept, per table; None where how many cannot be known."""
     bounds: set[str] = field(default_factory=set)
     """Tables whose ``lost`` is an upper bound: their key index was damaged too, so the row ids
-    on damaged pages are counted, ids never used among them as well."""
+    up to the table's last that were not read are counted, ids never used among them as well."""
     damaged_copy: Path | None = None
 
     @property
@@ -147,9 +147,9 @@ def _copy_table(
     halving the ones that fail.
 
     The rows there were are the row ids in the table's key index (a separate b-tree, often
-    intact); with the index damaged too, the failing row ids are counted, an upper bound (ids
-    never used, or freed, among them count too: 155 for 60 rows lost; QA), and lost is None
-    (unknown) when even the table's last row id cannot be read."""
+    intact); with the index damaged too, the row ids up to the table's last that were not read
+    are counted, an upper bound (ids never used, or freed, count too: 155 for 60 rows lost;
+    QA), and lost is None (unknown) when even the table's last row id cannot be read."""
     select = (
         f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ? "
         "ORDER BY rowid"
@@ -172,9 +172,9 @@ def _copy_table(
             top, unknown = path.stat().st_size // 16, True  # no row takes under 16 bytes
     kept, malformed, failed = 0, 0, 0
     read: set[int] = set()
-    # in windows, the last first: a damaged page can end a read early without an error (SQLite
-    # returned 417 of 1,500 rows of one range and said nothing; QA), and it then costs at most
-    # its window's rows after it, each window read on past its last row until nothing comes
+    # in windows (listed from the last, so that pop() takes the first): a damaged page can end
+    # a read early without an error (SQLite returned 417 of 1,500 rows of one range and said
+    # nothing; QA); each window is read on past its last row until nothing more comes
     ranges = [(lo, min(lo + _WINDOW - 1, top)) for lo in range(1, top + 1, _WINDOW)][::-1]
     while ranges and failed <= _MAX_FAILED:
         lo, hi = ranges.pop()
