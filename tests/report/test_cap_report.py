@@ -188,3 +188,17 @@ def test_runs_on_other_scales_are_other_columns_and_heatmaps(make_cap_run, tmp_p
     html = (tmp_path / "lb.html").read_text()
     assert "<title>CAP: PCR (tanh) per run and split</title>" in html
     assert "<title>CAP: PCR (linear) per run and split</title>" in html
+
+
+def test_a_split_whose_every_resample_is_alike_has_no_pcr_interval() -> None:
+    """M = C = 0 on every item gave "PCR 0.762 [0.762, 0.762]": a precise-looking interval of
+    tanh(1), which measures nothing (QA). It has none now, and says why."""
+    from contamscope.report.cap import _pcr_cell, _pcr_ci
+
+    alike = [(0.0, None, 0.0)] * 10
+    assert _pcr_ci(alike, 0.01, "tanh") is None
+    assert _pcr_cell(alike, 0.01, "tanh") == "(no CI: every resample alike)"
+    varied = [(1.0, None, 0.0), (0.0, None, 1.0), (1.0, None, 1.0), (0.0, None, 0.0)] * 3
+    low, high = _pcr_ci(varied, 0.01, "tanh") or (0.0, 0.0)
+    assert low < high and _pcr_cell(varied, 0.01, "tanh") == f"[{low:.3f}, {high:.3f}]"
+    assert _pcr_cell([], 0.01, "tanh") == "–"

@@ -193,7 +193,16 @@ def _pcr_ci(
     vals = vals[np.isfinite(vals)]
     if not len(vals):
         return None
-    return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+    low, high = float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+    # every resample alike (M = C = 0 on every item: tanh(1) = 0.762 each time) gave a
+    # zero-width [0.762, 0.762] that read as a precise measurement of nothing (QA)
+    return (low, high) if high > low else None
+
+
+def _pcr_cell(rows: Sequence[tuple[float, float | None, float]], alpha: float, scale: str) -> str:
+    """A split's PCR interval, or why it has none though the split has items."""
+    ci = _pcr_ci(rows, alpha, scale)
+    return _ci(ci) if ci or not rows else "(no CI: every resample alike)"
 
 
 def _f(x: float | None, signed: bool = False) -> str:
@@ -308,7 +317,7 @@ def _verdict_section(
                 f"<td>{_f(st.get('m'))} {_ci(mean_ci([x[0] for x in vals]))}</td>"
                 f"<td>{_f(st.get('m_modified'))} {_ci(mean_ci(mm))}</td>"
                 f"<td>{_f(st.get('c'))} {_ci(mean_ci([x[2] for x in vals]))}</td>"
-                f"<td>{_f(st.get('pcr'))} {_ci(_pcr_ci(vals, alpha, scale))}</td>"
+                f"<td>{_f(st.get('pcr'))} {_pcr_cell(vals, alpha, scale)}</td>"
                 f"<td>{_f(st.get('decline'), True)}</td>"
                 f"<td>{_f(st.get('relative_decline'), True)}</td>"
                 f"<td>{excl}</td><td>{_unmapped(cnt) if reader == 'generate' else '–'}</td></tr>"
