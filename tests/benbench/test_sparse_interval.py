@@ -4,17 +4,20 @@ place that shows the interval marks it."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from cli_runner import run_cli
+from rich.console import Console
 from toy_rows import QA_ROWS as ROWS
 from toy_rows import write_jsonl
 
+from contamscope.cli import benbench as benbench_cli
 from contamscope.cli.benbench import print_benbench_summary
-from contamscope.cli.common import console
 from contamscope.data.qa import load_qa
 from contamscope.detectors.benbench import delta_stats
 from contamscope.pipeline.benbench import BenBenchConfig, SplitInput, run_benbench
@@ -55,7 +58,9 @@ def test_the_warning_marks_the_intervals_that_cover_too_little() -> None:
         assert covers[0] <= cover.mean() <= covers[1], (p, cover.mean())
 
 
-def test_every_view_of_a_flagged_interval_marks_it(tmp_path: Path, tiny_backend: Any) -> None:
+def test_every_view_of_a_flagged_interval_marks_it(
+    tmp_path: Path, tiny_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bench = load_qa(str(write_jsonl(tmp_path / "toy-test.jsonl", ROWS)))
     split = SplitInput("test", bench, bench.items, [inline_reference(bench)])  # type: ignore[list-item]
     scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "cache.sqlite"))
@@ -69,9 +74,10 @@ def test_every_view_of_a_flagged_interval_marks_it(tmp_path: Path, tiny_backend:
     path.write_text(json.dumps(summary))
     warning = sparse["ci_warning"]
 
-    with console.capture() as cap:
-        print_benbench_summary(summary)
-    said = " ".join(cap.get().split())
+    wide = Console(file=io.StringIO(), width=220)  # CI's 80 columns wrap the table's cells
+    monkeypatch.setattr(benbench_cli, "console", wide)
+    print_benbench_summary(summary)
+    said = " ".join(wide.file.getvalue().split())  # type: ignore[attr-defined]
     lo, hi = (100 * x for x in sparse["ci"])
     assert f"[{lo:+.1f}, {hi:+.1f}] pp*" in said, said
     assert f"*n-gram accuracy, exact: {warning}" in said
