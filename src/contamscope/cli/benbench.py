@@ -420,7 +420,14 @@ def _ci(ci: list[float] | None, pct: bool = False) -> str:
 def print_benbench_summary(summary: dict[str, Any]) -> None:
     """Terminal table of a BenBench summary (reads only the summary dict)."""
     from ..report.benbench import LABELS as _LABELS
-    from ..report.benbench import ci_mark, ci_notes, ci_warnings, partly_paired, thresholds_text
+    from ..report.benbench import (
+        ci_mark,
+        ci_notes,
+        ci_warnings,
+        metric_keys,
+        partly_paired,
+        thresholds_text,
+    )
 
     cfg = summary["config"]
     console.print(f"model      {summary['model']['spec']}")
@@ -455,9 +462,9 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         for col in ("metric", *(first if partial else ["original"]), "paraphrase", "Delta",
                     "95% CI", "p", "relative"):  # fmt: skip
             t.add_column(col, justify="left" if col == "metric" else "right")
-        for key, (label, pct) in _LABELS.items():
-            if key in ("ngram_rouge", "ngram_edit") and not cfg["lenient"]:
-                continue
+        keys = metric_keys(summary)  # the lenient criteria's rows only where they were run
+        for key in keys:
+            label, pct = _LABELS[key]
             d = st["delta"][key]
             t.add_row(
                 label,
@@ -472,12 +479,7 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         console.print(t)
         for note in ci_notes(st["delta"].values()):
             console.print(f"no CI where none is shown: {note}", highlight=False)
-        shown = {
-            k: d
-            for k, d in st["delta"].items()
-            if cfg["lenient"] or k not in ("ngram_rouge", "ngram_edit")
-        }
-        for warning in ci_warnings(shown):
+        for warning in ci_warnings({k: st["delta"][k] for k in keys}):
             console.print(f"*{warning}", highlight=False, markup=False)
         if partial:
             console.print(

@@ -162,7 +162,9 @@ def _ci(pair: Sequence[float] | None, pct: bool) -> str:
     return f"[{number(pair[0], True)}, {number(pair[1], True)}]"
 
 
-def _metric_keys(summary: dict[str, Any]) -> list[str]:
+def metric_keys(summary: dict[str, Any]) -> list[str]:
+    """The metrics a run shows, in table order: the lenient criteria's only where it ran them
+    (the report, the terminal and their footnotes read the same list)."""
     lenient = (summary.get("config") or {}).get("lenient", True)
     return [k for k in LABELS if lenient or k not in ("ngram_rouge", "ngram_edit")]
 
@@ -283,7 +285,7 @@ def _verdict_section(run: RunData) -> Section:
     cfg = s.get("config") or {}
     n, k = cfg.get("n", 5), cfg.get("k", 5)
     split = _split_of_interest(stats)
-    keys = _metric_keys(s)
+    keys = metric_keys(s)
     line = verdict_line(s)
     if split is None or line is None:
         return Section("verdict", "Verdict and statistics", "<p class='note'>No split.</p>")
@@ -421,7 +423,7 @@ def _evidence_section(run: RunData, records: list[dict[str, Any]]) -> Section:
     splits = list((stats.get("splits") or {}).keys())
     cfg = s.get("config") or {}
     n = cfg.get("n", 5)
-    keys = [k for k in _metric_keys(s) if k in _NGRAMS]
+    keys = [k for k in metric_keys(s) if k in _NGRAMS]
     figs: list[str] = []
     # original vs paraphrase n-gram accuracy per split (paired items), 95% CI of each mean
     if any(_per_item(records, sp, PRIMARY) for sp in splits):
@@ -594,7 +596,7 @@ def _hits_section(run: RunData, records: list[dict[str, Any]], options: ReportOp
 
 
 def _table_section(run: RunData, records: list[dict[str, Any]], options: ReportOptions) -> Section:
-    pct_keys = [k for k in _metric_keys(run.summary) if k in _NGRAMS]
+    pct_keys = [k for k in metric_keys(run.summary) if k in _NGRAMS]
     cols = [
         Column("id", "item"),
         Column("split", "split"),
