@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,27 +26,42 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture()
-def fineval_dir(tmp_path: Path) -> Path:
-    """dev/val pairs (mod = options reversed, answer re-mapped) and a test split without answers."""
-    d = tmp_path / "fineval" / "data"
+def write_fineval(
+    root: Path, questions: list[tuple[str, list[str], str]], *, mod_layout: bool = True
+) -> Path:
+    """dev/val pairs under ``root/fineval/data`` (mod = options reversed, answer re-mapped; laid
+    out as FinEval's mod files, or with ``mod_layout=False`` as its ori files) and a test split
+    without answers; returns ``root/fineval``."""
+    d = root / "fineval" / "data"
     d.mkdir(parents=True)
     for split in ("dev", "val"):
         ori, mod = [], []
-        for q, opts, ans in QUESTIONS:
+        for q, opts, ans in questions:
             ori.append({"input": fineval_prompt(f"{split} {q}", opts), "output": ans})
             rev = list(reversed(opts))
             mod.append(
                 {
-                    "input": fineval_prompt(f"{split} {q}", rev, ori=False),
+                    "input": fineval_prompt(f"{split} {q}", rev, ori=not mod_layout),
                     "output": "DCBA"["ABCD".index(ans)],
                 }
             )
         (d / f"ori_{split}.json").write_text(json.dumps(ori, ensure_ascii=False), encoding="utf-8")
         (d / f"mod_{split}.json").write_text(json.dumps(mod, ensure_ascii=False), encoding="utf-8")
-    test = [{"input": fineval_prompt(q, o)} for q, o, _ in QUESTIONS]
+    test = [{"input": fineval_prompt(q, o)} for q, o, _ in questions]
     (d / "ori_test.json").write_text(json.dumps(test, ensure_ascii=False), encoding="utf-8")
-    return tmp_path / "fineval"
+    return root / "fineval"
+
+
+@pytest.fixture()
+def fineval_dir(tmp_path: Path) -> Path:
+    """dev/val pairs (mod = options reversed, answer re-mapped) and a test split without answers."""
+    return write_fineval(tmp_path, QUESTIONS)
+
+
+@pytest.fixture()
+def fineval_writer() -> Any:
+    """:func:`write_fineval`, for tests that need other questions or layouts."""
+    return write_fineval
 
 
 @pytest.fixture()

@@ -232,7 +232,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     from ..data.cap import CapFields, load_cap
     from ..data.overlap import split_overlap
     from ..perturb import get_template
-    from ..pipeline.cap import CapConfig, check_splits, run_cap
+    from ..pipeline.cap import CapConfig, check_splits, layout_warnings, run_cap
     from ..store import RunDir
 
     split_names = [s.strip() for s in kw["splits"].split(",") if s.strip()]
@@ -280,6 +280,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     check_splits(data, split_names)
     if data.task_detected:  # after the checks: a refused command's error is its one line (QA)
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
+    for note in layout_warnings(data, split_names, config):
+        err_console.print(styled("yellow", "warning", f": {note}"), highlight=False)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     gone = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     selected = {

@@ -15,6 +15,7 @@ Readable inputs:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import statistics
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ __all__ = [
     "CapData",
     "load_cap",
     "parse_fineval",
+    "layout_note",
     "FINEVAL_PROMPT",
     "Task",
     "TASKS",
@@ -126,6 +128,9 @@ class CapSplit:
     """Supplied modified item per original id (``mod`` files), or None: contamscope modifies."""
     files: list[str] = field(default_factory=list)
     """Files read for this split."""
+    layout_note: str | None = None
+    """Set when the supplied modified inputs are framed unlike the originals (another prompt
+    layout around every item: see :func:`layout_note`), else None."""
 
     def __repr__(self) -> str:
         """One line: the items' count, not the items (megabytes for a real split)."""
@@ -627,6 +632,55 @@ def _unlike_pairs(items: Sequence[CapItem], mods: dict[int | None, CapItem]) -> 
     return out
 
 
+LAYOUT_MIN_PAIRS = 5
+"""Pairs a split needs before :func:`layout_note` compares the frames of its inputs: with fewer,
+text the items share by chance reads as a frame."""
+
+
+def _frame(texts: Sequence[str], end: bool) -> str:
+    """The text every one of ``texts`` starts with (``end``: ends with)."""
+    if end:
+        return os.path.commonprefix([t[::-1] for t in texts])[::-1]
+    return os.path.commonprefix(list(texts))
+
+
+def layout_note(split: CapSplit, mcq: bool) -> str | None:
+    """A warning when the supplied modified inputs of ``split`` are framed unlike the originals:
+    every original starts (or ends) with one text, every modified input with another, and
+    neither text extends the other. The PCR then measures that layout change as well as the
+    modification (FinEval's published ``mod`` files end ``\\n答案：``, its originals
+    ``\\n 答案： ``). None when the frames agree or fewer than :data:`LAYOUT_MIN_PAIRS` pair.
+
+    >>> ori = [QAItem(str(i), f"Q: item {i}?\\nA: ", None, "t") for i in range(5)]
+    >>> mod = {it.id: QAItem(it.id, it.question.replace("A: ", "A:"), None, "t") for it in ori}
+    >>> print(layout_note(CapSplit("t", ori, mod, ["o.json", "m.json"]), False))
+    m.json: every modified input ends '?\\nA:' where every original ends '?\\nA: ': the prompts' layout differs in every pair, so M, C and the PCR measure that change as well as the modification
+    >>> mod = {it.id: QAItem(it.id, it.question.replace(it.id, it.id + "0"), None, "t") for it in ori}
+    >>> layout_note(CapSplit("t", ori, mod, ["o.json", "m.json"]), False) is None
+    True
+    """
+    pairs = [(it, split.modified[it.id]) for it in split.items if it.id in (split.modified or {})]
+    if len(pairs) < LAYOUT_MIN_PAIRS:
+        return None
+    ori = [it.meta.get("input") or it.question for it, _ in pairs]
+    mod = [m.meta.get("input") or m.question for _, m in pairs]
+    where = split.files[-1] if split.files else f"split {split.name!r}"
+    for end, verb in ((False, "starts with"), (True, "ends")):
+        a, b = _frame(ori, end), _frame(mod, end)
+        shorter, longer = sorted((a, b), key=len)
+        if longer.endswith(shorter) if end else longer.startswith(shorter):
+            continue  # one frame extends the other: items sharing more text by chance
+        k = len(_frame([a, b], end))  # the part both frames share, shown as context (12 chars)
+        a_, b_ = (a[-k - 12 :], b[-k - 12 :]) if end else (a[: k + 12], b[: k + 12])
+        fix = "; --template lays out both alike" if mcq else ""
+        return (
+            f"{where}: every modified input {verb} {b_!r} where every original {verb} {a_!r}: "
+            "the prompts' layout differs in every pair, so M, C and the PCR measure that "
+            f"change as well as the modification{fix}"
+        )
+    return None
+
+
 def _load_mcq_folders(
     path: Path, splits: Sequence[str], task: str | None, mcq_format: str | None, strict: bool
 ) -> CapData:
@@ -727,4 +781,6 @@ def _finish(
         if not s.items:
             first = col.located()[0] if col.problems else "no records"
             raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
+        if s.modified:
+            s.layout_note = layout_note(s, task == "mcq")
     return CapData(task, detected, splits, col.located(), source, fmt, digest.hexdigest())

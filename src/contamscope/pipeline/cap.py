@@ -200,6 +200,15 @@ def mcq_input(item: MCQItem, template: PromptTemplate | None, supplied: bool) ->
     return given or mcq_prompt(item, template)
 
 
+def layout_warnings(data: CapData, splits: Sequence[str], config: CapConfig) -> list[str]:
+    """The selected splits' :attr:`~contamscope.data.cap.CapSplit.layout_note` s: supplied
+    modified inputs framed unlike their originals. None for mcq under a ``template``, which
+    lays out both alike."""
+    if config.task == "mcq" and config.template is not None:
+        return []
+    return [n for s in splits if (n := data.splits[s].layout_note)]
+
+
 def _letter_cont(prompt: str, letter: str) -> str:
     last = prompt[-1:] if prompt else ""
     return letter if (not last or last.isspace() or not last.isascii()) else " " + letter
@@ -546,6 +555,7 @@ def run_cap(
             },
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],
+            "layout_warnings": layout_warnings(data, selected, config),
             "timings": {
                 "seconds": round(elapsed, 3),
                 "items_now": len(todo),

@@ -330,7 +330,22 @@ def _verdict_section(
         f"values, else a percentile bootstrap ({_N_BOOT} resamples, seed 0), computed by the "
         "report from the stored per-item values. The first split is the reference.</p>"
     )
-    return Section("verdict", "Verdict and statistics", head + comp + per_split + _overlap_note(s))
+    notes = _overlap_note(s) + _layout_note(s)
+    return Section("verdict", "Verdict and statistics", head + comp + per_split + notes)
+
+
+def _layout_note(summary: dict[str, Any]) -> str:
+    """The supplied modified inputs framed unlike their originals (``layout_warnings``)."""
+    warnings = summary.get("layout_warnings") or []
+    if not warnings:
+        return ""
+    return (
+        "<p class='note'><b>Modified inputs laid out unlike the originals.</b> "
+        + " ".join(f"{esc(w)}." for w in warnings)
+        + " A layout change in both splits' files moves both splits' M modified and C; their "
+        "difference is still compared, but the per-split figures are not the modification's "
+        "alone.</p>"
+    )
 
 
 def _overlap_note(summary: dict[str, Any]) -> str:
@@ -715,7 +730,10 @@ def _provenance_section(run: RunData) -> Section:
         run,
         ("model", "benchmark", "config", "analysis", "counts"),
         "model, data, settings, counts",
-        [("skipped input rows", s.get("skipped_rows") or [])],
+        [
+            ("skipped input rows", s.get("skipped_rows") or []),
+            ("layout warnings", s.get("layout_warnings") or []),
+        ],
     )
 
 
