@@ -659,7 +659,8 @@ def layout_note(split: CapSplit, mcq: bool) -> str | None:
     >>> layout_note(CapSplit("t", ori, mod, ["o.json", "m.json"]), False) is None
     True
     """
-    pairs = [(it, split.modified[it.id]) for it in split.items if it.id in (split.modified or {})]
+    mods = split.modified or {}
+    pairs = [(it, mods[it.id]) for it in split.items if it.id in mods]
     if len(pairs) < LAYOUT_MIN_PAIRS:
         return None
     ori = [it.meta.get("input") or it.question for it, _ in pairs]

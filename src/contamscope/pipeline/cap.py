@@ -11,7 +11,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -200,7 +200,7 @@ def mcq_input(item: MCQItem, template: PromptTemplate | None, supplied: bool) ->
     return given or mcq_prompt(item, template)
 
 
-def layout_warnings(data: CapData, splits: Sequence[str], config: CapConfig) -> list[str]:
+def layout_warnings(data: CapData, splits: Iterable[str], config: CapConfig) -> list[str]:
     """The selected splits' :attr:`~contamscope.data.cap.CapSplit.layout_note` s: supplied
     modified inputs framed unlike their originals. None for mcq under a ``template``, which
     lays out both alike."""
