@@ -335,3 +335,44 @@ def test_search_and_tooltip_see_a_long_questions_whole_text(make_run, tmp_path: 
     assert tip.startswith("Passage. ") and tip.endswith("Who was John Kerry?")
     assert "Deep middle marker." in tip and len(tip) > 1500
     assert res.probes["repeated_ids"] == 0
+
+
+PRINT_PROBES = {
+    # what is cut on paper: a box whose content is wider than the box (no scroll bar there)
+    "cut": """[...document.querySelectorAll('.scroll, main table, pre')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.tagName + '.' + e.className)""",
+    "page_wider": "document.documentElement.scrollWidth > window.innerWidth",
+    "pager_shown": "document.querySelector('#items .pager').offsetParent !== null",
+    "rows_printed": """(() => { window.dispatchEvent(new Event('beforeprint'));
+        const n = document.querySelectorAll('#items tbody tr').length;
+        window.dispatchEvent(new Event('afterprint'));
+        return [n, document.querySelectorAll('#items tbody tr').length]; })()""",
+}
+
+
+def test_a_printed_report_has_every_row_and_no_table_cut(make_run, tmp_path: Path) -> None:
+    """Printed (A4 width, print media) the wide tables scrolled in boxes paper cannot scroll,
+    cutting columns off, and the paged item table printed its current page only (QA)."""
+    run = make_run(n_items=120, labels_in_records=True)
+    path = build_report(run, options=ReportOptions(page_size=50))
+    res = check_page(path, probes=PRINT_PROBES, media="print", width=794)
+    assert res.errors == []
+    assert res.probes["cut"] == [] and res.probes["page_wider"] is False
+    assert res.probes["pager_shown"] is False
+    assert res.probes["rows_printed"] == [120, 50]  # every row printed, the page back after
+    screen = check_page(path, probes=PRINT_PROBES, width=794)
+    assert screen.probes["cut"] != []  # on screen the wide tables scroll in their boxes
+    assert screen.probes["pager_shown"] is True
+
+
+def test_pager_buttons_are_disabled_at_the_ends(make_run, tmp_path: Path) -> None:
+    run = make_run(n_items=120)
+    path = build_report(run, options=ReportOptions(page_size=50))
+    state = """[...document.querySelectorAll('#items .pager button')].map(b => b.disabled)"""
+    last = (
+        """(() => { const n = document.querySelector('#items button[data-go="1"]');
+        n.click(); n.click(); return %s; })()"""
+        % state
+    )
+    res = check_page(path, probes={"first": state, "last": last})
+    assert res.probes == {"first": [True, False], "last": [False, True]}

@@ -300,6 +300,8 @@ def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
         runs.append(run)
     text, _ = write_leaderboard(runs, tmp_path / "lb.html")
     assert "1 model × 2 benchmarks from 2 runs" in text
+    # the tab names the board's shape, as a report's names its run (QA)
+    assert "<title>contamscope leakage leaderboard: 1 model × 2 benchmarks</title>" in text
     heads = re.findall(r'<th data-col="\d+" title="[^"]*" class="k-pair"[^>]*>([^<]*)</th>', text)
     assert heads[:2] == ["cmmlu/test", "cmmlu/test [anatomy, virology]"]
     from contamscope.detectors.stats import wilson_interval

@@ -150,11 +150,13 @@ def check_page(
     height: int = 1600,
     timeout: float = 60.0,
     chromium: str | None = None,
+    media: str | None = None,
 ) -> PageCheck:
     """Open ``path`` (a local HTML file) in headless Chromium and report errors, timings, probes.
 
     ``probes`` maps names to JavaScript expressions evaluated after the page is ready (their JSON
-    value is returned). Raises ``FileNotFoundError`` when no Chromium is installed.
+    value is returned); ``media`` (``"print"``) emulates that CSS media type. Raises
+    ``FileNotFoundError`` when no Chromium is installed.
     """
     binary = chromium or find_chromium()
     if binary is None:
@@ -202,6 +204,8 @@ def check_page(
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
             session=sid,
         )
+        if media is not None:
+            pipe.call("Emulation.setEmulatedMedia", {"media": media}, session=sid)
         pipe.call("Page.navigate", {"url": url}, session=sid, timeout=timeout)
         pipe.wait_event("Page.loadEventFired", timeout)
 

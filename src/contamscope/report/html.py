@@ -126,10 +126,11 @@ class Table:
         return (
             f'{cap}<div class="tbl" data-table="{esc(self.id)}">'
             f'<div class="tbl-bar"><input type="search" placeholder="search…" '
-            f'aria-label="search the table"> <span class="tbl-count"></span></div>'
-            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody></tbody></table></div>'
-            f'<div class="pager"><button data-go="-1">‹ prev</button> <span class="tbl-page">'
-            f'</span> <button data-go="1">next ›</button></div>'
+            f'aria-label="search the table"> <span class="tbl-count" aria-live="polite"></span>'
+            f'</div><div class="scroll"><table><thead><tr>{head}</tr></thead><tbody></tbody>'
+            f'</table></div><div class="pager"><button data-go="-1">‹ prev</button> '
+            f'<span class="tbl-page" aria-live="polite"></span> <button data-go="1">next ›</button>'
+            "</div>"
             f"<noscript>the table needs JavaScript; its data is in the run folders' "
             "items.jsonl and summary.json</noscript>"
             f'</div><script type="application/json" id="data-{esc(self.id)}">'
@@ -279,8 +280,14 @@ def provenance(
     return Section("provenance", "Provenance", body)
 
 
-def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) -> str:
-    """The whole document."""
+def page(
+    title: str,
+    subtitle: str,
+    sections: Sequence[Section],
+    footer: str,
+    tab_title: str | None = None,
+) -> str:
+    """The whole document; ``tab_title`` (default ``title``) is its ``<title>``."""
     nav = " · ".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
     body = "".join(s.html() for s in sections)
     return (
@@ -290,7 +297,7 @@ def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) ->
         # no external resource of any kind may load: the report must work offline
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{esc(tab_title or title)}</title><style>{_CSS}</style></head><body>"
         f'<header><h1>{esc(title)}</h1><p class="sub">{subtitle}</p><nav>{nav}</nav></header>'
         f"<main>{body}</main><footer>{footer}</footer><script>{_JS}</script></body></html>\n"
     )
@@ -327,6 +334,10 @@ figcaption{font-size:12px;color:#444;max-width:640px;overflow-wrap:anywhere}
 td.q{max-width:520px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 details{margin:8px 0}summary{overflow-wrap:anywhere}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 .yes{color:#b34100;font-weight:600}
+@media print{.scroll,main table:not(.tbl table),pre{overflow:visible}main table:not(.tbl table){display:table}
+table{width:100%}th,td{overflow-wrap:anywhere}th{position:static}.tbl th{white-space:normal}
+td.q{white-space:normal;max-width:none}pre{white-space:pre-wrap;overflow-wrap:anywhere}
+figure.plot.wide svg.fig{min-width:0}.tbl-bar input,.pager,nav{display:none}}
 """
 
 _JS = r"""
@@ -383,9 +394,11 @@ document.querySelectorAll(".tbl").forEach(function(box){
   var ths=box.querySelectorAll("th"),tbody=box.querySelector("tbody");
   var input=box.querySelector("input"),count=box.querySelector(".tbl-count"),pg=box.querySelector(".tbl-page");
   var sortCol=null,asc=true;
+  var printing=false,prev=box.querySelector('[data-go="-1"]'),next=box.querySelector('[data-go="1"]');
   function draw(){
     var pages=Math.max(1,Math.ceil(view.length/size));if(page>=pages)page=pages-1;if(page<0)page=0;
-    var html=[],rows=view.slice(page*size,page*size+size);
+    // printed, a table has every row of its view (paper has no pager)
+    var html=[],rows=printing?view:view.slice(page*size,page*size+size);
     for(var i=0;i<rows.length;i++){
       var r=all[rows[i]],tds=[];
       for(var j=0;j<cols.length;j++){
@@ -402,6 +415,7 @@ document.querySelectorAll(".tbl").forEach(function(box){
     tbody.innerHTML=html.join("");
     count.textContent=view.length+" of "+all.length+" rows";
     pg.textContent="page "+(page+1)+" of "+pages;
+    prev.disabled=page===0;next.disabled=page>=pages-1;
   }
   function esc(s){return s.replace(/&/g,"&amp;").replace(/</g,"&lt;").replace(/"/g,"&quot;")}
   function filter(){
@@ -435,6 +449,8 @@ document.querySelectorAll(".tbl").forEach(function(box){
     page+= +b.getAttribute("data-go");draw();
   })});
   input.addEventListener("input",filter);
+  window.addEventListener("beforeprint",function(){printing=true;draw()});
+  window.addEventListener("afterprint",function(){printing=false;draw()});
   if(d.sort)setSort(d.sort[0],d.sort[1]);else draw();
 });
 window.__reportReady=true;window.__reportReadyAt=performance.now();
