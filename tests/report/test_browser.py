@@ -369,10 +369,9 @@ def test_pager_buttons_are_disabled_at_the_ends(make_run, tmp_path: Path) -> Non
     run = make_run(n_items=120)
     path = build_report(run, options=ReportOptions(page_size=50))
     state = """[...document.querySelectorAll('#items .pager button')].map(b => b.disabled)"""
-    last = (
-        """(() => { const n = document.querySelector('#items button[data-go="1"]');
-        n.click(); n.click(); return %s; })()"""
-        % state
+    click = (
+        "const n = document.querySelector('#items button[data-go=\"1\"]'); n.click(); n.click();"
     )
+    last = f"(() => {{ {click} return {state}; }})()"
     res = check_page(path, probes={"first": state, "last": last})
     assert res.probes == {"first": [True, False], "last": [False, True]}
