@@ -37,6 +37,16 @@ def test_gsm8k_and_bad_rows(tmp_path: Path) -> None:
         load_qa(str(f), strict=True)
 
 
+def test_an_id_or_subject_0_is_kept(tmp_path: Path) -> None:
+    """An id 0 read as no id (``or ""``): the item got a generated id, and pairing
+    paraphrases by id missed it (QA)."""
+    rows = [{"prompt": f"Q{i}?", "target": str(i), "uid": i, "part": i} for i in range(3)]
+    f = write_jsonl(tmp_path / "q.jsonl", rows)
+    fm = FieldMap.parse("question=prompt,answer=target,id=uid,subject=part")
+    r = load_qa(str(f), format="qa-jsonl", field_map=fm)
+    assert [(i.id, i.subject) for i in r.items] == [("0", "0"), ("1", "1"), ("2", "2")]
+
+
 def test_math_and_math500(tmp_path: Path) -> None:
     m = write_jsonl(
         tmp_path / "math.jsonl",

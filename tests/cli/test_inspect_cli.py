@@ -199,3 +199,12 @@ def test_reference_check_before_a_membership_run(tmp_path: Path) -> None:
     ok = run_cli("inspect", "-b", str(bench), "-r", str(same), "--json", cwd=tmp_path)
     check = json.loads(ok.stdout)["reference_check"]
     assert check["alike"] is True and check["items"] == 12
+
+
+def test_options_carrying_their_own_labels_are_said_to_lose_them(tmp_path: Path) -> None:
+    bench = tmp_path / "pre.csv"
+    bench.write_text("Q1?,A. one,B. two,C. three,D. four,B\nQ2?,x,y,z,w,A\n", encoding="utf-8")
+    got = run_cli("inspect", "--benchmark", str(bench), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert got.stderr.startswith('note: options beginning with their own labels ("A. ...", "(A)')
+    assert f"in 1 item (first: {bench}:1): the labels were removed" in " ".join(got.stderr.split())

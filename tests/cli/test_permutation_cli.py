@@ -343,7 +343,9 @@ def test_stdout_closed_early_ends_quietly_with_the_status_of_sigpipe(
         )
     finally:
         os.close(write)
-    assert (res.returncode, res.stderr) == (141, "")
+    assert res.returncode == 141
+    # nothing said but the bundled MMLU's note (one item's options carry their own labels)
+    assert all(line.startswith("note: ") for line in res.stderr.splitlines()), res.stderr
 
 
 def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(

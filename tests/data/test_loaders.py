@@ -1249,3 +1249,94 @@ def test_a_question_answer_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path)
     assert [str(p) for p in loaded.problems] == [
         f"{path}:2: not UTF-8 text (byte 18 of the line); re-save the file as UTF-8"
     ]
+
+
+# ---------------------------------------------------------------- silent misreadings (QA)
+
+
+def test_options_carrying_their_own_labels_lose_them(tmp_path: Path) -> None:
+    """ "A. Berlin" read as the option's text became "A:A. Berlin" in the published order and
+    "B:D. ..." in others: only the published order's labels matched, and 12 real MMLU items
+    read as leaked (Algorithm 1 100%, p 2.7e-17) where the bare items read 0%."""
+    rows = [
+        {"question": "Q1?", "options": ["A. one", "B. two", "C. three", "D. four"], "answer": "B"},
+        {"question": "Q2?", "options": ["(A) x", "(B) y", "(C) z"], "answer": 2},
+        {"question": "Q3?", "options": ["A dog", "B. cat"], "answer": "A"},  # no label: kept
+        {"question": "Q4?", "options": ["B. one", "A. two"], "answer": "A"},  # not its own
+    ]
+    path = write(tmp_path, "pre.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path))
+    assert [(i.options, i.answer) for i in result.items] == [
+        (("one", "two", "three", "four"), 1),
+        (("x", "y", "z"), 2),
+        (("A dog", "B. cat"), 0),
+        (("B. one", "A. two"), 0),
+    ]
+    assert len(result.notes) == 1 and f"in 2 items (first: {path}:1)" in result.notes[0]
+    # the real case: one MMLU item labels its options "(A) Increased     Decreased" ...
+    mmlu = load_benchmark("mmlu", subjects=["high_school_macroeconomics"])
+    [relabelled] = [i for i in mmlu.items if i.question.startswith("In a given period")]
+    assert relabelled.options[0].startswith("Increased") and "1 item" in mmlu.notes[0]
+
+
+def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
+    rows = [
+        # "C": option A's text or the label of option C (was read as C, Java)
+        {"question": "Unix is written in?", "options": ["C", "Python", "Java"], "answer": "C"},
+        {"question": "Pick", "options": ["A", "B", "C"], "answer": "C"},  # texts = labels: C
+        # ARC with number labels and a JSON-number answerKey: the label 2 (was index 2)
+        {
+            "question": "Capital of France?",
+            "choices": {"text": ["Berlin", "Paris", "Madrid"], "label": ["1", "2", "3"]},
+            "answerKey": 2,
+        },  # fmt: skip
+        # counted from 1: the out-of-range answer says what the others were read as
+        {"question": "Q", "options": ["a", "b", "c"], "answer": 3},
+    ]
+    path = write(tmp_path, "two.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path), strict=False)
+    assert [(i.question, i.answer) for i in result.items] == [
+        ("Pick", 2),
+        ("Capital of France?", 1),
+    ]
+    reasons = [p.reason for p in result.problems]
+    assert reasons[0] == (
+        "answer 'C' is ambiguous: option A's text or the label of option C; give the answer "
+        "as a 0-based index"
+    )
+    assert reasons[1].startswith("answer 3 is out of range for 3 options (a number is a 0-based")
+    assert "if the file counts from 1" in reasons[1]
+
+
+def test_a_folder_of_split_files_reads_one_split(tmp_path: Path) -> None:
+    """Hugging Face's layout (train.jsonl, test.jsonl, validation.jsonl) was merged into one
+    benchmark, train items included, and --split said "no folder" (QA)."""
+    for split in ("train", "test", "validation"):
+        rows = [
+            {"question": f"{split} Q{i}?", "options": ["a", "b"], "answer": 0} for i in range(2)
+        ]
+        write(tmp_path / "hf", f"{split}.jsonl", "".join(line(r) for r in rows))
+    test = load_benchmark(str(tmp_path / "hf"))
+    assert [i.question for i in test.items] == ["test Q0?", "test Q1?"]
+    assert test.source == str(tmp_path / "hf" / "test.jsonl")
+    train = load_benchmark(str(tmp_path / "hf"), split="train")
+    assert [i.question for i in train.items] == ["train Q0?", "train Q1?"]
+    with pytest.raises(ConfigError, match=r"split 'dev': no dev file in .* \(its split files: "):
+        load_benchmark(str(tmp_path / "hf"), split="dev")
+    (tmp_path / "hf" / "test.jsonl").unlink()
+    with pytest.raises(ConfigError, match="and no test; choose one with --split"):
+        load_benchmark(str(tmp_path / "hf"))
+
+
+def test_generic_csv_headers_read_as_the_user_wrote_them(tmp_path: Path) -> None:
+    """``id,question,A,B,C,D,subject,answer`` was read as C-Eval (number answers refused, the
+    subject column ignored), and an ``Answer`` column left the items without answers (QA)."""
+    text = "id,question,A,B,C,D,subject,answer\nx0,Q?,a,b,c,d,geography,1\n"
+    result = load_benchmark(str(write(tmp_path, "mine.csv", text)))
+    assert result.format == "csv"
+    assert [(i.id, i.subject, i.answer) for i in result.items] == [("x0", "geography", 1)]
+    ceval = "id,question,A,B,C,D,answer,explanation\n1,Q?,a,b,c,d,B,because\n"
+    assert load_benchmark(str(write(tmp_path, "law_val.csv", ceval))).format == "ceval-csv"
+    upper = "question,A,B,C,D,E,Answer\nQ?,a,b,c,d,e,E\n"
+    [item] = load_benchmark(str(write(tmp_path, "upper.csv", upper))).items
+    assert (item.answer, item.meta) == (4, {})

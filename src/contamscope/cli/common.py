@@ -149,9 +149,13 @@ def list_skipped(
     label: str = "skipped",
     shown: int = 10,
     listed: str = "summary.json",
+    notes: Sequence[str] = (),
 ) -> None:
     """The first ``shown`` skipped input rows (``file:line: reason``), one line each, on stderr
-    (``listed``: where all of them are)."""
+    (``listed``: where all of them are), then ``notes`` (what was changed in the items read:
+    ``LoadResult.notes``)."""
+    for n in notes:
+        err_console.print(styled("yellow", "note", f": {n}"), highlight=False, soft_wrap=True)
     for p in problems[:shown]:
         err_console.print(styled("yellow", label, f" {p}"), highlight=False, soft_wrap=True)
     if len(problems) > shown:

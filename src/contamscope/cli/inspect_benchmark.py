@@ -145,7 +145,7 @@ def run(**kw: Any) -> None:
 
         check_model_spec(kw["model"], kw["dtype"])
     loaded = load_benchmark_beside_reference(kw)  # --fields may be the reference's
-    list_skipped(loaded.problems, listed="the --json output")
+    list_skipped(loaded.problems, listed="the --json output", notes=loaded.notes)
     items = loaded.items
     if kw["drop_repeats"]:
         from ..data.overlap import repeats

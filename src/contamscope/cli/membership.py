@@ -195,7 +195,7 @@ def _load(kw: dict[str, Any]) -> tuple[Any, Any]:
     bench = load_benchmark_beside_reference(kw)
     ref = load_reference(kw, bench)
     for name, loaded in (("benchmark", bench), ("reference", ref)):
-        list_skipped(loaded.problems, f"skipped ({name})")
+        list_skipped(loaded.problems, f"skipped ({name})", notes=loaded.notes)
     return bench, ref
 
 

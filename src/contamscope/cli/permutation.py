@@ -324,7 +324,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         options["max_batch_tokens"] = str(kw["max_batch_tokens"])
     subjects = subject_list(kw)
     loaded = load_for(kw)
-    list_skipped(loaded.problems)
+    list_skipped(loaded.problems, notes=loaded.notes)
     if kw["drop_repeats"]:  # left out of the benchmark before --limit/--sample
         repeated = _say_repeats(loaded.items, True)
         items = pick_items(

@@ -344,7 +344,7 @@ def _permutation(run_dir: Path, given: dict[str, Any], stored: dict[str, Any]) -
             f"{exc} (the run {run_dir} read its benchmark from there; give --benchmark PATH "
             "where the file is now)"
         ) from None
-    list_skipped(loaded.problems)
+    list_skipped(loaded.problems, notes=loaded.notes)
     with console.status("analysing the stored scores ..."):
         outcome = reanalyse_permutation(
             loaded,

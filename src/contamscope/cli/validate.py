@@ -200,7 +200,7 @@ def _permutation(kw: dict[str, Any]) -> tuple[Any, str]:
     check_statistic(kw["statistic"])  # before MembershipConfig, which knows gap and combined
     subjects = subject_list(kw)
     loaded = load_benchmark(kw["benchmark"], format=kw["fmt"], subjects=subjects, split=kw["split"])
-    list_skipped(loaded.problems)
+    list_skipped(loaded.problems, notes=loaded.notes)
     method = PermutationValidation(
         loaded,
         scenario=kw["scenario"],
@@ -227,7 +227,7 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
     from .common import slug
 
     loaded = load_qa(kw["benchmark"], format=kw["fmt"], split="test")
-    list_skipped(loaded.problems)
+    list_skipped(loaded.problems, notes=loaded.notes)
     method = BenBenchValidation(
         loaded, BenBenchConfig(lenient=kw["lenient"], seed=kw["seed"], batch_items=8)
     )

@@ -55,7 +55,9 @@ FORMATS: dict[str, str] = {
     "jsonl": "generic JSON Lines, one object per line, fields per the field map; options in "
     "fields A..J or in one field options/choices/option (a list, {A: ..}, or Hugging Face's "
     "{text: [..], label: [..]}); answer (or answerKey) a letter, a 0-based index, an option's "
-    "text or label (a digit that is another option's text: skipped)",
+    "text or label (a JSON number is an index; a digit string that is another option's "
+    "text, or a letter that is, is skipped as ambiguous); option texts that begin with their "
+    'own labels ("A. ...") lose them',
     "csv": "generic CSV with a header row, columns per the field map",
     "json": "generic JSON list of objects, fields per the field map",
 }
@@ -394,6 +396,9 @@ def _undetectable(path: Path, why: str, fields: Sequence[str] = ()) -> DataError
     )
 
 
+_CEVAL_COLUMNS = frozenset({"id", "question", "a", "b", "c", "d", "answer", "explanation"})
+
+
 def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
     """Guess the format of one file from its extension and header / first record.
 
@@ -413,8 +418,8 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         low = [c.strip().lower() for c in row]
         if len(low) >= 3 and low[0] == "" and low[1:3] == ["question", "a"]:
             return "cmmlu-csv"
-        if low[:4] == ["id", "question", "a", "b"]:
-            return "ceval-csv"
+        if low[:4] == ["id", "question", "a", "b"] and set(low) <= _CEVAL_COLUMNS:
+            return "ceval-csv"  # with other columns (a subject, E): a generic CSV (QA)
         if low in _MMLU_HEADERS:
             return "mmlu-csv"
         letter = row[5].strip().upper() if len(row) == 6 else ""

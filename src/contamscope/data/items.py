@@ -128,6 +128,8 @@ class LoadResult(Generic[ItemT]):
     files: list[str] = field(default_factory=list)
     subjects: list[str] | None = None
     """The subjects the items were restricted to when loaded (None: all)."""
+    notes: list[str] = field(default_factory=list)
+    """What was changed in the items read, one line each (e.g. labels the options carried)."""
 
     def __repr__(self) -> str:
         """One line (every item, printed whole, ran to megabytes for MMLU in a notebook)."""

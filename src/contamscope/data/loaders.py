@@ -152,6 +152,22 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
     if not path.is_dir():
         raise DataError(f"{spec}: {not_a_file(path)}")
     subfolders = sorted(p.name for p in path.iterdir() if p.is_dir() and p.name in _SPLIT_FOLDERS)
+    named = {} if subfolders else _split_files(path, format)
+    if len(named) >= 2 or (split is not None and split in named):
+        # Hugging Face's layout, one file a split (test.jsonl, train.jsonl): every split's
+        # items were merged into one benchmark, train included (QA)
+        if split is None and "test" not in named:
+            raise ConfigError(
+                f"{spec}: holds one file a split ({', '.join(sorted(named))}) and no test; "
+                "choose one with --split"
+            )
+        chosen = named.get(split or "test")
+        if chosen is None:
+            raise ConfigError(
+                f"split {split!r}: no {split} file in {spec} (its split files: "
+                f"{', '.join(sorted(named))})"
+            )
+        return [chosen], str(chosen)
     if split is not None:
         if not (path / split).is_dir():
             has = (
@@ -168,6 +184,19 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
     else:
         folder = path
     return _folder_files(folder, format), str(folder)
+
+
+SPLIT_FILE_NAMES = ("train", "test", "validation", "valid", "val", "dev")
+"""File names (without extension) read as one split each, as Hugging Face exports them."""
+
+
+def _split_files(folder: Path, format: str | None) -> dict[str, Path]:
+    """The files of ``folder`` named as splits (``test.jsonl``), by split name."""
+    try:
+        files = _folder_files(folder, format)
+    except DataError:
+        return {}  # no benchmark files, or mixed kinds: said when the folder is read
+    return {p.stem.lower(): p for p in files if p.stem.lower() in SPLIT_FILE_NAMES}
 
 
 def _folder_files(folder: Path, format: str | None) -> list[Path]:

@@ -59,6 +59,11 @@ QA_FORMATS: dict[str, str] = {
 _GSM8K_FINAL = re.compile(r"####\s*(.+?)\s*$", re.S)
 
 
+def _given(value: object) -> bool:
+    """A field value that is there: not None and not blank (a number 0 is)."""
+    return value is not None and bool(str(value).strip())
+
+
 def gsm8k_final(answer: str) -> str | None:
     """The number after ``####`` in a GSM8K solution, commas removed.
 
@@ -171,9 +176,9 @@ def _make_item(
         if fm.answer is None:
             raise RowError("the field map names no answer field")
         a = _answer_text(rec.get(fm.answer), fm.answer)
-        if fm.id and str(rec.get(fm.id) or "").strip():
+        if fm.id and _given(rec.get(fm.id)):  # an id 0 is an id (QA: it was lost)
             item_id = str(rec[fm.id])
-        if fm.subject and str(rec.get(fm.subject) or "").strip():
+        if fm.subject and _given(rec.get(fm.subject)):
             subject = str(rec[fm.subject])
         used = {fm.question, fm.answer, fm.id, fm.subject}
         meta = {k: v for k, v in rec.items() if k not in used}

@@ -8,12 +8,14 @@ short reason; the format parsers turn it into a :class:`~contamscope.data.items.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from contamscope.data.items import LoadResult, MCQItem, RowProblem
 from contamscope.errors import ConfigError, DataError
+from contamscope.wording import plural
 
 T = TypeVar("T")
 
@@ -193,6 +195,12 @@ def parse_answer(
             return None
         if len(s) == 1 and s.upper() in LABELS:
             idx = LABELS.index(s.upper())
+            stripped = [o.strip() for o in options]
+            if text and s in stripped and stripped.index(s) != idx and idx < n:
+                raise RowError(  # "C" with options C, Python, Java, Rust: A's text or label C
+                    f"answer {s!r} is ambiguous: option {_label(stripped.index(s))}'s text or "
+                    f"the label of option {_label(idx)}; give the answer as a 0-based index"
+                )
         elif ints and s.isascii() and s.isdigit():
             idx = int(s)
             stripped = [o.strip() for o in options]
@@ -213,6 +221,13 @@ def parse_answer(
             raise RowError(f"unparseable answer {_short(s)}")
     else:
         raise RowError(f"unparseable answer {_short(raw)}")
+    numeric = not isinstance(raw, str) or raw.strip().isdigit()
+    if numeric and idx == n:
+        raise RowError(  # 1..n: the other rows read as the next option, silently (QA)
+            f"answer {_short(raw)} is out of range for {n} options (a number is a 0-based "
+            "position; if the file counts from 1, its other rows' answers are read as the "
+            "next option: give letters, or subtract 1)"
+        )
     if not 0 <= idx < n:
         raise RowError(f"answer {_short(raw)} is out of range for {n} options")
     return idx
@@ -313,11 +328,16 @@ def record_to_item(
     answer = None
     answer_field = fm.answer
     if answer_field == "answer" and "answer" not in fm.given and "answer" not in rec:
-        answer_field = ANSWER_ALIAS if ANSWER_ALIAS in rec else answer_field
+        other_case = [k for k in rec if isinstance(k, str) and k.strip().lower() == "answer"]
+        # "Answer" was left in the metadata: items without answers, silently (QA)
+        answer_field = ANSWER_ALIAS if ANSWER_ALIAS in rec else (other_case or [answer_field])[0]
     if answer_field is not None:
         raw = rec.get(answer_field)
-        if labels is not None and isinstance(raw, str) and raw.strip() in labels[: len(options)]:
-            answer = labels.index(raw.strip())  # its own label: ARC's '1'..'4' are labels
+        key = raw.strip() if isinstance(raw, str) else raw
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            key = str(raw)  # a JSON number: ARC's labels '1'..'4' as numbers
+        if labels is not None and key in labels[: len(options)]:
+            answer = labels.index(key)  # its own label: ARC's '1'..'4' are labels
         else:
             answer = parse_answer(raw, options, ints=True, text=True)
         used.add(answer_field)
@@ -346,8 +366,33 @@ def record_to_item(
     )
 
 
+_OWN_LABEL = re.compile(r"\s*[(（]?([A-J])\s*[.)．:：、）]\s*(\S.*)\Z", re.DOTALL)
+
+
+def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
+    """The options without the labels they carry, when every option starts with its own label
+    in order ("A. Paris", "(B) Rome", "C：北京"), else None. Such labels would move with their
+    options when the test reorders them, and only the published order would read A, B, C, D.
+
+    >>> own_labels_removed(["A. Paris", "B) Rome", "(C) Oslo", "D：北京"])
+    ('Paris', 'Rome', 'Oslo', '北京')
+    >>> own_labels_removed(["A dog", "B. cat"]) is None  # "A dog" carries no label
+    True
+    >>> own_labels_removed(["B. one", "A. two"]) is None  # not its own label
+    True
+    """
+    out = []
+    for i, text in enumerate(options):
+        m = _OWN_LABEL.match(text)
+        if m is None or m.group(1) != LABELS[i]:
+            return None
+        out.append(m.group(2))
+    return tuple(out)
+
+
 class Sink:
-    """Collects items and problems; enforces unique ids and strict mode."""
+    """Collects items and problems; enforces unique ids and strict mode; removes the labels
+    options carry themselves (:func:`own_labels_removed`), said in ``notes``."""
 
     def __init__(self, *, strict: bool) -> None:
         self.strict = strict
@@ -356,8 +401,27 @@ class Sink:
         self._first_seen: dict[str, tuple[str, int | None]] = {}
         self.fields_seen: set[str] = set()
         """Field-map fields (answer, id, subject) some record had (generic formats)."""
+        self.relabelled: list[MCQItem] = []
+        """Items whose options carried their own labels (removed)."""
+
+    def notes(self) -> list[str]:
+        """What was changed in items read (not skipped), one line each."""
+        if not self.relabelled:
+            return []
+        first = self.relabelled[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.source
+        return [
+            'options beginning with their own labels ("A. ...", "(A) ...") in '
+            f"{plural(len(self.relabelled), 'item')} (first: {where}): the labels were "
+            "removed; they would move with the options when the test reorders them, and only "
+            "the published order would read A, B, C, D"
+        ]
 
     def add(self, item: MCQItem) -> None:
+        bare = own_labels_removed(item.options) if isinstance(item, MCQItem) else None
+        if bare is not None:
+            item = replace(item, options=bare)
+            self.relabelled.append(item)
         first = self._first_seen.get(item.id)
         if first is not None:
             where = f"{first[0]}:{first[1]}" if first[1] is not None else first[0]
@@ -415,4 +479,5 @@ class Sink:
             format=format,
             content_hash=content_hash,
             files=files,
+            notes=self.notes(),
         )
