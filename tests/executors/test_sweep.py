@@ -424,6 +424,12 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
     dry = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean), "--dry-run")
     assert dry.returncode == 0 and f"{clean} (reference)" in dry.stdout
     assert "4 of 4 runs to do (pairs and reference runs)" in dry.stdout
+    # the clean items are read whole: --sample cuts the benchmarks only (it cut both; QA)
+    cut = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean), "--dry-run",
+                 "--sample", "3")  # fmt: skip
+    rows = [ln.replace("│", " ").split() for ln in cut.stdout.splitlines() if "│" in ln]
+    counts = [r[r.index("run") + 1] for r in rows if "to" in r and "run" in r]
+    assert cut.returncode == 0 and sorted(counts) == ["3", "3", "6", "6"], cut.stdout
     res = _sweep(two_models, [bench], out, "--reference-benchmark", str(clean))
     assert res.returncode == 0, res.stderr
     assert "1 benchmark = 2 pairs (and 2 reference runs), 0 finished earlier" in res.stdout

@@ -73,7 +73,8 @@ def report_command(
     labels: Path | None = typer.Option(
         None,
         "--labels",
-        help="Text file of item ids known to be leaked (one per line); adds ROC/PR curves.",
+        help="Item ids known to be leaked: a text file (one per line) or a split.json "
+        "('{\"leaked\": [...]}', as `contamscope validate` writes); adds ROC/PR curves.",
     ),
     page_size: int = typer.Option(50, "--page-size", min=5, help="Table rows per page."),
 ) -> None:

@@ -352,7 +352,9 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
 def _job_kwargs(job: Job, kw: dict[str, Any], reference: Path | None = None) -> dict[str, Any]:
     """The permutation command's defaults, with the sweep's shared options and this pair
     (``reference``: its model's finished run on the reference benchmark). A reference job
-    reads its benchmark whole (no --subjects: its items are others)."""
+    reads its benchmark whole, in its own format (no --subjects, --limit, --sample, --format:
+    its items are others; --sample cut the clean items, widening the false-positive rate's
+    interval, QA), and a file takes no --split."""
     from . import permutation
 
     params = inspect.signature(permutation.command).parameters
@@ -369,7 +371,9 @@ def _job_kwargs(job: Job, kw: dict[str, Any], reference: Path | None = None) -> 
         **{k: kw[k] for k in ANALYSIS},
     )
     if job.reference:
-        args["subjects"] = None
+        args.update(subjects=None, limit=None, sample=None, fmt=None)
+        if Path(job.benchmark).is_file():
+            args["split"] = None
     return args
 
 
@@ -691,8 +695,9 @@ def _dry_run(
         ref = refs.get(job.model)
         reference = ref.run_dir if ref is not None and not job.reference else None
         if job.benchmark not in per_benchmark:
-            loaded = load_for(_job_kwargs(job, kw))
-            items = pick_items(loaded.items, kw, job.benchmark)
+            args = _job_kwargs(job, kw)  # a reference job's: its items whole
+            loaded = load_for(args)
+            items = pick_items(loaded.items, args, job.benchmark)
             per_benchmark[job.benchmark] = survey_permutation(loaded, items, config)
         found = per_benchmark[job.benchmark]
         n, orders = found["counts"]["items_selected"], found["orders"]["total"]
