@@ -402,3 +402,22 @@ def test_a_custom_template_is_used_recorded_and_held_on_resume(
     assert "resuming: 2 of 2 items already done" in again.stdout + again.stderr
     other = run_cli(*base, "--out", str(out), "--limit", "2", "--template", "mmlu", cwd=tmp_path)
     assert other.returncode == 2 and "config.template.option" in other.stderr
+
+
+def test_options_with_their_own_labels_are_scored_without_them(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """ "A. one" scored as "A:A. one" in the published order and "B:C. three" in others: only
+    the published order's labels matched (a false leakage signal; QA)."""
+    bench = tmp_path / "pre.csv"
+    bench.write_text("Q1?,A. one,B. two,C. three,D. four,B\nQ2?,(A) w,(B) x,(C) y,(D) z,A\n")
+    out = tmp_path / "run"
+    res = run_cli("permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench),
+                  "--out", str(out), cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "note: options beginning with their own labels" in res.stderr
+    records = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert [r["continuations"][0] for r in records] == ["A:one\nB:two\nC:three\nD:four\n",
+                                                         "A:w\nB:x\nC:y\nD:z\n"]  # fmt: skip
+    notes = json.loads((out / "summary.json").read_text())["benchmark"]["notes"]
+    assert notes and "in 2 items" in notes[0]

@@ -338,6 +338,7 @@ def build_summary(
             "content_hash": loaded.content_hash,
             "files": len(loaded.files),
             "selection": settings["selection"],
+            **({"notes": list(loaded.notes)} if loaded.notes else {}),  # e.g. labels removed
         },
         "config": settings["config"] | {"alpha": config.alpha},
         "counts": {

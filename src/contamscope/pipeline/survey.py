@@ -163,6 +163,7 @@ def survey_permutation(
             "repeats": len(repeated),
         },
         "skipped_rows": [str(p) for p in loaded.problems],
+        **({"notes": list(loaded.notes)} if loaded.notes else {}),
         "excluded": {
             "texts": dict(  # the option text that refers to the others, most frequent first
                 Counter(r.split(": ", 1)[-1].lower() for r in refer.values()).most_common(20)
