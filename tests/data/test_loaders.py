@@ -1284,7 +1284,7 @@ def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
         # "C": option A's text or the label of option C (was read as C, Java)
         {"question": "Unix is written in?", "options": ["C", "Python", "Java"], "answer": "C"},
         {"question": "Pick", "options": ["A", "B", "C"], "answer": "C"},  # texts = labels: C
-        # ARC with number labels and a JSON-number answerKey: the label 2 (was index 2)
+        # ARC with number labels and a JSON-number answerKey: label 2 (B) or position 2 (C)
         {
             "question": "Capital of France?",
             "choices": {"text": ["Berlin", "Paris", "Madrid"], "label": ["1", "2", "3"]},
@@ -1297,15 +1297,16 @@ def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
     result = load_benchmark(str(path), strict=False)
     assert [(i.question, i.answer) for i in result.items] == [
         ("Pick", 2),
-        ("Capital of France?", 1),
     ]
     reasons = [p.reason for p in result.problems]
-    assert reasons[0] == (
+    assert reasons[:2] == [
         "answer 'C' is ambiguous: option A's text or the label of option C; give the answer "
-        "as a 0-based index"
-    )
-    assert reasons[1].startswith("answer 3 is out of range for 3 options (a number is a 0-based")
-    assert "if the file counts from 1" in reasons[1]
+        "as a 0-based index",
+        "answer 2 is ambiguous: option B's label or the 0-based position of option C; give the "
+        "label as text",
+    ]
+    assert reasons[2].startswith("answer 3 is out of range for 3 options (a number is a 0-based")
+    assert "if the file counts from 1" in reasons[2]
 
 
 def test_a_folder_of_split_files_reads_one_split(tmp_path: Path) -> None:
@@ -1336,7 +1337,13 @@ def test_generic_csv_headers_read_as_the_user_wrote_them(tmp_path: Path) -> None
     assert result.format == "csv"
     assert [(i.id, i.subject, i.answer) for i in result.items] == [("x0", "geography", 1)]
     ceval = "id,question,A,B,C,D,answer,explanation\n1,Q?,a,b,c,d,B,because\n"
-    assert load_benchmark(str(write(tmp_path, "law_val.csv", ceval))).format == "ceval-csv"
+    assert load_benchmark(str(write(tmp_path, "ceval.csv", ceval))).format == "ceval-csv"
+    # named as C-Eval's files (SUBJECT_val.csv), extra columns or not: C-Eval, ids per subject
+    extra = "id,question,A,B,C,D,answer,subject,\n0,Q?,a,b,c,d,B,x,\n"
+    write(tmp_path / "cev", "law_val.csv", extra)
+    write(tmp_path / "cev", "art_val.csv", extra)
+    both = load_benchmark(str(tmp_path / "cev"))
+    assert (both.format, [i.id for i in both.items]) == ("ceval-csv", ["art-0", "law-0"])
     upper = "question,A,B,C,D,E,Answer\nQ?,a,b,c,d,e,E\n"
     [item] = load_benchmark(str(write(tmp_path, "upper.csv", upper))).items
     assert (item.answer, item.meta) == (4, {})

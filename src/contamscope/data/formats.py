@@ -418,8 +418,10 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         low = [c.strip().lower() for c in row]
         if len(low) >= 3 and low[0] == "" and low[1:3] == ["question", "a"]:
             return "cmmlu-csv"
-        if low[:4] == ["id", "question", "a", "b"] and set(low) <= _CEVAL_COLUMNS:
-            return "ceval-csv"  # with other columns (a subject, E): a generic CSV (QA)
+        if low[:4] == ["id", "question", "a", "b"] and (
+            set(low) - {""} <= _CEVAL_COLUMNS or split_subject(path.stem) != path.stem
+        ):  # other columns (a subject, E) in a file not named as C-Eval's: generic CSV (QA)
+            return "ceval-csv"
         if low in _MMLU_HEADERS:
             return "mmlu-csv"
         letter = row[5].strip().upper() if len(row) == 6 else ""

@@ -333,11 +333,21 @@ def record_to_item(
         answer_field = ANSWER_ALIAS if ANSWER_ALIAS in rec else (other_case or [answer_field])[0]
     if answer_field is not None:
         raw = rec.get(answer_field)
-        key = raw.strip() if isinstance(raw, str) else raw
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            key = str(raw)  # a JSON number: ARC's labels '1'..'4' as numbers
-        if labels is not None and key in labels[: len(options)]:
-            answer = labels.index(key)  # its own label: ARC's '1'..'4' are labels
+        if (
+            isinstance(raw, int)
+            and not isinstance(raw, bool)
+            and labels is not None
+            and str(raw) in labels[: len(options)]
+            and labels.index(str(raw)) != raw
+        ):  # ARC's labels '1'..'4' and a number answerKey: read two ways (QA)
+            at = labels.index(str(raw))
+            raise RowError(
+                f"answer {raw} is ambiguous: option {_label(at)}'s label or the 0-based "
+                f"position of option {_label(raw) if 0 <= raw < 10 else raw}; give the "
+                "label as text"
+            )
+        if labels is not None and isinstance(raw, str) and raw.strip() in labels[: len(options)]:
+            answer = labels.index(raw.strip())  # its own label: ARC's '1'..'4' are labels
         else:
             answer = parse_answer(raw, options, ints=True, text=True)
         used.add(answer_field)
@@ -366,7 +376,10 @@ def record_to_item(
     )
 
 
-_OWN_LABEL = re.compile(r"\s*[(（]?([A-J])\s*[.)．:：、）]\s*(\S.*)\Z", re.DOTALL)
+_OWN_LABEL = re.compile(
+    r"\s*[(（]?([A-J])\s*(?:[.:]\s+|[)．：、）]\s*)(\S.*)\Z",  # "A." and "A:" need a space after
+    re.DOTALL,
+)
 
 
 def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
@@ -380,6 +393,12 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
     True
     >>> own_labels_removed(["B. one", "A. two"]) is None  # not its own label
     True
+    >>> own_labels_removed(["A::f()", "B::f()"]) is None  # C++ scopes, "A:B = 1:2": no space
+    True
+
+    Genus names abbreviated in label order ("A. thaliana", "B. subtilis", ...) would read as
+    labels; no benchmark here has such an item (MMLU, CMMLU, C-Eval, CMB: one MMLU item has
+    labels, "(A) Increased ...").
     """
     out = []
     for i, text in enumerate(options):
