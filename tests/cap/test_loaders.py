@@ -318,3 +318,16 @@ def test_a_row_that_is_not_utf8_is_a_row_problem(qa_file: Path) -> None:
     assert [str(p) for p in data.problems] == [
         f"{qa_file}:2: not UTF-8 text (byte 17 of the line); re-save the file as UTF-8"
     ]
+
+
+def test_mcq_folders_say_the_labels_their_options_lose(tmp_path: Path) -> None:
+    """The labels were removed silently in cap's multiple-choice folders (the permutation test
+    said so; review QA)."""
+    for split in ("dev", "test"):
+        rows = "".join(f"Question {i}?,A. Paris,B. Rome,C. Oslo,D. Bern,A\n" for i in range(6))
+        (tmp_path / split).mkdir()
+        (tmp_path / split / f"geo_{split}.csv").write_text(rows, encoding="utf-8")
+    data = load_cap(str(tmp_path), ["dev", "test"])
+    assert data.splits["dev"].items[0].options == ("Paris", "Rome", "Oslo", "Bern")
+    assert [n.split(": ")[0] for n in data.notes] == ["split dev", "split test"]
+    assert "in 6 items" in data.notes[0]

@@ -421,3 +421,20 @@ def test_options_with_their_own_labels_are_scored_without_them(
                                                          "A:w\nB:x\nC:y\nD:z\n"]  # fmt: skip
     notes = json.loads((out / "summary.json").read_text())["benchmark"]["notes"]
     assert notes and "in 2 items" in notes[0]
+    # a run scored before the labels were removed: its records are of "A:A. one", which a
+    # resume kept and a summary said were scored without them (review QA)
+    old = records[0] | {
+        "continuations": [c.replace(":", ":X. ") for c in records[0]["continuations"]]
+    }
+    (out / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [old, records[1]]))
+    re = run_cli("reanalyse", str(out), cwd=tmp_path)
+    assert re.returncode == 0, re.stderr
+    assert "1 stored record scored on other texts than" in " ".join(re.stderr.split())
+    again = run_cli("permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench),
+                    "--out", str(out), cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "(first: pre-0; e.g. labels its options carried, now removed): scored again" in (
+        " ".join(again.stderr.split())
+    )
+    redone = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert redone == records  # scored again as a fresh run scored it, in the items' order

@@ -245,7 +245,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         mcq_format=kw["fmt"],
         strict=kw["strict"],
     )
-    list_skipped(data.problems)
+    list_skipped(data.problems, notes=data.notes)
     kw = drop_ignored(kw, command, _TASK_ONLY, data.task, "{} tasks")
     supplied = [s for s in split_names if s in data.splits and data.splits[s].modified]
     if data.task == "qa" and kw["year_shift"] is not None and supplied:

@@ -168,7 +168,9 @@ def run(**kw: Any) -> None:
 
         refuse_the_benchmark_as_reference(kw)  # as membership refuses them, with its warnings
         ref = load_reference(kw, loaded)
-        list_skipped(ref.problems, "skipped (reference)", listed="the --json output")
+        list_skipped(
+            ref.problems, "skipped (reference)", listed="the --json output", notes=ref.notes
+        )
         references, _, _ = usable_references(kw, loaded.items, ref.items)
     tokenizer = backend = None
     if kw["measure"]:

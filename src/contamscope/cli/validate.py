@@ -247,7 +247,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
     data = load_cap(
         kw["benchmark"], names, task=kw["task"], subset=kw["subset"], mcq_format=kw["fmt"]
     )
-    list_skipped(data.problems)
+    list_skipped(data.problems, notes=data.notes)
     trained = kw["train_split"] or names[1]
     config = CapConfig(
         task=data.task,  # type: ignore[arg-type]

@@ -152,6 +152,9 @@ class CapData:
     format: str
     """``cap-pairs``, ``cap-pairs+fineval``, ``mcq:<format>``, or ``generic``."""
     content_hash: str
+    notes: list[str] = field(default_factory=list)
+    """What loading changed in the items read (multiple-choice folders: labels the options
+    carried, as :attr:`LoadResult.notes <contamscope.data.items.LoadResult.notes>`)."""
 
     def __repr__(self) -> str:
         """One line, as :class:`~contamscope.data.items.LoadResult` prints: the items of every
@@ -645,16 +648,22 @@ def _frame(texts: Sequence[str], end: bool) -> str:
 
 
 def layout_note(split: CapSplit, mcq: bool) -> str | None:
-    """A warning when the supplied modified inputs of ``split`` are framed unlike the originals:
-    every original starts (or ends) with one text, every modified input with another, and
-    neither text extends the other. The PCR then measures that layout change as well as the
+    """A warning when the supplied modified inputs of ``split`` are spaced unlike the originals:
+    every original starts (or ends) with one text, every modified input with another that
+    differs from it in whitespace only. The PCR then measures that layout change as well as the
     modification (FinEval's published ``mod`` files end ``\\n答案：``, its originals
-    ``\\n 答案： ``). None when the frames agree or fewer than :data:`LAYOUT_MIN_PAIRS` pair.
+    ``\\n 答案： ``); frames that differ otherwise are taken for the modification (a year
+    shifted in every item's last words). None when the frames agree or fewer than
+    :data:`LAYOUT_MIN_PAIRS` pair.
 
     >>> ori = [QAItem(str(i), f"Q: item {i}?\\nA: ", None, "t") for i in range(5)]
     >>> mod = {it.id: QAItem(it.id, it.question.replace("A: ", "A:"), None, "t") for it in ori}
     >>> print(layout_note(CapSplit("t", ori, mod, ["o.json", "m.json"]), False))
-    m.json: every modified input ends '?\\nA:' where every original ends '?\\nA: ': the prompts' layout differs in every pair, so M, C and the PCR measure that change as well as the modification
+    m.json: every modified input ends '?\\nA:' where every original ends '?\\nA: ': the prompts' spacing differs in every pair, so M modified, C and the PCR measure that change as well as the modification
+    >>> yr = [QAItem(str(i), f"Growth of unit {i} in 2019?", None, "t") for i in range(5)]
+    >>> mod = {it.id: QAItem(it.id, it.question.replace("2019", "2020"), None, "t") for it in yr}
+    >>> layout_note(CapSplit("t", yr, mod, ["o.json", "m.json"]), False) is None  # the change
+    True
     >>> mod = {it.id: QAItem(it.id, it.question.replace(it.id, it.id + "0"), None, "t") for it in ori}
     >>> layout_note(CapSplit("t", ori, mod, ["o.json", "m.json"]), False) is None
     True
@@ -668,16 +677,15 @@ def layout_note(split: CapSplit, mcq: bool) -> str | None:
     where = split.files[-1] if split.files else f"split {split.name!r}"
     for end, verb in ((False, "starts with"), (True, "ends")):
         a, b = _frame(ori, end), _frame(mod, end)
-        shorter, longer = sorted((a, b), key=len)
-        if longer.endswith(shorter) if end else longer.startswith(shorter):
-            continue  # one frame extends the other: items sharing more text by chance
+        if a == b or "".join(a.split()) != "".join(b.split()):
+            continue  # alike, or unlike beyond spacing: the modification itself ("in 2020?")
         k = len(_frame([a, b], end))  # the part both frames share, shown as context (12 chars)
         a_, b_ = (a[-k - 12 :], b[-k - 12 :]) if end else (a[: k + 12], b[: k + 12])
         fix = "; --template lays out both alike" if mcq else ""
         return (
             f"{where}: every modified input {verb} {b_!r} where every original {verb} {a_!r}: "
-            "the prompts' layout differs in every pair, so M, C and the PCR measure that "
-            f"change as well as the modification{fix}"
+            "the prompts' spacing differs in every pair, so M modified, C and the PCR measure "
+            f"that change as well as the modification{fix}"
         )
     return None
 
@@ -689,6 +697,7 @@ def _load_mcq_folders(
         raise ConfigError(f"{path}: split subfolders hold multiple-choice files; use --task mcq")
     out: dict[str, CapSplit] = {}
     problems: list[RowProblem] = []
+    notes: list[str] = []
     digest = hashlib.sha256()
     fmt = "?"
     for s in splits:
@@ -698,11 +707,14 @@ def _load_mcq_folders(
         loaded: LoadResult = load_benchmark(str(path), split=s, format=mcq_format, strict=strict)
         digest.update(loaded.content_hash.encode())
         problems.extend(loaded.problems)
+        notes.extend(f"split {s}: {n}" for n in loaded.notes)
         out[s] = CapSplit(s, list(loaded.items), None, loaded.files)
         fmt = f"mcq:{loaded.format}"
     col = _Collector(strict)
     col.problems = problems
-    return _finish("mcq", task is None, out, col, str(path), fmt, digest)
+    data = _finish("mcq", task is None, out, col, str(path), fmt, digest)
+    data.notes = notes
+    return data
 
 
 def _load_generic(

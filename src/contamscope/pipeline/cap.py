@@ -552,6 +552,7 @@ def run_cap(
                 "files": {s: data.splits[s].files for s in selected},
                 "selection": settings["selection"],
                 "overlap_selected": split_overlap(selected).counts(),
+                **({"notes": list(data.notes)} if data.notes else {}),
             },
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],

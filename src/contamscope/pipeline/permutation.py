@@ -13,6 +13,7 @@ import numbers
 import os
 import random
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -25,13 +26,14 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item
 from ..detectors.permutation import check_deltas
-from ..errors import ConfigError
+from ..errors import ConfigError, ContamscopeWarning
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     non_exchangeable_reason,
 )
 from ..perturb.templates import as_template
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
+from ..wording import plural
 from ..workers import SpawnPool
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
@@ -455,6 +457,11 @@ def run_permutation(
     _rethreshold_records(run_dir, done, alg1, alg2)
     wanted_ids = {it.id for it in items}
     done = {k: v for k, v in done.items() if k in wanted_ids}
+    stale = stale_records(items, done, config)
+    if stale:  # scored on texts the benchmark no longer reads as: scored again
+        warnings.warn(_stale_message(stale, loaded.source, "scored again"), ContamscopeWarning, 2)
+        for k in stale:
+            del done[k]
     todo = [it for it in items if it.id not in done]
     offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)
@@ -647,6 +654,15 @@ def reanalyse_permutation(
             "to finish it"
         )
     ordered = sorted(done.values(), key=lambda r: position[r["id"]])
+    by_id = {it.id: it for it in loaded.items}
+    stale = stale_records([by_id[r["id"]] for r in ordered], done, config)
+    if stale:  # a re-analysis reads the stored numbers: said, not scored
+        msg = _stale_message(stale, loaded.source, "re-analysed as stored")
+        warnings.warn(
+            f"{msg}; re-run the run's permutation command to score them again",
+            ContamscopeWarning,
+            2,
+        )
     kept = reference_run is None
     if kept:
         reference_run = (scored.get("reference_run") or {}).get("run")
@@ -717,6 +733,35 @@ def _rethreshold_records(
     if changed:
         run_dir.replace_records(done.values())
     return changed
+
+
+def stale_records(
+    items: Sequence[MCQItem], done: Mapping[str, dict[str, Any]], config: PermutationConfig
+) -> list[str]:
+    """Ids of ``items`` whose stored record in ``done`` was scored on other texts than the
+    item reads as now (a run made before the loader removed the labels options carry: its
+    scores are of "A:A. Paris"; QA): the prompt, the published order's continuation, or an
+    excluded record's options differ."""
+    out = []
+    for it in items:
+        rec = done.get(it.id)
+        if rec is None:
+            continue
+        conts, orders = rec.get("continuations"), rec.get("orders")
+        if conts and orders:
+            now = (config.template.prefix(it), config.template.continuation(it, tuple(orders[0])))
+            if (rec.get("prefix"), conts[0]) != now:
+                out.append(it.id)
+        elif isinstance(rec.get("options"), list) and rec["options"] != list(it.options):
+            out.append(it.id)
+    return out
+
+
+def _stale_message(stale: Sequence[str], source: str, what: str) -> str:
+    return (
+        f"{plural(len(stale), 'stored record')} scored on other texts than {source} reads "
+        f"now (first: {stale[0]}; e.g. labels its options carried, now removed): {what}"
+    )
 
 
 def _readable(record: dict[str, Any]) -> bool:
