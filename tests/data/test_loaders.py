@@ -1263,6 +1263,10 @@ def test_options_carrying_their_own_labels_lose_them(tmp_path: Path) -> None:
         {"question": "Q2?", "options": ["(A) x", "(B) y", "(C) z"], "answer": 2},
         {"question": "Q3?", "options": ["A dog", "B. cat"], "answer": "A"},  # no label: kept
         {"question": "Q4?", "options": ["B. one", "A. two"], "answer": "A"},  # not its own
+        # other labellings (QA round 2: "a) Paris" read SmolLM2 as leaked, 13 of 14 items),
+        # and an answer given as the text an option is read as
+        {"question": "Q5?", "options": ["a) x", "b) y", "c) z"], "answer": "z"},
+        {"question": "Q6?", "options": ["[A] x", "[B] y"], "answer": "B"},
     ]
     path = write(tmp_path, "pre.jsonl", "".join(line(r) for r in rows))
     result = load_benchmark(str(path))
@@ -1271,8 +1275,10 @@ def test_options_carrying_their_own_labels_lose_them(tmp_path: Path) -> None:
         (("x", "y", "z"), 2),
         (("A dog", "B. cat"), 0),
         (("B. one", "A. two"), 0),
+        (("x", "y", "z"), 2),
+        (("x", "y"), 1),
     ]
-    assert len(result.notes) == 1 and f"in 2 items (first: {path}:1)" in result.notes[0]
+    assert len(result.notes) == 1 and f"in 4 items (first: {path}:1)" in result.notes[0]
     # the real case: one MMLU item labels its options "(A) Increased     Decreased" ...
     mmlu = load_benchmark("mmlu", subjects=["high_school_macroeconomics"])
     [relabelled] = [i for i in mmlu.items if i.question.startswith("In a given period")]
@@ -1319,14 +1325,22 @@ def test_a_folder_of_split_files_reads_one_split(tmp_path: Path) -> None:
         write(tmp_path / "hf", f"{split}.jsonl", "".join(line(r) for r in rows))
     test = load_benchmark(str(tmp_path / "hf"))
     assert [i.question for i in test.items] == ["test Q0?", "test Q1?"]
-    assert test.source == str(tmp_path / "hf" / "test.jsonl")
+    assert test.files == [str(tmp_path / "hf" / "test.jsonl")]
     train = load_benchmark(str(tmp_path / "hf"), split="train")
     assert [i.question for i in train.items] == ["train Q0?", "train Q1?"]
-    with pytest.raises(ConfigError, match=r"split 'dev': no dev file in .* \(its split files: "):
+    with pytest.raises(ConfigError, match=r"split 'dev': no dev file in .* \(its splits: "):
         load_benchmark(str(tmp_path / "hf"), split="dev")
     (tmp_path / "hf" / "test.jsonl").unlink()
     with pytest.raises(ConfigError, match="and no test; choose one with --split"):
         load_benchmark(str(tmp_path / "hf"))
+    # split names inside file names, as Hugging Face shards and users name them (QA round 2)
+    for name in ("bench_train.jsonl", "test-00000-of-00002.jsonl", "test-00001-of-00002.jsonl"):
+        rows = [{"question": f"{name} Q?", "options": ["a", "b"], "answer": 0}]
+        write(tmp_path / "shards", name, "".join(line(r) for r in rows))
+    shards = load_benchmark(str(tmp_path / "shards"))
+    assert [i.question for i in shards.items] == [
+        "test-00000-of-00002.jsonl Q?", "test-00001-of-00002.jsonl Q?"
+    ]  # fmt: skip
 
 
 def test_generic_csv_headers_read_as_the_user_wrote_them(tmp_path: Path) -> None:

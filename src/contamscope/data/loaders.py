@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,20 +155,20 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
     subfolders = sorted(p.name for p in path.iterdir() if p.is_dir() and p.name in _SPLIT_FOLDERS)
     named = {} if subfolders else _split_files(path, format)
     if len(named) >= 2 or (split is not None and split in named):
-        # Hugging Face's layout, one file a split (test.jsonl, train.jsonl): every split's
-        # items were merged into one benchmark, train included (QA)
+        # Hugging Face's layout, files a split (test.jsonl, train-00000-of-00001.jsonl,
+        # bench_train.jsonl): every split's items were merged, train included (QA)
         if split is None and "test" not in named:
             raise ConfigError(
-                f"{spec}: holds one file a split ({', '.join(sorted(named))}) and no test; "
+                f"{spec}: holds files of splits {', '.join(sorted(named))} and no test; "
                 "choose one with --split"
             )
         chosen = named.get(split or "test")
         if chosen is None:
             raise ConfigError(
-                f"split {split!r}: no {split} file in {spec} (its split files: "
+                f"split {split!r}: no {split} file in {spec} (its splits: "
                 f"{', '.join(sorted(named))})"
             )
-        return [chosen], str(chosen)
+        return chosen, str(path)
     if split is not None:
         if not (path / split).is_dir():
             has = (
@@ -190,13 +191,23 @@ SPLIT_FILE_NAMES = ("train", "test", "validation", "valid", "val", "dev")
 """File names (without extension) read as one split each, as Hugging Face exports them."""
 
 
-def _split_files(folder: Path, format: str | None) -> dict[str, Path]:
-    """The files of ``folder`` named as splits (``test.jsonl``), by split name."""
+_SPLIT_IN_NAME = re.compile(rf"(?:^|[-_.])({'|'.join(SPLIT_FILE_NAMES)})(?:$|[-_.])", re.I)
+
+
+def _split_files(folder: Path, format: str | None) -> dict[str, list[Path]]:
+    """The files of ``folder`` by the split their names hold (``test.jsonl``,
+    ``test-00000-of-00001.jsonl``, ``anatomy_test.csv``); {} unless every file names one."""
     try:
         files = _folder_files(folder, format)
     except DataError:
         return {}  # no benchmark files, or mixed kinds: said when the folder is read
-    return {p.stem.lower(): p for p in files if p.stem.lower() in SPLIT_FILE_NAMES}
+    out: dict[str, list[Path]] = {}
+    for p in files:
+        m = _SPLIT_IN_NAME.search(p.stem)
+        if m is None:
+            return {}
+        out.setdefault(m.group(1).lower(), []).append(p)
+    return out
 
 
 def _folder_files(folder: Path, format: str | None) -> list[Path]:

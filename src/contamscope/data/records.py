@@ -349,7 +349,13 @@ def record_to_item(
         if labels is not None and isinstance(raw, str) and raw.strip() in labels[: len(options)]:
             answer = labels.index(raw.strip())  # its own label: ARC's '1'..'4' are labels
         else:
-            answer = parse_answer(raw, options, ints=True, text=True)
+            try:
+                answer = parse_answer(raw, options, ints=True, text=True)
+            except RowError as e:  # "Lima" for "A. Lima": the text the option is read as
+                bare = own_labels_removed(options)
+                if bare is None or not str(e).startswith("unparseable"):
+                    raise
+                answer = parse_answer(raw, bare, ints=True, text=True)
         used.add(answer_field)
     item_id = default_id
     if fm.id is not None:
@@ -377,8 +383,11 @@ def record_to_item(
 
 
 _OWN_LABEL = re.compile(
-    r"\s*[(（]?([A-J])\s*(?:[.:]\s+|[)．：、）]\s*)(\S.*)\Z",  # "A." and "A:" need a space after
-    re.DOTALL,
+    # "A. x", "A: x" (a space after: not C++'s A::f), "(A) x", "a) x", "[A] x", "A - x",
+    # "Option A: x", "Ａ．x", "C）x", "B、x"
+    r"\s*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
+    r"(?:[.:]\s+|[)）\]】．：、]\s*|\s+[-–]\s+)(\S.*)\Z",
+    re.DOTALL | re.IGNORECASE,
 )
 
 
@@ -395,18 +404,26 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
     True
     >>> own_labels_removed(["A::f()", "B::f()"]) is None  # C++ scopes, "A:B = 1:2": no space
     True
+    >>> own_labels_removed(["a) x", "b) y"]), own_labels_removed(["[A] x", "Option B: y"])
+    (('x', 'y'), ('x', 'y'))
+    >>> own_labels_removed(["A - x", "B – y"]), own_labels_removed(["Ａ．甲", "Ｂ．乙"])
+    (('x', 'y'), ('甲', '乙'))
 
     Genus names abbreviated in label order ("A. thaliana", "B. subtilis", ...) would read as
     labels; no benchmark here has such an item (MMLU, CMMLU, C-Eval, CMB: one MMLU item has
     labels, "(A) Increased ...").
     """
-    out = []
+    out, cases = [], set()
     for i, text in enumerate(options):
         m = _OWN_LABEL.match(text)
-        if m is None or m.group(1) != LABELS[i]:
+        label = m.group(1) if m else ""
+        if "Ａ" <= label <= "Ｊ":  # full-width
+            label = chr(ord(label) - 0xFEE0)
+        if m is None or label.upper() != LABELS[i]:
             return None
+        cases.add(label.isupper())
         out.append(m.group(2))
-    return tuple(out)
+    return tuple(out) if len(cases) == 1 else None  # "a)", "B)": not one labelling
 
 
 class Sink:
