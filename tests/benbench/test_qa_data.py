@@ -295,3 +295,17 @@ def test_multiple_choice_files_are_not_read_as_question_answer_pairs(tmp_path: P
     # an explicit field map reads what it names
     items = load_qa(str(csv), field_map=FieldMap.parse("question=question,answer=choice1")).items
     assert [(it.question, it.answer) for it in items] == [("Which bone?", "b")]
+
+
+def test_ids_that_share_none_are_not_paired_by_position(tmp_path: Path) -> None:
+    """Both files with ids of their own ("003" against 3, as a spreadsheet writes them) and
+    none alike were paired by position, silently: every paraphrase with another item (QA)."""
+    fm = FieldMap.parse("question=question,answer=answer,id=id")
+    rows = [{"id": i, "question": f"Q{i}?", "answer": str(i)} for i in range(3)]
+    bench = load_qa(str(write_jsonl(tmp_path / "b.jsonl", rows)), format="qa-jsonl", field_map=fm)
+    para = [{"id": f"{i:03d}", "question": f"P{i}?", "answer": str(i)} for i in (2, 0, 1)]
+    ref = load_qa(str(write_jsonl(tmp_path / "r.jsonl", para)), format="qa-jsonl", field_map=fm)
+    with pytest.raises(ConfigError, match=r"^--reference .*r.jsonl: its ids and .*b.jsonl's "
+                       r"share none \(e.g. '000' and '0'\).*--pairing order"):  # fmt: skip
+        pair_reference(bench, ref, name="r")
+    assert pair_reference(bench, ref, name="r", pairing="order").pairing == "order"

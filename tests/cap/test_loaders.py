@@ -331,3 +331,16 @@ def test_mcq_folders_say_the_labels_their_options_lose(tmp_path: Path) -> None:
     assert data.splits["dev"].items[0].options == ("Paris", "Rome", "Oslo", "Bern")
     assert [n.split(": ")[0] for n in data.notes] == ["split dev", "split test"]
     assert "in 6 items" in data.notes[0]
+
+
+def test_split_values_are_read_whatever_their_case(tmp_path: Path) -> None:
+    """Rows with split "Test" or "TRAIN" were dropped silently when --splits said test,train
+    (QA); another value ("testing") names the file's values when a split is left empty."""
+    rows = [{"input": f"Sales were {i} in 2019 and {i + 2} in 2020. Change?", "output": "2",
+             "split": s} for i, s in enumerate(["train", "TRAIN", "test", "Test ", "testing"])]  # fmt: skip
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_cap(str(path), ["train", "test"])
+    assert [len(data.splits[s].items) for s in ("train", "test")] == [2, 2]
+    with pytest.raises(ConfigError, match=r"with split=dev \(its values: test, testing, train\)"):
+        load_cap(str(path), ["train", "dev"])

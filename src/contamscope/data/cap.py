@@ -319,7 +319,8 @@ def _by_split(
         if value is None or isinstance(value, (dict, list)) or not str(value).strip():
             col.problem(str(path), line, f"missing split field {cf.split!r}")
             continue
-        out.setdefault(str(value).strip(), []).append((line, rec))
+        # "Test" and "TRAIN" are the test and train splits (they were dropped silently; QA)
+        out.setdefault(str(value).strip().casefold(), []).append((line, rec))
     return out
 
 
@@ -754,7 +755,7 @@ def _load_generic(
                 parsed[p] = _records(p, _read(p, digest), col)
                 if by_field:
                     grouped[p] = _by_split(p, parsed[p], cf, col)
-            records = grouped[p].get(s, []) if by_field else parsed[p]
+            records = grouped[p].get(s.strip().casefold(), []) if by_field else parsed[p]
             got, mods = _collect(p, records, cf, col, mcq=False, split=s)
             items.extend(got)
             for it, mod in zip(got, mods):
@@ -767,9 +768,10 @@ def _load_generic(
             skipped = (
                 f" ({plural(len(mine), 'row')} skipped; first: {mine[0]})" if mine else ""
             )  # every row lacking a --fields name said only "no items"
+            values = sorted({v for g in grouped.values() for v in g}) if by_field else []
             raise ConfigError(
                 f"split {s!r}: no items in {path}"
-                + (f" with {cf.split}={s}" if by_field else "")
+                + (f" with {cf.split}={s} (its values: {', '.join(values)})" if by_field else "")
                 + skipped
             )
         modified = supplied if cf.modified is not None else None

@@ -150,6 +150,13 @@ def pair_reference(
             pairing = "question"
         elif own_ids(rows) & own_ids(items):  # generated ids ("test-3") only say the position
             pairing = "id"
+        elif own_ids(rows) and own_ids(items):  # both have ids, none alike ("003" and 3)
+            a, b = sorted(own_ids(items))[0], sorted(own_ids(rows))[0]
+            raise ConfigError(
+                f"{option} {ref.source}: its ids and {bench.source}'s share none (e.g. "
+                f"{b!r} and {a!r}), so pairing cannot follow them; write the same ids in "
+                "both, or --pairing order to pair by position"
+            )
         else:
             pairing = "order"
     if pairing == "id" and not (own_ids(rows) and own_ids(items)):
