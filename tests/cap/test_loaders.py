@@ -344,3 +344,18 @@ def test_split_values_are_read_whatever_their_case(tmp_path: Path) -> None:
     assert [len(data.splits[s].items) for s in ("train", "test")] == [2, 2]
     with pytest.raises(ConfigError, match=r"with split=dev \(its values: test, testing, train\)"):
         load_cap(str(path), ["train", "dev"])
+
+
+def test_a_modified_field_given_for_some_items_only_is_said(tmp_path: Path) -> None:
+    """Items without a modified value got contamscope's year shift, the others the user's:
+    a split's C mixed both kinds, silently (QA)."""
+    rows = [{"input": f"Sales were {i} in 2019 and {i + 2} in 2020. Change?", "output": "2",
+             "split": s, **({"mod": f"Sales were {i} in 2018 and {i + 2} in 2019. Change?"}
+                            if i != 3 else {})} for i, s in enumerate(["train"] * 3 + ["test"] * 3)]  # fmt: skip
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_cap(str(path), ["train", "test"], fields=CapFields.parse("modified=mod"))
+    assert data.notes == [
+        "split test: 1 of 3 items have no 'mod' value; contamscope modifies those itself, the "
+        "others are yours: the split's C and PCR mix both kinds of modification"
+    ]

@@ -747,6 +747,7 @@ def _load_generic(
     parsed: dict[Path, list[tuple[int, dict[str, Any]]]] = {}
     grouped: dict[Path, dict[str, list[tuple[int, dict[str, Any]]]]] = {}
     out: dict[str, CapSplit] = {}
+    notes: list[str] = []
     for s in splits:
         items: list[CapItem] = []
         supplied: dict[str, Any] = {}
@@ -776,11 +777,19 @@ def _load_generic(
             )
         modified = supplied if cf.modified is not None else None
         out[s] = CapSplit(s, items, modified, [str(p) for p in per_split[s]])
+        if modified is not None and 0 < len(modified) < len(items):  # said: two kinds (QA)
+            notes.append(
+                f"split {s}: {len(items) - len(modified)} of {len(items)} items have no "
+                f"{cf.modified!r} value; contamscope modifies those itself, the others are "
+                "yours: the split's C and PCR mix both kinds of modification"
+            )
     detected = task is None
     if task is None:
         first = out[splits[0]].items
         task = _detect_task([], [it.answer or "" for it in first[:50]])
-    return _finish(task, detected, out, col, str(path), "generic", digest)
+    data = _finish(task, detected, out, col, str(path), "generic", digest)
+    data.notes = notes
+    return data
 
 
 def _finish(
