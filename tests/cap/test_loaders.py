@@ -330,7 +330,7 @@ def test_mcq_folders_say_the_labels_their_options_lose(tmp_path: Path) -> None:
     data = load_cap(str(tmp_path), ["dev", "test"])
     assert data.splits["dev"].items[0].options == ("Paris", "Rome", "Oslo", "Bern")
     assert [n.split(": ")[0] for n in data.notes] == ["split dev", "split test"]
-    assert "in 6 items" in data.notes[0]
+    assert "in 6 of the 6 items read" in data.notes[0]
 
 
 def test_split_values_are_read_whatever_their_case(tmp_path: Path) -> None:

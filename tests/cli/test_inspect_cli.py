@@ -207,6 +207,8 @@ def test_options_carrying_their_own_labels_are_said_to_lose_them(tmp_path: Path)
     got = run_cli("inspect", "--benchmark", str(bench), cwd=tmp_path)
     assert got.returncode == 0, got.stderr
     assert got.stderr.startswith('note: options beginning with their own labels ("A. ...", "(A)')
-    assert f"in 1 item (first: {bench}:1): the labels were removed" in " ".join(got.stderr.split())
+    assert f"in 1 of the 2 items read (first: {bench}:1): the labels were removed" in " ".join(
+        got.stderr.split()
+    )
     got = run_cli("inspect", "--benchmark", str(bench), "--json", cwd=tmp_path)
     assert "the labels were removed" in json.loads(got.stdout)["notes"][0]

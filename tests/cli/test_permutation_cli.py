@@ -420,7 +420,7 @@ def test_options_with_their_own_labels_are_scored_without_them(
     assert [r["continuations"][0] for r in records] == ["A:one\nB:two\nC:three\nD:four\n",
                                                          "A:w\nB:x\nC:y\nD:z\n"]  # fmt: skip
     notes = json.loads((out / "summary.json").read_text())["benchmark"]["notes"]
-    assert notes and "in 2 items" in notes[0]
+    assert notes and "in 2 of the 2 items read" in notes[0]
     # a run scored before the labels were removed: its records are of "A:A. one", which a
     # resume kept and a summary said were scored without them (review QA)
     old = records[0] | {

@@ -448,7 +448,8 @@ class Sink:
         where = f"{first.source}:{first.line}" if first.line is not None else first.source
         return [
             'options beginning with their own labels ("A. ...", "(A) ...") in '
-            f"{plural(len(self.relabelled), 'item')} (first: {where}): the labels were "
+            f"{len(self.relabelled)} of the {plural(len(self.items), 'item')} read (first: "
+            f"{where}): the labels were "
             "removed; they would move with the options when the test reorders them, and only "
             "the published order would read A, B, C, D"
         ]
@@ -457,7 +458,6 @@ class Sink:
         bare = own_labels_removed(item.options) if isinstance(item, MCQItem) else None
         if bare is not None:
             item = replace(item, options=bare)
-            self.relabelled.append(item)
         first = self._first_seen.get(item.id)
         if first is not None:
             where = f"{first[0]}:{first[1]}" if first[1] is not None else first[0]
@@ -475,6 +475,8 @@ class Sink:
             return
         self._first_seen[item.id] = (item.source or "?", item.line)
         self.items.append(item)
+        if bare is not None:  # counted among the items kept
+            self.relabelled.append(item)
 
     def collect(
         self,
