@@ -1366,3 +1366,36 @@ def test_generic_csv_headers_read_as_the_user_wrote_them(tmp_path: Path) -> None
     upper = "question,A,B,C,D,E,Answer\nQ?,a,b,c,d,e,E\n"
     [item] = load_benchmark(str(write(tmp_path, "upper.csv", upper))).items
     assert (item.answer, item.meta) == (4, {})
+
+
+def test_chinese_labellings_and_letters_after_them(tmp_path: Path) -> None:
+    """Chinese QA: "A.北京" (no space) kept its labels, silently, and 8 CMMLU items so
+    written read SmolLM2 as leaked (7 of 8, p 1.7e-09; 1 of 8 plain); "A、B" ("A and B") and
+    "A、E型肝炎" lost text that was no label. Full-width answer letters were refused."""
+    rows = [
+        {
+            "question": "首都？",
+            "options": ["A.北京", "B．上海", "C.0.5mol", "D．O2"],
+            "answer": "Ａ",
+        },
+        {"question": "最长的边？", "options": ["A、B", "B、C", "C、D", "D、A"], "answer": "B"},
+        {
+            "question": "肝炎？",
+            "options": ["A、E型肝炎", "B、C型肝炎", "C、D型肝炎"],
+            "answer": "A",
+        },
+        {"question": "多选", "options": ["x", "y", "z"], "answer": "AC"},
+    ]
+    path = write(tmp_path, "zh.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path), strict=False)
+    assert [(i.options, i.answer) for i in result.items] == [
+        (("北京", "上海", "0.5mol", "O2"), 0),
+        (("A、B", "B、C", "C、D", "D、A"), 1),
+        (("A、E型肝炎", "B、C型肝炎", "C、D型肝炎"), 0),
+    ]
+    assert "--fields answer= reads the items without answers" in one_problem(result).reason
+    # a folder's split is the last split word of a file's name (train_driver_test is test)
+    for name in ("train_driver_test.csv", "train_driver_val.csv", "history_test.csv"):
+        write(tmp_path / "flat", name, "Q?,a,b,c,d,A\n")
+    flat = load_benchmark(str(tmp_path / "flat"))
+    assert [Path(f).name for f in flat.files] == ["history_test.csv", "train_driver_test.csv"]

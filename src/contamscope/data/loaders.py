@@ -203,10 +203,10 @@ def _split_files(folder: Path, format: str | None) -> dict[str, list[Path]]:
         return {}  # no benchmark files, or mixed kinds: said when the folder is read
     out: dict[str, list[Path]] = {}
     for p in files:
-        m = _SPLIT_IN_NAME.search(p.stem)
-        if m is None:
+        found = [m.group(1) for m in _SPLIT_IN_NAME.finditer(p.stem)]
+        if not found:
             return {}
-        out.setdefault(m.group(1).lower(), []).append(p)
+        out.setdefault(found[-1].lower(), []).append(p)  # the last: train_driver_test is test
     return out
 
 

@@ -193,6 +193,8 @@ def parse_answer(
         s = raw.strip()
         if not s:
             return None
+        if len(s) == 1 and "Ａ" <= s.upper() <= "Ｊ":  # a full-width label ("Ｂ")
+            s = chr(ord(s.upper()) - 0xFEE0)
         if len(s) == 1 and s.upper() in LABELS:
             idx = LABELS.index(s.upper())
             stripped = [o.strip() for o in options]
@@ -216,7 +218,10 @@ def parse_answer(
         elif text and s in (o.strip() for o in options):
             idx = [o.strip() for o in options].index(s)
         elif len(s) <= MAX_OPTIONS and all(c in LABELS for c in s.upper()):
-            raise RowError(f"multiple answers {s!r} are not supported")
+            raise RowError(
+                f"multiple answers {s!r} are not supported (--fields answer= reads the items "
+                "without answers: the permutation test does not use them)"
+            )
         else:
             raise RowError(f"unparseable answer {_short(s)}")
     else:
@@ -383,12 +388,15 @@ def record_to_item(
 
 
 _OWN_LABEL = re.compile(
-    # "A. x", "A: x" (a space after: not C++'s A::f), "(A) x", "a) x", "[A] x", "A - x",
-    # "Option A: x", "Ａ．x", "C）x", "B、x"
+    # "A. x", "A.北京", "A: x" (":" a space or a non-ASCII character after: not C++'s A::f,
+    # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x"
     r"\s*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
-    r"(?:[.:]\s+|[)）\]】．：、]\s*|\s+[-–]\s+)(\S.*)\Z",
+    r"(?:\.\s*(?!\.)|:\s+|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–]\s+)(\S.*)\Z",
     re.DOTALL | re.IGNORECASE,
 )
+_LETTER_FIRST = re.compile(r"[A-JＡ-Ｊ](?![A-Za-z])")
+"""After "、" or "：" a letter is no label's text: "A、B" is "A and B", "A：B＝1：2" a ratio,
+"A、E型肝炎" "hepatitis A and E" (Chinese QA)."""
 
 
 def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
@@ -408,6 +416,10 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
     (('x', 'y'), ('x', 'y'))
     >>> own_labels_removed(["A - x", "B – y"]), own_labels_removed(["Ａ．甲", "Ｂ．乙"])
     (('x', 'y'), ('甲', '乙'))
+    >>> own_labels_removed(["A.北京", "B．H2O", "C.0.5mol"])  # mixed widths, no space
+    ('北京', 'H2O', '0.5mol')
+    >>> own_labels_removed(["A、B", "B、C"]), own_labels_removed(["A、E型肝炎", "B、C型肝炎"])
+    (None, None)
 
     Genus names abbreviated in label order ("A. thaliana", "B. subtilis", ...) would read as
     labels; no benchmark here has such an item (MMLU, CMMLU, C-Eval, CMB: one MMLU item has
@@ -421,8 +433,10 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
             label = chr(ord(label) - 0xFEE0)
         if m is None or label.upper() != LABELS[i]:
             return None
+        if m.group(2) and _LETTER_FIRST.match(m.group(3)):
+            return None
         cases.add(label.isupper())
-        out.append(m.group(2))
+        out.append(m.group(3))
     return tuple(out) if len(cases) == 1 else None  # "a)", "B)": not one labelling
 
 
