@@ -116,7 +116,9 @@ def command(
         help="Field mapping for generic jsonl/csv/json (both files), e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe); options=FIELD for one field that holds them all (a list or an object).",
     ),
     split: str | None = typer.Option(
-        None, "--split", help="Sub-folder of a benchmark folder (test, dev, val)."
+        None,
+        "--split",
+        help="Split of a benchmark folder: a sub-folder (test, dev, val), or the files named by split (test.jsonl, train.jsonl).",
     ),
     subjects: str | None = typer.Option(
         None, "--subjects", help="Comma-separated benchmark subjects to keep."

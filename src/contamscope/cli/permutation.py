@@ -89,7 +89,11 @@ FIELDS_OPT = typer.Option(
     "--fields",
     help="Field mapping for generic jsonl/csv/json, e.g. 'question=stem,options=a|b|c|d,answer=label' (quoted: | is a shell pipe); options=FIELD for one field that holds them all (a list or an object).",
 )
-SPLIT_OPT = typer.Option(None, "--split", help="Sub-folder of a benchmark folder (test, dev, val).")
+SPLIT_OPT = typer.Option(
+    None,
+    "--split",
+    help="Split of a benchmark folder: a sub-folder (test, dev, val), or the files named by split (test.jsonl, train.jsonl).",
+)
 SUBJECTS_OPT = typer.Option(None, "--subjects", help="Comma-separated subjects to keep.")
 LIMIT_OPT = typer.Option(None, "--limit", min=1, help="Score only the first N items.")
 SAMPLE_OPT = typer.Option(None, "--sample", min=1, help="Take a seeded random sample of N items.")

@@ -140,7 +140,11 @@ def command(
     ),
     out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="Sweep folder."),
     fmt: str | None = typer.Option(None, "--format", help="Benchmark format for every benchmark."),
-    split: str | None = typer.Option(None, "--split", help="Sub-folder of benchmark folders."),
+    split: str | None = typer.Option(
+        None,
+        "--split",
+        help="Split of benchmark folders: a sub-folder, or the files named by split.",
+    ),
     subjects: str | None = typer.Option(
         None,
         "--subjects",

@@ -130,7 +130,9 @@ def command(
         None, "--format", help="Benchmark format (detected when omitted)."
     ),
     split: str | None = typer.Option(
-        None, "--split", help="permutation: sub-folder of a benchmark folder."
+        None,
+        "--split",
+        help="permutation: split of a benchmark folder (a sub-folder, or the files named by split).",
     ),
     subjects: str | None = typer.Option(
         None, "--subjects", help="permutation: comma-separated subjects to keep."
