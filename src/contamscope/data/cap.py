@@ -713,9 +713,7 @@ def _load_mcq_folders(
         fmt = f"mcq:{loaded.format}"
     col = _Collector(strict)
     col.problems = problems
-    data = _finish("mcq", task is None, out, col, str(path), fmt, digest)
-    data.notes = notes
-    return data
+    return _finish("mcq", task is None, out, col, str(path), fmt, digest, notes)
 
 
 def _load_generic(
@@ -787,9 +785,7 @@ def _load_generic(
     if task is None:
         first = out[splits[0]].items
         task = _detect_task([], [it.answer or "" for it in first[:50]])
-    data = _finish(task, detected, out, col, str(path), "generic", digest)
-    data.notes = notes
-    return data
+    return _finish(task, detected, out, col, str(path), "generic", digest, notes)
 
 
 def _finish(
@@ -800,6 +796,7 @@ def _finish(
     source: str,
     fmt: str,
     digest: Any,
+    notes: Sequence[str] = (),
 ) -> CapData:
     for s in splits.values():
         if not s.items:
@@ -807,4 +804,5 @@ def _finish(
             raise DataError(f"split {s.name!r}: no usable items (first problem: {first})")
         if s.modified:
             s.layout_note = layout_note(s, task == "mcq")
-    return CapData(task, detected, splits, col.located(), source, fmt, digest.hexdigest())
+    located = col.located()
+    return CapData(task, detected, splits, located, source, fmt, digest.hexdigest(), list(notes))

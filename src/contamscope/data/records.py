@@ -193,11 +193,11 @@ def parse_answer(
         s = raw.strip()
         if not s:
             return None
+        stripped = [o.strip() for o in options]
         if len(s) == 1 and "Ａ" <= s.upper() <= "Ｊ":  # a full-width label ("Ｂ")
             s = chr(ord(s.upper()) - 0xFEE0)
         if len(s) == 1 and s.upper() in LABELS:
             idx = LABELS.index(s.upper())
-            stripped = [o.strip() for o in options]
             if text and s in stripped and stripped.index(s) != idx and idx < n:
                 raise RowError(  # "C" with options C, Python, Java, Rust: A's text or label C
                     f"answer {s!r} is ambiguous: option {_label(stripped.index(s))}'s text or "
@@ -205,7 +205,6 @@ def parse_answer(
                 )
         elif ints and s.isascii() and s.isdigit():
             idx = int(s)
-            stripped = [o.strip() for o in options]
             j = stripped.index(s) if text and s in stripped else idx
             if j != idx and 0 <= idx < n:  # "1" with options 1, 2, 3, 4: A's text or B's index
                 raise RowError(
@@ -215,8 +214,8 @@ def parse_answer(
             idx = j  # an index, or (no such index) the option's text
         elif text and clean_text(raw) in options:
             idx = options.index(clean_text(raw))
-        elif text and s in (o.strip() for o in options):
-            idx = [o.strip() for o in options].index(s)
+        elif text and s in stripped:
+            idx = stripped.index(s)
         elif len(s) <= MAX_OPTIONS and all(c in LABELS for c in s.upper()):
             raise RowError(
                 f"multiple answers {s!r} are not supported (--fields answer= reads the items "

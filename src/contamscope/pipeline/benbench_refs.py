@@ -145,13 +145,14 @@ def pair_reference(
     items = bench.items
     rows = ref.items
     own_ids = lambda its: {i.id for i in its if not i.meta.get("id_generated")}  # noqa: E731
+    row_ids, item_ids = own_ids(rows), own_ids(items)
     if pairing == "auto":
         if rows and all("paraphrase" in r.meta for r in rows):
             pairing = "question"
-        elif own_ids(rows) & own_ids(items):  # generated ids ("test-3") only say the position
+        elif row_ids & item_ids:  # generated ids ("test-3") only say the position
             pairing = "id"
-        elif own_ids(rows) and own_ids(items):  # both have ids, none alike ("003" and 3)
-            a, b = sorted(own_ids(items))[0], sorted(own_ids(rows))[0]
+        elif row_ids and item_ids:  # both have ids, none alike ("003" and 3)
+            a, b = min(item_ids), min(row_ids)
             raise ConfigError(
                 f"{option} {ref.source}: its ids and {bench.source}'s share none (e.g. "
                 f"{b!r} and {a!r}), so pairing cannot follow them; write the same ids in "
@@ -159,9 +160,9 @@ def pair_reference(
             )
         else:
             pairing = "order"
-    if pairing == "id" and not (own_ids(rows) and own_ids(items)):
+    if pairing == "id" and not (row_ids and item_ids):
         raise ConfigError(
-            f"--pairing id: {ref.source if not own_ids(rows) else bench.source} has no id field "
+            f"--pairing id: {ref.source if not row_ids else bench.source} has no id field "
             "(its ids are made from the file name and row number, so they would pair by "
             "position); give both files an id field (--fields id=...) or use --pairing order"
         )

@@ -47,7 +47,7 @@ from ..perturb.templates import PromptTemplate
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
-from .provenance import git_commit, package_versions, selection_settings
+from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
 __all__ = [
     "CAP_ANALYSIS",
@@ -202,7 +202,7 @@ def mcq_input(item: MCQItem, template: PromptTemplate | None, supplied: bool) ->
 
 def layout_warnings(data: CapData, splits: Iterable[str], config: CapConfig) -> list[str]:
     """The selected splits' :attr:`~contamscope.data.cap.CapSplit.layout_note` s: supplied
-    modified inputs framed unlike their originals. None for mcq under a ``template``, which
+    modified inputs framed unlike their originals; none for mcq under a ``template``, which
     lays out both alike."""
     if config.task == "mcq" and config.template is not None:
         return []
@@ -552,7 +552,7 @@ def run_cap(
                 "files": {s: data.splits[s].files for s in selected},
                 "selection": settings["selection"],
                 "overlap_selected": split_overlap(selected).counts(),
-                **({"notes": list(data.notes)} if data.notes else {}),
+                **notes_entry(data.notes),
             },
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],

@@ -43,7 +43,7 @@ from ..perturb.templates import as_template
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
-from .provenance import git_commit, package_versions, selection_settings
+from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
 __all__ = [
     "unseen_references",
@@ -592,14 +592,14 @@ def build_summary(
             "format": benchmark.format,
             "content_hash": benchmark.content_hash,
             "files": len(benchmark.files),
-            **({"notes": list(benchmark.notes)} if benchmark.notes else {}),
+            **notes_entry(benchmark.notes),
         },
         "reference": {
             "source": reference.source,
             "format": reference.format,
             "content_hash": reference.content_hash,
             "files": len(reference.files),
-            **({"notes": list(reference.notes)} if reference.notes else {}),
+            **notes_entry(reference.notes),
         },
         "selection": settings["selection"],
         **_analysis_part(records, config, test, loaded),

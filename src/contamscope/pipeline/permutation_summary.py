@@ -28,7 +28,7 @@ from ..perturb.exchangeability import (
     non_exchangeable_reason,
 )
 from .permutation_reference import Reference, reference_with_check
-from .provenance import git_commit, package_versions
+from .provenance import git_commit, notes_entry, package_versions
 
 if TYPE_CHECKING:
     from .permutation import PermutationConfig
@@ -338,7 +338,7 @@ def build_summary(
             "content_hash": loaded.content_hash,
             "files": len(loaded.files),
             "selection": settings["selection"],
-            **({"notes": list(loaded.notes)} if loaded.notes else {}),  # e.g. labels removed
+            **notes_entry(loaded.notes),  # e.g. labels the options carried, removed
         },
         "config": settings["config"] | {"alpha": config.alpha},
         "counts": {

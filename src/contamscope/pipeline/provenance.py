@@ -41,6 +41,12 @@ def selection_settings(
     }
 
 
+def notes_entry(notes: Sequence[str]) -> dict[str, list[str]]:
+    """``{"notes": [...]}`` for a summary's benchmark part where loading changed items (a
+    :attr:`LoadResult.notes <contamscope.data.items.LoadResult.notes>`), else ``{}``."""
+    return {"notes": list(notes)} if notes else {}
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(

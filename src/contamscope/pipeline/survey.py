@@ -18,7 +18,7 @@ from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
 from .permutation import PermutationConfig, item_texts
 from .permutation_summary import convention_summary
-from .provenance import selection_settings
+from .provenance import notes_entry, selection_settings
 
 __all__ = ["survey_permutation", "measure_permutation"]
 
@@ -163,7 +163,7 @@ def survey_permutation(
             "repeats": len(repeated),
         },
         "skipped_rows": [str(p) for p in loaded.problems],
-        **({"notes": list(loaded.notes)} if loaded.notes else {}),
+        **notes_entry(loaded.notes),
         "excluded": {
             "texts": dict(  # the option text that refers to the others, most frequent first
                 Counter(r.split(": ", 1)[-1].lower() for r in refer.values()).most_common(20)
