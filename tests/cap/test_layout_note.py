@@ -47,6 +47,9 @@ def test_cap_run_warns_and_reports_the_layout(
     ]
     html = build_report(out).read_text()
     assert "Modified inputs laid out unlike the originals." in html
+    again = run_cli("reanalyse", str(out), "--pcr-alpha", "0.01", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert [ln for ln in again.stderr.splitlines() if ln.startswith("warning: ")] == warned
     # --template lays out original and modified alike: no warning, none in the summary
     res = run_cli("cap", *args, "--out", str(tmp_path / "t"), "--template", "mmlu", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

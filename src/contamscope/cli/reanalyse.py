@@ -379,6 +379,8 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
     outcome = reanalyse_cap(RunDir(run_dir), **_settings("cap", given))
     _said(outcome.resumed, "")
     print_cap_summary(outcome.summary, work=False)  # (the timings are the run's)
+    for note in outcome.summary.get("layout_warnings") or []:  # as the run said them (QA)
+        err_console.print(styled("yellow", "warning", f": {note}"), highlight=False)
     plot = run_dir / "pcr_heatmap.png"
     if plot.exists():
         from ..report.cap_heatmap import plot_pcr_heatmap
