@@ -55,3 +55,17 @@ def test_cap_run_warns_and_reports_the_layout(
     assert res.returncode == 0, res.stderr
     assert "warning: " not in res.stderr
     assert json.loads((tmp_path / "t" / "summary.json").read_text())["layout_warnings"] == []
+
+
+def test_validate_cap_warns_of_the_layout(
+    tmp_path: Path, tiny_model_path: Path, fineval_writer: Any
+) -> None:
+    """`validate --method cap` reads the same mod files, so it says the same warning (here
+    before it refuses an --out that is a file: nothing is trained)."""
+    bench, out = fineval_writer(tmp_path, QS), tmp_path / "a-file"
+    out.write_text("x")
+    args = ["--method", "cap", "--benchmark", str(bench), "--splits", "dev,val", "--out", str(out)]
+    res = run_cli("validate", "--model", f"hf:{tiny_model_path}", *args, cwd=tmp_path)
+    assert res.returncode != 0
+    warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warned) == 2 and "mod_val.json: every modified input ends" in warned[1]

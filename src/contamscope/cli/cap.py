@@ -29,6 +29,7 @@ from .common import (
     slug,
     styled,
     user_errors,
+    warn,
 )
 from .executor import (
     EXECUTOR_OPT,
@@ -281,7 +282,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if data.task_detected:  # after the checks: a refused command's error is its one line (QA)
         err_console.print(f"task: {data.task} (detected; --task overrides)", highlight=False)
     for note in layout_warnings(data, split_names, config):
-        err_console.print(styled("yellow", "warning", f": {note}"), highlight=False)
+        warn(note)
     overlap = split_overlap({s: data.splits[s].items for s in split_names})
     gone = overlap.left_out(kw["drop_shared"], kw["drop_repeats"])
     selected = {

@@ -144,6 +144,11 @@ def styled(style: str, text: str, rest: str = "") -> Text:
     return Text.assemble((text, style), rest)
 
 
+def warn(text: str) -> None:
+    """``warning: text`` on stderr, one line however long (a log keeps it whole for grep)."""
+    err_console.print(styled("yellow", "warning", f": {text}"), highlight=False, soft_wrap=True)
+
+
 def list_skipped(
     problems: Sequence[object],
     label: str = "skipped",

@@ -19,6 +19,7 @@ from .common import (
     run_folders_as_written,
     styled,
     user_errors,
+    warn,
 )
 
 EPILOG = """
@@ -380,7 +381,7 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
     _said(outcome.resumed, "")
     print_cap_summary(outcome.summary, work=False)  # (the timings are the run's)
     for note in outcome.summary.get("layout_warnings") or []:  # as the run said them (QA)
-        err_console.print(styled("yellow", "warning", f": {note}"), highlight=False)
+        warn(note)
     plot = run_dir / "pcr_heatmap.png"
     if plot.exists():
         from ..report.cap_heatmap import plot_pcr_heatmap

@@ -18,6 +18,7 @@ from .common import (
     exit_if_skipped,
     styled,
     user_errors,
+    warn,
 )
 
 REPORT_EPILOG = """
@@ -108,11 +109,11 @@ def _check_items_file(run: Any) -> None:
     """Warn where the run's items.jsonl is missing, or holds fewer records than its summary
     counts (an empty or cut file gave empty item tables without a word; QA)."""
     if not run.items_path.exists():
-        _warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
+        warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
         return
     expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())
     if expected is not None and held < expected:
-        _warn(
+        warn(
             f"{run.items_path} holds {held} of the {plural(expected, 'item record')} "
             "summary.json counts: the statistics are the run's, the item tables show "
             f"{'none' if held == 0 else 'those ' + str(held)}"
@@ -148,16 +149,12 @@ def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run
             f"(first: {unknown[0]!r}); labels must name the run's item ids"
         )
     if unknown:
-        _warn(
+        warn(
             f"--labels {labels}: {len(unknown)} of its {n} item ids "
             + ("is not an item" if len(unknown) == 1 else "are not items")
             + f" of {run} "
             f"(first: {unknown[0]!r}); they are not counted"
         )
-
-
-def _warn(text: str) -> None:
-    err_console.print(styled("yellow", "warning:", f" {text}"), highlight=False, soft_wrap=True)
 
 
 def leaderboard_command(
@@ -182,7 +179,7 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
     suffix = out.suffix.lower().lstrip(".") if out is not None else ""
     said = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
     if out is not None and fmt is not None and said in ("html", "csv", "md") and said != fmt:
-        _warn(  # it wrote CSV into board.html without a word (HTML QA)
+        warn(  # it wrote CSV into board.html without a word (HTML QA)
             f"--format {fmt} into {out}, whose extension says {said}: the file holds {fmt}"
         )
     text, path = write_leaderboard(run_dirs, out, fmt, left)

@@ -32,6 +32,7 @@ from .common import (
     styled,
     subject_list,
     user_errors,
+    warn,
 )
 
 EPILOG = """
@@ -239,7 +240,7 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
 
 def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
     from ..data.cap import load_cap
-    from ..pipeline.cap import CapConfig
+    from ..pipeline.cap import CapConfig, layout_warnings
     from ..validate import CapValidation
     from .common import slug
 
@@ -258,6 +259,8 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
         loglik=not kw["no_loglik"],
         batch_items=8,
     )
+    for note in layout_warnings(data, names, config):  # as `cap` says them (QA)
+        warn(note)
     method = CapValidation(data, trained, config)
     name = f"validate-cap-{slug(kw['model'])}-{slug(kw['benchmark'])}-{trained}"
     return method, name
