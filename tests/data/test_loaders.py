@@ -1290,6 +1290,32 @@ def test_options_carrying_their_own_labels_lose_them(tmp_path: Path) -> None:
     )
 
 
+def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None:
+    """Labellings the rule does not remove ("A，", "〔A〕", "选项A：", "1. ") were kept without a
+    word: if they are labels, the published order alone reads them in order."""
+    rows = [
+        {"question": "Q1?", "options": ["A，北京", "B，上海", "C，广州"], "answer": "A"},
+        {"question": "Q2?", "options": ["1. one", "2. two", "3. three"], "answer": 0},
+        {"question": "Q3?", "options": ["〔A〕x", "〔B〕y"], "answer": 0},
+        {"question": "Q4?", "options": ["1.5", "2.5", "3.5"], "answer": 0},  # numbers
+        {"question": "Q5?", "options": ["2. two", "1. one"], "answer": 0},  # not in order
+        {"question": "Q6?", "options": ["A. x", "B. y"], "answer": 0},  # removed instead
+    ]
+    path = write(tmp_path, "like.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path))
+    assert [i.options for i in result.items][:3] == [
+        ("A，北京", "B，上海", "C，广州"),
+        ("1. one", "2. two", "3. three"),
+        ("〔A〕x", "〔B〕y"),
+    ]
+    [removed, kept] = result.notes
+    assert "in 1 of the 6 items read" in removed and "the labels were removed" in removed
+    assert kept.startswith(
+        "options beginning with their own letter or number and punctuation ('A，北京' ...) in "
+        f"3 of the 6 items read (first: {path}:1): kept as written"
+    )
+
+
 def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
     rows = [
         # "C": option A's text or the label of option C (was read as C, Java)

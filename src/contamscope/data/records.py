@@ -439,6 +439,42 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
     return tuple(out) if len(cases) == 1 else None  # "a)", "B)": not one labelling
 
 
+_LABEL_LIKE = re.compile(
+    # a letter (in label order) or a number (1, 2, ...) and then punctuation that is not a
+    # label's removed above: "A，x", "A。x", "〔A〕x", "选项A：x", "1. x", "2) x"; not "1.5"
+    r"\s*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
+    r"[^\w\s](?![0-9０-９])",
+    re.IGNORECASE,
+)
+
+
+def own_labels_suspected(options: Sequence[str]) -> bool:
+    """Whether every option starts with its own letter or number in order and punctuation, in
+    a form :func:`own_labels_removed` does not take (kept as written, said in a note: they may
+    be labels, which would move with their options).
+
+    >>> own_labels_suspected(["A，北京", "B，上海"]), own_labels_suspected(["1. x", "2. y"])
+    (True, True)
+    >>> own_labels_suspected(["1.5", "2.5"]), own_labels_suspected(["A dog", "B cat"])
+    (False, False)
+    >>> own_labels_suspected(["A. x", "B. y"])  # removed, not suspected
+    False
+    """
+    if len(options) < 2 or own_labels_removed(options) is not None:
+        return False
+    marks = []
+    for text in options:
+        m = _LABEL_LIKE.match(text)
+        if m is None:
+            return False
+        mark = m.group(1)
+        if "Ａ" <= mark.upper() <= "Ｊ" or "１" <= mark <= "９":  # full-width
+            mark = chr(ord(mark.upper()) - 0xFEE0)
+        marks.append(mark)
+    numbers = [str(i + 1) for i in range(len(options))]
+    return marks in (numbers, list(LABELS[: len(marks)]), list(LABELS[: len(marks)].lower()))
+
+
 class Sink:
     """Collects items and problems; enforces unique ids and strict mode; removes the labels
     options carry themselves (:func:`own_labels_removed`), said in ``notes``."""
@@ -452,20 +488,33 @@ class Sink:
         """Field-map fields (answer, id, subject) some record had (generic formats)."""
         self.relabelled: list[MCQItem] = []
         """Items whose options carried their own labels (removed)."""
+        self.label_like: list[MCQItem] = []
+        """Items whose options may begin with labels, kept (:func:`own_labels_suspected`)."""
 
     def notes(self) -> list[str]:
-        """What was changed in items read (not skipped), one line each."""
-        if not self.relabelled:
-            return []
-        first = self.relabelled[0]
+        """What was changed in items read (not skipped), or may need changing, one line each."""
+        notes = []
+        if self.relabelled:
+            notes.append(
+                'options beginning with their own labels ("A. ...", "(A) ...") in '
+                f"{self._counted(self.relabelled)}: the labels were removed; they would move "
+                "with the options when the test reorders them, and only the published order "
+                "would read A, B, C, D"
+            )
+        if self.label_like:
+            first = self.label_like[0].options[0]
+            notes.append(
+                "options beginning with their own letter or number and punctuation "
+                f"({first[:12]!r} ...) in {self._counted(self.label_like)}: kept as written; "
+                "if these are labels, remove them from the file (they would move with the "
+                "options when the test reorders them, a false leakage signal)"
+            )
+        return notes
+
+    def _counted(self, some: Sequence[MCQItem]) -> str:
+        first = some[0]
         where = f"{first.source}:{first.line}" if first.line is not None else first.source
-        return [
-            'options beginning with their own labels ("A. ...", "(A) ...") in '
-            f"{len(self.relabelled)} of the {plural(len(self.items), 'item')} read (first: "
-            f"{where}): the labels were "
-            "removed; they would move with the options when the test reorders them, and only "
-            "the published order would read A, B, C, D"
-        ]
+        return f"{len(some)} of the {plural(len(self.items), 'item')} read (first: {where})"
 
     def add(self, item: MCQItem) -> None:
         bare = own_labels_removed(item.options) if isinstance(item, MCQItem) else None
@@ -490,6 +539,8 @@ class Sink:
         self.items.append(item)
         if bare is not None:  # counted among the items kept
             self.relabelled.append(item)
+        elif isinstance(item, MCQItem) and own_labels_suspected(item.options):
+            self.label_like.append(item)
 
     def collect(
         self,
