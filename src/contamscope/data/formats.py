@@ -416,8 +416,8 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
             raise DataError(f"{path}: no items (empty file)")
         row = first[1]
         low = [c.strip().lower() for c in row]
-        if len(low) >= 3 and low[0] == "" and low[1:3] == ["question", "a"]:
-            return "cmmlu-csv"
+        if low[0] == "" and low[1:] == ["question", "a", "b", "c", "d", "answer"]:
+            return "cmmlu-csv"  # other columns after pandas' unnamed index: generic CSV (QA)
         if low[:4] == ["id", "question", "a", "b"] and (
             set(low) - {""} <= _CEVAL_COLUMNS or split_subject(path.stem) != path.stem
         ):  # other columns (a subject, E) in a file not named as C-Eval's: generic CSV (QA)
