@@ -359,3 +359,15 @@ def test_a_modified_field_given_for_some_items_only_is_said(tmp_path: Path) -> N
         "split test: 1 of 3 items have no 'mod' value; contamscope modifies those itself, the "
         "others are yours: the split's C and PCR mix both kinds of modification"
     ]
+
+
+def test_a_record_giving_a_key_twice_is_a_row_problem(tmp_path: Path) -> None:
+    for s in ("train", "test"):
+        text = f'[{{"input": "Q1 {s}", "output": "1", "output": "2"}}, {{"input": "Q2", "output": "3"}}]'
+        (tmp_path / f"{s}.json").write_text(text, encoding="utf-8")
+    data = load_cap(str(tmp_path), ["train", "test"], task="qa")
+    assert [it.answer for it in data.splits["test"].items] == ["3"]
+    assert [(p.line, p.reason) for p in data.problems][0] == (
+        1,
+        "record 1 of the list: key 'output' given twice with different values; keep one",
+    )

@@ -1427,3 +1427,29 @@ def test_chinese_labellings_and_letters_after_them(tmp_path: Path) -> None:
         write(tmp_path / "flat", name, "Q?,a,b,c,d,A\n")
     flat = load_benchmark(str(tmp_path / "flat"))
     assert [Path(f).name for f in flat.files] == ["history_test.csv", "train_driver_test.csv"]
+
+
+def test_a_key_given_twice_with_different_values_is_a_row_problem(tmp_path: Path) -> None:
+    """JSON keeps the last of two "answer" keys, silently: the item was read with answer B."""
+    rows = [
+        '{"question": "Q1?", "options": ["a", "b"], "answer": "A", "answer": "B"}',
+        '{"question": "Q2?", "options": ["a", "b"], "answer": "A", "answer": "A"}',  # same
+        {"question": "Q3?", "options": ["a", "b"], "answer": "B"},
+    ]
+    path = write(tmp_path, "dup.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path))
+    assert [i.question for i in result.items] == ["Q2?", "Q3?"]
+    assert one_problem(result).reason == "key 'answer' given twice with different values; keep one"
+    listed = write(
+        tmp_path,
+        "dup.json",
+        '[{"question": "Q1?", "option": {"A": "a", "B": "b"}, "answer": "A"},\n'
+        ' {"question": "Q2?", "option": {"A": "a", "B": "b", "A": "c"}, "answer": "A"}]',
+    )
+    result = load_benchmark(str(listed))
+    assert [i.question for i in result.items] == ["Q1?"]
+    problem = one_problem(result)
+    assert (problem.line, problem.reason) == (
+        2,
+        "record 2 of the list: key 'A' given twice with different values; keep one",
+    )

@@ -237,6 +237,8 @@ def _records(path: Path, text: str, col: _Collector) -> list[tuple[int, dict[str
         for i, rec in enumerate(listed, start=1):
             if isinstance(rec, dict):
                 out.append((i, rec))
+            elif isinstance(rec, RowError):  # a key given twice (load_json_list)
+                col.problem(str(path), i, str(rec))
             else:
                 col.problem(str(path), i, f"expected a JSON object, got {type(rec).__name__}")
     elif suffix == ".jsonl":

@@ -217,7 +217,11 @@ def _collect_json_list(
             raise RowError(f"record {i + 1} of the list: {e}") from None
 
     records = load_json_list(path, text)
-    return sink.collect(str(path), zip(json_list_lines(text, records), records), numbered)
+    rows = (  # a record that gives a key twice is a RowError in its place
+        (line, RowError(f"record {i} of the list: {rec}") if isinstance(rec, RowError) else rec)
+        for i, (line, rec) in enumerate(zip(json_list_lines(text, records), records), start=1)
+    )
+    return sink.collect(str(path), rows, numbered)
 
 
 def _parse_cmb_json(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:

@@ -322,6 +322,54 @@ def _text_problem(value: Any) -> str | None:
     return None
 
 
+class _Repeated(dict):  # type: ignore[type-arg]
+    """A JSON object that gave one key twice with different values (``key``)."""
+
+    key: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' objects; one whose key repeats with another value is a :class:`_Repeated`
+    (plain ``json`` keeps the last value, silently: a second "answer" would be read)."""
+    out: dict[str, Any] = {}
+    repeated = ""
+    for key, value in pairs:
+        if key in out and out[key] != value and not repeated:
+            repeated = key
+        out[key] = value
+    if not repeated:
+        return out
+    marked = _Repeated(out)
+    marked.key = repeated
+    return marked
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_object)
+
+
+def repeated_key(value: Any) -> str | None:
+    """The first key some object in ``value`` (parsed by this module) gives twice with different
+    values, else None.
+
+    >>> repeated_key(_loads('{"q": 1, "answer": "A", "o": {"x": 1}, "answer": "B"}'))
+    'answer'
+    >>> repeated_key(_loads('[{"a": {"b": 1, "b": 2}}]')), repeated_key(_loads('{"a": 1, "a": 1}'))
+    ('b', None)
+    """
+    if isinstance(value, _Repeated):
+        return value.key
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for v in inner:
+        if (key := repeated_key(v)) is not None:
+            return key
+    return None
+
+
+def _repeated_problem(key: str) -> str:
+    return f"key {key!r} given twice with different values; keep one"
+
+
 def json_object(line: str) -> dict[str, Any]:
     """Parse one JSON Lines record; anything but a JSON object of readable text is a row
     problem."""
@@ -330,7 +378,7 @@ def json_object(line: str) -> dict[str, Any]:
             f"not UTF-8 text (byte {int(line[1:]) + 1} of the line); re-save the file as UTF-8"
         )
     try:
-        value = json.loads(line)
+        value = _loads(line)
     except json.JSONDecodeError as e:
         raise RowError(f"invalid JSON ({json_error(e, line=False)})") from None
     except RecursionError:
@@ -340,6 +388,9 @@ def json_object(line: str) -> dict[str, Any]:
     problem = _text_problem(value)
     if problem:
         raise RowError(f"invalid text: {problem}")
+    key = repeated_key(value)
+    if key is not None:
+        raise RowError(_repeated_problem(key))
     return value
 
 
@@ -347,9 +398,11 @@ def load_json_list(
     path: Path, text: str, lines_hint: str = "if it is JSON Lines use --format jsonl"
 ) -> list[Any]:
     """Parse a whole-file JSON list of records (file-level errors raise DataError);
-    ``lines_hint``: what to say of a file that reads as JSON Lines."""
+    ``lines_hint``: what to say of a file that reads as JSON Lines. A record that gives a key
+    twice with different values is a :class:`RowError` in its place (``sink.collect`` skips it
+    as a row problem)."""
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except json.JSONDecodeError as e:
         hint = f"; {lines_hint}" if e.msg == "Extra data" else ""
         raise DataError(f"{path}: not JSON ({json_error(e)}){hint}") from None
@@ -366,7 +419,10 @@ def load_json_list(
             + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
             + f" holds {_SURROGATE}; fix or remove it"
         )
-    return value
+    return [
+        RowError(_repeated_problem(key)) if (key := repeated_key(rec)) is not None else rec
+        for rec in value
+    ]
 
 
 def json_list_lines(text: str, records: list[Any]) -> list[int | None]:
