@@ -136,6 +136,9 @@ def test_generic_folder_one_file_per_split(tmp_path: Path) -> None:
         (tmp_path / f"{s}.csv").write_text(f"input,output\nQ {s} 2019?,A\nQ2,\n", encoding="utf-8")
     data = load_cap(str(tmp_path), ["train", "test"], task="qa")
     assert [it.answer for it in data.splits["train"].items] == ["A", None]
+    (tmp_path / "test.jsonl").write_text('{"input": "Q", "output": "A"}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"split 'test': test.jsonl and test.csv in .*keep one"):
+        load_cap(str(tmp_path), ["train", "test"], task="qa")  # the CSV was ignored
 
 
 def test_csv_unclosed_quote_keeps_the_rows_after_it(tmp_path: Path) -> None:

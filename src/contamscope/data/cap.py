@@ -739,7 +739,12 @@ def _load_generic(
                 raise ConfigError(
                     f"split {s!r}: no {s}.jsonl, {s}.csv, {s}.tsv or {s}.json in {path}"
                 )
-            per_split[s] = found[:1]
+            if len(found) > 1:  # the others were ignored without a word (QA)
+                raise ConfigError(
+                    f"split {s!r}: {' and '.join(f.name for f in found)} in {path}; which is "
+                    "the split is not clear: keep one"
+                )
+            per_split[s] = found
         by_field = False
     else:
         per_split = {s: [path] for s in splits}
