@@ -207,8 +207,9 @@ def test_models_tree_attention_cannot_run_score_whole_texts(
     ]
     got = backend.score(requests, progress=seen.append)
     assert got[0].logprob == 0.0 and got[0].n_tokens == 0
-    assert math.isnan(got[1].logprob) and got[1].n_tokens == 0
+    assert math.isnan(got[1].logprob) and got[1].n_tokens == 0 and got[1].too_long
     assert math.isnan(got[2].logprob) and not math.isnan(got[3].logprob)
+    assert [g.too_long for g in got] == [False, True, True, False]
     assert [g.n_tokens for g in got[2:]] == [len(backend.encode(r).cont) for r in requests[2:]]
     assert sum(seen) == 4
 

@@ -206,6 +206,7 @@ def test_too_long_for_context_gives_nan(tiny_backend) -> None:  # type: ignore[n
     long = ScoreRequest("word " * 600, "A:x\n")
     res = tiny_backend.score([long, REQUESTS[0]])
     assert math.isnan(res[0].logprob) and not math.isnan(res[1].logprob)
+    assert [r.too_long for r in res] == [True, False]  # marked: not a computed NaN
 
 
 def test_a_huge_text_is_set_aside_without_tokenising_all_of_it(tiny_backend) -> None:  # type: ignore[no-untyped-def]
@@ -232,6 +233,7 @@ def test_a_huge_text_is_set_aside_without_tokenising_all_of_it(tiny_backend) -> 
     assert len(encoded[6].prefix) + len(encoded[6].cont) <= 512
     res = tiny_backend.score(requests)
     assert all(math.isnan(r.logprob) for r in res[:5])
+    assert [r.too_long for r in res] == [True] * 5 + [False, False]
     assert res[5].logprob == pytest.approx(tiny_backend.naive_logprob(REQUESTS[0]), abs=1e-3)
     assert res[6].logprob == pytest.approx(tiny_backend.naive_logprob(requests[6]), abs=1e-3)
     stats = tiny_backend.token_stats(requests[3:6])
@@ -380,6 +382,9 @@ def test_chunked_plan_in_a_planning_process_gives_same_numbers(tiny_backend) -> 
         tiny_backend.plan_chunk_tokens, tiny_backend.plan_workers = old
     assert [g.logprob for g in got[:-1]] == pytest.approx([r.logprob for r in ref[:-1]], abs=1e-4)
     assert math.isnan(got[-1].logprob) and got[-2].logprob == 0.0
+    assert (
+        [g.too_long for g in got] == [r.too_long for r in ref] == [False] * (len(ref) - 1) + [True]
+    )
     assert [(g.n_tokens, g.boundary_chars) for g in got] == [
         (r.n_tokens, r.boundary_chars) for r in ref
     ]

@@ -143,7 +143,7 @@ def test_final_error_names_the_request(serve: Any) -> None:
 def test_too_long_prompt_scores_nan_like_local(tiny_server: Any) -> None:
     b = backend(tiny_server.url, logprobs="echo")
     got = b.score([ScoreRequest("word " * 600, " end")])
-    assert math.isnan(got[0].logprob)
+    assert math.isnan(got[0].logprob) and got[0].too_long
 
 
 def test_spec_and_option_errors(tiny_server: Any) -> None:

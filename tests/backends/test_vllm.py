@@ -140,6 +140,11 @@ def test_vllm_host_code_with_a_stand_in_engine(
         assert (g.n_tokens, g.boundary_chars) == (w.n_tokens, w.boundary_chars)
         assert g.logprob == pytest.approx(w.logprob, abs=1e-3)
     assert math.isnan(got[3].logprob) and math.isnan(got[4].logprob)
+    assert (
+        [g.too_long for g in got]
+        == [w.too_long for w in want]
+        == [False] * 3 + [True] * 2 + [False]
+    )
     assert got[5].logprob == want[5].logprob == 0.0
     assert max(engine.prompt_lengths) <= 512
     stats, local = b.token_stats(requests[:4]), tiny_backend.token_stats(requests[:4])

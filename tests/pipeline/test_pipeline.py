@@ -429,23 +429,33 @@ def test_an_infinite_log_prob_excludes_its_item_and_the_run_goes_on(tmp_path: Pa
             return "zeroes-v1"
 
         def score(self, requests, progress=None):  # type: ignore[no-untyped-def]
-            return [  # the first item's orders that start with "3" hold a token of probability 0
-                ScoreResult(-math.inf if "A:3\n" in r.continuation else -float(len(r.continuation)), 3)
-                for r in requests
-            ]  # fmt: skip
+            # the first item's orders that start with "3" hold a token of probability 0; the
+            # third's that start with "Sky" a NaN (an overflow), the fourth's with "Paris" are
+            # too long (marked so)
+            def one(c: str) -> ScoreResult:
+                if "A:Paris\n" in c:
+                    return ScoreResult(math.nan, 0, too_long=True)
+                bad = -math.inf if "A:3\n" in c else math.nan if "A:Sky\n" in c else None
+                return ScoreResult(-float(len(c)) if bad is None else bad, 3)
+
+            return [one(r.continuation) for r in requests]
 
     bench = tmp_path / "inf_test.csv"
-    bench.write_text(ROWS + "Which is red?,Sky,Grass,Blood,Snow,C\n", encoding="utf-8")
+    rows = "Which is red?,Sky,Grass,Blood,Snow,C\nCapital?,Rome,Paris,Oslo,Bern,B\n"
+    bench.write_text(ROWS + rows + "Which is cold?,Ice,Fire,Sun,Lava,A\n", encoding="utf-8")
     loaded = load_benchmark(str(bench))
     out = run_permutation(
         loaded, loaded.items, CachedScorer(Zeroes(), None), RunDir(tmp_path / "r"),
         PermutationConfig(),
     )  # fmt: skip
-    first, _, last = out.records()
+    first, _, nan, long, last = out.records()
     assert first["excluded"] == (
         "a non-finite log-prob (-inf; a token of probability 0, a numerical overflow? try "
         "--dtype float32)"
     )
+    # a computed NaN was said to be "longer than the model's context window" (library QA)
+    assert nan["excluded"] == "a NaN log-prob (a numerical overflow? try --dtype float32)"
+    assert long["excluded"] == "longer than the model's context window"
     assert first["logprobs"] is None and last["excluded"] is None and len(last["logprobs"]) == 24
     assert out.summary["counts"]["items_analysed"] == 1
 

@@ -380,6 +380,11 @@ def test_membership_records_say_why_a_text_has_no_statistics() -> None:
     assert ok["excluded"] is None and ok["statistics"] is not None
     long = _record("benchmark", item, req, TokenStats.too_long(), 0.2)
     assert long["excluded"] == "longer than the model's context window"
+    # tokenised, then found too long (the transformers backend): was "a non-finite token
+    # log-prob (nan; a numerical overflow?)" (library QA)
+    nan2 = (math.nan, math.nan)
+    over = TokenStats((5, 6), nan2, (-1, -1), 0, nan2, nan2, over_context=True)
+    assert _record("benchmark", item, req, over, 0.2)["excluded"] == long["excluded"]
     for bad in (-math.inf, math.nan):
         rec = _record("benchmark", item, req, TokenStats((5, 6), (-1.0, bad), (5, 6)), 0.2)
         assert (

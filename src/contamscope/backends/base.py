@@ -48,6 +48,9 @@ class ScoreResult:
     boundary_chars: int = 0
     """Characters at the end of the prefix that share a token with the continuation and were
     therefore scored too (0 when the prefix/continuation boundary is a token boundary)."""
+    too_long: bool = False
+    """The text is longer than the model's context: not computed (``logprob`` NaN). A NaN
+    without it is a computed one (a numerical overflow), said as such."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,9 @@ class TokenStats:
     std_logprob: tuple[float, ...] | None = None
     """Per position, sqrt(E_{z~p}[(log p(z) - mean)^2]); with ``mean_logprob`` what Min-K%++
     (Zhang et al. 2024) normalises each token's log-prob by. None when not available."""
+    over_context: bool = False
+    """The text was tokenised and found longer than the model's context: its tokens are real,
+    its log-probs NaN, not computed (:attr:`is_too_long`)."""
 
     @classmethod
     def too_long(cls, vocab_stats: bool = False) -> TokenStats:
@@ -84,9 +90,10 @@ class TokenStats:
 
     @property
     def is_too_long(self) -> bool:
-        """Whether this is :meth:`too_long`'s mark (one id -1 with a NaN log-prob), not a
-        one-token text of a backend without ids, whose log-prob is a number."""
-        return tuple(self.tokens) == (-1,) and math.isnan(self.logprobs[0])
+        """Whether the text was too long to compute: :meth:`too_long`'s mark (one id -1 with a
+        NaN log-prob, not a one-token text of a backend without ids, whose log-prob is a
+        number) or :attr:`over_context`."""
+        return self.over_context or (tuple(self.tokens) == (-1,) and math.isnan(self.logprobs[0]))
 
     def non_finite(self, nan_only: bool = False) -> str | None:
         """Why a computed text's statistics cannot be used: its first log-prob that is not a

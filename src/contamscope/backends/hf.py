@@ -1160,6 +1160,7 @@ class _TreeCall:
         self.backend = backend
         self.progress = progress
         self.values = [math.nan] * n
+        self.computed = [False] * n  # the others are too long for the model
         self.lengths = [0] * n
         self.boundaries = [0] * n
         self.units = backend._units(requests)
@@ -1179,7 +1180,7 @@ class _TreeCall:
         if self.progress is not None and unit.skipped:
             self.progress(unit.skipped)
         for m in unit.zeros:
-            self.values[m] = 0.0
+            self.values[m], self.computed[m] = 0.0, True
         if not unit.batches:
             return False
         with torch.inference_mode():
@@ -1187,6 +1188,8 @@ class _TreeCall:
             sums = [backend._run_batch(b, held) for b in unit.batches]
             del held
             members = [m for b in unit.batches for m in b.members]
+        for m in members:
+            self.computed[m] = True
             queued = backend._start_read(torch.cat(sums), members)
         if self.waiting is not None:
             backend._finish_read(self.waiting, self.values, self.progress)
@@ -1198,7 +1201,10 @@ class _TreeCall:
         if self.waiting is not None:
             self.backend._finish_read(self.waiting, self.values, self.progress)
             self.waiting = None
-        return [ScoreResult(v, k, b) for v, k, b in zip(self.values, self.lengths, self.boundaries)]
+        return [
+            ScoreResult(v, k, b, too_long=not c)
+            for v, k, b, c in zip(self.values, self.lengths, self.boundaries, self.computed)
+        ]
 
 
 def _additive(mask: Any, dtype: torch.dtype) -> Any:

@@ -33,7 +33,7 @@ def score_full(
     for s in token_stats(backend, requests, progress, vocab=False):
         # TokenStats.too_long marks a text set aside unread with one -1 token (no real id)
         n = 0 if s.tokens == (-1,) else len(s.tokens)
-        out.append(ScoreResult(math.fsum(s.logprobs), n, s.boundary_chars))
+        out.append(ScoreResult(math.fsum(s.logprobs), n, s.boundary_chars, s.is_too_long))
     return out
 
 
@@ -55,7 +55,8 @@ def token_stats(
         elif not e.cont or (backend.max_length is not None and n > backend.max_length):
             # nothing to score, or too long for the model: NaN log-probs, greedy -1
             nan = (math.nan,) * len(e.cont)
-            out[i] = TokenStats(tuple(e.cont), nan, (-1,) * len(e.cont), e.boundary_chars, nan, nan)
+            cont, lost = tuple(e.cont), (-1,) * len(e.cont)
+            out[i] = TokenStats(cont, nan, lost, e.boundary_chars, nan, nan, bool(e.cont))
         else:
             runnable.append((i, n))
     if progress is not None and len(runnable) < len(requests):

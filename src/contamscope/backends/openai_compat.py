@@ -387,7 +387,7 @@ class OpenAIBackend(Backend):
         out: list[ScoreResult] = []
         for req, pt in self._run_prompts(requests, 0, progress, "scoring"):
             if pt is None:
-                out.append(ScoreResult(math.nan, 0, 0))
+                out.append(ScoreResult(math.nan, 0, 0, too_long=True))
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
             lps = pt.logprobs[start:]

@@ -224,8 +224,9 @@ class VLLMBackend(Backend):
         out = []
         for e, plp in self._prompt_logprobs(requests, 0, progress):
             if plp is None:  # empty: log p = 0; too long: NaN, as the local backend gives them
-                value = math.nan if e.too_long or e.cont else 0.0
-                out.append(ScoreResult(value, len(e.cont), e.boundary_chars))
+                long = e.too_long or bool(e.cont)
+                value = math.nan if long else 0.0
+                out.append(ScoreResult(value, len(e.cont), e.boundary_chars, too_long=long))
                 continue
             p = len(e.prefix)
             vals = [plp[p + j][t].logprob for j, t in enumerate(e.cont)]
@@ -242,7 +243,8 @@ class VLLMBackend(Backend):
                 continue
             if plp is None:
                 nan = (math.nan,) * len(e.cont)
-                out.append(TokenStats(tuple(e.cont), nan, (-1,) * len(e.cont), e.boundary_chars))
+                cont, lost = tuple(e.cont), (-1,) * len(e.cont)
+                out.append(TokenStats(cont, nan, lost, e.boundary_chars, over_context=bool(cont)))
                 continue
             p = len(e.prefix)
             lps, greedy = [], []

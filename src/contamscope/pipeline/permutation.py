@@ -192,13 +192,16 @@ def _record(
     }
     if any(r.boundary_chars for r in results):
         rec["boundary_chars"] = max(r.boundary_chars for r in results)
-    too_long = any(math.isnan(r.logprob) for r in results)
-    # an infinite one (a token of probability 0): the detectors refused it and stopped the run
-    bad = next((r.logprob for r in results if math.isinf(r.logprob)), None)
+    too_long = any(r.too_long for r in results)
+    # an infinite one (a token of probability 0): the detectors refused it and stopped the run;
+    # a NaN not marked too long was computed (a custom backend's NaN read as too long; QA)
+    bad = next((r.logprob for r in results if not math.isfinite(r.logprob)), None)
     if too_long or bad is not None:
         rec["excluded"] = (
             "longer than the model's context window"
             if too_long
+            else "a NaN log-prob (a numerical overflow? try --dtype float32)"
+            if math.isnan(bad)  # type: ignore[arg-type]
             else f"a non-finite log-prob ({bad}; a token of probability 0, a numerical "
             "overflow? try --dtype float32)"
         )
