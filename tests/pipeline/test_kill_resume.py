@@ -105,9 +105,11 @@ def test_sigkill_then_rerun_equals_uninterrupted(
     assert s_got["timings"]["items_resumed"] >= done_before
 
 
-def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path: Path, tiny_model_path: Path) -> None:
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_ends_a_run_as_ctrl_c_does(sig: str, tmp_path: Path, tiny_model_path: Path) -> None:
     """`kill` (a scheduler's time limit) ended a scoring run at -15 with no word, its batch in
-    flight scored but not written; it now ends as Ctrl-C does: "interrupted", exit 130."""
+    flight scored but not written; it now ends as Ctrl-C does: "interrupted", exit 130. So does
+    SIGHUP (a closed tmux or ssh session: it ended at -1, the batch lost; QA)."""
     bench = _bench(tmp_path / "term_test.csv", 60)
     out = tmp_path / "termed"
     env = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
@@ -119,8 +121,25 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path: Path, tiny_model_path: Path
         text=True,
     )
     _wait_for_records(proc, out, 5)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, sig))
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert "interrupted; re-run the same command to resume" in err and "Traceback" not in err
     assert not (out / "summary.json").exists() and 5 <= len(_records(out)) < 60
+
+
+def test_an_ignored_sighup_stays_ignored() -> None:
+    """Under `nohup` SIGHUP is ignored: the run must go on when the terminal closes."""
+    from contamscope.cli.common import sigterm_as_interrupt
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with sigterm_as_interrupt():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with sigterm_as_interrupt():  # a terminal's SIGHUP: caught, as Ctrl-C
+            assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -255,24 +255,30 @@ def _one_selection(kw: Mapping[str, Any]) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler's time limit) raises :class:`KeyboardInterrupt`, as
-    Ctrl-C does, so a command ends the same way: the batch in flight written, "interrupted",
-    exit 130 (a killed scoring run ended at -15 with no word and its last batch unwritten;
-    QA)."""
+    """SIGTERM (``kill``, a scheduler's time limit) and SIGHUP (a closed terminal, tmux or ssh
+    session) raise :class:`KeyboardInterrupt`, as Ctrl-C does, so a command ends the same way:
+    the batch in flight written, "interrupted", exit 130 (a killed scoring run ended at -15,
+    or -1, with no word and its last batch unwritten; QA). A SIGHUP that is ignored (``nohup``)
+    stays ignored."""
     import signal
 
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
+    caught = [signal.SIGTERM]
+    hup = getattr(signal, "SIGHUP", None)  # (not on Windows)
+    if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN:
+        caught.append(hup)
     try:
-        previous: Any = signal.signal(signal.SIGTERM, stop)
+        previous = {sig: signal.signal(sig, stop) for sig in caught}
     except ValueError:  # not the main thread: no handler to set
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def user_errors(fn: F) -> F:
