@@ -18,6 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# Commands write a plain progress line a minute where stderr is not a terminal (as here): a
+# slow machine would add lines to output that tests read whole; the progress test sets its own.
+os.environ["CONTAMSCOPE_PROGRESS_SECONDS"] = "100000"
+
 # test modules import shared helpers (cli_runner) from this folder
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

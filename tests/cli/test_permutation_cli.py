@@ -438,3 +438,28 @@ def test_options_with_their_own_labels_are_scored_without_them(
     )
     redone = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert redone == records  # scored again as a fresh run scored it, in the items' order
+
+
+def test_a_log_file_gets_plain_progress_lines(
+    tmp_path: Path, bench: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where stderr is not a terminal rich draws the bar only when it stops: a log showed
+    nothing of a run until its end (unattended-operator QA). A plain line now comes every
+    CONTAMSCOPE_PROGRESS_SECONDS (here 0: every batch)."""
+    import re
+
+    monkeypatch.setenv("CONTAMSCOPE_PROGRESS_SECONDS", "0")
+    args = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(bench), "--batch-items", "1"]
+    res = run_cli("permutation", *args, "--out", str(tmp_path / "r"), cwd=tmp_path, columns=None)
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("scoring: ")]
+    done = [
+        int(m.group(1))
+        for ln in lines
+        if (m := re.match(r"scoring: (\d)/5, \d:\d\d:\d\d elapsed", ln))
+    ]
+    assert len(done) == len(lines) >= 3 and done == sorted(done) and done[-1] == 5
+    monkeypatch.setenv("CONTAMSCOPE_PROGRESS_SECONDS", "soon")
+    res = run_cli("permutation", *args, "--out", str(tmp_path / "s"), cwd=tmp_path, columns=None)
+    assert res.returncode == 2
+    assert "CONTAMSCOPE_PROGRESS_SECONDS='soon': expected a number of seconds" in res.stderr

@@ -305,15 +305,62 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _clock(seconds: float | None) -> str:
+    """``h:mm:ss`` of ``seconds``, as rich's columns write it.
+
+    >>> _clock(3725.4), _clock(None)
+    ('1:02:05', '-:--:--')
+    """
+    if seconds is None:
+        return "-:--:--"
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def progress_seconds() -> float:
+    """Seconds between the plain progress lines written where stderr is not a terminal (a
+    log file, ``nohup``, a pipe): ``CONTAMSCOPE_PROGRESS_SECONDS``, default 60."""
+    raw = os.environ.get("CONTAMSCOPE_PROGRESS_SECONDS", "").strip()
+    try:
+        return max(0.0, float(raw)) if raw else 60.0
+    except ValueError:
+        raise ConfigError(
+            f"CONTAMSCOPE_PROGRESS_SECONDS={raw!r}: expected a number of seconds"
+        ) from None
+
+
 def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
     """A rich ``Progress`` on stderr that shows nothing until its first task: used as a
     context, it starts with that task, so a run refused before any (other settings in the
     folder, too few items) prints its one error line alone (rich printed an empty line on
-    stopping a display that never showed a bar)."""
+    stopping a display that never showed a bar).
+
+    Where stderr is not a terminal, rich draws the bar only when it stops, so a log showed
+    nothing of a run for hours (QA): there a plain line (``scoring: 4/12, 0:01:30 elapsed,
+    0:03:00 left``) is written every :func:`progress_seconds`."""
+    import time
+
     from rich.progress import Progress
+
+    every = progress_seconds() if not err_console.is_terminal else None
 
     class _Quiet(Progress):
         started = False
+        said = time.monotonic()
+
+        def advance(self, task_id: Any, advance: float = 1) -> None:
+            super().advance(task_id, advance)
+            if every is not None and time.monotonic() - self.said >= every:
+                self.said = time.monotonic()
+                task = self._tasks[task_id]
+                done = f"{task.completed:.0f}" + (f"/{task.total:.0f}" if task.total else "")
+                left = task.time_remaining if task.total else None
+                tail = f", {_clock(left)} left" if left is not None else ""
+                self.console.print(
+                    f"{task.description}: {done}, {_clock(task.elapsed)} elapsed{tail}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
         def __enter__(self) -> _Quiet:
             return self
