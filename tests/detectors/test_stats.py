@@ -416,6 +416,31 @@ def test_resampled_p_values_and_intervals_do_not_depend_on_the_items_order() -> 
     assert split_label_p(o, r) == split_label_p(o[turn], r[::-1])
 
 
+def test_the_gap_tests_draws_follow_the_item_ids_not_their_values() -> None:
+    """Log-probs that moved by 1e-5 (another --batch-items) reordered the items, which were
+    drawn in an order of their values: the Monte Carlo p moved by its error, 0.3771 against
+    0.3803 (unattended-operator QA). Drawn in the order of the item ids it stays."""
+    from contamscope.detectors.permutation import item_score_from_dict, score_item
+    from contamscope.detectors.stats import summarize
+
+    rng = np.random.default_rng(5)
+
+    def records(logprobs: list[np.ndarray]) -> list[dict[str, object]]:
+        out = []
+        for i, lp in enumerate(logprobs):
+            rec = score_item(lp, n_options=4, exhaustive=True).to_dict()
+            out.append({**rec, "id": f"item-{i:02d}", "logprobs": [float(x) for x in lp]})
+        return out
+
+    base = [rng.normal(-20, 1, size=24) for _ in range(12)]  # 24^12: Monte Carlo
+    moved = [lp + rng.uniform(-1e-5, 1e-5, size=24) for lp in base]
+    gaps = [
+        summarize([item_score_from_dict(r) for r in records(lps)]).gap for lps in (base, moved)
+    ]
+    assert gaps[0].method == "randomization (Monte Carlo)"
+    assert gaps[0].p_value == pytest.approx(gaps[1].p_value, abs=1e-12)  # (0.6907, 0.6884)
+
+
 def test_cap_and_membership_resampling_do_not_depend_on_the_items_order() -> None:
     """As the gap test: CAP's bootstrap and relabelling and membership's AUC bootstrap read
     the items in an order of their own values. (compare's tests keep the items' order: there

@@ -380,6 +380,9 @@ class PermutationItemScore:
     gap_null: tuple[float, ...] | None = field(default=None, compare=False, repr=False)
     """:func:`gap_values` of the item (its gap's null distribution), when the log-probs are known;
     not stored by :meth:`to_dict` (records keep the log-probs it is computed from)."""
+    key: str = field(default="", compare=False, repr=False)
+    """The item's id, when rebuilt from a record (:meth:`from_dict`): the gap test takes its
+    Monte Carlo draws over the items in the order of their ids."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict; threshold keys are strings such as ``"-0.2"``."""
@@ -419,6 +422,7 @@ class PermutationItemScore:
             alg2_anchored=_unkeyed(d["alg2_anchored"], bool),
             null_anchored=_unkeyed(d["null_anchored"], float),
             gap_null=gap_values(lps) if len(lps := d.get("logprobs") or ()) > 1 else None,
+            key=str(d.get("id") or ""),
         )
 
 
