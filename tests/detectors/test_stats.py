@@ -434,9 +434,7 @@ def test_the_gap_tests_draws_follow_the_item_ids_not_their_values() -> None:
 
     base = [rng.normal(-20, 1, size=24) for _ in range(12)]  # 24^12: Monte Carlo
     moved = [lp + rng.uniform(-1e-5, 1e-5, size=24) for lp in base]
-    gaps = [
-        summarize([item_score_from_dict(r) for r in records(lps)]).gap for lps in (base, moved)
-    ]
+    gaps = [summarize([item_score_from_dict(r) for r in records(lps)]).gap for lps in (base, moved)]
     assert gaps[0].method == "randomization (Monte Carlo)"
     assert gaps[0].p_value == pytest.approx(gaps[1].p_value, abs=1e-12)  # (0.6907, 0.6884)
 
