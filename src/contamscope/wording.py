@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 
 __all__ = ["plural", "number", "value", "pp_text", "md_cell", "json_error", "first_few"]
+
+
+def shell(path: object) -> str:
+    """``path`` as one shell word, for a command printed to be copied (a folder named
+    ``a b`` was printed bare: pasted, it was two arguments; QA).
+
+    >>> shell("runs/a b"), shell("runs/plain")
+    ("'runs/a b'", 'runs/plain')
+    """
+    return shlex.quote(str(path))
 
 
 def first_few(names: Sequence[str], n: int = 3) -> str:

@@ -463,3 +463,20 @@ def test_a_log_file_gets_plain_progress_lines(
     res = run_cli("permutation", *args, "--out", str(tmp_path / "s"), cwd=tmp_path, columns=None)
     assert res.returncode == 2
     assert "CONTAMSCOPE_PROGRESS_SECONDS='soon': expected a number of seconds" in res.stderr
+
+
+def test_the_printed_report_command_runs_as_pasted(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    """`report: contamscope report /x/a b` was printed bare: pasted, it was two arguments."""
+    import shlex
+
+    out = tmp_path / "a b" / "ü 数据"
+    args = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(bench), "--out", str(out)]
+    res = run_cli("permutation", *args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("report: ")]
+    command = shlex.split(line.removeprefix("report: "))
+    assert command == ["contamscope", "report", str(out)]
+    made = run_cli(*command[1:], cwd=tmp_path)
+    assert made.returncode == 0, made.stderr and (out / "report.html").is_file()

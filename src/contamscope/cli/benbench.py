@@ -11,7 +11,7 @@ from rich.table import Table
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
-from ..wording import plural, pp_text, value
+from ..wording import plural, pp_text, shell, value
 from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
@@ -391,7 +391,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
     console.print(  # what to do next
-        f"card:   contamscope card --run {outcome.run_dir} --out card.md",
+        f"card:   contamscope card --run {shell(outcome.run_dir)} --out card.md",
         highlight=False,
         soft_wrap=True,
     )

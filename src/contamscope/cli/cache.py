@@ -15,7 +15,7 @@ from ..errors import ConfigError, StoreError
 from ..paths import cache_dir_name, check_output_folder, default_score_db, model_cache_dir
 from ..store import ModelSetup, ScoreCache
 from ..store.cache import Copied, sqlite_files
-from ..wording import plural
+from ..wording import plural, shell
 from .common import (
     EXIT_INTERRUPTED,
     console,
@@ -318,7 +318,11 @@ def export(
             p.unlink(missing_ok=True)
         if make and not target.exists():
             target.parent.rmdir()
-    hint = f"{target.parent.name}/ (or use the folder as --cache-dir)" if folder else target.name
+    hint = (
+        f"{shell(target.parent.name + '/')} (or use the folder as --cache-dir)"
+        if folder
+        else shell(target.name)
+    )
     console.print(
         f"exported {_copied(copied)} to {target} ({target.stat().st_size / 1e6:.1f} MB); "
         f"on the other machine: contamscope cache import {hint}",

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError
-from ..wording import plural
+from ..wording import plural, shell
 from .common import (
     EXIT_ROWS_SKIPPED,
     console,
@@ -213,7 +213,9 @@ def report_after_run(run_dir: Path, *, write: bool) -> None:
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
         write = True
     if not write:
-        console.print(f"report: contamscope report {run_dir}", highlight=False, soft_wrap=True)
+        console.print(
+            f"report: contamscope report {shell(run_dir)}", highlight=False, soft_wrap=True
+        )
         return
     path = write_report_or_warn(run_dir)
     if path is not None:

@@ -25,7 +25,7 @@ import typer
 from ..errors import CapabilityError, ConfigError, ContamscopeError, ModelError
 from ..executors.base import ClusterTooSmall
 from ..store.run import REPLACE_HINT
-from ..wording import first_few, md_cell, plural
+from ..wording import first_few, md_cell, plural, shell
 
 if TYPE_CHECKING:
     from ..report.leaderboard import BaselineComparison
@@ -594,7 +594,7 @@ def run(**kw: Any) -> None:
             f"{plural(len(others), 'other finished run')} in {out} "
             f"({', '.join(p.name for p in others[:3])}{', ...' if len(others) > 3 else ''}) "
             f"{'is' if len(others) == 1 else 'are'} of models or benchmarks not in this sweep "
-            f"and not on its board; `contamscope leaderboard {out}/*/` ranks every run there",
+            f"and not on its board; `contamscope leaderboard {shell(out)}/*/` ranks every run there",
             highlight=False,
             markup=False,
         )

@@ -17,6 +17,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.benbench import MEASURED as ALIKE
 from ..report.rundata import RunData, run_config
+from ..wording import shell
 
 __all__ = ["GAP_METRICS", "compare_benbench"]
 
@@ -52,7 +53,7 @@ def _check_alike(a: RunData, b: RunData) -> list[str]:
         shown = ", ".join(f"{k} {ca.get(k)} vs {cb.get(k)}" for k in THRESHOLDS)
         raise ConfigError(
             f"{a.path} and {b.path} judge n-grams by other thresholds ({shown}): bring one to "
-            f"the other's with `contamscope reanalyse {b.path} --rouge-threshold "
+            f"the other's with `contamscope reanalyse {shell(b.path)} --rouge-threshold "
             f"{ca.get('rouge_threshold')} --edit-threshold {ca.get('edit_threshold')}"
             f"{' --inclusive' if ca.get('inclusive') else ' --no-inclusive'}` (nothing is scored)"
         )

@@ -19,6 +19,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.cap import MEASURED as ALIKE
 from ..report.rundata import RunData, run_config
+from ..wording import shell
 from .cap import CAP_ANALYSIS, READERS, CapConfig, analysis_config, item_readings
 
 __all__ = ["compare_cap"]
@@ -40,7 +41,7 @@ def _hint(b: RunData, ca: CapConfig, keys: list[str]) -> str:
             flags.append("--include-unmodified" if v else "--exclude-unmodified")
         elif k != "similarity_threshold" or ca.task == "summary":
             flags.append(f"{_FLAG[k]} {v}")
-    return f"`contamscope reanalyse {b.path} {' '.join(flags)}`"
+    return f"`contamscope reanalyse {shell(b.path)} {' '.join(flags)}`"
 
 
 def _check_alike(a: RunData, b: RunData) -> tuple[CapConfig, str, list[str]]:

@@ -18,7 +18,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.membership import MEASURED as ALIKE
 from ..report.rundata import RunData
-from ..wording import plural
+from ..wording import plural, shell
 
 __all__ = ["compare_membership"]
 
@@ -65,9 +65,9 @@ def _check_alike(a: RunData, b: RunData) -> tuple[str, ...]:
         # reanalyse can take a run only to a statistic its records hold (gap and combined
         # need every option order scored)
         if _can_read(b, str(sa)):
-            hint = f"`contamscope reanalyse {b.path} --statistic {sa}` (nothing is scored)"
+            hint = f"`contamscope reanalyse {shell(b.path)} --statistic {sa}` (nothing is scored)"
         elif _can_read(a, str(sb)):
-            hint = f"`contamscope reanalyse {a.path} --statistic {sb}` (nothing is scored)"
+            hint = f"`contamscope reanalyse {shell(a.path)} --statistic {sb}` (nothing is scored)"
         else:
             hint = f"its membership command re-run with --statistic {sa} on {b.path}"
         raise ConfigError(
