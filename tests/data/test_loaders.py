@@ -1284,12 +1284,15 @@ def test_options_carrying_their_own_labels_lose_them(tmp_path: Path) -> None:
         len(result.notes) == 1 and f"in 4 of the 6 items read (first: {path}:1)" in result.notes[0]
     )
     # the real case: one MMLU item labels its options "(A) Increased     Decreased" ...
-    mmlu = load_benchmark("mmlu", subjects=["high_school_macroeconomics"])
+    mmlu = load_benchmark("mmlu", subjects=["high_school_macroeconomics", "anatomy"])
     [relabelled] = [i for i in mmlu.items if i.question.startswith("In a given period")]
     assert (
         relabelled.options[0].startswith("Increased")
-        and "in 1 of the 14,042 items read" in mmlu.notes[0]
+        and "in 1 of the 525 items read" in mmlu.notes[0]  # (the subjects' items)
     )
+    # another subject's items hold none: nothing to note (it noted that item, "1 of the 14,042
+    # items read", under --subjects anatomy; library QA)
+    assert load_benchmark("mmlu", subjects=["anatomy"]).notes == []
 
 
 def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None:

@@ -130,6 +130,9 @@ class LoadResult(Generic[ItemT]):
     """The subjects the items were restricted to when loaded (None: all)."""
     notes: list[str] = field(default_factory=list)
     """What was changed in the items read, one line each (e.g. labels the options carried)."""
+    noted: dict[str, list[ItemT]] = field(default_factory=dict, repr=False, compare=False)
+    """The items each kind of note is of (``relabelled``, ``label_like``), so that the notes of
+    a subset (``subjects``) count that subset's items."""
 
     def __repr__(self) -> str:
         """One line (every item, printed whole, ran to megabytes for MMLU in a notebook)."""

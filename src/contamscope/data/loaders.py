@@ -28,7 +28,7 @@ from contamscope.data.formats import (
 )
 from contamscope.data.items import LoadResult
 from contamscope.data.readers import decode_text, not_a_file, table_suffix
-from contamscope.data.records import FieldMap, RowError, Sink, record_to_item
+from contamscope.data.records import FieldMap, RowError, Sink, loading_notes, record_to_item
 from contamscope.errors import ConfigError, DataError
 from contamscope.wording import plural
 
@@ -422,6 +422,9 @@ def _filter_subjects(result: LoadResult, subjects: Sequence[str] | None) -> Load
         more = f" ({len(available)} subjects in all)" if len(available) > 6 else ""
         raise ConfigError(f"unknown subject {unknown[0]!r} in {result.source}; {shown}{more}")
     keep = set(wanted)
-    return dataclasses.replace(
-        result, items=[i for i in result.items if i.subject in keep], subjects=wanted
-    )
+    items = [i for i in result.items if i.subject in keep]
+    noted = {k: [i for i in v if i.subject in keep] for k, v in result.noted.items()}
+    # the notes of the subjects kept: the bundled MMLU's one relabelled item (macroeconomics)
+    # was noted under --subjects anatomy, "in 1 of the 14,042 items read" (library QA)
+    notes = loading_notes(noted, len(items)) if result.noted else result.notes
+    return dataclasses.replace(result, items=items, subjects=wanted, notes=notes, noted=noted)

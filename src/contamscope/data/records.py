@@ -475,6 +475,31 @@ def own_labels_suspected(options: Sequence[str]) -> bool:
     return marks in (numbers, list(LABELS[: len(marks)]), list(LABELS[: len(marks)].lower()))
 
 
+def loading_notes(noted: Mapping[str, Sequence[MCQItem]], n_items: int) -> list[str]:
+    """The notes of :attr:`LoadResult.noted`'s items, among ``n_items`` read, one line each."""
+
+    def counted(some: Sequence[MCQItem]) -> str:
+        first = some[0]
+        where = f"{first.source}:{first.line}" if first.line is not None else first.source
+        return f"{len(some)} of the {plural(n_items, 'item')} read (first: {where})"
+
+    notes = []
+    if relabelled := noted.get("relabelled"):
+        notes.append(
+            'options beginning with their own labels ("A. ...", "(A) ...") in '
+            f"{counted(relabelled)}: the labels were removed; they would move with the options "
+            "when the test reorders them, and only the published order would read A, B, C, D"
+        )
+    if label_like := noted.get("label_like"):
+        notes.append(
+            "options beginning with their own letter or number and punctuation "
+            f"({label_like[0].options[0][:12]!r} ...) in {counted(label_like)}: kept as "
+            "written; if these are labels, remove them from the file (they would move with the "
+            "options when the test reorders them, a false leakage signal)"
+        )
+    return notes
+
+
 class Sink:
     """Collects items and problems; enforces unique ids and strict mode; removes the labels
     options carry themselves (:func:`own_labels_removed`), said in ``notes``."""
@@ -493,28 +518,11 @@ class Sink:
 
     def notes(self) -> list[str]:
         """What was changed in items read (not skipped), or may need changing, one line each."""
-        notes = []
-        if self.relabelled:
-            notes.append(
-                'options beginning with their own labels ("A. ...", "(A) ...") in '
-                f"{self._counted(self.relabelled)}: the labels were removed; they would move "
-                "with the options when the test reorders them, and only the published order "
-                "would read A, B, C, D"
-            )
-        if self.label_like:
-            first = self.label_like[0].options[0]
-            notes.append(
-                "options beginning with their own letter or number and punctuation "
-                f"({first[:12]!r} ...) in {self._counted(self.label_like)}: kept as written; "
-                "if these are labels, remove them from the file (they would move with the "
-                "options when the test reorders them, a false leakage signal)"
-            )
-        return notes
+        return loading_notes(self.noted(), len(self.items))
 
-    def _counted(self, some: Sequence[MCQItem]) -> str:
-        first = some[0]
-        where = f"{first.source}:{first.line}" if first.line is not None else first.source
-        return f"{len(some)} of the {plural(len(self.items), 'item')} read (first: {where})"
+    def noted(self) -> dict[str, list[MCQItem]]:
+        """The items of each kind of note (:attr:`LoadResult.noted`)."""
+        return {"relabelled": self.relabelled, "label_like": self.label_like}
 
     def add(self, item: MCQItem) -> None:
         bare = own_labels_removed(item.options) if isinstance(item, MCQItem) else None
@@ -582,4 +590,5 @@ class Sink:
             content_hash=content_hash,
             files=files,
             notes=self.notes(),
+            noted=self.noted(),
         )
