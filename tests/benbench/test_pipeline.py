@@ -137,6 +137,7 @@ def test_short_answer_and_too_short_text(tmp_path: Path, tiny_backend) -> None: 
     assert c["excluded"] == {"text shorter than n + 2 = 7 tokens": 1}
     assert c["answer_shorter_than_n"] == 1
     assert out.summary["statistics"]["splits"]["test"]["reference"] is None
+    assert out.summary["selection"]["n_items"] == {"test": 2}  # per split, as the command's
 
 
 def test_cli_benbench_and_card(tmp_path: Path, tiny_model_path: Path) -> None:

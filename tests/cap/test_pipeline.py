@@ -82,6 +82,7 @@ def test_mcq_pairs_records_summary_resume(
     s = out.summary
     assert s["schema"] == "contamscope.cap.summary/1" and s["method"] == "cap"
     assert s["model"]["spec"] == tiny_backend.spec and s["benchmark"]["task"] == "mcq"
+    assert s["benchmark"]["selection"]["n_items"] == {"dev": 3, "val": 3}  # per split (command)
     recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
     assert len(recs) == 6 and recs[0]["id"] == "dev/ori_dev-1"
     r = recs[0]

@@ -461,3 +461,34 @@ def test_an_outcome_reads_its_own_records_or_says_they_are_gone(
     (tmp_path / "run" / "items.jsonl").unlink()
     with pytest.raises(StoreError, match="this run's records are no longer there"):
         second.records()
+
+
+def test_a_folder_the_command_began_resumes_from_python(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """The same items (ids in order), model and config: a folder `contamscope permutation
+    --sample 3` began was refused from Python ("other settings (selection.limit ...)"); the
+    summaries of BenBench and CAP also counted n_items per split from the command, in one
+    number from Python (library QA)."""
+    from cli_runner import run_cli
+
+    from contamscope.backends import load_backend
+    from contamscope.pipeline import select_items
+
+    bench = tmp_path / "toy_test.csv"
+    rows = ["What is 2+2?,3,4,5,6,B", "Sky colour?,blue,green,red,pink,A"]
+    bench.write_text("\n".join(rows + ["Largest planet?,Mars,Venus,Jupiter,Earth,C"]) + "\n")
+    out = tmp_path / "r"
+    args = ["--model", f"hf:{tiny_model_path}", "--benchmark", str(bench), "--sample", "2"]
+    res = run_cli("permutation", *args, "--out", str(out), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    loaded = load_benchmark(str(bench))
+    backend = load_backend(f"hf:{tiny_model_path}")
+    chosen = select_items(loaded.items, sample=2, seed=0)
+    outcome = run_permutation(loaded, chosen, CachedScorer(backend, None), out, PermutationConfig())
+    assert outcome.resumed == 2
+    # other items are still refused
+    with pytest.raises(StoreError, match="holds a run with other settings"):
+        run_permutation(
+            loaded, loaded.items[:2], CachedScorer(backend, None), out, PermutationConfig()
+        )

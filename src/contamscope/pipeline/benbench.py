@@ -512,7 +512,10 @@ def run_benbench(
             for s in splits
         },
         "selection": selection_settings(
-            None, [f"{s.name}/{it.id}" for s in splits for it in s.items], selection
+            None,
+            [f"{s.name}/{it.id}" for s in splits for it in s.items],
+            selection,
+            {s.name: len(s.items) for s in splits},  # per split, as the command (library QA)
         ),
         "config": config.settings(),
     }

@@ -435,7 +435,10 @@ def run_cap(
         "benchmark": data.source,
         "benchmark_hash": data.content_hash,
         "selection": selection_settings(
-            None, [f"{s}/{it.id}" for s, items in selected.items() for it in items], selection
+            None,
+            [f"{s}/{it.id}" for s, items in selected.items() for it in items],
+            selection,
+            {s: len(items) for s, items in selected.items()},  # per split, as the command
         ),
         "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
     }

@@ -18,14 +18,18 @@ __all__ = ["git_commit", "package_versions", "selection_settings"]
 
 
 def selection_settings(
-    loaded: LoadResult | None, ids: Sequence[str], given: dict[str, Any] | None
+    loaded: LoadResult | None,
+    ids: Sequence[str],
+    given: dict[str, Any] | None,
+    n_items: int | dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The run's ``selection`` settings: as the caller gives them (the commands name every
     option: --limit, --sample, --seed), else what the items tell (a Python call): the subjects
     loaded and the item count; and always a digest of the item ids, so that the same folder
     given other items is refused as a run with other settings instead of resumed (it kept the
     first items' records beside the new ones; a Python call's own ``selection=`` did not stop
-    that) and runs on different subjects are told apart."""
+    that) and runs on different subjects are told apart. ``n_items``: the count to record
+    (per split for BenBench and CAP, as their commands record it), default ``len(ids)``."""
     digest = hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
     if given is not None:
         if not isinstance(given, Mapping):
@@ -36,7 +40,7 @@ def selection_settings(
         return dict(given) | {"item_ids_sha256": digest}
     subjects = loaded.subjects if loaded is not None else []
     return ({"subjects": subjects} if subjects else {}) | {
-        "n_items": len(ids),
+        "n_items": len(ids) if n_items is None else n_items,
         "item_ids_sha256": digest,
     }
 

@@ -513,7 +513,37 @@ def _same_run(stored: dict[str, Any], settings: dict[str, Any]) -> bool:
     >>> _same_run({"selection": {"limit": 3}}, new), _same_run({"selection": {"limit": 4}}, new)
     (True, False)
     """
-    return stored == settings or stored == _without_digest(settings)
+    return (
+        stored == settings or stored == _without_digest(settings) or _chosen_alike(stored, settings)
+    )
+
+
+_CHOOSING = frozenset({"limit", "sample", "seed", "subjects", "n_items"})
+"""Selection keys that say how the items were chosen, not how they were read."""
+
+
+def _chosen_alike(stored: dict[str, Any], settings: dict[str, Any]) -> bool:
+    """The same items, in the same order (their ids' digest), chosen another way: a command's
+    ``--subjects anatomy --sample 6`` and a Python call's ``select_items(..., sample=6)`` with no
+    ``selection=`` (a folder the command began was refused from Python; library QA). How the
+    items were read (format, fields, split, where given) must match.
+
+    >>> cli = {"m": 1, "selection": {"sample": 6, "seed": 0, "item_ids_sha256": "ab"}}
+    >>> _chosen_alike(cli, {"m": 1, "selection": {"n_items": 6, "item_ids_sha256": "ab"}})
+    True
+    >>> _chosen_alike(cli, {"m": 1, "selection": {"n_items": 6, "item_ids_sha256": "cd"}})
+    False
+    """
+    a, b = stored.get("selection"), settings.get("selection")
+    if not isinstance(a, dict) or not isinstance(b, dict) or not a.get("item_ids_sha256"):
+        return False
+    if {k: v for k, v in stored.items() if k != "selection"} != {
+        k: v for k, v in settings.items() if k != "selection"
+    }:
+        return False
+    # (a command records an option it was not given as None: --format, --split)
+    read = lambda s: {k: v for k, v in s.items() if k not in _CHOOSING and v is not None}  # noqa: E731
+    return read(a) == read(b)
 
 
 def _without_digest(settings: dict[str, Any]) -> dict[str, Any]:
