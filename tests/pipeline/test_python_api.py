@@ -4,6 +4,7 @@ same outputs, and nothing that only the command line used to guarantee."""
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -491,4 +492,47 @@ def test_a_folder_the_command_began_resumes_from_python(
     with pytest.raises(StoreError, match="holds a run with other settings"):
         run_permutation(
             loaded, loaded.items[:2], CachedScorer(backend, None), out, PermutationConfig()
+        )
+
+
+def test_a_backend_that_breaks_its_contract_is_one_error(tmp_path: Path) -> None:
+    """One result too few was a KeyError deep in the cache, None a TypeError, a positive
+    log-prob was analysed, a one-option item a ValueError (library QA)."""
+    from contamscope.backends.base import Backend, Capabilities, ScoreResult
+    from contamscope.data import MCQItem
+    from contamscope.errors import ModelError
+
+    class Broken(Backend):
+        spec = "broken"
+        capabilities = Capabilities(prompt_logprobs=True)
+
+        def __init__(self, reply: Any) -> None:
+            self.reply = reply
+
+        def fingerprint(self) -> str:
+            return "broken-v1"
+
+        def score(self, requests, progress=None):  # type: ignore[no-untyped-def]
+            return self.reply(requests)
+
+    bench = tmp_path / "t_test.csv"
+    bench.write_text("What is 2+2?,3,4,5,6,B\n", encoding="utf-8")
+    loaded = load_benchmark(str(bench))
+    cases = [
+        (lambda rs: [ScoreResult(-1.0, 1)] * (len(rs) - 1), "returned 23 results for 24 requests"),
+        (lambda rs: None, "returned None for 24 requests"),
+        (lambda rs: [-1.0] * len(rs), "returned a float where a ScoreResult belongs"),
+        (lambda rs: [ScoreResult(5.0, 1)] * len(rs), "returned a positive log-prob (5) for 'A:3"),
+    ]
+    for i, (reply, said) in enumerate(cases):
+        for cache in (None, ScoreCache(tmp_path / f"c{i}.sqlite")):
+            with pytest.raises(ModelError, match=re.escape(said)):
+                run_permutation(
+                    loaded, loaded.items, CachedScorer(Broken(reply), cache),
+                    tmp_path / f"r{i}{cache is None}", PermutationConfig(),
+                )  # fmt: skip
+    one = MCQItem("o", "q?", ("a",))
+    with pytest.raises(ConfigError, match="'o' has 1 option"):
+        run_permutation(
+            loaded, [one], CachedScorer(Broken(None), None), tmp_path / "one", PermutationConfig()
         )

@@ -86,7 +86,7 @@ def check_items(items: Iterable[Any], kind: type, method: str, where: str = "ite
     ...
     contamscope.errors.ConfigError: items: id 'a' is given 2 times; each item must appear once
     """
-    from ..data.items import LoadResult
+    from ..data.items import LoadResult, MCQItem
 
     if isinstance(items, LoadResult):
         raise ConfigError(
@@ -105,6 +105,12 @@ def check_items(items: Iterable[Any], kind: type, method: str, where: str = "ite
         raise ConfigError(
             f"{where}: {getattr(wrong, 'id', wrong)!r} is a {type(wrong).__name__}; {method} "
             f"reads {kind.__name__} items"
+        )
+    few = next((it for it in items if kind is MCQItem and len(it.options) < 2), None)
+    if few is not None:  # (a ValueError from the orders' code; library QA)
+        raise ConfigError(
+            f"{where}: {few.id!r} has {len(few.options)} option(s); a multiple-choice item "
+            "needs at least 2"
         )
     ids = Counter(getattr(it, "id", None) for it in items)
     repeated = [(k, n) for k, n in ids.items() if n > 1]

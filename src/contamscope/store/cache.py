@@ -35,7 +35,7 @@ from ..backends.base import (
     ScoreResult,
     TokenStats,
 )
-from ..errors import StoreError, note
+from ..errors import ModelError, StoreError, note
 from ..paths import cache_dir_name, make_folder
 
 __all__ = [
@@ -686,16 +686,20 @@ class CachedScorer:
         :meth:`~contamscope.backends.base.Backend.score_stream` (which may start a call before
         it yields the previous one's results); each call's new scores are stored before its
         results are yielded."""
-        looked_up: deque[tuple[list[str], dict[str, ScoreResult], list[int]]] = deque()
+        looked_up: deque[
+            tuple[list[str], dict[str, ScoreResult], list[int], list[ScoreRequest]]
+        ] = deque()
 
         def missing_requests() -> Iterator[list[ScoreRequest]]:
             for requests in calls:
                 keys, found, missing = self._look_up(requests, progress)
-                looked_up.append((keys, found, missing))
-                yield [requests[i] for i in missing]
+                asked = [requests[i] for i in missing]
+                looked_up.append((keys, found, missing, asked))
+                yield asked
 
-        for new in self.backend.score_stream(missing_requests(), progress):
-            keys, found, missing = looked_up.popleft()
+        for got in self.backend.score_stream(missing_requests(), progress):
+            keys, found, missing, asked = looked_up.popleft()
+            new = self._checked(asked, got, ScoreResult)
             if self.cache is not None and missing:
                 self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
             for i, r in zip(missing, new):
@@ -725,6 +729,32 @@ class CachedScorer:
             progress(len(requests) - len(missing))
         return keys, found, missing
 
+    def _checked(self, asked: Sequence[Any], got: Any, kind: type) -> list[Any]:
+        """``got``, the backend's results for ``asked``: one ``kind`` per request (a custom
+        backend that broke this raised a KeyError or TypeError deep in the cache; library QA),
+        no positive log-prob (none is above 0; a value above 1e-4 is not rounding)."""
+        spec = getattr(self.backend, "spec", type(self.backend).__name__)
+        if not isinstance(got, (list, tuple)) or len(got) != len(asked):
+            what = f"{len(got)} results" if isinstance(got, (list, tuple)) else repr(got)[:40]
+            raise ModelError(
+                f"backend {spec!r} returned {what} for {len(asked)} requests; a backend returns "
+                f"one {kind.__name__} per request, in their order"
+            )
+        for req, r in zip(asked, got):
+            if not isinstance(r, kind):
+                raise ModelError(
+                    f"backend {spec!r} returned a {type(r).__name__} where a {kind.__name__} "
+                    "belongs"
+                )
+            values = [r.logprob] if isinstance(r, ScoreResult) else getattr(r, "logprobs", ())
+            high = next((v for v in values if v > 1e-4), None)
+            if high is not None:
+                raise ModelError(
+                    f"backend {spec!r} returned a positive log-prob ({high:g}) for "
+                    f"{req.continuation[:40]!r}; a log-probability is at most 0"
+                )
+        return list(got)
+
     def _through(
         self,
         kind: str,
@@ -735,9 +765,10 @@ class CachedScorer:
         keep: Callable[[R], bool],
         progress: ProgressFn | None,
     ) -> list[R]:
+        kind_of = {"generate": Generation}.get(kind, TokenStats)
         if self.cache is None:
             self.computed += len(requests)
-            return run(list(requests), progress)
+            return self._checked(requests, run(list(requests), progress), kind_of)
         keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
         found = {k: load(v) for k, v in self.cache.get_blobs(keys).items()}
         missing = [i for i, k in enumerate(keys) if k not in found]
@@ -751,7 +782,8 @@ class CachedScorer:
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
         if missing:
-            new = run([requests[i] for i in missing], progress)
+            asked = [requests[i] for i in missing]
+            new = self._checked(asked, run(asked, progress), kind_of)
             self.cache.put_blobs(
                 self.fingerprint,
                 kind,
