@@ -732,3 +732,24 @@ def test_a_call_that_fails_to_start_hands_over_the_last_results_first(tiny_backe
     with pytest.raises(ValueError, match="row 7"):
         _stream(tiny_backend, failing(), True, got)
     assert len(got) == 1 and len(got[0]) == 1
+
+
+def test_one_host_read_per_unit(tiny_backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each unit's sums are read back to the host once (a slip started a read per request:
+    192 pinned copies and events on CUDA for one unit; diff-review QA)."""
+    from contamscope.backends import hf
+
+    reads: list[int] = []
+    start = hf.HFBackend._start_read
+
+    def counting(self, sums, members):  # type: ignore[no-untyped-def]
+        reads.append(len(members))
+        return start(self, sums, members)
+
+    monkeypatch.setattr(hf.HFBackend, "_start_read", counting)
+    reqs = [
+        ScoreRequest(f"Question {i}: {i}+{i}?\n", f"A: {j}\n") for i in range(8) for j in range(6)
+    ]
+    got = tiny_backend.score(reqs)
+    units = [u for u in tiny_backend._units(reqs) if u.batches]
+    assert sum(reads) == len(reqs) == len(got) and len(reads) == len(units)

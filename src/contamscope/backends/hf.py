@@ -1188,9 +1188,9 @@ class _TreeCall:
             sums = [backend._run_batch(b, held) for b in unit.batches]
             del held
             members = [m for b in unit.batches for m in b.members]
+            queued = backend._start_read(torch.cat(sums), members)
         for m in members:
             self.computed[m] = True
-            queued = backend._start_read(torch.cat(sums), members)
         if self.waiting is not None:
             backend._finish_read(self.waiting, self.values, self.progress)
         self.waiting = queued
