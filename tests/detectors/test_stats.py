@@ -416,27 +416,36 @@ def test_resampled_p_values_and_intervals_do_not_depend_on_the_items_order() -> 
     assert split_label_p(o, r) == split_label_p(o[turn], r[::-1])
 
 
-def test_the_gap_tests_draws_follow_the_item_ids_not_their_values() -> None:
+def test_the_gap_tests_draws_follow_the_items_texts_not_their_values_or_rows() -> None:
     """Log-probs that moved by 1e-5 (another --batch-items) reordered the items, which were
     drawn in an order of their values: the Monte Carlo p moved by its error, 0.3771 against
-    0.3803 (unattended-operator QA). Drawn in the order of the item ids it stays."""
+    0.3803 (unattended-operator QA). Drawn in the order of the item ids, a shuffled copy of an
+    MMLU file (ids are row numbers) moved it instead, 0.1849 against 0.1863 (diff-review QA).
+    Drawn in the order of the items' texts, neither moves it."""
     from contamscope.detectors.permutation import item_score_from_dict, score_item
     from contamscope.detectors.stats import summarize
 
     rng = np.random.default_rng(5)
-
-    def records(logprobs: list[np.ndarray]) -> list[dict[str, object]]:
-        out = []
-        for i, lp in enumerate(logprobs):
-            rec = score_item(lp, n_options=4, exhaustive=True).to_dict()
-            out.append({**rec, "id": f"item-{i:02d}", "logprobs": [float(x) for x in lp]})
-        return out
-
     base = [rng.normal(-20, 1, size=24) for _ in range(12)]  # 24^12: Monte Carlo
     moved = [lp + rng.uniform(-1e-5, 1e-5, size=24) for lp in base]
-    gaps = [summarize([item_score_from_dict(r) for r in records(lps)]).gap for lps in (base, moved)]
-    assert gaps[0].method == "randomization (Monte Carlo)"
-    assert gaps[0].p_value == pytest.approx(gaps[1].p_value, abs=1e-12)  # (0.6907, 0.6884)
+
+    def p_value(logprobs: list[np.ndarray], rows: list[int]) -> float:
+        scores = []
+        for pos, k in enumerate(rows):  # the item of text k at row pos: id "mix_test-{pos}"
+            rec = score_item(logprobs[k], n_options=4, exhaustive=True).to_dict()
+            rec |= {"id": f"mix_test-{pos}", "prefix": f"Question {k}?:\n"}
+            rec |= {"continuations": [f"A:{k}\nB:x\n"], "logprobs": list(logprobs[k])}
+            scores.append(item_score_from_dict(rec))
+        gap = summarize(scores).gap
+        assert gap.method == "randomization (Monte Carlo)"
+        return gap.p_value  # type: ignore[return-value]
+
+    rows = list(range(12))
+    first = p_value(base, rows)
+    # the same draws: only a draw within 1e-5 of the observed sum can change sides (by value
+    # the draws were others: 0.6907 against 0.6884)
+    assert p_value(moved, rows) == pytest.approx(first, abs=3 / 20_001)
+    assert p_value(base, list(rng.permutation(12))) == pytest.approx(first, abs=1e-12)
 
 
 def test_cap_and_membership_resampling_do_not_depend_on_the_items_order() -> None:

@@ -22,6 +22,7 @@ Faithful paper modes and calibrated modes sit side by side:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -381,8 +382,10 @@ class PermutationItemScore:
     """:func:`gap_values` of the item (its gap's null distribution), when the log-probs are known;
     not stored by :meth:`to_dict` (records keep the log-probs it is computed from)."""
     key: str = field(default="", compare=False, repr=False)
-    """The item's id, when rebuilt from a record (:meth:`from_dict`): the gap test takes its
-    Monte Carlo draws over the items in the order of their ids."""
+    """A digest of the item's texts (its prefix and published order's continuation) and id,
+    when rebuilt from a record (:meth:`from_dict`): the gap test takes its Monte Carlo draws
+    over the items in the order of these keys, which neither the order of the rows nor the
+    log-probs' rounding change (an id alone is a row number in MMLU's CSV files)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict; threshold keys are strings such as ``"-0.2"``."""
@@ -422,8 +425,17 @@ class PermutationItemScore:
             alg2_anchored=_unkeyed(d["alg2_anchored"], bool),
             null_anchored=_unkeyed(d["null_anchored"], float),
             gap_null=gap_values(lps) if len(lps := d.get("logprobs") or ()) > 1 else None,
-            key=str(d.get("id") or ""),
+            key=_item_key(d),
         )
+
+
+def _item_key(d: Mapping[str, Any]) -> str:
+    """:attr:`PermutationItemScore.key` of a record: its texts' digest, then its id (which
+    orders only items of identical texts, whose log-probs are identical too)."""
+    conts = d.get("continuations") or [""]
+    text = f"{d.get('prefix') or ''}\x00{conts[0]}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{digest}\x00{d.get('id') or ''}" if d.get("prefix") or d.get("id") else ""
 
 
 def item_score_from_dict(d: Mapping[str, Any]) -> PermutationItemScore:

@@ -621,12 +621,14 @@ def randomization_test(
     >>> randomization_test([np.array([1.0, -1.0])] * 3)[3]
     (-3.0, 3.0)
 
-    The items are taken in the order of ``keys`` (their ids, distinct), else of their own
-    values, so the Monte Carlo draws, and the p-value, depend on which items there are, not on
-    the order they came in (a shuffled copy of a benchmark gave 0.8929 against 0.8950; QA).
-    With ids they do not depend on the values either: ordered by value, log-probs that moved
-    by 1e-5 (another batch size) reordered the items, and the p-value moved by its Monte Carlo
-    error (0.3771 against 0.3803; QA).
+    The items are taken in the order of ``keys`` (distinct: a digest of each item's texts,
+    then its id; :attr:`~contamscope.detectors.permutation.PermutationItemScore.key`), else of
+    their own values, so the Monte Carlo draws, and the p-value, depend on which items there
+    are, not on the order they came in (a shuffled copy of a benchmark gave 0.8929 against
+    0.8950; QA). With keys they do not depend on the values either: ordered by value,
+    log-probs that moved by 1e-5 (another batch size) reordered the items, and the p-value
+    moved by its Monte Carlo error (0.3771 against 0.3803; QA). Ids alone would not do: MMLU's
+    are row numbers, which a shuffled copy changes (diff-review QA).
     """
     if keys is not None and len(set(keys)) == len(keys) == len(nulls) and all(keys):
         nulls = [v for _, v in sorted(zip(keys, nulls), key=lambda kv: (kv[1].size, kv[0]))]
@@ -708,7 +710,7 @@ def _gap_test(items: Sequence[PermutationItemScore], shared: _Shared = ()) -> Ga
         alone = [i for i in range(n) if i not in grouped]
         nulls = [np.asarray(items[i].gap_null, dtype=np.float64) for i in alone]
         nulls += [g.gap_null() for g in shared]
-        keys = [items[i].key for i in alone]  # a group by its first member's id
+        keys = [items[i].key for i in alone]  # a group by its first member's key
         keys += [min(items[i].key for i in g.members) for g in shared]
         p, method, resamples, (lo, hi) = randomization_test(nulls, keys)
         return GapTest(
