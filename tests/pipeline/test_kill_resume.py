@@ -143,3 +143,37 @@ def test_an_ignored_sighup_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_closed_terminal_ends_as_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGHUP from a terminal that really closed: drawing the bar's last frame raised EIO,
+    which replaced the interrupt (exit 1, a traceback; diff-review QA). The interrupt stands:
+    exit 130, the line said where it still can be."""
+    import io
+
+    from contamscope.cli import common
+
+    class Terminal(io.StringIO):
+        closed_now = False
+
+        def write(self, text: str) -> int:
+            if self.closed_now:
+                raise OSError(5, "Input/output error")
+            return super().write(text)
+
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(common.err_console, "file", term)
+
+    @common.user_errors
+    def command() -> None:
+        with common.quiet_progress(auto_refresh=False) as bar:
+            bar.add_task("scoring", total=3)
+            term.closed_now = True
+            raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stopped:
+        command()
+    assert stopped.value.code == 130

@@ -290,6 +290,7 @@ def user_errors(fn: F) -> F:
         try:
             _normalize_model_specs(kwargs)
             _one_selection(kwargs)
+            progress_seconds()  # a bad value is said at once, terminal or not (QA)
             with sigterm_as_interrupt():
                 return fn(*args, **kwargs)
         except ContamscopeError as exc:
@@ -299,7 +300,9 @@ def user_errors(fn: F) -> F:
             )
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted; re-run the same command to resume", highlight=False)
+            # (after a hangup the terminal is gone: the line cannot be written, the exit stays)
+            with contextlib.suppress(OSError):
+                err_console.print("interrupted; re-run the same command to resume", highlight=False)
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
@@ -367,7 +370,11 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
 
         def __exit__(self, *exc: object) -> None:
             if self.started:
-                self.stop()
+                try:
+                    self.stop()
+                except OSError:  # a closed terminal (SIGHUP): an EIO replaced the interrupt
+                    if exc[0] is None:
+                        raise
 
         def add_task(self, *args: Any, **kw: Any) -> Any:
             if not self.started:
