@@ -1305,6 +1305,8 @@ def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None
         {"question": "Q4?", "options": ["1.5", "2.5", "3.5"], "answer": 0},  # numbers
         {"question": "Q5?", "options": ["2. two", "1. one"], "answer": 0},  # not in order
         {"question": "Q6?", "options": ["A. x", "B. y"], "answer": 0},  # removed instead
+        {"question": "Q7?", "options": ["1%", "2%", "3%"], "answer": 0},  # answers
+        {"question": "Q8?", "options": ["A♯", "B♭"], "answer": 0},
     ]
     path = write(tmp_path, "like.jsonl", "".join(line(r) for r in rows))
     result = load_benchmark(str(path))
@@ -1314,10 +1316,10 @@ def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None
         ("〔A〕x", "〔B〕y"),
     ]
     [removed, kept] = result.notes
-    assert "in 1 of the 6 items read" in removed and "the labels were removed" in removed
+    assert "in 1 of the 8 items read" in removed and "the labels were removed" in removed
     assert kept.startswith(
         "options beginning with their own letter or number and punctuation ('A，北京' ...) in "
-        f"3 of the 6 items read (first: {path}:1): kept as written"
+        f"3 of the 8 items read (first: {path}:1): kept as written"
     )
 
 
