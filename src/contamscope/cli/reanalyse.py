@@ -373,6 +373,7 @@ def _membership(run_dir: Path, given: dict[str, Any]) -> int:
 
 
 def _cap(run_dir: Path, given: dict[str, Any]) -> int:
+    from ..data.cap import TEMPLATE_FIX
     from ..pipeline import reanalyse_cap
     from ..store import RunDir
     from .cap import print_cap_summary
@@ -381,7 +382,7 @@ def _cap(run_dir: Path, given: dict[str, Any]) -> int:
     _said(outcome.resumed, "")
     print_cap_summary(outcome.summary, work=False)  # (the timings are the run's)
     for note in outcome.summary.get("layout_warnings") or []:  # as the run said them (QA)
-        warn(note)
+        warn(note.replace(TEMPLATE_FIX, "; a cap run with --template lays out both alike"))
     plot = run_dir / "pcr_heatmap.png"
     if plot.exists():
         from ..report.cap_heatmap import plot_pcr_heatmap

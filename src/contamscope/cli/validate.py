@@ -239,7 +239,7 @@ def _benbench(kw: dict[str, Any]) -> tuple[Any, str]:
 
 
 def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
-    from ..data.cap import load_cap
+    from ..data.cap import TEMPLATE_FIX, load_cap
     from ..pipeline.cap import CapConfig, layout_warnings
     from ..validate import CapValidation
     from .common import slug
@@ -260,7 +260,7 @@ def _cap(kw: dict[str, Any]) -> tuple[Any, str]:
         batch_items=8,
     )
     for note in layout_warnings(data, names, config):  # as `cap` says them (QA)
-        warn(note)
+        warn(note.replace(TEMPLATE_FIX, "; validate scores the supplied prompts as they are"))
     method = CapValidation(data, trained, config)
     name = f"validate-cap-{slug(kw['model'])}-{slug(kw['benchmark'])}-{trained}"
     return method, name

@@ -650,6 +650,11 @@ def _frame(texts: Sequence[str], end: bool) -> str:
     return os.path.commonprefix(list(texts))
 
 
+TEMPLATE_FIX = "; --template lays out both alike"
+"""The advice ending a multiple-choice :func:`layout_note` (for ``cap``: commands without
+``--template`` say their own)."""
+
+
 def layout_note(split: CapSplit, mcq: bool) -> str | None:
     """A warning when the supplied modified inputs of ``split`` are spaced unlike the originals:
     every original starts (or ends) with one text, every modified input with another that
@@ -684,7 +689,7 @@ def layout_note(split: CapSplit, mcq: bool) -> str | None:
             continue  # alike, or unlike beyond spacing: the modification itself ("in 2020?")
         k = len(_frame([a, b], end))  # the part both frames share, shown as context (12 chars)
         a_, b_ = (a[-k - 12 :], b[-k - 12 :]) if end else (a[: k + 12], b[: k + 12])
-        fix = "; --template lays out both alike" if mcq else ""
+        fix = TEMPLATE_FIX if mcq else ""
         return (
             f"{where}: every modified input {verb} {b_!r} where every original {verb} {a_!r}: "
             "the prompts' spacing differs in every pair, so M modified, C and the PCR measure "
