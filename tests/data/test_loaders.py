@@ -1456,5 +1456,5 @@ def test_a_key_given_twice_with_different_values_is_a_row_problem(tmp_path: Path
     problem = one_problem(result)
     assert (problem.line, problem.reason) == (
         2,
-        "record 2 of the list: key 'A' given twice with different values; keep one",
+        "record 2 of the list: key 'option.A' given twice with different values; keep one",
     )

@@ -348,20 +348,25 @@ def _loads(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_object)
 
 
-def repeated_key(value: Any) -> str | None:
-    """The first key some object in ``value`` (parsed by this module) gives twice with different
-    values, else None.
+def repeated_key(value: Any, path: str = "") -> str | None:
+    """Where some object in ``value`` (parsed by this module) first gives a key twice with
+    different values (``meta.src``: nested keys are named by their path), else None.
 
     >>> repeated_key(_loads('{"q": 1, "answer": "A", "o": {"x": 1}, "answer": "B"}'))
     'answer'
     >>> repeated_key(_loads('[{"a": {"b": 1, "b": 2}}]')), repeated_key(_loads('{"a": 1, "a": 1}'))
-    ('b', None)
+    ('[0].a.b', None)
     """
     if isinstance(value, _Repeated):
-        return value.key
-    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    for v in inner:
-        if (key := repeated_key(v)) is not None:
+        return f"{path}.{value.key}" if path else value.key
+    if isinstance(value, dict):
+        inner = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        inner = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, v in inner:
+        if (key := repeated_key(v, where)) is not None:
             return key
     return None
 
