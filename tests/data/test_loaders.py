@@ -1458,3 +1458,14 @@ def test_a_key_given_twice_with_different_values_is_a_row_problem(tmp_path: Path
         2,
         "record 2 of the list: key 'option.A' given twice with different values; keep one",
     )
+
+
+def test_cmmlus_header_with_other_columns_names_the_fields_to_give(tmp_path: Path) -> None:
+    """',Question,...,Answer,subject' said only "cannot tell the benchmark format" once pandas'
+    index column with other columns read as generic CSV (diff-review QA)."""
+    path = write(tmp_path, "c.csv", ",Question,A,B,C,D,Answer,subject\n0,q?,a,b,c,d,A,s\n")
+    with pytest.raises(DataError, match=r"not a CMMLU CSV: .* give --format csv and --fields"):
+        load_benchmark(str(path))
+    fields = FieldMap.parse("question=Question,options=A|B|C|D,answer=Answer,subject=subject")
+    got = load_benchmark(str(path), format="csv", field_map=fields)
+    assert [(i.question, i.answer, i.subject) for i in got.items] == [("q?", 0, "s")]

@@ -422,6 +422,12 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         low = [c.strip().lower() for c in row]
         if low[0] == "" and low[1:] == ["question", "a", "b", "c", "d", "answer"]:
             return "cmmlu-csv"  # other columns after pandas' unnamed index: generic CSV (QA)
+        if low[:2] == ["", "question"] and question not in row:  # CMMLU's casing, more columns
+            raise DataError(
+                f"{path}: not a CMMLU CSV: expected header ',Question,A,B,C,D,Answer', got "
+                f"{header_text(row)}; to read other columns give --format csv and --fields "
+                f"(e.g. 'question={row[1].strip()},options=A|B|C|D,answer=Answer')"
+            )
         if low[:4] == ["id", "question", "a", "b"] and (
             set(low) - {""} <= _CEVAL_COLUMNS or split_subject(path.stem) != path.stem
         ):  # other columns (a subject, E) in a file not named as C-Eval's: generic CSV (QA)
