@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,7 @@ def bench(tmp_path: Path) -> Path:
 def test_validate_trains_scores_and_reports_then_reuses(
     tmp_path: Path, bench: Path, tiny_model_path: Path
 ) -> None:
-    out = tmp_path / "val"
+    out = tmp_path / "val run"  # (a space: the report's commands quote the path)
     args = [
         "validate",
         "--model",
@@ -155,7 +157,8 @@ def test_validate_trains_scores_and_reports_then_reuses(
     assert "How accurate are the detectors" in html and "<h1>Validation run: " in html
     f1 = f"{summary4['results'][1]['detectors']['alg1']['f1']:.3f}"
     assert re.search(rf'\["1","alg1",("[^"]*",){{3}}"{f1}"', html)  # the table, as printed
-    assert all(f"<code>contamscope report {out / f'epoch-{e}'}</code>" in html for e in (0, 1, 2))
+    quoted = [html_escape(shlex.quote(str(out / f"epoch-{e}"))) for e in (0, 1, 2)]
+    assert all(f"<code>contamscope report {q}</code>" in html for q in quoted)
     said = run_cli("report", str(out), cwd=tmp_path)  # its items are its epochs': no warning
     assert said.returncode == 0 and "missing" not in said.stderr, said.stderr
     with pytest.raises(ConfigError, match="validate run, it measures the detectors' accuracy"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..wording import shell
 from .html import Column, Section, Table, clip, esc
 from .methods import Estimate, ReportOptions
 from .rundata import RunData
@@ -105,7 +106,7 @@ def _validate_sections(run: RunData) -> list[Section]:
         + (
             f"<a href='{esc(p.name)}/report.html'>its report</a>"
             if (p / "report.html").exists()
-            else f"<code>contamscope report {esc(p)}</code>"
+            else f"<code>contamscope report {esc(shell(p))}</code>"
         )
         + "</li>"
         for p in epochs
