@@ -230,3 +230,22 @@ def test_a_rerun_that_draws_other_items_is_refused(tmp_path: Path) -> None:
         _check_same_split(path, {**old, "clean": ["e"]}, overwrite=False)
     _check_same_split(path, more_refs, overwrite=True)  # --overwrite starts again
     assert json.loads(path.read_text()) == old
+
+
+def test_unequal_halves_are_said(tmp_path: Path) -> None:
+    """Items sharing one option set go to one side whole: 9 such items of 10 made the halves
+    1 and 9, every rate resting on one item, without a word (QA). (The model is not one: the
+    run stops once the split is drawn.)"""
+    rows = [f"Which number is item {i}?,one,two,three,four,A" for i in range(9)]
+    bench = tmp_path / "block_test.csv"
+    bench.write_text("\n".join([*rows, "Capital of France?,Rome,Paris,Oslo,Bern,B"]) + "\n")
+    (tmp_path / "no-model").mkdir()
+    (tmp_path / "no-model" / "config.json").write_text("{}")
+    args = ["--model", f"hf:{tmp_path / 'no-model'}", "--benchmark", str(bench), "--n-items", "10"]
+    res = run_cli("validate", *args, "--out", str(tmp_path / "v"), cwd=tmp_path)
+    assert res.returncode == 2
+    said = [ln for ln in res.stderr.splitlines() if "halves are unequal" in ln]
+    assert len(said) == 1 and said[0].startswith("note: the halves are unequal: 9 leaked and 1 ")
+    assert said[0].endswith("clean items (items sharing one option set go to one side whole); "
+                            "the rates rest on the smaller half: more --n-items or another "
+                            "--seed evens them")  # fmt: skip

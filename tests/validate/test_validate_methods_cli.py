@@ -242,9 +242,10 @@ def test_options_of_another_method_are_named_as_ignored(tmp_path: Path) -> None:
     bench.write_text(json.dumps({"question": "Q?", "answer": "#### 1"}) + "\n", encoding="utf-8")
     res = run_cli("validate", "--method", "benbench", "--benchmark", str(bench), "--model",
                   "hf:/no/such/model", "--scenario", "b", "--template", "mmlu", "--splits",
-                  "dev,val", cwd=tmp_path)  # fmt: skip
+                  "dev,val", "--alpha", "0.01", cwd=tmp_path)  # fmt: skip
     err = res.stderr
     assert "ignored --scenario: it applies to --method permutation; this is benbench" in err
     assert "ignored --template: it applies to --method permutation; this is benbench" in err
     assert "ignored --splits: it applies to --method cap; this is benbench" in err
+    assert "ignored --alpha: it applies to --method permutation; this is benbench" in err
     assert "ignored --lenient" not in err and res.returncode == 2

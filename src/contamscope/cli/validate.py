@@ -146,7 +146,9 @@ def command(
         "-0.2,-0.17,-0.15).",
     ),
     alpha: float = typer.Option(
-        0.05, "--alpha", help="Level of the calibrated rank test and of the membership test."
+        0.05,
+        "--alpha",
+        help="--method permutation: level of the calibrated rank test and of the membership test.",
     ),
     reference_items: int | None = typer.Option(
         None,
@@ -276,6 +278,7 @@ _METHOD_ONLY = {
     "--deltas": "permutation",
     "--reference-items": "permutation",
     "--statistic": "permutation",
+    "--alpha": "permutation",  # (cap and benbench validate at their own fixed levels; QA)
     "--lenient": "benbench",
     "--splits": "cap",
     "--train-split": "cap",
