@@ -99,3 +99,32 @@ def test_evaluate_records_reads_each_detector() -> None:
     assert not math.isnan(anchored.auc or 0.0)
     rank = out["rank@0.05"]  # p <= 0.05: a, d
     assert (rank.tp, rank.fp) == (1, 1)
+
+
+def test_every_detector_line_of_the_plot_has_its_own_look(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """14 detectors on matplotlib's 10-colour cycle, one marker: alg1 and membership-min_k_pp
+    (and three more pairs) were drawn alike (QA)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from contamscope.validate.report import plot_summary
+
+    names = [f"alg2@-0.{i}" for i in range(10)] + [f"membership-{s}" for s in "abcd"]
+    metrics = dict.fromkeys(("precision", "recall", "f1", "accuracy", "fpr", "auc"), 0.5)
+    results = [{"epochs": e, "detectors": dict.fromkeys(names, metrics)} for e in (0, 1)]
+    summary = {
+        "results": results,
+        "split": {"n_leaked": 4, "n_clean": 4},
+        "config": {"scenario": "a"},
+        "model": {"spec": "tiny"},
+        "benchmark": {"source": "b"},
+    }
+    kept: list = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to look at
+    assert plot_summary(summary, tmp_path / "v.png") is not None
+    looks = [(ln.get_color(), ln.get_marker(), ln.get_linestyle()) for ln in kept[0].axes[0].lines]
+    assert len(looks) == 14 and len(set(looks)) == 14

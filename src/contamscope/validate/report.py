@@ -155,6 +155,21 @@ def _plot_cap(summary: dict[str, Any], path: Path, plt: Any) -> Path:
     return path
 
 
+_MARKERS = "o^sDvP*Xh<>p"
+
+
+def _line_style(i: int, ls: str) -> dict[str, Any]:
+    """The ``i``-th line's colour and marker, distinct for 20 lines with ``ls`` (matplotlib's
+    10-colour cycle and one marker gave four pairs of the 14 detectors one look; QA)."""
+    import matplotlib
+
+    return {
+        "color": matplotlib.colormaps["tab20"](i % 20),
+        "marker": _MARKERS[i % len(_MARKERS)],
+        "ls": ls,
+    }
+
+
 def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
     """Metric vs epochs per detector (one panel per metric) as a PNG; None without matplotlib."""
     try:
@@ -168,25 +183,25 @@ def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
         return _plot_cap(summary, path, plt)
     names = list(summary["results"][0]["detectors"]) if summary["results"] else []
     epochs = [r["epochs"] for r in summary["results"]]
+    scores = list(summary["results"][0].get("scores", {})) if summary["results"] else []
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
     for ax, metric in zip(axes.flat, METRICS):
-        for name in names:
+        for i, name in enumerate(names):
             ys = [r["detectors"][name][metric] for r in summary["results"]]
             ax.plot(
                 epochs,
                 [float("nan") if y is None else y for y in ys],
-                marker="o",
                 label=name,
+                **_line_style(i, "--" if name.startswith("membership") else "-"),
             )
         if metric == "auc":
-            for sname in summary["results"][0].get("scores", {}) if summary["results"] else []:
+            for i, sname in enumerate(scores, start=len(names)):
                 ys = [r["scores"][sname]["auc"] for r in summary["results"]]
                 ax.plot(
                     epochs,
                     [float("nan") if y is None else y for y in ys],
-                    marker="s",
-                    ls="--",
                     label=f"{sname} (score)",
+                    **_line_style(i, ":"),
                 )
         ax.set_title("false-positive rate (clean half)" if metric == "fpr" else metric)
         ax.set_ylim(-0.02, 1.02)
