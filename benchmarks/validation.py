@@ -51,9 +51,9 @@ def check_targets(summary: dict[str, Any], alpha: float = 0.05) -> list[str]:
     """The issue's targets, each as a PASS/FAIL line (scenario a)."""
     lines = []
     res = {r["epochs"]: r["detectors"] for r in summary["results"]}
-    trained = sorted(e for e in res if e > 0)
+    trained = sorted(res)  # from the untrained model (epoch 0) where it was scored (QA)
     accs = [res[e]["alg1"]["accuracy"] for e in trained]
-    rising = all(b >= a for a, b in zip(accs, accs[1:]))
+    rising = len(accs) > 1 and all(b >= a for a, b in zip(accs, accs[1:]))
     lines.append(
         f"{'PASS' if rising else 'FAIL'} Algorithm 1 accuracy rises with epochs: "
         + ", ".join(f"{e}: {a:.3f}" for e, a in zip(trained, accs))
@@ -87,10 +87,13 @@ def _combined_targets(
     lines = []
     if 1 in res:
         m = res[1][comb]
-        ok = (m["f1"] or 0) >= 0.55 and m["fpr"] <= alpha
+        n_clean = summary["split"]["n_clean"]  # as the rank test's: nominal + 2 binomial SE
+        bound = alpha + 2 * math.sqrt(alpha * (1 - alpha) / n_clean)
+        ok = (m["f1"] or 0) >= 0.55 and m["fpr"] is not None and m["fpr"] <= bound
         lines.append(
             f"{'PASS' if ok else 'FAIL'} {comb} at 1 epoch: F1 {m['f1'] or 0:.3f} >= 0.55 with "
-            f"FPR {m['fpr']:.3f} <= {alpha} (recall {m['recall']:.3f})"
+            f"FPR {m['fpr'] or 0:.3f} <= {alpha} + 2 SE ({bound:.3f}, n_clean={n_clean}) "
+            f"(recall {m['recall']:.3f})"
         )
     for e in (3, 5):
         if e in res:
@@ -151,10 +154,8 @@ def dataset_line(result: dict[str, Any]) -> str:
     for key in ("membership", "combined"):
         if key in d:
             t = d[key]
-            parts.append(
-                f"{key} ({t['statistic']}) vs reference: AUC {t['auc']:.3f}, "
-                f"p = {t['p_value']:.2e};"
-            )
+            name = t["statistic"] if t["statistic"].startswith(key) else f"{key} ({t['statistic']})"
+            parts.append(f"{name} vs reference: AUC {t['auc']:.3f}, p = {t['p_value']:.2e};")
     return " ".join(parts).rstrip(";")
 
 
