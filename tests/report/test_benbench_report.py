@@ -452,6 +452,15 @@ def test_card_takes_every_method_of_one_model_and_names_what_it_cannot_take(
     # another method's runs alone: no BenBench table, the rows only
     alone = render_markdown(build_card([mem]))
     assert "## Benchmarks checked" not in alone and "Membership test" in alone
+    # ... and the caveat that absence is no proof (it came with BenBench rows only; QA)
+    assert "nor is their absence proof of a clean model" in alone
+    # a run without an estimate: no empty "()" for the methods measured (QA)
+    s = json.loads((mem / "summary.json").read_text())
+    s["statistics"]["dataset_test"]["auc"] = None
+    (mem / "summary.json").write_text(json.dumps(s))
+    empty = build_card([mem])
+    assert not empty["other_checks"] and empty["notes"]
+    assert "Signals measured by contamscope: none with an estimate" in render_markdown(empty)
     # runs of another model, and files of no method the card takes: one line each
     perm = make_run("perm", n_items=6)  # the synthetic permutation runs' own model
     res = CliRunner().invoke(

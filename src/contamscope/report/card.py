@@ -442,7 +442,9 @@ def render_markdown(card: dict[str, Any]) -> str:
         "",
         f"Model: {md_code(short_name(card['model_spec']))} (fingerprint "
         f"`{card['model_fingerprint']}`).",
-        f"Signals measured by contamscope ({card['method']}).",
+        f"Signals measured by contamscope ({card['method']})."
+        if card["method"]
+        else "Signals measured by contamscope: none with an estimate (see the notes).",
     ]
     if card["checks"]:
         lines += _benbench_lines(card, gram)
@@ -469,6 +471,13 @@ def render_markdown(card: dict[str, Any]) -> str:
             "paraphrase each give no p below 1/32), and n-gram accuracy and perplexity see a "
             "benchmark trained on in its own wording only, not rewritten or translated. See "
             "docs/benbench.md.",
+        ]
+    else:  # (the caveat was the BenBench rows' alone: a permutation-only card dropped it; QA)
+        lines += [
+            "",
+            "These are signals, not proof; nor is their absence proof of a clean model: few "
+            "items test little, and each method sees its own kind of exposure only. See "
+            "docs/methods.md.",
         ]
     lines += ["", "## To be filled in by the model developer", ""]
     answers = card.get("developer_fields") or {}
