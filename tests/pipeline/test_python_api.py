@@ -536,3 +536,22 @@ def test_a_backend_that_breaks_its_contract_is_one_error(tmp_path: Path) -> None
         run_permutation(
             loaded, [one], CachedScorer(Broken(None), None), tmp_path / "one", PermutationConfig()
         )
+
+
+def test_loading_a_model_leaves_transformers_logging_as_it_was(tiny_model_path: Path) -> None:
+    """load_backend silenced transformers' warnings and progress bars for the rest of the host
+    program's process (library QA): only while the model loads now."""
+    from transformers.utils import logging as hf_logging
+
+    from contamscope.backends import load_backend
+    from contamscope.backends.tokenizer import load_tokenizer
+
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+    try:
+        load_backend(f"hf:{tiny_model_path}")
+        load_tokenizer(f"hf:{tiny_model_path}")
+        assert hf_logging.get_verbosity() == hf_logging.WARNING
+        assert hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity_error()

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ModelError
 from ..paths import model_cache_dir
-from .hf import HFBackend, quiet_transformers
+from .hf import HFBackend, _quietly
 
 __all__ = [
     "smollm2_gguf_path",
@@ -69,12 +69,12 @@ def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     return dest
 
 
+@_quietly
 def _convert(gguf: Path, dest: Path) -> None:
     """De-quantise ``gguf`` with transformers and save it as the folder ``dest`` (written
     under a temporary name and renamed, so a folder with a config.json is complete)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    quiet_transformers()
     root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))

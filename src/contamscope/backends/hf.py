@@ -19,15 +19,16 @@ Every number equals the naive full-sequence computation (tests check 1e-3 in flo
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -79,12 +80,37 @@ step reads all the weights for few tokens, and 48 greedy generations took 33% lo
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def quiet_transformers() -> None:
-    """Hide transformers' own progress bars and warnings: contamscope reports its own progress."""
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Hide transformers' own progress bars and warnings while a model or tokenizer loads
+    (contamscope reports its own progress), then restore them as they were: the host
+    program's transformers logging stayed silenced for the rest of the process (library QA).
+    The commands silence it for the whole run (``TRANSFORMERS_VERBOSITY``)."""
     from transformers.utils import logging as hf_logging
 
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _quietly(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` run under :func:`quiet_transformers`."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> T:
+        with quiet_transformers():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def resolve_bos(tok: Any, bos: str) -> int | None:
@@ -425,6 +451,7 @@ class HFBackend(Backend):
         return backend
 
     @classmethod
+    @_quietly
     def from_pretrained(
         cls,
         name: str,
@@ -438,7 +465,6 @@ class HFBackend(Backend):
     ) -> HFBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        quiet_transformers()
         opts = dict(options or {})
         known = OPTIONS
         unknown = sorted(set(opts) - known)

@@ -86,9 +86,9 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
             folder = converted_gguf(path)
         else:
             folder = path if path.exists() else rest
-    quiet_transformers()
     try:
-        tok = AutoTokenizer.from_pretrained(str(folder), revision=opts.get("revision"))
+        with quiet_transformers():
+            tok = AutoTokenizer.from_pretrained(str(folder), revision=opts.get("revision"))
     except Exception as exc:  # noqa: BLE001 (third-party loading code: one line, no traceback)
         text = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ModelError(f"could not load the tokenizer of {spec}: {text}") from None

@@ -183,6 +183,10 @@ def _main(pipe: tuple[int, int] | None) -> None:
     """Usage errors (an unknown option, a value out of range) are one line naming the option
     and the help command, exit 2, like every other user error."""
     _notes_as_lines()
+    # transformers' own warnings and progress bars stay off for the whole command (the library
+    # silences them only while it loads a model; read when transformers is imported)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         try:
             code = app(standalone_mode=False)
