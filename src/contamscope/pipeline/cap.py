@@ -86,7 +86,9 @@ class CapConfig:
     """Task type; sets the modification, M and C (mcq: factual / exact match / identical choice;
     qa: logical / ROUGE-L / Jaccard; summary: semantic / ROUGE-2 / embedding cosine)."""
     alpha: float = 0.01
-    """PCR smoothing constant (paper: 0.01; 0.001 for tasks with small C such as ECTSum)."""
+    """PCR smoothing constant (paper: 0.01; 0.001 for tasks with small C such as ECTSum): the
+    command's ``--pcr-alpha``. Not a test level, unlike ``alpha`` of the permutation and
+    membership configs: CAP's verdict is at the fixed 5% level."""
     scale: Scale = "tanh"
     """PCR scale function: tanh (paper), linear, sigmoid."""
     seed: int = 0
