@@ -158,6 +158,9 @@ def test_cap_validation_end_to_end_and_reuse(
     assert summary["validated_method"] == "cap"
     assert summary["expected_verdict"] == "contaminated by test"
     assert summary["split"]["trained_split"] == "test"
+    # the analysis settings the docs quote, beside the scoring ones (in each epoch's only; QA)
+    cap_config = summary["config"]["cap"]
+    assert (cap_config["alpha"], cap_config["scale"], cap_config["n_boot"]) == (0.01, "tanh", 2000)
     assert (summary["split"]["n_leaked"], summary["split"]["n_clean"]) == (4, 4)
     split = json.loads((out / "split.json").read_text())
     assert all(i.startswith("toy_test") for i in split["leaked"])

@@ -120,6 +120,15 @@ class CapValidation(ValidationMethod):
             "cap": self.cap.settings(),
         }
 
+    def summary_settings(self) -> dict[str, Any]:
+        """:meth:`settings` and CAP's analysis settings (the PCR constant, scale, bootstrap,
+        smallest difference called evidence): they were in each epoch's summary only (QA)."""
+        from ..pipeline.cap import CAP_ANALYSIS
+
+        settings = self.settings()
+        settings["cap"] = settings["cap"] | {k: getattr(self.cap, k) for k in CAP_ANALYSIS}
+        return settings
+
     def draw(self, n_items: int, seed: int) -> Split:
         chosen = {}
         for s in self.splits:
