@@ -43,7 +43,9 @@ class Outcome:
     @property
     def verdict(self) -> dict[str, Any] | None:
         """The summary's dataset verdict (``label``, ``reasoning``, ...); None for a method
-        without one (BenBench and membership report statistics only)."""
+        without one (BenBench and membership report statistics only: the line their commands
+        print is ``verdict_line(summary)`` of :mod:`contamscope.report.membership` or
+        :mod:`contamscope.report.benbench`, a ``(kind, sentence)`` pair)."""
         v = self.summary.get("verdict")
         return v if isinstance(v, dict) else None
 
