@@ -127,3 +127,29 @@ def test_an_interrupted_upgrade_to_the_gap_resumes_with_honest_counts(
     got = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
     want = [json.loads(x) for x in (tmp_path / "whole" / "items.jsonl").read_text().splitlines()]
     assert got == want
+
+
+def test_the_reference_check_sees_language_length_and_option_count() -> None:
+    """References in Chinese, five times longer, or with two options against four read as
+    'alike' (only the option orders were compared), and the run said LEAK SIGNAL without a
+    caveat (AUC 1.000 with Chinese references; membership QA)."""
+    from contamscope.data import MCQItem, load_benchmark
+    from contamscope.pipeline.membership import reference_likeness
+
+    bench = load_benchmark("mmlu", subjects=["anatomy"]).items[:20]
+    others = load_benchmark("mmlu", subjects=["anatomy"]).items[20:40]
+    assert reference_likeness(bench, others)["alike"] is True  # drawn alike: alike
+    cases = {
+        "written in a CJK script": [
+            MCQItem(f"z{i}", f"下列哪一块骨头属于第{i}组？", ("股骨", "胫骨", "腓骨", "髌骨"))
+            for i in range(20)
+        ],
+        "longer than the median of both": [
+            MCQItem(f"l{i}", it.question * 5, it.options) for i, it in enumerate(others)
+        ],
+        "4 options": [MCQItem(f"t{i}", it.question, it.options[:2]) for i, it in enumerate(others)],
+    }
+    for feature, refs in cases.items():
+        check = reference_likeness(bench, refs)
+        unlike = [r["feature"] for r in check["rows"] if r["p_value"] <= check["level"]]
+        assert check["alike"] is False and feature in unlike, (feature, unlike)

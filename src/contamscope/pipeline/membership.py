@@ -14,6 +14,7 @@ which then scores nothing and re-analyses.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -290,6 +291,8 @@ def reference_likeness(items: Sequence[MCQItem], references: Sequence[MCQItem]) 
         return {k: (v[0], v[1]) for k, v in counts.items()}
 
     ours, theirs = shares(items), shares(references)
+    for feature, (a, b) in _written_alike(items, references).items():
+        ours[feature], theirs[feature] = a, b
     rows: list[dict[str, Any]] = []
     for feature, (k, n) in ours.items():
         kr, nr = theirs[feature]
@@ -311,6 +314,49 @@ def reference_likeness(items: Sequence[MCQItem], references: Sequence[MCQItem]) 
         "alike": all(r["p_value"] > level for r in rows),
         "rows": rows,
     }
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _written_alike(
+    items: Sequence[MCQItem], references: Sequence[MCQItem]
+) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
+    """Features of how the items are written, as (count, of) for the benchmark and the
+    references: written in a CJK script (a third of the characters or more), longer than the
+    median length of both sets together (characters of question and options: Mood's median
+    test, through :func:`reference_likeness`'s Fisher test), and having the benchmark's most
+    common number of options. References in Chinese, five times longer, or with two options
+    against four read as "alike" (membership QA): the option-order rows see none of that.
+
+    >>> from contamscope.data import MCQItem
+    >>> en = [MCQItem(f"b{i}", "What is the femur?", ("a bone", "a muscle")) for i in range(9)]
+    >>> zh = [MCQItem(f"r{i}", "股骨是什么？", ("骨头", "肌肉")) for i in range(9)]
+    >>> _written_alike(en, zh)["written in a CJK script"]
+    ((0, 9), (9, 9))
+    """
+
+    def text(it: MCQItem) -> str:
+        return "".join([it.question, *it.options])
+
+    def cjk(it: MCQItem) -> bool:
+        chars = "".join(text(it).split())
+        return bool(chars) and 3 * len(_CJK.findall(chars)) >= len(chars)
+
+    lengths = sorted(len(text(it)) for it in [*items, *references])
+    median = lengths[len(lengths) // 2] if lengths else 0
+    counts = Counter(it.n_options for it in items)
+    usual = counts.most_common(1)[0][0] if counts else 0
+
+    def count(group: Sequence[MCQItem], has: Any) -> tuple[int, int]:
+        return sum(1 for it in group if has(it)), len(group)
+
+    features = {
+        "written in a CJK script": cjk,
+        "longer than the median of both": lambda it: len(text(it)) > median,
+        f"{usual} options": lambda it: it.n_options == usual,
+    }
+    return {f: (count(items, has), count(references, has)) for f, has in features.items()}
 
 
 def _order_requests(item: MCQItem, template: PromptTemplate) -> list[ScoreRequest]:
