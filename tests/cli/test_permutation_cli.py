@@ -438,6 +438,15 @@ def test_options_with_their_own_labels_are_scored_without_them(
     )
     redone = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert redone == records  # scored again as a fresh run scored it, in the items' order
+    # every record stale: the new ones came in the items' order after the old ones, and
+    # items.jsonl held both (diff-review QA)
+    stale = [r | {"continuations": [c.replace(":", ":X. ") for c in r["continuations"]]}
+             for r in records]  # fmt: skip
+    (out / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stale))
+    third = run_cli("permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", str(bench),
+                    "--out", str(out), cwd=tmp_path)  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()] == records
 
 
 def test_a_log_file_gets_plain_progress_lines(

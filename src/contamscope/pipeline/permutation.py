@@ -32,7 +32,14 @@ from ..perturb.exchangeability import (
     non_exchangeable_reason,
 )
 from ..perturb.templates import as_template
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
+from ..store import (
+    RUN_SCHEMA_VERSION,
+    CachedScorer,
+    RunDir,
+    analysis_upgrade,
+    read_records,
+    releases_run_dir,
+)
 from ..wording import plural
 from ..workers import SpawnPool
 from .inputs import check_field_types, check_items
@@ -465,6 +472,10 @@ def run_permutation(
         warnings.warn(_stale_message(stale, loaded.source, "scored again"), ContamscopeWarning, 2)
         for k in stale:
             del done[k]
+        # out of items.jsonl too: it held both records of each such item, and read_records
+        # (Outcome.records) gave them all (diff-review QA)
+        gone = set(stale)
+        run_dir.replace_records(r for r in read_records(run_dir.items_path) if r["id"] not in gone)
     todo = [it for it in items if it.id not in done]
     offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)

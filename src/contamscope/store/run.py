@@ -523,27 +523,34 @@ _CHOOSING = frozenset({"limit", "sample", "seed", "subjects", "n_items"})
 
 
 def _chosen_alike(stored: dict[str, Any], settings: dict[str, Any]) -> bool:
-    """The same items, in the same order (their ids' digest), chosen another way: a command's
-    ``--subjects anatomy --sample 6`` and a Python call's ``select_items(..., sample=6)`` with no
-    ``selection=`` (a folder the command began was refused from Python; library QA). How the
-    items were read (format, fields, split, where given) must match.
+    """A permutation run of the same items, in the same order (their ids' digest), chosen
+    another way: a command's ``--subjects anatomy --sample 6`` and a Python call's
+    ``select_items(..., sample=6)`` with no ``selection=`` (a folder the command began was
+    refused from Python; library QA). Neither side may have read the items in a way it names
+    (``--format``, ``--fields``, ``--split``): a Python call cannot say, so such a folder is
+    refused; and the permutation run scores again each stored record whose texts differ from
+    the items' (:func:`~contamscope.pipeline.permutation.stale_records`), which the other
+    methods do not check (their folders are refused, diff-review QA).
 
-    >>> cli = {"m": 1, "selection": {"sample": 6, "seed": 0, "item_ids_sha256": "ab"}}
-    >>> _chosen_alike(cli, {"m": 1, "selection": {"n_items": 6, "item_ids_sha256": "ab"}})
-    True
-    >>> _chosen_alike(cli, {"m": 1, "selection": {"n_items": 6, "item_ids_sha256": "cd"}})
+    >>> cli = {"method": "permutation", "selection": {"sample": 6, "seed": 0, "item_ids_sha256": "ab"}}
+    >>> api = {"method": "permutation", "selection": {"n_items": 6, "item_ids_sha256": "ab"}}
+    >>> _chosen_alike(cli, api), _chosen_alike(cli, api | {"selection": {"item_ids_sha256": "cd"}})
+    (True, False)
+    >>> _chosen_alike(cli | {"selection": cli["selection"] | {"fields": "question=q"}}, api)
     False
     """
     a, b = stored.get("selection"), settings.get("selection")
-    if not isinstance(a, dict) or not isinstance(b, dict) or not a.get("item_ids_sha256"):
+    if not isinstance(a, dict) or not isinstance(b, dict) or stored.get("method") != "permutation":
+        return False
+    if not a.get("item_ids_sha256") or a.get("item_ids_sha256") != b.get("item_ids_sha256"):
         return False
     if {k: v for k, v in stored.items() if k != "selection"} != {
         k: v for k, v in settings.items() if k != "selection"
     }:
         return False
     # (a command records an option it was not given as None: --format, --split)
-    read = lambda s: {k: v for k, v in s.items() if k not in _CHOOSING and v is not None}  # noqa: E731
-    return read(a) == read(b)
+    named = [k for s in (a, b) for k, v in s.items() if k not in _CHOOSING and v is not None]
+    return set(named) <= {"item_ids_sha256"}
 
 
 def _without_digest(settings: dict[str, Any]) -> dict[str, Any]:
