@@ -1466,6 +1466,16 @@ def test_cmmlus_header_with_other_columns_names_the_fields_to_give(tmp_path: Pat
     path = write(tmp_path, "c.csv", ",Question,A,B,C,D,Answer,subject\n0,q?,a,b,c,d,A,s\n")
     with pytest.raises(DataError, match=r"not a CMMLU CSV: .* give --format csv and --fields"):
         load_benchmark(str(path))
-    fields = FieldMap.parse("question=Question,options=A|B|C|D,answer=Answer,subject=subject")
+    fields = FieldMap.parse("question=Question,answer=Answer,subject=subject")  # as suggested
     got = load_benchmark(str(path), format="csv", field_map=fields)
-    assert [(i.question, i.answer, i.subject) for i in got.items] == [("q?", 0, "s")]
+    assert [(i.question, i.options, i.answer, i.subject) for i in got.items] == [
+        ("q?", ("a", "b", "c", "d"), 0, "s")
+    ]
+    # the suggestion names no option columns: with E (it said A|B|C|D, and E was dropped)
+    five = write(tmp_path, "e.csv", ",Question,A,B,C,D,E,Answer\n0,q?,a,b,c,d,e,E\n")
+    with pytest.raises(DataError, match="'question=Question,answer=Answer': the options are found"):
+        load_benchmark(str(five))
+    got = load_benchmark(
+        str(five), format="csv", field_map=FieldMap.parse("question=Question,answer=Answer")
+    )
+    assert [(i.options, i.answer) for i in got.items] == [(("a", "b", "c", "d", "e"), 4)]

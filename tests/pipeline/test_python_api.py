@@ -536,6 +536,10 @@ def test_a_backend_that_breaks_its_contract_is_one_error(tmp_path: Path) -> None
         run_permutation(
             loaded, [one], CachedScorer(Broken(None), None), tmp_path / "one", PermutationConfig()
         )
+    from contamscope.pipeline import survey_permutation
+
+    with pytest.raises(ConfigError, match="'o' has 1 option"):  # (it was surveyed; QA)
+        survey_permutation(loaded, [one])
 
 
 def test_loading_a_model_leaves_transformers_logging_as_it_was(tiny_model_path: Path) -> None:

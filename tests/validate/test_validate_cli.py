@@ -249,3 +249,9 @@ def test_unequal_halves_are_said(tmp_path: Path) -> None:
     assert said[0].endswith("clean items (items sharing one option set go to one side whole); "
                             "the rates rest on the smaller half: more --n-items or another "
                             "--seed evens them")  # fmt: skip
+    # an odd --n-items splits 1 and 2 whatever the seed: nothing to say (QA)
+    odd = tmp_path / "odd_test.csv"
+    odd.write_text("2+2?,3,4,5,6,B\nSky?,blue,red,green,pink,A\nSun?,hot,cold,wet,dry,A\n")
+    args = ["--model", f"hf:{tmp_path / 'no-model'}", "--benchmark", str(odd), "--n-items", "3"]
+    res = run_cli("validate", *args, "--out", str(tmp_path / "w"), cwd=tmp_path)
+    assert res.returncode == 2 and "halves are unequal" not in res.stderr, res.stderr

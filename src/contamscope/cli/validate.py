@@ -148,7 +148,7 @@ def command(
     alpha: float = typer.Option(
         0.05,
         "--alpha",
-        help="--method permutation: level of the calibrated rank test and of the membership test.",
+        help="permutation: level of the calibrated rank test and of the membership test.",
     ),
     reference_items: int | None = typer.Option(
         None,

@@ -426,7 +426,7 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
             raise DataError(
                 f"{path}: not a CMMLU CSV: expected header ',Question,A,B,C,D,Answer', got "
                 f"{header_text(row)}; to read other columns give --format csv and --fields "
-                f"(e.g. 'question={row[1].strip()},options=A|B|C|D,answer=Answer')"
+                f"(e.g. 'question={row[1].strip()},answer=Answer': the options are found)"
             )
         if low[:4] == ["id", "question", "a", "b"] and (
             set(low) - {""} <= _CEVAL_COLUMNS or split_subject(path.stem) != path.stem

@@ -444,7 +444,7 @@ _LABEL_LIKE = re.compile(
     # rule above does not remove: "A，x", "A。x", "〔A〕x", "选项A：x", "1. x", "2) x"; not
     # "1.5", nor answers such as "1%", "2!", "A♯", "3°" (diff-review QA)
     r"\s*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
-    r"[.．。、，,:：;；)）\]】〕>》」](?![0-9０-９])",
+    r"[.．。、，:：;；)）\]】〕>》」](?![0-9０-９])",
     re.IGNORECASE,
 )
 
@@ -459,6 +459,8 @@ def own_labels_suspected(options: Sequence[str]) -> bool:
     >>> own_labels_suspected(["1.5", "2.5"]), own_labels_suspected(["A dog", "B cat"])
     (False, False)
     >>> own_labels_suspected(["1%", "2%"]), own_labels_suspected(["A♯", "B♭"])  # answers
+    (False, False)
+    >>> own_labels_suspected(["1, 2", "2, 3"]), own_labels_suspected(["A, B", "B, C"])
     (False, False)
     >>> own_labels_suspected(["A. x", "B. y"])  # removed, not suspected
     False

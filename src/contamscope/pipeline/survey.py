@@ -16,6 +16,7 @@ from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
+from .inputs import check_items
 from .permutation import PermutationConfig, item_texts
 from .permutation_summary import convention_summary
 from .provenance import notes_entry, selection_settings
@@ -100,6 +101,7 @@ def survey_permutation(
     No model is loaded and nothing is scored.
     """
     config = config or PermutationConfig()
+    items = check_items(items, MCQItem, "the permutation test")  # as a run refuses them (QA)
     excluded: dict[str, str] = {}
     natural: dict[str, str] = {}
     scored: list[MCQItem] = []

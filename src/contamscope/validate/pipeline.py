@@ -216,7 +216,7 @@ def _say_unequal(leaked: int, clean: int) -> None:
     """A note where one half of the draw is under 40% of it: items that share one option set
     go to one side whole, and with big blocks the halves came out 9 and 1, every rate resting
     on one item, without a word (QA)."""
-    if min(leaked, clean) < 0.4 * (leaked + clean):
+    if abs(leaked - clean) > 1 and min(leaked, clean) < 0.4 * (leaked + clean):  # (not odd n)
         note(
             f"the halves are unequal: {leaked} leaked and {clean} clean items (items sharing one "
             "option set go to one side whole); the rates rest on the smaller half: more "
