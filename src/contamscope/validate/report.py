@@ -164,7 +164,9 @@ def _line_style(i: int, ls: str) -> dict[str, Any]:
     import matplotlib
 
     return {
-        "color": matplotlib.colormaps["tab20"](i % 20),
+        # tab20's dark hues first, then their light pairs: neighbours in the legend differ in
+        # hue (i and i + 1 were one hue, dark and light; QA)
+        "color": matplotlib.colormaps["tab20"]((2 * i) % 20 + (i // 10) % 2),
         "marker": _MARKERS[i % len(_MARKERS)],
         "ls": ls,
     }
