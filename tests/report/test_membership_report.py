@@ -62,9 +62,27 @@ def test_membership_runs_are_ranked_on_the_board(make_membership_run) -> None:
     (runs[1] / "summary.json").write_text(json.dumps(summary))
     text, _ = write_leaderboard(runs, None, "md")
     assert (
-        f"- hf:clean on bench_test.csv ({runs[1]}): its references are not written like the "
+        f"- hf:clean on bench_test.csv vs fresh.csv (r) ({runs[1]}): its references are not "
+        "written like the "
         "benchmark items (natural option order differs)" in text
     )
+
+
+def test_runs_against_other_references_get_columns_of_their_own(make_membership_run) -> None:
+    """Runs against other reference sets shared one column and were ranked together, and one
+    set's runs of two models fell in two (membership QA): the reference is in the column."""
+    runs = [
+        make_membership_run("a", shift=1.5, model="hf:/models/seen"),
+        make_membership_run("b", shift=0.0, seed=3, model="hf:/models/clean"),
+        make_membership_run("c", shift=0.5, seed=4, model="hf:/models/seen"),
+    ]
+    summary = json.loads((runs[2] / "summary.json").read_text())
+    summary["reference"] = {"source": "refs/other.csv", "format": "mmlu-csv", "content_hash": "x9"}
+    (runs[2] / "summary.json").write_text(json.dumps(summary))
+    text, _ = write_leaderboard(runs, None, "md")
+    header = next(line for line in text.splitlines() if line.startswith("| model |"))
+    assert header.count(" vs fresh.csv (r)") == 1 and header.count(" vs other.csv (x9)") == 1
+    assert header.count("|") == 4  # model and two columns: no replicate labels
 
 
 def test_report_sections_and_figures(make_membership_run, tmp_path: Path) -> None:

@@ -249,6 +249,11 @@ def collect(
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
+        ref = run.summary.get("reference") if run.summary.get("method") == "membership" else None
+        if isinstance(ref, dict) and ref.get("source"):  # another reference set: another test
+            # (runs against other references shared a column, and one set's runs did not;
+            # membership QA): named by the file, told apart by its content
+            bench += f" vs {Path(str(ref['source'])).name} ({str(ref.get('content_hash'))[:8]})"
         # runs of one method with other statistics (membership's loss and Min-K%++, CAP's
         # scales) are other measurements: columns and charts of their own, no replicates
         title = mod.TITLE if len(statistics[mod.TITLE]) == 1 else f"{mod.TITLE}: {est.statistic}"
