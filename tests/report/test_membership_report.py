@@ -21,6 +21,8 @@ def test_a_familiar_benchmark_is_a_signal_and_a_clean_one_is_not(make_membership
     assert d["auc"] > 0.8 and d["p_value"] < 1e-4  # the pipeline's own test of the drawn values
     kind, sentence = verdict_line(seen.summary)  # type: ignore[misc]
     assert kind == "signal" and sentence.startswith("LEAK SIGNAL: the model is more familiar")
+    # its level, which --alpha does not set (a run at --alpha 0.01 read it as a 1% signal; QA)
+    assert "than with unseen references at 5% (AUC" in sentence
     assert f"AUC {d['auc']:.3f} [{d['auc_ci'][0]:.3f}, {d['auc_ci'][1]:.3f}]" in sentence
     dc = clean.summary["statistics"]["dataset_test"]
     assert dc["p_value"] > 0.05

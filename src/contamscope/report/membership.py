@@ -128,7 +128,8 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
     if d["p_value"] <= VERDICT_LEVEL and d["auc"] > 0.5:
         return "signal", (
             "LEAK SIGNAL: the model is more familiar with the benchmark items than with unseen "
-            f"references ({auc}, one-sided p {p_text(d['p_value'])}){caveat}"
+            f"references at 5% ({auc}, one-sided p {p_text(d['p_value'])}; the verdict's level, "
+            f"whatever --alpha flags items at){caveat}"
         )
     return "clean", (
         f"no evidence that the benchmark items are more familiar than the unseen references "
