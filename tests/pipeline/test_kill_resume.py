@@ -119,6 +119,9 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(sig: str, tmp_path: Path, tiny_model_
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: a test run under nohup passes SIGHUP on ignored, and an ignored
+        # SIGHUP stays ignored (test_an_ignored_sighup_stays_ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     _wait_for_records(proc, out, 5)
     proc.send_signal(getattr(signal, sig))

@@ -154,5 +154,5 @@ def test_mixed_leaderboard_in_browser(
         "synthetic.csv (Option-permutation test)",
         "finbench (CAP (consistency amplification))",
         "gsm8k_test.jsonl + gsm8k_train.jsonl (BenBench (n-gram accuracy, perplexity))",
-        "bench_test.csv (Membership test (against unseen references))",
+        "bench_test.csv vs fresh.csv (r) (Membership test (against unseen references))",
     ]
