@@ -56,7 +56,9 @@ def token_stats(
             # nothing to score, or too long for the model: NaN log-probs, greedy -1
             nan = (math.nan,) * len(e.cont)
             cont, lost = tuple(e.cont), (-1,) * len(e.cont)
-            out[i] = TokenStats(cont, nan, lost, e.boundary_chars, nan, nan, bool(e.cont))
+            out[i] = TokenStats(
+                cont, nan, lost, e.boundary_chars, nan, nan, over_context=bool(e.cont)
+            )
         else:
             runnable.append((i, n))
     if progress is not None and len(runnable) < len(requests):

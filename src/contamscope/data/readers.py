@@ -328,34 +328,41 @@ class _Repeated(dict):  # type: ignore[type-arg]
     key: str = ""
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads``' objects; one whose key repeats with another value is a :class:`_Repeated`
-    (plain ``json`` keeps the last value, silently: a second "answer" would be read)."""
-    out: dict[str, Any] = {}
-    repeated = ""
-    for key, value in pairs:
-        if key in out and out[key] != value and not repeated:
-            repeated = key
-        out[key] = value
-    if not repeated:
-        return out
-    marked = _Repeated(out)
-    marked.key = repeated
-    return marked
+def _loads(text: str) -> tuple[Any, bool]:
+    """``json.loads`` of ``text``, and whether some object in it gives a key twice with
+    different values: that object is a :class:`_Repeated` (plain ``json`` keeps the last
+    value, silently: a second "answer" would be read)."""
+    met = False
 
+    def obj(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal met
+        out: dict[str, Any] = dict(pairs)
+        if len(out) == len(pairs):  # no key given twice
+            return out
+        out = {}
+        repeated = ""
+        for key, value in pairs:
+            if key in out and out[key] != value and not repeated:
+                repeated = key
+            out[key] = value
+        if not repeated:
+            return out
+        met = True
+        marked = _Repeated(out)
+        marked.key = repeated
+        return marked
 
-def _loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_object)
+    return json.loads(text, object_pairs_hook=obj), met
 
 
 def repeated_key(value: Any, path: str = "") -> str | None:
     """Where some object in ``value`` (parsed by this module) first gives a key twice with
     different values (``meta.src``: nested keys are named by their path), else None.
 
-    >>> repeated_key(_loads('{"q": 1, "answer": "A", "o": {"x": 1}, "answer": "B"}'))
+    >>> repeated_key(_loads('{"q": 1, "answer": "A", "o": {"x": 1}, "answer": "B"}')[0])
     'answer'
-    >>> repeated_key(_loads('[{"a": {"b": 1, "b": 2}}]')), repeated_key(_loads('{"a": 1, "a": 1}'))
-    ('[0].a.b', None)
+    >>> [repeated_key(_loads(t)[0]) for t in ('[{"a": {"b": 1, "b": 2}}]', '{"a": 1, "a": 1}')]
+    ['[0].a.b', None]
     """
     if isinstance(value, _Repeated):
         return f"{path}.{value.key}" if path else value.key
@@ -383,7 +390,7 @@ def json_object(line: str) -> dict[str, Any]:
             f"not UTF-8 text (byte {int(line[1:]) + 1} of the line); re-save the file as UTF-8"
         )
     try:
-        value = _loads(line)
+        value, repeated = _loads(line)
     except json.JSONDecodeError as e:
         raise RowError(f"invalid JSON ({json_error(e, line=False)})") from None
     except RecursionError:
@@ -393,7 +400,7 @@ def json_object(line: str) -> dict[str, Any]:
     problem = _text_problem(value)
     if problem:
         raise RowError(f"invalid text: {problem}")
-    key = repeated_key(value)
+    key = repeated_key(value) if repeated else None
     if key is not None:
         raise RowError(_repeated_problem(key))
     return value
@@ -407,7 +414,7 @@ def load_json_list(
     twice with different values is a :class:`RowError` in its place (``sink.collect`` skips it
     as a row problem)."""
     try:
-        value = _loads(text)
+        value, repeated = _loads(text)
     except json.JSONDecodeError as e:
         hint = f"; {lines_hint}" if e.msg == "Extra data" else ""
         raise DataError(f"{path}: not JSON ({json_error(e)}){hint}") from None
@@ -424,6 +431,8 @@ def load_json_list(
             + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
             + f" holds {_SURROGATE}; fix or remove it"
         )
+    if not repeated:
+        return value
     return [
         RowError(_repeated_problem(key)) if (key := repeated_key(rec)) is not None else rec
         for rec in value

@@ -465,7 +465,7 @@ def own_labels_suspected(options: Sequence[str]) -> bool:
     >>> own_labels_suspected(["A. x", "B. y"])  # removed, not suspected
     False
     """
-    if len(options) < 2 or own_labels_removed(options) is not None:
+    if len(options) < 2:
         return False
     marks = []
     for text in options:
@@ -477,7 +477,8 @@ def own_labels_suspected(options: Sequence[str]) -> bool:
             mark = chr(ord(mark.upper()) - 0xFEE0)
         marks.append(mark)
     numbers = [str(i + 1) for i in range(len(options))]
-    return marks in (numbers, list(LABELS[: len(marks)]), list(LABELS[: len(marks)].lower()))
+    in_order = marks in (numbers, list(LABELS[: len(marks)]), list(LABELS[: len(marks)].lower()))
+    return in_order and own_labels_removed(options) is None  # (few items get this far)
 
 
 def loading_notes(noted: Mapping[str, Sequence[MCQItem]], n_items: int) -> list[str]:

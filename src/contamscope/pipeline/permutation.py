@@ -37,7 +37,6 @@ from ..store import (
     CachedScorer,
     RunDir,
     analysis_upgrade,
-    read_records,
     releases_run_dir,
 )
 from ..wording import plural
@@ -474,8 +473,7 @@ def run_permutation(
             del done[k]
         # out of items.jsonl too: it held both records of each such item, and read_records
         # (Outcome.records) gave them all (diff-review QA)
-        gone = set(stale)
-        run_dir.replace_records(r for r in read_records(run_dir.items_path) if r["id"] not in gone)
+        run_dir.replace_records(done.values())
     todo = [it for it in items if it.id not in done]
     offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)
