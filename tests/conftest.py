@@ -48,6 +48,24 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_dir: 
     monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(model_dir))
 
 
+@pytest.fixture(autouse=True)
+def _consoles_follow_the_streams() -> Iterator[None]:
+    """The CLI's consoles write to whatever ``sys.stdout``/``sys.stderr`` are at the time. A
+    test that leaves one bound to a stream of its own (patching its ``file`` property, whose
+    undo binds the stream captured then) sends later tests' output where capsys cannot see
+    it: one such test failed another in CI, depending on the order the workers drew. The
+    test that leaves it bound fails here, whatever runs after it."""
+    yield
+    common = sys.modules.get("contamscope.cli.common")
+    if common is None:
+        return
+    bound = [n for n in ("console", "err_console") if getattr(common, n)._file is not None]
+    for n in bound:
+        getattr(common, n)._file = None
+    if bound:
+        pytest.fail(f"the test left contamscope.cli.common.{bound[0]} bound to a stream")
+
+
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("models")

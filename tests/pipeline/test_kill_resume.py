@@ -168,7 +168,9 @@ def test_a_closed_terminal_ends_as_an_interrupt(monkeypatch: pytest.MonkeyPatch)
             return True
 
     term = Terminal()
-    monkeypatch.setattr(common.err_console, "file", term)
+    # (``_file``, not the ``file`` property: undoing that left the console bound to this
+    # test's captured stderr, and a later test's warnings went there, unseen by capsys)
+    monkeypatch.setattr(common.err_console, "_file", term)
 
     @common.user_errors
     def command() -> None:
