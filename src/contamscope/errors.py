@@ -7,6 +7,8 @@ line and exits non-zero; it never shows a traceback for these.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 __all__ = [
@@ -65,7 +67,22 @@ class ContamscopeWarning(UserWarning):
     (``warnings.simplefilter("error", ContamscopeWarning)`` makes it an error)."""
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _outside_level() -> int:
+    """``stacklevel`` of the first frame outside contamscope, seen from :func:`note`: a
+    harness's warning names its own line that asked for the work, however deep in the package
+    the note was raised (it named contamscope's own lines)."""
+    frame = sys._getframe(2)  # note's caller
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level if frame is not None else 2
+
+
 def note(message: str) -> None:
-    """Say ``message`` as a :class:`ContamscopeWarning` raised at the caller's caller (the
-    code that asked for the work)."""
-    warnings.warn(message, ContamscopeWarning, stacklevel=3)
+    """Say ``message`` as a :class:`ContamscopeWarning` raised at the first line outside
+    contamscope (the code that asked for the work)."""
+    warnings.warn(message, ContamscopeWarning, stacklevel=_outside_level())
