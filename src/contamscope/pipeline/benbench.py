@@ -40,7 +40,15 @@ from ..detectors.benbench import (
 )
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, analysis_upgrade, releases_run_dir
+from ..store import (
+    RUN_SCHEMA_VERSION,
+    CachedScorer,
+    RunDir,
+    RunFolder,
+    analysis_upgrade,
+    as_run_dir,
+    releases_run_dir,
+)
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
@@ -455,7 +463,7 @@ def _item_metrics(rec: dict[str, Any]) -> None:
 def run_benbench(
     splits: Sequence[SplitInput],
     scorer: CachedScorer,
-    run_dir: RunDir,
+    run_dir: RunFolder,
     config: BenBenchConfig,
     *,
     paraphraser: CachedScorer | None = None,
@@ -469,6 +477,7 @@ def run_benbench(
     ``paraphraser`` (a generation backend through the cache) adds one generated paraphrase per
     item, checked for its final answer; failures are recorded, not used.
     """
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     if isinstance(splits, SplitInput) or not isinstance(splits, Sequence):
         raise ConfigError(
             f"splits: a {type(splits).__name__}; give a list of SplitInput (SplitInput.build("
@@ -823,7 +832,7 @@ def _summary(
 
 
 @releases_run_dir
-def reanalyse_benbench(run_dir: RunDir, **analysis: Any) -> BenBenchOutcome:
+def reanalyse_benbench(run_dir: RunFolder, **analysis: Any) -> BenBenchOutcome:
     """Analyse a finished BenBench run again from its stored records: no model, no data,
     nothing scored or generated. ``analysis`` takes :data:`ANALYSIS_ONLY` fields
     (``rouge_threshold``, ``edit_threshold``, ``inclusive``, ``n_boot``, ``seed``: the
@@ -834,6 +843,7 @@ def reanalyse_benbench(run_dir: RunDir, **analysis: Any) -> BenBenchOutcome:
 
     >>> reanalyse_benbench("runs/benbench-gsm8k", edit_threshold=0.75)  # doctest: +SKIP
     """
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     from ..errors import StoreError
 
     unknown = sorted(set(analysis) - set(ANALYSIS_ONLY))

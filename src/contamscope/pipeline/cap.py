@@ -44,7 +44,13 @@ from ..perturb.modify import (
     split_context,
 )
 from ..perturb.templates import PromptTemplate
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from ..store import (
+    RUN_SCHEMA_VERSION,
+    CachedScorer,
+    RunFolder,
+    as_run_dir,
+    releases_run_dir,
+)
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
@@ -391,9 +397,9 @@ class _BarShare:
 @releases_run_dir
 def run_cap(
     data: CapData,
-    selected: Mapping[str, Sequence[Any]],
+    selected: Mapping[str, Iterable[Any]],
     scorer: CachedScorer,
-    run_dir: RunDir,
+    run_dir: RunFolder,
     config: CapConfig,
     *,
     paraphraser: CachedScorer | None = None,
@@ -406,13 +412,14 @@ def run_cap(
     """Generate predictions on original and modified inputs of every selected item; write records
     and a summary. ``embedder`` (a :class:`~contamscope.embed.SentenceEmbedder`) is needed for
     the summary task."""
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     if not isinstance(selected, Mapping):
         raise ConfigError(
             f"selected: a {type(selected).__name__}; give a dict of split name -> items "
             "(e.g. {name: data.splits[name].items for name in data.splits})"
         )
     check_splits(data, list(selected), config.task)
-    selected = {
+    chosen_in = {
         name: check_items(chosen, object, "CAP", f"split {name}")
         for name, chosen in selected.items()
     }
@@ -423,7 +430,7 @@ def run_cap(
     if config.task == "summary":
         if embedder is None:
             raise ConfigError("the summary task needs an embedding model (semantic consistency)")
-        if any(data.splits[s].modified is None for s in selected):
+        if any(data.splits[s].modified is None for s in chosen_in):
             check_backend(para.backend, generate=True, method="CAP paraphrasing")
     shift = config.year_shift if config.year_shift is not None else draw_year_shift(config.seed)
     use_loglik = config.task == "mcq" and config.loglik and backend.capabilities.prompt_logprobs
@@ -438,14 +445,14 @@ def run_cap(
         "benchmark_hash": data.content_hash,
         "selection": selection_settings(
             None,
-            [f"{s}/{it.id}" for s, items in selected.items() for it in items],
+            [f"{s}/{it.id}" for s, items in chosen_in.items() for it in items],
             selection,
-            {s: len(items) for s, items in selected.items()},  # per split, as the command
+            {s: len(items) for s, items in chosen_in.items()},  # per split, as the command
         ),
         "config": dict(config.settings(), year_shift=shift if config.task == "qa" else None),
     }
     done = run_dir.open(settings, overwrite=overwrite, renamed=scorer.renamed | para.renamed)
-    pairs = [(s, it) for s, items in selected.items() for it in items]
+    pairs = [(s, it) for s, items in chosen_in.items() for it in items]
     wanted = {f"{s}/{it.id}" for s, it in pairs}
     done = {k: v for k, v in done.items() if k in wanted}
     todo = [(s, it) for s, it in pairs if f"{s}/{it.id}" not in done]
@@ -540,7 +547,7 @@ def run_cap(
     summary = build_cap_summary(
         ordered,
         config,
-        splits=list(selected),
+        splits=list(chosen_in),
         provenance={
             "contamscope_version": __version__,
             "git_commit": git_commit(),
@@ -554,14 +561,14 @@ def run_cap(
                 "content_hash": data.content_hash,
                 "task": data.task,
                 "task_detected": data.task_detected,
-                "files": {s: data.splits[s].files for s in selected},
+                "files": {s: data.splits[s].files for s in chosen_in},
                 "selection": settings["selection"],
-                "overlap_selected": split_overlap(selected).counts(),
+                "overlap_selected": split_overlap(chosen_in).counts(),
                 **notes_entry(data.notes),
             },
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],
-            "layout_warnings": layout_warnings(data, selected, config),
+            "layout_warnings": layout_warnings(data, chosen_in, config),
             "timings": {
                 "seconds": round(elapsed, 3),
                 "items_now": len(todo),
@@ -579,12 +586,13 @@ def run_cap(
 
 
 @releases_run_dir
-def reanalyse_cap(run_dir: RunDir, **analysis: Any) -> CapOutcome:
+def reanalyse_cap(run_dir: RunFolder, **analysis: Any) -> CapOutcome:
     """Analyse a finished CAP run again from its stored records: no model, no data, nothing
     generated. ``analysis`` takes :data:`CAP_ANALYSIS` fields (``alpha``: the PCR constant,
     ``scale``, ``n_boot``, ``min_diff``, ``similarity_threshold``, ``mcq_metric``,
     ``include_unmodified``); the others keep the run's values. ``summary.json`` is rewritten,
     with the run's model, data and timings. ``run_dir`` may be a folder path."""
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     unknown = sorted(set(analysis) - set(CAP_ANALYSIS))
     if unknown:
         raise ConfigError(f"CAP's analysis has no setting {unknown[0]!r}")

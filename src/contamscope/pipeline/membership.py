@@ -17,7 +17,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,7 +41,13 @@ from ..detectors.permutation import gap
 from ..errors import ConfigError, StoreError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.templates import as_template
-from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, releases_run_dir
+from ..store import (
+    RUN_SCHEMA_VERSION,
+    CachedScorer,
+    RunFolder,
+    as_run_dir,
+    releases_run_dir,
+)
 from .inputs import check_field_types, check_items
 from .outcome import Outcome
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
@@ -394,11 +400,11 @@ def _add_gaps(records: list[dict[str, Any]], results: list[list[float]]) -> None
 @releases_run_dir
 def run_membership(
     benchmark: LoadResult[MCQItem],
-    items: Sequence[MCQItem],
+    items: Iterable[MCQItem],
     reference: LoadResult[MCQItem],
-    reference_items: Sequence[MCQItem],
+    reference_items: Iterable[MCQItem],
     scorer: CachedScorer,
-    run_dir: RunDir,
+    run_dir: RunFolder,
     config: MembershipConfig,
     *,
     selection: dict[str, Any] | None = None,
@@ -411,6 +417,7 @@ def run_membership(
 
     ``reference_items`` calibrate the test as items the model never saw: one that is also one
     of ``items`` is refused (leave such items out first with :func:`unseen_references`)."""
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     backend = scorer.backend
     counted = scorer.mark()
     method = f"the membership test (--statistic {config.statistic})"
@@ -702,7 +709,7 @@ def _analysis_part(
 
 @releases_run_dir
 def reanalyse_membership(
-    run_dir: RunDir,
+    run_dir: RunFolder,
     *,
     statistic: str | None = None,
     alpha: float | None = None,
@@ -716,6 +723,7 @@ def reanalyse_membership(
     a model without vocabulary statistics) is refused: re-running the membership command with
     it scores what is missing. The records' p-values and flags and ``summary.json`` are
     rewritten, with the run's model, data and timings. ``run_dir`` may be a folder path."""
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     import json
 
     settings, old = run_dir.finished_run("membership")

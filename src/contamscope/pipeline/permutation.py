@@ -15,7 +15,7 @@ import random
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +36,9 @@ from ..store import (
     RUN_SCHEMA_VERSION,
     CachedScorer,
     RunDir,
+    RunFolder,
     analysis_upgrade,
+    as_run_dir,
     releases_run_dir,
 )
 from ..wording import plural
@@ -407,9 +409,9 @@ class _Finished:
 @releases_run_dir
 def run_permutation(
     loaded: LoadResult,
-    items: Sequence[MCQItem],
+    items: Iterable[MCQItem],
     scorer: CachedScorer,
-    run_dir: RunDir,
+    run_dir: RunFolder,
     config: PermutationConfig,
     *,
     selection: dict[str, Any] | None = None,
@@ -427,6 +429,7 @@ def run_permutation(
     a progress display; ``on_excluded(n)``, called before ``on_items``, says how many of those
     items were excluded (the summary's ``items_per_second`` leaves them out).
     """
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     backend: Backend = scorer.backend
     counted = scorer.mark()
     items = check_items(items, MCQItem, "the permutation test")
@@ -609,7 +612,7 @@ def run_benchmark(settings: Mapping[str, Any]) -> dict[str, Any]:
 @releases_run_dir
 def reanalyse_permutation(
     loaded: LoadResult,
-    run_dir: RunDir,
+    run_dir: RunFolder,
     *,
     alpha: float | None = None,
     ties: Literal["not_leaked", "leaked"] | None = None,
@@ -626,6 +629,7 @@ def reanalyse_permutation(
     :func:`run_permutation`) replaces the run's; None keeps it, ``"none"`` drops it.
     ``run_dir`` may be a folder path.
     """
+    run_dir = as_run_dir(run_dir)  # (a path: opened by the decorator; for the type)
     import json
 
     from ..errors import DataError, StoreError

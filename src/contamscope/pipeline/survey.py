@@ -8,7 +8,7 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import __version__
@@ -78,7 +78,7 @@ def _token_block(
 
 def survey_permutation(
     loaded: LoadResult,
-    items: Sequence[MCQItem],
+    items: Iterable[MCQItem],
     config: PermutationConfig | None = None,
     *,
     tokenizer: Any = None,

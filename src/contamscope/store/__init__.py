@@ -2,7 +2,15 @@
 
 from .cache import SCHEMA_VERSION, CachedScorer, CacheInfo, ModelSetup, ScoreCache, score_key
 from .repair import RepairReport, repair_cache
-from .run import RUN_SCHEMA_VERSION, RunDir, analysis_upgrade, read_records, releases_run_dir
+from .run import (
+    RUN_SCHEMA_VERSION,
+    RunDir,
+    RunFolder,
+    analysis_upgrade,
+    as_run_dir,
+    read_records,
+    releases_run_dir,
+)
 
 __all__ = [
     "ScoreCache",
@@ -12,6 +20,8 @@ __all__ = [
     "score_key",
     "SCHEMA_VERSION",
     "RunDir",
+    "RunFolder",
+    "as_run_dir",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",

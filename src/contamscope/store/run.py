@@ -13,7 +13,7 @@ import os
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from ..errors import ConfigError, StoreError, note
 from ..paths import RUN_FOLDER, make_folder, remove_quietly, write_text_atomic
@@ -21,6 +21,8 @@ from ..wording import first_few, json_error, plural
 
 __all__ = [
     "RunDir",
+    "RunFolder",
+    "as_run_dir",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",
@@ -452,6 +454,9 @@ def read_records(path: Path | str) -> list[dict[str, Any]]:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+RunFolder: TypeAlias = RunDir | str | os.PathLike[str]
+"""What the run functions take as ``run_dir``: a :class:`RunDir` or a folder path."""
+
 _CHECKED = ("loaded", "benchmark", "reference", "data", "scorer", "paraphraser", "config")
 """The arguments of a pipeline's ``run_*`` whose class is checked before it starts: a wrong
 one failed deep inside (``'HFBackend' object has no attribute 'backend'``)."""
@@ -476,6 +481,17 @@ def _check_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> No
         raise ConfigError(f"{name}: expected a {expected}, not {type(value).__name__}{hint}")
 
 
+def as_run_dir(run_dir: RunFolder) -> RunDir:
+    """``run_dir`` as a :class:`RunDir`: a folder path opens one; anything else is refused."""
+    if isinstance(run_dir, RunDir):
+        return run_dir
+    if not isinstance(run_dir, str | os.PathLike):
+        raise ConfigError(
+            f"run_dir: expected a RunDir or a folder path, not {type(run_dir).__name__}"
+        )
+    return RunDir(Path(run_dir))
+
+
 def releases_run_dir(fn: _F) -> _F:
     """For a pipeline's ``run_*``: its ``run_dir`` may be a :class:`RunDir` or a folder path, and
     the folder is released when the run ends, finished or not (so a notebook can run again on
@@ -489,13 +505,7 @@ def releases_run_dir(fn: _F) -> _F:
         except TypeError as exc:  # named, as Python names a function called wrongly
             raise TypeError(f"{fn.__name__}() {exc}") from None
         _check_arguments(fn, bound.arguments)
-        run_dir = bound.arguments["run_dir"]
-        if not isinstance(run_dir, RunDir):
-            if not isinstance(run_dir, str | os.PathLike):
-                raise ConfigError(
-                    f"run_dir: expected a RunDir or a folder path, not {type(run_dir).__name__}"
-                )
-            run_dir = bound.arguments["run_dir"] = RunDir(Path(run_dir))
+        run_dir = bound.arguments["run_dir"] = as_run_dir(bound.arguments["run_dir"])
         try:
             return fn(*bound.args, **bound.kwargs)
         finally:
