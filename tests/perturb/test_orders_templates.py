@@ -143,3 +143,33 @@ def test_a_bad_custom_template_is_one_line_naming_the_option(spec: str, needle: 
     with pytest.raises(ConfigError) as e:
         get_template(spec)
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_configs_take_a_template_name_and_hold_the_template() -> None:
+    """The configs' ``template`` is set from a template or a name and read as the template
+    (a descriptor field, so that a type checker takes ``template="paper"``): equal, hashed,
+    pickled, copied and replaced as a plain field; frozen; a wrong value refused by name."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from contamscope.errors import ConfigError
+    from contamscope.perturb import TEMPLATES
+    from contamscope.pipeline import CapConfig, MembershipConfig, PermutationConfig
+
+    named = PermutationConfig(template="mmlu")
+    given = PermutationConfig(template=TEMPLATES["mmlu"])
+    assert named.template is TEMPLATES["mmlu"] and named == given and hash(named) == hash(given)
+    assert PermutationConfig().template is TEMPLATES["paper"] != named.template
+    assert pickle.loads(pickle.dumps(named)) == named == copy.deepcopy(named)
+    assert dataclasses.replace(named, seed=3).template is TEMPLATES["mmlu"]
+    assert dataclasses.asdict(named)["template"]["name"] == "mmlu"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        named.template = TEMPLATES["paper"]  # type: ignore[misc]
+    with pytest.raises(ConfigError, match=r"^--template \(template\): expected a PromptTemplate"):
+        PermutationConfig(template=3)  # type: ignore[arg-type]
+    assert MembershipConfig(template="mmlu").template is TEMPLATES["mmlu"]
+    assert CapConfig().template is None  # CAP's default: FinEval's prompt or its own layout
+    assert CapConfig(template="paper").template is TEMPLATES["paper"]
+    with pytest.raises(ConfigError, match="--template lays out multiple-choice prompts"):
+        CapConfig(task="qa", template="paper")

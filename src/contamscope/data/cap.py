@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -142,7 +142,7 @@ class CapSplit:
 class CapData:
     """Everything ``load_cap`` read."""
 
-    task: str
+    task: Task
     """``mcq``, ``qa`` or ``summary``."""
     task_detected: bool
     """True when the task was inferred from the data rather than given."""
@@ -817,4 +817,7 @@ def _finish(
         if s.modified:
             s.layout_note = layout_note(s, task == "mcq")
     located = col.located()
-    return CapData(task, detected, splits, located, source, fmt, digest.hexdigest(), list(notes))
+    # (load_cap checked a given task; a detected one is one of them)
+    return CapData(
+        cast(Task, task), detected, splits, located, source, fmt, digest.hexdigest(), list(notes)
+    )

@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from ..data.items import MCQItem, option_labels
 from ..errors import ConfigError
@@ -23,7 +24,7 @@ _PLACEHOLDER = re.compile(r"\{(\w*)\}")
 ANSWER_CUE = "Answer:"
 """What follows the options when a method asks the model for the answer letter."""
 
-__all__ = ["PromptTemplate", "TEMPLATES", "get_template"]
+__all__ = ["PromptTemplate", "TEMPLATES", "TemplateField", "get_template"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,33 @@ def as_template(value: object) -> PromptTemplate:
         "--template (template): expected a PromptTemplate or a template spec such as 'paper', "
         f"not {type(value).__name__}"
     )
+
+
+_T = TypeVar("_T", PromptTemplate, "PromptTemplate | None")
+
+
+class TemplateField(Generic[_T]):
+    """A config's ``template`` field (a dataclass field whose default is this descriptor):
+    given a :class:`PromptTemplate` or a spec :func:`get_template` reads (``"paper"``), read
+    as the template. A type checker sees both: the config's ``__init__`` takes a name, and
+    ``config.template.prefix(...)`` is a template's (the field said ``PromptTemplate`` only,
+    and ``template="paper"``, as the docs write it, failed a user's type check)."""
+
+    def __init__(self, default: _T) -> None:
+        self._default: _T = default
+        self._slot = "_template"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    def __get__(self, obj: object | None, owner: Any = None) -> _T:
+        if obj is None:  # the dataclass's default
+            return self._default
+        return obj.__dict__.get(self._slot, self._default)  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: _T | str) -> None:
+        held = None if value is None and self._default is None else as_template(value)
+        obj.__dict__[self._slot] = held
 
 
 def get_template(spec: str) -> PromptTemplate:

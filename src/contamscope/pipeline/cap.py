@@ -43,7 +43,7 @@ from ..perturb.modify import (
     shift_item_years,
     split_context,
 )
-from ..perturb.templates import PromptTemplate
+from ..perturb.templates import PromptTemplate, TemplateField
 from ..store import (
     RUN_SCHEMA_VERSION,
     CachedScorer,
@@ -126,7 +126,7 @@ class CapConfig:
     """Smallest |PCR difference| called evidence (in addition to the CI excluding 0)."""
     batch_items: int = 16
     """Items per generation batch (results are saved after each)."""
-    template: PromptTemplate | None = None
+    template: TemplateField[PromptTemplate | None] = TemplateField(None)
     """mcq: the prompt layout (``--template``: question, option lines, answer cue); None =
     FinEval's for FinEval items, else ``Question: ...`` / ``A. ...`` / ``Answer:``."""
 
@@ -181,6 +181,13 @@ class CapConfig:
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class CapOutcome(Outcome):
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """The dataset verdict (``label``, ``reasoning``, ...): every run of this method has
+        one (typed so, where :attr:`Outcome.verdict` may be None)."""
+        v = super().verdict
+        return v if v is not None else {}
 
     @property
     def generated_now(self) -> int:

@@ -40,7 +40,7 @@ from ..detectors.membership import (
 from ..detectors.permutation import gap
 from ..errors import ConfigError, StoreError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
-from ..perturb.templates import as_template
+from ..perturb.templates import TemplateField
 from ..store import (
     RUN_SCHEMA_VERSION,
     CachedScorer,
@@ -86,7 +86,7 @@ class MembershipConfig:
     """Per-item level: flags have false-positive rate <= alpha (FDR with ``fdr``)."""
     fdr: bool = False
     """Flag by Benjamini-Hochberg q-values (false-discovery rate) instead of p-values."""
-    template: PromptTemplate = TEMPLATES["paper"]
+    template: TemplateField[PromptTemplate] = TemplateField(TEMPLATES["paper"])
     """How an item becomes text (the permutation template, original option order); a
     :class:`~contamscope.perturb.PromptTemplate` or a name (``paper``, ``mmlu``)."""
     n_boot: int = 2000
@@ -101,8 +101,6 @@ class MembershipConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self, {"n_boot": "--bootstrap"})
-        # frozen: set through object.__setattr__
-        object.__setattr__(self, "template", as_template(self.template))
         if self.statistic not in ALL_STATISTICS:
             raise ConfigError(
                 f"--statistic {self.statistic!r}: expected one of {', '.join(ALL_STATISTICS)}"

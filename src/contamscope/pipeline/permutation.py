@@ -31,7 +31,7 @@ from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     non_exchangeable_reason,
 )
-from ..perturb.templates import as_template
+from ..perturb.templates import TemplateField
 from ..store import (
     RUN_SCHEMA_VERSION,
     CachedScorer,
@@ -68,7 +68,7 @@ __all__ = [
 class PermutationConfig:
     """Settings of a permutation run (everything that changes the numbers or verdicts)."""
 
-    template: PromptTemplate = TEMPLATES["paper"]
+    template: TemplateField[PromptTemplate] = TemplateField(TEMPLATES["paper"])
     """How the question (prefix) and option lines (scored continuation) are written (a
     :class:`~contamscope.perturb.PromptTemplate`, or a name: ``paper``, ``mmlu``)."""
     max_exhaustive: int = 6
@@ -99,7 +99,6 @@ class PermutationConfig:
 
         check_field_types(self)
         # frozen: set through object.__setattr__
-        object.__setattr__(self, "template", as_template(self.template))
         if self.ties not in get_args(TiesMode):
             raise ConfigError(f"--ties {self.ties!r}: expected one of {get_args(TiesMode)}")
         if self.deltas is not None:
@@ -143,6 +142,13 @@ class PermutationConfig:
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
 class PermutationOutcome(Outcome):
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """The dataset verdict (``label``, ``reasoning``, ...): every run of this method has
+        one (typed so, where :attr:`Outcome.verdict` may be None)."""
+        v = super().verdict
+        return v if v is not None else {}
 
 
 RunOutcome = PermutationOutcome
