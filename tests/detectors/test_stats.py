@@ -470,3 +470,48 @@ def test_cap_and_membership_resampling_do_not_depend_on_the_items_order() -> Non
     x, y = rng.normal(size=25), rng.normal(size=40)
     turned = bootstrap_aucs(x[::-1], y[rng.permutation(40)], 300, 0)
     assert np.array_equal(bootstrap_aucs(x, y, 300, 0), turned)
+
+
+def test_benbench_interval_follows_the_items_texts_not_their_values() -> None:
+    """BenBench's bootstrap drew the items in an order of their values: two perplexities
+    that differ in their last digits (another batch size) traded places, and their pairs
+    with them, so the interval moved by its Monte Carlo error. Keyed by the items' texts,
+    it stays (to the float noise)."""
+    from contamscope.detectors.benbench import delta_stats
+    from contamscope.pipeline.benbench import BenBenchConfig, _item_metrics, _split_stats
+
+    rng = np.random.default_rng(3)
+    o = np.repeat(rng.uniform(5, 20, size=15), 2)  # pairs of near-equal perplexities
+    r = rng.uniform(5, 20, size=30)
+    o_a = o + rng.uniform(-1e-9, 1e-9, size=30)
+    o_b = o + rng.uniform(-1e-9, 1e-9, size=30)
+    keys = [f"item {i}" for i in range(30)]
+    turn = rng.permutation(30)
+    by_value = delta_stats(o_a, r)["ci"], delta_stats(o_b, r)["ci"]
+    assert abs(by_value[0][0] - by_value[1][0]) > 1e-6  # the failure this fixes
+    keyed = delta_stats(o_a, r, keys=keys)["ci"]
+    moved = delta_stats(o_b[turn], r[turn], keys=[keys[i] for i in turn])["ci"]
+    assert keyed == pytest.approx(moved, abs=1e-7)
+
+    def record(i: int, ppl: float, ref: float) -> dict[str, Any]:
+        def version(name: str, p: float) -> dict[str, Any]:
+            ng = {"exact": 0.5, "rouge": 0.5, "edit": 0.5}
+            ng |= {"all_exact": False, "all_rouge": False, "all_edit": False}
+            ppl_d = {"ppl": p, "nll": float(np.log(p)), "n_tokens": 10}
+            return {
+                "name": name,
+                "question": f"Q{i}?",
+                "answer": f"A{i}",
+                "ppl": ppl_d,
+                "ngram": ng,
+            }
+
+        rec = {"id": f"test/{i}", "excluded": None}
+        rec["versions"] = [version("original", ppl), version("para", ref)]
+        _item_metrics(rec)
+        return rec
+
+    cfg = BenBenchConfig()
+    first = _split_stats([record(i, o_a[i], r[i]) for i in range(30)], cfg)
+    again = _split_stats([record(i, o_b[i], r[i]) for i in turn], cfg)
+    assert first["delta"]["ppl"]["ci"] == pytest.approx(again["delta"]["ppl"]["ci"], abs=1e-7)

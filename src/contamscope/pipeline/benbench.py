@@ -10,6 +10,7 @@ run folder (resume), and the summary is recomputed from the stored records.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections import Counter
@@ -428,6 +429,15 @@ def _metrics_of(ver: dict[str, Any]) -> dict[str, float | None] | None:
     }
 
 
+def _record_key(rec: dict[str, Any]) -> str:
+    """The order a record's item takes in the bootstrap: a digest of its original question
+    and answer, then its id (which orders only items of identical texts)."""
+    vers = rec.get("versions") or [{}]
+    text = f"{vers[0].get('question') or ''}\x00{vers[0].get('answer') or ''}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{digest}\x00{rec.get('id') or ''}"
+
+
 def _version_values(rec: dict[str, Any], key: str) -> list[float]:
     """One metric of each of the item's usable paraphrases (those its reference mean uses)."""
     vals = (_metrics_of(v) for v in rec["versions"][1:])
@@ -650,6 +660,7 @@ def _split_stats(records: list[dict[str, Any]], cfg: BenBenchConfig) -> dict[str
             [r["metrics"]["reference"][k] for r in use],
             n_boot=cfg.n_boot,
             seed=cfg.seed,
+            keys=[_record_key(r) for r in use],
         )
         deltas[k].update(
             paraphrase_test(
