@@ -226,6 +226,24 @@ def test_too_few_references_cannot_flag_and_says_so() -> None:
     assert ok.flags[0] and "flagged with probability <= 0.05" in ok.error_rate_statement()
 
 
+def test_fdr_with_few_references_says_how_many_items_a_flag_needs() -> None:
+    """With --fdr, 20 references and 20 items nothing could be flagged unless every item
+    was, and the run said nothing of it (membership QA): q 0.136 at best, flags 0."""
+    rng = np.random.default_rng(0)
+    few = MembershipTest(alpha=0.05, fdr=True, n_boot=100).score(
+        np.r_[rng.normal(5, 1, 19), 0.0], rng.normal(size=20)
+    )
+    assert not few.flags.any()  # 19 of 20 at the smallest p, 1/21: q = 20/21/19 > 0.05
+    assert few.error_rate_statement().endswith(
+        "; with 20 references and 20 items, no item is flagged unless at least 20 are, each at "
+        "p <= 0.05 (more references lower that)"
+    )
+    many = MembershipTest(alpha=0.05, fdr=True, n_boot=100).score(
+        np.r_[rng.normal(5, 1, 2), np.zeros(18)], rng.normal(size=2000)
+    )
+    assert many.flags.sum() == 2 and many.error_rate_statement().endswith("are PRDS)")
+
+
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ConfigError):
         MembershipTest(alpha=1.5)

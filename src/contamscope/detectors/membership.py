@@ -318,10 +318,20 @@ class MembershipResult:
             else ""
         )
         if self.fdr:
+            # BH flags the k smallest p-values when p_(k) <= k alpha / n, and no p-value is
+            # below 1 / (R + 1): a flag needs at least this many items flagged together
+            together = math.ceil(n * self.min_p / self.alpha - 1e-9) if n else 0
+            few = (
+                f"; with {self.n_reference} references and {plural(n, 'item')}, no item is "
+                f"flagged unless at least {together} are, each at p <= "
+                f"{together * self.alpha / n:.3g} (more references lower that)"
+                if not none and together >= 2
+                else ""
+            )
             return (
                 f"flag = Benjamini-Hochberg q <= {self.alpha:g}: among flagged items, the expected "
                 f"fraction that are not more familiar than unseen text is <= {self.alpha:g} "
-                f"(conformal p-values sharing one reference set are PRDS){none}"
+                f"(conformal p-values sharing one reference set are PRDS){none}{few}"
             )
         if none:  # a rate of 0 of 0 flags says nothing: say why and what would help
             need = math.ceil(1 / self.alpha - 1 - 1e-9)
