@@ -262,3 +262,21 @@ def test_no_auc_interval_with_fewer_than_five_references() -> None:
     one = mann_whitney(bench, [0.5], n_boot=200)
     assert one.auc == 1.0 and one.p_value == pytest.approx(1 / 9) and one.auc_ci is None
     assert mann_whitney(bench, [0.5, 3.5, 4.5, 5.5, 9.5][:MIN_CI_ITEMS], n_boot=200).auc_ci
+
+
+def test_the_spread_of_false_flags_is_stated_for_the_shared_reference_set() -> None:
+    """The terminal gave the expected count of false flags only (1.9 of 40); the items share
+    one reference set, so the count is beta-binomial, far wider than a binomial: simulated,
+    the stated 95th percentile holds over fresh reference sets."""
+    rng = np.random.default_rng(7)
+    test = MembershipTest(alpha=0.05, n_boot=100)
+    first = test.score(rng.normal(size=40), rng.normal(size=40))
+    assert first.false_flags_95 == 6  # the binomial of 40 independent items at 2/41: 4
+    said = first.error_rate_statement()
+    assert "about 2.0 of 40 items flagged if none leaked, up to 6 for 95% of reference sets" in said
+    assert first.to_dict()["false_flags_under_h0_95pct"] == 6
+    counts = [
+        int(test.score(rng.normal(size=40), rng.normal(size=40)).flags.sum()) for _ in range(800)
+    ]
+    assert 0.94 <= np.mean(np.array(counts) <= 6) <= 0.99
+    assert np.mean(np.array(counts) <= 4) < 0.93  # the binomial's bound would not hold
