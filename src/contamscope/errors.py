@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = [
     "ContamscopeError",
@@ -20,6 +23,7 @@ __all__ = [
     "StoreError",
     "ContamscopeWarning",
     "note",
+    "notes_from_workers",
 ]
 
 
@@ -82,7 +86,51 @@ def _outside_level() -> int:
     return level if frame is not None else 2
 
 
+_held_notes = threading.local()
+_R = TypeVar("_R")
+
+
 def note(message: str) -> None:
     """Say ``message`` as a :class:`ContamscopeWarning` raised at the first line outside
-    contamscope (the code that asked for the work)."""
+    contamscope (the code that asked for the work). In a worker thread of
+    :func:`notes_held_for` the note waits for the thread that asked (a pool thread's stack
+    holds no caller's line: the warning named concurrent/futures/thread.py)."""
+    held = getattr(_held_notes, "notes", None)
+    if held is not None:
+        held.append(message)
+        return
     warnings.warn(message, ContamscopeWarning, stacklevel=_outside_level())
+
+
+class notes_from_workers:  # noqa: N801 (used as a context, like a function)
+    """``with notes_from_workers() as held: pool.submit(held(fn), job)``: the notes ``fn``
+    says in the pool's threads are said in this thread when the block ends (in their order,
+    once each, failed or not), so that they name the caller's line."""
+
+    def __init__(self) -> None:
+        self._notes: list[str] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+        return self._held
+
+    def _held(self, fn: Callable[..., _R]) -> Callable[..., _R]:
+        def run(*args: Any, **kwargs: Any) -> _R:
+            mine: list[str] = []
+            _held_notes.notes = mine
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _held_notes.notes = None
+                with self._lock:
+                    self._notes.extend(mine)
+
+        return run
+
+    def __exit__(self, *exc: object) -> None:
+        # (a method of this module, not a generator's: contextlib's frame would be the first
+        # outside the package, and the warning would name it)
+        with self._lock:
+            said = list(dict.fromkeys(self._notes))
+        for message in said:
+            note(message)

@@ -4,6 +4,7 @@ probe refusals."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import warnings
@@ -102,6 +103,15 @@ def test_replies_under_another_model_name_are_said_once_and_counted(
     assert len(notes) == 1, [(w.category, str(w.message)) for w in said]
     assert "answered as model 'tiny-fallback', not 'tiny'" in notes[0]
     assert other.describe()["answered_as"] == {"tiny-fallback": served.stats()["posts"]}
+    # said where it was asked for: replies that come in the client's pool threads, whose
+    # stacks hold no caller's line, are said in the caller's (they named
+    # concurrent/futures/thread.py; diff-review QA)
+    pooled = backend(served.url)
+    with pytest.warns(ContamscopeWarning) as said:
+        pooled.generate([GenerateRequest("Hello there", 3), GenerateRequest("Say hi", 3)])
+    asked = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]
+    where = [(w.filename, w.lineno) for w in said if w.category is ContamscopeWarning]
+    assert where == [(__file__, asked)]
 
 
 def test_concurrency_is_bounded_and_used(serve: Any) -> None:

@@ -515,3 +515,14 @@ def test_benbench_interval_follows_the_items_texts_not_their_values() -> None:
     first = _split_stats([record(i, o_a[i], r[i]) for i in range(30)], cfg)
     again = _split_stats([record(i, o_b[i], r[i]) for i in turn], cfg)
     assert first["delta"]["ppl"]["ci"] == pytest.approx(again["delta"]["ppl"]["ci"], abs=1e-7)
+    # the paraphrase test's draws too (2^30 relabellings: Monte Carlo); by value its p moved
+    # (diff-review QA)
+    assert first["delta"]["ppl"]["test"] == "randomization (Monte Carlo)"
+    assert first["delta"]["ppl"]["p_value"] == again["delta"]["ppl"]["p_value"]
+    # keys given twice cannot order the items: by value, as without keys (they gave another
+    # interval for the same items shuffled; diff-review QA)
+    twice = ["same"] * 30
+    assert delta_stats(o_a, r, keys=twice)["ci"] == delta_stats(o_a, r)["ci"]
+    assert delta_stats(o_a[turn], r[turn], keys=twice)["ci"] == pytest.approx(
+        delta_stats(o_a, r)["ci"], abs=1e-12
+    )

@@ -168,6 +168,14 @@ def test_configs_take_a_template_name_and_hold_the_template() -> None:
         named.template = TEMPLATES["paper"]  # type: ignore[misc]
     with pytest.raises(ConfigError, match=r"^--template \(template\): expected a PromptTemplate"):
         PermutationConfig(template=3)  # type: ignore[arg-type]
+    # held where a plain field kept it: a config pickled before reads back with its template
+    # (it read the default; diff-review QA), a CapConfig's name too
+    old = object.__new__(PermutationConfig)
+    old.__dict__.update({f.name: getattr(named, f.name) for f in dataclasses.fields(named)})
+    assert old == named and old.template is TEMPLATES["mmlu"]
+    old_cap = object.__new__(CapConfig)
+    old_cap.__dict__.update(CapConfig().__dict__ | {"template": "mmlu"})
+    assert old_cap.template is TEMPLATES["mmlu"]
     assert MembershipConfig(template="mmlu").template is TEMPLATES["mmlu"]
     assert CapConfig().template is None  # CAP's default: FinEval's prompt or its own layout
     assert CapConfig(template="paper").template is TEMPLATES["paper"]

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, notes_from_workers
 
 __all__ = ["ApiClient", "ApiSettings", "HttpStatusError", "API_KEY_ENVS"]
 
@@ -266,7 +266,10 @@ class ApiClient:
             return []
         out: list[Any] = [None] * len(jobs)
         pool = ThreadPoolExecutor(self.settings.max_connections, thread_name_prefix="contamscope")
-        futures: dict[Future[Any], int] = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        held = notes_from_workers()  # said here when the jobs end: they name the caller's line
+        futures: dict[Future[Any], int] = {
+            pool.submit(held.__enter__()(fn), job): i for i, job in enumerate(jobs)
+        }
         pending = set(futures)
         try:
             while pending:
@@ -286,6 +289,7 @@ class ApiClient:
                         on_done(1)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            held.__exit__()
         return out
 
     def key_advice(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from contamscope.detectors.stats import MC_RESAMPLES, in_own_order, randomization_p
+from contamscope.detectors.stats import MC_RESAMPLES, in_own_order, randomization_p, usable_keys
 
 __all__ = [
     "NgramResult",
@@ -360,6 +360,8 @@ def delta_stats(
     o, r = _paired(original, reference)
     if keys is not None and len(keys) != o.size:
         raise ValueError("keys must give one key per item")
+    if not usable_keys(keys, o.size):  # keys given twice: by value, as without keys (QA)
+        keys = None
     n = o.size
     out: dict[str, Any] = {
         "n": n,
@@ -495,6 +497,7 @@ def paraphrase_test(
     references: Sequence[Sequence[float]],
     *,
     lower_is_familiar: bool,
+    keys: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """One-sided randomization test of Delta (original - mean of the item's paraphrases).
 
@@ -515,16 +518,19 @@ def paraphrase_test(
     if len(original) != len(references):
         raise ValueError("original and references must be paired")
     sign = -1.0 if lower_is_familiar else 1.0
-    nulls = []
-    for o, refs in zip(original, references, strict=True):
+    nulls, kept = [], []
+    for i, (o, refs) in enumerate(zip(original, references, strict=True)):
         if len(refs) == 0:
             continue
+        kept.append(i)
         v = sign * np.asarray([o, *refs], dtype=np.float64)
         # each version's value minus the mean of the item's other versions
         nulls.append(v - (v.sum() - v) / (v.size - 1))
     if not nulls:
         return {"p_value": None, "test": None, "n_resamples": None}
-    p, method, resamples = randomization_p(nulls)
+    # drawn in the order of ``keys`` (the items' texts) where given: by value, originals that
+    # moved in their last digits (another batch size) moved p by its Monte Carlo error (QA)
+    p, method, resamples = randomization_p(nulls, [keys[i] for i in kept] if keys else None)
     return {"p_value": p, "test": method, "n_resamples": resamples}
 
 

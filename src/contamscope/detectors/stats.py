@@ -36,6 +36,7 @@ __all__ = [
     "alg2_against_reference",
     "poisson_binomial_sf",
     "in_own_order",
+    "usable_keys",
     "randomization_p",
     "randomization_test",
     "summarize",
@@ -598,7 +599,16 @@ MC_RESAMPLES = 20_000
 """Monte Carlo draws of the randomization test otherwise (seed 0; smallest p about 5e-5)."""
 
 
-def randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
+def usable_keys(keys: Sequence[str] | None, n: int) -> bool:
+    """Whether ``keys`` can order ``n`` items: one per item, none empty, all distinct (keys
+    given twice would leave those items in the order they came in; those are then ordered by
+    their values instead)."""
+    return keys is not None and len(keys) == n and len(set(keys)) == n and all(keys)
+
+
+def randomization_p(
+    nulls: list[NDArray[np.float64]], keys: Sequence[str] | None = None
+) -> tuple[float, str, int]:
     """One-sided randomization test of a sum over items: ``nulls[i][0]`` is item i's observed
     value and, under H0, any element of ``nulls[i]`` was as likely (the item's original is a
     uniform draw from its versions). Returns (P(sum >= observed sum), method, assignments or
@@ -608,7 +618,7 @@ def randomization_p(nulls: list[NDArray[np.float64]]) -> tuple[float, str, int]:
     >>> randomization_p([np.array([1.0, -1.0])] * 3)   # 3 sign flips: 1 of 8 sums reach 3
     (0.125, 'randomization (exact)', 8)
     """
-    p, method, count, _ = randomization_test(nulls)
+    p, method, count, _ = randomization_test(nulls, keys)
     return p, method, count
 
 
@@ -630,7 +640,7 @@ def randomization_test(
     moved by its Monte Carlo error (0.3771 against 0.3803; QA). Ids alone would not do: MMLU's
     are row numbers, which a shuffled copy changes (diff-review QA).
     """
-    if keys is not None and len(set(keys)) == len(keys) == len(nulls) and all(keys):
+    if keys is not None and usable_keys(keys, len(nulls)):
         nulls = [v for _, v in sorted(zip(keys, nulls), key=lambda kv: (kv[1].size, kv[0]))]
     else:
         nulls = sorted(nulls, key=lambda v: (v.size, np.asarray(v, dtype=np.float64).tobytes()))

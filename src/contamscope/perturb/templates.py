@@ -168,15 +168,18 @@ class TemplateField(Generic[_T]):
 
     def __init__(self, default: _T) -> None:
         self._default: _T = default
-        self._slot = "_template"
+        self._slot = "template"
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self._slot = f"_{name}"
+        # held under the field's own name, where a plain field kept it: a config pickled
+        # before the field was a descriptor reads back with its template (it read the default)
+        self._slot = name
 
     def __get__(self, obj: object | None, owner: Any = None) -> _T:
         if obj is None:  # the dataclass's default
             return self._default
-        return obj.__dict__.get(self._slot, self._default)  # type: ignore[no-any-return]
+        held = obj.__dict__.get(self._slot, self._default)
+        return as_template(held) if isinstance(held, str) else held  # type: ignore[no-any-return]
 
     def __set__(self, obj: object, value: _T | str) -> None:
         held = None if value is None and self._default is None else as_template(value)

@@ -655,18 +655,20 @@ def _split_stats(records: list[dict[str, Any]], cfg: BenBenchConfig) -> dict[str
             if r["metrics"]["original"][k] is not None and r["metrics"]["reference"][k] is not None
         ]
         orig_k = [r["metrics"]["original"][k] for r in use]
+        keys = [_record_key(r) for r in use]  # resampled in the order of the items' texts
         deltas[k] = delta_stats(
             orig_k,
             [r["metrics"]["reference"][k] for r in use],
             n_boot=cfg.n_boot,
             seed=cfg.seed,
-            keys=[_record_key(r) for r in use],
+            keys=keys,
         )
         deltas[k].update(
             paraphrase_test(
                 orig_k,
                 [_version_values(r, k) for r in use],
                 lower_is_familiar=k in LOWER_IS_FAMILIAR,
+                keys=keys,
             )
         )
     out["delta"] = deltas
