@@ -13,35 +13,74 @@ import pytest
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 
 
+README = DOC.parents[1] / "README.md"
+
+# What a typed harness writes, beside the docs' examples: each line was refused by the type
+# checker, or read as Any, though the library takes it (typed-API QA)
+TYPED_PROBE = """
+from pathlib import Path
+from contamscope.data import MCQItem, load_benchmark, load_cap, load_qa
+from contamscope.pipeline import PermutationConfig, compare_runs, select_items
+from contamscope.report import build_report
+from contamscope.report.leaderboard import write_leaderboard
+from contamscope.store import RunDir, ScoreCache, read_records
+
+loaded = load_benchmark(Path("bench.csv"))
+first: MCQItem = loaded.items[0]
+chosen: list[MCQItem] = select_items(it for it in loaded.items)
+load_qa(Path("qa.jsonl"))
+load_cap(Path("cap"), ["train", "test"])
+ScoreCache("scores.sqlite")
+run = RunDir("runs/a")
+build_report(run)
+read_records(run)
+compare_runs(run, Path("runs/b"))
+PermutationConfig(deltas=[-0.2, -0.1])
+text, path = write_leaderboard([run], "board.md")
+print(path.name, first.question)
+reveal_type(loaded)
+"""
+
+
+def _mypy(folder: Path, *files: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental"]
+        + ["--cache-dir", str(folder / "cache"), *files],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def test_python_examples_type_check(tmp_path: Path) -> None:
-    """The examples pass a type checker as written: the package is typed (py.typed), and its
-    annotations take what the docs pass (``template="paper"``, a folder path as ``run_dir``;
-    without py.typed every name was Any, and with it those two failed)."""
+    """The examples (docs/python.md's and README's) pass ``mypy --strict`` as written: the
+    package is typed (py.typed), and its annotations take what the docs pass
+    (``template="paper"``, a folder path as ``run_dir``; without py.typed every name was Any,
+    and with it those two failed); so does what a typed harness writes (TYPED_PROBE)."""
     pytest.importorskip("mypy", reason="mypy is a dev dependency (pip install -e '.[dev]')")
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    (tmp_path / "examples.py").write_text("\n".join(blocks), encoding="utf-8")
-    res = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--allow-redefinition", "--no-incremental"]
-        + ["--cache-dir", str(tmp_path / "cache"), "examples.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    for name, doc in (("examples.py", DOC), ("readme.py", README)):
+        blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+        assert blocks, doc
+        (tmp_path / name).write_text("\n".join(blocks), encoding="utf-8")
+    res = _mypy(tmp_path, "examples.py", "readme.py")
     assert res.returncode == 0 and "Success" in res.stdout, res.stdout[-3000:] + res.stderr
-    probe = tmp_path / "probe.py"  # the package is read, not skipped as untyped
-    probe.write_text(
-        "from contamscope.pipeline import run_permutation\nreveal_type(run_permutation)\n"
+    (tmp_path / "probe.py").write_text(TYPED_PROBE, encoding="utf-8")
+    res = _mypy(tmp_path, "probe.py")
+    said = res.stdout.splitlines()
+    assert [line for line in said if "error:" in line] == [], res.stdout[-3000:]
+    # the package is read, not skipped as untyped, and its loaders' items are typed
+    assert any("LoadResult[contamscope.data.items.MCQItem]" in line for line in said), said
+    # a misspelt analysis setting is refused by the checker as by the function (it took
+    # **analysis: Any)
+    (tmp_path / "typo.py").write_text(
+        "from contamscope.pipeline import reanalyse_benbench, reanalyse_cap\n"
+        'reanalyse_cap("runs/cap", alhpa=0.05)\n'
+        'reanalyse_benbench("runs/bb", n_boot="100")\n',
+        encoding="utf-8",
     )
-    res = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "probe.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    revealed = re.search(r"run_dir: ([^,]*),", res.stdout)
-    assert revealed and "RunDir" in revealed[1] and "PathLike" in revealed[1], res.stdout
+    said = [line for line in _mypy(tmp_path, "typo.py").stdout.splitlines() if "error:" in line]
+    assert len(said) == 2 and '"alhpa"' in said[0] and '"n_boot"' in said[1], said
 
 
 def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:

@@ -23,6 +23,7 @@ from contamscope.pipeline import (
     PermutationOutcome,
     ReferenceSet,
     SplitInput,
+    reanalyse_permutation,
     run_benbench,
     run_cap,
     run_membership,
@@ -453,6 +454,15 @@ def test_an_outcome_reads_its_own_records_or_says_they_are_gone(
     monkeypatch.chdir("/")
     assert [r["id"] for r in first.records()] == [it.id for it in loaded.items[:2]]
     monkeypatch.chdir(tmp_path)
+    # the same run resumed (nothing scored: a new summary, the same records) still reads
+    # them (it said "written again after this outcome"; typed-API QA)
+    again = run_permutation(loaded, loaded.items[:2], scorer, "run", PermutationConfig())
+    assert again.resumed == 2 and again.summary["created"] >= first.summary["created"]
+    assert first.records() == again.records() and len(first.records()) == 2
+    # re-analysed with other thresholds: its records are not this outcome's
+    reanalyse_permutation(loaded, "run", ties="leaked")
+    with pytest.raises(StoreError, match="the folder was written again after this outcome"):
+        first.records()
     second = run_permutation(
         loaded, loaded.items, scorer, "run", PermutationConfig(), overwrite=True
     )
@@ -559,3 +569,41 @@ def test_loading_a_model_leaves_transformers_logging_as_it_was(tiny_model_path: 
         assert hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.set_verbosity_error()
+
+
+def test_run_folders_and_benchmark_files_are_taken_as_the_docs_give_them(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """A RunDir given to the report, records, compare, leaderboard and card functions was a
+    TypeError ("expected str, bytes or os.PathLike object, not RunDir"), though the docs say
+    a run folder may be a path or a RunDir; a pathlib.Path given to load_benchmark or load_qa
+    was an AttributeError ('PosixPath' object has no attribute 'startswith'; typed-API QA)."""
+    from contamscope.pipeline import compare_runs
+    from contamscope.report import build_report
+    from contamscope.report.card import write_card
+    from contamscope.report.leaderboard import write_leaderboard
+    from contamscope.store import RunDir, read_records
+
+    scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "c.sqlite"))
+    for name in ("a", "b"):
+        run_permutation(
+            loaded, loaded.items, scorer, RunDir(str(tmp_path / name)), PermutationConfig()
+        )
+    a, b = RunDir(tmp_path / "a"), RunDir(tmp_path / "b")
+    assert build_report(a) == tmp_path / "a" / "report.html"
+    assert [r["id"] for r in read_records(a)] == [it.id for it in loaded.items]
+    assert compare_runs(a, b)["statistics"]["n_items"] == 3
+    text, path = write_leaderboard([a, b], tmp_path / "board.md")
+    assert path == tmp_path / "board.md" and "toy" in text
+    md, _, card = write_card([a], tmp_path / "card.md", "Tiny")
+    assert md.is_file() and card["model"] == "Tiny"
+    with pytest.raises(
+        ConfigError, match=r"^run folder: expected a RunDir or a folder path, not int"
+    ):
+        read_records(3)  # type: ignore[arg-type]
+    bench = Path(loaded.files[0])
+    assert load_benchmark(bench).items == loaded.items
+    qa = _write(tmp_path / "qa.jsonl", '{"question": "2+2?", "answer": "4"}\n')
+    assert load_qa(qa).items[0].answer == "4"
+    with pytest.raises(ConfigError, match=r"^benchmark: expected a name or a path, not int"):
+        load_benchmark(3)  # type: ignore[arg-type]

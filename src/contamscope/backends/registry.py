@@ -149,6 +149,12 @@ def load_backend(
     """
     spec = normalize_model_spec(spec)
     check_model_spec(spec)
+    for key, value in (options or {}).items():  # ("bos": 1 was a TypeError deep in the load)
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ConfigError(
+                f"-M {key}={value!r}: backend options are text (key=value strings), "
+                f"not {type(value).__name__ if isinstance(key, str) else type(key).__name__}"
+            )
     kind, sep, rest = spec.partition(":")
     if not sep:
         kind, rest = spec, ""

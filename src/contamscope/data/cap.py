@@ -25,7 +25,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem
+from contamscope.data.items import LoadResult, MCQItem, QAItem, RowProblem, spec_text
 from contamscope.data.loaders import load_benchmark
 from contamscope.data.readers import (
     decode_text,
@@ -122,9 +122,9 @@ class CapSplit:
 
     name: str
     """Split name as given in ``--splits``."""
-    items: list[Any]
+    items: list[CapItem]
     """Original items (:class:`MCQItem` or :class:`QAItem`) in file order."""
-    modified: dict[str, Any] | None = None
+    modified: dict[str, CapItem] | None = None
     """Supplied modified item per original id (``mod`` files), or None: contamscope modifies."""
     files: list[str] = field(default_factory=list)
     """Files read for this split."""
@@ -418,7 +418,7 @@ def _cap_folder(path: Path) -> Path | None:
 
 
 def load_cap(
-    spec: str,
+    spec: str | os.PathLike[str],
     splits: Sequence[str],
     *,
     task: str | None = None,
@@ -434,6 +434,7 @@ def load_cap(
     least 200 characters, else ``qa``. Malformed rows are skipped and listed (``strict`` makes
     the first one fatal); a missing split is a :class:`ConfigError`.
     """
+    spec = spec_text(spec)
     if task is not None and task not in TASKS:
         raise ConfigError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
     if not splits or len(set(splits)) != len(splits):
@@ -796,7 +797,7 @@ def _load_generic(
     detected = task is None
     if task is None:
         first = out[splits[0]].items
-        task = _detect_task([], [it.answer or "" for it in first[:50]])
+        task = _detect_task([], [str(it.answer or "") for it in first[:50]])
     return _finish(task, detected, out, col, str(path), "generic", digest, notes)
 
 

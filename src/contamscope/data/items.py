@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["MCQItem", "QAItem", "RowProblem", "LoadResult", "content_key", "option_labels"]
+__all__ = [
+    "MCQItem",
+    "QAItem",
+    "RowProblem",
+    "LoadResult",
+    "content_key",
+    "option_labels",
+    "spec_text",
+]
 
 _LABELS = "ABCDEFGHIJ"
 
@@ -142,3 +151,26 @@ class LoadResult(Generic[ItemT]):
             f"items={len(self.items)}, problems={len(self.problems)}{subjects}, "
             f"content_hash={self.content_hash[:12]!r})"
         )
+
+
+def spec_text(spec: object, what: str = "benchmark") -> str:
+    """A loader's ``spec`` as text: a name, ``hf:...`` or a path (a :class:`pathlib.Path`
+    crashed on ``.startswith``; QA); anything else is one ConfigError.
+
+    >>> from pathlib import Path
+    >>> spec_text(Path("data") / "x.csv")
+    'data/x.csv'
+    >>> spec_text(3)
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: benchmark: expected a name or a path, not int
+    """
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, os.PathLike):
+        path = os.fspath(spec)
+        if isinstance(path, str):
+            return path
+    from ..errors import ConfigError
+
+    raise ConfigError(f"{what}: expected a name or a path, not {type(spec).__name__}")

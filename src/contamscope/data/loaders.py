@@ -26,7 +26,7 @@ from contamscope.data.formats import (
     detect_format,
     split_subject,
 )
-from contamscope.data.items import LoadResult
+from contamscope.data.items import LoadResult, MCQItem, spec_text
 from contamscope.data.readers import decode_text, not_a_file, table_suffix
 from contamscope.data.records import FieldMap, RowError, Sink, loading_notes, record_to_item
 from contamscope.errors import ConfigError, DataError
@@ -62,14 +62,14 @@ def _bundled() -> tuple[Path, str]:
 
 
 def load_benchmark(
-    spec: str,
+    spec: str | os.PathLike[str],
     *,
     format: str | None = None,
     subjects: Sequence[str] | None = None,
     split: str | None = None,
     field_map: FieldMap | None = None,
     strict: bool = False,
-) -> LoadResult:
+) -> LoadResult[MCQItem]:
     """Load multiple-choice items from ``spec``.
 
     ``spec`` is ``mmlu`` (the bundled MMLU test set, 14,042 items), a file, a folder (every file
@@ -98,6 +98,7 @@ def load_benchmark(
             f"a field map applies only to the generic formats ({', '.join(GENERIC_FORMATS)}), "
             f"not {format!r}"
         )
+    spec = spec_text(spec)
     if spec == BUNDLED_SPEC:
         if field_map is not None:
             raise ConfigError(
@@ -257,7 +258,7 @@ def _load_files(
     strict: bool,
     source: str,
     subjects: Sequence[str] | None = None,
-) -> LoadResult:
+) -> LoadResult[MCQItem]:
     sink = Sink(strict=strict)
     digest = hashlib.sha256()
     first: tuple[Path, str] | None = None
@@ -339,7 +340,7 @@ def _network_errors() -> tuple[type[BaseException], ...]:
 
 def _load_hf(
     spec: str, *, split: str | None, field_map: FieldMap | None, strict: bool
-) -> LoadResult:
+) -> LoadResult[MCQItem]:
     name, _, config = spec[len("hf:") :].partition(":")
     if not name:
         raise ConfigError(f"{spec!r}: expected hf:DATASET[:CONFIG], e.g. hf:cais/mmlu:all")

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from contamscope.data.items import LoadResult, QAItem
+from contamscope.data.items import LoadResult, QAItem, spec_text
 from contamscope.data.readers import (
     decode_text,
     json_object,
@@ -236,7 +237,7 @@ def _records(path: Path, text: str, fmt: str | None) -> Iterable[tuple[int | Non
 
 
 def load_qa(
-    spec: str,
+    spec: str | os.PathLike[str],
     *,
     format: str | None = None,
     field_map: FieldMap | None = None,
@@ -253,6 +254,7 @@ def load_qa(
     >>> load_qa("../shared/benchdata/gsm8k/test.jsonl").items[0].meta["final_answer"]  # doctest: +SKIP
     '18'
     """
+    spec = spec_text(spec)
     if format is not None and format not in QA_FORMATS:
         raise ConfigError(f"--format {format!r}: unknown QA format; known: {', '.join(QA_FORMATS)}")
     if field_map is not None and field_map.options is not None:

@@ -587,7 +587,7 @@ class Sink:
 
     def result(
         self, *, source: str, format: str, content_hash: str, files: list[str]
-    ) -> LoadResult:
+    ) -> LoadResult[MCQItem]:
         return LoadResult(
             items=self.items,
             problems=self.problems,

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
@@ -63,6 +63,7 @@ __all__ = [
     "reanalyse_benbench",
     "build_summary",
     "ANALYSIS_ONLY",
+    "BenBenchAnalysis",
 ]
 
 SCHEMA = "contamscope.benbench.summary/1"
@@ -72,6 +73,20 @@ ANALYSIS_ONLY = ("rouge_threshold", "edit_threshold", "inclusive", "n_boot", "se
 thresholds (each n-gram's ROUGE-L and edit similarity are stored), and the bootstrap's
 resamples and seed. A run folder re-run (or ``contamscope reanalyse``) with other values
 re-derives its records from the stored n-grams instead of scoring anything."""
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class BenBenchAnalysis(TypedDict, total=False):
+    """:func:`reanalyse_benbench`'s keyword arguments (:data:`ANALYSIS_ONLY`; None keeps the
+    run's value): a type checker refuses a misspelt one, as the function does."""
+
+    rouge_threshold: float | None
+    edit_threshold: float | None
+    inclusive: bool | None
+    n_boot: int | None
+    seed: int | None
 
 
 @dataclass(frozen=True)
@@ -845,7 +860,7 @@ def _summary(
 
 
 @releases_run_dir
-def reanalyse_benbench(run_dir: RunFolder, **analysis: Any) -> BenBenchOutcome:
+def reanalyse_benbench(run_dir: RunFolder, **analysis: Unpack[BenBenchAnalysis]) -> BenBenchOutcome:
     """Analyse a finished BenBench run again from its stored records: no model, no data,
     nothing scored or generated. ``analysis`` takes :data:`ANALYSIS_ONLY` fields
     (``rouge_threshold``, ``edit_threshold``, ``inclusive``, ``n_boot``, ``seed``: the

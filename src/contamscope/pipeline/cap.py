@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest
@@ -57,6 +57,7 @@ from .provenance import git_commit, notes_entry, package_versions, selection_set
 
 __all__ = [
     "CAP_ANALYSIS",
+    "CapAnalysis",
     "CONSISTENCY",
     "CapConfig",
     "CapOutcome",
@@ -82,6 +83,22 @@ CAP_ANALYSIS = (
 )  # fmt: skip
 """CapConfig fields only the analysis depends on (not in settings.json; summary.json's
 ``analysis`` holds them): other values re-analyse the stored records."""
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class CapAnalysis(TypedDict, total=False):
+    """:func:`reanalyse_cap`'s keyword arguments (:data:`CAP_ANALYSIS`; None keeps the
+    run's value): a type checker refuses a misspelt one, as the function does."""
+
+    alpha: float | None
+    scale: Scale | None
+    n_boot: int | None
+    min_diff: float | None
+    similarity_threshold: float | None
+    mcq_metric: Literal["mapped", "strict"] | None
+    include_unmodified: bool | None
 
 
 @dataclass(frozen=True)
@@ -593,7 +610,7 @@ def run_cap(
 
 
 @releases_run_dir
-def reanalyse_cap(run_dir: RunFolder, **analysis: Any) -> CapOutcome:
+def reanalyse_cap(run_dir: RunFolder, **analysis: Unpack[CapAnalysis]) -> CapOutcome:
     """Analyse a finished CAP run again from its stored records: no model, no data, nothing
     generated. ``analysis`` takes :data:`CAP_ANALYSIS` fields (``alpha``: the PCR constant,
     ``scale``, ``n_boot``, ``min_diff``, ``similarity_threshold``, ``mcq_metric``,

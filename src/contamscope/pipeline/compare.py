@@ -10,7 +10,6 @@ items, on those without a natural option order, and per subject (Benjamini-Hochb
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..detectors.compare import (
@@ -23,6 +22,7 @@ from ..detectors.compare import (
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run, refuse_newer, run_config
+from ..store.run import RunFolder
 from ..wording import plural
 from .permutation_summary import SUBJECT_LEVEL
 
@@ -37,7 +37,7 @@ COMPARED = ("permutation", "benbench", "membership", "cap")
 """The methods whose runs compare item by item."""
 
 
-def _runs(run_a: Path | str, run_b: Path | str) -> tuple[RunData, RunData]:
+def _runs(run_a: RunFolder, run_b: RunFolder) -> tuple[RunData, RunData]:
     a, b = load_run(run_a), load_run(run_b)
     for run in (a, b):
         refuse_newer(run, "compare")
@@ -220,7 +220,7 @@ def _no_common_item(a: Any, b: Any, sa: dict[str, Any], sb: dict[str, Any]) -> s
     )
 
 
-def compare_runs(run_a: Path | str, run_b: Path | str, *, alpha: float = 0.05) -> dict[str, Any]:
+def compare_runs(run_a: RunFolder, run_b: RunFolder, *, alpha: float = 0.05) -> dict[str, Any]:
     """Compare permutation runs ``run_a`` (A, e.g. a base model) and ``run_b`` (B, e.g. its
     fine-tuned copy) on the items both scored under the same orders; or two BenBench runs
     (:func:`~contamscope.pipeline.compare_benbench.compare_benbench`), two membership runs

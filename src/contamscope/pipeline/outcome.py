@@ -12,8 +12,10 @@ from ..store import read_records
 
 __all__ = ["Outcome"]
 
-_SAME_RUN = ("created", "selection", "counts", "timings")
-"""Summary keys that tell this outcome's run from a later one written into its folder."""
+_SAME_RUN = ("benchmark", "selection", "config", "counts", "statistics", "verdict")
+"""Summary keys that tell this outcome's run from a later one written into its folder: what
+the records decide (not ``created`` or ``timings``, which a resume that scored nothing
+rewrites: the records were refused as another run's; QA)."""
 
 
 @dataclass
@@ -52,8 +54,9 @@ class Outcome:
     def records(self) -> list[dict[str, Any]]:
         """The run's per-item records (``items.jsonl``), in file order.
 
-        Refused when the folder no longer holds this run: it was run again (``overwrite``,
-        other items) or re-analysed since, so its records are another run's, or it is gone."""
+        Refused when the folder no longer holds this run's records: it was run again on
+        other items or settings, or re-analysed with other settings, since (the same run
+        resumed holds the same records), or it is gone."""
         path = self._folder / "items.jsonl"
         try:
             stored = json.loads((self._folder / "summary.json").read_text(encoding="utf-8"))

@@ -18,7 +18,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 from ..backends.base import Backend, ScoreRequest
@@ -79,8 +78,9 @@ class PermutationConfig:
     """Seed of the Monte Carlo orders (and of ``--sample``)."""
     ties: Literal["not_leaked", "leaked"] = "not_leaked"
     """Algorithm 1: whether an original order tied for the maximum counts as leaked."""
-    deltas: tuple[float, ...] | None = None
-    """Algorithm 2 thresholds; None = the paper's (-0.2 up to 4 options, -0.25 from 5)."""
+    deltas: Sequence[float] | None = None
+    """Algorithm 2 thresholds (any sequence of numbers, held as a tuple); None = the paper's
+    (-0.2 up to 4 options, -0.25 from 5)."""
     include_non_exchangeable: bool = False
     """Score and count items whose options refer to each other ('All of the above')."""
     alpha: float = 0.05
@@ -159,7 +159,7 @@ _T = TypeVar("_T")
 
 
 def select_items(
-    items: Sequence[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
+    items: Iterable[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[_T]:
     """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
     from ..errors import ConfigError
@@ -422,7 +422,7 @@ def run_permutation(
     *,
     selection: dict[str, Any] | None = None,
     overwrite: bool = False,
-    reference_run: Path | str | None = None,
+    reference_run: RunFolder | None = None,
     on_start: Callable[[int, int], None] | None = None,
     on_items: Callable[[int], None] | None = None,
     on_excluded: Callable[[int], None] | None = None,
@@ -623,7 +623,7 @@ def reanalyse_permutation(
     alpha: float | None = None,
     ties: Literal["not_leaked", "leaked"] | None = None,
     deltas: Sequence[float] | Literal["paper"] | None = None,
-    reference_run: Path | str | None = None,
+    reference_run: RunFolder | None = None,
 ) -> PermutationOutcome:
     """Analyse a finished permutation run again with other thresholds, from its stored
     log-probs: no model, nothing scored. ``loaded`` is the benchmark the run read (its natural

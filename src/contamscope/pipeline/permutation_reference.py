@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..detectors import Algorithm1, Algorithm2
-from ..store import RunDir
+from ..store import RunDir, RunFolder, folder_path
 
 if TYPE_CHECKING:
     from .permutation import PermutationConfig
@@ -32,7 +32,7 @@ class Reference:
 
 
 def read_reference(
-    path: Path | str, settings: Mapping[str, Any], config: PermutationConfig, records: Any
+    path: RunFolder, settings: Mapping[str, Any], config: PermutationConfig, records: Any
 ) -> Reference:
     """The finished permutation run at ``path`` as reference items for the run of
     ``settings`` (whose ``records`` are its items): scored by the same model set-up (its
@@ -43,8 +43,9 @@ def read_reference(
     from ..errors import ConfigError
     from ..store.run import read_records
 
+    path = folder_path(path, "--reference-run (reference_run)")
     where = f"--reference-run {path}"
-    ref_settings, _ = RunDir(Path(path)).finished_run("permutation")
+    ref_settings, _ = RunDir(path).finished_run("permutation")
     if ref_settings.get("model_fingerprint") != settings.get("model_fingerprint"):
         raise ConfigError(
             f"{where}: scored by another model set-up ({ref_settings.get('model_fingerprint')}, "

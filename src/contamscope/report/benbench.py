@@ -32,6 +32,7 @@ from .rundata import RunData
 
 __all__ = [
     "TITLE",
+    "verdict_line",
     "UNRANKED",
     "MEASURED",
     "sections",

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import DataError
 from ..paths import write_text_atomic
+from ..store.run import RunFolder
 from .html import esc, page
 from .methods import ReportOptions, method_module
 from .rundata import load_run
@@ -22,7 +23,7 @@ def default_report_path(run_dir: Path) -> Path:
 
 
 def build_report(
-    run_dir: Path | str, out: Path | str | None = None, options: ReportOptions | None = None
+    run_dir: RunFolder, out: Path | str | None = None, options: ReportOptions | None = None
 ) -> Path:
     """Write the self-contained HTML report of ``run_dir``; return its path.
 

@@ -7,6 +7,7 @@ the Agg backend so it works without a display.
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +53,7 @@ def _bench_label(source: str) -> str:
 
 
 def plot_pcr_heatmap(
-    summaries: Sequence[dict[str, Any]], path: Path, reader: str = "generate"
+    summaries: Sequence[dict[str, Any]], path: str | os.PathLike[str], reader: str = "generate"
 ) -> Path:
     """Write a PNG heatmap of PCR per (model, benchmark) x split; raises ImportError without
     matplotlib."""

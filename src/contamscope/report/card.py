@@ -27,6 +27,7 @@ from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, DataError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
+from ..store.run import RunFolder, folder_path
 from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .compare import md_code
@@ -97,10 +98,10 @@ def read_summary(run: Path | str) -> tuple[Path, dict[str, Any]]:
     return path, summary
 
 
-def _read_run(run: Path | str) -> tuple[Path, dict[str, Any], str | None]:
+def _read_run(run: RunFolder) -> tuple[Path, dict[str, Any], str | None]:
     """(path of summary.json, its contents, its method) of a finished run folder (or the file)
     of a method the card takes; a BenBench summary of another schema version is refused."""
-    run = Path(run)
+    run = folder_path(run)
     path = run / "summary.json" if run.is_dir() else run
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
@@ -311,7 +312,7 @@ def _checks(path: Path, s: dict[str, Any], where: str) -> tuple[list[dict[str, A
 
 
 def build_card(
-    runs: Sequence[Path | str], model_name: str | None = None, base: Path | str | None = None
+    runs: Sequence[RunFolder], model_name: str | None = None, base: Path | str | None = None
 ) -> dict[str, Any]:
     """The card as a dict: the model, the checks per benchmark split (and train - test), notes,
     and the empty developer fields. One model (by fingerprint: the same spec in another dtype
@@ -632,7 +633,7 @@ def _benbench_lines(card: dict[str, Any], gram: str) -> list[str]:
 
 
 def write_card(
-    runs: Sequence[Path | str],
+    runs: Sequence[RunFolder],
     out: Path | str,
     model_name: str | None = None,
     *,

@@ -20,13 +20,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .. import __version__
 from ..detectors.cap import holm
 from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
+from ..store.run import RunFolder, folder_path
 from ..wording import md_cell, plural
 from . import generic
 from .html import Column, Section, Table, esc, page
@@ -183,7 +184,7 @@ def _comparisons_html(rows: Sequence[BaselineComparison]) -> str:
 
 
 def collect(
-    run_dirs: Sequence[Path | str], left_out: list[LeftOut] | None = None
+    run_dirs: Sequence[RunFolder], left_out: list[LeftOut] | None = None
 ) -> list[LeaderboardEntry]:
     """Read each run folder's summary; a path that does not exist is an error.
 
@@ -197,7 +198,7 @@ def collect(
     entries: list[LeaderboardEntry] = []
     found: list[tuple[Any, Any, Estimate]] = []
     given: set[Path] = set()
-    for d in run_dirs:
+    for d in [folder_path(d) for d in run_dirs]:
         if not Path(d).exists():  # a typo is an error; what a glob finds that is no run is not
             raise StoreError(f"{d}: no such run folder")
         if (Path(d) / "sweep.json").is_file() and not (Path(d) / "summary.json").exists():
@@ -926,8 +927,24 @@ def _benchmark_count(entries: Sequence[LeaderboardEntry]) -> str:
     return said + (f" ({plural(len(methods), 'method')})" if len(methods) > 1 else "")
 
 
+@overload
 def write_leaderboard(
-    run_dirs: Sequence[Path | str],
+    run_dirs: Sequence[RunFolder],
+    out: Path | str,
+    fmt: str | None = None,
+    left_out: list[LeftOut] | None = None,
+    comparisons: Sequence[BaselineComparison] = (),
+) -> tuple[str, Path]: ...
+@overload
+def write_leaderboard(
+    run_dirs: Sequence[RunFolder],
+    out: None = None,
+    fmt: str | None = None,
+    left_out: list[LeftOut] | None = None,
+    comparisons: Sequence[BaselineComparison] = (),
+) -> tuple[str, None]: ...
+def write_leaderboard(
+    run_dirs: Sequence[RunFolder],
     out: Path | str | None = None,
     fmt: str | None = None,
     left_out: list[LeftOut] | None = None,

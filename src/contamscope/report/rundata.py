@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, StoreError
+from ..store.run import RunFolder, folder_path
 from ..wording import json_error
 
 __all__ = [
@@ -136,9 +137,10 @@ def _read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def load_run(path: Path | str) -> RunData:
-    """Open a run folder; refuse one without summary.json (unfinished or not a run)."""
-    path = Path(path)
+def load_run(path: RunFolder) -> RunData:
+    """Open a run folder (a path or a :class:`~contamscope.store.RunDir`); refuse one without
+    summary.json (unfinished or not a run)."""
+    path = folder_path(path)
     if path.exists() and not path.is_dir():
         raise StoreError(f"{path}: a file, not a run folder")
     if not path.is_dir():

@@ -8,6 +8,7 @@ from .run import (
     RunFolder,
     analysis_upgrade,
     as_run_dir,
+    folder_path,
     read_records,
     releases_run_dir,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "RunDir",
     "RunFolder",
     "as_run_dir",
+    "folder_path",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",

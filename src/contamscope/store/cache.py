@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shlex
 import sqlite3
 import threading
@@ -250,7 +251,11 @@ class ScoreCache:
         return f"ScoreCache({str(self.path)!r}{mode})"
 
     def __init__(
-        self, path: Path, *, read_only: bool | None = None, what: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool | None = None,
+        what: str | None = None,
     ) -> None:
         self.path = Path(path)
         what = what or cache_dir_name(self.path.parent)  # how an error names the folder

@@ -23,6 +23,7 @@ __all__ = [
     "RunDir",
     "RunFolder",
     "as_run_dir",
+    "folder_path",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",
@@ -85,7 +86,7 @@ class RunDir:
     ``with`` block, or the object's end; the pipelines close it when their run ends.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.items_path = self.path / "items.jsonl"
         self.settings_path = self.path / "settings.json"
@@ -443,9 +444,20 @@ def _changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "", shown: 
 _MISSING = object()
 
 
-def read_records(path: Path | str) -> list[dict[str, Any]]:
+def folder_path(folder: object, what: str = "run folder") -> Path:
+    """A run folder given as a :class:`RunDir` or a path, as a path (a RunDir given to the
+    report, compare, leaderboard or card functions was a TypeError; QA); anything else is one
+    ConfigError."""
+    if isinstance(folder, RunDir):
+        return folder.path
+    if isinstance(folder, str | os.PathLike):
+        return Path(folder)
+    raise ConfigError(f"{what}: expected a RunDir or a folder path, not {type(folder).__name__}")
+
+
+def read_records(path: RunFolder) -> list[dict[str, Any]]:
     """The records of a run (its ``items.jsonl``, or the run folder), in file order."""
-    path = Path(path)
+    path = folder_path(path)
     if path.is_dir():
         path = path / "items.jsonl"
     with open(path, encoding="utf-8") as fh:
@@ -485,11 +497,7 @@ def as_run_dir(run_dir: RunFolder) -> RunDir:
     """``run_dir`` as a :class:`RunDir`: a folder path opens one; anything else is refused."""
     if isinstance(run_dir, RunDir):
         return run_dir
-    if not isinstance(run_dir, str | os.PathLike):
-        raise ConfigError(
-            f"run_dir: expected a RunDir or a folder path, not {type(run_dir).__name__}"
-        )
-    return RunDir(Path(run_dir))
+    return RunDir(folder_path(run_dir, "run_dir"))
 
 
 def releases_run_dir(fn: _F) -> _F:
