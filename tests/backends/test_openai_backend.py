@@ -167,6 +167,9 @@ def test_spec_and_option_errors(tiny_server: Any) -> None:
         load_backend(f"openai:{tiny_server.url}#tiny", options={"max_batch_tokens": "9"})
     with pytest.raises(ConfigError, match="max_connections: must be at least 1"):
         load_backend(f"openai:{tiny_server.url}#tiny", options={"max_connections": "0"})
+    # from Python, a value that is not text is said (it was a TypeError deep in the load)
+    with pytest.raises(ConfigError, match=r"^-M max_connections=4: backend options are text"):
+        load_backend(f"openai:{tiny_server.url}#tiny", options={"max_connections": 4})  # type: ignore[dict-item]
     # nothing listening: said at once (six attempts spent about 16 s before, QA sweep)
     with pytest.raises(ModelError, match=r"cannot reach http://127.0.0.1:9/v1/models: .*Conn"):
         load_backend("openai:http://127.0.0.1:9/v1#m", options={"retries": "5"})
