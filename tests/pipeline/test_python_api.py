@@ -325,6 +325,8 @@ def test_objects_print_in_one_line_and_benbench_refuses_a_split_given_twice(
     assert repr(tiny_backend).startswith("HFBackend(spec='hf:") and "device='cpu'" in repr(
         tiny_backend
     )
+    # the BOS token shown: with and without -M bos the two printed alike (typed-API QA)
+    assert repr(tiny_backend).endswith(", bos='<|endoftext|>')"), repr(tiny_backend)
     assert repr(scorer).startswith("CachedScorer(HFBackend(") and "computed=0" in repr(scorer)
     out = run_permutation(loaded, loaded.items[:1], scorer, tmp_path / "p", PermutationConfig())
     assert repr(out) == (

@@ -705,8 +705,14 @@ class HFBackend(Backend):
         return self.device.type == "cpu"
 
     def __repr__(self) -> str:
+        """One line; with the BOS token, which ``-M bos`` sets and the fingerprint holds (two
+        backends of one model with and without it printed alike; QA)."""
         dtype = str(self.dtype).replace("torch.", "")
-        return f"HFBackend(spec={self.spec!r}, device={str(self.device)!r}, dtype={dtype!r})"
+        bos = self.tokenizer.convert_ids_to_tokens(self.bos_id) if self.bos_id is not None else None
+        return (
+            f"HFBackend(spec={self.spec!r}, device={str(self.device)!r}, dtype={dtype!r}, "
+            f"bos={bos!r})"
+        )
 
     def describe(self) -> dict[str, object]:
         """Both batch budgets: on the CPU by default scoring passes are narrower than
