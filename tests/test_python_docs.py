@@ -20,7 +20,7 @@ README = DOC.parents[1] / "README.md"
 TYPED_PROBE = """
 from pathlib import Path
 from contamscope.data import MCQItem, load_benchmark, load_cap, load_qa
-from contamscope.pipeline import PermutationConfig, compare_runs, select_items
+from contamscope.pipeline import MembershipConfig, PermutationConfig, compare_runs, select_items
 from contamscope.report import build_report
 from contamscope.report.leaderboard import write_leaderboard
 from contamscope.store import RunDir, ScoreCache, read_records
@@ -36,6 +36,7 @@ build_report(run)
 read_records(run)
 compare_runs(run, Path("runs/b"))
 PermutationConfig(deltas=[-0.2, -0.1])
+MembershipConfig(statistic="min_k")
 text, path = write_leaderboard([run], "board.md")
 print(path.name, first.question)
 reveal_type(loaded)
@@ -74,13 +75,15 @@ def test_python_examples_type_check(tmp_path: Path) -> None:
     # a misspelt analysis setting is refused by the checker as by the function (it took
     # **analysis: Any)
     (tmp_path / "typo.py").write_text(
-        "from contamscope.pipeline import reanalyse_benbench, reanalyse_cap\n"
+        "from contamscope.pipeline import MembershipConfig, reanalyse_benbench, reanalyse_cap\n"
         'reanalyse_cap("runs/cap", alhpa=0.05)\n'
-        'reanalyse_benbench("runs/bb", n_boot="100")\n',
+        'reanalyse_benbench("runs/bb", n_boot="100")\n'
+        'MembershipConfig(statistic="mink")\n',
         encoding="utf-8",
     )
     said = [line for line in _mypy(tmp_path, "typo.py").stdout.splitlines() if "error:" in line]
-    assert len(said) == 2 and '"alhpa"' in said[0] and '"n_boot"' in said[1], said
+    assert len(said) == 3 and '"alhpa"' in said[0] and '"n_boot"' in said[1], said
+    assert '"statistic"' in said[2], said
 
 
 def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from .outcome import Outcome
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
 __all__ = [
+    "Statistic",
     "unseen_references",
     "distinct_references",
     "MembershipConfig",
@@ -71,13 +72,15 @@ ORDER_STATISTICS = ("gap", "combined")
 """Statistics that need every option order scored too: the permutation gap (the original
 order's log-prob minus the other orders' mean) and the combined test (gap + Min-K%++)."""
 ALL_STATISTICS = (*STATISTICS, *ORDER_STATISTICS)
+Statistic = Literal["min_k_pp", "min_k", "loss", "zlib", "gap", "combined"]
+"""A name of :data:`ALL_STATISTICS` (the config's ``statistic``, for a type checker)."""
 
 
 @dataclass(frozen=True)
 class MembershipConfig:
     """Settings of a membership run."""
 
-    statistic: str = "min_k_pp"
+    statistic: Statistic = "min_k_pp"
     """Familiarity statistic tested: min_k_pp, min_k, loss, zlib (all four are recorded), gap or
     combined (these two also score every option order; gap is then recorded too)."""
     k: float = 0.2
@@ -709,7 +712,7 @@ def _analysis_part(
 def reanalyse_membership(
     run_dir: RunFolder,
     *,
-    statistic: str | None = None,
+    statistic: Statistic | None = None,
     alpha: float | None = None,
     fdr: bool | None = None,
     n_boot: int | None = None,
