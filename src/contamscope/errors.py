@@ -7,6 +7,7 @@ line and exits non-zero; it never shows a traceback for these.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -23,7 +24,7 @@ __all__ = [
     "StoreError",
     "ContamscopeWarning",
     "note",
-    "notes_from_workers",
+    "HeldNotes",
 ]
 
 
@@ -102,19 +103,19 @@ def note(message: str) -> None:
     warnings.warn(message, ContamscopeWarning, stacklevel=_outside_level())
 
 
-class notes_from_workers:  # noqa: N801 (used as a context, like a function)
-    """``with notes_from_workers() as held: pool.submit(held(fn), job)``: the notes ``fn``
-    says in the pool's threads are said in this thread when the block ends (in their order,
-    once each, failed or not), so that they name the caller's line."""
+class HeldNotes:
+    """Notes said in a pool's worker threads, said in the thread that asked for the work:
+    ``held = HeldNotes()``, ``pool.submit(held.hold(fn, i), job)`` for job i, then
+    ``held.say()`` in that thread once the jobs end (a pool thread's stack holds no caller's
+    line: the warning named concurrent/futures/thread.py; QA)."""
 
     def __init__(self) -> None:
-        self._notes: list[str] = []
+        self._notes: dict[int, list[str]] = {}
         self._lock = threading.Lock()
 
-    def __enter__(self) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
-        return self._held
+    def hold(self, fn: Callable[..., _R], order: int) -> Callable[..., _R]:
+        """``fn`` run as job ``order``: its notes are kept for :meth:`say`."""
 
-    def _held(self, fn: Callable[..., _R]) -> Callable[..., _R]:
         def run(*args: Any, **kwargs: Any) -> _R:
             mine: list[str] = []
             _held_notes.notes = mine
@@ -123,14 +124,21 @@ class notes_from_workers:  # noqa: N801 (used as a context, like a function)
             finally:
                 _held_notes.notes = None
                 with self._lock:
-                    self._notes.extend(mine)
+                    self._notes[order] = mine
 
         return run
 
-    def __exit__(self, *exc: object) -> None:
-        # (a method of this module, not a generator's: contextlib's frame would be the first
-        # outside the package, and the warning would name it)
+    def say(self, failing: bool = False) -> None:
+        """Say the notes, in the jobs' order, each message once (a method of this module, so
+        that the warning names the first frame outside it). ``failing``: an error is on its
+        way out, which a note made an error (``simplefilter("error", ...)``) must not
+        replace (it replaced a job's ModelError; QA)."""
         with self._lock:
-            said = list(dict.fromkeys(self._notes))
+            said = list(dict.fromkeys(m for k in sorted(self._notes) for m in self._notes[k]))
+            self._notes.clear()
         for message in said:
-            note(message)
+            if not failing:
+                note(message)
+                continue
+            with contextlib.suppress(ContamscopeWarning):
+                note(message)

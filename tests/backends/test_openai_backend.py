@@ -597,3 +597,33 @@ def test_a_reply_that_is_no_log_probability_is_a_server_fault_not_a_score(
             b.score([ScoreRequest("The zebra is", " striped")])
         msg = str(err.value)
         assert said in msg and "scoring request 1 of 1" in msg, msg
+
+
+def test_notes_of_pool_jobs_come_in_the_jobs_order_and_leave_a_failure_standing() -> None:
+    """Notes said in the client's pool threads are said in the caller's thread, in the jobs'
+    order (they came in the order the jobs ended), once each; a job's failure stands, even
+    where notes are errors (a note raised while the ModelError went out and replaced it;
+    diff-review QA)."""
+    from contamscope.errors import note
+
+    client = ApiClient("http://127.0.0.1:9/v1", ApiSettings(max_connections=3))
+
+    def job(i: int) -> int:
+        time.sleep(0.05 * (2 - i))  # job 2 ends first
+        note(f"note {i}")
+        note("said once")
+        if i == 1 and failing:
+            raise RuntimeError("HTTP 500: server crashed")
+        return i
+
+    failing = False
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert client.map(job, [0, 1, 2], lambda i: f"request {i}") == [0, 1, 2]
+    assert [str(w.message) for w in said] == ["note 0", "said once", "note 1", "note 2"]
+    assert {w.filename for w in said} == {__file__}
+    failing = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContamscopeWarning)
+        with pytest.raises(ModelError, match=r"request 1 failed: HTTP 500: server crashed"):
+            client.map(job, [0, 1, 2], lambda i: f"request {i}")

@@ -222,3 +222,22 @@ def test_split_label_p() -> None:
         (a, b), lambda x, y: x.mean() - y.mean(), n_resamples=20000, random_state=0
     )
     assert split_label_p(a, b) == pytest.approx(exact.pvalue, abs=0.001)  # as scipy's (0.0014)
+
+
+def test_a_perplexity_beyond_floating_point_leaves_the_version_out() -> None:
+    """A model all but certain the answer is wrong (mean NLL above 709 nats per token) made
+    exp(NLL) overflow: an OverflowError traceback ended the run (QA). The version is left out
+    with its reason, as one with a log-prob of -inf is."""
+    from contamscope.backends.base import TokenStats
+    from contamscope.pipeline.benbench import MAX_NLL, _exclusion
+
+    def stats(*lps: float) -> TokenStats:
+        return TokenStats(tokens=tuple(range(len(lps))), logprobs=lps, greedy=(0,) * len(lps))
+
+    fine = stats(-700.0, -710.0)
+    assert _exclusion(fine, fine) is None
+    huge = stats(-750.0, -800.0)
+    assert _exclusion(huge, fine) == (
+        "perplexity beyond floating point (mean NLL 775 nats per answer token)"
+    )
+    assert MAX_NLL < 775.0 and math.isfinite(math.exp(MAX_NLL))

@@ -521,6 +521,10 @@ def test_benbench_interval_follows_the_items_texts_not_their_values() -> None:
     assert first["delta"]["ppl"]["p_value"] == again["delta"]["ppl"]["p_value"]
     # keys given twice cannot order the items: by value, as without keys (they gave another
     # interval for the same items shuffled; diff-review QA)
+    from contamscope.detectors.benbench import paraphrase_test
+
+    with pytest.raises(ValueError, match="one key per item"):  # (an IndexError; QA)
+        paraphrase_test([1.0, 2.0], [[0.5], [1.5]], lower_is_familiar=True, keys=["a"])
     twice = ["same"] * 30
     assert delta_stats(o_a, r, keys=twice)["ci"] == delta_stats(o_a, r)["ci"]
     assert delta_stats(o_a[turn], r[turn], keys=twice)["ci"] == pytest.approx(

@@ -173,6 +173,12 @@ def test_configs_take_a_template_name_and_hold_the_template() -> None:
     old = object.__new__(PermutationConfig)
     old.__dict__.update({f.name: getattr(named, f.name) for f in dataclasses.fields(named)})
     assert old == named and old.template is TEMPLATES["mmlu"]
+    between = object.__new__(PermutationConfig)  # (kept as "_template" for a while)
+    between.__dict__.update(
+        {f.name: getattr(named, f.name) for f in dataclasses.fields(named) if f.name != "template"}
+        | {"_template": TEMPLATES["mmlu"]}
+    )
+    assert between.template is TEMPLATES["mmlu"]
     old_cap = object.__new__(CapConfig)
     old_cap.__dict__.update(CapConfig().__dict__ | {"template": "mmlu"})
     assert old_cap.template is TEMPLATES["mmlu"]

@@ -461,6 +461,16 @@ def test_an_outcome_reads_its_own_records_or_says_they_are_gone(
     again = run_permutation(loaded, loaded.items[:2], scorer, "run", PermutationConfig())
     assert again.resumed == 2 and again.summary["created"] >= first.summary["created"]
     assert first.records() == again.records() and len(first.records()) == 2
+    # another model's run with the same counts and statistics (answers all as wrong): its
+    # records were returned as this outcome's (diff-review QA)
+    path = tmp_path / "run" / "summary.json"
+    kept = path.read_text(encoding="utf-8")
+    other = json.loads(kept)
+    other["model"] = dict(other["model"], spec="hf:other", fingerprint="other")
+    path.write_text(json.dumps(other), encoding="utf-8")
+    with pytest.raises(StoreError, match="the folder was written again after this outcome"):
+        first.records()
+    path.write_text(kept, encoding="utf-8")
     # re-analysed with other thresholds: its records are not this outcome's
     reanalyse_permutation(loaded, "run", ties="leaked")
     with pytest.raises(StoreError, match="the folder was written again after this outcome"):
@@ -603,6 +613,13 @@ def test_run_folders_and_benchmark_files_are_taken_as_the_docs_give_them(
         ConfigError, match=r"^run folder: expected a RunDir or a folder path, not int"
     ):
         read_records(3)  # type: ignore[arg-type]
+
+    class BytesPath:
+        def __fspath__(self) -> bytes:
+            return b"runs"
+
+    with pytest.raises(ConfigError, match=r"^run folder: expected a RunDir or a folder path"):
+        read_records(BytesPath())  # type: ignore[arg-type]
     bench = Path(loaded.files[0])
     assert load_benchmark(bench).items == loaded.items
     qa = _write(tmp_path / "qa.jsonl", '{"question": "2+2?", "answer": "4"}\n')

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..errors import ConfigError, ModelError, notes_from_workers
+from ..errors import ConfigError, HeldNotes, ModelError
 
 __all__ = ["ApiClient", "ApiSettings", "HttpStatusError", "API_KEY_ENVS"]
 
@@ -266,9 +266,9 @@ class ApiClient:
             return []
         out: list[Any] = [None] * len(jobs)
         pool = ThreadPoolExecutor(self.settings.max_connections, thread_name_prefix="contamscope")
-        held = notes_from_workers()  # said here when the jobs end: they name the caller's line
+        held = HeldNotes()  # said here when the jobs end: they name the caller's line
         futures: dict[Future[Any], int] = {
-            pool.submit(held.__enter__()(fn), job): i for i, job in enumerate(jobs)
+            pool.submit(held.hold(fn, i), job): i for i, job in enumerate(jobs)
         }
         pending = set(futures)
         try:
@@ -287,9 +287,12 @@ class ApiClient:
                     out[i] = fut.result()
                     if on_done is not None:
                         on_done(1)
-        finally:
+        except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
-            held.__exit__()
+            held.say(failing=True)
+            raise
+        pool.shutdown(wait=True, cancel_futures=True)
+        held.say()
         return out
 
     def key_advice(self) -> str:

@@ -158,8 +158,8 @@ def spec_text(spec: object, what: str = "benchmark") -> str:
     crashed on ``.startswith``; QA); anything else is one ConfigError.
 
     >>> from pathlib import Path
-    >>> spec_text(Path("data") / "x.csv")
-    'data/x.csv'
+    >>> spec_text(Path("data") / "x.csv"), spec_text(Path("mmlu")), spec_text("mmlu")
+    ('data/x.csv', './mmlu', 'mmlu')
     >>> spec_text(3)
     Traceback (most recent call last):
     ...
@@ -169,8 +169,8 @@ def spec_text(spec: object, what: str = "benchmark") -> str:
         return spec
     if isinstance(spec, os.PathLike):
         path = os.fspath(spec)
-        if isinstance(path, str):
-            return path
+        if isinstance(path, str):  # a path is a path: Path("mmlu") is not the bundled set
+            return path if os.path.dirname(path) else os.path.join(".", path)
     from ..errors import ConfigError
 
     raise ConfigError(f"{what}: expected a name or a path, not {type(spec).__name__}")

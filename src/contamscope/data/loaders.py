@@ -132,10 +132,13 @@ def load_benchmark(
     return _filter_subjects(result, subjects)
 
 
-def check_benchmark_spec(spec: str, *, split: str | None = None, format: str | None = None) -> None:
+def check_benchmark_spec(
+    spec: str | os.PathLike[str], *, split: str | None = None, format: str | None = None
+) -> None:
     """Fail now, with the error :func:`load_benchmark` would give, when ``spec`` names no file or
     folder (or no ``split`` of one); reads no rows (``mmlu`` and ``hf:`` specs are not checked).
     For commands that load a model before each benchmark (``sweep``)."""
+    spec = spec_text(spec)
     if spec != BUNDLED_SPEC and not spec.startswith("hf:"):
         _resolve_path(spec, split=split, format=format)
 

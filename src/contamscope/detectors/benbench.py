@@ -517,6 +517,8 @@ def paraphrase_test(
     """
     if len(original) != len(references):
         raise ValueError("original and references must be paired")
+    if keys is not None and len(keys) != len(original):
+        raise ValueError("keys must give one key per item")
     sign = -1.0 if lower_is_familiar else 1.0
     nulls, kept = [], []
     for i, (o, refs) in enumerate(zip(original, references, strict=True)):
@@ -530,7 +532,9 @@ def paraphrase_test(
         return {"p_value": None, "test": None, "n_resamples": None}
     # drawn in the order of ``keys`` (the items' texts) where given: by value, originals that
     # moved in their last digits (another batch size) moved p by its Monte Carlo error (QA)
-    p, method, resamples = randomization_p(nulls, [keys[i] for i in kept] if keys else None)
+    p, method, resamples = randomization_p(
+        nulls, [str(keys[i]) for i in kept] if keys is not None else None
+    )
     return {"p_value": p, "test": method, "n_resamples": resamples}
 
 

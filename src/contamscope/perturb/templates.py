@@ -178,7 +178,9 @@ class TemplateField(Generic[_T]):
     def __get__(self, obj: object | None, owner: Any = None) -> _T:
         if obj is None:  # the dataclass's default
             return self._default
-        held = obj.__dict__.get(self._slot, self._default)
+        state = obj.__dict__
+        # (a config pickled while the value was kept as "_template" reads back with it too)
+        held = state.get(self._slot, state.get(f"_{self._slot}", self._default))
         return as_template(held) if isinstance(held, str) else held  # type: ignore[no-any-return]
 
     def __set__(self, obj: object, value: _T | str) -> None:

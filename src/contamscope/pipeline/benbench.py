@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
@@ -74,7 +75,9 @@ thresholds (each n-gram's ROUGE-L and edit similarity are stored), and the boots
 resamples and seed. A run folder re-run (or ``contamscope reanalyse``) with other values
 re-derives its records from the stored n-grams instead of scoring anything."""
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 11):  # at run time too: get_type_hints() reads it (QA)
+    from typing import Unpack
+else:
     from typing_extensions import Unpack
 
 
@@ -290,6 +293,10 @@ def _ngram_plan(
     return starts, partial, gens
 
 
+MAX_NLL = 709.0
+"""The largest mean NLL (nats per token) whose perplexity, exp(NLL), a float holds."""
+
+
 def _exclusion(pst: TokenStats, nst: TokenStats) -> str | None:
     """Why a version (answer text ``pst``, n-gram text ``nst``) cannot be scored, or None."""
     if pst.is_too_long or nst.is_too_long:
@@ -298,7 +305,11 @@ def _exclusion(pst: TokenStats, nst: TokenStats) -> str | None:
         return "no answer tokens"
     # -inf (a token of probability 0) made the perplexity inf and every mean and Delta with
     # it; a NaN in the n-gram pass is a numerical failure whose greedy tokens cannot be trusted
-    return pst.non_finite() or nst.non_finite(nan_only=True)
+    bad = pst.non_finite() or nst.non_finite(nan_only=True)
+    nll = -sum(pst.logprobs) / len(pst.logprobs)
+    if bad is None and nll > MAX_NLL:  # (exp of it overflowed: an OverflowError traceback; QA)
+        return f"perplexity beyond floating point (mean NLL {nll:.4g} nats per answer token)"
+    return bad
 
 
 def _score_batch(

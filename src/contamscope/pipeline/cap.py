@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest
@@ -84,7 +85,9 @@ CAP_ANALYSIS = (
 """CapConfig fields only the analysis depends on (not in settings.json; summary.json's
 ``analysis`` holds them): other values re-analyse the stored records."""
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 11):  # at run time too: get_type_hints() reads it (QA)
+    from typing import Unpack
+else:
     from typing_extensions import Unpack
 
 

@@ -12,10 +12,26 @@ from ..store import read_records
 
 __all__ = ["Outcome"]
 
-_SAME_RUN = ("benchmark", "selection", "config", "counts", "statistics", "verdict")
+_SAME_RUN = (
+    "benchmark", "selection", "config", "analysis", "counts", "statistics", "verdict",
+    "natural_order", "by_subject", "excluded_items",
+)  # fmt: skip
 """Summary keys that tell this outcome's run from a later one written into its folder: what
-the records decide (not ``created`` or ``timings``, which a resume that scored nothing
-rewrites: the records were refused as another run's; QA)."""
+the records decide, and the model (its spec and fingerprint) that scored them. Not ``created``
+or ``timings``, which a resume that scored nothing rewrites (the records were refused as
+another run's; QA), nor the model's reply counts."""
+
+
+def _same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether summaries ``a`` and ``b`` are of one run's records (another model whose
+    answers were all as wrong gave the same counts and statistics: its records were
+    returned; diff-review QA)."""
+
+    def model(s: dict[str, Any]) -> tuple[Any, Any]:
+        m = s.get("model")
+        return (m.get("spec"), m.get("fingerprint")) if isinstance(m, dict) else (m, None)
+
+    return model(a) == model(b) and all(a.get(k) == b.get(k) for k in _SAME_RUN)
 
 
 @dataclass
@@ -64,7 +80,7 @@ class Outcome:
             stored = None
         if not isinstance(stored, dict) or not path.exists():
             raise StoreError(f"{self._folder}: this run's records are no longer there")
-        if any(stored.get(k) != self.summary.get(k) for k in _SAME_RUN):
+        if not _same_run(stored, self.summary):
             raise StoreError(
                 f"{self._folder}: the folder was written again after this outcome (summary of "
                 f"{stored.get('created')}); its records are another run's"

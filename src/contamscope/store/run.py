@@ -451,7 +451,9 @@ def folder_path(folder: object, what: str = "run folder") -> Path:
     if isinstance(folder, RunDir):
         return folder.path
     if isinstance(folder, str | os.PathLike):
-        return Path(folder)
+        text = os.fspath(folder)
+        if isinstance(text, str):  # (not a path of bytes)
+            return Path(text)
     raise ConfigError(f"{what}: expected a RunDir or a folder path, not {type(folder).__name__}")
 
 
