@@ -309,6 +309,20 @@ def test_prompt_past_the_context_window_is_excluded_not_read_as_option_a(
     assert all(r["excluded"] is None and "loglik" in r for r in recs[1:])
     counts = out.summary["counts"]["dev"]
     assert counts["excluded"] == {"longer than the model's context window": 1}
+    # the counts of answers are of those generated: the item left out unasked was counted as
+    # an empty and unmapped answer twice (output-files QA)
+    gen = [r for r in recs if r["split"] == "dev" and not r["excluded"]]
+    assert len(gen) == 2
+    empty = {
+        side: sum(1 for r in gen if not r[key].strip())
+        for side, key in (("original", "prediction"), ("modified", "modified_prediction"))
+    }
+    assert counts["empty_predictions"] == empty
+    assert counts["unmapped"] == {
+        "original": sum(1 for r in gen if r["choice"] is None),
+        "modified": sum(1 for r in gen if r["modified_choice"] is None),
+    }
+    assert set(counts["truncated_predictions"]) == {"original", "modified"}
     assert out.summary["statistics"]["generate"]["splits"]["dev"]["n"] == 2
     assert out.summary["statistics"]["loglik"]["splits"]["dev"]["n"] == 2
 

@@ -839,9 +839,12 @@ def build_cap_summary(
             lr = _loglik_rows(r)
             if lr is not None:
                 ll_rows.setdefault(s, []).append(lr)
-        gen = [r for r in recs if "prediction" in r]
+        # the answers generated: not those of items left out unasked (too long for the model's
+        # context: their empty predictions were counted as empty and unmapped answers; QA)
+        gen = [r for r in recs if "prediction" in r and not r.get("excluded")]
         empty_o = sum(1 for r in gen if not r["prediction"].strip())
         empty_m = sum(1 for r in gen if not r["modified_prediction"].strip())
+        stops = [r.get("finish_reasons") or [] for r in gen]
         generated, empty = generated + 2 * len(gen), empty + empty_o + empty_m
         c: dict[str, Any] = {
             "items": len(recs),
@@ -849,7 +852,10 @@ def build_cap_summary(
             "excluded": dict(excluded),
             "no_reference": n_nom,
             "empty_predictions": {"original": empty_o, "modified": empty_m},
-            "truncated_predictions": sum(1 for r in gen if "length" in r.get("finish_reasons", [])),
+            "truncated_predictions": {  # per version, as the counts beside it
+                side: sum(1 for f in stops if len(f) > i and f[i] == "length")
+                for i, side in enumerate(("original", "modified"))
+            },
         }
         if config.task == "mcq":
             unm_o = sum(1 for r in gen if r.get("choice") is None)
