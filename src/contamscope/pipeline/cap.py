@@ -841,7 +841,9 @@ def build_cap_summary(
                 ll_rows.setdefault(s, []).append(lr)
         # the answers generated: not those of items left out unasked (too long for the model's
         # context: their empty predictions were counted as empty and unmapped answers; QA)
-        gen = [r for r in recs if "prediction" in r and not r.get("excluded")]
+        gen = [
+            r for r in recs if "prediction" in r and "context" not in r.get("finish_reasons", [])
+        ]
         empty_o = sum(1 for r in gen if not r["prediction"].strip())
         empty_m = sum(1 for r in gen if not r["modified_prediction"].strip())
         stops = [r.get("finish_reasons") or [] for r in gen]
