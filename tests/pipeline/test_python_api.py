@@ -626,3 +626,45 @@ def test_run_folders_and_benchmark_files_are_taken_as_the_docs_give_them(
     assert load_qa(qa).items[0].answer == "4"
     with pytest.raises(ConfigError, match=r"^benchmark: expected a name or a path, not int"):
         load_benchmark(3)  # type: ignore[arg-type]
+
+
+def test_benbench_and_membership_summaries_hold_the_verdict_their_commands_print(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """The terminal printed a verdict for BenBench and membership runs that summary.json did
+    not hold (output-files QA): it holds it now, as the permutation test's, and an outcome
+    of a summary written before gives the same."""
+    from contamscope.detectors.verdict import line_verdict
+    from contamscope.pipeline.outcome import Outcome
+    from contamscope.report.benbench import verdict_line as benbench_line
+    from contamscope.report.membership import verdict_line as membership_line
+
+    scorer = CachedScorer(tiny_backend, None)
+    rows = [{"question": f"What is {a} plus 1?", "answer": f"It is {a + 1}."} for a in range(6)]
+    qa = load_qa(_write(tmp_path / "toy_test.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
+    pairs = {
+        it.id: Paraphrase(f"Add 1 to {i}: what is it?", f"It is {i + 1}.", True, "")
+        for i, it in enumerate(qa.items)
+    }
+    refs = [ReferenceSet("para", "p.jsonl", None, "id", pairs)]
+    split = SplitInput.build("test", qa, references=refs)
+    bb = run_benbench([split], scorer, tmp_path / "bb", BenBenchConfig(n_boot=100))
+    member = run_membership(
+        loaded,
+        loaded.items[:2],
+        loaded,
+        loaded.items[2:],
+        scorer,
+        tmp_path / "m",
+        MembershipConfig(n_boot=100),
+    )
+    for out, line in ((bb, benbench_line), (member, membership_line)):
+        said = line(out.summary)
+        assert said is not None
+        v = out.summary["verdict"]
+        assert v == line_verdict(said) == out.verdict and v["reasoning"] == said[1]
+        assert v["label"] in ("leakage signal", "no evidence", "inconclusive", "nothing to test")
+        assert v["signal"] is {"signal": True, "clean": False}.get(said[0])
+        assert json.loads((out.run_dir / "summary.json").read_text())["verdict"] == v
+        older = {k: x for k, x in out.summary.items() if k != "verdict"}
+        assert Outcome(older, out.run_dir).verdict == v  # written before: the same

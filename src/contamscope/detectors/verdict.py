@@ -161,6 +161,37 @@ def verdict_dict(stats: dict[str, Any], natural: dict[str, Any] | None = None) -
     return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}
 
 
+LINE_LABELS = {
+    "signal": "leakage signal",
+    "clean": "no evidence",
+    "inconclusive": "inconclusive",
+    "none": "nothing to test",
+}
+"""The labels of the BenBench and membership verdict lines' kinds (``verdict_line`` of
+:mod:`contamscope.report.benbench` and :mod:`contamscope.report.membership`)."""
+
+
+def line_verdict(line: tuple[str, str] | None) -> dict[str, Any] | None:
+    """A BenBench or membership verdict line ``(kind, sentence)`` as summary.json stores the
+    permutation test's (:func:`verdict_dict`): ``label``, ``signal`` (True/False, None when
+    inconclusive or nothing to test), ``reasoning`` and ``alpha``. The terminal printed a
+    verdict that the summary did not hold (output-files QA).
+
+    >>> line_verdict(("clean", "no evidence on test: ..."))["label"]
+    'no evidence'
+    """
+    if line is None:
+        return None
+    kind, sentence = line
+    signal = {"signal": True, "clean": False}.get(kind)
+    return {
+        "label": LINE_LABELS[kind],
+        "signal": signal,
+        "reasoning": sentence,
+        "alpha": VERDICT_ALPHA,
+    }
+
+
 def shared_text(stats: dict[str, Any], natural: dict[str, Any] | None = None) -> str:
     """The sentence that says which items the verdict's tests count as one draw (items sharing
     one option list in one order, the ``shared_orders`` block of the statistics it tests); ""

@@ -40,6 +40,7 @@ from ..detectors.benbench import (
     split_label_p,
     starting_points,
 )
+from ..detectors.verdict import line_verdict
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
 from ..store import (
@@ -841,7 +842,7 @@ def _summary(
         stats["delta_train_test"] = dtt
     else:
         stats["delta_train_test"] = None
-    return {
+    summary = {
         "schema": SCHEMA,
         "method": "benbench",
         "contamscope_version": __version__,
@@ -865,6 +866,10 @@ def _summary(
         "timings": timing,
         "versions": package_versions(),
     }
+    from ..report.benbench import verdict_line  # (the report's and the terminal's line)
+
+    summary["verdict"] = line_verdict(verdict_line(summary))
+    return summary
 
 
 # --------------------------------------------------------------------------- re-analysis

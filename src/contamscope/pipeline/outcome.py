@@ -12,6 +12,9 @@ from ..store import read_records
 
 __all__ = ["Outcome"]
 
+LINE_METHODS = ("benbench", "membership")
+"""Methods whose summaries held no verdict before (their commands printed a verdict line)."""
+
 _SAME_RUN = (
     "benchmark", "selection", "config", "analysis", "counts", "statistics", "verdict",
     "natural_order", "by_subject", "excluded_items",
@@ -60,11 +63,20 @@ class Outcome:
 
     @property
     def verdict(self) -> dict[str, Any] | None:
-        """The summary's dataset verdict (``label``, ``reasoning``, ...); None for a method
-        without one (BenBench and membership report statistics only: the line their commands
-        print is ``verdict_line(summary)`` of :mod:`contamscope.report.membership` or
-        :mod:`contamscope.report.benbench`, a ``(kind, sentence)`` pair)."""
+        """The summary's dataset verdict: ``label``, ``signal`` (True/False, None when there
+        is nothing to say), ``reasoning`` (the sentence the command printed) and ``alpha``.
+        None where there is none (a BenBench run without a split to test). A BenBench or
+        membership summary written before it held its verdict gives the verdict its command
+        printed (``verdict_line`` of :mod:`contamscope.report.benbench` or
+        :mod:`contamscope.report.membership`)."""
         v = self.summary.get("verdict")
+        if "verdict" not in self.summary and self.summary.get("method") in LINE_METHODS:
+            import importlib
+
+            from ..detectors.verdict import line_verdict
+
+            report = importlib.import_module(f"..report.{self.summary['method']}", __package__)
+            v = line_verdict(report.verdict_line(self.summary))
         return v if isinstance(v, dict) else None
 
     def records(self) -> list[dict[str, Any]]:
