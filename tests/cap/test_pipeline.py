@@ -322,7 +322,8 @@ def test_prompt_past_the_context_window_is_excluded_not_read_as_option_a(
         "original": sum(1 for r in gen if r["choice"] is None),
         "modified": sum(1 for r in gen if r["modified_choice"] is None),
     }
-    assert set(counts["truncated_predictions"]) == {"original", "modified"}
+    assert set(counts["truncated_by_version"]) == {"original", "modified"}
+    assert isinstance(counts["truncated_predictions"], int)  # (a number, as summaries had it)
     assert out.summary["statistics"]["generate"]["splits"]["dev"]["n"] == 2
     assert out.summary["statistics"]["loglik"]["splits"]["dev"]["n"] == 2
 

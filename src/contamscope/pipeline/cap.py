@@ -854,7 +854,10 @@ def build_cap_summary(
             "excluded": dict(excluded),
             "no_reference": n_nom,
             "empty_predictions": {"original": empty_o, "modified": empty_m},
-            "truncated_predictions": {  # per version, as the counts beside it
+            # items with an answer cut at --max-new-tokens (an int, as summaries had it), and
+            # per version, as the counts beside it
+            "truncated_predictions": sum(1 for f in stops if "length" in f),
+            "truncated_by_version": {
                 side: sum(1 for f in stops if len(f) > i and f[i] == "length")
                 for i, side in enumerate(("original", "modified"))
             },
