@@ -449,6 +449,27 @@ def test_options_with_their_own_labels_are_scored_without_them(
     assert [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()] == records
 
 
+def test_plain_progress_lines_come_while_a_long_batch_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plain lines were written only as a batch ended: a log stayed silent for the
+    minutes a batch of 32 items of the real model took (upgrade QA). A clock of the bar's own
+    writes them while nothing advances, and stops with the bar."""
+    import time
+
+    from contamscope.cli.common import quiet_progress
+
+    monkeypatch.setenv("CONTAMSCOPE_PROGRESS_SECONDS", "0.2")
+    with quiet_progress(auto_refresh=False) as bar:
+        task = bar.add_task("scoring", total=4)
+        time.sleep(1.5)  # one long batch: nothing advances
+        bar.advance(task, 4)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("scoring: ")]
+    assert len(lines) >= 3 and lines[0].startswith("scoring: 0/4, 0:00:00 elapsed"), lines
+    time.sleep(0.5)  # stopped with the bar
+    assert "scoring: " not in capsys.readouterr().err
+
+
 def test_a_log_file_gets_plain_progress_lines(
     tmp_path: Path, bench: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -340,7 +340,10 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
 
     Where stderr is not a terminal, rich draws the bar only when it stops, so a log showed
     nothing of a run for hours (QA): there a plain line (``scoring: 4/12, 0:01:30 elapsed,
-    0:03:00 left``) is written every :func:`progress_seconds`."""
+    0:03:00 left``) is written every :func:`progress_seconds`, by a clock of its own: written
+    only as a batch ended, a log stayed silent for the minutes a batch of the real model took
+    (upgrade QA)."""
+    import threading
     import time
 
     from rich.progress import Progress
@@ -350,25 +353,34 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
     class _Quiet(Progress):
         started = False
         said = time.monotonic()
+        _clock_stop: threading.Event | None = None
 
-        def advance(self, task_id: Any, advance: float = 1) -> None:
-            super().advance(task_id, advance)
-            if every is not None and time.monotonic() - self.said >= every:
-                self.said = time.monotonic()
-                task = self._tasks[task_id]
+        def _say(self) -> None:
+            """One plain line per task, at most every ``every`` seconds."""
+            if every is None or time.monotonic() - self.said < every:
+                return
+            self.said = time.monotonic()
+            for task in self.tasks:
                 done = f"{task.completed:.0f}" + (f"/{task.total:.0f}" if task.total else "")
                 left = task.time_remaining if task.total else None
                 tail = f", {_clock(left)} left" if left is not None else ""
-                self.console.print(
-                    f"{task.description}: {done}, {_clock(task.elapsed)} elapsed{tail}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+                with contextlib.suppress(OSError):  # (a log that went away: the run goes on)
+                    self.console.print(
+                        f"{task.description}: {done}, {_clock(task.elapsed)} elapsed{tail}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+
+        def advance(self, task_id: Any, advance: float = 1) -> None:
+            super().advance(task_id, advance)
+            self._say()
 
         def __enter__(self) -> _Quiet:
             return self
 
         def __exit__(self, *exc: object) -> None:
+            if self._clock_stop is not None:
+                self._clock_stop.set()
             if self.started:
                 try:
                     self.stop()
@@ -380,6 +392,14 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
             if not self.started:
                 self.started = True
                 self.start()
+                if every:  # the lines come while a long batch runs, not only as it ends
+                    stop = self._clock_stop = threading.Event()
+
+                    def tick() -> None:
+                        while not stop.wait(every):
+                            self._say()
+
+                    threading.Thread(target=tick, name="contamscope-progress", daemon=True).start()
             return super().add_task(*args, **kw)
 
     return _Quiet(*columns, console=err_console, **kwargs)
