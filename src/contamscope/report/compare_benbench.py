@@ -27,10 +27,18 @@ SHORT = {
 
 
 def num_text(x: float | None, signed: bool = False) -> str:
-    """A number to 3 decimals ("-" for None), signed when asked; -0.000 shown as 0.000."""
+    """A number to 3 decimals ("-" for None), signed when asked; -0.000 shown as 0.000; one
+    that 3 decimals would show as 0.000 to 2 significant digits (a difference of 0.0002 nats
+    was "+0.000 [+0.000, +0.000]" beside p 8e-4; QA).
+
+    >>> num_text(-0.0), num_text(0.00021, True), num_text(1.23456)
+    ('0.000', '+0.00021', '1.235')
+    """
     if x is None:
         return "-"
     x = round(x, 9) + 0.0  # a sum's rounding error, and -0.0, shown as 0.000
+    if x != 0 and abs(x) < 0.0005:
+        return f"{x:+.2g}" if signed else f"{x:.2g}"
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
