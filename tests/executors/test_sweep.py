@@ -291,7 +291,9 @@ def test_baseline_compares_every_other_model_with_it_per_benchmark(
     assert len(rows) == 2 and all("| no difference |" in r for r in rows)
     # 5 items each: the table reads the items its pages' verdicts read, without the naturally
     # ordered one (it tested all 6 and gave another p than its own linked page; journey)
-    assert all(f"| {b} | 5 | +0.0% | +0.000 | 1 | 1 |" in t for b, t in zip(benches, rows))
+    assert all(
+        f"| {b} | 5 | +0.0 pp | +0.000 | 1.000 | 1.000 |" in t for b, t in zip(benches, rows)
+    )
     pages = sorted((out / "compare").glob("*.html"))
     assert [p.stem for p in pages] == sorted(
         p.name for p in out.iterdir() if p.is_dir() and p.name.startswith("tiny-b")

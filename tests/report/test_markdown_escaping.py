@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from markdown_it import MarkdownIt
@@ -57,6 +58,10 @@ def test_the_baseline_comparisons_escape_names() -> None:
     # each name whole in its own cell (the table's "\\|" reads back as "|")
     assert [c.replace("&lt;", "<") for c in rows[1][:2]] == [MODEL + "2", BENCH]
     assert rows[1][-1] == "[compare/m__a-b.csv.html](compare/m__a-b.csv.html)"
+    # the numbers as compare writes them: a rate difference in points, p-values to 3 places
+    # (a sweep's table had "+25.0%" and "0.75" beside compare's "+25.0 pp" and "0.750"; QA)
+    again = comparisons_markdown([replace(row, alg1_difference=0.25, p_value=0.75)])
+    assert "| +25.0 pp | +0.159 | 0.750 | 1.000 |" in again
 
 
 def test_a_comparison_document_escapes_names(make_benbench_run: Callable[..., Path]) -> None:

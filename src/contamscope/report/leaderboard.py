@@ -28,7 +28,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
 from ..store.run import RunFolder, folder_path
-from ..wording import md_cell, plural
+from ..wording import md_cell, plural, pp_text
 from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
@@ -134,8 +134,8 @@ def comparisons_markdown(rows: Sequence[BaselineComparison], links: bool = False
         page_cell = f"[{page}]({r.page})" if links else page
         lines.append(
             f"| {md_cell(r.model)} | {md_cell(r.benchmark)} | {r.items} | "
-            f"{r.alg1_difference:+.1%} | {r.gap_difference:+.3f} | {r.p_value:.3g} | "
-            f"{r.p_holm:.3g} | {md_cell(r.verdict)} | {page_cell} |"
+            f"{pp_text(r.alg1_difference)} | {r.gap_difference:+.3f} | {p_text(r.p_value)} | "
+            f"{p_text(r.p_holm)} | {md_cell(r.verdict)} | {page_cell} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -167,10 +167,10 @@ def _comparisons_html(rows: Sequence[BaselineComparison]) -> str:
                 r.model,
                 r.benchmark,
                 f"{r.items:,}",
-                f"{r.alg1_difference:+.1%}",
+                pp_text(r.alg1_difference),  # as compare writes them (QA)
                 f"{r.gap_difference:+.3f}",
-                f"{r.p_value:.3g}",
-                f"{r.p_holm:.3g}",
+                p_text(r.p_value),
+                p_text(r.p_holm),
                 r.verdict,
             )
         )
