@@ -327,6 +327,15 @@ def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> N
     assert f"- left out: {empty}: Option-permutation test run, no item analysed" in text
     html, _ = write_leaderboard([a, empty], None, "html")
     assert "left out: " + str(empty) in html and "1 model × 1 benchmark from 1 run" in html
+    # the CSV has a row for each, with its folder and reason (it had none: a CSV of fewer rows
+    # than runs said nothing; output-files QA)
+    table, _ = write_leaderboard([a, empty, again], None, "csv")
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert [(r["run_dir"], r["left_out"], r["estimate"]) for r in rows[1:]] == [
+        (str(empty), "Option-permutation test run, no item analysed, so no Algorithm-1 rate", ""),
+        (str(again), "given twice (one cell)", ""),
+    ]
+    assert rows[0]["left_out"] == "" and rows[0]["estimate"] != ""
     with pytest.raises(ConfigError, match=r"none of the run folders.*empty: Option-permutation"):
         collect([empty])
     # a run of a method without a leaderboard statistic (none of ours) is named by its method

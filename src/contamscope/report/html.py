@@ -132,7 +132,8 @@ class Table:
             f'<span class="tbl-page" aria-live="polite"></span> <button data-go="1">next ›</button>'
             "</div>"
             f"<noscript>the table needs JavaScript; its data is in the run folders' "
-            "items.jsonl and summary.json</noscript>"
+            "items.jsonl and summary.json (a leaderboard's also in contamscope leaderboard "
+            "--format csv)</noscript>"
             f'</div><script type="application/json" id="data-{esc(self.id)}">'
             f"{_json_for_script(data)}</script>"
         )

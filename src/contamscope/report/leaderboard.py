@@ -524,16 +524,18 @@ def _col_label(col: tuple[str, str], multi_method: bool) -> str:
     return f"{col[1]} ({col[0]})" if multi_method else col[1]
 
 
-def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
+def to_csv(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()) -> str:
     """Long format: one row per run, numbers unformatted, ranked as the html's runs table
-    (:func:`_ranked`)."""
+    (:func:`_ranked`); then one row per run given that has no cell, with only its folder and
+    why (``left_out``: they were said on the terminal alone, so a CSV of 3 rows from 5 runs
+    did not say 2 were missing; QA)."""
     entries = _ranked(entries)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
         ["model", "benchmark", "method", "statistic", "units", "estimate", "ci_low", "ci_high",
          "p_value", "n_items", "raw_rate", "chance", "subjects_tested", "flagged_subjects",
-         "run_dir"]
+         "run_dir", "left_out"]
     )  # fmt: skip
     for e in entries:
         s = e.estimate
@@ -542,8 +544,10 @@ def to_csv(entries: Sequence[LeaderboardEntry]) -> str:
             [e.model, e.benchmark, e.method, s.statistic, units, s.value,
              s.ci[0] if s.ci else None, s.ci[1] if s.ci else None, s.p_value, s.n_items,
              s.raw.get("rate"), s.raw.get("chance"), s.n_parts, "; ".join(s.flagged),
-             str(e.run_dir)]
+             str(e.run_dir), None]
         )  # fmt: skip
+    for gone in left_out:
+        w.writerow([None] * 14 + [str(gone.run_dir), gone.reason])
     return buf.getvalue()
 
 
@@ -976,7 +980,7 @@ def write_leaderboard(
     if out is not None:  # named from the board's folder: right beside it, wherever it goes
         entries = [replace(e, shown_dir=relative_name(e.run_dir, out.parent)) for e in entries]
     text = (
-        to_csv(entries)
+        to_csv(entries, left)
         if fmt == "csv"
         else {"html": to_html, "md": to_markdown}[fmt](entries, left, comparisons)
     )
