@@ -668,3 +668,14 @@ def test_benbench_and_membership_summaries_hold_the_verdict_their_commands_print
         assert json.loads((out.run_dir / "summary.json").read_text())["verdict"] == v
         older = {k: x for k, x in out.summary.items() if k != "verdict"}
         assert Outcome(older, out.run_dir).verdict == v  # written before: the same
+
+
+def test_a_run_folder_given_where_the_benchmark_belongs_is_named() -> None:
+    """reanalyse_permutation("runs/x") bound the folder to ``loaded`` and said "missing a
+    required argument: 'run_dir'", the one given (upgrade QA)."""
+    from contamscope.pipeline import reanalyse_permutation
+
+    with pytest.raises(ConfigError, match=r"^reanalyse_permutation\(\): the first argument is "):
+        reanalyse_permutation("runs/x")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^run_permutation\(\) missing a required argument"):
+        run_permutation(None)  # type: ignore[call-arg]

@@ -513,6 +513,13 @@ def releases_run_dir(fn: _F) -> _F:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as exc:  # named, as Python names a function called wrongly
+            first = next(iter(signature.parameters))
+            if first != "run_dir" and args and isinstance(args[0], str | os.PathLike | RunDir):
+                # reanalyse_permutation("runs/x") said run_dir was missing (upgrade QA)
+                raise ConfigError(
+                    f"{fn.__name__}(): the first argument is {first}, not the run folder "
+                    f"({str(args[0])!r}): give {fn.__name__}({first}, run_dir, ...)"
+                ) from None
             raise TypeError(f"{fn.__name__}() {exc}") from None
         _check_arguments(fn, bound.arguments)
         run_dir = bound.arguments["run_dir"] = as_run_dir(bound.arguments["run_dir"])
