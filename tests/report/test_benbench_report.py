@@ -437,6 +437,17 @@ def test_card_takes_every_method_of_one_model_and_names_what_it_cannot_take(
     assert row["text"] == est.text() and row["benchmark"] == "bench_test.csv"
     bb_ps = build_card([bb])["family"]["p_values"]
     assert card["family"]["p_values"] == bb_ps + 1
+    # a copy of a run is one measurement counted twice: said, as the leaderboard says it
+    # (upgrade QA)
+    assert not any("hold the same item records" in n for n in card["notes"])
+    import shutil
+
+    copy = shutil.copytree(mem, mem.parent / "mem-copy")
+    twice = build_card([bb, mem, copy])
+    assert twice["family"]["p_values"] == bb_ps + 2
+    assert f"{mem} and {copy} hold the same item records (copies of one run?)" in " ".join(
+        twice["notes"]
+    )
     text = render_markdown(card)
     assert "## Benchmarks checked" in text and "## Other detection methods" in text
     # a card of other methods' runs alone: nothing they are "other" than (QA)

@@ -32,7 +32,7 @@ from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .compare import md_code
 from .leaderboard import short_name
-from .rundata import check_statistics
+from .rundata import check_statistics, same_records
 
 __all__ = [
     "CARD_SCHEMA",
@@ -344,6 +344,16 @@ def build_card(
     checks: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     notes: list[str] = []
+    paths = list(read)
+    for same in same_records([(str(methods[p]), p.parent) for p in paths]):
+        copies = " and ".join(
+            str(paths[i].parent) if base is None else relative_name(paths[i].parent, base)
+            for i in same
+        )
+        notes.append(  # (the leaderboard said so; the card counted them silently; QA)
+            f"{copies} hold the same item records (copies of one run?): one measurement, "
+            f"shown as {len(same)} rows and counted as {len(same)} tests in Holm's correction"
+        )
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
         where = str(path.parent) if base is None else relative_name(path.parent, base)

@@ -10,7 +10,6 @@ of different methods never share a column or a ranking; a module may add figures
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -33,7 +32,7 @@ from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
 from .plots import OKABE_ITO, figure, to_svg
-from .rundata import load_run, run_config, sweep_reference_folder
+from .rundata import load_run, run_config, same_records, sweep_reference_folder
 
 __all__ = [
     "BaselineComparison",
@@ -634,23 +633,12 @@ def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     """A line per set of runs whose item records are byte for byte the same (a folder copied,
     or one set-up run twice): one measurement shown as several cells, each also a test of the
     significance line (QA). None where every run's records differ."""
-    by_size: dict[tuple[str, int], list[LeaderboardEntry]] = {}
-    for e in entries:  # only records of one size can be the same: the others are not read
-        with contextlib.suppress(OSError):
-            size = (e.run_dir / "items.jsonl").stat().st_size
-            by_size.setdefault((e.method, size), []).append(e)
-    groups: dict[tuple[str, str], list[LeaderboardEntry]] = {}
-    for (method, _), alike in by_size.items():
-        for e in alike if len(alike) > 1 else ():
-            with contextlib.suppress(OSError):
-                digest = hashlib.sha256((e.run_dir / "items.jsonl").read_bytes()).hexdigest()
-                groups.setdefault((method, digest), []).append(e)
+    groups = same_records([(e.method, e.run_dir) for e in entries])
     return [
-        f"{' and '.join(e.where for e in same)} hold the same item records (copies of "
-        "one run?): one measurement, shown as "
-        f"{len(same)} cells and counted as {len(same)} tests in the line on significance"
-        for same in groups.values()
-        if len(same) > 1
+        f"{' and '.join(entries[i].where for i in same)} hold the same item records (copies "
+        f"of one run?): one measurement, shown as {len(same)} cells and counted as "
+        f"{len(same)} tests in the line on significance"
+        for same in groups
     ]
 
 

@@ -5,8 +5,9 @@ Reports never touch a model or the score cache: everything they show comes from 
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,23 @@ def run_config(run: RunData) -> dict[str, Any]:
     """A run's configuration: summary.json's ``config``, else settings.json's ({} if none)."""
     config = run.summary.get("config") or run.settings.get("config") or {}
     return config if isinstance(config, dict) else {}
+
+
+def same_records(folders: Sequence[tuple[str, Path]]) -> list[list[int]]:
+    """The sets (indices into ``folders``, ``(method, run folder)`` pairs) of two or more runs
+    of one method whose ``items.jsonl`` are byte for byte the same: a folder copied, or one
+    set-up run twice, one measurement each set (only records of one size are read)."""
+    import hashlib
+
+    by_size: dict[tuple[str, int], list[int]] = {}
+    for i, (method, folder) in enumerate(folders):
+        with contextlib.suppress(OSError):
+            size = (folder / "items.jsonl").stat().st_size
+            by_size.setdefault((method, size), []).append(i)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for (method, _), alike in by_size.items():
+        for i in alike if len(alike) > 1 else ():
+            with contextlib.suppress(OSError):
+                records = (folders[i][1] / "items.jsonl").read_bytes()
+                groups.setdefault((method, hashlib.sha256(records).hexdigest()), []).append(i)
+    return [same for same in groups.values() if len(same) > 1]
