@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -241,3 +243,30 @@ def test_a_perplexity_beyond_floating_point_leaves_the_version_out() -> None:
         "perplexity beyond floating point (mean NLL 775 nats per answer token)"
     )
     assert MAX_NLL < 775.0 and math.isfinite(math.exp(MAX_NLL))
+
+
+def test_perplexities_too_large_to_resample_get_no_interval_and_no_nan() -> None:
+    """Perplexities near 1e200 (each under the float limit) overflowed when squared: the
+    interval came out [nan, nan], numpy warned, and summary.json held bare NaN (QA). Such an
+    interval is left out with its reason, and a summary never holds a non-finite number."""
+    import json
+    import warnings
+
+    from contamscope.detectors.benbench import TOO_LARGE, delta_stats
+    from contamscope.store.run import RunDir
+
+    rng = np.random.default_rng(0)
+    o, r = 10.0 ** rng.uniform(190, 201, size=8), 10.0 ** rng.uniform(190, 199, size=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warnings reached the terminal
+        out = delta_stats(o, r, n_boot=200)
+    assert out["ci"] is None and out["ci_note"] == TOO_LARGE
+    assert math.isfinite(out["delta"])
+    run = RunDir(Path(tempfile.mkdtemp()))
+    run.write_summary({"ci": [float("nan"), float("inf")], "delta": out["delta"]})
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in summary.json")
+
+    written = json.loads(run.summary_path.read_text(), parse_constant=refuse)
+    assert written["ci"] == [None, None]

@@ -298,19 +298,29 @@ _USABLE = 0.9
 and, for the relative Delta, a reference mean other than 0), or no interval is given."""
 
 
+TOO_LARGE = "the values are too large for an interval in floating point"
+"""Why an interval is left out where the items' values (perplexities above about 1e154, whose
+squares overflow) cannot be resampled: it came out as [nan, nan], written as bare NaN (QA)."""
+
+
 def _boot_t_ci(
     stat: float, se: float, stat_b: Any, se_b: Any, level: float = 0.95
 ) -> tuple[list[float] | None, str | None]:
     """The equal-tailed studentized bootstrap (bootstrap-t) interval
     ``[stat - q_hi * se, stat - q_lo * se]``, ``q`` the quantiles of ``(stat* - stat) / se*``
     over the resamples whose ``se*`` is above 0 and finite."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    if not (math.isfinite(stat) and math.isfinite(se)):  # (NaN ends were written; QA)
+        return None, TOO_LARGE
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = (stat_b - stat) / se_b
     ok = np.isfinite(t) & (se_b > 0)
     if ok.mean() < _USABLE:
         return None, "too few resamples give a usable standard error"
     lo, hi = np.quantile(t[ok], [(1 - level) / 2, 1 - (1 - level) / 2])
-    return [float(stat - hi * se), float(stat - lo * se)], None
+    ends = [float(stat - hi * se), float(stat - lo * se)]
+    if not all(math.isfinite(x) for x in ends):
+        return None, TOO_LARGE
+    return ends, None
 
 
 def _tiny(x: Any) -> float:
@@ -391,9 +401,12 @@ def delta_stats(
     else:
         o, r = in_own_order(o, r)
     d = o - r
-    sd = float(d.std(ddof=1))
+    with np.errstate(over="ignore", invalid="ignore"):  # (perplexities near 1e200: QA)
+        sd = float(d.std(ddof=1))
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    if sd <= _tiny(d):
+    if not math.isfinite(sd):
+        out["ci_note"] = TOO_LARGE
+    elif sd <= _tiny(d):
         out["ci_note"] = "every item's difference is the same (no spread to resample)"
     else:
         db = d[idx]
@@ -405,10 +418,11 @@ def delta_stats(
         if out["ci"] and n >= SPARSE_MIN_ITEMS and sparse:
             out["ci_warning"] = SPARSE_WARNING.format(nz=nz, n=n)
     if mr != 0:
-        se = 100.0 * float(_ratio_z(o, r).std(ddof=1)) / math.sqrt(n)
-        if se > 0:
+        with np.errstate(over="ignore", invalid="ignore"):
+            se = 100.0 * float(_ratio_z(o, r).std(ddof=1)) / math.sqrt(n)
+        if se > 0 and math.isfinite(se):
             ob, rb = o[idx], r[idx]
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 rel_b = 100.0 * (ob.mean(axis=1) / rb.mean(axis=1) - 1.0)
                 se_rb = 100.0 * _ratio_z(ob, rb).std(axis=1, ddof=1) / math.sqrt(n)
             se_rb = np.where(np.isfinite(se_rb) & (se_rb > 1e-12 * se), se_rb, 0.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import os
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -374,7 +375,25 @@ class RunDir:
 
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
-        write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", RUN_FOLDER)
+        text = json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False)
+        write_text_atomic(path, text + "\n", RUN_FOLDER)
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every float that is not finite as None (JSON's null): a summary held bare
+    ``NaN``, which JSON readers refuse (a perplexity near 1e200 made an interval [nan, nan];
+    QA). The statistics say why a value is missing; the file stays JSON.
+
+    >>> _finite({"ci": [float("nan"), 1.0], "n": [float("inf")]})
+    {'ci': [None, 1.0], 'n': [None]}
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def analysis_upgrade(
