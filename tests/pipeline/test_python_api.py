@@ -668,6 +668,8 @@ def test_benbench_and_membership_summaries_hold_the_verdict_their_commands_print
         assert json.loads((out.run_dir / "summary.json").read_text())["verdict"] == v
         older = {k: x for k, x in out.summary.items() if k != "verdict"}
         assert Outcome(older, out.run_dir).verdict == v  # written before: the same
+        # and its records are the folder's, now that the verdict is written (refused; QA)
+        assert Outcome(older, out.run_dir).records() == out.records()
 
 
 def test_a_run_folder_given_where_the_benchmark_belongs_is_named() -> None:

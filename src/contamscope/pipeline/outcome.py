@@ -25,6 +25,20 @@ or ``timings``, which a resume that scored nothing rewrites (the records were re
 another run's; QA), nor the model's reply counts."""
 
 
+def summary_verdict(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The verdict of a summary (:attr:`Outcome.verdict`): its ``verdict``, or for a BenBench
+    or membership summary written before it held one, the verdict its command printed."""
+    v = summary.get("verdict")
+    if "verdict" not in summary and summary.get("method") in LINE_METHODS:
+        import importlib
+
+        from ..detectors.verdict import line_verdict
+
+        report = importlib.import_module(f"..report.{summary['method']}", __package__)
+        v = line_verdict(report.verdict_line(summary))
+    return v if isinstance(v, dict) else None
+
+
 def _same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether summaries ``a`` and ``b`` are of one run's records (another model whose
     answers were all as wrong gave the same counts and statistics: its records were
@@ -34,7 +48,10 @@ def _same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
         m = s.get("model")
         return (m.get("spec"), m.get("fingerprint")) if isinstance(m, dict) else (m, None)
 
-    return model(a) == model(b) and all(a.get(k) == b.get(k) for k in _SAME_RUN)
+    # (the verdict as each gives it: a resume wrote it into a summary that had none, and the
+    # same records were refused; diff-review QA)
+    same = all(a.get(k) == b.get(k) for k in _SAME_RUN if k != "verdict")
+    return same and model(a) == model(b) and summary_verdict(a) == summary_verdict(b)
 
 
 @dataclass
@@ -69,15 +86,7 @@ class Outcome:
         membership summary written before it held its verdict gives the verdict its command
         printed (``verdict_line`` of :mod:`contamscope.report.benbench` or
         :mod:`contamscope.report.membership`)."""
-        v = self.summary.get("verdict")
-        if "verdict" not in self.summary and self.summary.get("method") in LINE_METHODS:
-            import importlib
-
-            from ..detectors.verdict import line_verdict
-
-            report = importlib.import_module(f"..report.{self.summary['method']}", __package__)
-            v = line_verdict(report.verdict_line(self.summary))
-        return v if isinstance(v, dict) else None
+        return summary_verdict(self.summary)
 
     def records(self) -> list[dict[str, Any]]:
         """The run's per-item records (``items.jsonl``), in file order.
