@@ -344,22 +344,15 @@ def build_card(
     checks: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     notes: list[str] = []
-    paths = list(read)
-    for same in same_records([(str(methods[p]), p.parent) for p in paths]):
-        copies = " and ".join(
-            str(paths[i].parent) if base is None else relative_name(paths[i].parent, base)
-            for i in same
-        )
-        notes.append(  # (the leaderboard said so; the card counted them silently; QA)
-            f"{copies} hold the same item records (copies of one run?): one measurement, "
-            f"shown as {len(same)} rows and counted as {len(same)} tests in Holm's correction"
-        )
+    rowed: dict[Path, dict[str, Any]] = {}  # other methods' runs with a row
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
         where = str(path.parent) if base is None else relative_name(path.parent, base)
         if methods[path] != "benbench":
             row, note = _other_check(path, s, where)
-            others += [row] if row is not None else []
+            if row is not None:
+                others.append(row)
+                rowed[path] = row
             notes += [note] if note is not None else []
             continue
         rows, said = _checks(path, s, where)
@@ -377,6 +370,15 @@ def build_card(
                 )
             seen[key] = where
             checks.append(row)
+    paths = list(rowed)  # (BenBench copies are refused above; runs without a row are named)
+    for same in same_records([(str(methods[p]), p.parent) for p in paths]):
+        copies = " and ".join(rowed[paths[i]]["run"] for i in same)
+        tested = sum(1 for i in same if rowed[paths[i]].get("p_value") is not None)
+        counted = f" and counted as {tested} tests in Holm's correction" if tested else ""
+        notes.append(  # (the leaderboard said so; the card counted them silently; QA)
+            f"{copies} hold the same item records (copies of one run?): one measurement, "
+            f"shown as {len(same)} rows{counted}"
+        )
     spec = next(iter(models.values()))
     shown = [  # the p-values the Markdown shows: perplexity, NLL and exact accuracy per split
         # (NLL's was shown, and recommended, but not counted; QA), and every train - test
