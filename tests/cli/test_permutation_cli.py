@@ -468,6 +468,15 @@ def test_plain_progress_lines_come_while_a_long_batch_runs(
     assert len(lines) >= 3 and lines[0].startswith("scoring: 0/4, 0:00:00 elapsed"), lines
     time.sleep(0.5)  # stopped with the bar
     assert "scoring: " not in capsys.readouterr().err
+    # a finished phase is not said again while the next runs (validate's epochs were)
+    with quiet_progress(auto_refresh=False) as bar:
+        first = bar.add_task("training", total=2)
+        bar.advance(first, 2)
+        capsys.readouterr()
+        bar.add_task("scoring epoch-1", total=4)
+        time.sleep(1.0)
+    said = capsys.readouterr().err
+    assert "scoring epoch-1: 0/4" in said and "training: " not in said, said
 
 
 def test_a_log_file_gets_plain_progress_lines(

@@ -355,12 +355,16 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
         said = time.monotonic()
         _clock_stop: threading.Event | None = None
 
-        def _say(self) -> None:
-            """One plain line per task, at most every ``every`` seconds."""
+        def _say(self, advanced: Any = None) -> None:
+            """One plain line, at most every ``every`` seconds: of the task just advanced, or
+            from the clock, of each task still running (the finished phases of a validate run
+            were said again on every tick, their elapsed time still growing; QA)."""
             if every is None or time.monotonic() - self.said < every:
                 return
             self.said = time.monotonic()
             for task in self.tasks:
+                if (task.id != advanced) if advanced is not None else task.finished:
+                    continue
                 done = f"{task.completed:.0f}" + (f"/{task.total:.0f}" if task.total else "")
                 left = task.time_remaining if task.total else None
                 tail = f", {_clock(left)} left" if left is not None else ""
@@ -373,7 +377,7 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
 
         def advance(self, task_id: Any, advance: float = 1) -> None:
             super().advance(task_id, advance)
-            self._say()
+            self._say(task_id)
 
         def __enter__(self) -> _Quiet:
             return self
