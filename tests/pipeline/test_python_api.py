@@ -679,5 +679,8 @@ def test_a_run_folder_given_where_the_benchmark_belongs_is_named() -> None:
 
     with pytest.raises(ConfigError, match=r"^reanalyse_permutation\(\): the first argument is "):
         reanalyse_permutation("runs/x")  # type: ignore[call-arg]
+    # the order named is the function's own (it said (splits, run_dir, ...) for run_benbench)
+    with pytest.raises(ConfigError, match=r"give run_benbench\(splits, scorer, run_dir, \.\.\.\)$"):
+        run_benbench("runs/x")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^run_permutation\(\) missing a required argument"):
         run_permutation(None)  # type: ignore[call-arg]

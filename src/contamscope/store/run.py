@@ -535,9 +535,11 @@ def releases_run_dir(fn: _F) -> _F:
             first = next(iter(signature.parameters))
             if first != "run_dir" and args and isinstance(args[0], str | os.PathLike | RunDir):
                 # reanalyse_permutation("runs/x") said run_dir was missing (upgrade QA)
+                names = list(signature.parameters)
+                order = ", ".join(names[: names.index("run_dir") + 1])
                 raise ConfigError(
                     f"{fn.__name__}(): the first argument is {first}, not the run folder "
-                    f"({str(args[0])!r}): give {fn.__name__}({first}, run_dir, ...)"
+                    f"({str(args[0])!r}): give {fn.__name__}({order}, ...)"
                 ) from None
             raise TypeError(f"{fn.__name__}() {exc}") from None
         _check_arguments(fn, bound.arguments)
