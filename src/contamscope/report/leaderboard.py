@@ -81,6 +81,10 @@ class LeaderboardEntry:
         return self.shown_dir if self.shown_dir is not None else str(self.run_dir)
 
 
+GIVEN_TWICE = "given twice (one cell)"
+"""Why a run folder given again is left out (its cell is the first one's)."""
+
+
 @dataclass(frozen=True)
 class LeftOut:
     """A finished run folder that has no cell, and why (said on the terminal and the page)."""
@@ -221,7 +225,7 @@ def collect(
             continue
         where = run.path.resolve()
         if where in given:
-            left.append(LeftOut(run.path, "given twice (one cell)"))
+            left.append(LeftOut(run.path, GIVEN_TWICE))
             continue
         given.add(where)
         try:  # a run of another tool or version, or a summary with a value of the wrong type
@@ -545,8 +549,9 @@ def to_csv(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()
              s.raw.get("rate"), s.raw.get("chance"), s.n_parts, "; ".join(s.flagged),
              str(e.run_dir), None]
         )  # fmt: skip
-    for gone in left_out:
-        w.writerow([None] * 14 + [str(gone.run_dir), gone.reason])
+    for gone in left_out:  # (a folder given twice is its ranked row: keyed by run_dir, the
+        if gone.reason != GIVEN_TWICE:  # row of nothing replaced it; QA)
+            w.writerow([None] * 14 + [str(gone.run_dir), gone.reason])
     return buf.getvalue()
 
 
