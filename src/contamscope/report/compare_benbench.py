@@ -4,6 +4,7 @@ models (scatter per split, histogram of the differences), the splits and an item
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..detectors.compare import leaning
@@ -31,15 +32,16 @@ def num_text(x: float | None, signed: bool = False) -> str:
     that 3 decimals would show as 0.000 to 2 significant digits (a difference of 0.0002 nats
     was "+0.000 [+0.000, +0.000]" beside p 8e-4; QA).
 
-    >>> num_text(-0.0), num_text(0.00021, True), num_text(1.23456)
-    ('0.000', '+0.00021', '1.235')
+    >>> num_text(-0.0), num_text(0.00021, True), num_text(1.23456), num_text(-1e-05, True)
+    ('0.000', '+0.00021', '1.235', '-0.000010')
     """
     if x is None:
         return "-"
     x = round(x, 9) + 0.0  # a sum's rounding error, and -0.0, shown as 0.000
-    if x != 0 and abs(x) < 0.0005:
-        return f"{x:+.2g}" if signed else f"{x:.2g}"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
+    places = 3
+    if x != 0 and abs(x) < 0.0005:  # fixed notation still (scientific stood among decimals)
+        places = 1 - math.floor(math.log10(abs(x)))
+    return f"{x:+.{places}f}" if signed else f"{x:.{places}f}"
 
 
 def rows(stats: dict[str, Any]) -> list[list[str]]:
