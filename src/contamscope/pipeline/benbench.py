@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -53,7 +52,7 @@ from ..store import (
     releases_run_dir,
 )
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
-from .inputs import check_field_types, check_items
+from .inputs import Unpack, check_field_types, check_items
 from .outcome import Outcome
 from .provenance import git_commit, package_versions, selection_settings
 
@@ -75,11 +74,6 @@ ANALYSIS_ONLY = ("rouge_threshold", "edit_threshold", "inclusive", "n_boot", "se
 thresholds (each n-gram's ROUGE-L and edit similarity are stored), and the bootstrap's
 resamples and seed. A run folder re-run (or ``contamscope reanalyse``) with other values
 re-derives its records from the stored n-grams instead of scoring anything."""
-
-if sys.version_info >= (3, 11):  # at run time too: get_type_hints() reads it (QA)
-    from typing import Unpack
-else:
-    from typing_extensions import Unpack
 
 
 class BenBenchAnalysis(TypedDict, total=False):

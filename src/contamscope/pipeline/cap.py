@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -52,7 +51,7 @@ from ..store import (
     as_run_dir,
     releases_run_dir,
 )
-from .inputs import check_field_types, check_items
+from .inputs import Unpack, check_field_types, check_items
 from .outcome import Outcome
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
@@ -84,11 +83,6 @@ CAP_ANALYSIS = (
 )  # fmt: skip
 """CapConfig fields only the analysis depends on (not in settings.json; summary.json's
 ``analysis`` holds them): other values re-analyse the stored records."""
-
-if sys.version_info >= (3, 11):  # at run time too: get_type_hints() reads it (QA)
-    from typing import Unpack
-else:
-    from typing_extensions import Unpack
 
 
 class CapAnalysis(TypedDict, total=False):

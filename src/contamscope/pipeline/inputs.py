@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,6 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+
+# for the reanalyse functions' typed keywords, at run time too: get_type_hints() reads it (QA)
+if sys.version_info >= (3, 11):
+    from typing import Unpack as Unpack
+else:
+    from typing_extensions import Unpack as Unpack
 
 __all__ = ["check_field_types", "check_items"]
 
