@@ -93,9 +93,9 @@ _R = TypeVar("_R")
 
 def note(message: str) -> None:
     """Say ``message`` as a :class:`ContamscopeWarning` raised at the first line outside
-    contamscope (the code that asked for the work). In a worker thread of
-    :func:`notes_held_for` the note waits for the thread that asked (a pool thread's stack
-    holds no caller's line: the warning named concurrent/futures/thread.py)."""
+    contamscope (the code that asked for the work). In a job run by :meth:`HeldNotes.hold`
+    the note waits for the thread that asked (a pool thread's stack holds no caller's line:
+    the warning named concurrent/futures/thread.py)."""
     held = getattr(_held_notes, "notes", None)
     if held is not None:
         held.append(message)

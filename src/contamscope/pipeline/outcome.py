@@ -81,8 +81,8 @@ class Outcome:
     @property
     def verdict(self) -> dict[str, Any] | None:
         """The summary's dataset verdict: ``label`` and ``reasoning`` (the sentence the
-        command printed); but for CAP, whose label names the split it points at, also
-        ``signal`` (True/False, None when there is nothing to say) and ``alpha``.
+        command printed), and for every method but CAP (whose label names the split it
+        points at) ``signal`` (True/False, None when there is nothing to say) and ``alpha``.
         None where there is none (a BenBench run without a split to test). A BenBench or
         membership summary written before it held its verdict gives the verdict its command
         printed (``verdict_line`` of :mod:`contamscope.report.benbench` or
