@@ -354,6 +354,7 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
         started = False
         said = time.monotonic()
         _clock_stop: threading.Event | None = None
+        _clock: threading.Thread | None = None
 
         def _say(self, advanced: Any = None) -> None:
             """One plain line, at most every ``every`` seconds: of the task just advanced, or
@@ -385,6 +386,8 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
         def __exit__(self, *exc: object) -> None:
             if self._clock_stop is not None:
                 self._clock_stop.set()
+                if self._clock is not None:  # (a line it is writing ends before the bar's)
+                    self._clock.join(timeout=1.0)
             if self.started:
                 try:
                     self.stop()
@@ -403,7 +406,10 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
                         while not stop.wait(every):
                             self._say()
 
-                    threading.Thread(target=tick, name="contamscope-progress", daemon=True).start()
+                    self._clock = threading.Thread(
+                        target=tick, name="contamscope-progress", daemon=True
+                    )
+                    self._clock.start()
             return super().add_task(*args, **kw)
 
     return _Quiet(*columns, console=err_console, **kwargs)
