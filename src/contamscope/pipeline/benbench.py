@@ -39,7 +39,6 @@ from ..detectors.benbench import (
     split_label_p,
     starting_points,
 )
-from ..detectors.verdict import line_verdict
 from ..errors import ConfigError
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
 from ..store import (
@@ -53,7 +52,7 @@ from ..store import (
 )
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import Unpack, check_field_types, check_items
-from .outcome import Outcome
+from .outcome import Outcome, printed_verdict
 from .provenance import git_commit, package_versions, selection_settings
 
 __all__ = [
@@ -860,9 +859,7 @@ def _summary(
         "timings": timing,
         "versions": package_versions(),
     }
-    from ..report.benbench import verdict_line  # (the report's and the terminal's line)
-
-    summary["verdict"] = line_verdict(verdict_line(summary))
+    summary["verdict"] = printed_verdict(summary)  # (the report's and the terminal's line)
     return summary
 
 

@@ -12,7 +12,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypedDict
 
 from .. import __version__
@@ -52,7 +52,7 @@ from ..store import (
     releases_run_dir,
 )
 from .inputs import Unpack, check_field_types, check_items
-from .outcome import Outcome
+from .outcome import VerdictOutcome
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
 __all__ = [
@@ -193,15 +193,8 @@ class CapConfig:
 
 
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
-class CapOutcome(Outcome):
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> dict[str, Any]:
-        """The dataset verdict (``label``, ``reasoning``, ...): every run of this method has
-        one (typed so, where :attr:`Outcome.verdict` may be None)."""
-        v = super().verdict
-        return v if v is not None else {}
+class CapOutcome(VerdictOutcome):
+    """A CAP run's outcome (its verdict always there; ``problems``: rows skipped)."""
 
     @property
     def generated_now(self) -> int:

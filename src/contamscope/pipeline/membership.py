@@ -49,7 +49,7 @@ from ..store import (
     releases_run_dir,
 )
 from .inputs import check_field_types, check_items
-from .outcome import Outcome
+from .outcome import Outcome, printed_verdict
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
 
 __all__ = [
@@ -533,7 +533,7 @@ def run_membership(
     }
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
     summary["reference_check"] = reference_likeness(items, reference_items)
-    summary["verdict"] = _verdict(summary)
+    summary["verdict"] = printed_verdict(summary)
     run_dir.write_summary(summary)
     return MembershipOutcome(summary, run_dir.path, scored_now, len(wanted) - scored_now)
 
@@ -670,14 +670,6 @@ def build_summary(
     }
 
 
-def _verdict(summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The verdict the terminal and the report say, as summary.json holds the others'."""
-    from ..detectors.verdict import line_verdict
-    from ..report.membership import verdict_line
-
-    return line_verdict(verdict_line(summary))
-
-
 def _analysis_part(
     records: Sequence[dict[str, Any]],
     config: MembershipConfig,
@@ -786,6 +778,6 @@ def reanalyse_membership(
             "versions": package_versions(),
         }
     )
-    summary["verdict"] = _verdict(summary)
+    summary["verdict"] = printed_verdict(summary)
     run_dir.write_summary(summary)
     return MembershipOutcome(summary, run_dir.path, 0, len(records))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
 from ..store import read_records
 
-__all__ = ["Outcome"]
+__all__ = ["Outcome", "VerdictOutcome"]
 
 LINE_METHODS = ("benbench", "membership")
 """Methods whose summaries held no verdict before (their commands printed a verdict line)."""
@@ -25,17 +25,24 @@ or ``timings``, which a resume that scored nothing rewrites (the records were re
 another run's; QA), nor the model's reply counts."""
 
 
+def printed_verdict(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The verdict line a BenBench or membership command prints for ``summary``
+    (``verdict_line`` of :mod:`contamscope.report.benbench` or
+    :mod:`contamscope.report.membership`), as summary.json stores a verdict."""
+    import importlib
+
+    from ..detectors.verdict import line_verdict
+
+    report = importlib.import_module(f"..report.{summary['method']}", __package__)
+    return line_verdict(report.verdict_line(summary))
+
+
 def summary_verdict(summary: dict[str, Any]) -> dict[str, Any] | None:
     """The verdict of a summary (:attr:`Outcome.verdict`): its ``verdict``, or for a BenBench
     or membership summary written before it held one, the verdict its command printed."""
     v = summary.get("verdict")
     if "verdict" not in summary and summary.get("method") in LINE_METHODS:
-        import importlib
-
-        from ..detectors.verdict import line_verdict
-
-        report = importlib.import_module(f"..report.{summary['method']}", __package__)
-        v = line_verdict(report.verdict_line(summary))
+        v = printed_verdict(summary)
     return v if isinstance(v, dict) else None
 
 
@@ -121,3 +128,18 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable copy (paths as strings)."""
         return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+
+@dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
+class VerdictOutcome(Outcome):
+    """The outcome of a method whose every run has a verdict (the permutation test, CAP),
+    typed so; ``problems``: the input rows skipped."""
+
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """The dataset verdict (``label``, ``reasoning``, ...): every run of this method has
+        one (typed so, where :attr:`Outcome.verdict` may be None)."""
+        v = super().verdict
+        return v if v is not None else {}

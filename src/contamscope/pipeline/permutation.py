@@ -17,7 +17,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 from ..backends.base import Backend, ScoreRequest
@@ -43,7 +43,7 @@ from ..store import (
 from ..wording import plural
 from ..workers import SpawnPool
 from .inputs import check_field_types, check_items
-from .outcome import Outcome
+from .outcome import VerdictOutcome
 from .permutation_reference import read_reference
 from .permutation_summary import (
     build_summary,
@@ -98,7 +98,6 @@ class PermutationConfig:
         from ..errors import ConfigError
 
         check_field_types(self)
-        # frozen: set through object.__setattr__
         if self.ties not in get_args(TiesMode):
             raise ConfigError(f"--ties {self.ties!r}: expected one of {get_args(TiesMode)}")
         if self.deltas is not None:
@@ -140,15 +139,8 @@ class PermutationConfig:
 
 
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
-class PermutationOutcome(Outcome):
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> dict[str, Any]:
-        """The dataset verdict (``label``, ``reasoning``, ...): every run of this method has
-        one (typed so, where :attr:`Outcome.verdict` may be None)."""
-        v = super().verdict
-        return v if v is not None else {}
+class PermutationOutcome(VerdictOutcome):
+    """A permutation run's outcome (its verdict always there; ``problems``: rows skipped)."""
 
 
 RunOutcome = PermutationOutcome
