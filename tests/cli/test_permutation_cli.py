@@ -70,6 +70,11 @@ def test_run_writes_records_and_summary_then_resumes(
     assert again.returncode == 0, again.stderr
     s2 = json.loads((out / "summary.json").read_text())
     assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 5
+    # the first run's timings are kept (a resume said 0 s and lost them)
+    assert summary["timings"]["earlier"] == []
+    assert s2["timings"]["earlier"] == [
+        {k: v for k, v in summary["timings"].items() if k != "earlier"}
+    ]
     assert s2["statistics"] == summary["statistics"]
     assert (out / "items.jsonl").read_text().count("\n") == 5
 

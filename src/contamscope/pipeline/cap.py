@@ -583,13 +583,15 @@ def run_cap(
             "config": settings["config"],
             "skipped_rows": [str(p) for p in data.problems],
             "layout_warnings": layout_warnings(data, chosen_in, config),
-            "timings": {
-                "seconds": round(elapsed, 3),
-                "items_now": len(todo),
-                "items_resumed": len(pairs) - len(todo),
-                "requests_computed": computed,
-                "requests_from_cache": reused,
-            },
+            "timings": run_dir.with_earlier_timings(
+                {
+                    "seconds": round(elapsed, 3),
+                    "items_now": len(todo),
+                    "items_resumed": len(pairs) - len(todo),
+                    "requests_computed": computed,
+                    "requests_from_cache": reused,
+                }
+            ),
             "versions": package_versions(),
         },
     )

@@ -550,21 +550,23 @@ def run_permutation(
         backend.describe(),
         reference=reference,
         conventions=convention_table,
-        timing={
-            "scoring_seconds": round(elapsed, 3),
-            "items_scored_now": scored_now,
-            "items_resumed": len(items) - scored_now,
-            "items_excluded_now": excluded_now,
-            # the items that took the time: one left out unscored costs nothing
-            "items_per_second": round((scored_now - excluded_now) / elapsed, 3)
-            if elapsed > 0 and scored_now > excluded_now
-            else None,
-            "continuation_tokens_scored_now": tokens,
-            "scores_computed": computed,
-            "scores_from_cache": reused,
-            "batch_items": batch_items,
-            "detector_workers": workers,
-        },
+        timing=run_dir.with_earlier_timings(
+            {
+                "scoring_seconds": round(elapsed, 3),
+                "items_scored_now": scored_now,
+                "items_resumed": len(items) - scored_now,
+                "items_excluded_now": excluded_now,
+                # the items that took the time: one left out unscored costs nothing
+                "items_per_second": round((scored_now - excluded_now) / elapsed, 3)
+                if elapsed > 0 and scored_now > excluded_now
+                else None,
+                "continuation_tokens_scored_now": tokens,
+                "scores_computed": computed,
+                "scores_from_cache": reused,
+                "batch_items": batch_items,
+                "detector_workers": workers,
+            }
+        ),
     )
     run_dir.write_summary(summary)
     return PermutationOutcome(

@@ -373,6 +373,23 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._atomic_write(self.summary_path, summary)
 
+    def with_earlier_timings(self, timing: dict[str, Any]) -> dict[str, Any]:
+        """``timing`` (this command's) with ``earlier``: the timings of the commands that
+        wrote this folder's summary before (oldest first), read from the summary it holds.
+        A resume of a finished run scores nothing; its summary said 0 s and lost the first
+        run's speed (QA). Empty for a new folder or an unreadable summary."""
+        try:
+            old = json.loads(self.summary_path.read_text(encoding="utf-8"))
+            before = old["timings"]
+        except (OSError, ValueError, TypeError, KeyError):
+            before = None
+        earlier: list[dict[str, Any]] = []
+        if isinstance(before, dict):
+            kept = before.get("earlier")
+            earlier = [t for t in kept if isinstance(t, dict)] if isinstance(kept, list) else []
+            earlier.append({k: v for k, v in before.items() if k != "earlier"})
+        return {**timing, "earlier": earlier}
+
     @staticmethod
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
         text = json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False)
