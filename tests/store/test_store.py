@@ -262,6 +262,23 @@ def test_cache_names_model_setups_and_clears_one(tmp_path: Path) -> None:
     assert left.info().entries == 2
 
 
+def test_a_set_up_that_stores_nothing_is_not_named(tmp_path: Path) -> None:
+    """A run refused before it scored (its run folder held other settings) left its model as a
+    set-up with no entries in `cache info` (QA): a new set-up is named with its first entry;
+    one the cache names already is marked used by every scorer."""
+    cache = ScoreCache(tmp_path / "c" / "scores.sqlite")
+    CachedScorer(OtherBackend(), cache)  # set up, then refused: nothing scored
+    assert cache.models() == [] and cache.info().setups == 0
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", "a")])
+    (setup,) = cache.models()
+    assert (setup.spec, setup.entries) == ("hf:./other", 1)
+    with cache._db:
+        cache._db.execute("UPDATE models SET last_used = '2000-01-01T00:00:00Z'")
+    CachedScorer(OtherBackend(), cache)  # a run served from the cache alone
+    (setup,) = cache.models()
+    assert setup.last_used is not None and setup.last_used > "2026"
+
+
 def test_a_damaged_line_mid_file_loses_only_its_own_record(tmp_path: Path) -> None:
     """A bad line in the middle of items.jsonl dropped every good record after it (they were
     scored again); now only that line goes, and the torn tail of a kill is still cut."""
@@ -929,7 +946,8 @@ def test_cache_info_only_reads(tmp_path: Path) -> None:
     CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a"), ScoreRequest("q", "b")])
     key = hashlib.sha256(b"x").hexdigest()
     cache.put_blobs("fp-other", "stats", [(key, [[5], [-1.0]])])  # another set-up's statistic
-    cache.note_model("fp-idle", {"spec": "hf:idle"})  # a set-up that stored nothing
+    with cache._db:  # a set-up that stored nothing (an older version named such set-ups)
+        cache._db.execute("INSERT INTO models VALUES ('fp-idle', 'hf:idle', '{}', NULL)")
     holder = sqlite3.connect(path, timeout=1)
     holder.execute("BEGIN IMMEDIATE")  # another process writing now
     holder.execute("INSERT OR REPLACE INTO meta VALUES ('x', 'y')")

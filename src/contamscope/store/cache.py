@@ -84,7 +84,8 @@ class CacheInfo:
     statistics: int = 0
     """Per-token statistics and generations (table ``blobs``)."""
     setups: int = 0
-    """Model set-ups known to the cache: with entries, or named by a run that stored none."""
+    """Model set-ups known to the cache: with entries, or named without any (a version before
+    2026-11-30 named the set-up of a run that stored nothing)."""
 
 
 @dataclass(frozen=True)
@@ -261,9 +262,9 @@ class ScoreCache:
         what = what or cache_dir_name(self.path.parent)  # how an error names the folder
         self._lock = threading.RLock()
         self._named: dict[str, tuple[str | None, str, str]] = {}
-        """The model rows :meth:`note_model` wrote, per fingerprint: stored again (if gone)
-        with the scores, so a ``cache clear --model`` during a run does not leave the run's
-        later scores without their spec."""
+        """The model rows :meth:`note_model` was given, per fingerprint: written with the
+        scores where missing (a new set-up's first entries; again after a ``cache clear
+        --model`` during a run, which would leave the run's later scores without their spec)."""
         self.unsaved = 0
         """Results not stored because the cache is read-only."""
         self.unread_wal: Path | None = None
@@ -437,7 +438,10 @@ class ScoreCache:
 
     @_db_errors
     def note_model(self, fingerprint: str, description: dict[str, Any]) -> None:
-        """Record which model set-up ``fingerprint`` is (for ``cache info`` / ``clear --model``)."""
+        """Record which model set-up ``fingerprint`` is (for ``cache info`` / ``clear --model``):
+        a set-up the cache names already is marked used now; a new one is named with its first
+        stored entry (a run refused before it scored, e.g. by its run folder, left a set-up
+        with no entries in ``cache info``)."""
         if self.read_only:
             return
         spec = str(description.get("spec") or "") or None
@@ -445,10 +449,12 @@ class ScoreCache:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._named[fingerprint] = (spec, detail, now)
         with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO models VALUES (?,?,?,?)", (fingerprint, spec, detail, now)
-            )
-            self._keep_name(fingerprint)
+            known = self._db.execute(
+                "UPDATE models SET spec = ?, detail = ?, last_used = ? WHERE fingerprint = ?",
+                (spec, detail, now, fingerprint),
+            ).rowcount
+            if known:
+                self._keep_name(fingerprint)
 
     def _keep_name(self, fingerprint: str) -> None:
         """Inside a write transaction: the model rows of ``fingerprint`` as :meth:`note_model`
