@@ -55,8 +55,33 @@ def test_nan_scores_are_not_cached(tmp_path: Path) -> None:
     backend = CountingBackend()
     scorer = CachedScorer(backend, ScoreCache(tmp_path / "s.sqlite"))
     scorer.score([ScoreRequest("q", "nan")])
-    scorer.score([ScoreRequest("q", "nan")])
-    assert backend.calls == [1, 1]
+    scorer.score([ScoreRequest("q", "nan"), ScoreRequest("q", "a")])
+    assert backend.calls == [1, 2]
+    # past the context window the model ran nothing: neither computed nor reused (a CAP run
+    # counted them as computed on every re-run)
+    assert (scorer.computed, scorer.reused) == (1, 0)
+    bare = CachedScorer(backend, None)
+    bare.score([ScoreRequest("q", "nan"), ScoreRequest("q", "a")])
+    assert (bare.computed, bare.reused) == (1, 0)
+
+
+def test_generations_past_the_context_are_not_counted_as_computed(tmp_path: Path) -> None:
+    from contamscope.backends.base import GenerateRequest, Generation
+
+    class Gen(CountingBackend):
+        capabilities = Capabilities(prompt_logprobs=False, generate=True)
+
+        def generate(self, requests, progress=None):  # type: ignore[no-untyped-def]
+            return [
+                Generation("", 0, "context") if r.prompt == "long" else Generation("x", 1, "stop")
+                for r in requests
+            ]
+
+    reqs = [GenerateRequest("long"), GenerateRequest("short")]
+    for cache in (ScoreCache(tmp_path / "s.sqlite"), None):
+        scorer = CachedScorer(Gen(), cache)
+        scorer.generate(reqs)
+        assert (scorer.computed, scorer.reused) == (1, 0)
 
 
 def test_cache_schema_mismatch_and_garbage_file_are_refused(tmp_path: Path) -> None:

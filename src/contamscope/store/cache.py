@@ -600,6 +600,18 @@ def _stats_ok(st: TokenStats) -> bool:
     return all(x == x for x in st.logprobs)  # never store NaN (too long for the model)
 
 
+def _ran(result: ScoreResult | TokenStats | Generation) -> bool:
+    """Whether the model ran for ``result``: not for a text past its context window (NaN
+    log-probs; a generation that ended by ``"context"``), which :class:`CachedScorer` does not
+    count as computed (a CAP or BenBench run counted them on every re-run; they are not
+    stored, or cost nothing)."""
+    if isinstance(result, ScoreResult):
+        return result.logprob == result.logprob
+    if isinstance(result, Generation):
+        return result.finish_reason != "context"
+    return _stats_ok(result)
+
+
 def stats_kind(vocab_stats: bool, ids: bool = True) -> str:
     """Blob kind of per-token statistics. Blobs that carry the vocabulary mean/std have their
     own kind (so their own keys): a blob written before those fields existed, or by a call
@@ -651,7 +663,8 @@ class CachedScorer:
     """Calls a backend through the cache: scores, per-token statistics and generations.
 
     ``computed`` / ``reused`` count requests of every kind that were run / read from the cache
-    over the scorer's life; a run reports its own share with :meth:`mark` and :meth:`since`.
+    over the scorer's life (a request past the model's context window is neither: the model
+    did not run it); a run reports its own share with :meth:`mark` and :meth:`since`.
     """
 
     def __init__(self, backend: Backend, cache: ScoreCache | None) -> None:
@@ -715,7 +728,7 @@ class CachedScorer:
                 self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
             for i, r in zip(missing, new):
                 found[keys[i]] = r
-            self.computed += len(missing)
+            self.computed += sum(map(_ran, new))
             self.reused += len(keys) - len(missing)
             yield [found[k] for k in keys]
 
@@ -778,8 +791,9 @@ class CachedScorer:
     ) -> list[R]:
         kind_of = {"generate": Generation}.get(kind, TokenStats)
         if self.cache is None:
-            self.computed += len(requests)
-            return self._checked(requests, run(list(requests), progress), kind_of)
+            got = self._checked(requests, run(list(requests), progress), kind_of)
+            self.computed += sum(map(_ran, got))
+            return got
         keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
         found = {k: load(v) for k, v in self.cache.get_blobs(keys).items()}
         missing = [i for i, k in enumerate(keys) if k not in found]
@@ -802,7 +816,7 @@ class CachedScorer:
             )
             for i, r in zip(missing, new):
                 found[keys[i]] = r
-        self.computed += len(missing)
+            self.computed += sum(map(_ran, new))
         self.reused += len(requests) - len(missing)
         return [found[k] for k in keys]
 
