@@ -484,6 +484,24 @@ def test_plain_progress_lines_come_while_a_long_batch_runs(
     assert "scoring epoch-1: 0/4" in said and "training: " not in said, said
 
 
+def test_progress_says_the_time_left_when_batches_come_minutes_apart(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rich estimates the speed from the last 30 s of advances: with the real model's batches
+    minutes apart it had none, and neither the bar nor the plain lines said a time left."""
+    from contamscope.cli.common import quiet_progress
+
+    now = [0.0]
+    monkeypatch.setenv("CONTAMSCOPE_PROGRESS_SECONDS", "0")
+    with quiet_progress(auto_refresh=False, get_time=lambda: now[0]) as bar:
+        task = bar.add_task("scoring", total=6)
+        for _ in range(3):
+            now[0] += 120.0  # a batch of 2 items every 2 minutes
+            bar.advance(task, 2)
+        left = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("scoring: ")]
+    assert "scoring: 4/6, 0:04:00 elapsed, 0:02:00 left" in left, left
+
+
 def test_a_log_file_gets_plain_progress_lines(
     tmp_path: Path, bench: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

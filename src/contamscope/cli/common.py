@@ -412,6 +412,9 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
                     self._clock.start()
             return super().add_task(*args, **kw)
 
+    # the speed (and so the time left) from the last hour's advances: rich's 30 s kept none
+    # while batches of the real model came minutes apart, and no time left was said (QA)
+    kwargs.setdefault("speed_estimate_period", 3600.0)
     return _Quiet(*columns, console=err_console, **kwargs)
 
 
