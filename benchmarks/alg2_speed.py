@@ -82,6 +82,13 @@ def pipeline(benchdata: Path, n: int) -> None:
     config = PermutationConfig(template="paper", detector_workers=0)
     times = {}
     saved = iforest.available
+    # untimed: a first run builds the benchmark's label-convention table and stores it in the
+    # user cache, which every later run reads; timed inside the first variant, it was charged
+    # to IsolationForest alone (32x cold against 12x warm on one host; benchmark QA)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        run_permutation(loaded, items[:2], CachedScorer(InstantBackend(), None), Path(tmp), config)
+        warm = time.perf_counter() - t0
     for name, check in (("IsolationForest", _never), ("direct", saved)):
         iforest.available = check  # type: ignore[assignment]
         with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +100,8 @@ def pipeline(benchdata: Path, n: int) -> None:
     print(
         f"pipeline with instant scores, {n} MMLU items, detectors inline: IsolationForest "
         f"{slow:.2f} s ({1e3 * slow / n:.1f} ms an item), direct {fast:.2f} s "
-        f"({1e3 * fast / n:.1f} ms an item): {slow / fast:.1f}x"
+        f"({1e3 * fast / n:.1f} ms an item): {slow / fast:.1f}x (both after an untimed "
+        f"2-item run, {warm:.2f} s, that built or read the label-convention table)"
     )
 
 
