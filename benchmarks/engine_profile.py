@@ -36,6 +36,7 @@ from permutation_speed import (  # noqa: E402
     engine_backend,
     matmul_peak,
     requests_for,
+    useful_flops,
 )
 
 from contamscope.backends import tree_plan  # noqa: E402
@@ -138,6 +139,7 @@ def main() -> int:
         mmlu = [it for it in mmlu if it.subject in keep]
     items = random.Random(args.seed).sample(mmlu, min(args.items, len(mmlu)))
     reqs = requests_for(items)
+    tokens, issue_flops, needed_flops = useful_flops(backend, reqs)  # (see permutation_speed)
     variants = [
         tuple(float(x) for x in v.split(":")) for v in args.variants.split(",") if v.strip()
     ] or [(backend.score_batch_tokens, backend.max_tree_nodes, backend.pad_tolerance)]
@@ -166,9 +168,12 @@ def main() -> int:
         before = matmul_peak(backend.dtype, backend.device)  # (the host's speed drifts)
         wall = timed_calls(lambda: backend.score(reqs), backend, args.repeats)
         peak = (before + matmul_peak(backend.dtype, backend.device)) / 2
-        useful = backend.tokens_min / args.repeats
+        if backend.tokens_min != tokens * args.repeats:
+            raise SystemExit(
+                f"the engine counted {backend.tokens_min} tokens at least, not {tokens}"
+            )
         over = backend.tokens_run / max(backend.tokens_min, 1) - 1
-        eff = 2 * params * useful / wall / peak
+        eff, eff_needed = issue_flops / wall / peak, needed_flops / wall / peak
         totals: dict[str, float] = defaultdict(float)
         with breakdown(backend, totals):
             synced = timed_calls(lambda: backend.score(reqs), backend, 1)
@@ -177,7 +182,7 @@ def main() -> int:
         print(
             f"budget {budget:6d} nodes {nodes:4d}{'x1-4' if getattr(backend, 'key_cost', 0) else ''} pad {backend.pad_tolerance:g} planning "
             f"processes {backend.plan_workers} chunks {backend.plan_chunk_tokens}: {wall:.3f}s/call, {len(items) / wall:.1f} items/s,"
-            f" efficiency {100 * eff:.1f}% (peak {peak / 1e9:.0f} GFLOP/s around it), beyond bound {100 * over:.0f}% | synchronised "
+            f" efficiency {100 * eff:.1f}% ({100 * eff_needed:.1f}% of the FLOPs needed; peak {peak / 1e9:.0f} GFLOP/s around it), beyond bound {100 * over:.0f}% | synchronised "
             f"{synced:.3f}s: {parts}, other {rest:.3f}s",
             flush=True,
         )
