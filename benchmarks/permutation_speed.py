@@ -145,14 +145,14 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float = 3.0) 
 def reference_logprob(backend: HFBackend, prefix: str, cont: str) -> float:
     """The published script's computation: full sequence, float64 softmax, per-token copies
     (the model's own eager code, not the engine's fused kernels)."""
-    e = backend.encode(ScoreRequest(prefix, cont))
-    ids = torch.tensor([list(e.prefix) + e.cont], device=backend.device)
+    head, scored = backend.naive_encode(ScoreRequest(prefix, cont))  # (not the engine's split)
+    ids = torch.tensor([head + scored], device=backend.device)
     with torch.no_grad(), backend.eager():
         logits = backend.model(ids).logits
         logp = torch.log_softmax(logits.double(), dim=2)
         per_token = [logp[:, k - 1, ids[0, k]] for k in range(1, ids.shape[1])]
         per_token = [x.detach().cpu().numpy()[0] for x in per_token]
-    return float(sum(per_token[len(e.prefix) - 1 :]))
+    return float(sum(per_token[len(head) - 1 :]))
 
 
 def requests_for(items: list[MCQItem]) -> list[ScoreRequest]:

@@ -38,6 +38,36 @@ def test_engine_matches_naive_full_forward(tiny_backend) -> None:  # type: ignor
     assert got[0].boundary_chars == 0
 
 
+def test_the_naive_reference_tokenises_apart_from_the_engine(tiny_backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The reference split prefix and continuation with the engine's own code, so a bug there
+    scored the wrong tokens on both sides and the comparison still passed (benchmark review).
+    It tokenises apart now: the same tokens for every request, and an engine split moved by
+    one token is caught."""
+    from contamscope.backends import tree_plan
+
+    awkward = [
+        ScoreRequest("Q: which?\n", " A: spaced\nB:\n"),
+        ScoreRequest("Emoji 👍🏽 ", "🇫🇷 flag"),
+        ScoreRequest("中文题目：", "甲乙丙丁"),
+        ScoreRequest("x", ""),
+    ]
+    for req in REQUESTS + awkward:
+        e = tiny_backend.encode(req)
+        assert tiny_backend.naive_encode(req) == (list(e.prefix), list(e.cont)), req
+    want = tiny_backend.naive_logprob(REQUESTS[0])
+    real_split, real_offsets = tree_plan._split_encoding, tree_plan._split_offsets
+
+    def late(enc, cut):  # type: ignore[no-untyped-def]
+        ids, split, boundary = real_split(enc, cut)
+        return ids, split + 1, boundary
+
+    monkeypatch.setattr(tree_plan, "_split_encoding", late)
+    monkeypatch.setattr(tree_plan, "_split_offsets", lambda o, c: (real_offsets(o, c)[0] + 1, 0))
+    moved = tiny_backend.score([REQUESTS[0]])[0].logprob
+    assert tiny_backend.naive_logprob(REQUESTS[0]) == want
+    assert abs(moved - want) > 1e-3
+
+
 def test_scoring_passes_the_kv_cache_by_this_transformers_name(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     """transformers 5.24 renamed forward's past_key_values to cache and warned (FutureWarning,
     'will be removed in 5.40') on every run's stderr; the split and the fallback head both."""

@@ -1168,15 +1168,36 @@ class HFBackend(Backend):
     def decode(self, tokens: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(tokens)))
 
+    def naive_encode(self, req: ScoreRequest) -> tuple[list[int], list[int]]:
+        """(prefix ids with BOS, scored ids) of ``req`` by the span rule of :meth:`encode`,
+        computed apart from the engine's code: the whole text through the transformers
+        tokenizer's offsets, the scored tokens those ending past the prefix. A reference
+        that used :meth:`encode` could not see a bug of the engine's split (a benchmark
+        review). A tokenizer without offsets (a slow one) falls back to :meth:`encode`."""
+        cut = len(req.prefix)
+        try:
+            enc = self.tokenizer(
+                req.prefix + req.continuation,
+                add_special_tokens=False,
+                return_offsets_mapping=True,
+            )
+        except (NotImplementedError, TypeError, ValueError):
+            e = self.encode(req)
+            return list(e.prefix), list(e.cont)
+        ids, ends = list(enc["input_ids"]), [end for _, end in enc["offset_mapping"]]
+        split = next((k for k, end in enumerate(ends) if end > cut), len(ids))
+        bos = [self.bos_id] if self.bos_id is not None else []
+        return bos + ids[:split], ids[split:]
+
     def naive_logprob(self, req: ScoreRequest) -> float:
         """Reference computation: one full forward pass of the model's own (unfused) code,
-        float64 log-softmax (for tests)."""
-        e = self.encode(req)
-        ids = torch.tensor([list(e.prefix) + e.cont], device=self.device)
+        float64 log-softmax, tokenised by :meth:`naive_encode` (for tests)."""
+        prefix, cont = self.naive_encode(req)
+        ids = torch.tensor([prefix + cont], device=self.device)
         with torch.inference_mode(), self.eager():
             logp = torch.log_softmax(self.model(ids).logits.double(), -1)[0]
-        p = len(e.prefix)
-        return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(e.cont)))
+        p = len(prefix)
+        return float(sum(logp[p - 1 + j, t].item() for j, t in enumerate(cont)))
 
 
 class _TreeCall:
