@@ -284,7 +284,7 @@ def _verdict_section(run: RunData) -> Section:
     s = run.summary
     stats = s.get("statistics") or {}
     cfg = s.get("config") or {}
-    n, k = cfg.get("n", 5), cfg.get("k", 5)
+    n, k = esc(cfg.get("n", 5)), esc(cfg.get("k", 5))  # (written into the page below)
     split = _split_of_interest(stats)
     keys = metric_keys(s)
     line = verdict_line(s)
@@ -297,9 +297,9 @@ def _verdict_section(run: RunData) -> Section:
     ppl_sig = _signal((st.get("delta") or {}).get("nll"), "nll")
     head = (
         f'<div class="verdict {cls}">{esc(sentence)}</div>'
-        f"<p class='note'>{inst.get('count', 0)} of {inst.get('of', 0)} {esc(split)} items have "
+        f"<p class='note'>{esc(inst.get('count', 0))} of {esc(inst.get('of', 0))} {esc(split)} items have "
         f"every one of their {k} {n}-grams predicted exactly (paraphrases: "
-        f"{inst.get('reference_count', 0)} of {inst.get('reference_of', 0)}). The NLL Δ "
+        f"{esc(inst.get('reference_count', 0))} of {esc(inst.get('reference_of', 0))}). The NLL Δ "
         f"{'also lies below 0' if ppl_sig else 'does not lie below 0'} at 95% "
         f"(p {_p((st.get('delta') or {}).get('nll') or {})}).</p>"
         "<p class='note'><b>How to read it.</b> Each item (question + answer) is scored as "

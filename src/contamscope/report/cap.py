@@ -313,7 +313,7 @@ def _verdict_section(
             mm = [x[1] for x in vals if x[1] is not None]
             split_rows.append(
                 f"<tr><td>{esc(split)}</td><td>{esc(reader)}</td>"
-                f"<td>{st.get('n', 0)} / {cnt.get('items', '?')}</td>"
+                f"<td>{esc(st.get('n', 0))} / {esc(cnt.get('items', '?'))}</td>"
                 f"<td>{_f(st.get('m'))} {_ci(mean_ci([x[0] for x in vals]))}</td>"
                 f"<td>{_f(st.get('m_modified'))} {_ci(mean_ci(mm))}</td>"
                 f"<td>{_f(st.get('c'))} {_ci(mean_ci([x[2] for x in vals]))}</td>"

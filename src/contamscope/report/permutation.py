@@ -301,8 +301,8 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     head = (
         f'<div class="verdict {cls}">{esc(sentence)}</div>'
         f'<p class="note">{plural(counts.get("items_analysed", 0), "item")} analysed of '
-        f"{counts.get('items_selected', 0)} selected (excluded: {excl}; input rows skipped: "
-        f"{counts.get('rows_skipped', 0)}). <b>H0</b>: the model has not seen the items, so each "
+        f"{esc(counts.get('items_selected', 0))} selected (excluded: {excl}; input rows skipped: "
+        f"{esc(counts.get('rows_skipped', 0))}). <b>H0</b>: the model has not seen the items, so each "
         "item's original option order is exchangeable with its other orders. The column "
         "<i>expected under H0</i> is each statistic's false-positive rate: what a clean model "
         "shows. The verdict combines the three calibrated tests (Algorithm-1 excess, rank-test "
@@ -317,7 +317,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     rows.append(
         (
             "Algorithm 1 (paper): original order has the highest log-prob",
-            f"{fmt_pct(a1['rate'])} ({a1['count']})",
+            f"{fmt_pct(a1['rate'])} ({esc(a1['count'])})",
             fmt_ci(a1["rate_ci"]),
             fmt_pct(a1["null_expected"]),
             fmt_p(a1["p_value"]),
@@ -336,7 +336,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
     rows.append(
         (
             f"Rank test: items with rank p-value ≤ {r['alpha']:g}",
-            f"{fmt_pct(r['rate'])} ({r['count']})",
+            f"{fmt_pct(r['rate'])} ({esc(r['count'])})",
             fmt_ci(r["rate_ci"]),
             fmt_pct(r["expected"]),
             fmt_p(r["p_value"]),
@@ -360,7 +360,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         rows.append(
             (
                 f"Algorithm 2 (paper), δ = {esc(key)}: the maximum is an outlier",
-                f"{fmt_pct(d['rate'])} ({d['count']})",
+                f"{fmt_pct(d['rate'])} ({esc(d['count'])})",
                 fmt_ci(d["rate_ci"]),
                 f"{fmt_pct(ref['reference_rate'])} on clean items†" if ref else "unknown*",
                 fmt_p(ref["p_value"]) if ref else "",
@@ -369,7 +369,7 @@ def _verdict_section(run: RunData, stats: dict[str, Any]) -> Section:
         rows.append(
             (
                 "&nbsp;&nbsp;… and the maximum is the original order",
-                f"{fmt_pct(d['anchored_rate'])} ({d['anchored_count']})",
+                f"{fmt_pct(d['anchored_rate'])} ({esc(d['anchored_count'])})",
                 "",
                 fmt_pct(d["anchored_null_expected"]),
                 fmt_p(d["anchored_p_value"]),
