@@ -78,3 +78,21 @@ def test_a_comparison_document_escapes_names(make_benbench_run: Callable[..., Pa
     assert html == []
     assert rows and len({len(r) for r in rows}) == 1
     assert f"`{MODEL}`" in md  # the model spec as code: shown as typed, never read as HTML
+
+
+def test_a_leaderboard_legend_escapes_what_the_runs_say(
+    make_membership_run: Callable[..., Path],
+) -> None:
+    """The Markdown leaderboard's legend lines wrote a run's statistic name raw (`min_k_pp<img
+    src=x onerror=...>` in summary.json; security QA); its table cells were escaped."""
+    from contamscope.report import collect
+    from contamscope.report.leaderboard import to_markdown
+
+    run = make_membership_run("m")
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["statistics"]["statistic"] = "min_k_pp<img src=x onerror=alert(1)>"
+    path.write_text(json.dumps(summary))
+    md = to_markdown(collect([run]))
+    _, html = _parse(md)
+    assert html == [] and "onerror" in md

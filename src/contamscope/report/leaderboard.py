@@ -589,7 +589,7 @@ def to_markdown(
             f"- rows: ranked by {md_cell(_col_label(cols[0], multi))}, most leakage first"
             + (" (ties and missing cells by the next columns)" if len(cols) > 1 else "")
         )
-    lines.extend(f"- {x}" for x in _legends(entries, html=False))
+    lines.extend(f"- {md_cell(x)}" for x in _legends(entries, html=False))
     lines.append(f"- {significance_line(entries)}")
     lines.extend(f"- {md_cell(x)}" for x in flagged_lines(entries))
     lines.extend(f"- {md_cell(x)}" for x in caveat_lines(entries))
