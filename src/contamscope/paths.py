@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import IO, Any
 
 __all__ = [
     "cache_root",
@@ -111,21 +112,56 @@ def make_folder(path: Path, what: str = "--out") -> Path:
     return path
 
 
+NO_LINK_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_unlinked(path: Path, mode: str = "w") -> IO[Any]:
+    """``path`` opened to write (``mode`` "w", "wb" or "a"; text is UTF-8), never through a
+    symbolic link: a run folder from elsewhere may hold one out of it (``report.html.tmp`` ->
+    ``~/.ssh/authorized_keys`` made ``contamscope report`` write there; security QA). "w" and
+    "wb" create the file afresh: a file or link of that name is removed first, and one that
+    appears meanwhile is refused (``O_EXCL``); "a" refuses a link (``O_NOFOLLOW``)."""
+    flags = os.O_WRONLY | os.O_CREAT | NO_LINK_FLAGS
+    if mode == "a":
+        flags |= os.O_APPEND
+    else:
+        path.unlink(missing_ok=True)
+        flags |= os.O_EXCL
+    fd = os.open(path, flags, 0o666)
+    try:
+        return open(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
     """Write ``text`` to ``path`` through a temporary file renamed over it (a reader never sees
-    half a file); on failure, one line naming ``what`` and no temporary file left behind."""
+    half a file; a link of either name is replaced, not written through); on failure, one
+    line naming ``what`` and no temporary file left behind."""
     from .errors import StoreError
 
     path = check_output_file(path, what)
     make_folder(path.parent, what)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        replace_text(path, text)
     except OSError as exc:
-        remove_quietly(tmp)
         raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
     return path
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (a file of a run or of its folder) through a temporary file
+    renamed over it, as :func:`write_text_atomic` does, without its checks of a user's --out;
+    an OSError leaves no temporary file behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open_unlinked(tmp) as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        remove_quietly(tmp)
+        raise
 
 
 def remove_quietly(path: Path) -> None:

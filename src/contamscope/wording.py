@@ -29,6 +29,10 @@ def first_few(names: Sequence[str], n: int = 3) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
+TOO_DEEP = "not valid JSON here (nested too deeply to read)"
+"""What a JSON text too deeply nested for Python's parser (a RecursionError) is called."""
+
+
 def json_error(e: json.JSONDecodeError, *, line: bool = True) -> str:
     """JSON's message with where it stopped, for an error whose file (and line, with
     ``line=False``) is named already: ``"Unterminated string starting at line 3 column 5"``

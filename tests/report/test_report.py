@@ -942,6 +942,34 @@ def test_benchmarks_of_different_folders_are_named_from_their_common_folder(
     ]
 
 
+def test_json_nested_too_deeply_is_one_line_and_leaves_the_run_out(make_run) -> None:
+    """A record or summary nested 200,000 deep ended report, reanalyse and the whole
+    leaderboard with a RecursionError traceback (security QA)."""
+    from contamscope.store import RunDir
+
+    deep = "[" * 200_000 + "]" * 200_000
+    good = make_run("good", n_items=5, n_excluded=0)
+    run = make_run("deep-record", n_items=5, n_excluded=0)
+    with open(run / "items.jsonl", "a") as fh:
+        fh.write('{"id": "deep", "x": ' + deep + "}\n")
+    with pytest.raises(StoreError, match=r"items\.jsonl:6: not valid JSON here \(nested too"):
+        build_report(run)
+    summary = make_run("deep-summary", n_items=5, n_excluded=0)
+    (summary / "summary.json").write_text('{"a": ' + deep + "}")
+    with pytest.raises(StoreError, match=r"summary\.json: not valid JSON here \(nested too"):
+        build_report(summary)
+    with pytest.raises(StoreError, match="nested too deeply"):
+        RunDir(summary).finished_run("permutation")
+    (summary / "settings.json").write_text('{"a": ' + deep + "}")
+    with pytest.raises(StoreError, match="damaged .*nested too deeply"):
+        RunDir(summary).stored_settings()
+    left: list[Any] = []
+    board = collect([good, run, summary], left)
+    assert sorted(Path(e.run_dir) for e in board) == [run, good]  # (from summaries only)
+    assert [Path(x.run_dir) for x in left] == [summary]
+    assert all("nested too deeply" in x.reason for x in left), left
+
+
 def test_a_damaged_record_is_named_by_its_line_in_items_jsonl(make_run) -> None:
     """The report blamed summary.json ('not a complete summary.json') for a damaged record of
     items.jsonl, and named no line (QA)."""

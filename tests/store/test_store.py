@@ -1222,3 +1222,42 @@ def test_cache_repair_reads_past_a_range_that_ends_early_without_an_error(tmp_pa
     )
     got = ScoreCache(path).get_many([k for k, _ in rows])
     assert len(got) == report.kept["scores"] and all(got[k] == r for k, r in rows if k in got)
+
+
+def test_links_in_a_run_folder_are_never_written_through(tmp_path: Path) -> None:
+    """A run folder from elsewhere held `report.html.tmp` -> a file outside it, and
+    `contamscope report` wrote the report there (and `reanalyse`, through `summary.json.tmp`
+    and `items.jsonl.tmp`; security QA). Links are replaced or refused, never followed."""
+    from contamscope.paths import write_text_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept\n")
+    run = tmp_path / "run"
+    RunDir(run).open({"method": "m", "x": 1})  # (the folder as uploaded: a run, and links)
+    for name in ("report.html.tmp", "summary.json.tmp", "items.jsonl.tmp"):
+        (run / name).symlink_to(victim)
+    write_text_atomic(run / "report.html", "<html></html>\n")
+    folder = RunDir(run)
+    folder.open({"method": "m", "x": 1})
+    folder.append([{"id": "a"}])
+    folder.replace_records([{"id": "a", "v": 1}])
+    folder.write_summary({"method": "m"})
+    folder.close()
+    assert victim.read_text() == "kept\n"
+    assert not any(p.is_symlink() for p in run.iterdir())
+    assert (run / "report.html").read_text() == "<html></html>\n"
+    assert [json.loads(x) for x in (run / "items.jsonl").read_text().splitlines()] == [
+        {"id": "a", "v": 1}
+    ]
+    # a records file that is a link is not appended to, nor a lock file that is one opened
+    (run / "items.jsonl").unlink()
+    (run / "items.jsonl").symlink_to(victim)
+    again = RunDir(run)
+    with pytest.raises(StoreError):
+        again.append([{"id": "b"}])
+    lock_victim = tmp_path / "lock-victim"
+    (run / ".lock").unlink()
+    (run / ".lock").symlink_to(lock_victim)
+    with pytest.raises(StoreError):
+        RunDir(run).open({"method": "m", "x": 1})
+    assert victim.read_text() == "kept\n" and not lock_victim.exists()

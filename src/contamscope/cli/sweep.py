@@ -350,7 +350,9 @@ def _check_manifest(out: Path, shared: dict[str, Any], overwrite: bool) -> None:
     path = out / "sweep.json"
     _refuse_other_options(out, shared, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"options": shared}, indent=2) + "\n", encoding="utf-8")
+    from ..paths import replace_text
+
+    replace_text(path, json.dumps({"options": shared}, indent=2) + "\n")
 
 
 def _job_kwargs(job: Job, kw: dict[str, Any], reference: Path | None = None) -> dict[str, Any]:

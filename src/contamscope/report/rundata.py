@@ -15,7 +15,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..store.run import RunFolder, folder_path
-from ..wording import json_error
+from ..wording import TOO_DEEP, json_error
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -117,6 +117,8 @@ class RunData:
                     raise StoreError(
                         f"{self.items_path}:{i}: not valid JSON ({json_error(exc, line=False)})"
                     ) from None
+                except RecursionError:  # (a traceback ended report and leaderboard; QA)
+                    raise StoreError(f"{self.items_path}:{i}: {TOO_DEEP}") from None
                 if not isinstance(rec, dict):
                     raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
                 yield i, rec
@@ -129,6 +131,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise StoreError(
             f"{path}:{exc.lineno}: not valid JSON ({json_error(exc, line=False)})"
         ) from None
+    except RecursionError:
+        raise StoreError(f"{path}: {TOO_DEEP}") from None
     except UnicodeDecodeError as exc:
         raise StoreError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
     except OSError as exc:

@@ -17,8 +17,15 @@ from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 from ..errors import ConfigError, StoreError, note
-from ..paths import RUN_FOLDER, make_folder, remove_quietly, write_text_atomic
-from ..wording import first_few, json_error, plural
+from ..paths import (
+    NO_LINK_FLAGS,
+    RUN_FOLDER,
+    make_folder,
+    open_unlinked,
+    remove_quietly,
+    write_text_atomic,
+)
+from ..wording import TOO_DEEP, first_few, json_error, plural
 
 __all__ = [
     "RunDir",
@@ -217,7 +224,8 @@ class RunDir:
                 "of it is open): close() that one first, or use another --out"
             )
         try:
-            fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+            # (not through a link: the folder may come from elsewhere)
+            fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR | NO_LINK_FLAGS, 0o644)
         except OSError as exc:  # a read-only file system, a folder of another user
             raise StoreError(f"{self.path}: cannot write it ({exc.strerror or exc})") from None
         try:
@@ -241,8 +249,14 @@ class RunDir:
                     k: renamed.get(v, v) if isinstance(v, str) else v for k, v in stored.items()
                 }
             return stored
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            why = json_error(exc) if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            why = (
+                json_error(exc)
+                if isinstance(exc, json.JSONDecodeError)
+                else TOO_DEEP
+                if isinstance(exc, RecursionError)
+                else "not UTF-8 text"
+            )
             raise StoreError(  # (it said "use --overwrite" to reanalyse, which has none)
                 f"{self.settings_path}: damaged ({why}); the command that wrote the folder, "
                 "re-run with --overwrite, starts it anew"
@@ -272,6 +286,8 @@ class RunDir:
                 f"{self.path}: the run is unfinished (no summary.json); re-run its {method} "
                 "command to finish it"
             ) from None
+        except RecursionError:
+            raise StoreError(f"{self.summary_path}: {TOO_DEEP}") from None
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.summary_path}: cannot read it ({exc})") from None
         if not isinstance(summary, dict):
@@ -303,7 +319,13 @@ class RunDir:
                         rec = json.loads(raw)
                         rec_id = rec["id"]
                         usable = complete is None or complete(rec)
-                    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+                    except (
+                        json.JSONDecodeError,
+                        UnicodeDecodeError,
+                        KeyError,
+                        TypeError,
+                        RecursionError,
+                    ):
                         usable = False
                     if not usable:
                         damaged = True  # dropped: its item is scored again; the good records
@@ -319,7 +341,8 @@ class RunDir:
                     good.append(raw)
             if damaged:
                 tmp = self.items_path.with_name(self.items_path.name + ".tmp")
-                tmp.write_bytes(b"".join(good))
+                with open_unlinked(tmp, "wb") as raw_out:
+                    raw_out.write(b"".join(good))
                 os.replace(tmp, self.items_path)
         except OSError as exc:
             raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
@@ -338,7 +361,7 @@ class RunDir:
         if not data:
             return
         try:
-            with open(self.items_path, "a", encoding="utf-8") as fh:
+            with open_unlinked(self.items_path, "a") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -353,7 +376,7 @@ class RunDir:
         whole run, e.g. p-values against a reference set, adds them once every item is done)."""
         tmp = self.items_path.with_suffix(".jsonl.tmp")
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
+            with open_unlinked(tmp) as fh:
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -381,7 +404,7 @@ class RunDir:
         try:
             old = json.loads(self.summary_path.read_text(encoding="utf-8"))
             before = old["timings"]
-        except (OSError, ValueError, TypeError, KeyError):
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
             before = None
         earlier: list[dict[str, Any]] = []
         if isinstance(before, dict):

@@ -26,6 +26,7 @@ from .. import __version__
 from ..backends import load_backend
 from ..backends.base import Backend
 from ..errors import ConfigError, note
+from ..paths import replace_text
 from ..pipeline.provenance import git_commit, package_versions
 from ..store import RUN_SCHEMA_VERSION, CachedScorer, RunDir, ScoreCache, read_records
 from ..wording import plural
@@ -277,7 +278,7 @@ def run_validation(
     root.open(settings, overwrite=overwrite, upgrades=upgrades)
     record = method.split_record(split)
     _check_same_split(out / "split.json", record, overwrite)
-    (out / "split.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    replace_text(out / "split.json", json.dumps(record, indent=1) + "\n")
 
     phase(f"loading model {model}")
     backend = load_backend(model, device=device, dtype=dtype, options=options or {})
@@ -354,7 +355,7 @@ def run_validation(
         merged = {int(d["epoch"]): d for d in _read_train_log(log_path)}
         merged.update({log.epoch: dict(log.__dict__) for log in logs})
         train_logs = [merged[e] for e in sorted(merged)]
-        log_path.write_text(json.dumps(train_logs, indent=1) + "\n", encoding="utf-8")
+        replace_text(log_path, json.dumps(train_logs, indent=1) + "\n")
         del train_model
         gc.collect()
     else:
