@@ -156,6 +156,45 @@ def test_parse_fineval_rejects_other_text() -> None:
         parse_fineval("hello")
 
 
+def test_parse_fineval_reads_as_the_readme_expression_without_backtracking() -> None:
+    """FinEval's README expression (five DOTALL ``.*`` groups) took 13 s on a 1,351-character
+    row of repeated option lists (security QA). The parser finds the same groups from the
+    right: equal to the expression on generated prompts, linear on the hostile row."""
+    import random
+    import re
+
+    readme = re.compile(
+        r"^请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: (?P<q>.*)\n ?选项：\['A': ?(?P<A>.*), "
+        r"'B': ?(?P<B>.*), 'C': ?(?P<C>.*), 'D': ?(?P<D>.*)\]\n ?答案： ?$",
+        re.DOTALL,
+    )
+    head = "请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: "
+    pieces = ["x", " ", "\n", "\n选项：['A':", "\n 选项：['A':", ", 'B':", ", 'C':", ", 'D':",
+              "]\n答案：", "]\n 答案： ", "]", "'", ":", "\n "]  # fmt: skip
+    lists = ["", "\n选项：['A': a, 'B': b, 'C':c, 'D': d", "\n 选项：['A':a, 'B':b, 'C':c, 'D':d"]
+    ends = ["]\n答案：", "]\n 答案： ", "]\n答案： \n", "]\n答案：\n\n", ""]
+    rng = random.Random(0)
+    read = 0
+    for _ in range(20_000):
+        text = (head if rng.random() < 0.9 else "x") + "".join(
+            rng.choice(pieces) for _ in range(rng.randint(0, 8))
+        )
+        text += rng.choice(lists) + rng.choice(pieces[:4]) * rng.randint(0, 1) + rng.choice(ends)
+        m = readme.match(text)
+        want = m and (m["q"], (m["A"], m["B"], m["C"], m["D"]))
+        try:
+            got = parse_fineval(text)
+        except ValueError:
+            got = None
+        assert got == want, repr(text)
+        read += got is not None
+    assert read > 2_000
+    hostile = head + "\n选项：['A': , 'B': , 'C': , 'D': ]\n" * 5_000  # (hours for the expression)
+    assert parse_fineval(hostile + "]\n答案：")[1] == ("", "", "", "]\n")
+    with pytest.raises(ValueError):  # (no answer cue: the expression tried every split)
+        parse_fineval(hostile)
+
+
 def test_real_cap_folders(benchdata: Path) -> None:
     cap = benchdata / "cap"
     fe = load_cap(str(cap / "fineval"), ["dev", "val"])

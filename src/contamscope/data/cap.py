@@ -63,11 +63,37 @@ Task = Literal["mcq", "qa", "summary"]
 TASKS: tuple[str, ...] = ("mcq", "qa", "summary")
 CapItem = MCQItem | QAItem
 
-FINEVAL_RE = re.compile(
-    r"^请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: (?P<q>.*)\n ?选项：\['A': ?(?P<A>.*), "
-    r"'B': ?(?P<B>.*), 'C': ?(?P<C>.*), 'D': ?(?P<D>.*)\]\n ?答案： ?$",
-    re.DOTALL,
-)
+_FINEVAL_HEAD = "请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: "
+_FINEVAL_END = re.compile(r"\]\n ?答案： ?\n?\Z")
+
+
+def _fineval_parts(prompt: str) -> tuple[str, tuple[str, str, str, str]] | None:
+    """Question and options of a FinEval prompt, as FinEval's README expression reads them
+    (``^HEAD(?P<q>.*)\\n ?选项：\\['A': ?(?P<A>.*), 'B': ?(?P<B>.*), 'C': ?(?P<C>.*),
+    'D': ?(?P<D>.*)\\]\\n ?答案： ?$``, DOTALL, each group as long as it can be), found from
+    the right without backtracking: that expression took 13 s on a 1,351-character row of
+    repeated option lists, and hours on a few kB (security QA). None if not one."""
+    end = _FINEVAL_END.search(prompt)
+    if not prompt.startswith(_FINEVAL_HEAD) or end is None:
+        return None
+    body = prompt[len(_FINEVAL_HEAD) : end.start()]
+    parts: list[str] = []
+    for label in "DCB":
+        cut = body.rfind(f", '{label}':")
+        if cut < 0:
+            return None
+        value = body[cut + 6 :]
+        parts.append(value[1:] if value.startswith(" ") else value)
+        body = body[:cut]
+    cut = max(body.rfind("\n选项：['A':"), body.rfind("\n 选项：['A':"))
+    if cut < 0:
+        return None
+    value = body[cut:].split(":", 1)[1]  # (the marker's one colon is the ASCII one after A')
+    parts.append(value[1:] if value.startswith(" ") else value)
+    d, c, b, a = parts
+    return body[:cut], (a, b, c, d)
+
+
 FINEVAL_PROMPT = (
     "请回答选择题，从选项A，B，C，D中选择，回答问题。\n问题: {question}\n选项：[{options}]\n答案："
 )
@@ -173,10 +199,10 @@ def parse_fineval(prompt: str) -> tuple[str, tuple[str, str, str, str]]:
     >>> parse_fineval("请回答选择题，从选项A，B，C，D中选择，回答问题。\\n问题: 1+1=____。\\n 选项：['A':1, 'B': 2, 'C':3, 'D':4]\\n 答案： ")
     ('1+1=____。', ('1', '2', '3', '4'))
     """
-    m = FINEVAL_RE.match(prompt)
-    if not m:
+    parts = _fineval_parts(prompt)
+    if parts is None:
         raise RowError("input is not a FinEval prompt (README format)")
-    return m.group("q"), (m.group("A"), m.group("B"), m.group("C"), m.group("D"))
+    return parts
 
 
 class _Collector:
@@ -367,7 +393,7 @@ def _collect(
 
 
 def _detect_task(first_inputs: Sequence[str], outputs: Sequence[str]) -> str:
-    if first_inputs and FINEVAL_RE.match(first_inputs[0]):
+    if first_inputs and _fineval_parts(first_inputs[0]) is not None:
         return "mcq"
     lengths = [len(o) for o in outputs if o]
     return "summary" if lengths and statistics.median(lengths) >= 200 else "qa"
