@@ -186,6 +186,23 @@ def test_spec_and_option_errors(tiny_server: Any) -> None:
         load_backend(f"openai:{root}#tiny")
 
 
+def test_a_base_url_holding_a_key_is_refused_without_repeating_it() -> None:
+    """`openai:http://alice:sk-...@host/v1?api_key=sk-...#m` was written whole into
+    settings.json, summaries, reports, leaderboards and the score cache, and its user and
+    password replaced the environment's key as Basic auth (security QA)."""
+    from contamscope.backends.openai_compat import OpenAIBackend
+
+    for url in ("http://alice:sk-URL@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=sk-URL",
+                "https://sk-URL@example.org/v1"):  # fmt: skip
+        for load in (lambda: load_backend(f"openai:{url}#m"), lambda: OpenAIBackend(url, "m")):
+            with pytest.raises(ModelError, match=r"BASE_URL holds .*\$CONTAMSCOPE_API_KEY") as err:
+                load()
+            assert "sk-URL" not in str(err.value)
+    with pytest.raises(ModelError) as err:  # (a spec that fails another check says no key either)
+        load_backend("openai:http://alice:sk-URL@127.0.0.1:9/v1")
+    assert "sk-URL" not in str(err.value)
+
+
 def test_api_key_from_environment(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     s = serve("--api-key", "sekret")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -118,6 +118,7 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"-M logprobs={logprobs}: expected one of {', '.join(_MODES)}")
         if canary not in ("full", "structural"):
             raise ConfigError(f"-M canary={canary}: expected full or structural")
+        _refuse_secrets_in(base_url)
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.spec = f"openai:{self.base_url}#{model}"
@@ -154,6 +155,7 @@ class OpenAIBackend(Backend):
     ) -> OpenAIBackend:
         """``openai:BASE_URL#MODEL``, e.g. ``openai:http://localhost:8000/v1#Qwen/Qwen2.5-0.5B``."""
         url, sep, model = rest.partition("#")
+        _refuse_secrets_in(url)
         if not sep or not model.strip():
             raise ModelError(
                 f"openai:{rest}: name the served model after '#', "
@@ -514,6 +516,27 @@ def same_served_model(asked: str, answered: str) -> bool:
     if answered == asked:
         return True
     return answered.startswith(asked) and bool(_SNAPSHOT.fullmatch(answered[len(asked) :]))
+
+
+def _refuse_secrets_in(url: str) -> None:
+    """A BASE_URL with a user and password (``http://user:key@host/v1``) or a query string
+    (``?api_key=...``) is refused without repeating it: the spec is written into settings.json,
+    summary.json, reports, leaderboards and the score cache (security QA). A user and password
+    also made the client send them as Basic auth in place of ``$CONTAMSCOPE_API_KEY``, and a
+    query string had the endpoints appended after it."""
+    try:
+        parts = urlsplit(url)
+        secret = parts.username is not None or parts.password is not None
+    except ValueError:  # (an unreadable port: the other checks name the URL's problem)
+        return
+    if secret or parts.query:
+        what = "a user name or password (user:key@)" if secret else "a query string (?...)"
+        shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+        raise ModelError(
+            f"openai:{shown}: BASE_URL holds {what}, which would be written into run folders, "
+            "reports and the score cache; give the key in $CONTAMSCOPE_API_KEY and BASE_URL "
+            "without it"
+        )
 
 
 def url_hint(base_url: str, model: str) -> str:
