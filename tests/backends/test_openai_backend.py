@@ -194,7 +194,11 @@ def test_a_base_url_holding_a_key_is_refused_without_repeating_it() -> None:
 
     for url in ("http://alice:sk-URL@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=sk-URL",
                 "https://sk-URL@example.org/v1"):  # fmt: skip
-        for load in (lambda: load_backend(f"openai:{url}#m"), lambda: OpenAIBackend(url, "m")):
+        spec, direct = (
+            lambda u=url: load_backend(f"openai:{u}#m"),
+            lambda u=url: OpenAIBackend(u, "m"),
+        )
+        for load in (spec, direct):
             with pytest.raises(ModelError, match=r"BASE_URL holds .*\$CONTAMSCOPE_API_KEY") as err:
                 load()
             assert "sk-URL" not in str(err.value)
