@@ -339,10 +339,11 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
     stopping a display that never showed a bar).
 
     Where stderr is not a terminal, rich draws the bar only when it stops, so a log showed
-    nothing of a run for hours (QA): there a plain line (``scoring: 4/12, 0:01:30 elapsed,
-    0:03:00 left``) is written every :func:`progress_seconds`, by a clock of its own: written
-    only as a batch ended, a log stayed silent for the minutes a batch of the real model took
-    (upgrade QA)."""
+    nothing of a run for hours (QA): there no bar is drawn, and a plain line (``scoring: 4/12,
+    0:01:30 elapsed, 0:03:00 left``) is written every :func:`progress_seconds`, by a clock of
+    its own (written only as a batch ended, a log stayed silent for the minutes a batch of the
+    real model took; upgrade QA), and once more as the display stops, with where each task
+    ended (an interrupted run's count included)."""
     import threading
     import time
 
@@ -353,25 +354,32 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
     class _Quiet(Progress):
         started = False
         said = time.monotonic()
+        shown: dict[Any, float] = {}  # (per task: the count its last line said)
         _clock_stop: threading.Event | None = None
         _clock: threading.Thread | None = None
 
-        def _say(self, advanced: Any = None) -> None:
+        def _say(self, advanced: Any = None, last: bool = False) -> None:
             """One plain line, at most every ``every`` seconds: of the task just advanced, or
             from the clock, of each task still running (the finished phases of a validate run
-            were said again on every tick, their elapsed time still growing; QA)."""
-            if every is None or time.monotonic() - self.said < every:
+            were said again on every tick, their elapsed time still growing; QA); ``last``:
+            of every task, now (where the bar stops: rich drew its bar into the log there)."""
+            if every is None or (not last and time.monotonic() - self.said < every):
                 return
             self.said = time.monotonic()
             for task in self.tasks:
-                if (task.id != advanced) if advanced is not None else task.finished:
+                if last:  # where each task ended, unless a line said so already
+                    if self.shown.get(task.id) == task.completed:
+                        continue
+                elif (task.id != advanced) if advanced is not None else task.finished:
                     continue
+                self.shown[task.id] = task.completed
                 done = f"{task.completed:.0f}" + (f"/{task.total:.0f}" if task.total else "")
-                left = task.time_remaining if task.total else None
+                left = task.time_remaining if task.total and not task.finished else None
                 tail = f", {_clock(left)} left" if left is not None else ""
+                took = task.finished_time if task.finished else task.elapsed  # (not since)
                 with contextlib.suppress(OSError):  # (a log that went away: the run goes on)
                     self.console.print(
-                        f"{task.description}: {done}, {_clock(task.elapsed)} elapsed{tail}",
+                        f"{task.description}: {done}, {_clock(took)} elapsed{tail}",
                         highlight=False,
                         soft_wrap=True,
                     )
@@ -388,17 +396,20 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
                 self._clock_stop.set()
                 if self._clock is not None:  # (a line it is writing ends before the bar's)
                     self._clock.join(timeout=1.0)
-            if self.started:
+            if self.started and every is None:
                 try:
                     self.stop()
                 except OSError:  # a closed terminal (SIGHUP): an EIO replaced the interrupt
                     if exc[0] is None:
                         raise
+            if self.started:
+                self._say(last=True)
 
         def add_task(self, *args: Any, **kw: Any) -> Any:
             if not self.started:
                 self.started = True
-                self.start()
+                if every is None:  # a terminal: the bar (a log gets plain lines only: rich
+                    self.start()  # drew its bar there once, as the run ended)
                 if every:  # the lines come while a long batch runs, not only as it ends
                     stop = self._clock_stop = threading.Event()
 
