@@ -33,6 +33,16 @@ def test_numbered_statement_options_are_read_in_linear_time() -> None:
     from contamscope.perturb.exchangeability import natural_order_reason
 
     assert natural_order_reason(["I" * 5_000 + "a", "II only", "III only", "I and II"]) is None
+    # trailing spaces had two places to go (quadratic: 64,000 took 16 s), and the statement
+    # labels' separators every way (exponential: "①  ②  ..." of 49 characters, over 5 s)
+    from contamscope.perturb.exchangeability import _LABEL_SEQUENCE, _ROMAN_COMBO
+
+    assert _ROMAN_COMBO.match("I" + " " * 300_000 + "x") is None
+    assert _LABEL_SEQUENCE.fullmatch("①  " * 5_000 + "x") is None
+    assert natural_order_reason(["①  " * 5_000 + "x", "①②", "②③", "③④"]) is None
+    assert natural_order_reason(["①  ②", "①③", "②  ③", "③④"]) == (
+        "combinations of numbered statements"
+    )
     combos = ["I and II", "(i), (iii) only", "II & III", "I, III, and IV"]
     assert natural_order_reason(combos) == "combinations of numbered statements"
 

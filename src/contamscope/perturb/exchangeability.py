@@ -351,7 +351,7 @@ _WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
 letters and digits."""
 _NUMERAL = r"\(?(?:i{1,3}|iv|vi{0,3})(?:\)|\b)"
 _ROMAN_COMBO = re.compile(
-    rf"^\s*{_NUMERAL}(?:[\s,]*(?:(?:and|or|&)[\s,]*)?{_NUMERAL})*\s*(?:only\s*)?\.?\s*$",
+    rf"^\s*{_NUMERAL}(?:[\s,]*(?:(?:and|or|&)[\s,]*)?{_NUMERAL})*\s*(?:only\s*)?(?:\.\s*)?$",
     re.IGNORECASE,
 )
 """Options that list numbered statements ("I and II", "(i), (iii) only"): each numeral ends at
@@ -577,7 +577,12 @@ def _inside_number_or_word(text: str, i: int) -> bool:
 
 
 _LABELS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫⑬⑭⑮⑯⑰⑱⑲⑳" + _STEMS
-_LABEL_SEQUENCE = re.compile(rf"\s*[{_LABELS}](?:\s*[、，,和与及]?\s*[{_LABELS}])*\s*[。.]?\s*")
+_LABEL_SEQUENCE = re.compile(
+    rf"\s*[{_LABELS}](?:\s*(?:[、，,和与及]\s*)?[{_LABELS}])*\s*(?:[。.]\s*)?"
+)
+"""An option that is only statement labels. Each run of spaces has one place to go (two
+``\s*`` around an optional separator split it every way: 49 characters of "①  ②  ..." took
+over 5 s, each label more multiplying it; review QA)."""
 
 
 def _label_sequence(option: str) -> tuple[int, ...] | None:
