@@ -40,6 +40,12 @@ def test_permutation_fields_are_escaped(make_run) -> None:  # type: ignore[no-un
              "statistics/rank/count"]  # fmt: skip
     paths += [f"statistics/alg2/{deltas[0]}/count", f"statistics/alg2/{deltas[0]}/anchored_count"]
     assert MARK not in _injected(run, paths)
+    # the items set aside for a natural order: their count and each reason's (review QA)
+    from contamscope.report.permutation import _set_aside
+
+    natural = {"ids": ["q1"], "reasons": {"numbers in increasing order": MARK}, "n_items": MARK}
+    said = _set_aside(summary["statistics"], natural)
+    assert MARK not in said and "&lt;i class=PWN&gt;" in said
 
 
 def test_benbench_fields_are_escaped(make_benbench_run) -> None:  # type: ignore[no-untyped-def]

@@ -460,10 +460,10 @@ def _set_aside(stats: dict[str, Any], natural: dict[str, Any]) -> str:
     shown = ", ".join(esc(x) for x in ids[:20]) + (
         f" and {len(ids) - 20} more" if len(ids) > 20 else ""
     )
-    reasons = ", ".join(f"{esc(k)}: {v}" for k, v in (natural.get("reasons") or {}).items())
+    reasons = ", ".join(f"{esc(k)}: {esc(v)}" for k, v in (natural.get("reasons") or {}).items())
     out = (
         f'<p class="note">The table counts {esc(counted_items(stats))}, as the paper '
-        f"does. The verdict sets aside {natural['n_items']} with a natural option order "
+        f"does. The verdict sets aside {esc(natural['n_items'])} with a natural option order "
         f"({reasons}), for which H0 fails without any leak: {shown}.</p>"
     )
     rest = natural.get("statistics_without") or {}
