@@ -580,7 +580,7 @@ _LABELS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫⑬⑭⑮⑯⑰⑱⑲⑳" + _STEM
 _LABEL_SEQUENCE = re.compile(
     rf"\s*[{_LABELS}](?:\s*(?:[、，,和与及]\s*)?[{_LABELS}])*\s*(?:[。.]\s*)?"
 )
-"""An option that is only statement labels. Each run of spaces has one place to go (two
+r"""An option that is only statement labels. Each run of spaces has one place to go (two
 ``\s*`` around an optional separator split it every way: 49 characters of "①  ②  ..." took
 over 5 s, each label more multiplying it; review QA)."""
 
