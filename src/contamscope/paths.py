@@ -150,13 +150,13 @@ def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
     return path
 
 
-def replace_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (a file of a run or of its folder) through a temporary file
-    renamed over it, as :func:`write_text_atomic` does, without its checks of a user's --out;
-    an OSError leaves no temporary file behind."""
+def replace_text(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` (a file of a run or of its folder) through a
+    temporary file renamed over it, as :func:`write_text_atomic` does, without its checks of a
+    user's --out; an OSError leaves no temporary file behind."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open_unlinked(tmp) as fh:
+        with open_unlinked(tmp, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError:
@@ -184,3 +184,15 @@ def relative_name(path: Path, base: Path | str) -> str:
         return Path(os.path.relpath(Path(path).resolve(), Path(base).resolve())).as_posix()
     except ValueError:
         return str(path)
+
+
+def save_figure(fig: Any, path: Path, **options: Any) -> None:
+    """``fig.savefig(path, **options)`` (the format from the suffix, else PNG), through
+    :func:`replace_text`: matplotlib opened the path itself and followed a link there (a run
+    folder's ``pcr_heatmap.png`` -> a file outside it was overwritten by ``reanalyse``; review
+    QA)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", **options)
+    replace_text(Path(path), buf.getvalue())

@@ -1261,3 +1261,20 @@ def test_links_in_a_run_folder_are_never_written_through(tmp_path: Path) -> None
     with pytest.raises(StoreError):
         RunDir(run).open({"method": "m", "x": 1})
     assert victim.read_text() == "kept\n" and not lock_victim.exists()
+
+
+def test_figures_are_not_written_through_a_link(tmp_path: Path) -> None:
+    """matplotlib opened the path itself: a run folder's `pcr_heatmap.png` linked to a file
+    outside was overwritten with a PNG by `reanalyse` (review QA); validate's plots alike."""
+    pytest.importorskip("matplotlib")
+    from contamscope.report.cap_heatmap import plot_pcr_heatmap
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept\n")
+    png = tmp_path / "pcr_heatmap.png"
+    png.symlink_to(victim)
+    summary = {"model": {"spec": "m"}, "benchmark": {"source": "b"}, "splits": ["dev"],
+               "statistics": {"generate": {"splits": {"dev": {"pcr": 0.5}}}}}  # fmt: skip
+    plot_pcr_heatmap([summary], png)
+    assert victim.read_text() == "kept\n"
+    assert not png.is_symlink() and png.read_bytes()[:4] == b"\x89PNG"

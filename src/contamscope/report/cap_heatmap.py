@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..paths import save_figure
 from .plots import text_colour
 
 __all__ = ["pcr_matrix", "plot_pcr_heatmap"]
@@ -85,6 +86,6 @@ def plot_pcr_heatmap(
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    save_figure(fig, path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

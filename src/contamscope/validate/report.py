@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..paths import save_figure
+
 __all__ = ["METRICS", "markdown_table", "rows", "tables", "plot_summary", "plot_roc"]
 
 METRICS = ("accuracy", "precision", "recall", "f1", "auc", "fpr")
@@ -150,7 +152,7 @@ def _plot_cap(summary: dict[str, Any], path: Path, plt: Any) -> Path:
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -225,7 +227,7 @@ def plot_summary(summary: dict[str, Any], path: Path) -> Path | None:
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -269,6 +271,6 @@ def plot_roc(summary: dict[str, Any], path: Path) -> Path | None:
     fig.suptitle("ROC per epoch; dots: each detector's own threshold", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
