@@ -294,6 +294,9 @@ def test_a_set_up_that_stores_nothing_is_not_named(tmp_path: Path) -> None:
     cache = ScoreCache(tmp_path / "c" / "scores.sqlite")
     CachedScorer(OtherBackend(), cache)  # set up, then refused: nothing scored
     assert cache.models() == [] and cache.info().setups == 0
+    # every request too long for the model: nothing stored, nothing named (review QA)
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", "nan")])
+    assert cache.models() == [] and cache.info().setups == 0
     CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", "a")])
     (setup,) = cache.models()
     assert (setup.spec, setup.entries) == ("hf:./other", 1)
@@ -302,6 +305,14 @@ def test_a_set_up_that_stores_nothing_is_not_named(tmp_path: Path) -> None:
     CachedScorer(OtherBackend(), cache)  # a run served from the cache alone
     (setup,) = cache.models()
     assert setup.last_used is not None and setup.last_used > "2026"
+    # entries without a name (a cache written before set-ups were named): a run served from
+    # the cache alone names it (it stayed unnamed: nothing new was stored; review QA)
+    with cache._db:
+        cache._db.execute("DELETE FROM models")
+        cache._db.execute("DELETE FROM model_specs")
+    assert [m.spec for m in cache.models()] == [None]
+    CachedScorer(OtherBackend(), cache).score([ScoreRequest("q", "a")])
+    assert [(m.spec, m.entries) for m in cache.models()] == [("hf:./other", 1)]
 
 
 def test_a_damaged_line_mid_file_loses_only_its_own_record(tmp_path: Path) -> None:

@@ -389,6 +389,8 @@ class ScoreCache:
         if self.read_only:
             self.unsaved += len(rows)
             return
+        if not rows:  # (every result too long for the model: nothing stored, no set-up named)
+            return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?,?,?,?,?)", rows)
             self._keep_name(fingerprint)
@@ -409,6 +411,8 @@ class ScoreCache:
         rows = [(k, fingerprint, kind, json.dumps(v)) for k, v in items]
         if self.read_only:
             self.unsaved += len(rows)
+            return
+        if not rows:
             return
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO blobs VALUES (?,?,?,?)", rows)
@@ -455,6 +459,16 @@ class ScoreCache:
             ).rowcount
             if known:
                 self._keep_name(fingerprint)
+
+    @_db_errors
+    def name_reused(self, fingerprint: str) -> None:
+        """Name ``fingerprint`` (as :meth:`note_model` was told) where its entries are read
+        and it has no name: a cache written before set-ups were named kept an unnamed set-up
+        whose runs were all served from the cache (review QA)."""
+        if self.read_only or fingerprint not in self._named:
+            return
+        with self._db:
+            self._keep_name(fingerprint)
 
     def _keep_name(self, fingerprint: str) -> None:
         """Inside a write transaction: the model rows of ``fingerprint`` as :meth:`note_model`
@@ -676,6 +690,7 @@ class CachedScorer:
             cache.note_model(self.fingerprint, backend.describe())
         self.computed = 0
         self.reused = 0
+        self._named_on_reuse = False
 
     def __repr__(self) -> str:
         return (
@@ -689,6 +704,13 @@ class CachedScorer:
         (:meth:`~contamscope.backends.base.Backend.legacy_fingerprints`): a run folder made
         under one resumes (:meth:`~contamscope.store.run.RunDir.stored_settings`)."""
         return {old: self.fingerprint for old in self.legacy}
+
+    def _name_on_reuse(self) -> None:
+        """Once a scorer reads an entry: name its set-up if the cache has entries of it but no
+        name (:meth:`ScoreCache.name_reused`)."""
+        if self.cache is not None and not self._named_on_reuse:
+            self._named_on_reuse = True
+            self.cache.name_reused(self.fingerprint)
 
     def mark(self) -> tuple[int, int]:
         """The counters now, for :meth:`since` (one scorer may serve several runs)."""
@@ -723,6 +745,8 @@ class CachedScorer:
 
         for got in self.backend.score_stream(missing_requests(), progress):
             keys, found, missing, asked = looked_up.popleft()
+            if len(keys) > len(missing):
+                self._name_on_reuse()
             new = self._checked(asked, got, ScoreResult)
             if self.cache is not None and missing:
                 self.cache.put_many(self.fingerprint, ((keys[i], r) for i, r in zip(missing, new)))
@@ -806,6 +830,8 @@ class CachedScorer:
             missing = [i for i in missing if keys[i] not in found]
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
+        if len(requests) > len(missing):
+            self._name_on_reuse()
         if missing:
             asked = [requests[i] for i in missing]
             new = self._checked(asked, run(asked, progress), kind_of)
