@@ -202,9 +202,11 @@ def test_a_base_url_holding_a_key_is_refused_without_repeating_it() -> None:
             with pytest.raises(ModelError, match=r"BASE_URL holds .*\$CONTAMSCOPE_API_KEY") as err:
                 load()
             assert "sk-URL" not in str(err.value)
-    with pytest.raises(ModelError) as err:  # (a spec that fails another check says no key either)
-        load_backend("openai:http://alice:sk-URL@127.0.0.1:9/v1")
-    assert "sk-URL" not in str(err.value)
+    for spec in ("openai:http://alice:sk-URL@127.0.0.1:9/v1",  # (another check's message)
+                 "openai:http://user:sk-URL@[::1/v1#m", "openai:http://[::1/v1?key=sk-URL#m"):  # fmt: skip
+        with pytest.raises(ModelError) as err:  # (a bad IPv6 address was a traceback)
+            load_backend(spec)
+        assert "sk-URL" not in str(err.value)
 
 
 def test_api_key_from_environment(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:

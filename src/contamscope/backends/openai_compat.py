@@ -155,6 +155,10 @@ class OpenAIBackend(Backend):
     ) -> OpenAIBackend:
         """``openai:BASE_URL#MODEL``, e.g. ``openai:http://localhost:8000/v1#Qwen/Qwen2.5-0.5B``."""
         url, sep, model = rest.partition("#")
+        try:
+            urlsplit(url)
+        except ValueError as exc:  # (not repeated: it may hold a key; a traceback said it)
+            raise ModelError(f"openai: BASE_URL is not a URL ({exc})") from None
         _refuse_secrets_in(url)
         if not sep or not model.strip():
             raise ModelError(
@@ -527,8 +531,8 @@ def _refuse_secrets_in(url: str) -> None:
     try:
         parts = urlsplit(url)
         secret = parts.username is not None or parts.password is not None
-    except ValueError:  # (an unreadable port: the other checks name the URL's problem)
-        return
+    except ValueError as exc:  # (an unreadable port or IPv6 address; not repeated)
+        raise ModelError(f"openai: BASE_URL is not a URL ({exc})") from None
     if secret or parts.query:
         what = "a user name or password (user:key@)" if secret else "a query string (?...)"
         shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
