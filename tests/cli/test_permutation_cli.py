@@ -75,6 +75,10 @@ def test_run_writes_records_and_summary_then_resumes(
     assert s2["timings"]["earlier"] == [
         {k: v for k, v in summary["timings"].items() if k != "earlier"}
     ]
+    third = run_cli(*bare, cwd=tmp_path)  # a resume that scored nothing adds no entry of zeros
+    assert third.returncode == 0, third.stderr
+    s3 = json.loads((out / "summary.json").read_text())
+    assert s3["timings"]["earlier"] == s2["timings"]["earlier"]
     assert s2["statistics"] == summary["statistics"]
     assert (out / "items.jsonl").read_text().count("\n") == 5
 

@@ -398,7 +398,8 @@ class RunDir:
 
     def with_earlier_timings(self, timing: dict[str, Any]) -> dict[str, Any]:
         """``timing`` (this command's) with ``earlier``: the timings of the commands that
-        wrote this folder's summary before (oldest first), read from the summary it holds.
+        wrote this folder's summary before and scored something (oldest first), read from the
+        summary it holds (a command interrupted before its summary left none).
         A resume of a finished run scores nothing; its summary said 0 s and lost the first
         run's speed (QA). Empty for a new folder or an unreadable summary."""
         try:
@@ -410,7 +411,9 @@ class RunDir:
         if isinstance(before, dict):
             kept = before.get("earlier")
             earlier = [t for t in kept if isinstance(t, dict)] if isinstance(kept, list) else []
-            earlier.append({k: v for k, v in before.items() if k != "earlier"})
+            scored = before.get("items_scored_now", before.get("items_now"))
+            if scored != 0:  # (a resume that scored nothing added an entry of zeros each time)
+                earlier.append({k: v for k, v in before.items() if k != "earlier"})
         return {**timing, "earlier": earlier}
 
     @staticmethod
