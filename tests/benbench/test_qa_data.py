@@ -309,3 +309,13 @@ def test_ids_that_share_none_are_not_paired_by_position(tmp_path: Path) -> None:
                        r"share none \(e.g. '000' and '0'\).*--pairing order"):  # fmt: skip
         pair_reference(bench, ref, name="r")
     assert pair_reference(bench, ref, name="r", pairing="order").pairing == "order"
+
+
+def test_gsm8k_final_reads_in_linear_time() -> None:
+    """A lazy `.+?` before `\\s*$`: an answer with 40,000 trailing spaces took 8 s to read
+    (security QA). The final answer reads as before."""
+    from contamscope.data.qa import gsm8k_final
+
+    assert gsm8k_final("1+1=2\n#### 2" + " " * 400_000 + "y") == "2" + " " * 400_000 + "y"
+    assert gsm8k_final("so\n####  1,234 \n") == "1234"
+    assert gsm8k_final("no final answer") is None

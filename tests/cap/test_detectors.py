@@ -428,3 +428,15 @@ def test_a_zero_width_interval_is_not_given_and_the_permutation_test_decides() -
         n_boot=2000,
     )
     assert [c.verdict for c in fam] == ["fine-tuned on train", "no evidence"]
+
+
+def test_answer_mapping_reads_in_linear_time() -> None:
+    """Three `\\s*` in a row after "答案" (and two after "选择", "the answer"): a model answer of
+    "答案" and 1,500 spaces took 55 s to map, in a run, its report and reanalyse (security QA).
+    The rules read as before (checked against the old expressions on generated answers)."""
+    from contamscope.detectors.cap import map_choice
+
+    for head in ("答案", "选择", "the answer", "答案是"):
+        assert map_choice(head + " " * 200_000 + "x", ["a", "b", "c", "d"]) is None
+    assert map_choice("答案 应为 ：(D)", ["1", "2", "3", "4"]) == 3
+    assert map_choice("so the answer is  C", ["1", "2", "3", "4"]) == 2

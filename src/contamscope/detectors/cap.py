@@ -125,18 +125,21 @@ _OPEN = r"[\(\[（【\"'*]*"
 """What may stand before a label: brackets, quotes, Markdown bold."""
 
 _LEAD = re.compile(
-    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*"
-    r"|(?:正确)?答案\s*(?:应该是|应为|是|为)?\s*[:：]?\s*|选择\s*[:：]?\s*|选项\s*|选\s*)?"
-    + _OPEN
-    + r"([A-J])(?![A-Za-z])",
+    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)(?:\s*(?:is|:))?\s*"
+    r"|(?:正确)?答案(?:\s*(?:应该是|应为|是|为))?(?:\s*[:：])?\s*|选择(?:\s*[:：])?\s*|选项\s*"
+    r"|选\s*)?" + _OPEN + r"([A-J])(?![A-Za-z])",
     re.IGNORECASE,
 )
+"""A label the answer starts with, after "Answer:", "答案是" ...: as :data:`_STATED`, each run of
+spaces has one place to go."""
 
 _STATED = re.compile(
-    r"(?i:answer\s+is|answer\s*:|答案\s*(?:应该是|应为|是|为)?\s*[:：]?|[故应]选|[所因]以选|因此选"
-    r"|选择\s*[:：]?)\s*" + _OPEN + r"([A-J])(?![A-Za-z])"
+    r"(?i:answer\s+is|answer\s*:|答案(?:\s*(?:应该是|应为|是|为))?(?:\s*[:：])?|[故应]选|[所因]以选"
+    r"|因此选|选择(?:\s*[:：])?)\s*" + _OPEN + r"([A-J])(?![A-Za-z])"
 )
-"""An answer stated anywhere ("..., 故选B", "so the answer is D"): an upper-case label only."""
+"""An answer stated anywhere ("..., 故选B", "so the answer is D"): an upper-case label only.
+Each run of spaces has one place to go (three ``\s*`` in a row after "答案" made an answer of
+"答案" and 1,500 spaces take 55 s to map; security QA)."""
 
 
 _ARTICLE = re.compile(r"[AI]\s+(?!(?:is|was)\b)[a-z]")
