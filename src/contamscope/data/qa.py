@@ -58,7 +58,7 @@ QA_FORMATS: dict[str, str] = {
 """QA format name -> one-line description."""
 
 _GSM8K_FINAL = re.compile(r"####\s*(\S(?:.*\S)?)", re.S)
-"""GSM8K's final answer: what follows "####", without the spaces around it (a lazy ``.+?``
+r"""GSM8K's final answer: what follows "####", without the spaces around it (a lazy ``.+?``
 before ``\s*$`` made 40,000 trailing spaces take 8 s; security QA)."""
 
 

@@ -137,7 +137,7 @@ _STATED = re.compile(
     r"(?i:answer\s+is|answer\s*:|答案(?:\s*(?:应该是|应为|是|为))?(?:\s*[:：])?|[故应]选|[所因]以选"
     r"|因此选|选择(?:\s*[:：])?)\s*" + _OPEN + r"([A-J])(?![A-Za-z])"
 )
-"""An answer stated anywhere ("..., 故选B", "so the answer is D"): an upper-case label only.
+r"""An answer stated anywhere ("..., 故选B", "so the answer is D"): an upper-case label only.
 Each run of spaces has one place to go (three ``\s*`` in a row after "答案" made an answer of
 "答案" and 1,500 spaces take 55 s to map; security QA)."""
 
