@@ -196,3 +196,13 @@ def save_figure(fig: Any, path: Path, **options: Any) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png", **options)
     replace_text(Path(path), buf.getvalue())
+
+
+def refuse_special(path: Path) -> None:
+    """A file of a run folder to read must be a regular file: a FIFO hung report and
+    leaderboard, and a link to /dev/zero filled the memory (security QA). A missing file is
+    the caller's to say."""
+    from .errors import StoreError
+
+    if path.exists() and not path.is_file():
+        raise StoreError(f"{path}: not a regular file (a device, a pipe or a folder)")

@@ -970,6 +970,38 @@ def test_json_nested_too_deeply_is_one_line_and_leaves_the_run_out(make_run) -> 
     assert all("nested too deeply" in x.reason for x in left), left
 
 
+def test_files_that_are_no_regular_files_are_one_line(make_run, tmp_path: Path) -> None:
+    """A FIFO as summary.json hung the leaderboard (as items.jsonl, report and compare), and a
+    link to /dev/zero filled the memory (security QA): one line naming the file; the
+    leaderboard leaves the run out."""
+    import os
+
+    from contamscope.store import RunDir
+
+    good = make_run("good", n_items=5, n_excluded=0)
+    fifo = make_run("fifo", n_items=5, n_excluded=0)
+    (fifo / "summary.json").unlink()
+    os.mkfifo(fifo / "summary.json")
+    zero = make_run("zero", n_items=5, n_excluded=0)
+    (zero / "items.jsonl").unlink()
+    (zero / "items.jsonl").symlink_to("/dev/zero")
+    left: list[Any] = []
+    assert [Path(e.run_dir) for e in collect([good, fifo], left)] == [good]
+    assert [Path(x.run_dir) for x in left] == [fifo] and "not a regular file" in left[0].reason
+    for folder in (fifo, zero):
+        with pytest.raises(StoreError, match="not a regular file"):
+            build_report(folder)
+    with pytest.raises(StoreError, match="not a regular file"):  # (a resume, a reanalyse)
+        RunDir(zero).open(json.loads((zero / "settings.json").read_text()))
+    # a number too large for a float in summary.json: one line, not an OverflowError
+    big = make_run("big", n_items=5, n_excluded=0)
+    summary = json.loads((big / "summary.json").read_text())
+    summary["statistics"]["alpha"] = 10**400
+    (big / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(DataError):
+        build_report(big)
+
+
 def test_a_damaged_record_is_named_by_its_line_in_items_jsonl(make_run) -> None:
     """The report blamed summary.json ('not a complete summary.json') for a damaged record of
     items.jsonl, and named no line (QA)."""
@@ -1077,3 +1109,15 @@ def test_every_format_ranks_the_models_by_leakage_not_by_the_order_given(
     write_leaderboard([clean, leaked], tmp_path / "lb.html")
     pivot = _table_data((tmp_path / "lb.html").read_text(), "leaderboard")
     assert [r[0] for r in pivot["rows"]] == ["hf:synthetic-model", "hf:clean-model"]
+
+
+def test_a_card_json_nested_too_deeply_beside_out_is_one_line(tmp_path: Path) -> None:
+    """`card -o dcard/card.md` with a card.json nested 100,000 deep beside it ended in a
+    RecursionError traceback (security QA): it is no card of this model, said in one line."""
+    from contamscope.report.card import _refuse_other_card
+
+    out = tmp_path / "card.md"
+    out.write_text("# x\n")
+    out.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="is not a contamscope card"):
+        _refuse_other_card(out, {})

@@ -41,7 +41,7 @@ def build_report(
             options = replace(options, labels=labels)
     try:
         sections = mod.sections(run, options)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise DataError(  # (it named summary.json alone, for a damaged record too; QA)
             f"{run.path}: its summary.json or a record of its items.jsonl is not complete, or "
             f"not of this version ({type(exc).__name__}: {str(exc)[:120]})"

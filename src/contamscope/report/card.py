@@ -703,7 +703,7 @@ def _refuse_other_card(out: Path, card: dict[str, Any]) -> dict[str, Any] | None
         old = json.loads(js.read_text(encoding="utf-8"))
         old_model = old["model_fingerprint"], str(old.get("model") or old["model_spec"])
         ok = str(old["schema"]).startswith("contamscope.transparency_card/")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         ok, old_model = False, ("", "")
     if not ok:
         held = f"{out}" if out.exists() else f"{js}"

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, StoreError
+from ..paths import refuse_special
 from ..store.run import RunFolder, folder_path
 from ..wording import TOO_DEEP, json_error
 
@@ -103,6 +104,7 @@ class RunData:
         """:meth:`iter_records` with each record's line number."""
         if not self.items_path.exists():
             return
+        refuse_special(self.items_path)
         with open(self.items_path, "rb") as fh:  # decoded line by line: errors name their line
             for i, raw in enumerate(fh, 1):
                 try:
@@ -125,6 +127,7 @@ class RunData:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    refuse_special(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

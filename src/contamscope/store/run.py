@@ -22,6 +22,7 @@ from ..paths import (
     RUN_FOLDER,
     make_folder,
     open_unlinked,
+    refuse_special,
     remove_quietly,
     write_text_atomic,
 )
@@ -243,6 +244,7 @@ class RunDir:
         if not self.settings_path.exists():
             return None
         try:
+            refuse_special(self.settings_path)
             stored = json.loads(self.settings_path.read_text(encoding="utf-8"))
             if renamed and isinstance(stored, dict):
                 stored = {
@@ -280,6 +282,7 @@ class RunDir:
                 f"{self.path} holds a {settings.get('method')} run, not a {method} run"
             )
         try:
+            refuse_special(self.summary_path)
             summary = json.loads(self.summary_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise StoreError(
@@ -304,6 +307,7 @@ class RunDir:
         is rewritten so."""
         if not self.items_path.exists():
             return {}
+        refuse_special(self.items_path)
         done: dict[str, dict[str, Any]] = {}
         good: list[bytes] = []
         where: dict[str, int] = {}  # an id's line in good
