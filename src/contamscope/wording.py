@@ -54,8 +54,10 @@ def md_cell(x: object) -> str:
 
     >>> md_cell('hf:my<model>&amp;"q"|x <= 5 & <3')
     'hf:my&lt;model>&amp;amp;"q"\\\\|x <= 5 & <3'
+    >>> md_cell("a\\n| forged | row")  # a line break would end the table row
+    'a \\\\| forged \\\\| row'
     """
-    text = re.sub(r"&(?=#?\w+;)", "&amp;", str(x))
+    text = re.sub(r"&(?=#?\w+;)", "&amp;", " ".join(str(x).splitlines()))  # (a row, one line)
     return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text).replace("|", "\\|")
 
 

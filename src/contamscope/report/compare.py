@@ -209,9 +209,10 @@ def md_code(x: str) -> str:
     """``x`` as a Markdown code span (no HTML is read inside one), fenced with more backticks
     than any run of them in ``x``.
 
-    >>> md_code("hf:a`b<c>")
-    '``hf:a`b<c>``'
+    >>> md_code("hf:a`b<c>"), md_code("a\\n\\n<img>")
+    ('``hf:a`b<c>``', '`a  <img>`')
     """
+    x = " ".join(x.splitlines())  # (a blank line ended the span: raw HTML after it; QA)
     fence = "`" * (max((len(m) for m in re.findall("`+", x)), default=0) + 1)
     pad = " " if x.startswith("`") or x.endswith("`") else ""
     return f"{fence}{pad}{x}{pad}{fence}"
