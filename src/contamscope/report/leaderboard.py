@@ -544,15 +544,25 @@ def to_csv(entries: Sequence[LeaderboardEntry], left_out: Sequence[LeftOut] = ()
         s = e.estimate
         units = "fraction (x100: percentage points)" if s.percent else "the statistic's own"
         w.writerow(
-            [e.model, e.benchmark, e.method, s.statistic, units, s.value,
+            [_inert(e.model), _inert(e.benchmark), e.method, _inert(s.statistic), units, s.value,
              s.ci[0] if s.ci else None, s.ci[1] if s.ci else None, s.p_value, s.n_items,
-             s.raw.get("rate"), s.raw.get("chance"), s.n_parts, "; ".join(s.flagged),
-             str(e.run_dir), None]
+             s.raw.get("rate"), s.raw.get("chance"), s.n_parts, _inert("; ".join(s.flagged)),
+             _inert(str(e.run_dir)), None]
         )  # fmt: skip
     for gone in left_out:  # (a folder given twice is its ranked row: keyed by run_dir, the
         if gone.reason != GIVEN_TWICE:  # row of nothing replaced it; QA)
-            w.writerow([None] * 14 + [str(gone.run_dir), gone.reason])
+            w.writerow([None] * 14 + [_inert(str(gone.run_dir)), _inert(gone.reason)])
     return buf.getvalue()
+
+
+def _inert(text: str) -> str:
+    """``text`` as a spreadsheet reads it as text: one starting with ``=``, ``+``, ``-`` or
+    ``@`` (a formula, ``=HYPERLINK(...)`` in a model spec: security QA) gets a ``'`` before it.
+
+    >>> _inert("=HYPERLINK(1)"), _inert("hf:./m")
+    ("'=HYPERLINK(1)", 'hf:./m')
+    """
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def to_markdown(
