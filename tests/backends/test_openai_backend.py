@@ -650,3 +650,16 @@ def test_notes_of_pool_jobs_come_in_the_jobs_order_and_leave_a_failure_standing(
         warnings.simplefilter("error", ContamscopeWarning)
         with pytest.raises(ModelError, match=r"request 1 failed: HTTP 500: server crashed"):
             client.map(job, [0, 1, 2], lambda i: f"request {i}")
+
+
+def test_a_sweep_refuses_a_base_url_holding_a_key_before_it_names_it(tmp_path: Any) -> None:
+    """A sweep named such a spec in its plan, progress and board ("left out: ... openai:http://
+    user:s3cretpw@...", security QA): it is refused with the other spec checks, unrepeated."""
+    from cli_runner import run_cli
+
+    res = run_cli(
+        "sweep", "--models", "openai:http://user:s3cretpw@127.0.0.1:9/v1#gpt,smollm2",
+        "--benchmarks", "mmlu", "--limit", "2", "--dry-run", "-o", "sw", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2 and "BASE_URL holds a user name or password" in res.stderr
+    assert "s3cretpw" not in res.stdout + res.stderr and not (tmp_path / "sw").exists()

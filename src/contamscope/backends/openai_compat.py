@@ -118,7 +118,7 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"-M logprobs={logprobs}: expected one of {', '.join(_MODES)}")
         if canary not in ("full", "structural"):
             raise ConfigError(f"-M canary={canary}: expected full or structural")
-        _refuse_secrets_in(base_url)
+        refuse_secrets_in(base_url)
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.spec = f"openai:{self.base_url}#{model}"
@@ -159,7 +159,7 @@ class OpenAIBackend(Backend):
             urlsplit(url)
         except ValueError as exc:  # (not repeated: it may hold a key; a traceback said it)
             raise ModelError(f"openai: BASE_URL is not a URL ({exc})") from None
-        _refuse_secrets_in(url)
+        refuse_secrets_in(url)
         if not sep or not model.strip():
             raise ModelError(
                 f"openai:{rest}: name the served model after '#', "
@@ -522,7 +522,7 @@ def same_served_model(asked: str, answered: str) -> bool:
     return answered.startswith(asked) and bool(_SNAPSHOT.fullmatch(answered[len(asked) :]))
 
 
-def _refuse_secrets_in(url: str) -> None:
+def refuse_secrets_in(url: str) -> None:
     """A BASE_URL with a user and password (``http://user:key@host/v1``) or a query string
     (``?api_key=...``) is refused without repeating it: the spec is written into settings.json,
     summary.json, reports, leaderboards and the score cache (security QA). A user and password

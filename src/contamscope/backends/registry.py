@@ -102,6 +102,10 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), gemma3, a "
             "model folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
+    if kind == "openai":  # (a sweep names its models in its progress and board: QA)
+        from .openai_compat import refuse_secrets_in
+
+        refuse_secrets_in(rest.partition("#")[0])
     if paths and kind in ("hf", "vllm"):
         path = Path(rest).expanduser()
         if _path_like(rest) or path.exists():  # a local folder wins over a hub id, as in
