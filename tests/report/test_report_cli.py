@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cli_runner import run_cli
 
 ROWS = [
@@ -252,3 +253,13 @@ def test_report_says_when_items_jsonl_holds_fewer_records_than_the_summary(
     items.write_text("", encoding="utf-8")
     res = run_cli("report", str(run), cwd=tmp_path)
     assert "holds 0 of the 8 item records" in res.stderr and "show none" in res.stderr
+
+
+def test_a_labels_error_shows_a_long_id_cut() -> None:
+    """A 200 kB one-line labels file was said whole in the error (QA): the id is cut."""
+    from contamscope.cli.report import _check_labels
+    from contamscope.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _check_labels(["[" * 200_000], {"q1"}, Path("labels.json"), Path("run"))
+    assert len(str(err.value)) < 300 and "(first: '" + "[" * 60 + "'...)" in str(err.value)

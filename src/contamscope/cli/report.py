@@ -143,17 +143,20 @@ def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run
     another benchmark or selection); some of them missing is said, as they cannot count."""
     listed = set(leaked)
     unknown, n = sorted(listed - ids), len(listed)
+    first = ""  # shown cut: a 200 kB line of a labels file was said whole (QA)
+    if unknown:
+        first = repr(unknown[0][:60]) + ("..." if len(unknown[0]) > 60 else "")
     if unknown and len(unknown) == n:
         raise ConfigError(
             f"--labels {labels}: none of its {n} item ids is an item of {run} "
-            f"(first: {unknown[0]!r}); labels must name the run's item ids"
+            f"(first: {first}); labels must name the run's item ids"
         )
     if unknown:
         warn(
             f"--labels {labels}: {len(unknown)} of its {n} item ids "
             + ("is not an item" if len(unknown) == 1 else "are not items")
             + f" of {run} "
-            f"(first: {unknown[0]!r}); they are not counted"
+            f"(first: {first}); they are not counted"
         )
 
 
