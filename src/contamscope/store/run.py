@@ -406,9 +406,10 @@ class RunDir:
         summary it holds (a command interrupted before its summary left none).
         A resume of a finished run scores nothing; its summary said 0 s and lost the first
         run's speed (QA). Empty for a new folder or an unreadable summary."""
+        before = None
         try:
-            old = json.loads(self.summary_path.read_text(encoding="utf-8"))
-            before = old["timings"]
+            if self.summary_path.is_file():  # (a FIFO there would hang the read)
+                before = json.loads(self.summary_path.read_text(encoding="utf-8"))["timings"]
         except (OSError, ValueError, TypeError, KeyError, RecursionError):
             before = None
         earlier: list[dict[str, Any]] = []
