@@ -705,7 +705,9 @@ def test_run_folder_write_errors_are_one_line(tmp_path: Path, monkeypatch: Any) 
 
     (tmp_path / "dir" / "items.jsonl").mkdir(parents=True)
     (tmp_path / "dir" / "settings.json").write_text('{"model": "a"}', encoding="utf-8")
-    with pytest.raises(StoreError, match=r"items.jsonl: cannot read it \(Is a directory\)"):
+    with pytest.raises(
+        StoreError, match=r"items.jsonl: not a regular file \(a device, a pipe or a"
+    ):
         RunDir(tmp_path / "dir").open({"model": "a"})
 
 
