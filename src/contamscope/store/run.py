@@ -24,6 +24,7 @@ from ..paths import (
     open_unlinked,
     refuse_special,
     remove_quietly,
+    replace_text,
     write_text_atomic,
 )
 from ..wording import TOO_DEEP, first_few, json_error, plural
@@ -252,13 +253,9 @@ class RunDir:
                 }
             return stored
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            why = (
-                json_error(exc)
-                if isinstance(exc, json.JSONDecodeError)
-                else TOO_DEEP
-                if isinstance(exc, RecursionError)
-                else "not UTF-8 text"
-            )
+            why = TOO_DEEP if isinstance(exc, RecursionError) else "not UTF-8 text"
+            if isinstance(exc, json.JSONDecodeError):
+                why = json_error(exc)
             raise StoreError(  # (it said "use --overwrite" to reanalyse, which has none)
                 f"{self.settings_path}: damaged ({why}); the command that wrote the folder, "
                 "re-run with --overwrite, starts it anew"
@@ -344,10 +341,7 @@ class RunDir:
                     where[rec_id] = len(good)
                     good.append(raw)
             if damaged:
-                tmp = self.items_path.with_name(self.items_path.name + ".tmp")
-                with open_unlinked(tmp, "wb") as raw_out:
-                    raw_out.write(b"".join(good))
-                os.replace(tmp, self.items_path)
+                replace_text(self.items_path, b"".join(good))
         except OSError as exc:
             raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
         if unreadable:  # said, not silently mended: the file was damaged by something
@@ -411,7 +405,7 @@ class RunDir:
             if self.summary_path.is_file():  # (a FIFO there would hang the read)
                 before = json.loads(self.summary_path.read_text(encoding="utf-8"))["timings"]
         except (OSError, ValueError, TypeError, KeyError, RecursionError):
-            before = None
+            pass  # (no earlier timings to keep)
         earlier: list[dict[str, Any]] = []
         if isinstance(before, dict):
             kept = before.get("earlier")
