@@ -296,6 +296,16 @@ def test_spec_and_option_errors_are_one_line() -> None:
         load_backend("hf:someone/x", device="tpu")
 
 
+@pytest.mark.parametrize("kind", ["hf", "vllm"])
+def test_a_url_with_a_token_is_refused_without_repeating_it(kind: str) -> None:
+    """hf:https://user:TOKEN@host/org/model was tried as a hub id, and the error printed the
+    whole URL, token included (security QA)."""
+    for url in ("https://user:hf_SECRET@huggingface.co/org/m", "http://h/m?token=hf_SECRET"):
+        with pytest.raises(ModelError, match=rf"{kind}: takes a local path or a hub id") as err:
+            load_backend(f"{kind}:{url}")
+        assert "hf_SECRET" not in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_bare_model_folder_or_gguf_path_reads_as_hf(tmp_path: Path) -> None:
     """--model ./my-model was 'unknown model spec' though hf:./my-model loads it."""
     from contamscope.backends import normalize_model_spec

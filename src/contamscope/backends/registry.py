@@ -106,6 +106,13 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         from .openai_compat import refuse_secrets_in
 
         refuse_secrets_in(rest.partition("#")[0])
+    if kind in ("hf", "vllm") and "://" in rest:  # (a URL may hold a token: not repeated)
+        scheme = rest.partition("://")[0][-12:]
+        raise ModelError(
+            f"{kind}:{scheme}://...: {kind}: takes a local path or a hub id (owner/name), not a "
+            "URL; download the model and pass its folder (a token in a URL would be written "
+            "into run folders, reports and the score cache)"
+        )
     if paths and kind in ("hf", "vllm"):
         path = Path(rest).expanduser()
         if _path_like(rest) or path.exists():  # a local folder wins over a hub id, as in
