@@ -529,8 +529,11 @@ def test_leaderboard_keeps_every_replicate_and_leaves_out_what_is_no_run(
     text, _ = write_leaderboard([*runs, copy], None, "md")
     assert (
         f"- {runs[0]} and {copy} hold the same item records (copies of one run?): one "
-        "measurement, shown as 2 cells and counted as 2 tests in the line on significance"
+        "measurement, shown as 2 cells and counted as 1 test in the line on significance"
     ) in text
+    # one measurement is one test: the copy counted twice made Holm stricter (and a rejection
+    # two); a copy that reads another p (reanalysed otherwise) would stay a test of its own
+    assert "of 3 runs with a p-value (copies of one run counted once) reject" in text
     page, _ = write_leaderboard([*runs, copy], None, "html")
     assert "hold the same item records (copies of one run?)" in page
 

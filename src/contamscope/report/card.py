@@ -32,7 +32,7 @@ from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .compare import md_code
 from .leaderboard import short_name
-from .rundata import check_statistics, same_records
+from .rundata import check_statistics, once_per_measurement, same_records
 
 __all__ = [
     "CARD_SCHEMA",
@@ -371,10 +371,13 @@ def build_card(
             seen[key] = where
             checks.append(row)
     paths = list(rowed)  # (BenBench copies are refused above; runs without a row are named)
+    repeated: set[int] = set()  # rows of a copy with its original's p: not counted again
     for same in same_records([(str(methods[p]), p.parent) for p in paths]):
         copies = " and ".join(rowed[paths[i]]["run"] for i in same)
-        tested = sum(1 for i in same if rowed[paths[i]].get("p_value") is not None)
-        counted = f" and counted as {tested} tests in Holm's correction" if tested else ""
+        again = once_per_measurement([rowed[paths[i]].get("p_value") for i in same])
+        repeated |= {id(rowed[paths[i]]) for i, dup in zip(same, again, strict=True) if dup}
+        tested = sum(rowed[paths[i]].get("p_value") is not None for i in same) - sum(again)
+        counted = f" and counted as {plural(tested, 'test')} in Holm's correction" if tested else ""
         notes.append(  # (the leaderboard said so; the card counted them silently; QA)
             f"{copies} hold the same item records (copies of one run?): one measurement, "
             f"shown as {len(same)} rows{counted}"
@@ -390,7 +393,7 @@ def build_card(
     ]
     ps = [  # an inconclusive Delta (no n-gram predicted right) tests nothing: left out
         v["p_value"]
-        for v in [*shown, *others]
+        for v in [*shown, *(o for o in others if id(o) not in repeated)]
         if v.get("value") is not None and v.get("p_value") is not None and not v.get("inconclusive")
     ]
     family = {

@@ -32,7 +32,13 @@ from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
 from .plots import OKABE_ITO, figure, to_svg
-from .rundata import load_run, run_config, same_records, sweep_reference_folder
+from .rundata import (
+    load_run,
+    once_per_measurement,
+    run_config,
+    same_records,
+    sweep_reference_folder,
+)
 
 __all__ = [
     "BaselineComparison",
@@ -621,18 +627,35 @@ def significance_line(entries: Sequence[LeaderboardEntry], level: float = 0.05) 
     correction over every p-value on the board. The p-values are not pooled or compared: each
     is valid for its own method's null (one- or two-sided, as the legend says), which is all
     Holm needs, and Holm bounds the family-wise error under any dependence between runs."""
-    ps = [e.estimate.p_value for e in entries if e.estimate.p_value is not None]
+    repeats = _repeated_tests(entries)
+    ps = [
+        e.estimate.p_value
+        for i, e in enumerate(entries)
+        if e.estimate.p_value is not None and i not in repeats
+    ]
     if not ps:
         return "no run has a p-value"
     raw = sum(p <= level for p in ps)
+    once = " (copies of one run counted once)" if repeats else ""
     if len(ps) == 1:  # "0 after Holm's correction over all 1": one test needs none
-        return f"{raw} of 1 run with a p-value rejects H0 (no leakage) at {level:.0%}"
+        return f"{raw} of 1 run with a p-value{once} rejects H0 (no leakage) at {level:.0%}"
     adjusted = sum(q <= level for q in holm(ps))
     return (
-        f"{raw} of {len(ps)} runs with a p-value reject H0 (no leakage) at "
+        f"{raw} of {len(ps)} runs with a p-value{once} reject H0 (no leakage) at "
         f"{level:.0%}; {adjusted} after Holm's correction over all {len(ps)} "
         f"(family-wise error at most {level:.0%})"
     )
+
+
+def _repeated_tests(entries: Sequence[LeaderboardEntry]) -> set[int]:
+    """The entries that are copies of an earlier one (the same item records) with its p-value:
+    one measurement, one test (a copied folder counted twice made Holm stricter and its
+    rejection two; QA)."""
+    repeats: set[int] = set()
+    for same in same_records([(e.method, e.run_dir) for e in entries]):
+        again = once_per_measurement([entries[i].estimate.p_value for i in same])
+        repeats |= {i for i, dup in zip(same, again, strict=True) if dup}
+    return repeats
 
 
 def flagged_text(est: Estimate) -> str | None:
@@ -649,12 +672,17 @@ def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     or one set-up run twice): one measurement shown as several cells, each also a test of the
     significance line (QA). None where every run's records differ."""
     groups = same_records([(e.method, e.run_dir) for e in entries])
-    return [
-        f"{' and '.join(entries[i].where for i in same)} hold the same item records (copies "
-        f"of one run?): one measurement, shown as {len(same)} cells and counted as "
-        f"{len(same)} tests in the line on significance"
-        for same in groups
-    ]
+    repeats = _repeated_tests(entries)
+    lines = []
+    for same in groups:
+        tested = sum(entries[i].estimate.p_value is not None and i not in repeats for i in same)
+        counted = f" and counted as {plural(tested, 'test')} in the line on significance"
+        lines.append(
+            f"{' and '.join(entries[i].where for i in same)} hold the same item records "
+            f"(copies of one run?): one measurement, shown as {len(same)} cells"
+            + (counted if tested else "")
+        )
+    return lines
 
 
 def ties_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:

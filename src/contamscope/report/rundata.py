@@ -206,6 +206,23 @@ def run_config(run: RunData) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def once_per_measurement(ps: Sequence[float | None]) -> list[bool]:
+    """For the p-values of copies of one run (a set of ``same_records``), which repeat an
+    earlier copy's: one measurement is one test in a family's count (Holm's), however many
+    folders hold it. A copy analysed otherwise (another p) stays a test of its own.
+
+    >>> once_per_measurement([0.01, None, 0.01, 0.2])
+    [False, False, True, False]
+    """
+    seen: set[float] = set()
+    repeats = []
+    for p in ps:
+        repeats.append(p is not None and p in seen)
+        if p is not None:
+            seen.add(p)
+    return repeats
+
+
 def same_records(folders: Sequence[tuple[str, Path]]) -> list[list[int]]:
     """The sets (indices into ``folders``, ``(method, run folder)`` pairs) of two or more runs
     of one method whose ``items.jsonl`` are byte for byte the same: a folder copied, or one
