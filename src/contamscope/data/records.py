@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
@@ -122,6 +123,17 @@ def _parse_option_fields(value: str) -> tuple[str, ...] | None:
     return names  # one field: it holds the options (a list, or an object of them)
 
 
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+"""Zero-width characters (space, non-joiners, word joiner, BOM), as pasted from web pages or
+WPS: invisible before an option's label, they hid it from the rules below (a labelled file read
+as unlabelled, and the published order won every item; Chinese QA)."""
+
+
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: spaces (any width) and zero-width characters only."""
+    return not text.strip().strip(INVISIBLE).strip()
+
+
 def clean_text(value: str) -> str:
     """Strip trailing newlines / carriage returns only; everything else is kept as is."""
     return value.rstrip("\r\n")
@@ -152,12 +164,12 @@ def finish_options(values: Sequence[object], *, drop_trailing_empty: bool) -> tu
     """
     texts = [_option_text(v, i) for i, v in enumerate(values)]
     if drop_trailing_empty:
-        while texts and (texts[-1] is None or not texts[-1].strip()):
+        while texts and (texts[-1] is None or blank(texts[-1])):
             texts.pop()
     for i, t in enumerate(texts):
         if t is None:
             raise RowError(f"missing option {_label(i)}")
-        if not t.strip():
+        if blank(t):
             raise RowError(f"empty option {_label(i)}")
     if len(texts) < 2:
         raise RowError(f"{len(texts)} option(s); at least 2 needed")
@@ -292,7 +304,7 @@ def question_text(value: object, name: str = "question") -> str:
     if not isinstance(value, str):
         raise RowError(f"{name} is not text ({type(value).__name__})")
     text = clean_text(value)
-    if not text.strip():
+    if blank(text):
         raise RowError(f"empty {name}")
     return text
 
@@ -389,7 +401,7 @@ def record_to_item(
 _OWN_LABEL = re.compile(
     # "A. x", "A.北京", "A: x" (":" a space or a non-ASCII character after: not C++'s A::f,
     # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x"
-    r"\s*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
+    r"[\s\u200b-\u200d\u2060\ufeff]*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
     r"(?:\.\s*(?!\.)|:\s+|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–]\s+)(\S.*)\Z",
     re.DOTALL | re.IGNORECASE,
 )
@@ -427,15 +439,16 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
     out, cases = [], set()
     for i, text in enumerate(options):
         m = _OWN_LABEL.match(text)
-        label = m.group(1) if m else ""
-        if "Ａ" <= label <= "Ｊ":  # full-width
-            label = chr(ord(label) - 0xFEE0)
+        label = unicodedata.normalize("NFKC", m.group(1)) if m else ""  # (full-width: ａ, Ａ)
         if m is None or label.upper() != LABELS[i]:
             return None
         if m.group(2) and _LETTER_FIRST.match(m.group(3)):
             return None
+        rest = m.group(3).lstrip(INVISIBLE)  # ("A.\u200b北京": the text is 北京)
+        if blank(rest):
+            return None
         cases.add(label.isupper())
-        out.append(m.group(3))
+        out.append(rest)
     return tuple(out) if len(cases) == 1 else None  # "a)", "B)": not one labelling
 
 
@@ -443,7 +456,7 @@ _LABEL_LIKE = re.compile(
     # a letter (in label order) or a number (1, 2, ...) and then a label's punctuation that the
     # rule above does not remove: "A，x", "A。x", "〔A〕x", "选项A：x", "1. x", "2) x"; not
     # "1.5", nor answers such as "1%", "2!", "A♯", "3°" (diff-review QA)
-    r"\s*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
+    r"[\s\u200b-\u200d\u2060\ufeff]*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
     r"[.．。、，:：;；)）\]】〕>》」](?![0-9０-９])",
     re.IGNORECASE,
 )
@@ -472,10 +485,7 @@ def own_labels_suspected(options: Sequence[str]) -> bool:
         m = _LABEL_LIKE.match(text)
         if m is None:
             return False
-        mark = m.group(1)
-        if "Ａ" <= mark.upper() <= "Ｊ" or "１" <= mark <= "９":  # full-width
-            mark = chr(ord(mark.upper()) - 0xFEE0)
-        marks.append(mark)
+        marks.append(unicodedata.normalize("NFKC", m.group(1)))  # (full-width: ａ, Ａ, １)
     numbers = [str(i + 1) for i in range(len(options))]
     in_order = marks in (numbers, list(LABELS[: len(marks)]), list(LABELS[: len(marks)].lower()))
     return in_order and own_labels_removed(options) is None  # (few items get this far)
