@@ -58,6 +58,12 @@ def test_rouge_l_hand_computed() -> None:
     assert rouge_l_f("Hello, World!", "hello world") == 1.0
     assert rouge_l_f("", "x") == 0.0
     assert rouge_l_f("= <<", "= >>") == 0.0  # no alphanumeric tokens at all
+    # each Chinese character is a token: rouge_score drops them, and ROUGE-L read 0 on every
+    # Chinese n-gram, exact matches included (Chinese QA); LCS 原癌基 of 4 and 3 characters:
+    # P = 3/4, R = 1, F = 6/7
+    assert rouge_l_f("原癌基因", "原癌基因") == 1.0
+    assert rouge_l_f("原癌基因", "原癌基") == pytest.approx(6 / 7)
+    assert rouge_l_f("甲 cat 乙", "cat 乙") == pytest.approx(0.8)
 
 
 def test_edit_similarity_hand_computed() -> None:
