@@ -212,3 +212,15 @@ def test_options_carrying_their_own_labels_are_said_to_lose_them(tmp_path: Path)
     )
     got = run_cli("inspect", "--benchmark", str(bench), "--json", cwd=tmp_path)
     assert "the labels were removed" in json.loads(got.stdout)["notes"][0]
+
+
+def test_repeated_options_are_said_as_such(tmp_path: Path) -> None:
+    """An item with two identical options was counted under the text of its reason's tail:
+    "(orders that swap them are one text 1)" (Chinese QA)."""
+    bench = tmp_path / "rep_test.csv"
+    rows = ["首都是?,北京,北京,上海,广州,A", "Largest?,Mars,Venus,All of the above,Earth,C"]
+    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    got = run_cli("inspect", "--benchmark", str(bench), "--json", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    texts = json.loads(got.stdout)["excluded"]["texts"]
+    assert texts == {"'all of the above'": 1, "two identical options": 1}

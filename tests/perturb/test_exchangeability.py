@@ -136,10 +136,23 @@ def test_label_combinations_flagged(option: str) -> None:
         "选项A和C",
         "A+C+D",
         "a和b都对",
+        # full-width letters and signs, traditional characters: scored as exchangeable (QA)
+        "Ａ和Ｂ",
+        "A＋B",
+        "ＡＢ都对",
+        "以上說法都對",
+        "其他選項均可",
     ],
 )
 def test_chinese_phrases_flagged(option: str) -> None:
     assert non_exchangeable_reason(["甲", "乙", "丙", option]) is not None
+
+
+def test_a_reference_is_said_as_written() -> None:
+    """The rules read the options folded (NFKC); the reason quotes the option's own text."""
+    assert non_exchangeable_reason(["甲", "乙", "丙", "Ａ，Ｂ都对"]) == (
+        "option D refers to other options: 'Ａ，Ｂ'"
+    )
 
 
 @pytest.mark.parametrize(

@@ -324,12 +324,37 @@ def non_exchangeable_reason(options: Sequence[str]) -> str | None:
                 f"option {_label(i)} repeats option {_label(j)} ({option.strip()!r}): orders "
                 "that swap them are one text"
             )
-    symbols = _symbol_use(texts)
-    for i, option in enumerate(texts):
+    folded = [_fold(t) for t in texts]
+    symbols = _symbol_use(folded)
+    for i, option in enumerate(folded):
         found = _option_reason(option, len(texts), symbols)
         if found is not None:
-            return f"option {_label(i)} refers to other options: {found.strip()!r}"
+            shown = _as_written(found, option, texts[i])
+            return f"option {_label(i)} refers to other options: {shown.strip()!r}"
     return None
+
+
+def _as_written(found: str, folded: str, option: str) -> str:
+    """The text of ``option`` where ``found`` is in its folded form (said as written: 'A，B',
+    not 'A,B'), or ``found`` where folding changed the option's length."""
+    at = folded.find(found)
+    if at < 0 or len(folded) != len(option):
+        return found
+    return option[at : at + len(found)]
+
+
+_TRADITIONAL = str.maketrans("說對選項錯確個兩種誤與僅為餘幾", "说对选项错确个两种误与仅为余几")
+
+
+def _fold(option: str) -> str:
+    """``option`` as the rules read it: full-width letters and signs as ASCII (NFKC: "Ａ和Ｂ",
+    "A＋B") and the traditional forms of the rules' Chinese words as simplified ("以上說法都對"):
+    such items were scored as exchangeable (Chinese QA).
+
+    >>> _fold("Ａ＋Ｂ"), _fold("以上說法都對")
+    ('A+B', '以上说法都对')
+    """
+    return unicodedata.normalize("NFKC", option).translate(_TRADITIONAL)
 
 
 def _label(i: int) -> str:

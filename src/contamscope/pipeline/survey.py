@@ -168,7 +168,7 @@ def survey_permutation(
         **notes_entry(loaded.notes),
         "excluded": {
             "texts": dict(  # the option text that refers to the others, most frequent first
-                Counter(r.split(": ", 1)[-1].lower() for r in refer.values()).most_common(20)
+                Counter(_set_aside_text(r) for r in refer.values()).most_common(20)
             ),
             "by_id": excluded,
         },
@@ -271,3 +271,18 @@ def measure_permutation(
         "the sample scaled by the items, added where a run computes them inline (a model on "
         "this machine's CPU). An extrapolation, not a bound",
     }
+
+
+def _set_aside_text(reason: str) -> str:
+    """What an item was set aside for, to count: the option text that refers to the others
+    (lower-cased), or "two identical options" (the repeat's reason, cut at its ": ", read
+    "(orders that swap them are one text 1)"; Chinese QA).
+
+    >>> _set_aside_text("option D refers to other options: 'All of the above'")
+    "'all of the above'"
+    >>> _set_aside_text("option B repeats option A ('北京'): orders that swap them are one text")
+    'two identical options'
+    """
+    if " repeats option " in reason:
+        return "two identical options"
+    return reason.split(": ", 1)[-1].lower()
