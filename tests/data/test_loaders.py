@@ -391,6 +391,10 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
         ("x_test.csv", GOOD_CSV + "q,a,b,c,d,Z\n", 2, "unparseable answer"),
         ("x_test.csv", GOOD_CSV + "q,a,b,c,d,7\n", 2, "is a number; a header-less MMLU CSV"),
         ("x_test.csv", GOOD_CSV + "q,a,b,c,d,AB\n", 2, "multiple answers"),
+        # other spellings of several letters were "unparseable" (Chinese QA)
+        ("x_test.csv", GOOD_CSV + 'q,a,b,c,d,"A,B"\n', 2, "multiple answers 'A,B'"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,A、C\n", 2, "multiple answers"),
+        ("x_test.csv", GOOD_CSV + "q,a,b,c,d,ＡＢ\n", 2, "multiple answers"),
         ("x_test.csv", GOOD_CSV + ",a,b,c,d,A\n", 2, "empty question"),
         ("x.jsonl", GOOD_JSONL + "{oops\n", 2, "invalid JSON"),
         ("x.jsonl", GOOD_JSONL + "\n[1, 2]\n", 3, "expected a JSON object"),

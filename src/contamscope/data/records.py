@@ -228,7 +228,7 @@ def parse_answer(
             idx = options.index(clean_text(raw))
         elif text and s in stripped:
             idx = stripped.index(s)
-        elif len(s) <= MAX_OPTIONS and all(c in LABELS for c in s.upper()):
+        elif _several_labels(s):
             raise RowError(
                 f"multiple answers {s!r} are not supported (--fields answer= reads the items "
                 "without answers: the permutation test does not use them)"
@@ -247,6 +247,17 @@ def parse_answer(
     if not 0 <= idx < n:
         raise RowError(f"answer {_short(raw)} is out of range for {n} options")
     return idx
+
+
+def _several_labels(answer: str) -> bool:
+    """Whether ``answer`` names two or more options: "AB", "A,B", "A、B", "ＡＢ", "a; b" (only
+    the first was said to be multiple answers; the others read as unparseable; Chinese QA).
+
+    >>> [_several_labels(a) for a in ("AB", "A, B", "A、C", "ＡＢＣ", "A", "AZ", "A and B")]
+    [True, True, True, True, False, False, False]
+    """
+    letters = re.sub(r"[\s,，、;；/|+]+", "", unicodedata.normalize("NFKC", answer)).upper()
+    return 2 <= len(letters) <= MAX_OPTIONS and all(c in LABELS for c in letters)
 
 
 def _short(value: object, limit: int = 40) -> str:
