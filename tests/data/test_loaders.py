@@ -1510,3 +1510,33 @@ def test_cmmlus_header_with_other_columns_names_the_fields_to_give(tmp_path: Pat
         str(five), format="csv", field_map=FieldMap.parse("question=Question,answer=Answer")
     )
     assert [(i.options, i.answer) for i in got.items] == [(("a", "b", "c", "d", "e"), 4)]
+
+
+def test_excel_csv_spellings_read_as_the_same_items(tmp_path: Path) -> None:
+    """Excel's "sep=," first line, its semicolon CSV (where the decimal mark is a comma) and
+    the empty column it pads after the last named one were refused as "cannot tell the
+    benchmark format" or "not a CMMLU CSV" (Chinese QA). Line numbers stay the file's."""
+    plain = ",Question,A,B,C,D,Answer\n0,甲?,a,b,c,d,A\n1,乙?,a,b,c,d,B\n"
+    files = {
+        "plain": plain,
+        "sep": "sep=,\n" + plain,
+        "semi": plain.replace(",", ";"),
+        "pad": plain.replace("\n", ",\n"),
+    }
+    got = {}
+    for name, text in files.items():
+        result = load_benchmark(str(write(tmp_path, f"{name}.csv", text)))
+        assert result.format == "cmmlu-csv" and not result.problems, name
+        got[name] = [(i.question, i.options, i.answer) for i in result.items]
+        lines = [i.line for i in result.items]
+        assert lines == ([3, 4] if name == "sep" else [2, 3]), name
+    assert all(items == got["plain"] for items in got.values())
+    # a padded header's rows with text in the padding keep it, and their width is said wrong
+    text = plain.replace("\n", ",\n").replace("B,\n", "B,oops\n")
+    result = load_benchmark(str(write(tmp_path, "oops.csv", text)))
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (3, "expected 7 columns (,Question,A,B,C,D,Answer), got 8")
+    ]
+    # the generic CSV and MMLU's header read the padding away too
+    mmlu = "question,A,B,C,D,answer,\nq?,a,b,c,d,C,\n"
+    assert load_benchmark(str(write(tmp_path, "m.csv", mmlu))).items[0].answer == 2

@@ -22,6 +22,7 @@ from contamscope.data.readers import (
     load_json_list,
     read_table,
     table_suffix,
+    without_padding,
 )
 from contamscope.data.records import (
     LABELS,
@@ -103,7 +104,11 @@ def split_subject(stem: str) -> str:
 def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
     first, rest = read_table(path, text)
-    names = [c.strip().lower() for c in first[1]] if first is not None else []
+    names: list[str] = []
+    if first is not None:  # (a header's padding only: a header-less file's rows have none)
+        (_, cells), trimmed = without_padding(first, rest)
+        names = [c.strip().lower() for c in cells]
+        rest = trimmed if names in _MMLU_HEADERS else rest
     header = names in _MMLU_HEADERS
     rows = rest if header or first is None else itertools.chain([first], rest)
     # under question,choice0..3,answer (a datasets export) the answer is a 0-based index;
@@ -138,6 +143,7 @@ def _parse_cmmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     first, rows = read_table(path, text)
     if first is None:
         return 0
+    first, rows = without_padding(first, rows)
     header = [c.strip().lower() for c in first[1]]
     if header[1:] != ["question", "a", "b", "c", "d", "answer"]:
         raise DataError(
@@ -168,6 +174,7 @@ def _parse_ceval_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     first, rows = read_table(path, text)
     if first is None:
         return 0
+    first, rows = without_padding(first, rows)
     header = [c.strip().lower() for c in first[1]]
     if header[:6] != ["id", "question", "a", "b", "c", "d"]:
         raise DataError(
@@ -332,6 +339,7 @@ def _parse_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     first, rows = read_table(path, text)
     if first is None:
         return 0
+    first, rows = without_padding(first, rows)
     header = first[1]
     repeated = next((c for i, c in enumerate(header) if c.strip() and c in header[:i]), None)
     if repeated is not None:
@@ -418,7 +426,7 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
         first, _ = read_table(path, text)
         if first is None:
             raise DataError(f"{path}: no items (empty file)")
-        row = first[1]
+        row = without_padding(first, iter(()))[0][1]
         low = [c.strip().lower() for c in row]
         if low[0] == "" and low[1:] == ["question", "a", "b", "c", "d", "answer"]:
             return "cmmlu-csv"  # other columns after pandas' unnamed index: generic CSV (QA)

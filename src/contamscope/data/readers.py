@@ -175,21 +175,29 @@ def table_delimiter(path: Path, text: str) -> str:
     ','
     >>> table_delimiter(Path("a.txt"), "q, a, b\\tx\\ty\\nq2\\tz\\tw\\n")  # as many commas as tabs
     '\\t'
+
+    Excel's own spellings: a first line ``sep=;`` names the delimiter, and a header with
+    semicolons and no comma or tab splits at semicolons where every record does evenly
+    (Excel's CSV where the decimal mark is a comma).
+
+    >>> table_delimiter(Path("a.csv"), "sep=;\\nq;a\\n"), table_delimiter(Path("a.csv"), "q;A\\nx;1\\n")
+    (';', ';')
+    >>> table_delimiter(Path("a.csv"), "q;A;B\\nx;1\\n")  # uneven: a comma table of one column
+    ','
     """
     if path.suffix.lower() == ".tsv":
         return "\t"
+    sep = _SEP_LINE.match(text)
+    if sep:
+        return sep.group(1)
     line = next((ln for ln in io.StringIO(text) if ln.strip()), "")
+    if "\t" not in line and "," not in line and ";" in line:  # Excel's CSV where the decimal
+        by_semicolon = _widths(text, ";")  # mark is a comma: "Question;A;B;C;D;Answer"
+        if by_semicolon and min(by_semicolon) == max(by_semicolon) >= 2:
+            return ";"
     if "\t" not in line:
         return ","
-
-    def widths(delimiter: str) -> list[int]:
-        rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        try:
-            return [len(r) for r in itertools.islice((r for r in rows if any(r)), 20)]
-        except csv.Error:
-            return []
-
-    by_comma, by_tab = widths(","), widths("\t")
+    by_comma, by_tab = _widths(text, ","), _widths(text, "\t")
     if not by_comma or not by_tab:
         return "\t" if by_tab else ","
 
@@ -199,6 +207,15 @@ def table_delimiter(path: Path, text: str) -> str:
     if even(by_tab) != even(by_comma):
         return "\t" if even(by_tab) else ","
     return "\t" if by_tab[0] > by_comma[0] else ","
+
+
+def _widths(text: str, delimiter: str) -> list[int]:
+    """The numbers of cells of a table's first 20 records split at ``delimiter``."""
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return [len(r) for r in itertools.islice((r for r in rows if any(r)), 20)]
+    except csv.Error:
+        return []
 
 
 def csv_rows(text: str, delimiter: str = ",") -> Iterator[tuple[int, list[str] | RowError]]:
@@ -277,8 +294,45 @@ def csv_table(
 
 def read_table(path: Path, text: str) -> tuple[tuple[int, list[str]] | None, Iterator[CsvRecord]]:
     """:func:`csv_table` of a ``.csv`` or ``.tsv`` file's text, split at its
-    :func:`table_delimiter`."""
-    return csv_table(text, table_delimiter(path, text))
+    :func:`table_delimiter` (a first line ``sep=;``, as Excel writes it, names the delimiter
+    and is no record)."""
+    delimiter = table_delimiter(path, text)
+    if _SEP_LINE.match(text):  # (a blank line in its place keeps the other lines' numbers)
+        text = "\n" + text.split("\n", 1)[1] if "\n" in text else ""
+    return csv_table(text, delimiter)
+
+
+_SEP_LINE = re.compile(r"\ufeff?sep=([,;\t|])[ \t]*\r?(?:\n|\Z)", re.IGNORECASE)
+
+
+def without_padding(
+    first: tuple[int, list[str]], rows: Iterator[CsvRecord]
+) -> tuple[tuple[int, list[str]], Iterator[CsvRecord]]:
+    """A table's header and records without the empty columns after its last named one, as
+    spreadsheets save them (",Question,A,B,C,D,Answer," was "not a CMMLU CSV"; Chinese QA):
+    a record of the header's width loses those cells where they are empty (a record with text
+    there, or of another width, is kept as it is, and its width is said wrong where it is).
+
+    >>> first, rows = without_padding((1, ["q", "a", "", ""]), iter([(2, ["x", "1", "", ""])]))
+    >>> first, list(rows)
+    ((1, ['q', 'a']), [(2, ['x', '1'])])
+    """
+    cells = first[1]
+    pad = len(cells) - len(list(itertools.dropwhile(lambda c: not c.strip(), reversed(cells))))
+    if not pad or pad == len(cells):
+        return first, rows
+
+    def trimmed() -> Iterator[CsvRecord]:
+        for line, row in rows:
+            if (
+                not isinstance(row, RowError)
+                and len(row) == len(cells)
+                and not any(c.strip() for c in row[len(cells) - pad :])
+            ):
+                row = row[: len(cells) - pad]
+            yield line, row
+
+    return (first[0], cells[: len(cells) - pad]), trimmed()
 
 
 def _well_quoted(lines: list[str], delimiter: str) -> bool:
