@@ -1540,3 +1540,14 @@ def test_excel_csv_spellings_read_as_the_same_items(tmp_path: Path) -> None:
     # the generic CSV and MMLU's header read the padding away too
     mmlu = "question,A,B,C,D,answer,\nq?,a,b,c,d,C,\n"
     assert load_benchmark(str(write(tmp_path, "m.csv", mmlu))).items[0].answer == 2
+
+
+def test_a_nul_byte_in_a_csv_cell_is_a_row_problem(tmp_path: Path) -> None:
+    """A NUL byte was kept silently in the question text; in JSON Lines it is a row problem."""
+    path = tmp_path / "nul.csv"
+    path.write_bytes(b",Question,A,B,C,D,Answer\n0,q1\x00?,a,b,c,d,A\n1,q2?,a,b,c,d,B\n")
+    result = load_benchmark(str(path))
+    assert [i.question for i in result.items] == ["q2?"]
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (2, "a NUL byte (\\x00) in a cell: a damaged or binary line")
+    ]
