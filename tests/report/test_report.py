@@ -1124,3 +1124,18 @@ def test_a_card_json_nested_too_deeply_beside_out_is_one_line(tmp_path: Path) ->
     out.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ConfigError, match="is not a contamscope card"):
         _refuse_other_card(out, {})
+
+
+def test_an_inline_figure_with_chinese_text_says_nothing_of_fonts() -> None:
+    """matplotlib warned on stderr that its font lacks each Chinese subject's glyphs; the SVG
+    keeps text as text, which the browser draws in its own fonts (Chinese QA)."""
+    import warnings
+
+    from contamscope.report.plots import figure, to_svg
+
+    with figure() as (fig, ax):
+        ax.set_title("解剖学 anatomy")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            svg = to_svg(fig, "解剖学")
+    assert "解剖学 anatomy" in svg and svg.startswith("<svg")
