@@ -1551,3 +1551,13 @@ def test_a_nul_byte_in_a_csv_cell_is_a_row_problem(tmp_path: Path) -> None:
     assert [(p.line, p.reason) for p in result.problems] == [
         (2, "a NUL byte (\\x00) in a cell: a damaged or binary line")
     ]
+
+
+def test_a_json_list_named_jsonl_gets_the_hint(tmp_path: Path) -> None:
+    rows = [{"question": "q?", "options": ["a", "b"], "answer": "A"}]
+    path = write(tmp_path, "arr.jsonl", json.dumps(rows, indent=2))
+    with pytest.raises(
+        DataError, match=r"starts with '\[': if it is a JSON list use --format json"
+    ):
+        load_benchmark(str(path))
+    assert len(load_benchmark(str(path), format="json").items) == 1

@@ -461,7 +461,9 @@ def detect_format(path: Path, text: str, fm: FieldMap | None) -> str:
             raise _undetectable(
                 path, f"first record has fields {', '.join(list(rec)[:8])}", list(rec)
             )
-        raise DataError(f"{path}: no JSON object on any line (not JSON Lines, or empty)")
+        array = text.lstrip("\ufeff \t\r\n").startswith("[")  # (a JSON list: said; QA)
+        hint = "; it starts with '[': if it is a JSON list use --format json" if array else ""
+        raise DataError(f"{path}: no JSON object on any line (not JSON Lines, or empty){hint}")
     records = load_json_list(path, text)
     first_rec = next((r for r in records if isinstance(r, dict)), None)
     if first_rec is None:
