@@ -6,6 +6,7 @@ import collections
 import hashlib
 import importlib.metadata
 import json
+import re
 import sys
 import types
 from pathlib import Path
@@ -1561,3 +1562,20 @@ def test_a_json_list_named_jsonl_gets_the_hint(tmp_path: Path) -> None:
     ):
         load_benchmark(str(path))
     assert len(load_benchmark(str(path), format="json").items) == 1
+
+
+@pytest.mark.parametrize(
+    ("codec", "said"),
+    [
+        ("gb18030", "it reads as GB18030 (GBK), as Chinese Windows saves text"),
+        ("gbk", "it reads as GB18030 (GBK), as Chinese Windows saves text"),
+        ("utf-16-le", "it looks like UTF-16 without a byte-order mark"),
+    ],
+)
+def test_a_chinese_file_in_another_encoding_is_named(tmp_path: Path, codec: str, said: str) -> None:
+    """Chinese text saved as GBK, or as UTF-16 without its mark, was only "not UTF-8 text"
+    (the UTF-16 check needed ASCII-heavy text; Chinese QA)."""
+    path = tmp_path / "zh.csv"
+    path.write_bytes(",Question,A,B,C,D,Answer\n0,甲状腺的动脉来自?,甲,乙,丙,丁,A\n".encode(codec))
+    with pytest.raises(DataError, match=rf"byte offset \d+\): {re.escape(said)}; re-save"):
+        load_benchmark(str(path))

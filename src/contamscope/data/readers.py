@@ -129,7 +129,8 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
             at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
             line = raw.count(b"\n", 0, at) + 1
             raise DataError(
-                f"{path}: not UTF-8 text (line {line}, byte offset {at}); re-save as UTF-8"
+                f"{path}: not UTF-8 text (line {line}, byte offset {at}){_encoding_hint(raw)}; "
+                "re-save as UTF-8"
             ) from None
         text = lines
     head = raw[:4096]
@@ -139,6 +140,32 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
             "characters); re-save as UTF-8"
         )
     return text
+
+
+def _encoding_hint(raw: bytes) -> str:
+    """What a file that is not UTF-8 looks like, said after the byte: UTF-16 without a
+    byte-order mark (NULs between its ASCII characters, also among Chinese text), or GB18030
+    (GBK, Chinese Windows' encoding: the whole file decodes as it, with Chinese characters);
+    else nothing (Chinese QA).
+
+    >>> _encoding_hint("题目,甲".encode("gb18030")), _encoding_hint("题目,x".encode("utf-16-le"))
+    (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
+    >>> _encoding_hint(b"caf\\xe9"), _encoding_hint("Qu'est-ce que ça?".encode("latin-1"))
+    ('', '')
+    """
+    head = raw[:4096]
+    if head.count(0) * 8 >= len(head):
+        return ": it looks like UTF-16 without a byte-order mark"
+    try:
+        wide = [c for c in raw[:65536].decode("gb18030", errors="ignore") if not c.isascii()]
+        raw.decode("gb18030")
+    except UnicodeDecodeError:
+        return ""
+    # GB2312's characters, both bytes 0xA1 or more: a Latin-1 "ça" decodes too, as 0xE7 0x61
+    gb2312 = sum(min(c.encode("gb18030")) >= 0xA1 for c in wide)
+    if gb2312 >= 2 and 10 * gb2312 >= 9 * len(wide):
+        return ": it reads as GB18030 (GBK), as Chinese Windows saves text"
+    return ""
 
 
 TABLE_SUFFIXES = (".csv", ".tsv")
