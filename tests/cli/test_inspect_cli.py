@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_runner import run_cli
 from toy_rows import sorted_and_shuffled
 
@@ -224,3 +225,20 @@ def test_repeated_options_are_said_as_such(tmp_path: Path) -> None:
     assert got.returncode == 0, got.stderr
     texts = json.loads(got.stdout)["excluded"]["texts"]
     assert texts == {"'all of the above'": 1, "two identical options": 1}
+
+
+def test_json_parses_under_force_color(
+    tmp_path: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under FORCE_COLOR (CI services set it) rich drew its spinners on stdout, before the
+    JSON ('\\x1b[?25l⠋ reading the tokenizer ...'), and a live bar's carriage returns filled
+    the log (CI QA)."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    bench = _bench(tmp_path)
+    args = ["--benchmark", str(bench), "--model", str(tiny_model_path), "-M", "bos=<|endoftext|>"]
+    got = run_cli("inspect", *args, "--json", cwd=tmp_path)
+    assert got.returncode == 3, got.stderr
+    assert json.loads(got.stdout)["counts"]["items_loaded"] == 4
+    got = run_cli("permutation", *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert got.returncode == 3, got.stderr
+    assert "\r" not in got.stdout + got.stderr and "scoring: 4/4" in got.stderr

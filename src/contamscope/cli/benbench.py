@@ -28,6 +28,7 @@ from .common import (
     refuse_empty,
     say_overlap,
     slug,
+    status,
     styled,
     user_errors,
 )
@@ -341,11 +342,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     )
     check_run_folder(out)
     cache = open_cache(kw)
-    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+    with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
         )
-    with console.status("checking what the model can do ..."):
+    with status("checking what the model can do ..."):
         check_backend(scorer.backend, prompt_logprobs=True, token_stats=True, method="BenBench")
         if kw["lenient"]:
             check_backend(

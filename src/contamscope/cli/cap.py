@@ -27,6 +27,7 @@ from .common import (
     refuse_empty,
     say_overlap,
     slug,
+    status,
     styled,
     user_errors,
     warn,
@@ -301,11 +302,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     out = kw["out"] or Path("runs") / f"cap-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_run_folder(out)
     cache = open_cache(kw)
-    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+    with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
         )
-    with console.status("checking what the model can do ..."):
+    with status("checking what the model can do ..."):
         check_backend(scorer.backend, generate=True, method="CAP")
         if data.task == "mcq" and config.loglik:
             try:  # optional reader: CAP itself works from generated text only

@@ -91,6 +91,23 @@ console = Console(markup=False, width=_file_width(sys.stdout))
 err_console = Console(stderr=True, markup=False, width=_file_width(sys.stderr))
 
 
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal itself: rich also says so under ``FORCE_COLOR`` (CI
+    services set it for coloured logs), where a live bar or spinner wrote carriage returns
+    into the log (CI QA)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+def status(text: str) -> contextlib.AbstractContextManager[object]:
+    """A spinner with ``text`` on stderr while a step runs, on a terminal only: it was drawn
+    on stdout, where its frames came before ``inspect --json``'s JSON under ``FORCE_COLOR``
+    (CI QA)."""
+    if not stderr_is_terminal():
+        return contextlib.nullcontext()
+    return err_console.status(text)
+
+
 @contextlib.contextmanager
 def run_folders_as_written(*folders: Path) -> Iterator[None]:
     """Read run folders: a value of the wrong type or a missing key in their summary.json,
@@ -349,7 +366,7 @@ def quiet_progress(*columns: Any, **kwargs: Any) -> Any:
 
     from rich.progress import Progress
 
-    every = progress_seconds() if not err_console.is_terminal else None
+    every = progress_seconds() if not stderr_is_terminal() else None
 
     class _Quiet(Progress):
         started = False

@@ -16,6 +16,7 @@ from .common import (
     list_skipped,
     pick_items,
     reading_options,
+    status,
     styled,
     subject_list,
     user_errors,
@@ -178,7 +179,7 @@ def run(**kw: Any) -> None:
         from ..backends.probe import check_backend
         from ..backends.tokenizer import tokenizer_of
 
-        with console.status(f"loading model {kw['model']} ..."):
+        with status(f"loading model {kw['model']} ..."):
             backend = load_backend(
                 kw["model"], device=kw["device"], dtype=kw["dtype"], options=options
             )
@@ -187,9 +188,9 @@ def run(**kw: Any) -> None:
     elif kw["model"]:
         from ..backends.tokenizer import load_tokenizer
 
-        with console.status(f"reading the tokenizer of {kw['model']} ..."):
+        with status(f"reading the tokenizer of {kw['model']} ..."):
             tokenizer = load_tokenizer(kw["model"], options)
-    with console.status("counting ..."):
+    with status("counting ..."):
         found = survey_permutation(
             loaded,
             items,
@@ -207,7 +208,7 @@ def run(**kw: Any) -> None:
     if backend is not None:
         from ..pipeline.survey import measure_permutation
 
-        with console.status(f"scoring {plural(kw['measure'], 'sampled item')} ..."):
+        with status(f"scoring {plural(kw['measure'], 'sampled item')} ..."):
             found["time"] = measure_permutation(
                 found,
                 backend,

@@ -34,6 +34,7 @@ from .common import (
     quiet_progress,
     reading_options,
     slug,
+    status,
     styled,
     subject_list,
     user_errors,
@@ -342,11 +343,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     out = kw["out"] or Path("runs") / f"permutation-{slug(kw['model'])}-{slug(kw['benchmark'])}"
     check_run_folder(out)
     cache = open_cache(kw)
-    with console.status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
+    with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(
             kw["model"], device=kw["device"], dtype=kw["dtype"], options=options, cache=cache
         )
-    with console.status("checking what the model can do ..."):
+    with status("checking what the model can do ..."):
         check_backend(scorer.backend, prompt_logprobs=True, method="the permutation test")
     selection = {
         "subjects": subjects,

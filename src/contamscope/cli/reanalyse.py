@@ -17,6 +17,7 @@ from .common import (
     exit_if_skipped,
     list_skipped,
     run_folders_as_written,
+    status,
     styled,
     user_errors,
     warn,
@@ -346,7 +347,7 @@ def _permutation(run_dir: Path, given: dict[str, Any], stored: dict[str, Any]) -
             "where the file is now)"
         ) from None
     list_skipped(loaded.problems, notes=loaded.notes)
-    with console.status("analysing the stored scores ..."):
+    with status("analysing the stored scores ..."):
         outcome = reanalyse_permutation(
             loaded,
             RunDir(run_dir),
