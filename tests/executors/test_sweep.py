@@ -100,6 +100,21 @@ def test_sweep_skips_finished_pairs_isolates_failures_and_builds_the_leaderboard
     assert "4 finished earlier, 2 to run" in again.stdout
     assert again.stdout.count("finished earlier (skipped)") == 4
     assert "broken_test.csv" in again.stderr and "Traceback" not in again.stderr
+    # each pair's outcome is in sweep.json for scripts, and a failed pair's line names it
+    # (it was in the printed table only, after a bare "error:"; CI QA)
+    pairs = json.loads((out / "sweep.json").read_text(encoding="utf-8"))["pairs"]
+    assert [(p["benchmark"], p["failed"]) for p in pairs] == [
+        (str(b), b == broken) for _ in two_models for b in [*benches, broken]
+    ]
+    done = [p for p in pairs if not p["failed"]]
+    assert all(p["status"] == "finished earlier (skipped)" for p in done)
+    for p in done:
+        summary = json.loads((out / p["run_dir"] / "summary.json").read_text(encoding="utf-8"))
+        assert (p["verdict"], p["signal"]) == (
+            summary["verdict"]["label"],
+            summary["verdict"]["signal"],
+        )
+    assert again.stderr.count(f"pair failed ({two_models[0]} on {broken}):") == 1
     assert {r: (r / "summary.json").stat().st_mtime_ns for r in runs} == mtimes
     assert (out / "leaderboard.md").exists()
 

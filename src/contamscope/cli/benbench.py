@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..executors import Executor, LocalExecutor
 from ..wording import plural, pp_text, shell, value
 from .common import (
+    FAIL_ON_SIGNAL_OPT,
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
@@ -21,6 +22,7 @@ from .common import (
     drop_ignored,
     err_console,
     exit_if_skipped,
+    has_signal,
     list_skipped,
     open_cache,
     pick_items,
@@ -163,6 +165,7 @@ def command(
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     report: bool = REPORT_OPT,
+    fail_on_signal: bool = FAIL_ON_SIGNAL_OPT,
     batch_items: int = typer.Option(
         16, "--batch-items", min=1, help="Items per batch (saved after each)."
     ),
@@ -400,7 +403,8 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         sum(
             c["rows_skipped"] + c.get("reference_rows_skipped", 0)
             for c in outcome.summary["counts"].values()
-        )
+        ),
+        signal=kw["fail_on_signal"] and has_signal(outcome.summary),
     )
 
 

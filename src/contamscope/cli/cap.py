@@ -12,6 +12,7 @@ from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
 from ..wording import plural
 from .common import (
+    FAIL_ON_SIGNAL_OPT,
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
@@ -20,6 +21,7 @@ from .common import (
     drop_ignored,
     err_console,
     exit_if_skipped,
+    has_signal,
     list_skipped,
     open_cache,
     pick_items,
@@ -191,6 +193,7 @@ def command(
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     report: bool = REPORT_OPT,
+    fail_on_signal: bool = FAIL_ON_SIGNAL_OPT,
     batch_items: int = typer.Option(16, "--batch-items", min=1, help="Items per generation batch."),
     executor: str = EXECUTOR_OPT,
     ray_address: str | None = RAY_ADDRESS_OPT,
@@ -368,7 +371,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
-    exit_if_skipped(len(data.problems))
+    exit_if_skipped(len(data.problems), signal=kw["fail_on_signal"] and has_signal(outcome.summary))
 
 
 def _fmt(x: Any, nd: int = 3) -> str:

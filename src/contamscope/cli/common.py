@@ -29,8 +29,11 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USER_ERROR",
     "EXIT_ROWS_SKIPPED",
+    "EXIT_SIGNAL",
+    "FAIL_ON_SIGNAL_OPT",
     "list_skipped",
     "exit_if_skipped",
+    "has_signal",
     "say_overlap",
     "reading_options",
     "open_cache",
@@ -72,7 +75,18 @@ EXIT_USER_ERROR = 2
 """A fatal problem the user can fix (bad option, unreadable file, unknown model)."""
 EXIT_ROWS_SKIPPED = 3
 """The run finished, but some input rows were skipped (listed in summary.json)."""
+EXIT_SIGNAL = 4
+"""The run finished and its verdict found a contamination signal, under ``--fail-on-signal``
+(a gate for CI: without it a verdict never sets the exit code)."""
 EXIT_INTERRUPTED = 130
+
+FAIL_ON_SIGNAL_OPT = typer.Option(
+    False,
+    "--fail-on-signal",
+    help="Exit with code 4 when the verdict finds a contamination signal (a gate for CI; "
+    "everything is written first). An inconclusive verdict or one with nothing to test is no "
+    "signal.",
+)
 
 
 def _file_width(stream: object) -> int | None:
@@ -190,18 +204,43 @@ def list_skipped(
         )
 
 
-def exit_if_skipped(n: int, what: str = "") -> None:
+def exit_if_skipped(n: int, what: str = "", *, signal: bool = False) -> None:
     """End a finished run with exit code 3 when ``n`` input rows (or ``what``: another kind of
-    input, named in the lines above) were skipped."""
+    input, named in the lines above) were skipped; with ``signal`` (``--fail-on-signal`` and a
+    verdict that found one: :func:`has_signal`) with exit code 4, which a gate must not miss
+    for a skipped row."""
     if n:
         said = (
             f"{plural(n, what)} left out"
             if what
             else (f"{n} input row{'s were' if n != 1 else ' was'} skipped")
         )
-        where = " (exit code 3)" if what else " (exit code 3; see summary.json)"
+        code = f"exit code {EXIT_SIGNAL if signal else EXIT_ROWS_SKIPPED}"
+        where = f" ({code})" if what else f" ({code}; see summary.json)"
         err_console.print(styled("yellow", said, where))
+    if signal:
+        err_console.print(
+            styled(
+                "bold red", "contamination signal:", f" exit code {EXIT_SIGNAL} (--fail-on-signal)"
+            )
+        )
+        raise SystemExit(EXIT_SIGNAL)
+    if n:
         raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def has_signal(summary: dict[str, Any]) -> bool:
+    """Whether a run's verdict found a contamination signal: ``signal`` true, or for CAP (its
+    label names the split) a label "contaminated ..."; an inconclusive verdict, one with
+    nothing to test, and a run without a verdict did not."""
+    from ..pipeline.outcome import summary_verdict
+
+    v = summary_verdict(summary)
+    if v is None:
+        return False
+    if "signal" in v:
+        return v["signal"] is True
+    return str(v.get("label") or "").startswith("contaminated")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -13,6 +13,7 @@ from ..errors import ConfigError, DataError
 from ..executors import Executor
 from ..wording import plural
 from .common import (
+    FAIL_ON_SIGNAL_OPT,
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     TEMPLATE_HELP,
@@ -21,6 +22,7 @@ from .common import (
     console,
     err_console,
     exit_if_skipped,
+    has_signal,
     list_skipped,
     open_cache,
     pick_items,
@@ -145,6 +147,7 @@ def command(
     strict: bool = typer.Option(False, "--strict", help="Fail on the first malformed row."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start the run folder afresh."),
     report: bool = REPORT_OPT,
+    fail_on_signal: bool = FAIL_ON_SIGNAL_OPT,
     batch_items: int = typer.Option(
         32, "--batch-items", min=1, help="Items per batch (saved after each)."
     ),
@@ -307,7 +310,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     print_membership_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
-    exit_if_skipped(sum(c["rows_skipped"] for c in outcome.summary["counts"].values()))
+    exit_if_skipped(
+        sum(c["rows_skipped"] for c in outcome.summary["counts"].values()),
+        signal=kw["fail_on_signal"] and has_signal(outcome.summary),
+    )
 
 
 def print_membership_summary(summary: dict[str, Any]) -> None:

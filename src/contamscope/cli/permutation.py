@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..executors import Executor
 from ..wording import plural
 from .common import (
+    FAIL_ON_SIGNAL_OPT,
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     TEMPLATE_HELP,
@@ -28,6 +29,7 @@ from .common import (
     console,
     err_console,
     exit_if_skipped,
+    has_signal,
     list_skipped,
     open_cache,
     pick_items,
@@ -242,6 +244,7 @@ def command(
         "16 and the spare cores).",
     ),
     report: bool = REPORT_OPT,
+    fail_on_signal: bool = FAIL_ON_SIGNAL_OPT,
     executor: str = EXECUTOR_OPT,
     ray_address: str | None = RAY_ADDRESS_OPT,
     workers: int | None = WORKERS_OPT,
@@ -405,4 +408,6 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     print_permutation_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
-    exit_if_skipped(len(loaded.problems))
+    exit_if_skipped(
+        len(loaded.problems), signal=kw["fail_on_signal"] and has_signal(outcome.summary)
+    )

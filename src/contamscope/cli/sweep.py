@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..report.leaderboard import BaselineComparison
 from .common import (
     EXIT_ROWS_SKIPPED,
+    EXIT_SIGNAL,
     EXIT_USER_ERROR,
     MODEL_OPTIONS_HELP,
     TEMPLATE_HELP,
@@ -67,7 +68,8 @@ records (nothing is scored) and the board. --dry-run says which pairs would run 
 option orders they would score, and stops.
 Writes OUT/<model>__<benchmark>/ per pair (OUT/reference/<model>__<file>/ per model with
 --reference-benchmark), OUT/leaderboard.html and OUT/leaderboard.md.
-Exit codes: 0 ok, 2 some pairs failed (listed) or a user error, 3 all ran but input rows were skipped,
+Exit codes: 0 ok, 2 some pairs failed (listed; OUT/sweep.json says which) or a user error, 3 all ran
+but input rows were skipped, 4 a pair's verdict found a leakage signal (with --fail-on-signal),
 130 interrupted (re-run to resume).
 """
 
@@ -169,6 +171,12 @@ def command(
         None, "--max-batch-tokens", min=64, help="Token budget of one forward pass."
     ),
     report: bool = typer.Option(False, "--report", help="Also write each run's HTML report."),
+    fail_on_signal: bool = typer.Option(
+        False,
+        "--fail-on-signal",
+        help="Exit with code 4 when a pair's verdict finds a leakage signal (a gate for CI; "
+        "the board is written first; a failed pair's 2 comes before it).",
+    ),
     ties: str = TIES_OPT,
     deltas: str | None = DELTAS_OPT,
     alpha: float = ALPHA_OPT,
@@ -548,7 +556,12 @@ def run(**kw: Any) -> None:
                 except ContamscopeError as exc:
                     if isinstance(exc, ClusterTooSmall):  # no pair can run: said once
                         raise
-                    err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
+                    err_console.print(  # (named: a bare "error:" read as the sweep's own; QA)
+                        styled(
+                            "bold red", f"pair failed ({job.model} on {job.benchmark}):", f" {exc}"
+                        ),
+                        highlight=False,
+                    )
                     status[job] = f"failed: {exc}"
                     if isinstance(exc, (ModelError, CapabilityError)):
                         failed_models.setdefault(job.model, str(exc))  # skip its other pairs
@@ -563,6 +576,7 @@ def run(**kw: Any) -> None:
         if changed:
             status[j] = f"finished earlier (re-analysed: {changed}; nothing scored)"
     _print_status(every, status)
+    signalled = _record_pairs(out, every, status)
     finished = [  # a pair whose benchmark changed since is not on the board
         j.run_dir
         for j in jobs
@@ -603,8 +617,58 @@ def run(**kw: Any) -> None:
     held.close()
     if any(s.startswith("failed") for s in status.values()):
         raise SystemExit(EXIT_USER_ERROR)
+    if kw["fail_on_signal"] and signalled:
+        err_console.print(
+            styled(
+                "bold red",
+                "leakage signal:",
+                f" {' and '.join(signalled)}: exit code {EXIT_SIGNAL} (--fail-on-signal)",
+            ),
+            highlight=False,
+        )
+        raise SystemExit(EXIT_SIGNAL)
     if any("rows skipped" in s for s in status.values()):
         raise SystemExit(EXIT_ROWS_SKIPPED)
+
+
+def _record_pairs(out: Path, jobs: list[Job], status: dict[Job, str]) -> list[str]:
+    """Write each pair's outcome into OUT/sweep.json beside the options (``pairs``: model,
+    benchmark, reference, run_dir, status as the table says it, and a finished pair's verdict
+    label and signal), for scripts: it was in the printed table only (CI QA). Returns the
+    pairs (model on benchmark) whose verdict found a signal."""
+    from ..paths import replace_text
+
+    path = out / "sweep.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # (written by _check_manifest; unreadable now: the table said it all)
+    pairs, signalled = [], []
+    for j in jobs:
+        said = status.get(j, "not run")
+        entry: dict[str, Any] = {
+            "model": j.model,
+            "benchmark": j.benchmark,
+            "reference": j.reference,
+            "run_dir": j.run_dir.name,
+            "status": said,
+            "failed": said.startswith("failed"),
+        }
+        summary_path = j.run_dir / "summary.json"
+        if not entry["failed"] and summary_path.is_file():
+            try:
+                summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                summary = None
+            verdict = summary.get("verdict") if isinstance(summary, dict) else None
+            if isinstance(verdict, dict):
+                entry["verdict"] = verdict.get("label")
+                entry["signal"] = verdict.get("signal")
+                if verdict.get("signal") is True and not j.reference:
+                    signalled.append(f"{j.model} on {j.benchmark}")
+        pairs.append(entry)
+    replace_text(path, json.dumps({**manifest, "pairs": pairs}, indent=2) + "\n")
+    return signalled
 
 
 def _say_reference_rates(pairs: list[Job]) -> None:

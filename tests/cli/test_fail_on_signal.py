@@ -1,0 +1,66 @@
+"""--fail-on-signal: a CI gate's exit code 4 when a run's verdict finds a contamination signal
+(CI QA: no option set the exit code from the verdict)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import run_cli
+
+from contamscope.cli.common import EXIT_ROWS_SKIPPED, EXIT_SIGNAL, exit_if_skipped, has_signal
+
+
+@pytest.mark.parametrize(
+    ("verdict", "signal"),
+    [
+        ({"label": "leakage signal", "signal": True}, True),
+        ({"label": "no evidence", "signal": False}, False),
+        ({"label": "inconclusive", "signal": None}, False),  # BenBench, membership
+        ({"label": "nothing to test", "signal": None}, False),
+        ({"label": "contaminated: test", "reasoning": "..."}, True),  # CAP names its split
+        ({"label": "fine-tuned on train", "reasoning": "..."}, False),
+        ({"label": "no evidence", "reasoning": "..."}, False),
+        (None, False),
+    ],
+)
+def test_which_verdicts_are_a_signal(verdict: dict[str, Any] | None, signal: bool) -> None:
+    summary: dict[str, Any] = {"method": "permutation"}
+    if verdict is not None:
+        summary["verdict"] = verdict
+    assert has_signal(summary) is signal
+
+
+def test_a_signal_exits_4_before_skipped_rows_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        exit_if_skipped(2, signal=True)
+    assert ended.value.code == EXIT_SIGNAL == 4
+    said = capsys.readouterr().err
+    assert "2 input rows were skipped (exit code 4; see summary.json)" in said
+    assert "contamination signal: exit code 4 (--fail-on-signal)" in said
+    with pytest.raises(SystemExit) as ended:
+        exit_if_skipped(2)
+    assert ended.value.code == EXIT_ROWS_SKIPPED
+    exit_if_skipped(0)  # nothing skipped, no signal: the command ends normally
+
+
+@pytest.mark.parametrize("command", ["permutation", "benbench", "cap", "membership", "sweep"])
+def test_every_run_command_takes_the_option(tmp_path: Path, command: str) -> None:
+    res = run_cli(command, "--help", cwd=tmp_path)
+    assert res.returncode == 0 and "--fail-on-signal" in res.stdout
+
+
+def test_a_run_without_a_signal_ends_as_without_the_option(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    bench = tmp_path / "toy_test.csv"
+    rows = ["Sky?,blue,green,red,pink,A", "Legs of a spider?,6,8,10,4,B", "bad row,1,2"]
+    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>", "--benchmark"]
+    res = run_cli("permutation", *args, str(bench), "--out", "r", "--fail-on-signal", cwd=tmp_path)
+    signal = json.loads((tmp_path / "r" / "summary.json").read_text())["verdict"]["signal"]
+    assert signal is not True  # (a random model on two items: nothing to find)
+    assert res.returncode == EXIT_ROWS_SKIPPED, res.stderr
+    assert "exit code 3; see summary.json" in res.stderr and "--fail-on-signal" not in res.stderr
