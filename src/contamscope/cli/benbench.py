@@ -57,8 +57,8 @@ Examples:
 
 A BenBench rewritten file given as --benchmark carries its own paraphrases (used automatically).
 Re-running the same command with the same --out resumes. Exit codes: 0 ok, 2 user error,
-3 finished but some input rows were skipped (see summary.json), 130 interrupted (re-run to
-resume).
+3 finished but some input rows were skipped (see summary.json), 4 a contamination signal under --fail-on-signal, 130 interrupted
+(re-run to resume).
 """
 
 

@@ -59,8 +59,8 @@ Examples:
 
 The first split is the one the model may have been fine-tuned on; each other split is compared
 with it. Re-running with the same --out resumes. Exit codes: 0 ok, 2 user error, 3 finished but
-some input rows were skipped (see summary.json), 130 interrupted (re-run to
-resume).
+some input rows were skipped (see summary.json), 4 a contamination signal under --fail-on-signal, 130 interrupted
+(re-run to resume).
 """
 
 

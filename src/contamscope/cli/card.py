@@ -20,6 +20,8 @@ Examples:
 
 BenBench runs give the paper's table; permutation, membership and CAP runs of the same model
 add one row each (their leaderboard estimate with its 95% CI and p-value).
+
+Exit codes: 0 ok, 2 user error.
 """
 
 

@@ -28,6 +28,8 @@ Examples:
   contamscope compare runs/base-mem runs/tuned-mem   # two membership runs (same references)
 
   contamscope compare runs/base-cap runs/tuned-cap   # two cap runs (same splits and edits)
+
+Exit codes: 0 ok, 2 user error (two runs that cannot be compared: said why).
 """
 
 OUT_SUFFIXES = (".json", ".md", ".html")

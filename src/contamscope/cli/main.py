@@ -48,6 +48,55 @@ def _flags_without_a_type() -> None:
 
 _flags_without_a_type()
 
+
+def _whole_option_names() -> None:
+    """Help at 80 columns shows option names whole: typer's table of options cut them to
+    ``--include-non-exchang…`` where a help text held a long word (a field map's example),
+    so a user on a standard terminal could not learn a flag's name (CI QA). The names'
+    columns do not wrap; the type and help columns fold a word too long for them (the help's
+    parts, as typer groups them, one under the other: its grid cut them)."""
+    import rich.columns
+    import rich.console
+    import rich.table
+    import typer.rich_utils as ru
+
+    if getattr(ru.Table, "names_whole", False) or ru.Table is not rich.table.Table:
+        return  # another typer: its own table
+
+    class OptionsTable(rich.table.Table):
+        names_whole = True
+
+        def add_row(self, *cells: Any, **kw: Any) -> None:
+            if not self.columns and not self.show_header and len(cells) >= 3:  # the options
+                for i in range(len(cells)):
+                    named = i < len(cells) - 2
+                    self.add_column(no_wrap=named, overflow="ellipsis" if named else "fold")
+            if cells and isinstance(cells[-1], rich.columns.Columns):
+                cells = (*cells[:-1], rich.console.Group(*cells[-1].renderables))
+            super().add_row(*cells, **kw)
+
+    ru.Table = OptionsTable  # type: ignore[misc]
+
+
+_whole_option_names()
+
+
+def reflow(epilog: str) -> str:
+    """An epilog's paragraphs as one line each, for the terminal to wrap: typer keeps single
+    line breaks, and at 80 columns lines written for 100 broke in two ("(re-run to" /
+    "resume)."; CI QA). Indented lines (examples) and headings ending in ":" stay as they are.
+
+    >>> reflow("Examples:\n\n  cs run --x\n\nOne line\nand the next.\n")
+    'Examples:\n\n  cs run --x\n\nOne line and the next.'
+    """
+    out = []
+    for para in epilog.strip("\n").split("\n\n"):
+        lines = para.split("\n")
+        keep = any(ln.startswith(" ") for ln in lines) or len(lines) == 1
+        out.append(para if keep else " ".join(ln.strip() for ln in lines))
+    return "\n\n".join(out)
+
+
 app = typer.Typer(
     name="contamscope",
     help="Has this model seen this benchmark's test set? Benchmark-contamination detection.",
@@ -55,21 +104,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("permutation", epilog=permutation.EPILOG, no_args_is_help=False)(permutation.command)
-app.command("inspect", epilog=inspect_benchmark.EPILOG, no_args_is_help=False)(
+app.command("permutation", epilog=reflow(permutation.EPILOG), no_args_is_help=False)(
+    permutation.command
+)
+app.command("inspect", epilog=reflow(inspect_benchmark.EPILOG), no_args_is_help=False)(
     inspect_benchmark.command
 )
 app.add_typer(cache.app, name="cache")
-app.command("validate", epilog=validate.EPILOG, no_args_is_help=False)(validate.command)
-app.command("reanalyse", epilog=reanalyse.EPILOG, no_args_is_help=True)(reanalyse.command)
-app.command("report", epilog=report.REPORT_EPILOG)(report.report_command)
-app.command("leaderboard", epilog=report.LEADERBOARD_EPILOG)(report.leaderboard_command)
-app.command("compare", epilog=compare.EPILOG, no_args_is_help=True)(compare.command)
-app.command("benbench", epilog=benbench.EPILOG, no_args_is_help=True)(benbench.command)
-app.command("card", epilog=card.EPILOG, no_args_is_help=True)(card.command)
-app.command("cap", epilog=cap_cli.EPILOG, no_args_is_help=True)(cap_cli.command)
-app.command("sweep", epilog=sweep_cli.EPILOG, no_args_is_help=True)(sweep_cli.command)
-app.command("membership", epilog=membership.EPILOG, no_args_is_help=True)(membership.command)
+app.command("validate", epilog=reflow(validate.EPILOG), no_args_is_help=False)(validate.command)
+app.command("reanalyse", epilog=reflow(reanalyse.EPILOG), no_args_is_help=True)(reanalyse.command)
+app.command("report", epilog=reflow(report.REPORT_EPILOG))(report.report_command)
+app.command("leaderboard", epilog=reflow(report.LEADERBOARD_EPILOG))(report.leaderboard_command)
+app.command("compare", epilog=reflow(compare.EPILOG), no_args_is_help=True)(compare.command)
+app.command("benbench", epilog=reflow(benbench.EPILOG), no_args_is_help=True)(benbench.command)
+app.command("card", epilog=reflow(card.EPILOG), no_args_is_help=True)(card.command)
+app.command("cap", epilog=reflow(cap_cli.EPILOG), no_args_is_help=True)(cap_cli.command)
+app.command("sweep", epilog=reflow(sweep_cli.EPILOG), no_args_is_help=True)(sweep_cli.command)
+app.command("membership", epilog=reflow(membership.EPILOG), no_args_is_help=True)(
+    membership.command
+)
 
 
 @app.command("formats")

@@ -63,8 +63,8 @@ permutation template with the options in their original order. Flags have false-
 <= --alpha per item (see docs/methods.md). Re-running the same command with the same --out
 resumes; changing only --statistic/--alpha/--fdr/--bootstrap re-analyses without scoring
 (a change to gap/combined scores the option orders the folder lacks, and only those).
-Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 130 interrupted (re-run to
-resume).
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 4 a contamination signal under --fail-on-signal, 130 interrupted
+(re-run to resume).
 """
 
 

@@ -70,8 +70,8 @@ Examples:
 Re-running the same command with the same --out resumes: finished items are not scored again.
 Other --alpha, --ties or --deltas on a finished folder score nothing: its stored log-probs are
 analysed again (`contamscope reanalyse RUN` does the same without loading the model).
-Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 130 interrupted (re-run to
-resume).
+Exit codes: 0 ok, 2 user error, 3 finished but some input rows were skipped (see summary.json), 4 a contamination signal under --fail-on-signal, 130 interrupted
+(re-run to resume).
 """
 
 

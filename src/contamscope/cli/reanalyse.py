@@ -56,6 +56,9 @@ it too; the stored scores stay, so the result is what a run with these settings 
 given. Re-running the method's command with the new options on the same --out does the same
 after loading the model. A permutation run's benchmark is read again (natural orders,
 conventions) and must be the one the run read.
+
+Exit codes: 0 ok, 2 user error or a folder that cannot be re-analysed (the others are), 3
+re-analysed, but benchmark rows were skipped in reading it again.
 """
 
 _OPTIONS = {

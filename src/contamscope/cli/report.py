@@ -33,6 +33,9 @@ Examples:
 A run made by `contamscope validate` (RUN/epoch-N) takes its labels from RUN/split.json.
 
 The file is self-contained (figures and data inline, no network) and opens from a file:// URL.
+
+Exit codes: 0 ok, 2 user error, 3 written, but a run folder given was unreadable or unfinished
+(named above).
 """
 
 LEADERBOARD_EPILOG = """
@@ -47,6 +50,9 @@ Examples:
   contamscope leaderboard runs/* --format md > LEADERBOARD.md
 
 Each cell is the leakage estimate beyond chance (percentage points) with its 95% CI.
+
+Exit codes: 0 ok, 2 user error, 3 written, but a run folder given was unreadable or unfinished
+(named under the board as left out).
 """
 
 
