@@ -82,7 +82,7 @@ _whole_option_names()
 
 
 def reflow(epilog: str) -> str:
-    """An epilog's paragraphs as one line each, for the terminal to wrap: typer keeps single
+    r"""An epilog's paragraphs as one line each, for the terminal to wrap: typer keeps single
     line breaks, and at 80 columns lines written for 100 broke in two ("(re-run to" /
     "resume)."; CI QA). Indented lines (examples) and headings ending in ":" stay as they are.
 
