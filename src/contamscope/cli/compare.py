@@ -36,8 +36,12 @@ OUT_SUFFIXES = (".json", ".md", ".html")
 
 
 def command(
-    run_a: Path = typer.Argument(..., help="Run folder of model A (e.g. the base model)."),
-    run_b: Path = typer.Argument(..., help="Run folder of model B (e.g. its fine-tuned copy)."),
+    run_a: Path = typer.Argument(
+        ..., metavar="RUN_A", help="Run folder of model A (e.g. the base model)."
+    ),
+    run_b: Path = typer.Argument(
+        ..., metavar="RUN_B", help="Run folder of model B (e.g. its fine-tuned copy)."
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",

@@ -65,7 +65,9 @@ def _report_file(text: str) -> Path:
 
 
 def report_command(
-    run_dir: Path = typer.Argument(..., help="A finished run folder (holds summary.json)."),
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN_DIR", help="A finished run folder (holds summary.json)."
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",
@@ -167,7 +169,7 @@ def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run
 
 
 def leaderboard_command(
-    run_dirs: list[Path] = typer.Argument(..., help="Finished run folders."),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR", help="Finished run folders."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="File to write: .html, .csv or .md (default: print Markdown)."
     ),
