@@ -48,3 +48,12 @@ def test_exit_codes_are_one_paragraph(name: str, tmp_path: Path) -> None:
     paragraphs = [p.splitlines() for p in _help(name, tmp_path).split("\n" + " " * 80 + "\n")]
     [para] = [p for p in paragraphs if "Exit codes: 0 ok, 2 user error" in " ".join(p)]
     assert all(len(line.strip()) >= 60 for line in para[:-1])  # filled: wrapped once
+
+
+def test_a_missing_argument_is_named_as_usage_names_it(tmp_path: Path) -> None:
+    """'Missing argument 'run_b'': the Python parameter's name, not the usage line's."""
+    res = subprocess.run(
+        [sys.executable, "-m", "contamscope", "compare", "runs"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2 and "Missing argument 'RUN_B'" in res.stderr
