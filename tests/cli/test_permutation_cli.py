@@ -180,6 +180,8 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--out", "toy_test.csv"], "--out toy_test.csv: is a file, not a folder"),
         (["--out", "toy_test.csv/run"], "toy_test.csv is a file, not a folder"),
         (["--cache-dir", "toy_test.csv"], "--cache-dir toy_test.csv: is a file, not a folder"),
+        # a cache folder that cannot be made (a read-only home) says the way round (CI QA)
+        (["--cache-dir", "toy_test.csv/c"], "not a folder; use --no-cache or another --cache-dir"),
         (["--no-cache", "--cache-dir", "c"], "--no-cache and --cache-dir contradict"),
         # the flag silently won over -M (QA)
         (

@@ -279,7 +279,10 @@ class ScoreCache:
             self.read_only = True
             self._db = self._open_read_only()
             return
-        make_folder(self.path.parent, what)
+        try:
+            make_folder(self.path.parent, what)
+        except StoreError as exc:  # (a read-only home: the way round was not said; CI QA)
+            raise StoreError(f"{exc}; use --no-cache or another --cache-dir") from None
         self.read_only = False
         try:
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
