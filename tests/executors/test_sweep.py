@@ -565,3 +565,23 @@ def test_pair_folders_keep_their_names_when_the_sweep_moves(tmp_path: Path) -> N
     old = "tiny-" + hashlib.sha256(b"hf:/srv/one/models/b/tiny").hexdigest()[:6]
     (tmp_path / "old" / f"{old}__mmlu").mkdir(parents=True)
     assert names("/srv/one", tmp_path / "old")[2:] == [f"{old}__mmlu", f"{old}__q.csv"]
+
+
+def test_a_pairs_skipped_rows_say_no_exit_code_of_their_own(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """A pair with a skipped row said "(exit code 3; see summary.json)" while the sweep, with
+    another pair failed, exited 2 (CI QA); the sweep's own code comes at its end."""
+    bench = write_bench(tmp_path / "ok_test.csv", 4)
+    with bench.open("a", encoding="utf-8") as fh:
+        fh.write("a row with too few cells,1\n")
+    broken = tmp_path / "broken_test.csv"
+    broken.write_text("only a question,\n", encoding="utf-8")
+    res = _sweep(two_models[:1], [bench, broken], tmp_path / "sw")
+    assert res.returncode == 2, res.stderr
+    assert "1 input row was skipped (see summary.json)" in res.stderr
+    assert "exit code 3" not in res.stderr
+    pairs = json.loads((tmp_path / "sw" / "sweep.json").read_text(encoding="utf-8"))["pairs"]
+    assert [p["status"] for p in pairs][0] == "done (input rows skipped)"
+    alone = _sweep(two_models[:1], [bench], tmp_path / "sw")  # only that pair: its 3
+    assert alone.returncode == 3, alone.stderr

@@ -409,5 +409,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
     report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(
-        len(loaded.problems), signal=kw["fail_on_signal"] and has_signal(outcome.summary)
+        len(loaded.problems),
+        signal=kw["fail_on_signal"] and has_signal(outcome.summary),
+        pair=kw.get("sweep_pair", False),
     )

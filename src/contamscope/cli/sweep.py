@@ -382,6 +382,7 @@ def _job_kwargs(job: Job, kw: dict[str, Any], reference: Path | None = None) -> 
         overwrite=kw["overwrite"],
         report=kw["report"],
         reference_run=reference,
+        sweep_pair=True,  # (its messages say no exit code: the sweep's comes at its end)
         **{k: kw[k] for k in ANALYSIS},
     )
     if job.reference:
