@@ -13,6 +13,14 @@ from cli_runner import run_cli
 from contamscope.cli.common import EXIT_ROWS_SKIPPED, EXIT_SIGNAL, exit_if_skipped, has_signal
 
 
+def _cap(verdict: str) -> tuple[str, str]:
+    """CAP's overall verdict of one comparison of train with test."""
+    from contamscope.pipeline.cap import overall_verdict
+
+    comparison = {"verdict": verdict, "reference": "train", "other": "test", "reasoning": "r"}
+    return overall_verdict([comparison])
+
+
 @pytest.mark.parametrize(
     ("verdict", "signal"),
     [
@@ -20,8 +28,9 @@ from contamscope.cli.common import EXIT_ROWS_SKIPPED, EXIT_SIGNAL, exit_if_skipp
         ({"label": "no evidence", "signal": False}, False),
         ({"label": "inconclusive", "signal": None}, False),  # BenBench, membership
         ({"label": "nothing to test", "signal": None}, False),
-        ({"label": "contaminated: test", "reasoning": "..."}, True),  # CAP names its split
-        ({"label": "fine-tuned on train", "reasoning": "..."}, False),
+        # CAP names its split (its labels as overall_verdict writes them)
+        (dict(zip(("label", "reasoning"), _cap("contaminated by test"), strict=True)), True),
+        (dict(zip(("label", "reasoning"), _cap("fine-tuned on train"), strict=True)), False),
         ({"label": "no evidence", "reasoning": "..."}, False),
         (None, False),
     ],

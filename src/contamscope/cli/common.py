@@ -233,8 +233,9 @@ def exit_if_skipped(n: int, what: str = "", *, signal: bool = False, pair: bool 
 
 def has_signal(summary: dict[str, Any]) -> bool:
     """Whether a run's verdict found a contamination signal: ``signal`` true, or for CAP (its
-    label names the split) a label "contaminated ..."; an inconclusive verdict, one with
-    nothing to test, and a run without a verdict did not."""
+    label names the split) a label "likely contaminated by SPLIT" (not "likely fine-tuned on
+    SPLIT": a model trained on its training split); an inconclusive verdict, one with nothing
+    to test, and a run without a verdict did not."""
     from ..pipeline.outcome import summary_verdict
 
     v = summary_verdict(summary)
@@ -242,7 +243,7 @@ def has_signal(summary: dict[str, Any]) -> bool:
         return False
     if "signal" in v:
         return v["signal"] is True
-    return str(v.get("label") or "").startswith("contaminated")
+    return str(v.get("label") or "").startswith("likely contaminated by ")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
