@@ -47,6 +47,13 @@ def test_counts_what_a_run_scores_sets_aside_and_tests() -> None:
     assert orders["per_item"] == {"4": 24, "5": 120, "7": 100}  # 7 > max_exhaustive: 1 + 99
     assert orders["total"] == 3 * 24 + 120 + 100 and orders["sampled_items"] == 1
     assert found["tokens"] is None  # no tokenizer given
+    # as many Monte Carlo orders as an item has others: all of them, no sample (the run
+    # scores them as an exhaustive item; inspect said "a Monte Carlo sample": diff-review QA)
+    every = survey_permutation(
+        _loaded(ITEMS), ITEMS, PermutationConfig(max_exhaustive=4, mc_orders=5039)
+    )
+    assert every["orders"]["per_item"] == {"4": 24, "5": 120, "7": 5040}
+    assert every["orders"]["sampled_items"] == 0
 
 
 def test_include_non_exchangeable_scores_every_item() -> None:

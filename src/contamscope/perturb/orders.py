@@ -33,6 +33,13 @@ def _item_seed(seed: int, key: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+def every_order(n_options: int, *, max_exhaustive: int, mc_orders: int) -> bool:
+    """Whether an item of ``n_options`` options is scored in all its orders
+    (:func:`option_orders`): up to ``max_exhaustive`` options, or where ``mc_orders`` is as
+    many as its other orders."""
+    return n_options <= max_exhaustive or mc_orders >= math.factorial(n_options) - 1
+
+
 def option_orders(
     n_options: int, *, max_exhaustive: int = 6, mc_orders: int = 719, seed: int = 0, key: str = ""
 ) -> OrderSet:
@@ -58,7 +65,7 @@ def option_orders(
     if n_options < 2:
         raise ValueError(f"at least 2 options are needed, got {n_options}")
     total = math.factorial(n_options)
-    if n_options <= max_exhaustive or mc_orders >= total - 1:
+    if every_order(n_options, max_exhaustive=max_exhaustive, mc_orders=mc_orders):
         return OrderSet(tuple(itertools.permutations(range(n_options))), exhaustive=True)
     k = min(mc_orders, total - 1)
     if k < 1:

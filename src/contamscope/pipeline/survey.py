@@ -16,6 +16,7 @@ from ..data.items import LoadResult, MCQItem
 from ..data.overlap import repeats
 from ..detectors import Algorithm1, Algorithm2, score_item
 from ..perturb.exchangeability import natural_order_reason, non_exchangeable_reason
+from ..perturb.orders import every_order
 from .inputs import check_items
 from .permutation import PermutationConfig, item_texts
 from .permutation_summary import convention_summary
@@ -26,11 +27,19 @@ __all__ = ["survey_permutation", "measure_permutation"]
 
 def _orders(n_options: int, config: PermutationConfig) -> int:
     """Orders a run scores for an item of ``n_options`` options: all n! up to
-    ``max_exhaustive`` options, else the original and ``mc_orders`` random ones."""
+    ``max_exhaustive`` options, else the original and ``mc_orders`` random ones (all n!
+    where that is as many: :func:`_sampled`)."""
     total = math.factorial(n_options)
-    if n_options <= config.max_exhaustive:
-        return total
-    return min(total, config.mc_orders + 1)
+    return min(total, config.mc_orders + 1) if _sampled(n_options, config) else total
+
+
+def _sampled(n_options: int, config: PermutationConfig) -> bool:
+    """Whether a run scores a Monte Carlo sample of an item's orders, as
+    :func:`~contamscope.perturb.orders.option_orders` decides (a --mc-orders as large as the
+    other orders is all of them: inspect said "a Monte Carlo sample"; diff-review QA)."""
+    return not every_order(
+        n_options, max_exhaustive=config.max_exhaustive, mc_orders=config.mc_orders
+    )
 
 
 def _requests(item: MCQItem, config: PermutationConfig) -> list[Any]:
@@ -181,7 +190,7 @@ def survey_permutation(
         "orders": {
             "per_item": {str(n): k for n, k in orders_by_n.items()},
             "total": sum(orders_by_n[it.n_options] for it in scored),
-            "sampled_items": sum(1 for it in scored if it.n_options > config.max_exhaustive),
+            "sampled_items": sum(1 for it in scored if _sampled(it.n_options, config)),
         },
         "conventions": convention_summary(loaded.items),
         "tokens": tokens,
