@@ -1538,6 +1538,14 @@ def test_excel_csv_spellings_read_as_the_same_items(tmp_path: Path) -> None:
     assert [(p.line, p.reason) for p in result.problems] == [
         (3, "expected 7 columns (,Question,A,B,C,D,Answer), got 8")
     ]
+    # a comma CSV whose first line holds semicolons and no comma (a quoted question of code,
+    # options "x == 1;") splits at commas: read at semicolons, it was refused (diff-review QA)
+    code = '"int x = 1; x++;\nWhat is x now?",x == 1;,x == 2;,x == 3;,x == 4;,B\n' * 2
+    items = load_benchmark(str(write(tmp_path, "code_test.csv", code))).items
+    assert [i.options for i in items] == [("x == 1;", "x == 2;", "x == 3;", "x == 4;")] * 2
+    # a semicolon CSV with a decimal comma in a cell is still one
+    semi = plain.replace(",", ";").replace(";b;", ";1,5;")
+    assert load_benchmark(str(write(tmp_path, "dec.csv", semi))).items[0].options[1] == "1,5"
     # the generic CSV and MMLU's header read the padding away too
     mmlu = "question,A,B,C,D,answer,\nq?,a,b,c,d,C,\n"
     assert load_benchmark(str(write(tmp_path, "m.csv", mmlu))).items[0].answer == 2

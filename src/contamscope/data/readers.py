@@ -218,10 +218,8 @@ def table_delimiter(path: Path, text: str) -> str:
     if sep:
         return sep.group(1)
     line = next((ln for ln in io.StringIO(text) if ln.strip()), "")
-    if "\t" not in line and "," not in line and ";" in line:  # Excel's CSV where the decimal
-        by_semicolon = _widths(text, ";")  # mark is a comma: "Question;A;B;C;D;Answer"
-        if by_semicolon and min(by_semicolon) == max(by_semicolon) >= 2:
-            return ";"
+    if "\t" not in line and ";" in line and _semicolons(text):  # Excel's CSV where the
+        return ";"  # decimal mark is a comma
     if "\t" not in line:
         return ","
     by_comma, by_tab = _widths(text, ","), _widths(text, "\t")
@@ -234,6 +232,22 @@ def table_delimiter(path: Path, text: str) -> str:
     if even(by_tab) != even(by_comma):
         return "\t" if even(by_tab) else ","
     return "\t" if by_tab[0] > by_comma[0] else ","
+
+
+def _semicolons(text: str) -> bool:
+    r"""Whether a table splits at semicolons ("Question;A;B;C;D;Answer"): its first records
+    split at them evenly into two or more cells, and at commas not evenly or into fewer (a
+    comma CSV of code options, "x == 1;", split evenly at both: read at semicolons, it was
+    refused; diff-review QA). A decimal comma in some cells leaves the commas uneven.
+
+    >>> _semicolons("q;A;B\nx;1,5;2\n"), _semicolons('"a; b",x == 1;,y;\n"c; d",z;,w;\n')
+    (True, False)
+    """
+    by_semicolon = _widths(text, ";")
+    if not by_semicolon or not min(by_semicolon) == max(by_semicolon) >= 2:
+        return False
+    by_comma = _widths(text, ",")
+    return not (by_comma and min(by_comma) == max(by_comma) >= by_semicolon[0])
 
 
 def _widths(text: str, delimiter: str) -> list[int]:
