@@ -1578,12 +1578,19 @@ def test_a_json_list_named_jsonl_gets_the_hint(tmp_path: Path) -> None:
         ("gb18030", "it reads as GB18030 (GBK), as Chinese Windows saves text"),
         ("gbk", "it reads as GB18030 (GBK), as Chinese Windows saves text"),
         ("utf-16-le", "it looks like UTF-16 without a byte-order mark"),
+        # the same byte pairs: Japanese and Korean files were said to be GB18030 (diff review)
+        ("euc_jp", "it reads as EUC-JP (Japanese)"),
+        ("euc_kr", "it reads as EUC-KR (Korean)"),
     ],
 )
 def test_a_chinese_file_in_another_encoding_is_named(tmp_path: Path, codec: str, said: str) -> None:
     """Chinese text saved as GBK, or as UTF-16 without its mark, was only "not UTF-8 text"
     (the UTF-16 check needed ASCII-heavy text; Chinese QA)."""
     path = tmp_path / "zh.csv"
-    path.write_bytes(",Question,A,B,C,D,Answer\n0,甲状腺的动脉来自?,甲,乙,丙,丁,A\n".encode(codec))
+    row = {
+        "euc_jp": "0,日本の首都はどこですか?,東京,大阪,京都,名古屋,A",
+        "euc_kr": "0,대한민국의 수도는 어디입니까?,서울,부산,인천,대구,A",
+    }.get(codec, "0,甲状腺的动脉来自?,甲,乙,丙,丁,A")
+    path.write_bytes(f",Question,A,B,C,D,Answer\n{row}\n".encode(codec))
     with pytest.raises(DataError, match=rf"byte offset \d+\): {re.escape(said)}; re-save"):
         load_benchmark(str(path))

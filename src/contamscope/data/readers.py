@@ -145,13 +145,15 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
 def _encoding_hint(raw: bytes) -> str:
     """What a file that is not UTF-8 looks like, said after the byte: UTF-16 without a
     byte-order mark (NULs between its ASCII characters, also among Chinese text), or GB18030
-    (GBK, Chinese Windows' encoding: the whole file decodes as it, with Chinese characters);
-    else nothing (Chinese QA).
+    (GBK, Chinese Windows' encoding: the whole file decodes as it, with Chinese characters),
+    EUC-JP or EUC-KR (the same byte pairs, with kana or Hangul); else nothing (Chinese QA).
 
     >>> _encoding_hint("题目,甲".encode("gb18030")), _encoding_hint("题目,x".encode("utf-16-le"))
     (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
     >>> _encoding_hint(b"caf\\xe9"), _encoding_hint("Qu'est-ce que ça?".encode("latin-1"))
     ('', '')
+    >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("수도는 서울".encode("euc_kr"))
+    (': it reads as EUC-JP (Japanese)', ': it reads as EUC-KR (Korean)')
     """
     head = raw[:4096]
     if head.count(0) * 8 >= len(head):
@@ -163,9 +165,21 @@ def _encoding_hint(raw: bytes) -> str:
         return ""
     # GB2312's characters, both bytes 0xA1 or more: a Latin-1 "ça" decodes too, as 0xE7 0x61
     gb2312 = sum(min(c.encode("gb18030")) >= 0xA1 for c in wide)
-    if gb2312 >= 2 and 10 * gb2312 >= 9 * len(wide):
-        return ": it reads as GB18030 (GBK), as Chinese Windows saves text"
-    return ""
+    if gb2312 < 2 or 10 * gb2312 < 9 * len(wide):
+        return ""
+    # EUC-JP and EUC-KR use the same byte pairs (read as GB18030, Korean and Japanese files
+    # were said to be Chinese; diff-review QA): Japanese text is a third kana, Korean Hangul
+    for codec, name, script in (("euc_jp", "EUC-JP (Japanese)", "\u3040-\u30ff"),
+                                ("euc_kr", "EUC-KR (Korean)", "\uac00-\ud7af")):  # fmt: skip
+        try:
+            text = raw[:65536].decode(codec, errors="ignore")
+            raw.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        share = len(re.findall(f"[{script}]", text)) / max(1, sum(not c.isascii() for c in text))
+        if share >= (0.1 if codec == "euc_jp" else 0.9):
+            return f": it reads as {name}"
+    return ": it reads as GB18030 (GBK), as Chinese Windows saves text"
 
 
 TABLE_SUFFIXES = (".csv", ".tsv")
