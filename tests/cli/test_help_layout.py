@@ -20,8 +20,8 @@ COMMANDS = {
 }
 
 
-def _help(name: str, tmp_path: Path) -> str:
-    env = dict(os.environ, COLUMNS="80")
+def _help(name: str, tmp_path: Path, columns: int = 80) -> str:
+    env = dict(os.environ, COLUMNS=str(columns))
     res = subprocess.run(
         [sys.executable, "-m", "contamscope", name, "--help"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
@@ -57,3 +57,12 @@ def test_a_missing_argument_is_named_as_usage_names_it(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert res.returncode == 2 and "Missing argument 'RUN_B'" in res.stderr
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_narrow_help_folds_names_and_keeps_the_help(columns: int, tmp_path: Path) -> None:
+    """Whole names at 40 columns left no room: the help texts and types were not shown at all
+    (diff-review QA). There the names fold, and a flag's other name goes under it."""
+    text = _help("reanalyse", tmp_path, columns)
+    assert "…" not in text and all(len(line) <= columns for line in text.splitlines())
+    assert "bootstra" in text and "<int" in text  # the help and types are shown

@@ -53,11 +53,15 @@ def _whole_option_names() -> None:
     """Help at 80 columns shows option names whole: typer's table of options cut them to
     ``--include-non-exchang…`` where a help text held a long word (a field map's example),
     so a user on a standard terminal could not learn a flag's name (CI QA). The names'
-    columns do not wrap; the type and help columns fold a word too long for them (the help's
-    parts, as typer groups them, one under the other: its grid cut them)."""
+    columns do not wrap (below 72 columns they fold instead: whole names there left no room
+    for the help, and at 40 it was not shown at all); a flag's other name (``--exclude-x`` of
+    ``--include-x``) goes under it, not in a column of its own that took a fifth of the width;
+    the type and help columns fold a word too long for them (the help's parts, as typer
+    groups them, one under the other: its grid cut them; diff-review QA)."""
     import rich.columns
     import rich.console
     import rich.table
+    import rich.text
     import typer.rich_utils as ru
 
     if getattr(ru.Table, "names_whole", False) or ru.Table is not rich.table.Table:
@@ -67,13 +71,25 @@ def _whole_option_names() -> None:
         names_whole = True
 
         def add_row(self, *cells: Any, **kw: Any) -> None:
-            if not self.columns and not self.show_header and len(cells) >= 3:  # the options
+            at = len(cells) - 6  # [required,] long, short, other long, other short, type, help
+            if self.show_header or at not in (0, 1):
+                super().add_row(*cells, **kw)
+                return
+            if not self.columns:
+                whole = rich.console.Console().width >= 72
                 for i in range(len(cells)):
                     named = i < len(cells) - 2
-                    self.add_column(no_wrap=named, overflow="ellipsis" if named else "fold")
-            if cells and isinstance(cells[-1], rich.columns.Columns):
-                cells = (*cells[:-1], rich.console.Group(*cells[-1].renderables))
-            super().add_row(*cells, **kw)
+                    self.add_column(
+                        no_wrap=named and whole, overflow="ellipsis" if named and whole else "fold"
+                    )
+            row = list(cells)
+            for name, other in ((at, at + 2), (at + 1, at + 3)):
+                if isinstance(row[other], rich.text.Text) and row[other].plain:
+                    row[name] = rich.text.Text("\n").join([row[name], row[other]])
+                    row[other] = rich.text.Text("")
+            if isinstance(row[-1], rich.columns.Columns):
+                row[-1] = rich.console.Group(*row[-1].renderables)
+            super().add_row(*row, **kw)
 
     ru.Table = OptionsTable  # type: ignore[misc]
 
