@@ -64,6 +64,9 @@ def test_rouge_l_hand_computed() -> None:
     assert rouge_l_f("原癌基因", "原癌基因") == 1.0
     assert rouge_l_f("原癌基因", "原癌基") == pytest.approx(6 / 7)
     assert rouge_l_f("甲 cat 乙", "cat 乙") == pytest.approx(0.8)
+    # full-width digits and letters are read as ASCII (both dropped, two numbers read 1.0)
+    assert rouge_l_f("共计１２５元", "共计９８０元") == pytest.approx(0.75)
+    assert rouge_l_f("ＡＢＣ公司", "ＸＹＺ公司") == pytest.approx(2 / 3)
 
 
 def test_edit_similarity_hand_computed() -> None:

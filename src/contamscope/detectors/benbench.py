@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -111,7 +112,8 @@ def exact_ngram_hits(
 
 
 _ROUGE_TOKEN = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[a-z0-9]+|[\uac00-\ud7af]+"
+    r"[\u3005\u3007\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]"
+    r"|[a-z0-9]+|[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+"
 )
 
 
@@ -119,15 +121,19 @@ def _rouge_tokens(text: str) -> list[str]:
     """rouge_score's default tokenisation (lowercase; runs of a-z and 0-9 are words, the rest
     separates them), and beyond it each Chinese character or kana one token and each run of
     Hangul a word: rouge_score drops them, so ROUGE-L was 0 on every Chinese n-gram, an exact
-    match included (Chinese QA). Text without them tokenises as rouge_score's does.
+    match included (Chinese QA). The text is read in NFKC first, so full-width digits and
+    letters and half-width katakana count as their ordinary forms ("１２５元" and "９８０元"
+    read alike when both were dropped; diff-review QA). ASCII text tokenises as rouge_score's.
 
     The paper's code also Porter-stems words longer than 3 characters (``use_stemmer=True``);
     contamscope does not (no NLTK dependency): see docs/benbench.md.
 
     >>> _rouge_tokens("The cat's 2 hats, 甲公司")
     ['the', 'cat', 's', '2', 'hats', '甲', '公', '司']
+    >>> _rouge_tokens("共计１２５元 ＧＤＰ ｱｲ")
+    ['共', '计', '125', '元', 'gdp', 'ア', 'イ']
     """
-    return _ROUGE_TOKEN.findall(text.lower())
+    return _ROUGE_TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
