@@ -1325,6 +1325,16 @@ def test_zero_width_characters_hide_no_label_and_make_no_option(tmp_path: Path) 
         (6, "empty question"),
     ]
     assert "the labels were removed" in result.notes[0] and "4 of the 4 items" in result.notes[0]
+    # a label with nothing (visible) after it is an empty option: the item was kept whole, its
+    # labels read in the published order only (diff-review QA)
+    rows = [
+        {"question": "Q?", "options": ["A. 1", "B. 2", "C. 3", "D. \u200b"]},
+        {"question": "R?", "options": ["A. 1", "B. 2", "C. 3", "D."]},
+        {"question": "S?", "options": ["A. 1", "B. 2"]},
+    ]
+    result = load_benchmark(str(write(tmp_path, "lab.jsonl", "".join(line(r) for r in rows))))
+    assert [i.options for i in result.items] == [("1", "2")]
+    assert [p.reason for p in result.problems] == ["empty option D (its label alone)"] * 2
 
 
 def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None:

@@ -413,7 +413,7 @@ _OWN_LABEL = re.compile(
     # "A. x", "A.北京", "A: x" (":" a space or a non-ASCII character after: not C++'s A::f,
     # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x"
     r"[\s\u200b-\u200d\u2060\ufeff]*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
-    r"(?:\.\s*(?!\.)|:\s+|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–]\s+)(\S.*)\Z",
+    r"(?:\.\s*(?!\.)|:\s+|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–]\s+)(\S.*)?\Z",
     re.DOTALL | re.IGNORECASE,
 )
 _LETTER_FIRST = re.compile(r"[A-JＡ-Ｊ](?![A-Za-z])")
@@ -453,13 +453,13 @@ def own_labels_removed(options: Sequence[str]) -> tuple[str, ...] | None:
         label = unicodedata.normalize("NFKC", m.group(1)) if m else ""  # (full-width: ａ, Ａ)
         if m is None or label.upper() != LABELS[i]:
             return None
-        if m.group(2) and _LETTER_FIRST.match(m.group(3)):
+        if m.group(2) and _LETTER_FIRST.match(m.group(3) or ""):
             return None
-        rest = m.group(3).lstrip(INVISIBLE)  # ("A.\u200b北京": the text is 北京)
-        if blank(rest):
-            return None
+        rest = (m.group(3) or "").lstrip(INVISIBLE)  # ("A.\u200b北京": the text is 北京)
         cases.add(label.isupper())
-        out.append(rest)
+        out.append("" if blank(rest) else rest)  # ("D. ": its label alone, an empty option)
+    if all(not text for text in out):
+        return None  # ("A.", "B.": no option has text after a label; not a labelling)
     return tuple(out) if len(cases) == 1 else None  # "a)", "B)": not one labelling
 
 
@@ -554,6 +554,10 @@ class Sink:
     def add(self, item: MCQItem) -> None:
         bare = own_labels_removed(item.options) if isinstance(item, MCQItem) else None
         if bare is not None:
+            if "" in bare:  # "D. " or "D. \u200b": kept whole, the labels read in one order
+                at = _label(bare.index(""))  # only (diff-review QA)
+                self.problem(item.source or "?", item.line, f"empty option {at} (its label alone)")
+                return
             item = replace(item, options=bare)
         first = self._first_seen.get(item.id)
         if first is not None:
