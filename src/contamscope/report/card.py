@@ -398,6 +398,7 @@ def build_card(
     ]
     family = {
         "p_values": len(ps),
+        "copies": len(repeated),  # rows of copies not counted again (the notes name them)
         "below_5pct": sum(p <= 0.05 for p in ps),
         "below_5pct_after_holm": sum(q <= 0.05 for q in holm(ps)),
     }
@@ -466,15 +467,17 @@ def render_markdown(card: dict[str, Any]) -> str:
         lines += _benbench_lines(card, gram)
     lines += _other_lines(card.get("other_checks") or [], alone=not card["checks"])
     fam = card.get("family") or {}
+    once = " (copies of one run counted once: see the notes)" if fam.get("copies") else ""
     if fam.get("p_values") == 1:  # "after Holm's correction over all 1": none needed
         at_most = "is" if fam["below_5pct"] else "is not"
-        lines += ["", f"The card has one p-value; it {at_most} at most 0.05."]
+        lines += ["", f"The card has one p-value{once}; it {at_most} at most 0.05."]
     elif fam.get("p_values"):
         lines += [
             "",
-            f"Every p-value above is its own test: {fam['below_5pct']} of {fam['p_values']} "
-            f"are at most 0.05, {fam['below_5pct_after_holm']} after Holm's correction over all "
-            f"{fam['p_values']} (the chance of any false signal on the card at most 5%).",
+            f"Every p-value above is its own test{once}: {fam['below_5pct']} of "
+            f"{fam['p_values']} are at most 0.05, {fam['below_5pct_after_holm']} after Holm's "
+            f"correction over all {fam['p_values']} (the chance of any false signal on the card "
+            "at most 5%).",
         ]
     if card.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {md_cell(n)}" for n in card["notes"]]
