@@ -63,6 +63,7 @@ kept item can bias the test while a wrongly dropped one only costs a little powe
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import unicodedata
@@ -336,11 +337,20 @@ def non_exchangeable_reason(options: Sequence[str]) -> str | None:
 
 def _as_written(found: str, folded: str, option: str) -> str:
     """The text of ``option`` where ``found`` is in its folded form (said as written: 'A，B',
-    not 'A,B'), or ``found`` where folding changed the option's length."""
+    not 'A,B'; also where folding changed a character's length, "ﬁ" to "fi"), or ``found``
+    where the option does not fold character by character (a combining accent).
+
+    >>> [_as_written(found, _fold(o), o) for found, o in [("A,B", "Ａ，Ｂ…"), ("以上都", "ﬁ 以上都对")]]
+    ['Ａ，Ｂ', '以上都']
+    """
     at = folded.find(found)
-    if at < 0 or len(folded) != len(option):
+    pieces = [_fold(c) for c in option]
+    if at < 0 or "".join(pieces) != folded:
         return found
-    return option[at : at + len(found)]
+    ends = list(itertools.accumulate(len(p) for p in pieces))  # folded end of each character
+    first = next(i for i, end in enumerate(ends) if end > at)
+    last = next(i for i, end in enumerate(ends) if end >= at + len(found))
+    return option[first : last + 1]
 
 
 _TRADITIONAL = str.maketrans("說對選項錯確個兩種誤與僅為餘幾", "说对选项错确个两种误与仅为余几")
