@@ -454,3 +454,9 @@ def test_repeated_options_are_left_out_with_their_reason() -> None:
     rows = _read_mmlu()
     repeats = [r for _, opts in rows if (r := non_exchangeable_reason(opts)) and "repeats" in r]
     assert len(repeats) == 9
+
+
+def test_mathematical_capitals_are_not_folded_into_labels() -> None:
+    """NFKC read 𝐀 and 𝐁 (bold matrices) as the labels A and B (diff-review QA); only the
+    full-width block folds."""
+    assert non_exchangeable_reason(["𝐀 and 𝐁", "𝐁 and 𝐂", "𝐀 and 𝐂", "𝐀, 𝐁 and 𝐂"]) is None

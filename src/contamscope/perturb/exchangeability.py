@@ -354,17 +354,19 @@ def _as_written(found: str, folded: str, option: str) -> str:
 
 
 _TRADITIONAL = str.maketrans("說對選項錯確個兩種誤與僅為餘幾", "说对选项错确个两种误与仅为余几")
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 
 def _fold(option: str) -> str:
-    """``option`` as the rules read it: full-width letters and signs as ASCII (NFKC: "Ａ和Ｂ",
-    "A＋B") and the traditional forms of the rules' Chinese words as simplified ("以上說法都對"):
-    such items were scored as exchangeable (Chinese QA).
+    """``option`` as the rules read it: full-width letters and signs as ASCII ("Ａ和Ｂ",
+    "A＋B") and the traditional forms of the rules' Chinese words as simplified ("以上說法都
+    對"): such items were scored as exchangeable (Chinese QA). Only the full-width block: NFKC
+    also made mathematical bold capitals (𝐀 and 𝐁, matrices) read as labels (diff-review QA).
 
-    >>> _fold("Ａ＋Ｂ"), _fold("以上說法都對")
-    ('A+B', '以上说法都对')
+    >>> _fold("Ａ＋Ｂ"), _fold("以上說法都對"), _fold("𝐀 and 𝐁")
+    ('A+B', '以上说法都对', '𝐀 and 𝐁')
     """
-    return unicodedata.normalize("NFKC", option).translate(_TRADITIONAL)
+    return option.translate(_FULL_WIDTH).translate(_TRADITIONAL)
 
 
 def _label(i: int) -> str:
