@@ -616,17 +616,24 @@ def run(**kw: Any) -> None:
             markup=False,
         )
     held.close()
-    if any(s.startswith("failed") for s in status.values()):
-        raise SystemExit(EXIT_USER_ERROR)
-    if kw["fail_on_signal"] and signalled:
+    failed_any = any(s.startswith("failed") for s in status.values())
+    if kw["fail_on_signal"] and signalled:  # (said also where a failed pair's 2 wins: QA)
+        code = (
+            f"exit code {EXIT_USER_ERROR}: a pair failed"
+            if failed_any
+            else f"exit code {EXIT_SIGNAL}"
+        )
         err_console.print(
             styled(
                 "bold red",
                 "leakage signal:",
-                f" {' and '.join(signalled)}: exit code {EXIT_SIGNAL} (--fail-on-signal)",
+                f" {' and '.join(signalled)} ({code}; --fail-on-signal)",
             ),
             highlight=False,
         )
+    if failed_any:
+        raise SystemExit(EXIT_USER_ERROR)
+    if kw["fail_on_signal"] and signalled:
         raise SystemExit(EXIT_SIGNAL)
     if any("rows skipped" in s for s in status.values()):
         raise SystemExit(EXIT_ROWS_SKIPPED)
