@@ -73,3 +73,44 @@ def test_a_run_without_a_signal_ends_as_without_the_option(
     assert signal is not True  # (a random model on two items: nothing to find)
     assert res.returncode == EXIT_ROWS_SKIPPED, res.stderr
     assert "exit code 3; see summary.json" in res.stderr and "--fail-on-signal" not in res.stderr
+
+
+def test_items_the_model_ranks_first_as_published_exit_4(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """A benchmark of the items whose published order this model scores highest, chosen by
+    the model itself from 150 MMLU items: what a leak looks like to the test. Its run, and a
+    sweep of it, end with 4 under --fail-on-signal, 0 without; a sweep with a failed pair too
+    ends with 2 and still names the signal."""
+    from contamscope.data import load_benchmark
+
+    model = ["--model", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>"]
+    res = run_cli("permutation", *model, "--sample", "150", "--out", "all", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = (tmp_path / "all" / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    first = {r["id"] for r in map(json.loads, lines) if r.get("rank") == 1}
+    assert len(first) >= 3  # (about 1 in 24 of them)
+    chosen = [it for it in load_benchmark("mmlu").items if it.id in first]
+    bench = tmp_path / "chosen.jsonl"
+    rows = [{"question": it.question, "options": list(it.options)} for it in chosen]
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = [*model, "--benchmark", str(bench)]
+    plain = run_cli("permutation", *args, "--out", "a", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["verdict"]["signal"] is True
+    gated = run_cli("permutation", *args, "--out", "a", "--fail-on-signal", cwd=tmp_path)
+    assert gated.returncode == EXIT_SIGNAL, gated.stderr
+    assert "contamination signal: exit code 4 (--fail-on-signal)" in gated.stderr
+    sweep = ["sweep", "--models", f"hf:{tiny_model_path}", "-M", "bos=<|endoftext|>"]
+    swept = run_cli(
+        *sweep, "--benchmarks", str(bench), "--out", "sw", "--fail-on-signal", cwd=tmp_path
+    )
+    assert swept.returncode == EXIT_SIGNAL, swept.stderr
+    pairs = json.loads((tmp_path / "sw" / "sweep.json").read_text())["pairs"]
+    assert [p["signal"] for p in pairs] == [True]
+    broken = tmp_path / "broken_test.csv"
+    broken.write_text("only a question,\n", encoding="utf-8")
+    both = f"{bench},{broken}"
+    failed = run_cli(*sweep, "--benchmarks", both, "--out", "sw2", "--fail-on-signal", cwd=tmp_path)
+    assert failed.returncode == 2, failed.stderr
+    assert "(exit code 2: a pair failed; --fail-on-signal)" in " ".join(failed.stderr.split())
