@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ModelError
 from .base import Backend
@@ -106,12 +107,12 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         from .openai_compat import refuse_secrets_in
 
         refuse_secrets_in(rest.partition("#")[0])
-    if kind in ("hf", "vllm") and "://" in rest:  # (a URL may hold a token: not repeated)
-        scheme = rest.partition("://")[0][-12:]
+    if kind in ("hf", "vllm") and "://" in rest and _holds_secret(rest):
+        scheme = rest.partition("://")[0][-12:]  # (the URL is not repeated: its token)
         raise ModelError(
-            f"{kind}:{scheme}://...: {kind}: takes a local path or a hub id (owner/name), not a "
-            "URL; download the model and pass its folder (a token in a URL would be written "
-            "into run folders, reports and the score cache)"
+            f"{kind}:{scheme}://...: the URL holds a user name, password or query string, "
+            "which would be written into run folders, reports and the score cache; give the "
+            "model's folder or hub id (a token in $HF_TOKEN)"
         )
     if paths and kind in ("hf", "vllm"):
         path = Path(rest).expanduser()
@@ -119,6 +120,17 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             _check_local_model(spec, path)  # transformers
     if dtype not in DTYPE_NAMES:
         raise ConfigError(f"--dtype {dtype!r}: expected {', '.join(DTYPE_NAMES)}")
+
+
+def _holds_secret(url: str) -> bool:
+    """Whether a URL after ``hf:`` or ``vllm:`` holds credentials or a query string (a
+    ``vllm:s3://bucket/model`` is a path vLLM reads: kept; diff-review QA); an unreadable
+    one is taken to (it is not repeated either)."""
+    try:
+        parts = urlsplit(url)
+        return parts.username is not None or parts.password is not None or bool(parts.query)
+    except ValueError:
+        return True
 
 
 def _path_like(text: str) -> bool:
