@@ -359,6 +359,21 @@ def test_stdout_closed_early_ends_quietly_with_the_status_of_sigpipe(
     assert all(line.startswith("note: ") for line in res.stderr.splitlines()), res.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_full_disk_under_stdout_is_one_line(tmp_path: Path) -> None:
+    """``contamscope formats > /dev/full`` printed a traceback and exited 1 (docs QA)."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [sys.executable, "-m", "contamscope", "formats"],
+            stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=300,
+        )  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr == "error: cannot write the output: No space left on device\n"
+
+
 def test_repeated_items_are_named_and_drop_repeats_leaves_them_out(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import select
 import stat
@@ -227,6 +229,23 @@ def main() -> None:
         if pipe is None or not _reader_gone(pipe):
             raise
         _end_output_closed(pipe)
+    except OSError as exc:  # a full disk or a failing device under stdout or a file written:
+        if exc.errno not in _WRITE_FAILURES:  # one line, not a traceback (docs QA)
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        with contextlib.suppress(OSError):
+            err_console.print(
+                styled("bold red", "error:", f" cannot write the output{where}: {exc.strerror}"),
+                highlight=False,
+                soft_wrap=True,
+            )
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
+        os._exit(EXIT_USER_ERROR)  # (Python's flush of the full stdout at exit would fail again)
+
+
+_WRITE_FAILURES = {errno.ENOSPC, errno.EIO, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+"""The errors of a write that failed for want of room or a device, not of a program's fault."""
 
 
 def _notes_as_lines() -> None:
