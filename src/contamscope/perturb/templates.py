@@ -189,7 +189,7 @@ class TemplateField(Generic[_T]):
 
 
 def get_template(spec: str) -> PromptTemplate:
-    r"""A named template (``paper``, ``mmlu``), a JSON object ``{"question": ..., "option": ...,
+    r"""A named template (``paper``, ``paper-script``, ``mmlu``), a JSON object ``{"question": ..., "option": ...,
     "name": ..., "answer": ...}`` (``name`` optional, default ``custom``; ``answer`` optional,
     the cue after the options where CAP asks for the letter, default ``Answer:``) or the path
     of a ``.json`` file holding one. Anything else raises a one-line ConfigError naming ``--template``.

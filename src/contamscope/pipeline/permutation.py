@@ -153,7 +153,12 @@ _T = TypeVar("_T")
 def select_items(
     items: Iterable[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[_T]:
-    """``sample``: a seeded random subset (kept in file order); ``limit``: the first N."""
+    """``sample``: a seeded random subset (kept in file order); ``limit``: the first N; both:
+    the first ``limit`` of the sample.
+
+    >>> select_items(range(10), limit=3, sample=5)
+    [0, 2, 4]
+    """
     from ..errors import ConfigError
 
     for name, value in (("--limit", limit), ("--sample", sample), ("--seed", seed)):
