@@ -163,3 +163,38 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
         "--seed", "1", cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 2 and "selection.seed: 0 -> 1" in r.stderr, r.stderr
+
+
+def test_rouge_l_is_derived_again_from_the_stored_texts(
+    tmp_path: Path, scorer: CachedScorer
+) -> None:
+    """ROUGE-L counted no Chinese character before 2026-11-30: a run of then, resumed or
+    re-analysed now, mixed 0s with the new values. Every open derives it from the stored
+    predicted and original texts (here a stored value set to what the old tokeniser gave)."""
+    from contamscope.detectors.benbench import rouge_l_f
+
+    run_benbench(_splits(tmp_path), scorer, RunDir(tmp_path / "run"), BenBenchConfig(n_boot=200))
+    records = read_records(tmp_path / "run")
+    stored = [
+        res
+        for rec in records
+        for v in rec["versions"]
+        for res in v["ngram"].get("results", [])
+        if res.get("predicted") is not None
+    ]
+    assert stored
+    for res in stored:
+        res["original"], res["predicted"], res["rouge_l"] = "原癌基因", "原癌基因", 0.0
+    RunDir(tmp_path / "run").replace_records(records)
+    again = reanalyse_benbench(tmp_path / "run")
+    assert again.summary["timings"]["reanalysed_records"] > 0
+    results = [
+        res
+        for rec in read_records(tmp_path / "run")
+        for v in rec["versions"]
+        for res in v["ngram"].get("results", [])
+        if res.get("predicted") is not None
+    ]
+    assert results and all(
+        res["rouge_l"] == rouge_l_f("原癌基因", "原癌基因") == 1.0 for res in results
+    )

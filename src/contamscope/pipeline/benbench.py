@@ -414,7 +414,9 @@ def _aggregate(ngram: dict[str, Any], results: Sequence[NgramResult], cfg: BenBe
 
 def _rederive_records(run_dir: RunDir, done: dict[str, dict[str, Any]], cfg: BenBenchConfig) -> int:
     """Re-derive the folder's records' threshold-dependent values (n-gram accuracies, instance
-    flags, per-item metrics and Deltas) under ``cfg`` from their stored n-grams, and rewrite the
+    flags, per-item metrics and Deltas; each n-gram's ROUGE-L from its stored texts, so a run
+    resumed or re-analysed under a newer tokenisation is of one) under ``cfg`` from their
+    stored n-grams, and rewrite the
     records if any changed; returns how many did. Checked on every open, so a run or a
     re-analysis killed between writing the settings and the records is put right on the next."""
     import json
@@ -425,6 +427,10 @@ def _rederive_records(run_dir: RunDir, done: dict[str, dict[str, Any]], cfg: Ben
         for ver in rec.get("versions", []):
             ngram = ver.get("ngram")
             if isinstance(ngram, dict) and "results" in ngram:
+                for r in ngram["results"]:  # ROUGE-L from the stored texts, by the current
+                    pred, orig = r.get("predicted"), r.get("original")  # tokenisation (a
+                    if isinstance(pred, str) and isinstance(orig, str):  # Chinese text's
+                        r["rouge_l"] = rouge_l_f(pred, orig)  # was 0 before it counted CJK)
                 fields = NgramResult.__dataclass_fields__
                 results = [NgramResult(**{k: r.get(k) for k in fields}) for r in ngram["results"]]
                 _aggregate(ngram, results, cfg)
