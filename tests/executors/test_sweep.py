@@ -453,6 +453,11 @@ def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(
     refs = sorted((out / "reference").iterdir())
     pairs = sorted(p for p in out.iterdir() if "__" in p.name)
     assert len(refs) == len(pairs) == 2
+    # sweep.json names each run's folder under OUT, the reference runs' under reference/
+    recorded = json.loads((out / "sweep.json").read_text(encoding="utf-8"))["pairs"]
+    assert sorted(p["run_dir"] for p in recorded if p["reference"]) == [
+        f"reference/{r.name}" for r in refs
+    ]
     for pair, ref in zip(pairs, refs, strict=True):
         assert pair.name.split("__")[0] == ref.name.split("__")[0]  # the pair's own model
         summary = json.loads((pair / "summary.json").read_text(encoding="utf-8"))

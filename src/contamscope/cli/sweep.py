@@ -644,13 +644,8 @@ def _record_pairs(out: Path, jobs: list[Job], status: dict[Job, str]) -> list[st
     benchmark, reference, run_dir, status as the table says it, and a finished pair's verdict
     label and signal), for scripts: it was in the printed table only (CI QA). Returns the
     pairs (model on benchmark) whose verdict found a signal."""
-    from ..paths import replace_text
+    from ..paths import relative_name, replace_text
 
-    path = out / "sweep.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []  # (written by _check_manifest; unreadable now: the table said it all)
     pairs, signalled = [], []
     for j in jobs:
         said = status.get(j, "not run")
@@ -658,7 +653,7 @@ def _record_pairs(out: Path, jobs: list[Job], status: dict[Job, str]) -> list[st
             "model": j.model,
             "benchmark": j.benchmark,
             "reference": j.reference,
-            "run_dir": j.run_dir.name,
+            "run_dir": relative_name(j.run_dir, out),  # (reference/NAME for a reference run)
             "status": said,
             "failed": said.startswith("failed"),
         }
@@ -675,6 +670,11 @@ def _record_pairs(out: Path, jobs: list[Job], status: dict[Job, str]) -> list[st
                 if verdict.get("signal") is True and not j.reference:
                     signalled.append(f"{j.model} on {j.benchmark}")
         pairs.append(entry)
+    path = out / "sweep.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return signalled  # (written by _check_manifest; unreadable now: the table says it all)
     replace_text(path, json.dumps({**manifest, "pairs": pairs}, indent=2) + "\n")
     return signalled
 

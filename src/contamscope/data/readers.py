@@ -217,8 +217,8 @@ def table_delimiter(path: Path, text: str) -> str:
     >>> table_delimiter(Path("a.txt"), "q, a, b\\tx\\ty\\nq2\\tz\\tw\\n")  # as many commas as tabs
     '\\t'
 
-    Excel's own spellings: a first line ``sep=;`` names the delimiter, and a header with
-    semicolons and no comma or tab splits at semicolons where every record does evenly
+    Excel's own spellings: a first line ``sep=;`` names the delimiter, and a table whose
+    first line holds semicolons (and no tab) splits at them as :func:`_semicolons` decides
     (Excel's CSV where the decimal mark is a comma).
 
     >>> table_delimiter(Path("a.csv"), "sep=;\\nq;a\\n"), table_delimiter(Path("a.csv"), "q;A\\nx;1\\n")
