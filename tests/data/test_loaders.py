@@ -1331,10 +1331,13 @@ def test_zero_width_characters_hide_no_label_and_make_no_option(tmp_path: Path) 
         {"question": "Q?", "options": ["A. 1", "B. 2", "C. 3", "D. \u200b"]},
         {"question": "R?", "options": ["A. 1", "B. 2", "C. 3", "D."]},
         {"question": "S?", "options": ["A. 1", "B. 2"]},
+        # other separators with nothing after them (kept with their labels; second review)
+        {"question": "T?", "options": ["A - 1", "B - 2", "C - 3", "D -"]},
+        {"question": "U?", "options": ["A: 1", "B: 2", "C: 3", "D:"]},
     ]
     result = load_benchmark(str(write(tmp_path, "lab.jsonl", "".join(line(r) for r in rows))))
     assert [i.options for i in result.items] == [("1", "2")]
-    assert [p.reason for p in result.problems] == ["empty option D (its label alone)"] * 2
+    assert [p.reason for p in result.problems] == ["empty option D (its label alone)"] * 4
 
 
 def test_options_that_may_carry_labels_are_said_and_kept(tmp_path: Path) -> None:

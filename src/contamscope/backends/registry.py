@@ -107,13 +107,22 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         from .openai_compat import refuse_secrets_in
 
         refuse_secrets_in(rest.partition("#")[0])
-    if kind in ("hf", "vllm") and "://" in rest and _holds_secret(rest):
-        scheme = rest.partition("://")[0][-12:]  # (the URL is not repeated: its token)
-        raise ModelError(
-            f"{kind}:{scheme}://...: the URL holds a user name, password or query string, "
-            "which would be written into run folders, reports and the score cache; give the "
-            "model's folder or hub id (a token in $HF_TOKEN)"
-        )
+    if kind in ("hf", "vllm") and "://" in rest:  # (the URL is not repeated: it may hold a
+        shown = f"{kind}:{rest.partition('://')[0][-12:]}://..."  # token, written everywhere)
+        secret = _holds_secret(rest)
+        if kind == "hf":  # (transformers reads no URL: it was tried as a hub id; QA)
+            raise ModelError(
+                f"{shown}: hf: takes a local path or a hub id (owner/name), not a URL; download "
+                "the model and give its folder"
+            )
+        if secret is None:
+            raise ModelError(f"{shown}: not a URL vLLM can read")
+        if secret:
+            raise ModelError(
+                f"{shown}: the URL holds a user name, password or query string, which would be "
+                "written into run folders, reports and the score cache; give the model's path "
+                "without them"
+            )
     if paths and kind in ("hf", "vllm"):
         path = Path(rest).expanduser()
         if _path_like(rest) or path.exists():  # a local folder wins over a hub id, as in
@@ -122,15 +131,16 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         raise ConfigError(f"--dtype {dtype!r}: expected {', '.join(DTYPE_NAMES)}")
 
 
-def _holds_secret(url: str) -> bool:
-    """Whether a URL after ``hf:`` or ``vllm:`` holds credentials or a query string (a
-    ``vllm:s3://bucket/model`` is a path vLLM reads: kept; diff-review QA); an unreadable
-    one is taken to (it is not repeated either)."""
+def _holds_secret(url: str) -> bool | None:
+    """Whether a URL after ``vllm:`` holds credentials, a query string or ``;`` parameters (a
+    ``vllm:s3://bucket/model`` is a path vLLM reads: kept; diff-review QA); None where it is
+    no readable URL."""
     try:
         parts = urlsplit(url)
-        return parts.username is not None or parts.password is not None or bool(parts.query)
+        named = parts.username is not None or parts.password is not None
     except ValueError:
-        return True
+        return None
+    return named or bool(parts.query) or ";" in parts.path
 
 
 def _path_like(text: str) -> bool:

@@ -77,20 +77,20 @@ def _whole_option_names() -> None:
             if self.show_header or at not in (0, 1):
                 super().add_row(*cells, **kw)
                 return
-            if not self.columns:
-                whole = rich.console.Console().width >= 72
-                for i in range(len(cells)):
-                    named = i < len(cells) - 2
-                    self.add_column(
-                        no_wrap=named and whole, overflow="ellipsis" if named and whole else "fold"
-                    )
             row = list(cells)
             for name, other in ((at, at + 2), (at + 1, at + 3)):
                 if isinstance(row[other], rich.text.Text) and row[other].plain:
                     row[name] = rich.text.Text("\n").join([row[name], row[other]])
-                    row[other] = rich.text.Text("")
+            del row[at + 2 : at + 4]  # (the other names' columns, empty now, took width)
             if isinstance(row[-1], rich.columns.Columns):
                 row[-1] = rich.console.Group(*row[-1].renderables)
+            if not self.columns:
+                whole = rich.console.Console().width >= 72
+                for i in range(len(row)):
+                    named = i < len(row) - 2
+                    self.add_column(
+                        no_wrap=named and whole, overflow="ellipsis" if named and whole else "fold"
+                    )
             super().add_row(*row, **kw)
 
     ru.Table = OptionsTable  # type: ignore[misc]

@@ -150,9 +150,11 @@ def _encoding_hint(raw: bytes) -> str:
 
     >>> _encoding_hint("题目,甲".encode("gb18030")), _encoding_hint("题目,x".encode("utf-16-le"))
     (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
+    >>> _encoding_hint("甲状腺的动脉,下列说法正确的是".encode("gbk"))  # (EUC-KR too: unspaced)
+    ': it reads as GB18030 (GBK), as Chinese Windows saves text'
     >>> _encoding_hint(b"caf\\xe9"), _encoding_hint("Qu'est-ce que ça?".encode("latin-1"))
     ('', '')
-    >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("수도는 서울".encode("euc_kr"))
+    >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("「수도는」 ① 서울(首都)".encode("euc_kr"))
     (': it reads as EUC-JP (Japanese)', ': it reads as EUC-KR (Korean)')
     """
     head = raw[:4096]
@@ -168,16 +170,22 @@ def _encoding_hint(raw: bytes) -> str:
     if gb2312 < 2 or 10 * gb2312 < 9 * len(wide):
         return ""
     # EUC-JP and EUC-KR use the same byte pairs (read as GB18030, Korean and Japanese files
-    # were said to be Chinese; diff-review QA): Japanese text is a third kana, Korean Hangul
-    for codec, name, script in (("euc_jp", "EUC-JP (Japanese)", "\u3040-\u30ff"),
-                                ("euc_kr", "EUC-KR (Korean)", "\uac00-\ud7af")):  # fmt: skip
+    # were said to be Chinese; diff-review QA), and short Chinese text decodes as EUC-KR too,
+    # as Hangul: Japanese is a tenth kana or more (of its letters), Korean half Hangul or more
+    # with spaces between its words (Chinese has none)
+    for codec, name, script, share_needed in (
+        ("euc_jp", "EUC-JP (Japanese)", "\u3040-\u30ff", 0.1),
+        ("euc_kr", "EUC-KR (Korean)", "\uac00-\ud7af", 0.5),
+    ):
         try:
             text = raw[:65536].decode(codec, errors="ignore")
             raw.decode(codec)
         except UnicodeDecodeError:
             continue
-        share = len(re.findall(f"[{script}]", text)) / max(1, sum(not c.isascii() for c in text))
-        if share >= (0.1 if codec == "euc_jp" else 0.9):
+        letters = sum(c.isalpha() and not c.isascii() for c in text)
+        found = len(re.findall(f"[{script}]", text))
+        spaced = codec == "euc_jp" or text.count(" ") >= 0.05 * found
+        if found >= share_needed * max(1, letters) and spaced:
             return f": it reads as {name}"
     return ": it reads as GB18030 (GBK), as Chinese Windows saves text"
 

@@ -411,9 +411,11 @@ def record_to_item(
 
 _OWN_LABEL = re.compile(
     # "A. x", "A.北京", "A: x" (":" a space or a non-ASCII character after: not C++'s A::f,
-    # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x"
+    # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x";
+    # and the label alone ("D.", "D:", "D -"): an empty option
     r"[\s\u200b-\u200d\u2060\ufeff]*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
-    r"(?:\.\s*(?!\.)|:\s+|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–]\s+)(\S.*)?\Z",
+    r"(?:\.\s*(?!\.)|:(?:\s+|\Z)|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–](?:\s+|\Z))"
+    r"(\S.*)?\Z",
     re.DOTALL | re.IGNORECASE,
 )
 _LETTER_FIRST = re.compile(r"[A-JＡ-Ｊ](?![A-Za-z])")
