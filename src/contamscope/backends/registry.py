@@ -109,12 +109,12 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
         refuse_secrets_in(rest.partition("#")[0])
     if kind in ("hf", "vllm") and "://" in rest:  # (the URL is not repeated: it may hold a
         shown = f"{kind}:{rest.partition('://')[0][-12:]}://..."  # token, written everywhere)
-        secret = _holds_secret(rest)
         if kind == "hf":  # (transformers reads no URL: it was tried as a hub id; QA)
             raise ModelError(
                 f"{shown}: hf: takes a local path or a hub id (owner/name), not a URL; download "
                 "the model and give its folder"
             )
+        secret = _holds_secret(rest)
         if secret is None:
             raise ModelError(f"{shown}: not a URL vLLM can read")
         if secret:

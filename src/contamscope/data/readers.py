@@ -161,8 +161,7 @@ def _encoding_hint(raw: bytes) -> str:
     if head.count(0) * 8 >= len(head):
         return ": it looks like UTF-16 without a byte-order mark"
     try:
-        wide = [c for c in raw[:65536].decode("gb18030", errors="ignore") if not c.isascii()]
-        raw.decode("gb18030")
+        wide = [c for c in raw.decode("gb18030")[:65536] if not c.isascii()]
     except UnicodeDecodeError:
         return ""
     # GB2312's characters, both bytes 0xA1 or more: a Latin-1 "ça" decodes too, as 0xE7 0x61
@@ -178,8 +177,7 @@ def _encoding_hint(raw: bytes) -> str:
         ("euc_kr", "EUC-KR (Korean)", "\uac00-\ud7af", 0.5),
     ):
         try:
-            text = raw[:65536].decode(codec, errors="ignore")
-            raw.decode(codec)
+            text = raw.decode(codec)[:65536]
         except UnicodeDecodeError:
             continue
         letters = sum(c.isalpha() and not c.isascii() for c in text)

@@ -413,7 +413,7 @@ _OWN_LABEL = re.compile(
     # "A. x", "A.北京", "A: x" (":" a space or a non-ASCII character after: not C++'s A::f,
     # "A:B = 1:2"), "(A) x", "a) x", "[A] x", "A - x", "Option A: x", "Ａ．x", "C）x", "B、x";
     # and the label alone ("D.", "D:", "D -"): an empty option
-    r"[\s\u200b-\u200d\u2060\ufeff]*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
+    rf"[\s{INVISIBLE}]*(?:option\s+)?[(（\[【]?([A-Ja-jＡ-Ｊ])\s*"
     r"(?:\.\s*(?!\.)|:(?:\s+|\Z)|:(?=[^\x00-\x7f])|[)）\]】．]\s*|([：、])\s*|\s+[-–](?:\s+|\Z))"
     r"(\S.*)?\Z",
     re.DOTALL | re.IGNORECASE,
@@ -469,7 +469,7 @@ _LABEL_LIKE = re.compile(
     # a letter (in label order) or a number (1, 2, ...) and then a label's punctuation that the
     # rule above does not remove: "A，x", "A。x", "〔A〕x", "选项A：x", "1. x", "2) x"; not
     # "1.5", nor answers such as "1%", "2!", "A♯", "3°" (diff-review QA)
-    r"[\s\u200b-\u200d\u2060\ufeff]*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
+    rf"[\s{INVISIBLE}]*(?:选项|option\s*)?[〔(（\[【<《「]?([A-Ja-jＡ-Ｊ]|[1-9１-９])(?![A-Za-z0-9０-９])"
     r"[.．。、，:：;；)）\]】〕>》」](?![0-9０-９])",
     re.IGNORECASE,
 )

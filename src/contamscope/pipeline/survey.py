@@ -29,8 +29,7 @@ def _orders(n_options: int, config: PermutationConfig) -> int:
     """Orders a run scores for an item of ``n_options`` options: all n! up to
     ``max_exhaustive`` options, else the original and ``mc_orders`` random ones (all n!
     where that is as many: :func:`_sampled`)."""
-    total = math.factorial(n_options)
-    return min(total, config.mc_orders + 1) if _sampled(n_options, config) else total
+    return config.mc_orders + 1 if _sampled(n_options, config) else math.factorial(n_options)
 
 
 def _sampled(n_options: int, config: PermutationConfig) -> bool:

@@ -651,11 +651,18 @@ def _repeated_tests(entries: Sequence[LeaderboardEntry]) -> set[int]:
     """The entries that are copies of an earlier one (the same item records) with its p-value:
     one measurement, one test (a copied folder counted twice made Holm stricter and its
     rejection two; QA)."""
+    return _copies(entries)[1]
+
+
+def _copies(entries: Sequence[LeaderboardEntry]) -> tuple[list[list[int]], set[int]]:
+    """The sets of entries with the same item records (:func:`same_records`), and those of
+    their entries that repeat an earlier one's p-value (:func:`once_per_measurement`)."""
+    groups = same_records([(e.method, e.run_dir) for e in entries])
     repeats: set[int] = set()
-    for same in same_records([(e.method, e.run_dir) for e in entries]):
+    for same in groups:
         again = once_per_measurement([entries[i].estimate.p_value for i in same])
         repeats |= {i for i, dup in zip(same, again, strict=True) if dup}
-    return repeats
+    return groups, repeats
 
 
 def flagged_text(est: Estimate) -> str | None:
@@ -671,8 +678,7 @@ def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     """A line per set of runs whose item records are byte for byte the same (a folder copied,
     or one set-up run twice): one measurement shown as several cells, each also a test of the
     significance line (QA). None where every run's records differ."""
-    groups = same_records([(e.method, e.run_dir) for e in entries])
-    repeats = _repeated_tests(entries)
+    groups, repeats = _copies(entries)  # (one reading of the records for both)
     lines = []
     for same in groups:
         tested = sum(entries[i].estimate.p_value is not None and i not in repeats for i in same)
