@@ -413,3 +413,14 @@ def test_a_record_giving_a_key_twice_is_a_row_problem(tmp_path: Path) -> None:
         1,
         "record 1 of the list: key 'output' given twice with different values; keep one",
     )
+
+
+def test_copies_differing_in_what_a_reader_cannot_see_are_one_item() -> None:
+    """A zero-width character pasted into one copy, or full-width punctuation and digits, does
+    not make a second question: both are one item in the split overlap and the repeats."""
+    a = MCQItem("a", "1+1等于多少?", ("2", "3", "4", "5"))
+    b = MCQItem("b", "\u200b1+1等于多少？", ("２", "3", "4", "5\ufeff"))
+    ov = split_overlap({"train": [a], "test": [b]})
+    assert ov.shared == {"train": ["a"], "test": ["b"]}
+    same = split_overlap({"test": [a, b]})
+    assert same.repeated == {"test": {"b": "a"}}

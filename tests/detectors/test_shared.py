@@ -336,3 +336,12 @@ def test_a_run_counts_items_with_one_option_list_once(
         "the tests swap the two models for all of them at once"
     ) in " ".join(res.stdout.split())
     assert "sign flip of lists: 5 B only" in res.stdout
+
+
+def test_option_lists_differing_only_in_width_or_zero_width_are_one_list() -> None:
+    recs = [{"id": i, "orders": ORDERS4[:2], "logprobs": [-1.0, -2.0]} for i in "abc"]
+    groups = shared_orders(
+        recs,
+        {"a": ["1", "2", "3", "4"], "b": ["１", "2\u200b", "3", "4"], "c": ["2", "1", "3", "4"]},
+    )
+    assert [g.members for g in groups] == [(0, 1)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -12,11 +13,19 @@ __all__ = [
     "RowProblem",
     "LoadResult",
     "content_key",
+    "same_text",
     "option_labels",
     "spec_text",
 ]
 
 _LABELS = "ABCDEFGHIJ"
+
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+"""Zero-width characters (space, non-joiners, word joiner, BOM), as pasted from web pages or
+WPS: invisible before an option's label, they hid it from the label rules (a labelled file read
+as unlabelled, and the published order won every item; Chinese QA)."""
+
+_UNSEEN = {ord(c): None for c in INVISIBLE}
 
 
 def option_labels(n: int) -> tuple[str, ...]:
@@ -87,21 +96,30 @@ ItemT = TypeVar("ItemT", MCQItem, QAItem)
 
 def content_key(item: MCQItem | QAItem) -> tuple[str, ...]:
     """What makes two items the same item whatever their ids and files: the question text and,
-    for a multiple-choice item, its set of options (whitespace and case aside, options in any
-    order).
+    for a multiple-choice item, its set of options (whitespace, case, character width and
+    zero-width characters aside, options in any order). Two copies of a question that differ only
+    in what a reader cannot see (a pasted U+200B, a full-width ``？`` or ``２``) are one question.
 
     >>> content_key(MCQItem("a", " 2+2? ", ("4", "3"))) == content_key(MCQItem("b", "2+2?", ("3", "4")))
     True
     >>> content_key(QAItem("q", "What is  GDP?"))
     ('what is gdp?',)
+    >>> content_key(QAItem("w", "\u200bＷhat is GDP？")) == content_key(QAItem("q", "What is GDP?"))
+    True
     """
-
-    def norm(text: str) -> str:
-        return " ".join(text.split()).casefold()
-
     if isinstance(item, MCQItem):
-        return (norm(item.question), *sorted(norm(o) for o in item.options))
-    return (norm(item.question),)
+        return (same_text(item.question), *sorted(same_text(o) for o in item.options))
+    return (same_text(item.question),)
+
+
+def same_text(text: str) -> str:
+    """``text`` as :func:`content_key` compares it: whitespace collapsed, case folded, NFKC
+    (full-width forms read as their ASCII ones) and zero-width characters dropped.
+
+    >>> same_text(" Ａ\u200b  Fruit？")
+    'a fruit?'
+    """
+    return " ".join(unicodedata.normalize("NFKC", str(text)).translate(_UNSEEN).split()).casefold()
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ class SplitOverlap:
 
 
 def split_overlap(splits: Mapping[str, Sequence[Any]]) -> SplitOverlap:
-    """Which items appear in more than one split (same text, whitespace and case aside).
+    """Which items appear in more than one split (the same :func:`content_key`: whitespace,
+    case, width and zero-width characters aside).
 
     CAP and BenBench compare splits (trained on or not); an item in two splits is on both sides
     of the comparison and pulls the difference towards 0 (FinEval's dev and val share 8
@@ -75,7 +76,8 @@ def split_overlap(splits: Mapping[str, Sequence[Any]]) -> SplitOverlap:
 
 def repeats(items: Sequence[Any]) -> dict[str, str]:
     """Items that repeat the text of an earlier item (:func:`content_key`: question and option
-    set, whitespace and case aside): ``{id of the repeat: id of the first}``.
+    set, as :func:`~contamscope.data.items.same_text` reads them): ``{id of the repeat: id of
+    the first}``.
 
     A repeated item is not new evidence: a model scores two copies alike, so counting both
     counts one observation twice (MMLU's test set repeats 106 questions).

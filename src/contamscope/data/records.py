@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from contamscope.data.items import LoadResult, MCQItem, RowProblem
+from contamscope.data.items import INVISIBLE, LoadResult, MCQItem, RowProblem
 from contamscope.errors import ConfigError, DataError
 from contamscope.wording import plural
 
@@ -121,12 +121,6 @@ def _parse_option_fields(value: str) -> tuple[str, ...] | None:
             f"field map: options takes at most {MAX_OPTIONS} fields, got {len(names)}"
         )
     return names  # one field: it holds the options (a list, or an object of them)
-
-
-INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
-"""Zero-width characters (space, non-joiners, word joiner, BOM), as pasted from web pages or
-WPS: invisible before an option's label, they hid it from the rules below (a labelled file read
-as unlabelled, and the published order won every item; Chinese QA)."""
 
 
 def blank(text: str) -> bool:

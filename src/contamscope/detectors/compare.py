@@ -102,7 +102,7 @@ class PairedItem:
     gap_b: float
     group: str | None = None
     """The item's option list in its published order (as the run's template renders it,
-    whitespace and case aside): items with the same one are one draw of that order
+    whitespace, case, width and zero-width characters aside): items with the same one are one draw of that order
     (docs/statistics.md, "Items that share one option list"); None: shares nothing."""
 
 

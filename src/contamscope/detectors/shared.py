@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from contamscope.data.items import same_text
 from contamscope.detectors.permutation import gap_values
 
 __all__ = [
@@ -112,15 +113,11 @@ def count_sf(k: int, single: NDArray[np.float64], groups: Sequence[NDArray[np.fl
     return float(min(1.0, max(0.0, pmf[rest:].sum()))) if rest < pmf.size else 0.0
 
 
-def _norm(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
-
-
 def shared_orders(
     records: Sequence[Mapping[str, Any]], options: Mapping[str, Sequence[str]]
 ) -> list[SharedOrders]:
     """The groups of ``records`` (permutation records with their ``orders`` and ``logprobs``)
-    whose items have the same options in the same published order (whitespace and case aside;
+    whose items have the same options in the same published order (whitespace, case, width and zero-width characters aside;
     ``options``: each item's options by id). Records whose id has no options are never grouped.
 
     >>> recs = [{"id": i, "orders": [[0, 1], [1, 0]], "logprobs": [-1.0, -2.0]} for i in "abc"]
@@ -132,7 +129,7 @@ def shared_orders(
         opts = options.get(str(r.get("id")))
         if opts is None or not r.get("logprobs"):
             continue
-        by_key.setdefault(tuple(_norm(o) for o in opts), []).append(i)
+        by_key.setdefault(tuple(same_text(o) for o in opts), []).append(i)
     out: list[SharedOrders] = []
     for members in by_key.values():
         if len(members) < 2:

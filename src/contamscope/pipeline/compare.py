@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data.items import same_text
 from ..detectors.compare import (
     COMPARE_NULL,
     PairedItem,
@@ -119,11 +120,11 @@ def _pair(ra: dict[str, Any], rb: dict[str, Any]) -> PairedItem:
 
 def _option_list(record: dict[str, Any]) -> str | None:
     """The item's options in their published order, as the run's template renders them
-    (whitespace and case aside): items with the same one are one draw of that order."""
+    (whitespace, case, width and zero-width characters aside): items with the same one are one draw of that order."""
     conts = record.get("continuations")
     if not isinstance(conts, list) or not conts or not isinstance(conts[0], str):
         return None
-    return " ".join(conts[0].split()).casefold()
+    return same_text(conts[0])
 
 
 def _natural_ids(run: RunData) -> set[str]:

@@ -164,7 +164,7 @@ def unseen_references(
     benchmark: Sequence[MCQItem], references: Sequence[MCQItem]
 ) -> tuple[list[MCQItem], list[MCQItem]]:
     """The reference items that are not benchmark items, and those that are (the same question
-    and set of options, whitespace and case aside, in any order).
+    and set of options, whitespace, case, width and zero-width characters aside, in any order).
 
     The test calibrates on the references as items the model never saw; a benchmark item among
     them is one it may have seen, which would hide the very leakage being tested for.
@@ -183,7 +183,7 @@ def unseen_references(
 
 def distinct_references(references: Sequence[MCQItem]) -> tuple[list[MCQItem], list[MCQItem]]:
     """The reference items once each, and the repeats of an earlier one (the same question and
-    set of options, whitespace and case aside).
+    set of options, whitespace, case, width and zero-width characters aside).
 
     The conformal p-value counts each reference as one more unseen item: a reference given 20
     times counts 20 times, and the flag rate is no longer bounded by alpha (helper audit: two

@@ -391,8 +391,8 @@ def _overlap_note(summary: dict[str, Any]) -> str:
         "difference towards 0; --drop-shared leaves them out"
     )
     return (
-        f"<p class='note'><b>Overlap between splits</b> {among} (same text, whitespace and "
-        "case aside): "
+        f"<p class='note'><b>Overlap between splits</b> {among} (same text, whitespace, "
+        "case, character width and zero-width characters aside): "
         f"{'; '.join(parts)}. Shared items are {what}.</p>"
     )
 
