@@ -1594,6 +1594,9 @@ def test_a_json_list_named_jsonl_gets_the_hint(tmp_path: Path) -> None:
         # the same byte pairs: Japanese and Korean files were said to be GB18030 (diff review)
         ("euc_jp", "it reads as EUC-JP (Japanese)"),
         ("euc_kr", "it reads as EUC-KR (Korean)"),
+        # which GB18030 does not read as its own: they had no hint
+        ("shift_jis", "it reads as Shift-JIS (Japanese)"),
+        ("big5", "it reads as Big5 (Traditional Chinese)"),
     ],
 )
 def test_a_chinese_file_in_another_encoding_is_named(tmp_path: Path, codec: str, said: str) -> None:
@@ -1602,8 +1605,21 @@ def test_a_chinese_file_in_another_encoding_is_named(tmp_path: Path, codec: str,
     path = tmp_path / "zh.csv"
     row = {
         "euc_jp": "0,日本の首都はどこですか?,東京,大阪,京都,名古屋,A",
+        "shift_jis": "0,日本の首都はどこですか?,東京,大阪,京都,名古屋,A",
         "euc_kr": "0,대한민국의 수도는 어디입니까?,서울,부산,인천,대구,A",
+        "big5": "0,甲狀腺的動脈來自?,甲,乙,丙,丁,A",
     }.get(codec, "0,甲状腺的动脉来自?,甲,乙,丙,丁,A")
     path.write_bytes(f",Question,A,B,C,D,Answer\n{row}\n".encode(codec))
     with pytest.raises(DataError, match=rf"byte offset \d+\): {re.escape(said)}; re-save"):
         load_benchmark(str(path))
+
+
+def test_latin1_text_gets_no_east_asian_hint(tmp_path: Path) -> None:
+    """Latin-1 decodes as Big5 too ("°C" as 0xB0 0x43, a common character): a file of
+    temperatures and accents is only "not UTF-8" (no guess)."""
+    path = tmp_path / "fr.csv"
+    row = "0,L'eau à 20 °C et 5 µF: qu'est-ce que ça donne à 100 °C?,oui,non,peut-être,très,A"
+    path.write_bytes(f",Question,A,B,C,D,Answer\n{row}\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"byte offset \d+\); re-save") as err:
+        load_benchmark(str(path))
+    assert "reads as" not in str(err.value)

@@ -146,7 +146,8 @@ def _encoding_hint(raw: bytes) -> str:
     """What a file that is not UTF-8 looks like, said after the byte: UTF-16 without a
     byte-order mark (NULs between its ASCII characters, also among Chinese text), or GB18030
     (GBK, Chinese Windows' encoding: the whole file decodes as it, with Chinese characters),
-    EUC-JP or EUC-KR (the same byte pairs, with kana or Hangul); else nothing (Chinese QA).
+    EUC-JP or EUC-KR (the same byte pairs, with kana or Hangul), Shift-JIS or Big5
+    (:func:`_two_byte_hint`); else nothing (Chinese QA).
 
     >>> _encoding_hint("题目,甲".encode("gb18030")), _encoding_hint("题目,x".encode("utf-16-le"))
     (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
@@ -156,6 +157,8 @@ def _encoding_hint(raw: bytes) -> str:
     ('', '')
     >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("「수도는」 ① 서울(首都)".encode("euc_kr"))
     (': it reads as EUC-JP (Japanese)', ': it reads as EUC-KR (Korean)')
+    >>> _encoding_hint("首都は東京です".encode("shift_jis")), _encoding_hint("下列說法正確的是".encode("big5"))
+    (': it reads as Shift-JIS (Japanese)', ': it reads as Big5 (Traditional Chinese)')
     """
     head = raw[:4096]
     if head.count(0) * 8 >= len(head):
@@ -163,11 +166,12 @@ def _encoding_hint(raw: bytes) -> str:
     try:
         wide = [c for c in raw.decode("gb18030")[:65536] if not c.isascii()]
     except UnicodeDecodeError:
-        return ""
+        wide = []
     # GB2312's characters, both bytes 0xA1 or more: a Latin-1 "ça" decodes too, as 0xE7 0x61
-    gb2312 = sum(min(c.encode("gb18030")) >= 0xA1 for c in wide)
-    if gb2312 < 2 or 10 * gb2312 < 9 * len(wide):
-        return ""
+    # (three different ones at least: "fiancÃ©e", UTF-8 saved again as Latin-1, is one twice)
+    gb2312 = [c for c in wide if min(c.encode("gb18030")) >= 0xA1]
+    if len(set(gb2312)) < 3 or 10 * len(gb2312) < 9 * len(wide):
+        return _two_byte_hint(raw)
     # EUC-JP and EUC-KR use the same byte pairs (read as GB18030, Korean and Japanese files
     # were said to be Chinese; diff-review QA), and short Chinese text decodes as EUC-KR too,
     # as Hangul: Japanese is a tenth kana or more (of its letters), Korean half Hangul or more
@@ -181,11 +185,47 @@ def _encoding_hint(raw: bytes) -> str:
         except UnicodeDecodeError:
             continue
         letters = sum(c.isalpha() and not c.isascii() for c in text)
-        found = len(re.findall(f"[{script}]", text))
-        spaced = codec == "euc_jp" or text.count(" ") >= 0.05 * found
-        if found >= share_needed * max(1, letters) and spaced:
+        found = re.findall(f"[{script}]", text)
+        spaced = codec == "euc_jp" or text.count(" ") >= 0.05 * len(found)
+        if len(set(found)) >= 3 and len(found) >= share_needed * max(1, letters) and spaced:
             return f": it reads as {name}"
     return ": it reads as GB18030 (GBK), as Chinese Windows saves text"
+
+
+def _two_byte_hint(raw: bytes) -> str:
+    """Shift-JIS (Japanese Windows) or Big5 (Taiwan and Hong Kong), which GB18030 does not read
+    as its own: the whole file decodes, as kana (three different ones at least, and a tenth of
+    its letters or more) for Shift-JIS, and for Big5 as characters nine in ten of which are of
+    its frequent first level (lead bytes 0xA1-0xC6: punctuation and the 5,401 common
+    characters), a quarter of them written with two bytes above ASCII, three different ones at
+    least. A Latin-1 file decodes as Big5 too, its accented letters and signs before an ASCII
+    letter read as characters: ``°C`` as 0xB0 0x43, a common one; but its non-ASCII characters
+    seldom stand two in a row. Else nothing.
+
+    >>> _two_byte_hint("ça? Très bien".encode("latin-1")), _two_byte_hint("20 °C, 5 µF, 1 °F".encode("latin-1"))
+    ('', '')
+    """
+    for codec, name in (
+        ("shift_jis", "Shift-JIS (Japanese)"),
+        ("big5", "Big5 (Traditional Chinese)"),
+    ):
+        try:
+            wide = [c for c in raw.decode(codec)[:65536] if not c.isascii()]
+        except UnicodeDecodeError:
+            continue
+        if codec == "shift_jis":
+            kana = [c for c in wide if "\u3040" <= c <= "\u30ff"]
+            letters = sum(c.isalpha() for c in wide)
+            found = len(set(kana)) >= 3 and 10 * len(kana) >= letters
+        else:
+            pairs = [c.encode(codec) for c in wide]
+            common = sum(0xA1 <= b[0] <= 0xC6 for b in pairs)
+            high = [b for b in pairs if len(b) == 2 and b[1] >= 0xA1]
+            found = len(set(high)) >= 3 and 4 * len(high) >= len(wide)
+            found = found and 10 * common >= 9 * len(wide)
+        if found:
+            return f": it reads as {name}"
+    return ""
 
 
 TABLE_SUFFIXES = (".csv", ".tsv")
