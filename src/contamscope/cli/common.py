@@ -316,7 +316,7 @@ def _one_selection(kw: Mapping[str, Any]) -> None:
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (``kill``, a scheduler's time limit) and SIGHUP (a closed terminal, tmux or ssh
     session) raise :class:`KeyboardInterrupt`, as Ctrl-C does, so a command ends the same way:
-    the batch in flight written, "interrupted", exit 130 (a killed scoring run ended at -15,
+    the batches scored kept, "interrupted", exit 130 (a killed scoring run ended at -15,
     or -1, with no word and its last batch unwritten; QA). A SIGHUP that is ignored (``nohup``)
     stays ignored."""
     import signal

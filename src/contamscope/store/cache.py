@@ -2,7 +2,9 @@
 
 Key: sha256 over (cache schema, backend fingerprint, prefix text, continuation text). The
 fingerprint covers the weights, dtype, tokenizer, BOS and engine version, so a number is reused
-only where it would be recomputed identically. Writes are one transaction per batch.
+only where it would be recomputed the same, up to the rounding of the batch it was computed in
+(texts batched with others, as another ``--batch-items`` or number of orders batches them,
+differ by about 1e-5 to 1e-4 nats in float32). Writes are one transaction per batch.
 
 Besides log-prob sums (table ``scores``) the cache holds per-token statistics and greedy
 generations (table ``blobs``, JSON values keyed the same way plus the kind of result and, for
