@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import sys
 from pathlib import Path
 from typing import IO, Any
 
@@ -138,16 +140,49 @@ def open_unlinked(path: Path, mode: str = "w") -> IO[Any]:
 def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
     """Write ``text`` to ``path`` through a temporary file renamed over it (a reader never sees
     half a file; a link of either name is replaced, not written through); on failure, one
-    line naming ``what`` and no temporary file left behind."""
+    line naming ``what`` and no temporary file left behind. A user's ``--out`` that is this
+    process's stdout or stderr or the null device (:func:`is_stream`: ``/dev/stdout``) is
+    written to, as ``>`` writes."""
     from .errors import StoreError
 
     path = check_output_file(path, what)
-    make_folder(path.parent, what)
     try:
+        if what != RUN_FOLDER and is_stream(path):
+            for stream in (sys.stdout, sys.stderr):  # what they hold comes first
+                if stream is not None:
+                    stream.flush()
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(text)
+            return path
+        make_folder(path.parent, what)
         replace_text(path, text)
     except OSError as exc:
         raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
     return path
+
+
+def is_stream(path: Path) -> bool:
+    """Whether ``path`` is, through links or not, this process's stdout or stderr, or the null
+    device (``/dev/stdout``, ``/dev/fd/2``, ``/dev/null``), or is itself a named pipe: a file
+    renamed over one of these replaced the link (as root, ``--out /dev/stdout`` made
+    ``/dev/stdout`` a regular file; locale QA) or failed.
+
+    >>> is_stream(Path(os.devnull)), is_stream(Path("/no/such/file"))
+    (True, False)
+    """
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    if stat.S_ISFIFO(found.st_mode) and not path.is_symlink():
+        return True
+    own = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            own.append(os.fstat(fd))
+    with contextlib.suppress(OSError):
+        own.append(os.stat(os.devnull))
+    return any((found.st_dev, found.st_ino) == (o.st_dev, o.st_ino) for o in own)
 
 
 def replace_text(path: Path, text: str | bytes) -> None:

@@ -14,10 +14,14 @@ def shell(path: object) -> str:
     """``path`` as one shell word, for a command printed to be copied (a folder named
     ``a b`` was printed bare: pasted, it was two arguments; QA).
 
-    >>> shell("runs/a b"), shell("runs/plain")
-    ("'runs/a b'", 'runs/plain')
+    A name starting with ``-`` is written ``./-out``: bare, the command read it as an option
+    (``contamscope report -out``: "Missing argument"; locale QA).
+
+    >>> shell("runs/a b"), shell("runs/plain"), shell("-out")
+    ("'runs/a b'", 'runs/plain', './-out')
     """
-    return shlex.quote(str(path))
+    text = str(path)
+    return shlex.quote("./" + text if text.startswith("-") else text)
 
 
 def first_few(names: Sequence[str], n: int = 3) -> str:

@@ -1291,3 +1291,22 @@ def test_figures_are_not_written_through_a_link(tmp_path: Path) -> None:
     plot_pcr_heatmap([summary], png)
     assert victim.read_text() == "kept\n"
     assert not png.is_symlink() and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cache_repair_in_a_read_only_folder_finds_a_sound_cache_sound(tmp_path: Path) -> None:
+    """SQLite cannot make a WAL cache's shared-memory file there: the sound cache was called
+    "nothing to salvage" and its removal suggested."""
+    from contamscope.store.repair import repair_cache
+
+    path = tmp_path / "ro" / "scores.sqlite"
+    path.parent.mkdir()
+    cache = ScoreCache(path)
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "a")])
+    cache.close()  # (its -wal and -shm files go: a reader would have to make the -shm)
+    assert [p.name for p in path.parent.iterdir()] == ["scores.sqlite"]
+    undo = _make_unwritable(path.parent)
+    try:
+        report = repair_cache(path)
+    finally:
+        undo()
+    assert report.sound and report.damaged_copy is None

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
@@ -17,6 +16,7 @@ from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
+    Table,
     check_run_folder,
     console,
     drop_ignored,

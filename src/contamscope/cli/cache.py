@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from ..errors import ConfigError, StoreError
 from ..paths import cache_dir_name, check_output_folder, default_score_db, model_cache_dir
@@ -18,6 +17,7 @@ from ..store.cache import Copied, sqlite_files
 from ..wording import plural, shell
 from .common import (
     EXIT_INTERRUPTED,
+    Table,
     console,
     err_console,
     say_unread_wal,
@@ -147,7 +147,7 @@ def clear(
     if model is not None:
         _clear_model(path, model, yes)
         return
-    if not yes and not typer.confirm(f"delete all cached scores in {path}?"):
+    if not yes and not _confirm(f"delete all cached scores in {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     try:
@@ -242,6 +242,14 @@ def _partials(target: Path) -> list[Path]:
         except OSError:  # alive, another user's
             pass
     return stale
+
+
+def _confirm(question: str) -> bool:
+    """``typer.confirm(question)``; a closed stdin (``<&-``) is no answer, as end of input is
+    ("aborted", exit 1: it was a RuntimeError's traceback; locale QA)."""
+    if sys.stdin is None:
+        raise typer.Abort
+    return typer.confirm(question)
 
 
 @contextlib.contextmanager
@@ -399,7 +407,7 @@ def _clear_converted(yes: bool) -> None:
         console.print(f"{root}: no converted model copies")
         return
     what = f"{plural(found[0], 'file')} ({found[1] / 1e6:.1f} MB) of converted model copies"
-    if not yes and not typer.confirm(f"delete {what} in {root}?"):
+    if not yes and not _confirm(f"delete {what} in {root}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     for child in root.iterdir():
@@ -445,7 +453,7 @@ def _clear_model(path: Path, model: str, yes: bool) -> None:
     n_entries = sum(m.entries for m in chosen)
     setups = f" ({len(chosen)} set-ups)" if len(chosen) > 1 else ""
     what = f"{plural(n_entries, 'score')} of {model}{setups}"
-    if not yes and not typer.confirm(f"delete {what} from {path}?"):
+    if not yes and not _confirm(f"delete {what} from {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     n = cache.clear([m.fingerprint for m in chosen])

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..errors import CapabilityError, ConfigError
 from ..executors import Executor, LocalExecutor
@@ -16,6 +15,7 @@ from .common import (
     MODEL_OPTIONS_HELP,
     REPORT_OPT,
     ItemProgress,
+    Table,
     check_run_folder,
     console,
     drop_ignored,

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import rich.table
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -97,6 +98,16 @@ def _file_width(stream: object) -> int | None:
     if "COLUMNS" in os.environ or (isatty is not None and isatty()):
         return None
     return 200
+
+
+class Table(rich.table.Table):
+    """rich's table, whose cells fold onto a second line where the width is short rather than
+    end in "…": under ``COLUMNS=40`` a p-value of 1.0 read ``1.0…`` and an interval
+    ``[0.0…`` (the numbers were cut, not whole; locale QA)."""
+
+    def add_column(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("overflow", "fold")
+        super().add_column(*args, **kwargs)
 
 
 # no markup: file names, row text and model names may hold brackets ("d/x[/]y.csv"); styles
@@ -276,8 +287,10 @@ def name_option(message: str, kw: dict[str, Any]) -> str:
     '--reference-benchmark f.csv: no such file or folder'
     >>> name_option("x.csv:3: no question", {"benchmark": "x.csv"})
     'x.csv:3: no question'
+    >>> name_option("-: no such file or folder", {"benchmark": "-"})
+    '--benchmark -: no such file or folder'
     """
-    if message.startswith("-"):
+    if message.startswith("--"):
         return message
     for key, option in _SPEC_OPTIONS.items():
         given = kw.get(key)

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..errors import ConfigError
-from .common import console, err_console, run_folders_as_written, styled, user_errors
+from .common import Table, console, err_console, run_folders_as_written, styled, user_errors
 
 EPILOG = """
 Examples:

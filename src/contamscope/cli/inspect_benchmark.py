@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..detectors.verdict import p_text, pct_text
 from ..wording import plural
 from .common import (
+    Table,
     console,
     exit_if_skipped,
     list_skipped,

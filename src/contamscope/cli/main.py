@@ -222,6 +222,7 @@ def main() -> None:
     """The console script. Stdout closed early ends it as SIGPIPE ends a Unix tool: quietly,
     :data:`EXIT_OUTPUT_CLOSED` (typer and rich end with 1, the status of a prompt answered
     no, and say nothing)."""
+    _escape_what_cannot_be_written()
     pipe = _stdout_pipe()
     try:
         _main(pipe)
@@ -242,6 +243,18 @@ def main() -> None:
         with contextlib.suppress(OSError):
             sys.stderr.flush()
         os._exit(EXIT_USER_ERROR)  # (Python's flush of the full stdout at exit would fail again)
+
+
+def _escape_what_cannot_be_written() -> None:
+    """Stdout writes a character its encoding lacks as a backslash escape, as stderr does:
+    under ``PYTHONIOENCODING=ascii`` a Chinese file name in a summary was a UnicodeEncodeError
+    after the run was written (a sweep never got past it, and ``reanalyse`` called the run
+    folder damaged; locale QA)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
 
 
 _WRITE_FAILURES = {errno.ENOSPC, errno.EIO, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
@@ -282,7 +295,8 @@ def _main(pipe: tuple[int, int] | None) -> None:
             if exc.code == 1 and pipe is not None and _reader_gone(pipe):
                 _end_output_closed(pipe)
             raise
-        sys.stdout.flush()  # a closed pipe is found here, not in Python's flush at exit
+        if sys.stdout is not None:  # (None: started with stdout closed, ``>&-``)
+            sys.stdout.flush()  # a closed pipe is found here, not in Python's flush at exit
     except typer.TyperException as exc:  # typer's own click errors (it vendors click)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
@@ -294,7 +308,7 @@ def _main(pipe: tuple[int, int] | None) -> None:
             styled("bold red", "error:", f" {message}{where}"), highlight=False, soft_wrap=True
         )
         sys.exit(getattr(exc, "exit_code", EXIT_USER_ERROR))
-    except typer.Abort:  # Ctrl-C or end of input at a prompt
+    except typer.Abort:  # Ctrl-C or end of input at a prompt (or none: stdin closed)
         err_console.print("aborted", highlight=False)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.table import Table
-
 from ..detectors.verdict import (
     counted_items,
     few_items_text,
@@ -17,7 +15,7 @@ from ..detectors.verdict import (
     verdict_tests,
 )
 from ..wording import plural
-from .common import console, styled
+from .common import Table, console, styled
 
 __all__ = ["print_permutation_summary", "verdict"]
 

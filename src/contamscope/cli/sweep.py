@@ -751,12 +751,10 @@ def _dry_run(
     jobs: list[Job], kw: dict[str, Any], shared: dict[str, Any], refs: dict[str, Job]
 ) -> None:
     """What the sweep would do, from the benchmarks' text and the run folders alone."""
-    from rich.table import Table
-
     from ..perturb import get_template
     from ..pipeline import PermutationConfig
     from ..pipeline.survey import survey_permutation
-    from .common import pick_items
+    from .common import Table, pick_items
     from .permutation import load_for
 
     _refuse_other_options(kw["out"], shared, kw["overwrite"])
@@ -851,7 +849,7 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
 
 
 def _print_status(jobs: list[Job], status: dict[Job, str]) -> None:
-    from rich.table import Table
+    from .common import Table
 
     table = Table(title="sweep", show_lines=False)
     for col in ("model", "benchmark", "status", "run folder"):

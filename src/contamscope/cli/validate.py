@@ -14,7 +14,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from ..errors import ConfigError
 from ..paths import check_output_folder
@@ -22,6 +21,7 @@ from ..wording import plural
 from .common import (
     MODEL_OPTIONS_HELP,
     TEMPLATE_HELP,
+    Table,
     console,
     drop_ignored,
     err_console,

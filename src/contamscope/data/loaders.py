@@ -147,6 +147,18 @@ def check_benchmark_spec(
 
 
 def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[list[Path], str]:
+    """The data files ``spec`` names (one, or a folder's of the split) and the source to name
+    them by. A folder that cannot be listed is one line (it was a PermissionError's traceback;
+    locale QA)."""
+    try:
+        return _find_files(spec, split=split, format=format)
+    except PermissionError as exc:
+        where = str(exc.filename or spec)
+        it = "it" if where in (spec, str(Path(spec).expanduser())) else where
+        raise DataError(f"{spec}: cannot read {it} ({exc.strerror})") from None
+
+
+def _find_files(spec: str, *, split: str | None, format: str | None) -> tuple[list[Path], str]:
     path = Path(spec).expanduser()
     if path.is_file():
         if split is not None:

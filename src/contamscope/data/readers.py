@@ -51,11 +51,13 @@ def not_a_file(path: Path) -> str:
     """Why ``path``, which is neither a regular file nor a folder, cannot be read as data: a
     pipe would block until something writes to it, and a device is no data file.
 
-    >>> not_a_file(Path("/no/such/file.csv"))
-    'no such file or folder'
+    >>> not_a_file(Path("/no/such/file.csv")), not_a_file(Path("-"))
+    ('no such file or folder', 'standard input is not read (save the data to a file and give its name)')
     """
     import stat
 
+    if str(path) == "-" and not path.exists():
+        return "standard input is not read (save the data to a file and give its name)"
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -80,6 +82,26 @@ _WIDE_BOMS = (
 _BAD_LINE = "\udcff"
 """Starts a JSON Lines line that was not UTF-8 (:func:`decode_text` with ``by_line``): strict
 UTF-8 decoding never yields a lone surrogate, so no line of a file can start with one."""
+
+
+def utf8_name(path: Path) -> None:
+    """A one-line DataError where ``path`` is not UTF-8 (a name from a GBK or Shift-JIS zip
+    archive, unpacked as its bytes): the items' ids are made from it, and it could be written
+    to no JSON file (a traceback after loading; locale QA).
+
+    >>> utf8_name(Path(b"/d/\\xd6\\xd0.csv".decode("utf-8", "surrogateescape")))
+    Traceback (most recent call last):
+    contamscope.errors.DataError: /d/\\xd6\\xd0.csv: the file's name is not UTF-8 (from an archive made on Chinese or Japanese Windows?); rename it
+    """
+    name = str(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise DataError(
+            f"{shown}: the file's name is not UTF-8 (from an archive made on Chinese or "
+            "Japanese Windows?); rename it"
+        ) from None
 
 
 def _decode_lines(raw: bytes) -> str | None:
@@ -107,7 +129,10 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
 
     ``by_line`` (JSON Lines, one record a line): a line that is not UTF-8 is kept as a marker
     that :func:`json_object` reports as that row's problem, so the other rows are read (one
-    stray byte refused the whole file: QA); a file of mostly such lines is refused whole."""
+    stray byte refused the whole file: QA); a file of mostly such lines is refused whole.
+
+    A file whose name is not UTF-8 (:func:`utf8_name`) is refused, whatever it holds."""
+    utf8_name(path)
     for magic, kind in _PACKED:
         if raw.startswith(magic):
             raise DataError(f"{path}: a {kind}, not text; unpack it first and give the file")

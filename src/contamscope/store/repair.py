@@ -109,15 +109,23 @@ def repair_cache(path: Path) -> RepairReport:
 
 def open_salvageable(path: Path) -> sqlite3.Connection:
     """``path`` opened read-only where its schema version can be read and is this
-    version's; StoreError (nothing to salvage) otherwise."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise StoreError(
-            f"{path}: nothing to salvage ({exc}); `{_clear_command(path)}` removes it"
-        ) from None
+    version's; StoreError (nothing to salvage) otherwise. In a read-only folder, where SQLite
+    cannot make a WAL cache's shared-memory file, it is opened ``immutable`` (as the cache
+    reads it there): a sound cache there was called damaged, "nothing to salvage", and its
+    removal suggested (locale QA)."""
+    uri = path.resolve().as_uri()
+    for flags in ("mode=ro", "mode=ro&immutable=1"):
+        db = sqlite3.connect(f"{uri}?{flags}", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            break
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            if "immutable" not in flags:
+                continue
+            raise StoreError(
+                f"{path}: nothing to salvage ({exc}); `{_clear_command(path)}` removes it"
+            ) from None
     if row is None or str(row[0]) != str(SCHEMA_VERSION):
         db.close()
         found = "no schema version" if row is None else f"schema {row[0]}"
