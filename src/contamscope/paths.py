@@ -107,6 +107,8 @@ def make_folder(path: Path, what: str = "--out") -> Path:
     from .errors import StoreError
 
     path = check_output_folder(path, what)
+    if path.is_symlink() and not path.exists():  # (mkdir said only "File exists"; locale QA)
+        raise StoreError(f"{what} {path}: is a link to {os.readlink(path)}, which does not exist")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -188,10 +190,15 @@ def is_stream(path: Path) -> bool:
 def replace_text(path: Path, text: str | bytes) -> None:
     """Write ``text`` (or bytes) to ``path`` (a file of a run or of its folder) through a
     temporary file renamed over it, as :func:`write_text_atomic` does, without its checks of a
-    user's --out; an OSError leaves no temporary file behind."""
+    user's --out; an OSError leaves no temporary file behind. A file rewritten keeps its
+    permissions (a ``chmod 640`` summary became 644 at ``reanalyse``; locale QA)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open_unlinked(tmp, "wb" if isinstance(text, bytes) else "w") as fh:
+            with contextlib.suppress(OSError, AttributeError):  # (no os.fchmod on Windows)
+                old = os.lstat(path)
+                if stat.S_ISREG(old.st_mode):
+                    os.fchmod(fh.fileno(), old.st_mode & 0o777)
             fh.write(text)
         os.replace(tmp, path)
     except OSError:

@@ -136,3 +136,20 @@ def test_tables_fold_rather_than_cut_numbers() -> None:
     text = console.export_text()
     digits = sorted(ch for ch in text if ch.isdigit())
     assert "…" not in text and digits == sorted(ch for ch in "".join(cells + row) if ch.isdigit())
+
+
+def test_a_rewritten_file_keeps_its_permissions_and_a_dangling_link_is_named(
+    tmp_path: Path,
+) -> None:
+    from contamscope.errors import StoreError
+    from contamscope.paths import make_folder, replace_text
+
+    path = tmp_path / "summary.json"
+    replace_text(path, "{}\n")
+    path.chmod(0o640)
+    replace_text(path, '{"a": 1}\n')
+    assert path.stat().st_mode & 0o777 == 0o640 and path.read_text() == '{"a": 1}\n'
+    link = tmp_path / "out"
+    link.symlink_to("nowhere")
+    with pytest.raises(StoreError, match=r"out: is a link to nowhere, which does not exist$"):
+        make_folder(link)
