@@ -804,3 +804,27 @@ def test_one_host_read_per_unit(tiny_backend, monkeypatch) -> None:  # type: ign
     got = tiny_backend.score(reqs)
     units = [u for u in tiny_backend._units(reqs) if u.batches]
     assert sum(reads) == len(reqs) == len(got) and len(reads) == len(units)
+
+
+def test_a_tokenizer_of_another_model_is_one_line(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Token ids past the model's embedding table were an IndexError's traceback after a note
+    that blamed the prefix-tree engine (another family's tokenizer files in the folder)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from contamscope.backends.hf import HFBackend
+
+    config = LlamaConfig(
+        vocab_size=1000,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+    )
+    with pytest.raises(
+        ModelError,
+        match=r"hf:x: its tokenizer gives token ids up to [\d,]+ and "
+        r"the model embeds 1,000: the tokenizer is not this model's",
+    ):
+        HFBackend(LlamaForCausalLM(config), smollm2_tokenizer, spec="hf:x", identity="x")

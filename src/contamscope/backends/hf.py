@@ -409,6 +409,7 @@ class HFBackend(Backend):
         """How :meth:`score` runs: ``prefix-tree`` (the engine above), or ``full-sequence``
         (every text run whole, batched) for a model whose layers tree attention cannot run
         (recurrent state, chunked attention) or whose results it does not reproduce."""
+        self._check_vocabulary()
         why = self._tree_engine_fails()
         if why:
             self.engine = "full-sequence"
@@ -643,6 +644,26 @@ class HFBackend(Backend):
             mine = self._token_logprobs(hidden, ids[0, 1:])
         want = ref.gather(-1, ids[0, 1:, None]).squeeze(-1)
         return bool(torch.allclose(mine, want, atol=2e-2 if self.dtype != torch.float32 else 1e-4))
+
+    def _check_vocabulary(self) -> None:
+        """A ModelError where the tokenizer gives ids the model has no embedding for, on a
+        short text: its folder holds another model family's tokenizer files (a Gemma tokenizer
+        beside a 49,152-token model was an IndexError's traceback, after a note that blamed the
+        prefix-tree engine; model QA)."""
+        embeddings = self.model.get_input_embeddings()
+        rows = getattr(embeddings, "num_embeddings", None)
+        if not isinstance(rows, int):
+            return
+        text = "The quick brown fox jumps over the lazy dog. 1, 2, 3; 北京是中国的首都。"
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if self.bos_id is not None:
+            ids.append(self.bos_id)
+        if ids and max(ids) >= rows:
+            raise ModelError(
+                f"{self.spec}: its tokenizer gives token ids up to {max(ids):,} and the model "
+                f"embeds {rows:,}: the tokenizer is not this model's (another model's "
+                "tokenizer files in its folder?)"
+            )
 
     def _tree_engine_fails(self) -> str | None:
         """Why the prefix-tree engine cannot score this model (None when it can): a layer kind
