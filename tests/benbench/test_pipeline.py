@@ -476,3 +476,20 @@ def test_non_finite_answer_logprob_excludes_the_version_with_its_reason(
     c = out.summary["counts"]["test"]
     assert sum(c["excluded"].values()) == 1
     assert math.isfinite(out.summary["statistics"]["splits"]["test"]["original"]["ppl"])
+
+
+def test_a_paraphraser_without_a_chat_template_is_said_and_its_replies_checked(
+    tmp_path: Path, tiny_backend, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The request to paraphrase went to a base model (the bundled Gemma 3) as plain text,
+    silently; a random model's replies are no paraphrases: each is recorded as not ok."""
+    from contamscope.errors import ContamscopeWarning
+
+    monkeypatch.setattr(tiny_backend.tokenizer, "chat_template", None)
+    scorer = CachedScorer(tiny_backend, None)
+    cfg = BenBenchConfig(n_boot=100, paraphrase_max_tokens=8)
+    with pytest.warns(ContamscopeWarning, match=r"--paraphraser hf:\S+ has no chat template"):
+        _run(tmp_path, scorer, cfg, paraphraser=scorer)
+    recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
+    made = [r["generated_paraphrase"] for r in recs]
+    assert len(made) == len(recs) and not any(p["ok"] for p in made)

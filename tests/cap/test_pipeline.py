@@ -203,6 +203,31 @@ def test_qa_year_shift(qa_file: Path, tiny_backend: Any, tmp_path: Path) -> None
     assert analysis_config({"config": {"chat": True}, "task": "qa"}).chat  # reanalyse keeps it
 
 
+def test_chat_is_refused_for_a_model_without_a_chat_template(
+    qa_file: Path, tiny_backend: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run recorded chat: true and gave plain prompts (the bundled Gemma 3 has no
+    template; Gemma QA)."""
+    data = load_cap(
+        str(qa_file),
+        ["train", "test"],
+        fields=CapFields.parse("input=question,output=answer,split=part"),
+    )
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    monkeypatch.setattr(tiny_backend.tokenizer, "chat_template", None)
+    with pytest.raises(
+        ConfigError, match=r"--chat .*: hf:\S+ has no chat template .*leave --chat out"
+    ):
+        run_cap(
+            data,
+            sel,
+            _scorer(tiny_backend, tmp_path),
+            RunDir(tmp_path / "q"),
+            CapConfig(task="qa", max_new_tokens=4, chat=True),
+        )
+    assert not (tmp_path / "q" / "items.jsonl").exists()
+
+
 def test_summary_paraphrase_threshold(tmp_path: Path) -> None:
     backend = TextOnlyBackend()
     rows = [

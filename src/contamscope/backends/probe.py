@@ -28,7 +28,14 @@ from .base import Backend, Capabilities
 if TYPE_CHECKING:
     from .openai_compat import OpenAIBackend
 
-__all__ = ["check_backend", "probe_server", "ProbeReport", "METHOD_NEEDS", "available_methods"]
+__all__ = [
+    "check_backend",
+    "probe_server",
+    "ProbeReport",
+    "METHOD_NEEDS",
+    "available_methods",
+    "without_chat_template",
+]
 
 METHOD_NEEDS: Mapping[str, Capabilities] = {
     "permutation": Capabilities(prompt_logprobs=True, from_start=False),
@@ -320,3 +327,11 @@ def check_backend(
         still = ", ".join(left) if left else "none"
         raise CapabilityError(f"{exc}{why}; methods this backend can run: {still}") from None
     return report
+
+
+def without_chat_template(backend: Backend) -> bool:
+    """Whether ``backend`` is a local model whose tokenizer has no chat template (a base model,
+    as the bundled Gemma 3): a request's ``chat`` then gives its prompt as plain text. False for
+    a served model (its server applies its own template)."""
+    tok = getattr(backend, "tokenizer", None)
+    return tok is not None and not getattr(tok, "chat_template", None)

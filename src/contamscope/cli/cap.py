@@ -120,7 +120,11 @@ def command(
     max_new_tokens: int | None = typer.Option(
         None, "--max-new-tokens", help="Generation length (default 8 mcq, 64 qa, 256 summary)."
     ),
-    chat: bool = typer.Option(False, "--chat", help="Use the model's chat template."),
+    chat: bool = typer.Option(
+        False,
+        "--chat",
+        help="Use the model's chat template (refused for a model without one, a base model).",
+    ),
     year_shift: int | None = typer.Option(
         None, "--year-shift", help="qa: years added (default: seeded +-20..40)."
     ),

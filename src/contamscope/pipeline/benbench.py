@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
-from ..backends.probe import check_backend
+from ..backends.probe import check_backend, without_chat_template
 from ..data.items import LoadResult, QAItem
 from ..detectors.benbench import (
     LOWER_IS_FAMILIAR,
@@ -39,7 +39,7 @@ from ..detectors.benbench import (
     split_label_p,
     starting_points,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, note
 from ..perturb.paraphrase import Paraphrase, paraphrase_prompt
 from ..store import (
     RUN_SCHEMA_VERSION,
@@ -541,6 +541,13 @@ def run_benbench(
         )
     if paraphraser is not None:
         check_backend(paraphraser.backend, generate=True, method="--paraphraser")
+        if without_chat_template(paraphraser.backend):
+            note(
+                f"--paraphraser {paraphraser.backend.spec} has no chat template (a base model): "
+                "the request to paraphrase is given to it as plain text, which a base model may "
+                "continue rather than answer (each reply is checked; those that are no "
+                "paraphrase are left out and counted)"
+            )
     settings = {
         "method": "benbench",
         "run_schema": RUN_SCHEMA_VERSION,

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypedDict
 
 from .. import __version__
 from ..backends.base import GenerateRequest, ScoreRequest
-from ..backends.probe import check_backend
+from ..backends.probe import check_backend, without_chat_template
 from ..data.cap import FINEVAL_PROMPT, CapData
 from ..data.items import MCQItem, QAItem
 from ..data.overlap import split_overlap
@@ -441,6 +441,12 @@ def run_cap(
     counted = scorer.mark()
     check_backend(backend, generate=True, method="CAP")
     para = paraphraser or scorer
+    for model in (backend, para.backend) if config.chat else ():
+        if without_chat_template(model):  # (--chat was recorded and plain text used; Gemma QA)
+            raise ConfigError(
+                f"--chat (CapConfig(chat=True)): {model.spec} has no chat template (a base "
+                "model: its prompts are plain text); leave --chat out"
+            )
     if config.task == "summary":
         if embedder is None:
             raise ConfigError("the summary task needs an embedding model (semantic consistency)")
