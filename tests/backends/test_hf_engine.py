@@ -828,3 +828,32 @@ def test_a_tokenizer_of_another_model_is_one_line(smollm2_tokenizer) -> None:  #
         r"the model embeds 1,000: the tokenizer is not this model's",
     ):
         HFBackend(LlamaForCausalLM(config), smollm2_tokenizer, spec="hf:x", identity="x")
+
+
+def test_a_hub_model_without_a_network_is_one_line_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Offline, transformers retried each file five times (22 lines over 75 s) before the
+    error; a proxy, HF_HUB_OFFLINE or a model in the hub's cache leave it to transformers."""
+    import socket
+
+    from contamscope.backends.hf import HFBackend, hub_unreachable
+
+    def no_dns(host: str, *a: object, **k: object) -> object:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    for var in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                "ALL_PROXY", "all_proxy", "HF_ENDPOINT"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(
+        ModelError,
+        match=r"could not load model 'nobody-xyz/none': not a local "
+        r"folder, and the hub's host huggingface.co cannot be resolved",
+    ):
+        HFBackend.from_spec("nobody-xyz/none", device="cpu", dtype="float32", options={})
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub_unreachable("nobody-xyz/none") is None
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_unreachable("nobody-xyz/none") is None

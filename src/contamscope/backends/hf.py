@@ -306,6 +306,35 @@ OPTIONS = frozenset(
 """The ``-M key=value`` options of ``hf:`` models (docs/backends.md)."""
 
 
+def hub_unreachable(name: str) -> str | None:
+    """Why the Hugging Face hub certainly cannot serve hub model ``name`` here (its host name
+    does not resolve: no network), or None (it may: online, a proxy set, the model in the hub's
+    local cache, or HF_HUB_OFFLINE, which transformers answers at once). Offline, transformers
+    retried each file five times, 22 lines of retries over 75 s before the error (Gemma QA)."""
+    import socket
+    from urllib.parse import urlparse
+
+    proxies = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or any(os.environ.get(p) for p in proxies):
+        return None
+    with contextlib.suppress(Exception):  # (no hub library, an odd name: let transformers say)
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return None
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    host = urlparse(endpoint).hostname
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, 443)
+    except socket.gaierror:
+        return f"the hub's host {host} cannot be resolved (no network?)"
+    except OSError:
+        return None
+    return None
+
+
 class HFBackend(Backend):
     """Scores text with a local transformers causal LM."""
 
@@ -439,6 +468,12 @@ class HFBackend(Backend):
             raise ModelError(f"hf:{rest}: no such file or folder")
         else:
             folder, identity, legacy = rest, f"hub:{rest}", ""
+            unreachable = hub_unreachable(rest)
+            if unreachable:
+                raise ModelError(
+                    f"could not load model {rest!r}: not a local folder, and {unreachable} "
+                    "(give a local folder, or download it where the hub can be reached)"
+                )
         backend = cls.from_pretrained(
             str(folder),
             spec=f"hf:{rest}",
