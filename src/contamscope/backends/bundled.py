@@ -75,6 +75,9 @@ def _convert(gguf: Path, dest: Path) -> None:
     under a temporary name and renamed, so a folder with a config.json is complete)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    with open(gguf, "rb") as fh:  # (a text file named .gguf was said to be converting first)
+        if fh.read(4) != b"GGUF":
+            raise ModelError(f"{gguf}: not a GGUF model transformers can read (no GGUF header)")
     root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
