@@ -317,6 +317,13 @@ def test_a_url_with_a_token_is_refused_without_repeating_it(kind: str) -> None:
         check_model_spec("vllm:s3://bucket/model", paths=False)
 
 
+@pytest.mark.parametrize("kind", ["smollm2", "gemma3"])
+def test_a_bundled_model_given_an_argument_is_refused_before_loading(kind: str) -> None:
+    """``gemma3:270m`` was said after the benchmark had been read."""
+    with pytest.raises(ModelError, match=rf"^the model spec '{kind}' takes no argument$"):
+        check_model_spec(f"{kind}:270m")
+
+
 def test_a_bare_model_folder_or_gguf_path_reads_as_hf(tmp_path: Path) -> None:
     """--model ./my-model was 'unknown model spec' though hf:./my-model loads it."""
     from contamscope.backends import normalize_model_spec

@@ -103,6 +103,8 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), gemma3, a "
             "model folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
+    if kind in ("smollm2", "gemma3") and rest:  # (said after the benchmark was read; QA)
+        raise ModelError(f"the model spec {kind!r} takes no argument")
     if kind == "openai":  # (a sweep names its models in its progress and board: QA)
         from .openai_compat import refuse_secrets_in
 
