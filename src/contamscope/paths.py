@@ -158,6 +158,8 @@ def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
             return path
         make_folder(path.parent, what)
         replace_text(path, text)
+    except BrokenPipeError:  # (stdout's reader stopped early, ``| head``: said as for stdout)
+        raise
     except OSError as exc:
         raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
     return path

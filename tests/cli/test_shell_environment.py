@@ -153,3 +153,17 @@ def test_a_rewritten_file_keeps_its_permissions_and_a_dangling_link_is_named(
     link.symlink_to("nowhere")
     with pytest.raises(StoreError, match=r"out: is a link to nowhere, which does not exist$"):
         make_folder(link)
+
+
+def test_a_report_to_stdout_whose_reader_stops_early_ends_quietly(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """``report RUN --out /dev/stdout | head`` said "cannot write it (Broken pipe)", exit 2:
+    it ends as a closed stdout ends (141, nothing said)."""
+    _bench(tmp_path)
+    args = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", "bench.csv"]
+    res = run_cli(*args, "--out", "run", "--device", "cpu", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    res = _cli("report", "run", "--out", "/dev/stdout", cwd=tmp_path,
+               shell_tail="| head -c 10 >/dev/null; exit ${PIPESTATUS[0]}")  # fmt: skip
+    assert res.returncode == 141 and res.stderr == "", res.stderr
