@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..errors import CapabilityError
+from ..errors import CapabilityError, ConfigError
 
 __all__ = [
     "ScoreRequest",
@@ -289,3 +289,17 @@ class Backend(ABC):
             raise CapabilityError(
                 f"{method} needs per-token log-probs, which backend {self.spec!r} cannot return"
             )
+
+
+def int_option(opts: dict[str, str], key: str, least: int) -> int | None:
+    """``-M key=N`` as an integer of at least ``least``; None when not given. (Here, not with
+    the transformers backend: vLLM's options are checked with it, without torch imported.)"""
+    if not opts.get(key):
+        return None
+    try:
+        value = int(opts[key])
+    except ValueError:
+        raise ConfigError(f"-M {key}={opts[key]}: expected an integer") from None
+    if value < least:
+        raise ConfigError(f"-M {key}={value}: must be at least {least}")
+    return value

@@ -43,6 +43,7 @@ from .base import (
     ScoreRequest,
     ScoreResult,
     TokenStats,
+    int_option,
 )
 from .tree_plan import (
     Batch,
@@ -136,19 +137,6 @@ def fast_tokenizer(tok: Any) -> Any:
     if rust is None or not hasattr(rust, "encode_batch"):
         return None
     return rust if rust.truncation is None and rust.padding is None else None
-
-
-def _int_option(opts: dict[str, str], key: str, least: int) -> int | None:
-    """``-M key=N`` as an integer of at least ``least``; None when not given."""
-    if not opts.get(key):
-        return None
-    try:
-        value = int(opts[key])
-    except ValueError:
-        raise ConfigError(f"-M {key}={opts[key]}: expected an integer") from None
-    if value < least:
-        raise ConfigError(f"-M {key}={value}: must be at least {least}")
-    return value
 
 
 _HEAP_KEPT: bool | None = None
@@ -508,8 +496,8 @@ class HFBackend(Backend):
             raise ConfigError(
                 f"-M {unknown[0]}: unknown model option; known: {', '.join(sorted(known))}"
             )
-        max_bt = _int_option(opts, "max_batch_tokens", 64)
-        max_tree = _int_option(opts, "max_tree_nodes", 8)
+        max_bt = int_option(opts, "max_batch_tokens", 64)
+        max_tree = int_option(opts, "max_tree_nodes", 8)
         for key, allowed in (("attn", ("sdpa", "eager")), ("trust_remote_code", ("true", "false"))):
             if key in opts and opts[key].lower() not in allowed:
                 raise ConfigError(f"-M {key}={opts[key]}: expected {' or '.join(allowed)}")

@@ -48,6 +48,7 @@ from .base import (
     TokenStats,
 )
 from .http_client import AUTH_STATUS, ApiClient, ApiSettings, HttpStatusError
+from .registry import refuse_secrets_in
 
 __all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
 
@@ -516,27 +517,6 @@ def same_served_model(asked: str, answered: str) -> bool:
     if answered == asked:
         return True
     return answered.startswith(asked) and bool(_SNAPSHOT.fullmatch(answered[len(asked) :]))
-
-
-def refuse_secrets_in(url: str) -> None:
-    """A BASE_URL with a user and password (``http://user:key@host/v1``) or a query string
-    (``?api_key=...``) is refused without repeating it: the spec is written into settings.json,
-    summary.json, reports, leaderboards and the score cache (security QA). A user and password
-    also made the client send them as Basic auth in place of ``$CONTAMSCOPE_API_KEY``, and a
-    query string had the endpoints appended after it."""
-    try:
-        parts = urlsplit(url)
-        secret = parts.username is not None or parts.password is not None
-    except ValueError as exc:  # (an unreadable port or IPv6 address; not repeated)
-        raise ModelError(f"openai: BASE_URL is not a URL ({exc})") from None
-    if secret or parts.query:
-        what = "a user name or password (user:key@)" if secret else "a query string (?...)"
-        shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
-        raise ModelError(
-            f"openai:{shown}: BASE_URL holds {what}, which would be written into run folders, "
-            "reports and the score cache; give the key in $CONTAMSCOPE_API_KEY and BASE_URL "
-            "without it"
-        )
 
 
 def url_hint(base_url: str, model: str) -> str:

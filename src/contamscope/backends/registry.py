@@ -103,11 +103,9 @@ def check_model_spec(spec: str, dtype: str = "auto", *, paths: bool = True) -> N
             f"unknown model spec {spec!r}{hub}; use smollm2 (the bundled default), gemma3, a "
             "model folder, hf:PATH_OR_HUB_ID, openai:BASE_URL#MODEL or vllm:PATH_OR_HUB_ID"
         )
-    if kind in ("smollm2", "gemma3") and rest:  # (said after the benchmark was read; QA)
+    if kind in ("smollm2", "gemma3") and sep:  # (said after the benchmark was read; QA)
         raise ModelError(f"the model spec {kind!r} takes no argument")
     if kind == "openai":  # (a sweep names its models in its progress and board: QA)
-        from .openai_compat import refuse_secrets_in
-
         refuse_secrets_in(rest.partition("#")[0])
     if kind in ("hf", "vllm") and "://" in rest:  # (the URL is not repeated: it may hold a
         shown = f"{kind}:{rest.partition('://')[0][-12:]}://..."  # token, written everywhere)
@@ -198,3 +196,25 @@ def load_backend(
     module, attr, extra = BACKENDS[kind]
     factory = _resolve(module, attr, extra)
     return factory(rest, device=device, dtype=dtype, options=dict(options or {}))
+
+
+def refuse_secrets_in(url: str) -> None:
+    """A BASE_URL with a user and password (``http://user:key@host/v1``) or a query string
+    (``?api_key=...``) is refused without repeating it: the spec is written into settings.json,
+    summary.json, reports, leaderboards and the score cache (security QA). A user and password
+    also made the client send them as Basic auth in place of ``$CONTAMSCOPE_API_KEY``, and a
+    query string had the endpoints appended after it. (Here, not with the openai backend: the
+    check runs before any model loads, without httpx installed; packaging QA.)"""
+    try:
+        parts = urlsplit(url)
+        secret = parts.username is not None or parts.password is not None
+    except ValueError as exc:  # (an unreadable port or IPv6 address; not repeated)
+        raise ModelError(f"openai: BASE_URL is not a URL ({exc})") from None
+    if secret or parts.query:
+        what = "a user name or password (user:key@)" if secret else "a query string (?...)"
+        shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+        raise ModelError(
+            f"openai:{shown}: BASE_URL holds {what}, which would be written into run folders, "
+            "reports and the score cache; give the key in $CONTAMSCOPE_API_KEY and BASE_URL "
+            "without it"
+        )

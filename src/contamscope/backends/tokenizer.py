@@ -55,10 +55,6 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
     Traceback (most recent call last):
     ConfigError: openai:...: a served model's tokenizer is not available here ...
     """
-    from transformers import AutoTokenizer
-
-    from .hf import fast_tokenizer, quiet_transformers, resolve_bos
-
     opts = dict(options or {})
     spec = normalize_model_spec(spec)
     check_model_spec(spec)
@@ -69,6 +65,15 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
             f"{spec}: a served model's tokenizer is not available here; give the same model as "
             "hf:PATH_OR_HUB_ID (only its tokenizer is read), or leave --model out"
         )
+    try:  # (after the check above: a served model's spec needs neither; packaging QA)
+        from transformers import AutoTokenizer
+
+        from .hf import fast_tokenizer, quiet_transformers, resolve_bos
+    except ImportError as exc:
+        raise ConfigError(
+            f"reading {spec}'s tokenizer needs optional packages ({exc.name} is missing): "
+            "pip install 'contamscope[hf]'"
+        ) from None
     if kind == "smollm2":
         from .bundled import SMOLLM2, converted_gguf, smollm2_gguf_path
 

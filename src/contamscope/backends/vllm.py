@@ -33,6 +33,7 @@ from .base import (
     ScoreRequest,
     ScoreResult,
     TokenStats,
+    int_option,
 )
 from .tree_plan import Encoded, encode_requests
 
@@ -52,10 +53,8 @@ OPTIONS = {
 
 def _check_options(opts: dict[str, str]) -> None:
     """The -M values have the type vLLM wants, each error naming its option."""
-    from .hf import _int_option
-
-    _int_option(opts, "tensor_parallel_size", 1)
-    _int_option(opts, "max_model_len", 16)
+    int_option(opts, "tensor_parallel_size", 1)
+    int_option(opts, "max_model_len", 16)
     if "gpu_memory_utilization" in opts:
         try:
             share = float(opts["gpu_memory_utilization"])
