@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 from pathlib import Path
 from typing import IO, Any
 
@@ -75,6 +74,9 @@ def check_output_file(path: Path, what: str = "--out") -> Path:
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{what} {path}: is a folder; give a file name")
+    special = what != RUN_FOLDER and not_a_plain_file(path)
+    if special:
+        raise StoreError(f"{what} {path}: is {special}, not a file; give a file name")
     if what != RUN_FOLDER and path.name in RUN_FILES and (path.parent / "settings.json").exists():
         raise StoreError(
             f"{what} {path}: is a file of the run in {path.parent} (it would be overwritten); "
@@ -82,6 +84,31 @@ def check_output_file(path: Path, what: str = "--out") -> Path:
         )
     _no_file_above(path, what)
     return path
+
+
+def not_a_plain_file(path: Path) -> str | None:
+    """What ``path`` is where an output file cannot replace it: a name under /dev or /proc
+    (``/dev/stdout``, a link: as root, a report renamed over it made it a regular file; locale
+    QA), or, through links, a device, named pipe or socket (written through, a closed stdout's
+    number reused by another file got the report: review QA); None for a file, a folder or
+    nothing there.
+
+    >>> not_a_plain_file(Path("/dev/stdout")), not_a_plain_file(Path("/no/such/file"))
+    ('a device or process name (/dev, /proc)', None)
+    """
+    if path.absolute().parts[1:2] in (("dev",), ("proc",)):
+        return "a device or process name (/dev, /proc)"
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
 
 
 RUN_FOLDER = "run folder"
@@ -107,8 +134,12 @@ def make_folder(path: Path, what: str = "--out") -> Path:
     from .errors import StoreError
 
     path = check_output_folder(path, what)
-    if path.is_symlink() and not path.exists():  # (mkdir said only "File exists"; locale QA)
-        raise StoreError(f"{what} {path}: is a link to {os.readlink(path)}, which does not exist")
+    for folder in (path, *path.parents):  # (mkdir said only "File exists"; locale QA)
+        if folder.is_symlink() and not folder.exists():
+            where = "is" if folder == path else f"is under {folder}, which is"
+            raise StoreError(
+                f"{what} {path}: {where} a link to {os.readlink(folder)}, which does not exist"
+            )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -142,51 +173,16 @@ def open_unlinked(path: Path, mode: str = "w") -> IO[Any]:
 def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
     """Write ``text`` to ``path`` through a temporary file renamed over it (a reader never sees
     half a file; a link of either name is replaced, not written through); on failure, one
-    line naming ``what`` and no temporary file left behind. A user's ``--out`` that is this
-    process's stdout or stderr or the null device (:func:`is_stream`: ``/dev/stdout``) is
-    written to, as ``>`` writes."""
+    line naming ``what`` and no temporary file left behind."""
     from .errors import StoreError
 
     path = check_output_file(path, what)
+    make_folder(path.parent, what)
     try:
-        if what != RUN_FOLDER and is_stream(path):
-            for stream in (sys.stdout, sys.stderr):  # what they hold comes first
-                if stream is not None:
-                    stream.flush()
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(text)
-            return path
-        make_folder(path.parent, what)
         replace_text(path, text)
-    except BrokenPipeError:  # (stdout's reader stopped early, ``| head``: said as for stdout)
-        raise
     except OSError as exc:
         raise StoreError(f"{what} {path}: cannot write it ({exc.strerror})") from None
     return path
-
-
-def is_stream(path: Path) -> bool:
-    """Whether ``path`` is, through links or not, this process's stdout or stderr, or the null
-    device (``/dev/stdout``, ``/dev/fd/2``, ``/dev/null``), or is itself a named pipe: a file
-    renamed over one of these replaced the link (as root, ``--out /dev/stdout`` made
-    ``/dev/stdout`` a regular file; locale QA) or failed.
-
-    >>> is_stream(Path(os.devnull)), is_stream(Path("/no/such/file"))
-    (True, False)
-    """
-    try:
-        found = os.stat(path)
-    except (OSError, ValueError):
-        return False
-    if stat.S_ISFIFO(found.st_mode) and not path.is_symlink():
-        return True
-    own = []
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            own.append(os.fstat(fd))
-    with contextlib.suppress(OSError):
-        own.append(os.stat(os.devnull))
-    return any((found.st_dev, found.st_ino) == (o.st_dev, o.st_ino) for o in own)
 
 
 def replace_text(path: Path, text: str | bytes) -> None:

@@ -61,23 +61,31 @@ def test_closed_standard_streams_are_no_traceback(tmp_path: Path) -> None:
     assert res.stderr.strip().endswith("aborted")
 
 
-def test_an_out_linked_to_stdout_writes_there_and_keeps_the_link(tmp_path: Path) -> None:
-    """A file renamed over the link replaced it (as root, ``--out /dev/stdout`` made
-    /dev/stdout a regular file) and nothing reached stdout."""
+def test_an_out_that_is_a_device_or_pipe_is_refused_and_kept(tmp_path: Path) -> None:
+    """A file renamed over ``--out /dev/stdout`` replaced the link (as root /dev/stdout became a
+    regular file), and one over a device node made it a file; written through instead, a closed
+    stdout's number reused by another file got the report. Refused, nothing replaced."""
+    from contamscope.errors import StoreError
+    from contamscope.paths import write_text_atomic
+
     link = tmp_path / "board.md"
     link.symlink_to("/proc/self/fd/1")
-    code = (
-        "from pathlib import Path; from contamscope.paths import write_text_atomic; "
-        f"write_text_atomic(Path({str(link)!r}), 'the board\\n')"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout == "the board\n" and link.is_symlink()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, what in [
+        (Path("/dev/stdout"), "a device or process name"),
+        (Path("/dev/fd/63"), "a device or process name"),  # a shell's >(...)
+        (Path("/dev/null"), "a device or process name"),
+        (fifo, "a named pipe"),
+    ]:
+        with pytest.raises(StoreError, match=rf"^--out {path}: is {what}.*not a file"):
+            write_text_atomic(path, "the board\n")
+    assert Path("/dev/stdout").is_symlink() and fifo.exists() and link.is_symlink()
     target = tmp_path / "target.md"
     target.write_text("old\n")
     other = tmp_path / "other.md"
     other.symlink_to(target)  # a link to a regular file is replaced, as documented
-    subprocess.run([sys.executable, "-c", code.replace(str(link), str(other))], check=True)
+    write_text_atomic(other, "new\n")
     assert not other.is_symlink() and target.read_text() == "old\n"
 
 
@@ -130,12 +138,16 @@ def test_tables_fold_rather_than_cut_numbers() -> None:
     row = ["Algorithm 1: the original order is the max", "12.5% (3)", "[2.7%, 32.4%]", "0.0123"]
     table = Table(*cells)
     table.add_row(*row)
+    grid = Table.grid(padding=(0, 2))  # (columns made by add_row: a run's header lines)
+    grid.add_row("model", "hf:/tmp/qa-models/tiny-llama-with-a-long-name")
     with open(os.devnull, "w") as sink:
         console = Console(width=30, record=True, file=sink)
         console.print(table)
+        console.print(grid)
     text = console.export_text()
     digits = sorted(ch for ch in text if ch.isdigit())
     assert "…" not in text and digits == sorted(ch for ch in "".join(cells + row) if ch.isdigit())
+    assert "tiny-llama-with-a-long-name" in "".join(text.split())
 
 
 def test_a_rewritten_file_keeps_its_permissions_and_a_dangling_link_is_named(
@@ -153,17 +165,25 @@ def test_a_rewritten_file_keeps_its_permissions_and_a_dangling_link_is_named(
     link.symlink_to("nowhere")
     with pytest.raises(StoreError, match=r"out: is a link to nowhere, which does not exist$"):
         make_folder(link)
+    with pytest.raises(StoreError, match=r"out/sub: is under \S+out, which is a link to nowhere"):
+        make_folder(link / "sub")
 
 
-def test_a_report_to_stdout_whose_reader_stops_early_ends_quietly(
+def test_a_report_to_a_device_is_one_line_and_the_run_folders_own_link_is_replaced(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:
-    """``report RUN --out /dev/stdout | head`` said "cannot write it (Broken pipe)", exit 2:
-    it ends as a closed stdout ends (141, nothing said)."""
+    """``report RUN --out /dev/stdout``: one line, exit 2. The run folder's own report.html
+    linked to /dev/null was written through (the report lost, its path printed): replaced."""
     _bench(tmp_path)
     args = ["permutation", "--model", f"hf:{tiny_model_path}", "--benchmark", "bench.csv"]
     res = run_cli(*args, "--out", "run", "--device", "cpu", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    res = _cli("report", "run", "--out", "/dev/stdout", cwd=tmp_path,
-               shell_tail="| head -c 10 >/dev/null; exit ${PIPESTATUS[0]}")  # fmt: skip
-    assert res.returncode == 141 and res.stderr == "", res.stderr
+    res = run_cli("report", "run", "--out", "/dev/stdout", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith("error: --out /dev/stdout: is a device")
+    assert res.stdout == ""
+    (tmp_path / "run" / "report.html").unlink(missing_ok=True)
+    (tmp_path / "run" / "report.html").symlink_to(os.devnull)
+    res = run_cli("report", "run", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    page = tmp_path / "run" / "report.html"
+    assert not page.is_symlink() and page.read_text().startswith("<!DOCTYPE html>")

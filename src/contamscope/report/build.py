@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import DataError
-from ..paths import write_text_atomic
+from ..paths import RUN_FOLDER, write_text_atomic
 from ..store.run import RunFolder
 from .html import esc, page
 from .methods import ReportOptions, method_module
@@ -68,5 +68,6 @@ def build_report(
         "items.jsonl); self-contained, works offline."
     )
     html = page(title, subtitle, sections, footer)
-    target = Path(out) if out is not None else default_report_path(run.path)
-    return write_text_atomic(target, html)
+    if out is None:  # the run folder's own report: a link there is replaced, whatever it names
+        return write_text_atomic(default_report_path(run.path), html, RUN_FOLDER)
+    return write_text_atomic(Path(out), html)
