@@ -424,3 +424,7 @@ def test_copies_differing_in_what_a_reader_cannot_see_are_one_item() -> None:
     assert ov.shared == {"train": ["a"], "test": ["b"]}
     same = split_overlap({"test": [a, b]})
     assert same.repeated == {"test": {"b": "a"}}
+    # what a reader does see stays: 10² is not 102 (Unicode's NFKC read them as one; review QA)
+    sup = MCQItem("s", "Simplify 10²", ("100", "20", "12", "1"))
+    flat = MCQItem("f", "Simplify 102", ("100", "20", "12", "1"))
+    assert split_overlap({"test": [sup, flat]}).repeated == {"test": {}}

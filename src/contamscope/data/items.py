@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -25,7 +24,11 @@ INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 WPS: invisible before an option's label, they hid it from the label rules (a labelled file read
 as unlabelled, and the published order won every item; Chinese QA)."""
 
-_UNSEEN = {ord(c): None for c in INVISIBLE}
+FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+"""Full-width ASCII forms (``？``, ``２``, ``Ａ``) and the ideographic space, as their ASCII
+characters (a ``str.translate`` table)."""
+
+_SAME = FULL_WIDTH | {ord(c): None for c in INVISIBLE}
 
 
 def option_labels(n: int) -> tuple[str, ...]:
@@ -96,9 +99,10 @@ ItemT = TypeVar("ItemT", MCQItem, QAItem)
 
 def content_key(item: MCQItem | QAItem) -> tuple[str, ...]:
     """What makes two items the same item whatever their ids and files: the question text and,
-    for a multiple-choice item, its set of options (whitespace, case, character width and
-    zero-width characters aside, options in any order). Two copies of a question that differ only
-    in what a reader cannot see (a pasted U+200B, a full-width ``？`` or ``２``) are one question.
+    for a multiple-choice item, its set of options (whitespace, case, full-width forms and
+    zero-width characters aside, options in any order). Two copies of a question that differ
+    only in what a reader cannot see (a pasted U+200B, a full-width ``？`` or ``２``) are one
+    question; ``10²`` and ``102`` are two (Unicode's NFKC folded them into one; review QA).
 
     >>> content_key(MCQItem("a", " 2+2? ", ("4", "3"))) == content_key(MCQItem("b", "2+2?", ("3", "4")))
     True
@@ -113,13 +117,14 @@ def content_key(item: MCQItem | QAItem) -> tuple[str, ...]:
 
 
 def same_text(text: str) -> str:
-    """``text`` as :func:`content_key` compares it: whitespace collapsed, case folded, NFKC
-    (full-width forms read as their ASCII ones) and zero-width characters dropped.
+    """``text`` as :func:`content_key` compares it: whitespace collapsed, case folded,
+    full-width forms read as their ASCII ones (:data:`FULL_WIDTH`) and zero-width characters
+    dropped; superscripts, circled digits and other compatibility forms stay themselves.
 
-    >>> same_text(" Ａ\u200b  Fruit？")
-    'a fruit?'
+    >>> same_text(" Ａ\u200b  Fruit？"), same_text("10²") == same_text("102")
+    ('a fruit?', False)
     """
-    return " ".join(unicodedata.normalize("NFKC", str(text)).translate(_UNSEEN).split()).casefold()
+    return " ".join(str(text).translate(_SAME).split()).casefold()
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
+from ..data.items import FULL_WIDTH
+
 __all__ = [
     "CONVENTIONS",
     "REPORTED_ONLY",
@@ -345,7 +347,7 @@ def _as_written(found: str, folded: str, option: str) -> str:
     return option[at : at + len(found)] if at >= 0 else found
 
 
-_FOLD = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+_FOLD = dict(FULL_WIDTH)
 _FOLD.update(str.maketrans("說對選項錯確個兩種誤與僅為餘幾", "说对选项错确个两种误与仅为余几"))
 
 
