@@ -216,7 +216,7 @@ def test_chat_is_refused_for_a_model_without_a_chat_template(
     sel = {s: data.splits[s].items for s in ("train", "test")}
     monkeypatch.setattr(tiny_backend.tokenizer, "chat_template", None)
     with pytest.raises(
-        ConfigError, match=r"--chat .*: hf:\S+ has no chat template .*leave --chat out"
+        ConfigError, match=r"^--chat: hf:\S+ has no chat template .*leave --chat out$"
     ):
         run_cap(
             data,

@@ -1614,6 +1614,13 @@ def test_a_chinese_file_in_another_encoding_is_named(tmp_path: Path, codec: str,
         load_benchmark(str(path))
 
 
+def test_a_short_gbk_file_of_two_characters_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "tf.csv"
+    path.write_bytes("question,A,B,answer\nTrue?,对,错,A\n".encode("gbk"))
+    with pytest.raises(DataError, match=r"it reads as GB18030 \(GBK\)"):
+        load_benchmark(str(path))
+
+
 def test_latin1_text_gets_no_east_asian_hint(tmp_path: Path) -> None:
     """Latin-1 decodes as Big5 too ("°C" as 0xB0 0x43, a common character): a file of
     temperatures and accents is only "not UTF-8" (no guess)."""

@@ -1310,3 +1310,34 @@ def test_cache_repair_in_a_read_only_folder_finds_a_sound_cache_sound(tmp_path: 
     finally:
         undo()
     assert report.sound and report.damaged_copy is None
+
+
+def test_cache_repair_in_a_read_only_folder_names_the_log_it_could_not_read(
+    tmp_path: Path,
+) -> None:
+    """There SQLite cannot read a write-ahead log: "no damage found" spoke of scores never
+    checked (review QA); the report names the log."""
+    import shutil
+
+    from contamscope.store.repair import repair_cache
+
+    live = tmp_path / "live" / "scores.sqlite"
+    live.parent.mkdir()
+    first = ScoreCache(live)
+    CachedScorer(CountingBackend(), first).score([ScoreRequest("q", "a")])
+    first.close()  # (checkpointed: the file holds this score)
+    cache = ScoreCache(live)
+    CachedScorer(CountingBackend(), cache).score([ScoreRequest("q", "b")])
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    for f in live.parent.iterdir():  # (the log holds the second while a connection is open)
+        if not f.name.endswith("-shm"):
+            shutil.copy(f, ro / f.name)
+    cache.close()
+    assert (ro / "scores.sqlite-wal").stat().st_size > 0
+    undo = _make_unwritable(ro)
+    try:
+        report = repair_cache(ro / "scores.sqlite")
+    finally:
+        undo()
+    assert report.sound and report.unread_wal == ro / "scores.sqlite-wal"

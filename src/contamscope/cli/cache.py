@@ -185,6 +185,11 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
     report = repair_cache(path)
     if report.sound:
         console.print(f"{path}: no damage found (SQLite's quick_check passes); nothing changed")
+        if report.unread_wal is not None:  # (said "no damage" of what it never read; review QA)
+            console.print(
+                f"  not checked: {report.unread_wal.name}, scores written since the last "
+                "checkpoint, which SQLite cannot read in a read-only folder"
+            )
         return
     names = {"scores": "score", "blobs": "stored statistic", "models": "model name"}
     kept = ", ".join(plural(report.kept.get(t, 0), w) for t, w in names.items())

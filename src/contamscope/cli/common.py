@@ -109,6 +109,11 @@ class Table(rich.table.Table):
         kwargs.setdefault("overflow", "fold")
         super().add_column(*args, **kwargs)
 
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        while len(self.columns) < len(renderables):  # (rich makes them itself, cutting with "…")
+            self.add_column()
+        super().add_row(*renderables, **kwargs)
+
 
 # no markup: file names, row text and model names may hold brackets ("d/x[/]y.csv"); styles
 # come from :func:`styled`

@@ -159,6 +159,8 @@ def _resolve_path(spec: str, *, split: str | None, format: str | None) -> tuple[
 
 
 def _find_files(spec: str, *, split: str | None, format: str | None) -> tuple[list[Path], str]:
+    if spec == "-":  # (not ./-, a file of that name)
+        raise DataError("-: standard input is not read (save the data to a file and give its name)")
     path = Path(spec).expanduser()
     if path.is_file():
         if split is not None:

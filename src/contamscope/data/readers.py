@@ -51,13 +51,11 @@ def not_a_file(path: Path) -> str:
     """Why ``path``, which is neither a regular file nor a folder, cannot be read as data: a
     pipe would block until something writes to it, and a device is no data file.
 
-    >>> not_a_file(Path("/no/such/file.csv")), not_a_file(Path("-"))
-    ('no such file or folder', 'standard input is not read (save the data to a file and give its name)')
+    >>> not_a_file(Path("/no/such/file.csv"))
+    'no such file or folder'
     """
     import stat
 
-    if str(path) == "-" and not path.exists():
-        return "standard input is not read (save the data to a file and give its name)"
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -193,9 +191,9 @@ def _encoding_hint(raw: bytes) -> str:
     except UnicodeDecodeError:
         wide = []
     # GB2312's characters, both bytes 0xA1 or more: a Latin-1 "ça" decodes too, as 0xE7 0x61
-    # (three different ones at least: "fiancÃ©e", UTF-8 saved again as Latin-1, is one twice)
+    # (two different ones at least: "fiancÃ©e", UTF-8 saved again as Latin-1, is one twice)
     gb2312 = [c for c in wide if min(c.encode("gb18030")) >= 0xA1]
-    if len(set(gb2312)) < 3 or 10 * len(gb2312) < 9 * len(wide):
+    if len(set(gb2312)) < 2 or 10 * len(gb2312) < 9 * len(wide):
         return _two_byte_hint(raw)
     # EUC-JP and EUC-KR use the same byte pairs (read as GB18030, Korean and Japanese files
     # were said to be Chinese; diff-review QA), and short Chinese text decodes as EUC-KR too,

@@ -444,8 +444,8 @@ def run_cap(
     for model in (backend, para.backend) if config.chat else ():
         if without_chat_template(model):  # (--chat was recorded and plain text used; Gemma QA)
             raise ConfigError(
-                f"--chat (CapConfig(chat=True)): {model.spec} has no chat template (a base "
-                "model: its prompts are plain text); leave --chat out"
+                f"--chat: {model.spec} has no chat template (a base model: its prompts are "
+                "plain text); leave --chat out"
             )
     if config.task == "summary":
         if embedder is None:

@@ -63,6 +63,9 @@ class RepairReport:
     """Tables whose ``lost`` is an upper bound: their key index was damaged too, so the row ids
     up to the table's last that were not read are counted, ids never used among them as well."""
     damaged_copy: Path | None = None
+    unread_wal: Path | None = None
+    """A write-ahead log with data that was not checked (a read-only folder, where SQLite
+    cannot read it: the file was opened ``immutable``)."""
 
     @property
     def sound(self) -> bool:
@@ -78,9 +81,13 @@ def repair_cache(path: Path) -> RepairReport:
     if not path.is_file():
         raise StoreError(f"{path}: no score cache here")
     old = open_salvageable(path)
+    wal = sqlite_files(path)[1]
+    unread = wal if not os.access(path.parent, os.W_OK) and wal.is_file() else None
     try:
         if _sound(old):
-            return RepairReport(path)
+            return RepairReport(
+                path, unread_wal=unread if unread and unread.stat().st_size else None
+            )
         report = RepairReport(path)
         fresh = path.with_name(path.name + ".repairing")
         for leftover in sqlite_files(fresh):
