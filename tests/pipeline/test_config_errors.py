@@ -3,6 +3,7 @@ a Python user who set ``n_boot=50`` was told about ``--bootstrap``, which they n
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,3 +41,33 @@ def test_config_errors_name_flag_and_field(make: Any, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
         make()
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_installed_package_inside_another_repository_records_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel in a project's .venv recorded the project's commit as contamscope's."""
+    import shutil
+    import subprocess
+
+    from contamscope.pipeline import provenance
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.txt").write_text("a\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=proj, check=True)
+    subprocess.run(["git", "add", "a.txt"], cwd=proj, check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], cwd=proj, check=True)
+    installed = proj / ".venv" / "lib" / "site-packages" / "contamscope" / "pipeline"
+    installed.mkdir(parents=True)
+    (installed / "provenance.py").write_text("")
+    monkeypatch.setattr(provenance, "__file__", str(installed / "provenance.py"))
+    assert provenance.git_commit() is None
+    checkout = proj / "src" / "contamscope" / "pipeline"  # the project's own source tree
+    checkout.mkdir(parents=True)
+    monkeypatch.setattr(provenance, "__file__", str(checkout / "provenance.py"))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=proj, capture_output=True, text=True)
+    assert provenance.git_commit() == head.stdout.strip()

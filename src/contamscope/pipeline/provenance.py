@@ -52,17 +52,26 @@ def notes_entry(notes: Sequence[str]) -> dict[str, list[str]]:
 
 
 def git_commit() -> str | None:
+    """The commit of contamscope's own source tree where it runs from one (a checkout:
+    ``src/contamscope`` under the repository's top level), else None. An installed package
+    inside another repository (a project's ``.venv``) recorded that project's commit as
+    contamscope's (packaging QA)."""
+    package = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", "rev-parse", "--show-toplevel", "HEAD"],
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(__file__).parent,
+            cwd=package,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2:
+        return None
+    top, commit = Path(lines[0]).resolve(), lines[1]
+    return commit if package == top / "src" / "contamscope" else None
 
 
 def package_versions() -> dict[str, str]:
