@@ -869,3 +869,37 @@ def test_a_hub_model_without_a_network_is_one_line_at_once(
     monkeypatch.delenv("HTTPS_PROXY")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub_unreachable("nobody-xyz/none") is None
+
+
+def test_one_gguf_file_at_two_paths_is_converted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each venv's copy of the bundled GGUF was converted again (the copy was named by the
+    file's path): 0.5 GB more per environment. A copy named the earlier way is still used."""
+    import hashlib
+
+    from contamscope.backends import bundled
+    from contamscope.store.digests import file_digest
+
+    made: list[Path] = []
+
+    def convert(gguf: Path, dest: Path) -> None:
+        dest.mkdir(parents=True)
+        (dest / "config.json").write_text("{}")
+        made.append(dest)
+
+    monkeypatch.setattr(bundled, "_convert", convert)
+    a, b = tmp_path / "env1" / "m.gguf", tmp_path / "env2" / "m.gguf"
+    for f in (a, b):
+        f.parent.mkdir()
+        f.write_bytes(b"GGUF same bytes")
+    models = tmp_path / "models"
+    assert bundled.converted_gguf(a, models) == bundled.converted_gguf(b, models) == made[0]
+    assert len(made) == 1
+    c = tmp_path / "env3" / "m.gguf"
+    c.parent.mkdir()
+    c.write_bytes(b"GGUF other bytes")
+    old = hashlib.sha256(f"{c.resolve()}:{file_digest(c)}".encode()).hexdigest()[:12]
+    (models / f"m-{old}").mkdir()
+    (models / f"m-{old}" / "config.json").write_text("{}")
+    assert bundled.converted_gguf(c, models) == models / f"m-{old}" and len(made) == 1

@@ -59,12 +59,20 @@ def smollm2_gguf_path() -> Path:
 
 
 def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
-    """A safetensors copy of ``gguf`` (converted once, atomically, then reused)."""
+    """A safetensors copy of ``gguf`` (converted once, atomically, then reused), named by the
+    file's name and content: the same file in another environment (another venv's package, a
+    copy) uses the same copy (it was named by the file's path too, so each venv converted and
+    stored another 0.5 GB; packaging QA). A copy named the earlier way is still used."""
     from ..store.digests import file_digest
 
-    key = hashlib.sha256(f"{gguf.resolve()}:{file_digest(gguf)}".encode()).hexdigest()[:12]
-    dest = (cache or model_cache_dir()) / f"{gguf.stem}-{key}"
+    root = cache or model_cache_dir()
+    digest = file_digest(gguf)
+    key = hashlib.sha256(f"{gguf.name}:{digest}".encode()).hexdigest()[:12]
+    dest = root / f"{gguf.stem}-{key}"
     if not (dest / "config.json").is_file():
+        earlier = hashlib.sha256(f"{gguf.resolve()}:{digest}".encode()).hexdigest()[:12]
+        if (root / f"{gguf.stem}-{earlier}" / "config.json").is_file():
+            return root / f"{gguf.stem}-{earlier}"
         _convert(gguf, dest)
     return dest
 
