@@ -14,8 +14,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	# CPU torch first, pinned, so nothing pulls a multi-GB CUDA build.
-	$(PIP) install -q torch==2.13.0
+	# CPU torch first, pinned. Where pip's own configuration finds the CPU wheel (as on CI) that
+	# is it; elsewhere PyPI's torch is the CUDA build (0.5 GB and its CUDA packages):
+	# TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU one from PyTorch's index.
+	$(PIP) install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	# Ray pinned to the version the executor tests run on (wheel only, about 1 min).
 	$(PIP) install -q ray==2.49.2
 	$(PIP) install -q -e '.[hf,openai,dev,report,ray]'
