@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -28,7 +29,16 @@ FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 """Full-width ASCII forms (``？``, ``２``, ``Ａ``) and the ideographic space, as their ASCII
 characters (a ``str.translate`` table)."""
 
-_SAME = FULL_WIDTH | {ord(c): None for c in INVISIBLE}
+_RADICALS = {
+    c: unicodedata.normalize("NFKC", chr(c))
+    for c in [*range(0x2E80, 0x2EF4), *range(0x2F00, 0x2FD6)]
+    if unicodedata.normalize("NFKC", chr(c)) != chr(c)
+}
+"""Kangxi and supplementary CJK radicals as the ideographs they look like (``⼀`` U+2F00 as
+``一``): CMMLU's files hold some in place of the ideographs, so a copy of a question read as
+another (review QA)."""
+
+_SAME = FULL_WIDTH | _RADICALS | {ord(c): None for c in INVISIBLE}
 
 
 def option_labels(n: int) -> tuple[str, ...]:
@@ -118,11 +128,12 @@ def content_key(item: MCQItem | QAItem) -> tuple[str, ...]:
 
 def same_text(text: str) -> str:
     """``text`` as :func:`content_key` compares it: whitespace collapsed, case folded,
-    full-width forms read as their ASCII ones (:data:`FULL_WIDTH`) and zero-width characters
-    dropped; superscripts, circled digits and other compatibility forms stay themselves.
+    full-width forms read as their ASCII ones (:data:`FULL_WIDTH`), CJK radicals as the
+    ideographs they look like, zero-width characters dropped; superscripts, circled digits and
+    other compatibility forms stay themselves.
 
-    >>> same_text(" Ａ\u200b  Fruit？"), same_text("10²") == same_text("102")
-    ('a fruit?', False)
+    >>> same_text(" Ａ\u200b  Fruit？"), same_text("10²") == same_text("102"), same_text("⼀个")
+    ('a fruit?', False, '一个')
     """
     return " ".join(str(text).translate(_SAME).split()).casefold()
 
