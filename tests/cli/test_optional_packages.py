@@ -46,6 +46,12 @@ main()
             "missing): pip install 'contamscope[hf]'",
         ),
         (
+            "transformers",  # (torch there: the backend's module loads, transformers not)
+            ["permutation", "--model", "smollm2", "--out", "r"],
+            "error: this backend needs optional packages (transformers is missing): pip "
+            "install 'contamscope[hf]'",
+        ),
+        (
             "torch",
             ["permutation", "--model", "vllm:foo", "--out", "r"],
             "error: --model vllm:foo: the vllm package is not installed",

@@ -590,3 +590,25 @@ def test_a_pairs_skipped_rows_say_no_exit_code_of_their_own(
     assert [p["status"] for p in pairs][0] == "done (input rows skipped)"
     alone = _sweep(two_models[:1], [bench], tmp_path / "sw")  # only that pair: its 3
     assert alone.returncode == 3, alone.stderr
+
+
+def test_links_among_a_sweeps_own_files_are_replaced_or_read_as_unreadable(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any
+) -> None:
+    """Its leaderboard linked to /dev/null was refused as an --out the user never gave ("not
+    fully written", exit 0); a pair's options file linked to a named pipe hung the sweep."""
+    bench = write_bench(tmp_path / "l_test.csv", 4)
+    out = tmp_path / "sweep"
+    first = _sweep([f"hf:{tiny_model_path}"], [bench], out)
+    assert first.returncode == 0, first.stderr
+    board = out / "leaderboard.html"
+    board.unlink()
+    board.symlink_to(os.devnull)
+    (pair,) = [p for p in out.iterdir() if (p / "settings.json").is_file()]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (pair / "sweep-options.json").unlink()
+    (pair / "sweep-options.json").symlink_to(fifo)
+    again = _sweep([f"hf:{tiny_model_path}"], [bench], out)  # (a hang ends in the timeout)
+    assert "not fully written" not in again.stderr, again.stderr
+    assert not board.is_symlink() and board.read_text().startswith("<!DOCTYPE html>")

@@ -228,14 +228,19 @@ def test_cache_info_counts_the_converted_model_copies_and_clear_deletes_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`cache info` said 0.4 MB while the converted GGUF beside it took 517 MB, and no command
-    removed it (journey audit)."""
+    removed it (journey audit). Only the copies: a user's own model kept in that folder was
+    counted and deleted too (review QA)."""
     from cli_runner import run_cli
 
     models = tmp_path / "models"  # never the session's shared converted copy
     monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(models))
-    (models / "smollm2-abc").mkdir(parents=True)
-    (models / "smollm2-abc" / "model.safetensors").write_bytes(b"\0" * 2_500_000)
-    (models / "smollm2-abc" / "config.json").write_text("{}", encoding="utf-8")
+    copy = models / "SmolLM2-135M-Instruct.Q4_1-0e9456924c32"
+    copy.mkdir(parents=True)
+    (copy / "model.safetensors").write_bytes(b"\0" * 2_500_000)
+    (copy / "config.json").write_text("{}", encoding="utf-8")
+    own = models / "my-own-model"
+    own.mkdir()
+    (own / "config.json").write_text("{}", encoding="utf-8")
     res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     said = " ".join(res.stdout.split())
@@ -244,7 +249,7 @@ def test_cache_info_counts_the_converted_model_copies_and_clear_deletes_them(
     assert res.returncode == 0 and "deleted 2 files (2.5 MB) of converted model copies" in (
         " ".join(res.stdout.split())
     )
-    assert models.is_dir() and not any(models.iterdir())
+    assert models.is_dir() and list(models.iterdir()) == [own]
     res = run_cli("cache", "info", "--cache-dir", "c", cwd=tmp_path)
     assert "converted" not in res.stdout
 
@@ -1333,6 +1338,7 @@ def test_cache_repair_in_a_read_only_folder_names_the_log_it_could_not_read(
     for f in live.parent.iterdir():  # (the log holds the second while a connection is open)
         if not f.name.endswith("-shm"):
             shutil.copy(f, ro / f.name)
+    shutil.copy(live.parent / "scores.sqlite-shm", tmp_path / "shm")
     cache.close()
     assert (ro / "scores.sqlite-wal").stat().st_size > 0
     undo = _make_unwritable(ro)
@@ -1341,3 +1347,11 @@ def test_cache_repair_in_a_read_only_folder_names_the_log_it_could_not_read(
     finally:
         undo()
     assert report.sound and report.unread_wal == ro / "scores.sqlite-wal"
+    # with its shared-memory file there, SQLite reads the log: nothing is said unread
+    shutil.copy(tmp_path / "shm", ro / "scores.sqlite-shm")
+    undo = _make_unwritable(ro)
+    try:
+        report = repair_cache(ro / "scores.sqlite")
+    finally:
+        undo()
+    assert report.sound and report.unread_wal is None

@@ -89,8 +89,15 @@ def quiet_transformers() -> Iterator[None]:
     """Hide transformers' own progress bars and warnings while a model or tokenizer loads
     (contamscope reports its own progress), then restore them as they were: the host
     program's transformers logging stayed silenced for the rest of the process (library QA).
-    The commands silence it for the whole run (``TRANSFORMERS_VERBOSITY``)."""
-    from transformers.utils import logging as hf_logging
+    The commands silence it for the whole run (``TRANSFORMERS_VERBOSITY``). Without
+    transformers, a one-line ConfigError naming the extra (torch alone was a traceback; QA)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise ConfigError(
+            f"this backend needs optional packages ({exc.name} is missing): "
+            "pip install 'contamscope[hf]'"
+        ) from None
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()

@@ -98,12 +98,23 @@ def info(cache_dir: Path | None = CacheDir) -> None:
         console.print(t)
 
 
-def _converted() -> tuple[int, int] | None:
-    """(files, bytes) of the converted model copies, or None when there are none."""
+def _copies() -> list[Path]:
+    """The converted model copies in the model folder: ``NAME-<12 hex digits>`` folders, and
+    ``.convert-*``/``.join-*`` ones a killed conversion left. Nothing else there is counted or
+    removed: the folder may be one a user also keeps models in (``CONTAMSCOPE_MODEL_DIR``), and
+    ``--converted`` deleted everything in it (review QA)."""
+    import re
+
     root = model_cache_dir()
     if not root.is_dir():
-        return None
-    files = [p for p in root.rglob("*") if p.is_file()]
+        return []
+    named = re.compile(r"(.+-[0-9a-f]{12}|\.(convert|join)-.+)")
+    return [p for p in sorted(root.iterdir()) if p.is_dir() and named.fullmatch(p.name)]
+
+
+def _converted() -> tuple[int, int] | None:
+    """(files, bytes) of the converted model copies, or None when there are none."""
+    files = [p for copy in _copies() for p in copy.rglob("*") if p.is_file()]
     return (len(files), sum(p.stat().st_size for p in files)) if files else None
 
 
@@ -415,9 +426,9 @@ def _clear_converted(yes: bool) -> None:
     if not yes and not _confirm(f"delete {what} in {root}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
-    for child in root.iterdir():
+    for child in _copies():
         try:
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+            shutil.rmtree(child)
         except OSError as exc:
             raise StoreError(f"{child}: cannot remove it ({exc.strerror or exc})") from None
     console.print(f"deleted {what} in {root}")

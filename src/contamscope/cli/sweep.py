@@ -315,7 +315,7 @@ def _refuse_other_options(out: Path, shared: dict[str, Any], overwrite: bool) ->
     path = out / "sweep.json"
     if path.exists() and not overwrite:
         try:
-            old = json.loads(path.read_text(encoding="utf-8")).get("options", {})
+            old = _read_json(path).get("options", {})
         except (OSError, json.JSONDecodeError):
             raise ConfigError(f"{path}: unreadable; use --overwrite") from None
         changed = _differ(old, shared)
@@ -812,6 +812,14 @@ def _dry_run(
     )
 
 
+def _read_json(path: Path) -> Any:
+    """The JSON in the file ``path``; OSError where it is no regular file (a link there to a
+    named pipe hung the sweep in the read; review QA)."""
+    if not path.is_file():
+        raise OSError(f"{path}: not a file")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
     """Status of a pair finished by an earlier sweep: still valid, or its benchmark changed
     since (a failure: its numbers are of other data; --overwrite runs it again)."""
@@ -819,8 +827,8 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
     from .permutation import load_for
 
     try:
-        settings = json.loads((job.run_dir / "settings.json").read_text(encoding="utf-8"))
-        summary = json.loads((job.run_dir / "summary.json").read_text(encoding="utf-8"))
+        settings = _read_json(job.run_dir / "settings.json")
+        summary = _read_json(job.run_dir / "summary.json")
     except (OSError, ValueError):
         return "failed: unreadable run folder (--overwrite runs it again)"
     if job.benchmark not in hashes:  # read as the pair's own run reads it
@@ -835,7 +843,7 @@ def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> st
             "contamscope identified models by their files' contents (--overwrite runs it again)"
         )
     try:  # a pair run by another sweep on this folder (--overwrite with other options)
-        ran_with = json.loads((job.run_dir / PAIR_OPTIONS).read_text(encoding="utf-8"))["options"]
+        ran_with = _read_json(job.run_dir / PAIR_OPTIONS)["options"]
     except (OSError, ValueError, KeyError, TypeError):
         ran_with = None  # run before pairs recorded their options: sweep.json stands for it
     changed = _differ(ran_with, {k: kw[k] for k in SHARED}) if ran_with is not None else []
@@ -874,6 +882,9 @@ def _leaderboard(
     def left() -> list[LeftOut]:  # a fresh list per page: each call appends its own left-outs
         return [LeftOut(j.run_dir, f"{j.model} on {j.benchmark}: {why}") for j, why in failed]
 
+    for name in ("leaderboard.md", "leaderboard.html"):  # the sweep's own files: a link there
+        if (out / name).is_symlink():  # is replaced, whatever it names (review QA)
+            (out / name).unlink()
     try:
         text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left(), compared)
         console.print(text, highlight=False, markup=False)  # (the comparisons under it)

@@ -80,9 +80,9 @@ def repair_cache(path: Path) -> RepairReport:
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no score cache here")
-    old = open_salvageable(path)
+    old, immutable = _open_salvageable(path)
     wal = sqlite_files(path)[1]
-    unread = wal if not os.access(path.parent, os.W_OK) and wal.is_file() else None
+    unread = wal if immutable and wal.is_file() else None
     try:
         if _sound(old):
             return RepairReport(
@@ -120,6 +120,12 @@ def open_salvageable(path: Path) -> sqlite3.Connection:
     cannot make a WAL cache's shared-memory file, it is opened ``immutable`` (as the cache
     reads it there): a sound cache there was called damaged, "nothing to salvage", and its
     removal suggested (locale QA)."""
+    return _open_salvageable(path)[0]
+
+
+def _open_salvageable(path: Path) -> tuple[sqlite3.Connection, bool]:
+    """:func:`open_salvageable`'s connection and whether it is ``immutable`` (its write-ahead
+    log unread)."""
     uri = path.resolve().as_uri()
     for flags in ("mode=ro", "mode=ro&immutable=1"):
         db = sqlite3.connect(f"{uri}?{flags}", uri=True)
@@ -140,7 +146,7 @@ def open_salvageable(path: Path) -> sqlite3.Connection:
             f"{path}: {found}, this version reads {SCHEMA_VERSION}: nothing to salvage for it; "
             f"`{_clear_command(path)}` removes it"
         )
-    return db
+    return db, "immutable" in flags
 
 
 def _sound(db: sqlite3.Connection) -> bool:
