@@ -428,3 +428,7 @@ def test_copies_differing_in_what_a_reader_cannot_see_are_one_item() -> None:
     sup = MCQItem("s", "Simplify 10²", ("100", "20", "12", "1"))
     flat = MCQItem("f", "Simplify 102", ("100", "20", "12", "1"))
     assert split_overlap({"test": [sup, flat]}).repeated == {"test": {}}
+    # CMMLU writes some ideographs as the Kangxi radicals they look like (U+2F00 for 一)
+    kangxi = MCQItem("k", "已知\u2f00个等差数列的\u2fb8项", ("1", "2", "3", "4"))
+    plain = MCQItem("p", "已知一个等差数列的首项", ("1", "2", "3", "4"))
+    assert split_overlap({"dev": [kangxi], "test": [plain]}).shared == {"dev": ["k"], "test": ["p"]}
