@@ -99,9 +99,14 @@ def not_a_plain_file(path: Path) -> str | None:
     if path.absolute().parts[1:2] in (("dev",), ("proc",)):
         return "a device or process name (/dev, /proc)"
     try:
-        mode = os.stat(path).st_mode
+        return special_file(os.stat(path).st_mode)
     except (OSError, ValueError):
         return None
+
+
+def special_file(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it holds no data of its own: "a named
+    pipe", "a device" or "a socket"; None for a regular file or a folder."""
     if stat.S_ISFIFO(mode):
         return "a named pipe"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):

@@ -54,21 +54,17 @@ def not_a_file(path: Path) -> str:
     >>> not_a_file(Path("/no/such/file.csv"))
     'no such file or folder'
     """
-    import stat
+    from contamscope.paths import special_file
 
     try:
-        mode = path.stat().st_mode
+        kind = special_file(path.stat().st_mode)
     except FileNotFoundError:
         return "no such file or folder"
     except OSError as e:
         return f"cannot read ({e.strerror or e})"
-    if stat.S_ISFIFO(mode):
+    if kind == "a named pipe":
         return "a named pipe, not a file (save its data to a file first)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device, not a data file"
-    if stat.S_ISSOCK(mode):
-        return "a socket, not a data file"
-    return "not a file or folder"
+    return f"{kind}, not a data file" if kind else "not a file or folder"
 
 
 _WIDE_BOMS = (
