@@ -96,7 +96,7 @@ def not_a_plain_file(path: Path) -> str | None:
     >>> not_a_plain_file(Path("/dev/stdout")), not_a_plain_file(Path("/no/such/file"))
     ('a device or process name (/dev, /proc)', None)
     """
-    if path.absolute().parts[1:2] in (("dev",), ("proc",)):
+    if os.name == "posix" and path.absolute().parts[1:2] in (("dev",), ("proc",)):
         return "a device or process name (/dev, /proc)"
     try:
         return special_file(os.stat(path).st_mode)
