@@ -1021,15 +1021,16 @@ def test_converted_copies_are_not_chosen_by_cache_dir(tmp_path: Path, monkeypatc
     from cli_runner import run_cli
 
     models = tmp_path / "models"
-    (models / "m").mkdir(parents=True)
-    (models / "m" / "model.safetensors").write_bytes(b"0" * 10)
+    copy = models / "m-0123456789ab"  # (a converted copy's name: NAME-<12 hex digits>)
+    copy.mkdir(parents=True)
+    (copy / "model.safetensors").write_bytes(b"0" * 10)
     monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(models))
     res = run_cli("cache", "clear", "--converted", "--cache-dir", "x", "--yes", cwd=tmp_path)
     assert res.returncode == 2
     assert f"--converted deletes the converted model copies in {models}" in res.stderr
-    assert (models / "m" / "model.safetensors").exists()
+    assert (copy / "model.safetensors").exists()
     res = run_cli("cache", "clear", "--converted", "--yes", cwd=tmp_path)
-    assert res.returncode == 0 and not (models / "m" / "model.safetensors").exists()
+    assert res.returncode == 0 and not (copy / "model.safetensors").exists()
 
 
 def test_a_cache_written_before_model_names_is_read_and_imported(tmp_path: Path) -> None:
