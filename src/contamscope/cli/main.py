@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import select
 import stat
@@ -288,6 +289,9 @@ def _main(pipe: tuple[int, int] | None) -> None:
     # silences them only while it loads a model; read when transformers is imported)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # matplotlib's own warnings too: with a read-only or missing HOME it said in two lines that
+    # it made a temporary config folder, before every report (locale QA)
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
     try:
         try:
             code = app(standalone_mode=False)
