@@ -94,10 +94,9 @@ def quiet_transformers() -> Iterator[None]:
     try:
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        raise ConfigError(
-            f"this backend needs optional packages ({exc.name} is missing): "
-            "pip install 'contamscope[hf]'"
-        ) from None
+        from .registry import missing_extra
+
+        raise missing_extra(exc, "hf") from None
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
@@ -326,7 +325,7 @@ def hub_unreachable(name: str) -> str | None:
     except socket.gaierror:
         return f"the hub's host {host} cannot be resolved (no network?)"
     except OSError:
-        return None
+        pass  # (another failure: transformers tries, and says)
     return None
 
 

@@ -37,14 +37,20 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def missing_extra(exc: ImportError, extra: str, what: str = "this backend") -> ConfigError:
+    """The one-line error for ``what`` that needs an optional package ``exc`` did not find:
+    it names the package and the extra that installs it."""
+    return ConfigError(
+        f"{what} needs optional packages ({exc.name} is missing): "
+        f"pip install 'contamscope[{extra}]'"
+    )
+
+
 def _resolve(module: str, attr: str, extra: str) -> Callable[..., Backend]:
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as exc:
-        raise ConfigError(
-            f"this backend needs optional packages ({exc.name} is missing): "
-            f"pip install 'contamscope[{extra}]'"
-        ) from None
+        raise missing_extra(exc, extra) from None
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj  # type: ignore[no-any-return]

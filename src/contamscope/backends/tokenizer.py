@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .registry import check_model_spec, normalize_model_spec
+from .registry import check_model_spec, missing_extra, normalize_model_spec
 
 __all__ = ["ModelTokenizer", "load_tokenizer", "tokenizer_of"]
 
@@ -70,10 +70,7 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
 
         from .hf import fast_tokenizer, quiet_transformers, resolve_bos
     except ImportError as exc:
-        raise ConfigError(
-            f"reading {spec}'s tokenizer needs optional packages ({exc.name} is missing): "
-            "pip install 'contamscope[hf]'"
-        ) from None
+        raise missing_extra(exc, "hf", f"reading {spec}'s tokenizer") from None
     if kind == "smollm2":
         from .bundled import SMOLLM2, converted_gguf, smollm2_gguf_path
 

@@ -101,9 +101,10 @@ class PairedItem:
     gap_a: float
     gap_b: float
     group: str | None = None
-    """The item's option list in its published order (as the run's template renders it,
-    whitespace, case, width and zero-width characters aside): items with the same one are one draw of that order
-    (docs/statistics.md, "Items that share one option list"); None: shares nothing."""
+    """The item's option list in its published order (as the run's template renders it, read
+    as :func:`~contamscope.data.items.same_text` reads it): items with the same one are one
+    draw of that order (docs/statistics.md, "Items that share one option list"); None: shares
+    nothing."""
 
 
 def signed_sum_test(values: Sequence[int]) -> dict[str, Any]:

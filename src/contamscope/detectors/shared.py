@@ -117,8 +117,9 @@ def shared_orders(
     records: Sequence[Mapping[str, Any]], options: Mapping[str, Sequence[str]]
 ) -> list[SharedOrders]:
     """The groups of ``records`` (permutation records with their ``orders`` and ``logprobs``)
-    whose items have the same options in the same published order (whitespace, case, width and zero-width characters aside;
-    ``options``: each item's options by id). Records whose id has no options are never grouped.
+    whose items have the same options in the same published order (as
+    :func:`~contamscope.data.items.same_text` reads them; ``options``: each item's options by
+    id). Records whose id has no options are never grouped.
 
     >>> recs = [{"id": i, "orders": [[0, 1], [1, 0]], "logprobs": [-1.0, -2.0]} for i in "abc"]
     >>> [g.members for g in shared_orders(recs, {"a": ["x", "y"], "b": ["x ", "Y"], "c": ["y", "x"]})]

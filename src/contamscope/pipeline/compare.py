@@ -119,8 +119,9 @@ def _pair(ra: dict[str, Any], rb: dict[str, Any]) -> PairedItem:
 
 
 def _option_list(record: dict[str, Any]) -> str | None:
-    """The item's options in their published order, as the run's template renders them
-    (whitespace, case, width and zero-width characters aside): items with the same one are one draw of that order."""
+    """The item's options in their published order, as the run's template renders them (read
+    as :func:`~contamscope.data.items.same_text` reads them): items with the same one are one
+    draw of that order."""
     conts = record.get("continuations")
     if not isinstance(conts, list) or not conts or not isinstance(conts[0], str):
         return None

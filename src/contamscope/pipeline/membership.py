@@ -163,8 +163,9 @@ class MembershipOutcome(Outcome):
 def unseen_references(
     benchmark: Sequence[MCQItem], references: Sequence[MCQItem]
 ) -> tuple[list[MCQItem], list[MCQItem]]:
-    """The reference items that are not benchmark items, and those that are (the same question
-    and set of options, whitespace, case, width and zero-width characters aside, in any order).
+    """The reference items that are not benchmark items, and those that are (the same
+    :func:`~contamscope.data.items.content_key`: question and set of options, whitespace, case,
+    width and zero-width characters aside, in any order).
 
     The test calibrates on the references as items the model never saw; a benchmark item among
     them is one it may have seen, which would hide the very leakage being tested for.
@@ -183,7 +184,7 @@ def unseen_references(
 
 def distinct_references(references: Sequence[MCQItem]) -> tuple[list[MCQItem], list[MCQItem]]:
     """The reference items once each, and the repeats of an earlier one (the same question and
-    set of options, whitespace, case, width and zero-width characters aside).
+    set of options, as :func:`~contamscope.data.items.content_key` compares them).
 
     The conformal p-value counts each reference as one more unseen item: a reference given 20
     times counts 20 times, and the flag rate is no longer bounded by alpha (helper audit: two

@@ -82,12 +82,10 @@ def repair_cache(path: Path) -> RepairReport:
         raise StoreError(f"{path}: no score cache here")
     old, immutable = _open_salvageable(path)
     wal = sqlite_files(path)[1]
-    unread = wal if immutable and wal.is_file() else None
+    unread = wal if immutable and wal.is_file() and wal.stat().st_size else None
     try:
         if _sound(old):
-            return RepairReport(
-                path, unread_wal=unread if unread and unread.stat().st_size else None
-            )
+            return RepairReport(path, unread_wal=unread)
         report = RepairReport(path)
         fresh = path.with_name(path.name + ".repairing")
         for leftover in sqlite_files(fresh):
