@@ -612,3 +612,21 @@ def test_links_among_a_sweeps_own_files_are_replaced_or_read_as_unreadable(
     again = _sweep([f"hf:{tiny_model_path}"], [bench], out)  # (a hang ends in the timeout)
     assert "not fully written" not in again.stderr, again.stderr
     assert not board.is_symlink() and board.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_board_that_cannot_be_written_is_a_failed_sweep_with_its_pairs_kept(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any
+) -> None:
+    """It said "leaderboard not fully written" and exited 0: a CI job took the sweep as done."""
+    bench = write_bench(tmp_path / "w_test.csv", 4)
+    out = tmp_path / "sweep"
+    first = _sweep([f"hf:{tiny_model_path}"], [bench], out)
+    assert first.returncode == 0, first.stderr
+    (out / "leaderboard.html").unlink()
+    (out / "leaderboard.html").mkdir()  # a folder where the board goes
+    again = _sweep([f"hf:{tiny_model_path}"], [bench], out)
+    assert again.returncode == 2, again.stderr
+    assert "leaderboard not fully written:" in again.stderr
+    assert "`contamscope leaderboard` writes a board of them" in again.stderr
+    pairs = json.loads((out / "sweep.json").read_text(encoding="utf-8"))["pairs"]
+    assert [p["failed"] for p in pairs] == [False]  # the pair itself is done, and kept

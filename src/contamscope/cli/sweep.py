@@ -68,9 +68,9 @@ records (nothing is scored) and the board. --dry-run says which pairs would run 
 option orders they would score, and stops.
 Writes OUT/<model>__<benchmark>/ per pair (OUT/reference/<model>__<file>/ per model with
 --reference-benchmark), OUT/leaderboard.html and OUT/leaderboard.md.
-Exit codes: 0 ok, 2 some pairs failed (listed; OUT/sweep.json says which) or a user error, 3 all ran
-but input rows were skipped, 4 a pair's verdict found a leakage signal (with --fail-on-signal),
-130 interrupted (re-run to resume).
+Exit codes: 0 ok, 2 some pairs failed (listed; OUT/sweep.json says which), the leaderboard could
+not be written, or a user error, 3 all ran but input rows were skipped, 4 a pair's verdict found a
+leakage signal (with --fail-on-signal), 130 interrupted (re-run to resume).
 """
 
 SHARED = (
@@ -589,8 +589,9 @@ def run(**kw: Any) -> None:
         compared = _compare_with_baseline(jobs, set(finished), kw["baseline"], out)
     else:
         _remove_earlier_comparisons(out)
+    unwritten = False  # a board that could not be written is an exit code, not a success
     if finished:
-        _leaderboard(finished, out, failed, compared)
+        unwritten = not _leaderboard(finished, out, failed, compared)
         _say_reference_rates([j for j in jobs if j.run_dir in set(finished)])
     else:  # an earlier sweep's board would stand for this one's pairs, none of which finished
         stale = [p for p in (out / "leaderboard.md", out / "leaderboard.html") if p.exists()]
@@ -621,6 +622,8 @@ def run(**kw: Any) -> None:
         code = (
             f"exit code {EXIT_USER_ERROR}: a pair failed"
             if failed_any
+            else f"exit code {EXIT_USER_ERROR}: the leaderboard was not written"
+            if unwritten
             else f"exit code {EXIT_SIGNAL}"
         )
         err_console.print(
@@ -631,7 +634,7 @@ def run(**kw: Any) -> None:
             ),
             highlight=False,
         )
-    if failed_any:
+    if failed_any or unwritten:
         raise SystemExit(EXIT_USER_ERROR)
     if kw["fail_on_signal"] and signalled:
         raise SystemExit(EXIT_SIGNAL)
@@ -873,9 +876,10 @@ def _leaderboard(
     out: Path,
     failed: list[tuple[Job, str]],
     compared: Sequence[BaselineComparison] = (),
-) -> None:
+) -> bool:
     """Write the board of the finished pairs; the failed pairs are named under it as left out
-    (with their reason), not silently missing; the comparisons with a baseline go under it."""
+    (with their reason), not silently missing; the comparisons with a baseline go under it.
+    False where the board could not be written (said; the sweep exits 2, its pairs are kept)."""
     from ..report import write_leaderboard
     from ..report.leaderboard import LeftOut
 
@@ -891,10 +895,16 @@ def _leaderboard(
         write_leaderboard(run_dirs, out / "leaderboard.html", "html", left(), compared)
     except (ContamscopeError, ImportError) as exc:
         err_console.print(
-            styled("yellow", "leaderboard not fully written:", f" {exc}"), highlight=False
+            styled(
+                "red",
+                "leaderboard not fully written:",
+                f" {exc} (the pairs are done; `contamscope leaderboard` writes a board of them)",
+            ),
+            highlight=False,
         )
-        return
+        return False
     console.print(f"leaderboard: {out / 'leaderboard.html'} and {out / 'leaderboard.md'}")
+    return True
 
 
 def _remove_earlier_comparisons(out: Path) -> None:
