@@ -7,14 +7,16 @@ vLLM server: ``GET /v1/models``, ``POST /v1/completions`` (``echo`` + ``logprobs
 ``POST /v1/chat/completions``, ``POST /detokenize``, and ``GET /stats`` (request counts and the
 most requests seen in flight at once).
 
-Faults: ``--faults 429,500,drop,slow --fault-every N`` answers every N-th POST with the next
-fault in that cycle (``drop`` closes the connection without an answer, ``slow`` sleeps
-``--slow-seconds`` first); ``--die-after N`` kills the process on the N+1-th POST; modes
+Faults: ``--faults 429,500,drop,slow,badjson --fault-every N`` answers every N-th POST with the
+next fault in that cycle (``drop`` closes the connection without an answer, ``slow`` sleeps
+``--slow-seconds`` first, ``badjson`` sends a 200 whose JSON body is cut short); ``--die-after N`` kills the process on the N+1-th POST; modes
 ``--api-key KEY`` (401 without it), ``--chat-only`` (no /v1/completions), ``--generated-logprobs-only`` (llama.cpp: ignores echo and
 gives log-probs of generated tokens only), ``--no-prompt-logprobs`` (rejects that parameter,
-like api.openai.com). ``--corrupt nan|positive|error200 --corrupt-when TEXT``: completions
-replies to prompts containing TEXT carry a NaN or a positive "log-prob", or are an error body
-sent with status 200 (a faulty server after the canary, whose prompts do not contain TEXT).
+like api.openai.com). ``--corrupt MODE --corrupt-when TEXT``: completions
+replies to prompts containing TEXT carry a NaN, -inf, null or positive "log-prob", are an error
+body sent with status 200, or hold the tokens of another text, one token fewer or more, or lack
+the prompt's first half (``other_text``, ``fewer``, ``more``, ``cut``): a faulty server after the
+canary, whose prompts do not contain TEXT. ``--echo-key``: a 401 quotes the key it was sent.
 """
 
 from __future__ import annotations
@@ -162,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.faults_sent[fault] = st.faults_sent.get(fault, 0) + 1
         try:
             if st.args.api_key and self.headers.get("Authorization") != f"Bearer {st.args.api_key}":
-                return self._error(401, "invalid API key")
+                sent = f": {self.headers.get('Authorization')}" if st.args.echo_key else ""
+                return self._error(401, f"invalid API key{sent}")
             if st.args.die_after is not None and n > st.args.die_after:
                 os._exit(17)
             if st.args.delay:
@@ -171,6 +174,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(429, {"message": "rate limited"}, {"Retry-After": "0"})
             if fault == "500":
                 return self._error(500, "injected internal error")
+            if fault == "badjson":  # a body cut short on the way
+                data = b'{"choices": [{"te'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return None
             if fault == "drop":
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -223,8 +234,25 @@ class Handler(BaseHTTPRequestHandler):
             own, best, best_lp = m.prompt_logprobs(ids)
             if corrupt == "nan":
                 own[-1] = float("nan")
+            elif corrupt == "ninf":  # (json writes -Infinity, which Python reads back)
+                own[-1] = float("-inf")
+            elif corrupt == "null":
+                own[-1] = None  # type: ignore[call-overload]
             elif corrupt == "positive":
                 own = [abs(x) + 0.5 for x in own]
+            elif corrupt == "other_text":  # the tokens of another text than the one sent
+                texts = texts[:-2] + ["horse" + texts[-2]] + texts[-1:]
+            elif corrupt in ("fewer", "more", "cut"):  # a token lost, doubled; the start cut
+                k = len(ids) // 2
+                cut = slice(k, k + 1) if corrupt == "fewer" else slice(1, k)
+                if corrupt == "more":
+                    ids.insert(k, ids[k]), texts.insert(k, texts[k]), starts.insert(k, starts[k])
+                    own.insert(k - 1, own[k - 1]), best.insert(k - 1, best[k - 1])
+                    best_lp.insert(k - 1, best_lp[k - 1])
+                else:
+                    del ids[cut], texts[cut], starts[cut]
+                    shifted = slice(cut.start - 1, cut.stop - 1)
+                    del own[shifted], best[shifted], best_lp[shifted]
         if req.get("prompt_logprobs") is not None:
             k = int(req["prompt_logprobs"])
             entries: list[Any] = [None]
@@ -322,13 +350,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", default="tiny", help="served model name")
     p.add_argument("--answer-as", default=None, help="the model name replies carry (--name)")
     p.add_argument("--port", type=int, default=0)
-    p.add_argument("--faults", default="", help="comma-separated cycle of 429,500,drop,slow")
+    p.add_argument(
+        "--faults", default="", help="comma-separated cycle of 429,500,drop,slow,badjson"
+    )
     p.add_argument("--fault-every", type=int, default=3)
     p.add_argument("--slow-seconds", type=float, default=3.0)
     p.add_argument("--delay", type=float, default=0.0, help="seconds added to every POST")
     p.add_argument("--die-after", type=int, default=None, help="exit on the POST after N")
     p.add_argument("--api-key", default=None, help="require this bearer token on POSTs")
-    p.add_argument("--corrupt", choices=["nan", "positive", "error200"], default=None)
+    p.add_argument(
+        "--corrupt",
+        choices=[
+            "nan",
+            "ninf",
+            "null",
+            "positive",
+            "error200",
+            "other_text",
+            "fewer",
+            "more",
+            "cut",
+        ],
+        default=None,
+    )
+    p.add_argument("--echo-key", action="store_true", help="a 401 quotes the key it was sent")
     p.add_argument("--corrupt-when", default="", help="corrupt replies to prompts with this")
     p.add_argument("--chat-only", action="store_true")
     p.add_argument("--generated-logprobs-only", action="store_true")

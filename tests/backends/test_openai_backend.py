@@ -127,14 +127,15 @@ def test_concurrency_is_bounded_and_used(serve: Any) -> None:
 
 
 def test_retries_through_429_500_dropped_and_slow(serve: Any, tiny_backend: Any) -> None:
-    s = serve("--faults", "429,500,drop,slow", "--fault-every", "2", "--slow-seconds", "3")
+    # (badjson: a 200 whose body was cut short ended the run at once; chaos QA)
+    s = serve("--faults", "429,500,drop,slow,badjson", "--fault-every", "2", "--slow-seconds", "3")
     b = backend(s.url, logprobs="echo", timeout="1", retries="6", backoff="0.01")
     reqs = REQUESTS * 2 + [ScoreRequest(f"Q{i}:", " yes") for i in range(6)]
     got = b.score(reqs)
     want = tiny_backend.score(reqs)
     assert [g.logprob for g in got] == pytest.approx([w.logprob for w in want], abs=1e-3)
     faults = s.stats()["faults"]
-    assert set(faults) == {"429", "500", "drop", "slow"}
+    assert set(faults) == {"429", "500", "drop", "slow", "badjson"}
     assert b.client.retried >= sum(faults.values())
 
 
@@ -319,6 +320,16 @@ def test_a_refused_key_or_a_dead_server_is_no_missing_capability(
         msg = str(err.value)
         assert not isinstance(err.value, CapabilityError) and "can run" not in msg, faults
         assert "the server did not answer the check request (failed after 2 attempts" in msg
+        assert msg.endswith("once it answers again, re-run the command"), msg
+
+
+def test_probe_names_a_canary_echoed_as_another_text_as_such(serve: Any) -> None:
+    """It was said as "does not return a log-prob for every prompt token" (chaos QA)."""
+    b = backend(serve("--corrupt", "other_text", "--corrupt-when", "Berlin").url)
+    with pytest.raises(CapabilityError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert "the server's prompt tokens are not those of the text sent" in str(err.value)
+    assert "llama.cpp" not in str(err.value)
 
 
 def test_probe_refuses_generated_token_logprobs_only(serve: Any) -> None:
@@ -600,8 +611,15 @@ def test_a_base_url_that_is_no_api_root_says_so(tiny_server: Any, serve: Any) ->
     ("corrupt", "said"),
     [
         ("nan", "holds nan where a log-probability (<= 0) belongs"),
+        ("ninf", "holds -inf where a log-probability (<= 0) belongs"),
         ("positive", "where a log-probability (<= 0) belongs"),
         ("error200", "the server answered with an error: internal failure"),
+        # the tokens of another text, one fewer or more, the start cut: each was summed as the
+        # continuation's score, exit 0, and cached (chaos QA)
+        ("other_text", "tokens are not those of the text sent (they end"),
+        ("fewer", "tokens are not those of the text sent (they end"),
+        ("more", "tokens are not those of the text sent (they end"),
+        ("cut", "characters (the start cut?)"),
     ],
 )
 def test_a_reply_that_is_no_log_probability_is_a_server_fault_not_a_score(
@@ -616,10 +634,45 @@ def test_a_reply_that_is_no_log_probability_is_a_server_fault_not_a_score(
         check_backend(b, prompt_logprobs=True, method="the permutation test")  # canary: clean
         ok = b.score([ScoreRequest("The sky is", " blue")])
         assert ok[0].logprob < 0
+        long = "The zebra is " + "a horse with stripes, they say; " * 6  # (its start cut)
         with pytest.raises(ModelError) as err:
-            b.score([ScoreRequest("The zebra is", " striped")])
+            b.score([ScoreRequest(long, " striped")])
         msg = str(err.value)
         assert said in msg and "scoring request 1 of 1" in msg, msg
+
+
+def test_a_missing_token_log_prob_is_an_error_in_token_stats_too(serve: Any) -> None:
+    """A null log-prob became NaN in token stats: BenBench left the version out as "a
+    numerical overflow? try --dtype float32" (refused for openai:) and exited 0 (chaos QA)."""
+    s = serve("--corrupt", "null", "--corrupt-when", "zebra")
+    b = backend(s.url, logprobs="echo")
+    check_backend(b, prompt_logprobs=True, method="the permutation test")
+    assert b.token_stats([ScoreRequest("The sky is", " blue")])[0].logprobs[0] < 0
+    with pytest.raises(CapabilityError, match="returned no log-prob for a prompt token"):
+        b.token_stats([ScoreRequest("The zebra is", " striped")])
+
+
+def test_a_server_lost_in_a_detokenize_request_is_said_as_any_request(serve: Any) -> None:
+    """BenBench's /detokenize failures were a bare "failed after 1 attempts" (chaos QA)."""
+    b = backend(serve("--die-after", "0").url, retries="0")
+    with pytest.raises(ModelError) as err:
+        b.decode([1, 2, 3])
+    msg = str(err.value)
+    assert msg.startswith(f"{b.base_url}: a /detokenize request failed: failed after 1 "), msg
+    assert msg.endswith("once the server answers again, the same run resumes"), msg
+
+
+def test_a_key_the_server_quotes_back_is_not_repeated(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 whose message quoted the key sent printed it in full (chaos QA)."""
+    s = serve("--api-key", "right", "--echo-key")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("CONTAMSCOPE_API_KEY", "sk-WRONG123")
+    with pytest.raises(ModelError) as err:
+        backend(s.url, logprobs="echo").generate([GenerateRequest("Hi", 2)])
+    assert "invalid API key: Bearer ***" in str(err.value), err.value
+    assert "sk-WRONG123" not in str(err.value)
 
 
 def test_notes_of_pool_jobs_come_in_the_jobs_order_and_leave_a_failure_standing() -> None:

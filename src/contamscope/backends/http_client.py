@@ -1,9 +1,10 @@
 """A small JSON-over-HTTP client for model servers: bounded concurrency, timeouts, retries.
 
 Requests run on a thread pool of ``max_connections`` workers sharing one connection pool.
-A request that fails with 429, a 5xx status, a timeout or a connection error is retried with
-exponential backoff (``backoff * 2**attempt`` seconds, jittered, capped at 30 s; a server's
-``Retry-After`` is honoured up to the cap). Any other 4xx, or a request still failing after
+A request that fails with 429, a 5xx status, a timeout, a connection error or a success whose
+body is not JSON (cut short on the way; not on the first contact, where it is a wrong URL) is
+retried with exponential backoff (``backoff * 2**attempt`` seconds, jittered, capped at 30 s; a
+server's ``Retry-After`` is honoured up to the cap). Any other 4xx, or a request still failing after
 ``retries`` retries, ends the whole call with one :class:`ModelError` line that names the
 request (its index and label), the endpoint and the last error.
 """
@@ -148,7 +149,9 @@ class ServerUnavailable(ModelError):
     429/5xx): the server, not what it can do."""
 
 
-def _server_message(resp: Any) -> str:
+def _server_message(resp: Any, key: str | None = None) -> str:
+    """The server's own words about an error status, on one line; the API key sent is
+    written as ``***`` where a server repeats it (some quote the refused key back: QA)."""
     try:
         body = resp.json()
         err = body.get("error", body) if isinstance(body, dict) else body
@@ -156,6 +159,8 @@ def _server_message(resp: Any) -> str:
         text = str(msg)
     except ValueError:
         text = resp.text
+    if key:
+        text = text.replace(key, "***")
     return " ".join(text.split())[:300]
 
 
@@ -170,6 +175,7 @@ class ApiClient:
         if found is not None:
             headers["Authorization"] = f"Bearer {found[1]}"
         self.sends_key = found is not None
+        self._key = found[1] if found is not None else None
         n = settings.max_connections
         self._client = httpx.Client(
             timeout=httpx.Timeout(settings.timeout),
@@ -228,23 +234,27 @@ class ApiClient:
                 if resp.status_code < 400:
                     try:
                         reply = resp.json()
-                    except ValueError:
+                    except ValueError:  # a body cut short (a proxy, a dropped stream) is
+                        # of the moment: retried; a first contact's is a wrong URL (QA)
                         last = f"HTTP {resp.status_code} with a body that is not JSON"
-                        raise ModelError(f"{self.url(path)}: {last}") from None
-                    if not isinstance(reply, dict):
-                        raise ModelError(
-                            f"{self.url(path)}: the reply is a JSON {type(reply).__name__}, not "
-                            "an object: not an OpenAI-compatible server?"
-                        )
-                    return reply
-                msg = _server_message(resp)
-                if resp.status_code not in _RETRY_STATUS:
-                    raise HttpStatusError(resp.status_code, msg)
-                last = f"HTTP {resp.status_code}: {msg}"
-                try:
-                    wait_s = float(resp.headers.get("retry-after", ""))
-                except ValueError:
-                    wait_s = None
+                        if first_contact or resp.status_code >= 300:  # (a redirect's page)
+                            raise ModelError(f"{self.url(path)}: {last}") from None
+                    else:
+                        if not isinstance(reply, dict):
+                            raise ModelError(
+                                f"{self.url(path)}: the reply is a JSON {type(reply).__name__}, "
+                                "not an object: not an OpenAI-compatible server?"
+                            )
+                        return reply
+                else:
+                    msg = _server_message(resp, self._key)
+                    if resp.status_code not in _RETRY_STATUS:
+                        raise HttpStatusError(resp.status_code, msg)
+                    last = f"HTTP {resp.status_code}: {msg}"
+                    try:
+                        wait_s = float(resp.headers.get("retry-after", ""))
+                    except ValueError:
+                        wait_s = None
             if attempt < self.settings.retries:
                 delay = self.settings.backoff * (2**attempt) * (0.5 + self._rng.random())
                 time.sleep(min(_MAX_SLEEP, max(delay, wait_s or 0.0)))
@@ -278,12 +288,7 @@ class ApiClient:
                     i = futures[fut]
                     exc = fut.exception()
                     if exc is not None:
-                        detail = str(exc)
-                        if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUS:
-                            detail += f": {self.key_advice()}"
-                        elif isinstance(exc, ServerUnavailable):
-                            detail += "; once the server answers again, the same run resumes"
-                        raise ModelError(f"{self.base_url}: {label(i)} failed: {detail}") from None
+                        raise self.failed(label(i), exc) from None
                     out[i] = fut.result()
                     if on_done is not None:
                         on_done(1)
@@ -294,6 +299,16 @@ class ApiClient:
         pool.shutdown(wait=True, cancel_futures=True)
         held.say()
         return out
+
+    def failed(self, what: str, exc: BaseException) -> ModelError:
+        """The one line for a request that failed: the server, the request (``what``), the
+        error, and what to do (a refused key; a server that may answer again: re-run)."""
+        detail = str(exc)
+        if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUS:
+            detail += f": {self.key_advice()}"
+        elif isinstance(exc, ServerUnavailable):
+            detail += "; once the server answers again, the same run resumes"
+        return ModelError(f"{self.base_url}: {what} failed: {detail}")
 
     def key_advice(self) -> str:
         """What to do about the API key the server refused (or the one it lacks)."""

@@ -83,6 +83,35 @@ class PromptTokens:
     """Most likely token id at each position, -1 where unknown (``prompt_logprobs`` mode only)."""
 
 
+FIRST_TOKEN_CHARS = 64
+"""The most characters of the text sent that a reply's first token may stand for unspelled
+(vLLM's ``prompt_logprobs`` give the first token no text: a BOS, or the text's first word)."""
+
+
+def misspelling(texts: Sequence[str], sent: str) -> str | None:
+    """Why the tokens of a reply are not the text ``sent`` (None: they are). The continuation
+    is found by counting characters back from the end, so every token after the first must
+    spell the text sent, to its end; the first may be unspelled. A reply of another text, or
+    of fewer or more tokens, or of a prompt cut at its start (a server's context limit), was
+    summed as the continuation's score (QA); tokens in another form (``bytes:\\xe4``) are
+    not read either.
+
+    >>> misspelling(["", "The", " sky"], "<s>The sky") is None
+    True
+    >>> misspelling(["<s>", "The", " sea"], "<s>The sky")
+    "they end 'The sea', the text sent ends '<s>The sky'"
+    >>> misspelling(["", " sky"], "<s>" + "x" * 80 + " sky")
+    'they spell its last 4 of 87 characters (the start cut?)'
+    """
+    rest = "".join(texts[1:])
+    if not sent.endswith(rest):
+        n = 40
+        return f"they end {rest[-n:]!r}, the text sent ends {sent[-n:]!r}"
+    if len(sent) - len(rest) > max(FIRST_TOKEN_CHARS, len(texts[0]) if texts else 0):
+        return f"they spell its last {len(rest)} of {len(sent)} characters (the start cut?)"
+    return None
+
+
 def split_continuation(texts: Sequence[str], continuation: str) -> tuple[int, int]:
     """Index of the first continuation token and the prefix characters it covers.
 
@@ -358,19 +387,29 @@ class OpenAIBackend(Backend):
             self._resolve_mode(self._prepare(unique[0]))
 
         def one(req: ScoreRequest) -> PromptTokens | None:
+            sent = self._prepare(req)
             try:
-                got = self.prompt_tokens(self._prepare(req), top)
+                got = self.prompt_tokens(sent, top)
             except HttpStatusError as exc:
                 if exc.status == 400 and _TOO_LONG.search(exc.message):
                     return None  # longer than the model's context: NaN, like the local backend
                 raise
             # the canary checks its own replies only: a NaN read as "longer than the context"
-            # and was kept on resume, a positive value moved ranks and flags (QA)
-            bad = next((x for x in got.logprobs if x is not None and not x <= 1e-4), None)
+            # and was kept on resume, a positive value moved ranks and flags, and -inf (which
+            # JSON does not hold; vLLM writes -9999) excluded the item for good (QA)
+            bad = next(
+                (x for x in got.logprobs if x is not None and not -math.inf < x <= 1e-4), None
+            )
+            kept = "a fault of the server; nothing of this batch is kept, finished ones are"
             if bad is not None:
                 raise ModelError(
                     f"the server's reply holds {bad!r} where a log-probability (<= 0) belongs: "
-                    "a fault of the server; nothing of this batch is kept, finished ones are"
+                    f"{kept}"
+                )
+            wrong = misspelling(got.texts, sent)
+            if wrong is not None:
+                raise ModelError(
+                    f"the server's tokens are not those of the text sent ({wrong}): {kept}"
                 )
             return got
 
@@ -417,7 +456,13 @@ class OpenAIBackend(Backend):
                 out.append(TokenStats.too_long())
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
-            lps = tuple(math.nan if x is None else float(x) for x in pt.logprobs[start:])
+            if any(x is None for x in pt.logprobs[start:]):  # (it was NaN: the version was
+                # left out as "a numerical overflow", the run exiting 0; QA)
+                raise CapabilityError(
+                    f"{self.spec}: the server returned no log-prob for a prompt token "
+                    f"(continuation {req.continuation[:40]!r}); it cannot score text"
+                )
+            lps = tuple(float(x) for x in pt.logprobs[start:] if x is not None)
             unknown = (-1,) * len(lps)
             tokens = pt.ids[start:] if ids and pt.ids is not None else unknown
             greedy = pt.greedy[start:] if ids and pt.greedy is not None else unknown
@@ -432,7 +477,11 @@ class OpenAIBackend(Backend):
                 "POST", f"{root}/detokenize", {"model": self.model, "tokens": list(tokens)}
             )
         except HttpStatusError as exc:
+            if exc.status in AUTH_STATUS:
+                raise self.client.failed("a /detokenize request", exc) from None
             raise CapabilityError(f"{self.spec}: the server cannot detokenize ({exc})") from None
+        except ModelError as exc:  # the server gone: said as any request's failure (QA)
+            raise self.client.failed("a /detokenize request", exc) from None
         return str(body.get("prompt", ""))
 
     # --- generation ---------------------------------------------------------------------------

@@ -125,7 +125,8 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
         first = backend.prompt_tokens(bos + natural)
     except ServerUnavailable as exc:
         raise ModelError(
-            f"{backend.spec}: the server did not answer the check request ({exc})"
+            f"{backend.spec}: the server did not answer the check request ({exc}); once it "
+            "answers again, re-run the command"
         ) from None
     except HttpStatusError as exc:
         if exc.status in AUTH_STATUS:
@@ -160,7 +161,8 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
         return _check_canaries(backend, report, first)
     except ServerUnavailable as exc:
         raise ModelError(
-            f"{backend.spec}: the server did not answer a check request ({exc})"
+            f"{backend.spec}: the server did not answer a check request ({exc}); once it "
+            "answers again, re-run the command"
         ) from None
     except HttpStatusError as exc:
         advice = f": {backend.client.key_advice()}" if exc.status in AUTH_STATUS else ""
@@ -203,18 +205,21 @@ def _check_canaries(backend: OpenAIBackend, report: ProbeReport, first: Any) -> 
     text = bos + natural
     spelled = "".join(first.texts[1:])
     later = first.logprobs[1:]
-    if (
-        len(first.texts) < 2
-        or any(x is None for x in later)
-        or not text.endswith(spelled)
-        or len(spelled) < 0.8 * len(natural)
-    ):
+    if len(first.texts) < 2 or any(x is None for x in later):
         return _refuse(
             backend,
             report,
             "the server does not return a log-prob for every prompt token (it gave "
             f"{sum(x is not None for x in first.logprobs)} for a prompt of {len(natural)} "
             "characters); servers such as llama.cpp return log-probs of generated tokens only",
+        )
+    if not text.endswith(spelled) or len(spelled) < 0.8 * len(natural):  # (said as missing
+        # log-probs, which it had; QA)
+        return _refuse(
+            backend,
+            report,
+            "the server's prompt tokens are not those of the text sent (they spell "
+            f"{spelled[-40:]!r}, the text ends {text[-40:]!r}): it echoes another text",
         )
     pieces = _bos_pieces(first.texts, bos, natural) if bos else None
     if pieces is not None:
