@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from pathlib import Path
 from typing import IO, Any
@@ -175,6 +176,16 @@ def open_unlinked(path: Path, mode: str = "w") -> IO[Any]:
         raise
 
 
+def temporary_beside(path: Path) -> Path:
+    """A name for the temporary file written before it is renamed to ``path``: in its folder,
+    hidden, and this writer's own (process and a random part). A fixed ``NAME.tmp`` was shared
+    by two commands writing one file at once (two leaderboards, ``report`` and ``reanalyse``):
+    each removed the other's, one renamed a half-written file into place and the other failed
+    with "No such file or directory" (concurrency QA)."""
+    name = path.name[:200]  # (a name near the 255-byte limit stays under it)
+    return path.with_name(f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+
+
 def write_text_atomic(path: Path, text: str, what: str = "--out") -> Path:
     """Write ``text`` to ``path`` through a temporary file renamed over it (a reader never sees
     half a file; a link of either name is replaced, not written through); on failure, one
@@ -195,7 +206,7 @@ def replace_text(path: Path, text: str | bytes) -> None:
     temporary file renamed over it, as :func:`write_text_atomic` does, without its checks of a
     user's --out; an OSError leaves no temporary file behind. A file rewritten keeps its
     permissions (a ``chmod 640`` summary became 644 at ``reanalyse``; locale QA)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary_beside(path)
     try:
         with open_unlinked(tmp, "wb" if isinstance(text, bytes) else "w") as fh:
             with contextlib.suppress(OSError, AttributeError):  # (no os.fchmod on Windows)

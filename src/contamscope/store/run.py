@@ -25,6 +25,7 @@ from ..paths import (
     refuse_special,
     remove_quietly,
     replace_text,
+    temporary_beside,
     write_text_atomic,
 )
 from ..wording import TOO_DEEP, first_few, json_error, plural
@@ -372,7 +373,7 @@ class RunDir:
     def replace_records(self, records: Iterable[dict[str, Any]]) -> None:
         """Rewrite ``items.jsonl`` atomically (a method whose per-item results depend on the
         whole run, e.g. p-values against a reference set, adds them once every item is done)."""
-        tmp = self.items_path.with_suffix(".jsonl.tmp")
+        tmp = temporary_beside(self.items_path)
         try:
             with open_unlinked(tmp) as fh:
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..paths import replace_text
 
 __all__ = ["TrainConfig", "EpochLog", "train_epochs", "tokenize_texts", "save_checkpoint"]
 
@@ -186,9 +187,7 @@ def save_checkpoint(model: Any, tokenizer: Any, folder: Path, info: dict[str, An
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
-    tmp = folder / (CHECKPOINT_DONE + ".tmp")
-    tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(folder / CHECKPOINT_DONE)
+    replace_text(folder / CHECKPOINT_DONE, json.dumps(info, indent=2) + "\n")
 
 
 def checkpoint_complete(folder: Path) -> bool:
