@@ -1216,6 +1216,34 @@ def test_a_full_disk_under_the_cache_says_to_free_space(tmp_path: Path) -> None:
     assert "free space on its disk" in said and "items finished before are kept" in said
 
 
+def test_a_cache_another_process_holds_is_said_as_busy_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long `cache import` held the write lock: a run sharing the cache waited 60 s, then
+    said "score cache error (database is locked); use --no-cache or another --cache-dir", and
+    `cache clear`, which has neither option, said the same (concurrency QA)."""
+    import contamscope.store.cache as cache_module
+
+    path = tmp_path / "scores.sqlite"
+    ScoreCache(path).put_many("fp", [("k0", ScoreResult(-1.0, 1, 0))])
+    monkeypatch.setattr(cache_module, "BUSY_SECONDS", 0.2)
+    holder = sqlite3.connect(path)  # another writer, mid-transaction
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError) as err:
+            ScoreCache(path).put_many("fp", [("k1", ScoreResult(-2.0, 1, 0))])
+    finally:
+        holder.rollback()
+        holder.close()
+    said = str(err.value)
+    assert said.startswith(f"{path}: the score cache is busy (database is locked): another "), said
+    assert "held its write lock for 0.2 s" in said and "re-run when that process is done" in said
+    assert "--no-cache" not in said
+    cache = ScoreCache(path)  # free again: the write goes through
+    cache.put_many("fp", [("k1", ScoreResult(-2.0, 1, 0))])
+    assert sorted(cache.get_many(["k0", "k1"])) == ["k0", "k1"]
+
+
 def test_cache_repair_reads_past_a_range_that_ends_early_without_an_error(tmp_path: Path) -> None:
     """A damaged page can end a range's read early without an error: repair kept 417 of the
     1,500 rows, 750 of them readable further on, and said "every row was read" (QA)."""

@@ -147,6 +147,9 @@ def _db_errors(method: _M) -> _M:
     return wrapped  # type: ignore[return-value]
 
 
+BUSY_SECONDS = 60.0
+"""How long a write waits for another process's transaction (SQLite's busy timeout)."""
+
 _DAMAGED = ("not a database", "malformed", "corrupt", "no such table", "no such column")
 """SQLite's words for a file that is not (or no longer) a score cache."""
 
@@ -176,7 +179,15 @@ def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
             "; free space on its disk, or use --no-cache or another --cache-dir (a run's items "
             "finished before are kept in its folder)",
         )
-    if not any(word in text for word in _DAMAGED):  # busy, closed, ...: the file is not at fault
+    if "locked" in text or "busy" in text:  # another process's transaction: a long `cache
+        # import` held it for minutes, and the advice was options `cache clear` lacks (QA)
+        return (
+            f"the score cache is busy ({text}): another process held its write lock for "
+            f"{BUSY_SECONDS:g} s (a `contamscope cache import`, `clear` or `repair`?)",
+            "; re-run when that process is done (a run's items finished before are kept in its "
+            "folder)",
+        )
+    if not any(word in text for word in _DAMAGED):  # closed, ...: the file is not at fault
         return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
     if _cache_dir_args(path) is None and "not a database" in text:
         # a file the Python API named, of another kind (a benchmark, ...): not for deleting
@@ -287,7 +298,7 @@ class ScoreCache:
             raise StoreError(f"{exc}; use --no-cache or another --cache-dir") from None
         self.read_only = False
         try:
-            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, check_same_thread=False)
             self._set_up()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -349,7 +360,9 @@ class ScoreCache:
         uri = self.path.resolve().as_uri()
         problem: Exception | None = None
         for flags in ("mode=ro", "mode=ro&immutable=1"):
-            db = sqlite3.connect(f"{uri}?{flags}", uri=True, timeout=60, check_same_thread=False)
+            db = sqlite3.connect(
+                f"{uri}?{flags}", uri=True, timeout=BUSY_SECONDS, check_same_thread=False
+            )
             try:
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 for table in ("scores", "blobs"):  # models, model_specs: added later, optional

@@ -86,8 +86,8 @@ def refuse_busy(path: Path) -> None:
 def _busy(path: Path) -> StoreError:
     return StoreError(
         f"{path}: another contamscope process is writing this run folder; wait for it to "
-        "finish (then re-run to use its results) or use another --out"
-    )
+        "finish, then re-run the command (to score elsewhere meanwhile, give another --out)"
+    )  # (reanalyse, which has no --out, was told to use another one: concurrency QA)
 
 
 class RunDir:
