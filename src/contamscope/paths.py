@@ -182,7 +182,8 @@ def temporary_beside(path: Path) -> Path:
     by two commands writing one file at once (two leaderboards, ``report`` and ``reanalyse``):
     each removed the other's, one renamed a half-written file into place and the other failed
     with "No such file or directory" (concurrency QA)."""
-    name = path.name[:200]  # (a name near the 255-byte limit stays under it)
+    name = os.fsdecode(os.fsencode(path.name)[:200])  # a name near the 255-byte limit stays
+    # under it (cut by bytes: 77 Chinese characters were 231 bytes; review QA)
     return path.with_name(f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
 
 

@@ -673,6 +673,55 @@ def test_a_key_the_server_quotes_back_is_not_repeated(
         backend(s.url, logprobs="echo").generate([GenerateRequest("Hi", 2)])
     assert "invalid API key: Bearer ***" in str(err.value), err.value
     assert "sk-WRONG123" not in str(err.value)
+    monkeypatch.setenv("CONTAMSCOPE_API_KEY", "e")  # a key inside words: only as a word
+    with pytest.raises(ModelError) as err:
+        backend(s.url, logprobs="echo").generate([GenerateRequest("Hi", 2)])
+    assert "invalid API key: Bearer ***" in str(err.value), err.value
+
+
+def test_a_prompt_cut_shorter_than_64_characters_is_caught_with_a_bos(serve: Any) -> None:
+    """With -M bos only the BOS may go unspelled: a start cut of up to 64 characters passed,
+    and one reaching the continuation was said as a missing capability (review QA)."""
+    s = serve("--corrupt", "cut", "--corrupt-when", "zebra")
+    for mode in ("echo", "prompt_logprobs"):
+        b = backend(s.url, logprobs=mode)
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+        for prefix in ("Is a zebra striped?", "The zebra is a horse with stripes, they say;"):
+            with pytest.raises(ModelError, match=r"\(the start cut\?\)"):
+                b.score([ScoreRequest(prefix, " yes")])
+
+
+def test_a_redirect_is_said_with_its_address_not_read_as_the_reply() -> None:
+    """A 301 whose body was JSON was read as the reply: the run was refused as "no prompt
+    log-probs" (review QA)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Moved(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = json.dumps({"detail": "moved"}).encode()
+            self.send_response(301)
+            self.send_header("Location", "http://elsewhere:8000/v1/completions")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ApiClient(f"http://127.0.0.1:{server.server_address[1]}/v1", ApiSettings())
+        with pytest.raises(ModelError) as err:
+            client.request("POST", "completions", {"prompt": "x"})
+        assert "HTTP 301, a redirect (http://elsewhere:8000/v1/completions)" in str(err.value)
+        assert client.sent == 1  # said at once, not retried
+    finally:
+        server.shutdown()
 
 
 def test_notes_of_pool_jobs_come_in_the_jobs_order_and_leave_a_failure_standing() -> None:

@@ -624,9 +624,12 @@ def test_a_board_that_cannot_be_written_is_a_failed_sweep_with_its_pairs_kept(
     assert first.returncode == 0, first.stderr
     (out / "leaderboard.html").unlink()
     (out / "leaderboard.html").mkdir()  # a folder where the board goes
+    (out / "leaderboard.md").unlink()
     again = _sweep([f"hf:{tiny_model_path}"], [bench], out)
     assert again.returncode == 2, again.stderr
-    assert "leaderboard not fully written:" in again.stderr
+    said = " ".join(again.stderr.split())
+    assert f"leaderboard not fully written: {out / 'leaderboard.html'}: is a folder" in said
+    assert not (out / "leaderboard.md").exists()  # not one page of two (review QA)
     assert "`contamscope leaderboard` writes a board of them" in again.stderr
     pairs = json.loads((out / "sweep.json").read_text(encoding="utf-8"))["pairs"]
     assert [p["failed"] for p in pairs] == [False]  # the pair itself is done, and kept

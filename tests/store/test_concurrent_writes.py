@@ -55,3 +55,15 @@ def test_two_writers_of_one_file_never_fail_and_a_reader_sees_whole_files(
         assert int(written) > 0 and int(errors) == 0, (first, err[-500:])
     assert reads > 0 and bad == 0, f"{bad} of {reads} reads saw a partial file"
     assert [p.name for p in tmp_path.iterdir()] == ["board.html"]  # no temporary file left
+
+
+def test_a_file_name_near_the_byte_limit_is_written(tmp_path: Path) -> None:
+    """The temporary name was cut at 200 characters, not bytes: an --out of 77 Chinese
+    characters (236 bytes) was "File name too long" (review QA)."""
+    from contamscope.paths import write_text_atomic
+
+    for name in ("报" * 77 + ".html", "a" * 250 + ".md"):
+        assert len(name.encode()) <= 255
+        path = write_text_atomic(tmp_path / name, "whole\n")
+        assert path.read_text() == "whole\n"
+    assert len(list(tmp_path.iterdir())) == 2  # no temporary file left

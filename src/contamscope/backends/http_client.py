@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -159,8 +160,8 @@ def _server_message(resp: Any, key: str | None = None) -> str:
         text = str(msg)
     except ValueError:
         text = resp.text
-    if key:
-        text = text.replace(key, "***")
+    if key:  # (as a word of its own: a key "e" made "k***y" of every "key"; review QA)
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", "***", text)
     return " ".join(text.split())[:300]
 
 
@@ -231,13 +232,20 @@ class ApiClient:
                         "before the server has answered once)"
                     ) from None
             else:
+                if 300 <= resp.status_code < 400:  # not followed: a redirect's JSON was read
+                    # as the reply, and the run refused as "no prompt log-probs" (review QA)
+                    where = resp.headers.get("location") or "no Location given"
+                    raise ModelError(
+                        f"{self.url(path)}: HTTP {resp.status_code}, a redirect ({where}): give "
+                        "the address the server names as BASE_URL"
+                    )
                 if resp.status_code < 400:
                     try:
                         reply = resp.json()
                     except ValueError:  # a body cut short (a proxy, a dropped stream) is
                         # of the moment: retried; a first contact's is a wrong URL (QA)
                         last = f"HTTP {resp.status_code} with a body that is not JSON"
-                        if first_contact or resp.status_code >= 300:  # (a redirect's page)
+                        if first_contact:
                             raise ModelError(f"{self.url(path)}: {last}") from None
                     else:
                         if not isinstance(reply, dict):

@@ -85,13 +85,15 @@ class PromptTokens:
 
 FIRST_TOKEN_CHARS = 64
 """The most characters of the text sent that a reply's first token may stand for unspelled
-(vLLM's ``prompt_logprobs`` give the first token no text: a BOS, or the text's first word)."""
+(vLLM's ``prompt_logprobs`` give the first token no text: the text's first word) where no
+``-M bos`` is given; with one, its length (the canary checked that it is one token)."""
 
 
-def misspelling(texts: Sequence[str], sent: str) -> str | None:
+def misspelling(texts: Sequence[str], sent: str, first: int = FIRST_TOKEN_CHARS) -> str | None:
     """Why the tokens of a reply are not the text ``sent`` (None: they are). The continuation
     is found by counting characters back from the end, so every token after the first must
-    spell the text sent, to its end; the first may be unspelled. A reply of another text, or
+    spell the text sent, to its end; the first may be unspelled (up to ``first`` characters,
+    or its own text's length where it has one). A reply of another text, or
     of fewer or more tokens, or of a prompt cut at its start (a server's context limit), was
     summed as the continuation's score (QA); tokens in another form (``bytes:\\xe4``) are
     not read either.
@@ -107,7 +109,7 @@ def misspelling(texts: Sequence[str], sent: str) -> str | None:
     if not sent.endswith(rest):
         n = 40
         return f"they end {rest[-n:]!r}, the text sent ends {sent[-n:]!r}"
-    if len(sent) - len(rest) > max(FIRST_TOKEN_CHARS, len(texts[0]) if texts else 0):
+    if len(sent) - len(rest) > max(first, len(texts[0]) if texts else 0):
         return f"they spell its last {len(rest)} of {len(sent)} characters (the start cut?)"
     return None
 
@@ -406,7 +408,8 @@ class OpenAIBackend(Backend):
                     f"the server's reply holds {bad!r} where a log-probability (<= 0) belongs: "
                     f"{kept}"
                 )
-            wrong = misspelling(got.texts, sent)
+            # (with a BOS, only it may go unspelled: a cut of up to 64 characters passed; QA)
+            wrong = misspelling(got.texts, sent, len(self.bos) or FIRST_TOKEN_CHARS)
             if wrong is not None:
                 raise ModelError(
                     f"the server's tokens are not those of the text sent ({wrong}): {kept}"

@@ -880,6 +880,7 @@ def _leaderboard(
     """Write the board of the finished pairs; the failed pairs are named under it as left out
     (with their reason), not silently missing; the comparisons with a baseline go under it.
     False where the board could not be written (said; the sweep exits 2, its pairs are kept)."""
+    from ..paths import check_output_file
     from ..report import write_leaderboard
     from ..report.leaderboard import LeftOut
 
@@ -889,16 +890,19 @@ def _leaderboard(
     for name in ("leaderboard.md", "leaderboard.html"):  # the sweep's own files: a link there
         if (out / name).is_symlink():  # is replaced, whatever it names (review QA)
             (out / name).unlink()
-    try:
+    try:  # both checked first: one written beside the other refused stood for this sweep's
+        for name in ("leaderboard.md", "leaderboard.html"):
+            check_output_file(out / name)
         text, _ = write_leaderboard(run_dirs, out / "leaderboard.md", "md", left(), compared)
         console.print(text, highlight=False, markup=False)  # (the comparisons under it)
         write_leaderboard(run_dirs, out / "leaderboard.html", "html", left(), compared)
     except (ContamscopeError, ImportError) as exc:
+        said = str(exc).removeprefix("--out ")  # (the sweep's own file, not an --out given)
         err_console.print(
             styled(
                 "red",
                 "leaderboard not fully written:",
-                f" {exc} (the pairs are done; `contamscope leaderboard` writes a board of them)",
+                f" {said} (the pairs are done; `contamscope leaderboard` writes a board of them)",
             ),
             highlight=False,
         )

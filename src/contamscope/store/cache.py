@@ -184,8 +184,8 @@ def _db_problem(path: Path, exc: Exception) -> tuple[str, str]:
         return (
             f"the score cache is busy ({text}): another process held its write lock for "
             f"{BUSY_SECONDS:g} s (a `contamscope cache import`, `clear` or `repair`?)",
-            "; re-run when that process is done (a run's items finished before are kept in its "
-            "folder)",
+            "; re-run when that process is done (a scoring run keeps the items it finished "
+            "in its folder; --no-cache scores without the cache meanwhile)",
         )
     if not any(word in text for word in _DAMAGED):  # closed, ...: the file is not at fault
         return f"score cache error ({text})", "; use --no-cache or another --cache-dir"
