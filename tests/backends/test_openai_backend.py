@@ -610,9 +610,9 @@ def test_a_base_url_that_is_no_api_root_says_so(tiny_server: Any, serve: Any) ->
 @pytest.mark.parametrize(
     ("corrupt", "said"),
     [
-        ("nan", "holds nan where a log-probability (<= 0) belongs"),
-        ("ninf", "holds -inf where a log-probability (<= 0) belongs"),
-        ("positive", "where a log-probability (<= 0) belongs"),
+        ("nan", "holds nan where a log-probability (finite, <= 0) belongs"),
+        ("ninf", "holds -inf where a log-probability (finite, <= 0) belongs"),
+        ("positive", "where a log-probability (finite, <= 0) belongs"),
         ("error200", "the server answered with an error: internal failure"),
         # the tokens of another text, one fewer or more, the start cut: each was summed as the
         # continuation's score, exit 0, and cached (chaos QA)

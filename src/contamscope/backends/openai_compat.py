@@ -405,7 +405,7 @@ class OpenAIBackend(Backend):
             kept = "a fault of the server; nothing of this batch is kept, finished ones are"
             if bad is not None:
                 raise ModelError(
-                    f"the server's reply holds {bad!r} where a log-probability (<= 0) belongs: "
+                    f"the server's reply holds {bad!r} where a log-probability (finite, <= 0) belongs: "
                     f"{kept}"
                 )
             # (with a BOS, only it may go unspelled: a cut of up to 64 characters passed; QA)
