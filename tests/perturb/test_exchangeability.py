@@ -441,6 +441,7 @@ def test_label_combinations_in_dictionary_order() -> None:
     assert natural_order_reason(["①②", "①④", "②③", "全部"]) is None  # not all labels
 
 
+@pytest.mark.skipif(not MMLU_TEST.is_dir(), reason=f"MMLU test set not found at {MMLU_TEST}")
 def test_repeated_options_are_left_out_with_their_reason() -> None:
     """An item with two identical options scored 24 orders of 12 texts: the original's rank was
     tied by construction, Algorithm 1 could never flag it, and it was counted in the rates

@@ -105,10 +105,14 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
     src, stem, subject = str(path), path.stem, split_subject(path.stem)
     first, rest = read_table(path, text)
     names: list[str] = []
-    if first is not None:  # (a header's padding only: a header-less file's rows have none)
-        (_, cells), trimmed = without_padding(first, rest)
+    if first is not None:
+        (line0, cells), trimmed = without_padding(first, rest)
         names = [c.strip().lower() for c in cells]
-        rest = trimmed if names in _MMLU_HEADERS else rest
+        if names in _MMLU_HEADERS:
+            rest = trimmed
+        elif len(cells) == 6 < len(first[1]):  # a header-less file saved with empty columns
+            # after its six: detected as MMLU, each row was then refused (mutation QA)
+            first, rest = (line0, cells), trimmed
     header = names in _MMLU_HEADERS
     rows = rest if header or first is None else itertools.chain([first], rest)
     # under question,choice0..3,answer (a datasets export) the answer is a 0-based index;
