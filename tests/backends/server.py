@@ -17,6 +17,7 @@ replies to prompts containing TEXT carry a NaN, -inf, null or positive "log-prob
 body sent with status 200, or hold the tokens of another text, one token fewer or more, or lack
 the prompt's first half (``other_text``, ``fewer``, ``more``, ``cut``): a faulty server after the
 canary, whose prompts do not contain TEXT. ``--echo-key``: a 401 quotes the key it was sent.
+``--lp-offset X``: X added to every prompt log-prob (another model served under the same name).
 """
 
 from __future__ import annotations
@@ -232,6 +233,8 @@ class Handler(BaseHTTPRequestHandler):
         want_prompt = req.get("prompt_logprobs") is not None or (echo and top is not None)
         if want_prompt:
             own, best, best_lp = m.prompt_logprobs(ids)
+            if args.lp_offset:  # another model behind the same name
+                own = [x + args.lp_offset for x in own]
             if corrupt == "nan":
                 own[-1] = float("nan")
             elif corrupt == "ninf":  # (json writes -Infinity, which Python reads back)
@@ -374,6 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
     )
     p.add_argument("--echo-key", action="store_true", help="a 401 quotes the key it was sent")
+    p.add_argument("--lp-offset", type=float, default=0.0, help="added to every prompt log-prob")
     p.add_argument("--corrupt-when", default="", help="corrupt replies to prompts with this")
     p.add_argument("--chat-only", action="store_true")
     p.add_argument("--generated-logprobs-only", action="store_true")

@@ -85,6 +85,31 @@ def test_server_dies_mid_run_resume_and_equal_to_local(
     assert same(summary["statistics"], s_local["statistics"])
 
 
+def test_a_run_resumed_after_the_server_changed_its_model_is_refused(
+    tmp_path: Path, serve: Any
+) -> None:
+    """A server is known by its URL, name and /models entry: a run resumed after it began
+    serving another checkpoint finished with two models' numbers in one folder, exit 0 (chaos
+    QA). A finished item is scored again first; the items kept stay."""
+    bench = tmp_path / "toy_test.csv"
+    bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+    server = serve("--die-after", "60")  # the probe's 4 POSTs, then 24 per item: 2 finish
+    spec = f"openai:{server.url}#tiny"
+    opts = ["-M", "bos=<|endoftext|>", "-M", "canary=structural", "--no-cache"]
+    out = tmp_path / "run"
+    args = ["permutation", "--model", spec, *opts, "--benchmark", str(bench), "--out", str(out)]
+    first = run_cli(*args, "--batch-items", "1", "-M", "retries=0", cwd=tmp_path)
+    assert first.returncode == 2 and len(records(out)) == 2, first.stderr
+    kept = (out / "items.jsonl").read_text()
+    serve("--lp-offset", "-0.2", port=server.port)  # another model, the same name
+    second = run_cli(*args, "--batch-items", "1", cwd=tmp_path)
+    assert second.returncode == 2, second.stderr
+    said = " ".join(second.stderr.split())
+    assert f"error: {out}: the server now scores item" in said, said
+    assert "0.200 nats per token apart; 0.05 allowed" in said
+    assert (out / "items.jsonl").read_text() == kept  # nothing lost, nothing mixed in
+
+
 def test_chat_only_server_refused_before_any_work(tmp_path: Path, serve: Any) -> None:
     bench = tmp_path / "toy_test.csv"
     bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")

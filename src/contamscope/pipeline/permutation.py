@@ -25,7 +25,7 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item
 from ..detectors.permutation import check_deltas
-from ..errors import ConfigError, ContamscopeWarning
+from ..errors import ConfigError, ContamscopeWarning, StoreError
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     non_exchangeable_reason,
@@ -293,6 +293,43 @@ def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _Planned
     return planned
 
 
+RESUME_CHECK_ORDERS = 8
+"""Orders of one finished item a resumed run of a served model scores again."""
+
+
+def _same_served_model_as_before(
+    backend: Backend, records: Iterable[dict[str, Any]], run_dir: RunDir
+) -> None:
+    """Refuse to resume a run of a served model (``openai:``) whose server now scores a finished
+    item otherwise than the run recorded: a server is known by its URL, name and /models entry,
+    not its weights, and a run resumed after it began serving another checkpoint mixed the two
+    models' numbers, unsaid (chaos QA). Up to :data:`RESUME_CHECK_ORDERS` orders of the first
+    scored record are scored again, past the cache, and must be within the canary's tolerance
+    per token (servers are not bit-reproducible across batch shapes)."""
+    if not backend.spec.startswith("openai:"):
+        return
+    rec = next((r for r in records if r.get("logprobs") and r.get("continuations")), None)
+    if rec is None:
+        return
+    from ..backends.probe import TOLERANCE
+
+    conts = rec["continuations"][:RESUME_CHECK_ORDERS]
+    got = backend.score([ScoreRequest(rec["prefix"], c) for c in conts])
+    per_token = [
+        abs(g.logprob - lp) / max(1, int(n))
+        for g, lp, n in zip(got, rec["logprobs"], rec["n_tokens"])
+    ]
+    worst = max(per_token, default=0.0)
+    if not worst <= TOLERANCE:  # (NaN too)
+        raise StoreError(
+            f"{run_dir.path}: the server now scores item {rec['id']!r} otherwise than this run "
+            f"recorded ({worst:.3f} nats per token apart; {TOLERANCE} allowed): it serves another "
+            "model or settings since the run began, so the finished items are not this "
+            f"model's; start the folder again (--overwrite) after `contamscope cache clear "
+            f"--model {backend.spec}`"
+        )
+
+
 def _records_of(jobs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [_record(*job) for job in jobs]
 
@@ -481,6 +518,8 @@ def run_permutation(
         # (Outcome.records) gave them all (diff-review QA)
         run_dir.replace_records(done.values())
     todo = [it for it in items if it.id not in done]
+    if todo and done:
+        _same_served_model_as_before(backend, done.values(), run_dir)
     offloaded = not backend.computes_on_local_cpu
     batch_items = config.batch_items or (256 if offloaded else 32)
     workers = config.detector_workers
