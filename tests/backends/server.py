@@ -5,7 +5,7 @@ prints ``READY <port>`` once it listens on 127.0.0.1. It implements what contams
 vLLM server: ``GET /v1/models``, ``POST /v1/completions`` (``echo`` + ``logprobs`` with
 ``text_offset``/``top_logprobs``, vLLM's ``prompt_logprobs``, greedy generation with ``stop``),
 ``POST /v1/chat/completions``, ``POST /detokenize``, and ``GET /stats`` (request counts and the
-most requests seen in flight at once).
+most requests seen in flight at once, in all and per path).
 
 Faults: ``--faults 429,500,drop,slow,badjson --fault-every N`` answers every N-th POST with the
 next fault in that cycle (``drop`` closes the connection without an answer, ``slow`` sleeps
@@ -93,6 +93,8 @@ class State:
         self.posts = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.path_in_flight: dict[str, int] = {}
+        self.max_path_in_flight: dict[str, int] = {}
         self.faults_sent: dict[str, int] = {}
         cycle = [f for f in (args.faults or "").split(",") if f]
         self.fault_cycle = itertools.cycle(cycle) if cycle else None
@@ -144,6 +146,7 @@ class Handler(BaseHTTPRequestHandler):
                     {
                         "posts": st.posts,
                         "max_in_flight": st.max_in_flight,
+                        "max_in_flight_by_path": st.max_path_in_flight,
                         "faults": st.faults_sent,
                     },
                 )
@@ -159,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
             n = st.posts
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
+            here = st.path_in_flight[self.path] = st.path_in_flight.get(self.path, 0) + 1
+            st.max_path_in_flight[self.path] = max(st.max_path_in_flight.get(self.path, 0), here)
             fault = None
             if st.fault_cycle is not None and n % st.args.fault_every == 0:
                 fault = next(st.fault_cycle)
@@ -193,6 +198,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with st.lock:
                 st.in_flight -= 1
+                st.path_in_flight[self.path] -= 1
 
     def _route(self, req: dict[str, Any]) -> None:
         args = self.server.state.args

@@ -225,6 +225,10 @@ class Backend(ABC):
         """Text of token ids returned by :meth:`token_stats`."""
         raise CapabilityError(f"backend {self.spec!r} cannot decode token ids")
 
+    def decode_many(self, sequences: Sequence[Sequence[int]]) -> list[str]:
+        """:meth:`decode` of each sequence, in order (a served model's are sent at once)."""
+        return [self.decode(t) for t in sequences]
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(spec={self.spec!r})"
 

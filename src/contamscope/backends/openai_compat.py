@@ -472,8 +472,9 @@ class OpenAIBackend(Backend):
             out.append(TokenStats(tokens, lps, greedy, boundary))
         return out
 
-    def decode(self, tokens: Sequence[int]) -> str:
-        """Text of token ids, through the server's ``/detokenize`` (vLLM's tokenizer API)."""
+    def _detokenize(self, tokens: Sequence[int]) -> str:
+        """One ``/detokenize`` request (vLLM's tokenizer API); a status that says the server
+        has none is a CapabilityError, other failures are the client's."""
         root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         try:
             body = self.client.request(
@@ -481,11 +482,28 @@ class OpenAIBackend(Backend):
             )
         except HttpStatusError as exc:
             if exc.status in AUTH_STATUS:
-                raise self.client.failed("a /detokenize request", exc) from None
+                raise
             raise CapabilityError(f"{self.spec}: the server cannot detokenize ({exc})") from None
+        return str(body.get("prompt", ""))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of token ids, through the server's ``/detokenize``."""
+        try:
+            return self._detokenize(tokens)
+        except CapabilityError:
+            raise
         except ModelError as exc:  # the server gone: said as any request's failure (QA)
             raise self.client.failed("a /detokenize request", exc) from None
-        return str(body.get("prompt", ""))
+
+    def decode_many(self, sequences: Sequence[Sequence[int]]) -> list[str]:
+        """The ``/detokenize`` requests of ``sequences``, ``max_connections`` at a time
+        (BenBench sent them one after another: 80 for 4 items; chaos QA)."""
+        jobs = list(sequences)
+
+        def label(i: int) -> str:
+            return f"detokenize request {i + 1} of {len(jobs)} ({len(jobs[i])} tokens)"
+
+        return [str(t) for t in self.client.map(self._detokenize, jobs, label)]
 
     # --- generation ---------------------------------------------------------------------------
     def _generate_one(self, req: GenerateRequest) -> Generation:

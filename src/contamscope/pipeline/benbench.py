@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from .. import __version__
-from ..backends.base import GenerateRequest, ScoreRequest, TokenStats
+from ..backends.base import Backend, GenerateRequest, ScoreRequest, TokenStats
 from ..backends.probe import check_backend, without_chat_template
 from ..data.items import LoadResult, QAItem
 from ..detectors.benbench import (
@@ -287,6 +287,32 @@ def _ngram_plan(
     return starts, partial, gens
 
 
+def _prefetched_decoder(
+    backend: Backend, ngram_stats: Sequence[TokenStats], cfg: BenBenchConfig
+) -> Callable[[Sequence[int]], str]:
+    """``backend.decode`` with the texts the n-gram plans of ``ngram_stats`` ask for decoded
+    beforehand, at once (:meth:`Backend.decode_many`: a served model's requests in parallel,
+    where they went one after another). The plans are made once with a decoder that only
+    records what is asked; a text asked for later that was not foreseen is decoded then."""
+    wanted: dict[tuple[int, ...], None] = {}
+
+    def record(tokens: Sequence[int]) -> str:
+        wanted[tuple(tokens)] = None
+        return ""
+
+    for st in ngram_stats:
+        if st.tokens and not st.is_too_long:
+            _ngram_plan(st, cfg, record)
+    keys = list(wanted)
+    texts = dict(zip(keys, backend.decode_many(keys))) if keys else {}
+
+    def decode(tokens: Sequence[int]) -> str:
+        got = texts.get(tuple(tokens))
+        return got if got is not None else backend.decode(tokens)
+
+    return decode
+
+
 MAX_NLL = 709.0
 """The largest mean NLL (nats per token) whose perplexity, exp(NLL), a float holds."""
 
@@ -317,7 +343,7 @@ def _score_batch(
         for v in vs:
             reqs.extend([v.ppl_req, v.ngram_req])
     stats = scorer.token_stats(reqs)
-    decode = scorer.backend.decode
+    decode = _prefetched_decoder(scorer.backend, stats[1::2], cfg)
     pos = 0
     pending: list[tuple[dict[str, Any], list[dict[str, Any]], list[GenerateRequest | None]]] = []
     records = []
