@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 
 def sorted_and_shuffled(n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -61,3 +62,16 @@ def write_jsonl(path: Path, rows: list[object]) -> Path:
     """``rows``, one JSON value a line."""
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return path
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    """``text`` written as UTF-8 to ``folder/name`` (its folders made): a benchmark file."""
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def line(rec: Any) -> str:
+    """A JSON Lines row of ``rec`` (a string as it is)."""
+    return (rec if isinstance(rec, str) else json.dumps(rec, ensure_ascii=False)) + "\n"

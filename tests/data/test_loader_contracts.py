@@ -4,26 +4,14 @@ the expected value worked out by hand (mutation QA)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+
+from toy_rows import line, write
 
 from contamscope.data import FORMATS, MCQItem, load_benchmark
 from contamscope.data.items import QAItem, same_text
 from contamscope.data.overlap import repeats, split_overlap
 from contamscope.data.records import MAX_OPTIONS, own_labels_removed, parse_answer
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("utf-8"))
-    return path
-
-
-def line(rec: Any) -> str:
-    return (rec if isinstance(rec, str) else json.dumps(rec, ensure_ascii=False)) + "\n"
-
 
 TEN = "abcdefghij"
 

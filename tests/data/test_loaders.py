@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_rows import line, write
 
 from contamscope.data import (
     FORMATS,
@@ -26,17 +27,6 @@ from contamscope.data import (
 from contamscope.errors import ConfigError, DataError
 
 BENCHDATA = Path(__file__).resolve().parents[2].parent / "shared" / "benchdata"
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("utf-8"))
-    return path
-
-
-def line(rec: Any) -> str:
-    return (rec if isinstance(rec, str) else json.dumps(rec, ensure_ascii=False)) + "\n"
 
 
 def one_problem(result: LoadResult) -> RowProblem:
