@@ -691,6 +691,18 @@ def test_a_prompt_cut_shorter_than_64_characters_is_caught_with_a_bos(serve: Any
                 b.score([ScoreRequest(prefix, " yes")])
 
 
+def test_a_start_cut_into_the_continuation_is_said_without_a_bos_too(serve: Any) -> None:
+    """Without -M bos a cut of the prompt's start under 64 characters that reached into the
+    continuation was "the server returned no log-prob ...; it cannot score text", of a server
+    that had passed the canary (review QA)."""
+    s = serve("--corrupt", "cut", "--corrupt-when", "Zq")
+    for mode in ("echo", "prompt_logprobs"):
+        b = backend(s.url, logprobs=mode, bos="none")
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+        with pytest.raises(ModelError, match=r"fewer than the continuation's .*start cut\?"):
+            b.score([ScoreRequest("Zq?", "\nA: red\nB: blue\nC: green\nD: pink\n")])
+
+
 def test_a_redirect_is_said_with_its_address_not_read_as_the_reply() -> None:
     """A 301 whose body was JSON was read as the reply: the run was refused as "no prompt
     log-probs" (review QA)."""
@@ -699,6 +711,8 @@ def test_a_redirect_is_said_with_its_address_not_read_as_the_reply() -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Moved(BaseHTTPRequestHandler):
+        location = ""
+
         def log_message(self, *args: Any) -> None:
             pass
 
@@ -706,7 +720,8 @@ def test_a_redirect_is_said_with_its_address_not_read_as_the_reply() -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             data = json.dumps({"detail": "moved"}).encode()
             self.send_response(301)
-            self.send_header("Location", "http://elsewhere:8000/v1/completions")
+            if Moved.location:
+                self.send_header("Location", Moved.location)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -714,12 +729,22 @@ def test_a_redirect_is_said_with_its_address_not_read_as_the_reply() -> None:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Moved)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    root = f"http://127.0.0.1:{server.server_address[1]}"
+    said = {  # Location -> the advice (a relative one resolved; the BASE_URL it points to)
+        "http://elsewhere:8000/v1/completions": "a redirect to http://elsewhere:8000/v1/"
+        "completions: give http://elsewhere:8000/v1 as BASE_URL",
+        "/v2/completions": f"a redirect to {root}/v2/completions: give {root}/v2 as BASE_URL",
+        "/login": f"a redirect to {root}/login: check BASE_URL",
+        "": "a redirect that names no address: check BASE_URL",
+    }
     try:
-        client = ApiClient(f"http://127.0.0.1:{server.server_address[1]}/v1", ApiSettings())
-        with pytest.raises(ModelError) as err:
-            client.request("POST", "completions", {"prompt": "x"})
-        assert "HTTP 301, a redirect (http://elsewhere:8000/v1/completions)" in str(err.value)
-        assert client.sent == 1  # said at once, not retried
+        for location, advice in said.items():
+            Moved.location = location
+            client = ApiClient(f"{root}/v1", ApiSettings())
+            with pytest.raises(ModelError) as err:
+                client.request("POST", "completions", {"prompt": "x"})
+            assert str(err.value) == f"{root}/v1/completions: HTTP 301, {advice}"
+            assert client.sent == 1  # said at once, not retried
     finally:
         server.shutdown()
 

@@ -1553,14 +1553,16 @@ def test_excel_csv_spellings_read_as_the_same_items(tmp_path: Path) -> None:
     mmlu = "question,A,B,C,D,answer,\nq?,a,b,c,d,C,\n"
     assert load_benchmark(str(write(tmp_path, "m.csv", mmlu))).items[0].answer == 2
     # and a header-less MMLU CSV saved so: detected as MMLU, each row was then refused as 7
-    # columns (mutation QA); a row with text in the padding is still said wrong
-    bare = "q1?,a,b,c,d,A,\nq2?,e,f,g,h,B,x\nq3?,i,j,k,l,D,\n"
+    # columns (mutation QA)
+    bare = "q1?,a,b,c,d,A,\nq2?,e,f,g,h,B,\nq3?,i,j,k,l,D,\n"
     result = load_benchmark(str(write(tmp_path, "bare_test.csv", bare)))
-    assert result.format == "mmlu-csv"
-    assert [(i.question, i.answer) for i in result.items] == [("q1?", 0), ("q3?", 3)]
-    assert [(p.line, p.reason) for p in result.problems] == [
-        (2, "expected 6 columns (question,A,B,C,D,answer), got 7")
-    ]
+    assert result.format == "mmlu-csv" and not result.problems
+    assert [(i.question, i.answer) for i in result.items] == [("q1?", 0), ("q2?", 1), ("q3?", 3)]
+    # a 7th column with text in later rows is data, not padding: the file is refused whole,
+    # not cut down to the rows whose 7th cell is empty (review QA)
+    seven = "q1?,a,b,c,d,A,\nq2?,e,f,g,h,B,because\nq3?,i,j,k,l,C,since\n"
+    with pytest.raises(DataError, match="no usable items"):
+        load_benchmark(str(write(tmp_path, "seven_test.csv", seven)))
 
 
 def test_a_nul_byte_in_a_csv_cell_is_a_row_problem(tmp_path: Path) -> None:

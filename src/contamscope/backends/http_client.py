@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 import httpx
 
@@ -234,11 +235,7 @@ class ApiClient:
             else:
                 if 300 <= resp.status_code < 400:  # not followed: a redirect's JSON was read
                     # as the reply, and the run refused as "no prompt log-probs" (review QA)
-                    where = resp.headers.get("location") or "no Location given"
-                    raise ModelError(
-                        f"{self.url(path)}: HTTP {resp.status_code}, a redirect ({where}): give "
-                        "the address the server names as BASE_URL"
-                    )
+                    raise ModelError(self._redirected(path, resp))
                 if resp.status_code < 400:
                     try:
                         reply = resp.json()
@@ -307,6 +304,19 @@ class ApiClient:
         pool.shutdown(wait=True, cancel_futures=True)
         held.say()
         return out
+
+    def _redirected(self, path: str, resp: Any) -> str:
+        """The line for a redirect (never followed: a POST's body is not sent on), with the
+        BASE_URL it points to where its address ends in the path asked for."""
+        said = f"{self.url(path)}: HTTP {resp.status_code}, a redirect"
+        where = resp.headers.get("location")
+        if not where:
+            return f"{said} that names no address: check BASE_URL"
+        target = urljoin(self.url(path), where)
+        tail = "/" + path.lstrip("/")
+        if path.startswith("http") or not target.endswith(tail):
+            return f"{said} to {target}: check BASE_URL"
+        return f"{said} to {target}: give {target[: -len(tail)]} as BASE_URL"
 
     def failed(self, what: str, exc: BaseException) -> ModelError:
         """The one line for a request that failed: the server, the request (``what``), the

@@ -436,6 +436,14 @@ class OpenAIBackend(Backend):
                 continue
             start, boundary = split_continuation(pt.texts, req.continuation)
             lps = pt.logprobs[start:]
+            spelled = len("".join(pt.texts))
+            if start == 0 and spelled < len(req.continuation):  # (said as "cannot score
+                # text" of a server that passed the canary; review QA)
+                raise ModelError(
+                    f"{self.spec}: the server's tokens spell {spelled} characters, fewer than "
+                    f"the continuation's {len(req.continuation)} (the prompt's start cut?): "
+                    "a fault of the server; nothing of this batch is kept, finished ones are"
+                )
             if any(x is None for x in lps):
                 raise CapabilityError(
                     f"{self.spec}: the server returned no log-prob for a prompt token "

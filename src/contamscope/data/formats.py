@@ -111,8 +111,15 @@ def _parse_mmlu_csv(path: Path, text: str, sink: Sink, fm: FieldMap) -> int:
         if names in _MMLU_HEADERS:
             rest = trimmed
         elif len(cells) == 6 < len(first[1]):  # a header-less file saved with empty columns
-            # after its six: detected as MMLU, each row was then refused (mutation QA)
-            first, rest = (line0, cells), trimmed
+            # after its six: detected as MMLU, each row was then refused (mutation QA); only
+            # where no row has text there (a 7th column of data is no padding: review QA)
+            held = list(rest)
+            if not any(
+                not isinstance(row, RowError) and any(c.strip() for c in row[6:]) for _, row in held
+            ):
+                first, rest = without_padding(first, iter(held))
+            else:
+                rest = iter(held)
     header = names in _MMLU_HEADERS
     rows = rest if header or first is None else itertools.chain([first], rest)
     # under question,choice0..3,answer (a datasets export) the answer is a 0-based index;
