@@ -107,8 +107,7 @@ def misspelling(texts: Sequence[str], sent: str, first: int = FIRST_TOKEN_CHARS)
     """
     rest = "".join(texts[1:])
     if not sent.endswith(rest):
-        n = 40
-        return f"they end {rest[-n:]!r}, the text sent ends {sent[-n:]!r}"
+        return f"they end {rest[-40:]!r}, the text sent ends {sent[-40:]!r}"
     if len(sent) - len(rest) > max(first, len(texts[0]) if texts else 0):
         return f"they spell its last {len(rest)} of {len(sent)} characters (the start cut?)"
     return None
