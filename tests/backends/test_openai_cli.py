@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cli_runner import run_cli
+from toy_rows import word_rows
 
 ROWS = [
     "What is 2+2?,3,4,5,6,B",
@@ -108,6 +109,59 @@ def test_a_run_resumed_after_the_server_changed_its_model_is_refused(
     assert f"error: {out}: the server now scores item" in said, said
     assert "0.200 nats per token apart; 0.05 allowed" in said
     assert (out / "items.jsonl").read_text() == kept  # nothing lost, nothing mixed in
+
+
+QA_ROWS = [
+    {"question": "What is three plus four? Give the number.", "answer": "Seven, so it is 7."},
+    {"question": "Name the largest planet of the solar system.", "answer": "It is Jupiter."},
+    {"question": "Who wrote the play Hamlet?", "answer": "William Shakespeare wrote it."},
+]
+
+
+@pytest.mark.parametrize("method", ["benbench", "membership"])
+def test_other_methods_resumed_after_the_server_changed_its_model_are_refused(
+    tmp_path: Path, serve: Any, method: str
+) -> None:
+    """As the permutation test's: a BenBench or membership run resumed after the server began
+    serving another checkpoint under the same name mixed two models' numbers, exit 0 (they did
+    not check). A finished item is scored again first; the same server's resume goes on."""
+    if method == "benbench":
+        bench = tmp_path / "toy_test.jsonl"
+        bench.write_text("".join(json.dumps(r) + "\n" for r in QA_ROWS), encoding="utf-8")
+        extra = ["--no-lenient"]
+        first_id = "test/toy_test-0"
+    else:
+        bench = tmp_path / "toy_test.csv"
+        bench.write_text("\n".join(ROWS) + "\n", encoding="utf-8")
+        ref = tmp_path / "fresh.csv"
+        ref.write_text("\n".join(word_rows(12)) + "\n", encoding="utf-8")
+        extra = ["--reference", str(ref), "--statistic", "min_k", "--bootstrap", "200"]
+        first_id = "benchmark/toy_test-0"
+    server = serve()
+    spec = f"openai:{server.url}#tiny"
+    opts = ["-M", "bos=<|endoftext|>", "-M", "canary=structural", "--no-cache"]
+    out = tmp_path / "run"
+    args = [method, "--model", spec, *opts, "--benchmark", str(bench), *extra, "--out", str(out)]
+    whole = run_cli(*args, cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    full = (out / "items.jsonl").read_text().splitlines(keepends=True)
+    # a run stopped after its first item (as by a kill: no summary yet)
+    (out / "items.jsonl").write_text(full[0], encoding="utf-8")
+    (out / "summary.json").unlink()
+    server.stop()
+    other = serve("--lp-offset", "-0.2", port=server.port)  # another model, the same name
+    refused = run_cli(*args, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert f"error: {out}: the server now scores item {first_id!r} otherwise" in said, said
+    assert "0.200 nats per token apart; 0.05 allowed" in said
+    assert (out / "items.jsonl").read_text() == full[0]  # nothing lost, nothing mixed in
+    other.stop()
+    serve(port=server.port)  # the first model again: the run resumes
+    resumed = run_cli(*args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(records(out)) == len(full)
+    assert json.loads((out / "summary.json").read_text())["timings"]["items_resumed"] == 1
 
 
 def test_chat_only_server_refused_before_any_work(tmp_path: Path, serve: Any) -> None:

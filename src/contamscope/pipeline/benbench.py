@@ -14,7 +14,7 @@ import hashlib
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -54,6 +54,7 @@ from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import Unpack, check_field_types, check_items
 from .outcome import Outcome, printed_verdict
 from .provenance import git_commit, package_versions, selection_settings
+from .served import refuse_changed_server
 
 __all__ = [
     "BenBenchConfig",
@@ -330,6 +331,21 @@ def _exclusion(pst: TokenStats, nst: TokenStats) -> str | None:
     if bad is None and nll > MAX_NLL:  # (exp of it overflowed: an OverflowError traceback; QA)
         return f"perplexity beyond floating point (mean NLL {nll:.4g} nats per answer token)"
     return bad
+
+
+def _same_served_model_as_before(
+    backend: Backend, records: Iterable[dict[str, Any]], run_dir: RunDir
+) -> None:
+    """Refuse to resume a run of a served model (``openai:``) whose server now scores the
+    first scored record's texts otherwise than the run recorded their perplexity (:mod:`.served`)."""
+    for rec in records:
+        ppls = [v["ppl"] for v in rec.get("versions") or () if isinstance(v.get("ppl"), dict)]
+        if ppls:
+            reqs = [ScoreRequest(p["prefix"], p["continuation"]) for p in ppls]
+            summed = [-p["nll"] * p["n_tokens"] for p in ppls]
+            n = [p["n_tokens"] for p in ppls]
+            refuse_changed_server(backend, run_dir, rec["id"], reqs, summed, n, per_token=True)
+            return
 
 
 def _score_batch(
@@ -622,6 +638,8 @@ def run_benbench(
     ids = {f"{name}/{it.id}" for name, it in wanted}
     done = {k: v for k, v in done.items() if k in ids}
     todo = [(name, it) for name, it in wanted if f"{name}/{it.id}" not in done]
+    if todo and done:
+        _same_served_model_as_before(scorer.backend, done.values(), run_dir)
     refs_of = {s.name: s.references for s in splits}
     if on_start is not None:
         on_start(len(wanted), len(done))

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import __version__
-from ..backends.base import ScoreRequest
+from ..backends.base import Backend, ScoreRequest
 from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem, content_key, item_place
 from ..detectors.combined import COMBINED_COMPONENTS, COMBINED_NULL, CombinedTest
@@ -44,6 +44,7 @@ from ..perturb.templates import TemplateField
 from ..store import (
     RUN_SCHEMA_VERSION,
     CachedScorer,
+    RunDir,
     RunFolder,
     as_run_dir,
     releases_run_dir,
@@ -51,6 +52,7 @@ from ..store import (
 from .inputs import check_field_types, check_items
 from .outcome import Outcome, printed_verdict
 from .provenance import git_commit, notes_entry, package_versions, selection_settings
+from .served import refuse_changed_server
 
 __all__ = [
     "Statistic",
@@ -209,6 +211,25 @@ def item_request(item: MCQItem, template: PromptTemplate) -> ScoreRequest:
     as one text (empty prefix: every token, from the BOS token on)."""
     order = tuple(range(item.n_options))
     return ScoreRequest("", template.prefix(item) + template.continuation(item, order))
+
+
+def _same_served_model_as_before(
+    backend: Backend,
+    wanted: Iterable[tuple[str, MCQItem]],
+    done: dict[str, dict[str, Any]],
+    template: PromptTemplate,
+    run_dir: RunDir,
+) -> None:
+    """Refuse to resume a run of a served model (``openai:``) whose server now scores the first
+    scored item's text otherwise than the run recorded its mean log-prob (:mod:`.served`)."""
+    for role, it in wanted:
+        rec = done.get(f"{role}/{it.id}")
+        if rec is not None and rec.get("statistics") and rec["statistics"].get("loss") is not None:
+            n = rec["n_tokens"]
+            summed = rec["statistics"]["loss"] * n
+            req = item_request(it, template)
+            refuse_changed_server(backend, run_dir, rec["id"], [req], [summed], [n], per_token=True)
+            return
 
 
 def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> dict[str, Any]:
@@ -487,6 +508,8 @@ def run_membership(
         and rec["statistics"] is not None
         and "gap" not in rec["statistics"]
     ]
+    if (todo or gapless) and done:
+        _same_served_model_as_before(backend, wanted, done, config.template, run_dir)
     if on_start is not None:
         on_start(len(wanted), len(done) - len(gapless))
     t0 = time.perf_counter()

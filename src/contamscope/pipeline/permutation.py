@@ -25,7 +25,7 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item
 from ..detectors.permutation import check_deltas
-from ..errors import ConfigError, ContamscopeWarning, StoreError
+from ..errors import ConfigError, ContamscopeWarning
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     non_exchangeable_reason,
@@ -51,6 +51,7 @@ from .permutation_summary import (
     options_convention_summary,
 )
 from .provenance import selection_settings
+from .served import refuse_changed_server
 
 __all__ = [
     "PermutationConfig",
@@ -293,41 +294,15 @@ def _plan_batch(batch: Sequence[MCQItem], config: PermutationConfig) -> _Planned
     return planned
 
 
-RESUME_CHECK_ORDERS = 8
-"""Orders of one finished item a resumed run of a served model scores again."""
-
-
 def _same_served_model_as_before(
     backend: Backend, records: Iterable[dict[str, Any]], run_dir: RunDir
 ) -> None:
-    """Refuse to resume a run of a served model (``openai:``) whose server now scores a finished
-    item otherwise than the run recorded: a server is known by its URL, name and /models entry,
-    not its weights, and a run resumed after it began serving another checkpoint mixed the two
-    models' numbers, unsaid (chaos QA). Up to :data:`RESUME_CHECK_ORDERS` orders of the first
-    scored record are scored again, past the cache, and must be within the canary's tolerance
-    per token (servers are not bit-reproducible across batch shapes)."""
-    if not backend.spec.startswith("openai:"):
-        return
+    """Refuse to resume a run of a served model (``openai:``) whose server now scores the first
+    scored record's orders otherwise than the run recorded (:mod:`.served`)."""
     rec = next((r for r in records if r.get("logprobs") and r.get("continuations")), None)
-    if rec is None:
-        return
-    from ..backends.probe import TOLERANCE
-
-    conts = rec["continuations"][:RESUME_CHECK_ORDERS]
-    got = backend.score([ScoreRequest(rec["prefix"], c) for c in conts])
-    per_token = [
-        abs(g.logprob - lp) / max(1, int(n))
-        for g, lp, n in zip(got, rec["logprobs"], rec["n_tokens"])
-    ]
-    worst = max(per_token, default=0.0)
-    if not worst <= TOLERANCE:  # (NaN too)
-        raise StoreError(
-            f"{run_dir.path}: the server now scores item {rec['id']!r} otherwise than this run "
-            f"recorded ({worst:.3f} nats per token apart; {TOLERANCE} allowed): it serves another "
-            "model or settings since the run began, so the finished items are not this "
-            f"model's; start the folder again (--overwrite) after `contamscope cache clear "
-            f"--model {backend.spec}`"
-        )
+    if rec is not None:
+        reqs = [ScoreRequest(rec["prefix"], c) for c in rec["continuations"]]
+        refuse_changed_server(backend, run_dir, rec["id"], reqs, rec["logprobs"], rec["n_tokens"])
 
 
 def _records_of(jobs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
