@@ -178,3 +178,26 @@ def test_board_notes_of_two_runs_of_one_model_and_benchmark_name_their_folders(
     notes = [x for x in text.splitlines() if "references are not written like" in x]
     assert len(notes) == 2 and notes[0] != notes[1]
     assert f"({runs[0]})" in notes[0] and f"({runs[1]})" in notes[1]
+
+
+def test_an_interval_that_disagrees_with_the_verdict_is_said_so(make_membership_run) -> None:
+    """A run read LEAK SIGNAL beside an AUC interval reaching 0.5, unexplained (docs QA): the
+    interval (two-sided bootstrap, widened for small sets) is not the test. Where they agree
+    nothing is added."""
+    seen = load_run(make_membership_run("seen", shift=1.5)).summary
+    note = "the interval is computed apart from the test"
+    kind, sentence = verdict_line(seen)  # type: ignore[misc]
+    assert kind == "signal" and note not in sentence  # (its interval excludes 0.5)
+
+    def with_ci(low: float, high: float, p: float) -> dict:  # type: ignore[type-arg]
+        st = seen["statistics"]
+        d = st["dataset_test"] | {"auc_ci": [low, high], "p_value": p}
+        return seen | {"statistics": st | {"dataset_test": d}}
+
+    kind, sentence = verdict_line(with_ci(0.45, 1.0, 0.02))  # type: ignore[misc]
+    assert kind == "signal" and f"{note} (a two-sided bootstrap one" in sentence
+    assert "reaches 0.5: the verdict is the test's" in sentence
+    kind, sentence = verdict_line(with_ci(0.52, 1.0, 0.08))  # type: ignore[misc]
+    assert kind == "clean" and "excludes 0.5: the verdict is the test's" in sentence
+    kind, sentence = verdict_line(with_ci(0.40, 1.0, 0.08))  # type: ignore[misc]
+    assert kind == "clean" and note not in sentence

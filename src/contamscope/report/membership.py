@@ -57,7 +57,10 @@ LEGEND = (
     "AUC − 0.5 of the run's declared statistic, benchmark items against unseen "
     "reference items written like them (0 = no more familiar than text the model cannot have "
     "seen; above 0: more familiar). 95% expanded stratified bootstrap CI; p: one-sided "
-    "Mann-Whitney U, H0: benchmark and reference statistics come from one distribution."
+    "Mann-Whitney U, H0: benchmark and reference statistics come from one distribution. "
+    "The interval is computed apart from the test (two-sided, widened for small sets), so it "
+    "can reach 0 beside a p at or below 0.05, or exclude 0 beside a larger p: the verdict is "
+    "the test's."
 )
 
 
@@ -125,7 +128,14 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
         if _unlike(summary)
         else ""
     )
-    if d["p_value"] <= VERDICT_LEVEL and d["auc"] > 0.5:
+    signal = d["p_value"] <= VERDICT_LEVEL and d["auc"] > 0.5
+    if ci and signal == (ci[0] <= 0.5):  # (a verdict the interval alone would not give)
+        caveat += (
+            "; the interval is computed apart from the test (a two-sided bootstrap one, widened "
+            f"for small sets) and {'reaches' if signal else 'excludes'} 0.5: the verdict is "
+            "the test's"
+        )
+    if signal:
         return "signal", (
             "LEAK SIGNAL: the model is more familiar with the benchmark items than with unseen "
             f"references at 5% ({auc}, one-sided p {p_text(d['p_value'])}; the verdict's level, "
