@@ -89,10 +89,12 @@ def test_python_examples_type_check(tmp_path: Path) -> None:
 def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
     assert len(blocks) >= 5
-    script = "\n".join(blocks).replace(
-        'load_backend("smollm2"', f'load_backend("hf:{tiny_model_path}"'
+    script = (
+        "\n".join(blocks)
+        .replace('load_backend("smollm2"', f'load_backend("hf:{tiny_model_path}"')
+        .replace("str(converted_gguf(smollm2_gguf_path()))", repr(str(tiny_model_path)))
     )
-    assert script.count(str(tiny_model_path)) == 4  # one model per method
+    assert script.count(str(tiny_model_path)) == 5  # one model per method, and your own
     (tmp_path / "examples.py").write_text(script, encoding="utf-8")
     env = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
     res = subprocess.run(
@@ -123,3 +125,7 @@ def test_python_examples_run(tmp_path: Path, tiny_model_path: Path) -> None:
         .startswith("# Benchmark Transparency Card: Tiny")
     )
     assert re.search(r"^[0-9]+ of [0-9]+ items paired$", out, re.M)
+    # your own model: a Backend subclass of the doc's, run by the permutation test
+    assert re.search(
+        r"^my model: (leakage signal|no evidence|nothing to test) \[\d+, \d+, \d+\]$", out, re.M
+    ), out

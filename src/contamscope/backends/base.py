@@ -262,15 +262,12 @@ class Backend(ABC):
         token_logprobs: bool = False,
         vocab_stats: bool = False,
         from_start: bool = False,
+        decode: bool = False,
         method: str,
     ) -> None:
-        """Refuse, with a one-line reason, a method this backend cannot serve."""
-        if from_start and not self.capabilities.from_start:
-            raise CapabilityError(
-                f"{method} scores each text from its first token, which needs a BOS token to "
-                f"condition on, and backend {self.spec!r} has none: set -M bos=TEXT "
-                "(e.g. -M bos='<|endoftext|>' for SmolLM2)"
-            )
+        """Refuse, with a one-line reason, a method this backend cannot serve: what it needs
+        that the backend's ``capabilities`` lack, or claim without implementing the method that
+        gives it (a custom backend's, which failed in the middle of the run; integrator QA)."""
         if prompt_logprobs and not self.capabilities.prompt_logprobs:
             raise CapabilityError(
                 f"{method} needs prompt log-probabilities, which backend {self.spec!r} cannot return"
@@ -293,6 +290,27 @@ class Backend(ABC):
             raise CapabilityError(
                 f"{method} needs per-token log-probs, which backend {self.spec!r} cannot return"
             )
+        # after what it can compute: a generation-only model was told to set a BOS (QA)
+        if from_start and not self.capabilities.from_start:
+            raise CapabilityError(
+                f"{method} scores each text from its first token, which needs a BOS token to "
+                f"condition on, and backend {self.spec!r} has none: set -M bos=TEXT "
+                "(e.g. -M bos='<|endoftext|>' for SmolLM2)"
+            )
+        cls = type(self)
+        for needed, name, what in (
+            (generate, "generate", "generation"),
+            (token_stats or token_logprobs or vocab_stats, "token_stats", "per-token log-probs"),
+            (decode, "decode", "the text of token ids"),
+        ):
+            if needed and getattr(cls, name) is getattr(Backend, name):
+                if name == "decode" and cls.decode_many is not Backend.decode_many:
+                    continue
+                raise CapabilityError(
+                    f"{method} needs {what}, and backend {self.spec!r} ({cls.__name__}) does not "
+                    f"implement {name}()"
+                    + ("" if name == "decode" else f" though its capabilities say it gives {what}")
+                )
 
 
 def int_option(opts: dict[str, str], key: str, least: int) -> int | None:

@@ -86,9 +86,14 @@ class ProbeReport:
 
 
 def available_methods(caps: Capabilities) -> list[str]:
-    """Methods whose needs ``caps`` meets."""
+    """Methods whose needs ``caps`` meets (BenBench without generation: its strict criteria
+    only, said as such).
+
+    >>> available_methods(Capabilities(prompt_logprobs=True, token_stats=True))
+    ['permutation', 'BenBench (--no-lenient)', 'membership (loss, min_k, zlib)']
+    """
     return [
-        name
+        "BenBench (--no-lenient)" if name == "BenBench" and not caps.generate else name
         for name, need in METHOD_NEEDS.items()
         if (caps.prompt_logprobs or not need.prompt_logprobs)
         and (caps.generate or not need.generate)
@@ -299,6 +304,7 @@ def check_backend(
     token_logprobs: bool = False,
     vocab_stats: bool = False,
     from_start: bool = False,
+    decode: bool = False,
 ) -> ProbeReport | None:
     """Refuse, before any work, a backend that cannot serve ``method`` (one-line CapabilityError).
 
@@ -319,6 +325,7 @@ def check_backend(
             token_logprobs=token_logprobs,
             vocab_stats=vocab_stats,
             from_start=from_start,
+            decode=decode,
             method=method,
         )
     except CapabilityError as exc:

@@ -355,7 +355,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             check_backend(
                 scorer.backend,
                 generate=True,
-                method="BenBench's lenient n-gram criteria (--no-lenient)",
+                method="BenBench's lenient n-gram criteria (the default; --no-lenient leaves them out)",
             )
     para = None
     if kw["paraphraser"]:

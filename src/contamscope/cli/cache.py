@@ -93,7 +93,8 @@ def info(cache_dir: Path | None = CacheDir) -> None:
         for col in ("model", "set-up (fingerprint)", "entries", "last used"):
             t.add_column(col, justify="right" if col == "entries" else "left", overflow="fold")
         for m in setups:
-            setup = m.fingerprint.partition("|")[2]
+            # after the model's identity; a fingerprint of one part (a custom backend's) whole
+            setup = m.fingerprint.partition("|")[2] or m.fingerprint
             t.add_row(m.name, setup, f"{m.entries:,}", m.last_used or "-")
         console.print(t)
 

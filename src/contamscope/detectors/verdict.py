@@ -153,10 +153,22 @@ def _verdict(
     )
 
 
-def verdict_dict(stats: dict[str, Any], natural: dict[str, Any] | None = None) -> dict[str, Any]:
+def verdict_dict(
+    stats: dict[str, Any],
+    natural: dict[str, Any] | None = None,
+    excluded: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """:func:`verdict` as summary.json stores it: ``label`` (``leakage signal``, ``no evidence``
-    or ``nothing to test``), ``signal`` (True/False/None), ``reasoning`` and ``alpha``."""
+    or ``nothing to test``), ``signal`` (True/False/None), ``reasoning`` and ``alpha``. With no
+    item analysed, the reasoning says why: ``excluded``, each reason's count (integrator QA).
+
+    >>> verdict_dict({"n_items": 0}, None, {"a NaN log-prob": 3})["reasoning"]
+    'no items analysed: all 3 excluded (a NaN log-prob: 3)'
+    """
     signal, sentence = verdict(stats, natural)
+    if not stats.get("n_items") and excluded:
+        why = "; ".join(f"{k}: {v}" for k, v in excluded.items())
+        sentence += f": all {sum(excluded.values())} excluded ({why})"
     label = {True: "leakage signal", False: "no evidence", None: "nothing to test"}[signal]
     return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}
 

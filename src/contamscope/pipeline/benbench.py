@@ -575,11 +575,18 @@ def run_benbench(
     backend = scorer.backend
     counted = scorer.mark()
     check_backend(
-        backend, prompt_logprobs=True, token_stats=True, from_start=True, method="BenBench"
+        backend,
+        prompt_logprobs=True,
+        token_stats=True,
+        from_start=True,
+        decode=True,
+        method="BenBench",
     )
     if config.lenient:
         check_backend(
-            backend, generate=True, method="BenBench's lenient n-gram criteria (--no-lenient)"
+            backend,
+            generate=True,
+            method="BenBench's lenient n-gram criteria (the default; lenient=False leaves them out)",
         )
     if paraphraser is not None:
         check_backend(paraphraser.backend, generate=True, method="--paraphraser")

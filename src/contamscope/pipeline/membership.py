@@ -588,6 +588,18 @@ def _describe(records: list[dict[str, Any]], name: str, config: MembershipConfig
     return out
 
 
+def _why_none(records: list[dict[str, Any]]) -> str:
+    """Why none of ``records`` has the statistic: each exclusion reason with its count (it said
+    "too long or empty" of log-probs that were NaN; integrator QA).
+
+    >>> _why_none([{"excluded": "no tokens"}, {"excluded": "no tokens"}, {"excluded": None}])
+    'all 3 excluded: no tokens (2); the statistic missing (1)'
+    """
+    counts = Counter(r.get("excluded") or "the statistic missing" for r in records)
+    reasons = "; ".join(f"{why} ({n})" for why, n in counts.most_common())
+    return f"all {len(records)} excluded: {reasons}"
+
+
 def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str, Any]:
     """p-values, q-values and flags into the benchmark records (in place); the test as a dict.
 
@@ -607,13 +619,11 @@ def analyse(records: list[dict[str, Any]], config: MembershipConfig) -> dict[str
             "scores only the orders still missing)"
         )
     if not ref:
-        raise ConfigError(
-            "--reference: no reference item could be scored (all excluded: too long or empty)"
-        )
+        refs = [r for r in records if r["role"] == "reference"]
+        raise ConfigError(f"--reference: no reference item could be scored ({_why_none(refs)})")
     if not scored:
         raise ConfigError(
-            f"--benchmark: no benchmark item could be scored (all {len(bench)} excluded: too "
-            "long or empty)"
+            f"--benchmark: no benchmark item could be scored ({_why_none(bench)})"
             if bench
             else "--benchmark: no benchmark item given (an empty selection)"
         )

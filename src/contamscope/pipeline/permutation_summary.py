@@ -356,7 +356,7 @@ def build_summary(
         ],
         "statistics": stats,
         "natural_order": natural,
-        "verdict": verdict_dict(stats, natural),
+        "verdict": verdict_dict(stats, natural, dict(excluded)),
         "by_subject": subject_summary(included, set(natural["ids"]), config.alpha, by_id),
         **(
             {"reference_run": reference_with_check(reference, included, by_id)} if reference else {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import operator
 import os
 import shlex
 import sqlite3
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 
 from ..backends.base import (
     Backend,
+    Capabilities,
     GenerateRequest,
     Generation,
     ProgressFn,
@@ -38,7 +40,7 @@ from ..backends.base import (
     ScoreResult,
     TokenStats,
 )
-from ..errors import ModelError, StoreError, note
+from ..errors import ConfigError, ModelError, StoreError, note
 from ..paths import cache_dir_name, make_folder
 
 __all__ = [
@@ -394,7 +396,10 @@ class ScoreCache:
                 f"SELECT key, logprob, n_tokens, boundary FROM scores WHERE key IN ({marks})", chunk
             )
             for key, lp, n, b in rows:
-                found[key] = ScoreResult(lp, n, b)
+                # (bytes where an earlier version stored a custom backend's numpy scalars:
+                # not found, so scored again and replaced; integrator QA)
+                if isinstance(lp, (int, float)) and isinstance(n, int) and isinstance(b, int):
+                    found[key] = ScoreResult(lp, n, b)
         return found
 
     @_db_errors
@@ -628,6 +633,101 @@ class ScoreCache:
                 db.close()
 
 
+FINISH_REASONS = ("stop", "length", "context")
+"""A :class:`~contamscope.backends.base.Generation`'s ``finish_reason`` values."""
+
+
+def plain_result(r: Any, spec: str = "backend") -> Any:
+    """``r`` with plain Python numbers, checked: a custom backend's numpy or torch scalars were
+    stored in the score cache as bytes, and every later run failed until the model's scores were
+    cleared (integrator QA). A field of the wrong kind, per-token tuples of different lengths, a
+    text that is not one or an unknown ``finish_reason`` raise :class:`ModelError`.
+
+    >>> import numpy as np
+    >>> plain_result(ScoreResult(np.float32(-1.5), np.int64(2))).logprob.__class__.__name__
+    'float'
+    >>> plain_result(Generation(None, 1, "stop"), "mine")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ModelError: backend 'mine' returned a Generation whose text is None, not a str
+    """
+    what = type(r).__name__
+    field = ""
+
+    def real(name: str, v: Any) -> float:
+        nonlocal field
+        field = name
+        if isinstance(v, (str, bytes)) or v is None:
+            raise TypeError
+        return float(v)
+
+    def count(name: str, v: Any, low: int = 0) -> int:
+        nonlocal field
+        field = name
+        n = operator.index(v)
+        if n < low:
+            raise ValueError
+        return n
+
+    try:
+        if isinstance(r, ScoreResult):
+            return ScoreResult(
+                real("logprob", r.logprob),
+                count("n_tokens", r.n_tokens),
+                count("boundary_chars", r.boundary_chars),
+                bool(r.too_long),
+            )
+        if isinstance(r, TokenStats):
+            tokens = tuple(count("tokens", t, -1) for t in r.tokens)
+            logprobs = tuple(real("logprobs", x) for x in r.logprobs)
+            greedy = tuple(count("greedy", t, -1) for t in r.greedy)
+            vocab = [
+                None if getattr(r, name) is None else tuple(real(name, x) for x in getattr(r, name))
+                for name in ("mean_logprob", "std_logprob")
+            ]
+            per_token = zip(
+                ("logprobs", "greedy", "mean_logprob", "std_logprob"), (logprobs, greedy, *vocab)
+            )
+            for name, v in per_token:
+                if v is not None and len(v) != len(tokens):
+                    raise ModelError(
+                        f"backend {spec!r} returned a TokenStats with {len(tokens)} tokens and "
+                        f"{len(v)} {name}: one per token"
+                    )
+            return replace(
+                r,
+                tokens=tokens,
+                logprobs=logprobs,
+                greedy=greedy,
+                boundary_chars=count("boundary_chars", r.boundary_chars),
+                mean_logprob=vocab[0],
+                std_logprob=vocab[1],
+                over_context=bool(r.over_context),
+            )
+        field = "text"
+        if not isinstance(r.text, str):
+            raise ModelError(
+                f"backend {spec!r} returned a Generation whose text is "
+                f"{type(r.text).__name__ if r.text is not None else None}, not a str"
+            )
+        field = "finish_reason"
+        if r.finish_reason not in FINISH_REASONS:
+            raise ValueError
+        return replace(r, n_tokens=count("n_tokens", r.n_tokens))
+    except (TypeError, ValueError, OverflowError, RuntimeError):  # (a tensor of 2 values)
+        raise ModelError(
+            f"backend {spec!r} returned a {what} whose {field} is not "
+            + {
+                "tokens": "a token id (an int, -1 where unknown)",
+                "greedy": "a token id (an int, -1 where unknown)",
+                "finish_reason": f"one of {', '.join(FINISH_REASONS)}",
+            }.get(
+                field,
+                "a non-negative int" if field in ("n_tokens", "boundary_chars") else "a number",
+            )
+        ) from None
+
+
 def _stats_ok(st: TokenStats) -> bool:
     return all(x == x for x in st.logprobs)  # never store NaN (too long for the model)
 
@@ -700,6 +800,16 @@ class CachedScorer:
     """
 
     def __init__(self, backend: Backend, cache: ScoreCache | None) -> None:
+        # (an object that is no Backend, or a subclass without capabilities, failed later with
+        # an AttributeError deep in a run; integrator QA)
+        if not isinstance(backend, Backend) or not isinstance(
+            getattr(backend, "capabilities", None), Capabilities
+        ):
+            raise ConfigError(
+                f"{type(backend).__name__}: a model for contamscope is a subclass of "
+                "contamscope.backends.Backend that sets `spec` and `capabilities` (a "
+                "Capabilities); docs/python.md, 'Your own model'"
+            )
         self.backend = backend
         self.cache = cache
         self.fingerprint = backend.fingerprint()
@@ -806,12 +916,14 @@ class CachedScorer:
                 f"backend {spec!r} returned {what} for {len(asked)} requests; a backend returns "
                 f"one {kind.__name__} per request, in their order"
             )
+        out = []
         for req, r in zip(asked, got):
             if not isinstance(r, kind):
                 raise ModelError(
                     f"backend {spec!r} returned a {type(r).__name__} where a {kind.__name__} "
                     "belongs"
                 )
+            r = plain_result(r, spec)
             values = [r.logprob] if isinstance(r, ScoreResult) else getattr(r, "logprobs", ())
             high = next((v for v in values if v > 1e-4), None)
             if high is not None:
@@ -819,7 +931,8 @@ class CachedScorer:
                     f"backend {spec!r} returned a positive log-prob ({high:g}) for "
                     f"{req.continuation[:40]!r}; a log-probability is at most 0"
                 )
-        return list(got)
+            out.append(r)
+        return out
 
     def _through(
         self,
