@@ -328,6 +328,12 @@ class Handler(BaseHTTPRequestHandler):
         text = m.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         ids = list(m.tok(text, add_special_tokens=False)["input_ids"])
         max_tokens = int(req.get("max_tokens") or 16)
+        if len(ids) + max_tokens > m.max_len:  # as vLLM's chat endpoint answers
+            return self._error(
+                400,
+                f"This model's maximum context length is {m.max_len} tokens. However, you "
+                f"requested {len(ids) + max_tokens} tokens.",
+            )
         new, out, reason = m.generate(ids, max_tokens, list(req.get("stop") or []))
         self._send(
             200,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from contamscope.backends import GenerateRequest, ScoreRequest, load_backend
+from contamscope.backends import GenerateRequest, Generation, ScoreRequest, load_backend
 from contamscope.backends.http_client import ApiClient, ApiSettings
 from contamscope.backends.openai_compat import OpenAIBackend, split_continuation
 from contamscope.backends.probe import available_methods, check_backend
@@ -78,6 +78,20 @@ def test_generation_completions_and_chat_equal_local(tiny_server: Any, tiny_back
     before = tiny_server.stats()["posts"]
     got = b.generate(reqs)
     assert tiny_server.stats()["posts"] - before == 2
+    assert got == tiny_backend.generate(reqs)
+
+
+def test_a_generation_past_the_context_is_marked_as_locally(
+    tiny_server: Any, tiny_backend: Any
+) -> None:
+    """A prompt whose length and max_tokens the server refuses (HTTP 400 naming the context
+    length) stopped a CAP run at its first such item; the local backend marks it "context",
+    with nothing generated, and CAP leaves the item out (numerical-equivalence QA)."""
+    long = "word " * 600
+    reqs = [GenerateRequest(long, 8), GenerateRequest(long, 8, chat=True), GenerateRequest("Hi", 3)]
+    got = backend(tiny_server.url).generate(reqs)
+    assert [g.finish_reason for g in got[:2]] == ["context", "context"]
+    assert got[0] == got[1] == Generation("", 0, "context")
     assert got == tiny_backend.generate(reqs)
 
 

@@ -55,6 +55,15 @@ __all__ = ["OpenAIBackend", "PromptTokens", "split_continuation"]
 API_VERSION = "1"
 """Bumped when the way numbers are read from the server changes (part of the fingerprint)."""
 _TOO_LONG = re.compile(r"context length|max_model_len|maximum .*length|too long", re.I)
+
+
+def _past_context(exc: HttpStatusError) -> bool:
+    """Whether the server refused a request as longer than the model's context (its prompt, or
+    for a generation its prompt and ``max_tokens``): a text the local backend marks too long,
+    not a failure (a CAP run through a server stopped at its first long prompt; QA)."""
+    return exc.status == 400 and bool(_TOO_LONG.search(exc.message))
+
+
 OPTIONS = (
     "max_connections",
     "timeout",
@@ -392,7 +401,7 @@ class OpenAIBackend(Backend):
             try:
                 got = self.prompt_tokens(sent, top)
             except HttpStatusError as exc:
-                if exc.status == 400 and _TOO_LONG.search(exc.message):
+                if _past_context(exc):
                     return None  # longer than the model's context: NaN, like the local backend
                 raise
             # the canary checks its own replies only: a NaN read as "longer than the context"
@@ -524,7 +533,12 @@ class OpenAIBackend(Backend):
         if req.chat:  # never for a prompt laid out as given: its answers (and their cache
             # entries) would be another prompt's (a chat-only server: the error below, QA)
             params["messages"] = [{"role": "user", "content": req.prompt}]
-            body = self.client.request("POST", "chat/completions", params)
+            try:
+                body = self.client.request("POST", "chat/completions", params)
+            except HttpStatusError as exc:
+                if _past_context(exc):
+                    return Generation("", 0, "context")
+                raise
             choice = _first_choice(body, required=True)
             message = _reply_field(choice, "message")
             if not isinstance(message, dict):
@@ -540,6 +554,8 @@ class OpenAIBackend(Backend):
             try:
                 body = self.client.request("POST", "completions", params)
             except HttpStatusError as exc:
+                if _past_context(exc):
+                    return Generation("", 0, "context")
                 if exc.status in (404, 405, 501):  # a chat-only API: prompts go another way
                     raise CapabilityError(
                         f"{self.spec}: the server has no /completions endpoint ({exc}): a "
