@@ -342,3 +342,37 @@ def test_reasons_are_said_where_no_item_could_be_analysed(tmp_path: Path) -> Non
     said = str(exc.value)
     assert said.startswith("--reference: no reference item could be scored (all 1 excluded: ")
     assert "a non-finite token log-prob (nan" in said and "too long or empty" not in said
+
+
+def test_a_text_refused_as_too_long_has_no_token_count(tmp_path: Path) -> None:
+    """A served model's too-long text comes back as one unknown token (TokenStats.too_long):
+    its membership record read n_tokens 1 where the local backend counts every token
+    (equivalence QA); it is null, the item left out as too long."""
+    path = tmp_path / "toy_test.csv"
+    path.write_text(ROWS + "Pick the colour of the sky,blue,green,red,yellow,A\n", encoding="utf-8")
+    loaded = load_benchmark(str(path))
+
+    class Served(Backend):
+        spec = "mine:served"
+        capabilities = Capabilities(prompt_logprobs=True, token_logprobs=True)
+
+        def fingerprint(self) -> str:
+            return "mine-served"
+
+        def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
+            raise AssertionError("not asked")
+
+        def token_stats(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
+            return [
+                TokenStats.too_long() if "planet" in r.continuation
+                else TokenStats((4, 5, 6), (-1.0, -2.0, -0.5), (-1, -1, -1))
+                for r in requests
+            ]  # fmt: skip
+
+    out = run_membership(
+        loaded, loaded.items[1:], loaded, loaded.items[:1], CachedScorer(Served(), None),
+        tmp_path / "m", MembershipConfig(statistic="loss"),
+    )  # fmt: skip
+    rec = {r["id"]: r for r in out.records()}["benchmark/toy_test-1"]
+    assert rec["excluded"] == "longer than the model's context window"
+    assert rec["n_tokens"] is None

@@ -242,7 +242,9 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
         "line": item.line,
         "n_options": item.n_options,
         "n_chars": len(req.continuation),
-        "n_tokens": len(st.tokens),
+        # a served model's too-long text comes back as one unknown token: its count is not
+        # known (it read 1 where the local backend counts every token; QA)
+        "n_tokens": None if st.is_too_long and tuple(st.tokens) == (-1,) else len(st.tokens),
         "excluded": None,
     }
     why = (
