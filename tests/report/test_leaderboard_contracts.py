@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 from contamscope.report.leaderboard import (
@@ -176,3 +177,15 @@ def test_runs_of_one_method_with_other_statistics_are_columns_not_replicates(
     assert len(set(methods)) == 2, methods
     assert all(e.estimate.statistic in e.method for e in entries), methods
     assert entries[0].benchmark == entries[1].benchmark == entries[0].source
+
+
+def test_a_caveat_is_said_once_per_benchmark_not_per_replicate(tmp_path: Path) -> None:
+    """docs/statistics.md: the leaderboard says the writers'-conventions caveat "once under the
+    board for each such benchmark"; two replicates of one benchmark (labelled apart) said it
+    twice (mutation QA)."""
+    entries = []
+    for name in ("runA", "runB"):
+        e = _entry(tmp_path, name, 0.01, caveat="sorted numbers: 10 of 20 items")
+        entries.append(replace(e, benchmark=f"synthetic.csv [{name}]", source="synthetic.csv"))
+    lines = caveat_lines(entries)
+    assert len(lines) == 1 and lines[0].startswith("synthetic.csv: its published option orders")

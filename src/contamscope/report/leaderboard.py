@@ -729,7 +729,8 @@ def caveat_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> li
     for e in entries:
         p = e.estimate.p_value
         if e.estimate.caveat and p is not None and p <= level:
-            by_bench.setdefault(e.benchmark, e.estimate.caveat)
+            # (by the benchmark, not a replicate's label: each replicate said it again; QA)
+            by_bench.setdefault(e.source or e.benchmark, e.estimate.caveat)
     return [f"{bench}: {caveat_text(caveat)}" for bench, caveat in by_bench.items()]
 
 
