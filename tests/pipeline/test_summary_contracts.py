@@ -66,6 +66,19 @@ def test_natural_order_chance_is_one_over_the_number_of_orders() -> None:
     assert nat["alg1_chance"] == pytest.approx(float(want), rel=1e-12)
 
 
+def test_natural_order_reasons_do_not_depend_on_the_items_order() -> None:
+    """The block's ``reasons`` (which the verdict sentence lists): most items first, ties by
+    name; the same items shuffled listed them otherwise (equivalence QA)."""
+    items = {
+        "t": MCQItem(id="t", question="q", options=("True, True", "True, False", "False, True")),
+        "n": MCQItem(id="n", question="q", options=("1", "2", "3")),
+    }
+    recs = [_rec("t", TOP), _rec("n", LOW)]
+    first = natural_order_summary(recs, items, 0.05)["reasons"]
+    again = natural_order_summary(recs[::-1], items, 0.05)["reasons"]
+    assert list(first) == list(again) == sorted(first) and len(first) == 2
+
+
 def test_subjects_are_flagged_by_benjamini_hochberg_q_not_raw_p() -> None:
     """subject_summary: "A subject is flagged at q <= SUBJECT_LEVEL" (Benjamini-Hochberg over
     the subjects tested). Subject B's p is below 5% but its q, over 5 subjects, is not: B is

@@ -69,7 +69,9 @@ def natural_order_summary(
     k = sum(s.alg1 for s in scores)
     return {
         "n_items": len(natural),
-        "reasons": dict(reasons.most_common()),
+        # most items first, ties by name (not by which item came first: the verdict sentence
+        # read otherwise for the same items shuffled; QA)
+        "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         "alg1_count": k,
         "alg1_rate": k / len(natural) if natural else None,
         "alg1_chance": sum(1.0 / s.n_orders for s in scores) / len(scores) if scores else None,

@@ -181,7 +181,9 @@ def survey_permutation(
             "by_id": excluded,
         },
         "natural_order": {
-            "reasons": dict(Counter(natural.values()).most_common()),
+            "reasons": dict(
+                sorted(Counter(natural.values()).items(), key=lambda kv: (-kv[1], kv[0]))
+            ),
             "by_id": natural,
         },
         "repeats": repeated,
