@@ -295,6 +295,8 @@ def test_what_a_backend_lacks_is_said_before_any_work(tmp_path: Path) -> None:
         "BenBench needs per-token log-probs, and backend 'mine:claims' (Claims) does not " in said
     )
     assert "implement token_stats() though its capabilities say it gives per-token" in said
+    # what it claims without implementing is not offered either (review QA)
+    assert said.endswith("methods this backend can run: permutation"), said
     with pytest.raises(CapabilityError, match=re.escape("does not implement generate()")):
         benbench(NoGenerate(), lenient=True)
     with pytest.raises(CapabilityError) as exc:
@@ -304,6 +306,7 @@ def test_what_a_backend_lacks_is_said_before_any_work(tmp_path: Path) -> None:
         in str(exc.value)
         and str(exc.value).count("implement decode()") == 1
     )
+    assert str(exc.value).endswith("can run: permutation, CAP, membership (loss, min_k, zlib)")
     assert not (tmp_path / "bb" / "items.jsonl").exists()
     # without generation, BenBench is offered with its strict criteria only
     caps = Capabilities(prompt_logprobs=True, token_stats=True)

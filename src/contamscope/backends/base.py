@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import CapabilityError, ConfigError
 
@@ -297,20 +297,33 @@ class Backend(ABC):
                 f"condition on, and backend {self.spec!r} has none: set -M bos=TEXT "
                 "(e.g. -M bos='<|endoftext|>' for SmolLM2)"
             )
-        cls = type(self)
         for needed, name, what in (
             (generate, "generate", "generation"),
             (token_stats or token_logprobs or vocab_stats, "token_stats", "per-token log-probs"),
             (decode, "decode", "the text of token ids"),
         ):
-            if needed and getattr(cls, name) is getattr(Backend, name):
-                if name == "decode" and cls.decode_many is not Backend.decode_many:
-                    continue
+            if needed and not self.implements(name):
                 raise CapabilityError(
-                    f"{method} needs {what}, and backend {self.spec!r} ({cls.__name__}) does not "
-                    f"implement {name}()"
+                    f"{method} needs {what}, and backend {self.spec!r} ({type(self).__name__}) "
+                    f"does not implement {name}()"
                     + ("" if name == "decode" else f" though its capabilities say it gives {what}")
                 )
+
+    def implements(self, name: str) -> bool:
+        """Whether this backend's class overrides :class:`Backend`'s ``name`` (``generate``,
+        ``token_stats``; ``decode``, or ``decode_many`` in its place), which refuses."""
+        cls = type(self)
+        if name == "decode" and cls.decode_many is not Backend.decode_many:
+            return True
+        return getattr(cls, name) is not getattr(Backend, name)
+
+    def implemented(self, caps: Capabilities) -> Capabilities:
+        """``caps`` less what this backend claims without implementing the method for it."""
+        if not self.implements("generate"):
+            caps = replace(caps, generate=False)
+        if not self.implements("token_stats"):
+            caps = replace(caps, token_stats=False, token_logprobs=False, vocab_stats=False)
+        return caps
 
 
 def int_option(opts: dict[str, str], key: str, least: int) -> int | None:

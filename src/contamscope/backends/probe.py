@@ -85,15 +85,26 @@ class ProbeReport:
     """Canary numbers: natural vs shuffled log-probs, repeat and prefix differences."""
 
 
-def available_methods(caps: Capabilities) -> list[str]:
+def available_methods(caps: Capabilities, backend: Backend | None = None) -> list[str]:
     """Methods whose needs ``caps`` meets (BenBench without generation: its strict criteria
-    only, said as such).
+    only, said as such). With ``backend``, what it claims without implementing counts as
+    missing (:meth:`~Backend.implemented`), as does BenBench's ``decode()``, and a chat-only
+    server's CAP is said with ``--chat`` (each was listed as runnable in the message that
+    refused it; review QA).
 
     >>> available_methods(Capabilities(prompt_logprobs=True, token_stats=True))
     ['permutation', 'BenBench (--no-lenient)', 'membership (loss, min_k, zlib)']
     """
+    decodes = True
+    if backend is not None:
+        caps = backend.implemented(caps)
+        decodes = backend.implements("decode")
+    names = {
+        "BenBench": "BenBench" if caps.generate else "BenBench (--no-lenient)",
+        "CAP": "CAP (--chat)" if getattr(backend, "chat_only", False) else "CAP",
+    }
     return [
-        "BenBench (--no-lenient)" if name == "BenBench" and not caps.generate else name
+        names.get(name, name)
         for name, need in METHOD_NEEDS.items()
         if (caps.prompt_logprobs or not need.prompt_logprobs)
         and (caps.generate or not need.generate)
@@ -101,6 +112,7 @@ def available_methods(caps: Capabilities) -> list[str]:
         and (caps.per_token or not need.token_logprobs)
         and (caps.vocab_stats or not need.vocab_stats)
         and (caps.from_start or not need.from_start)
+        and (decodes or name != "BenBench")
     ]
 
 
@@ -335,7 +347,7 @@ def check_backend(
                 ": the server gives prompt log-probs through echo only, without the greedy "
                 "predictions (vLLM's prompt_logprobs has them)"
             )
-        left = available_methods(backend.capabilities)
+        left = available_methods(backend.capabilities, backend)
         still = ", ".join(left) if left else "none"
         raise CapabilityError(f"{exc}{why}; methods this backend can run: {still}") from None
     return report
