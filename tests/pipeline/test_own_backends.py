@@ -66,6 +66,44 @@ class Mine(Backend):
         return [self.wrap(_lp(r), len(r.continuation)) for r in requests]
 
 
+class StatsOf(Backend):
+    """Per-token log-probs (no ids) as ``reply`` makes them for each request."""
+
+    capabilities = Capabilities(prompt_logprobs=True, token_logprobs=True)
+
+    def __init__(self, reply: Callable[[ScoreRequest], TokenStats], spec: str) -> None:
+        self.reply = reply
+        self.spec = spec
+
+    def fingerprint(self) -> str:
+        return self.spec
+
+    def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
+        raise AssertionError("not asked")
+
+    def token_stats(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
+        return [self.reply(r) for r in requests]
+
+
+class Chat(Backend):
+    """A black-box model: generation only, each reply ``reply``."""
+
+    spec = "mychat:toy"
+    capabilities = Capabilities(prompt_logprobs=False, generate=True, from_start=False)
+
+    def __init__(self, reply: Generation | None = None) -> None:
+        self.reply = reply or Generation("A", 1, "stop")
+
+    def fingerprint(self) -> str:
+        return "mychat"
+
+    def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
+        raise AssertionError("not asked")
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Any = None) -> Any:
+        return [self.reply for _ in requests]
+
+
 def _bench(tmp_path: Path) -> Any:
     path = tmp_path / "toy_test.csv"
     path.write_text(ROWS, encoding="utf-8")
@@ -145,21 +183,8 @@ def test_scores_an_earlier_version_stored_as_bytes_are_scored_again(tmp_path: Pa
 def test_malformed_token_stats_are_one_error(tmp_path: Path, result: TokenStats, said: str) -> None:
     """57 token ids with 54 log-probs were taken as they came (integrator QA)."""
 
-    class Stats(Backend):
-        spec = "mine:stats"
-        capabilities = Capabilities(prompt_logprobs=True, token_logprobs=True)
-
-        def fingerprint(self) -> str:
-            return "mine-stats"
-
-        def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            raise AssertionError("not asked")
-
-        def token_stats(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            return [result for _ in requests]
-
     for cache in (None, ScoreCache(tmp_path / "c.sqlite")):
-        scorer = CachedScorer(Stats(), cache)
+        scorer = CachedScorer(StatsOf(lambda r: result, "mine:stats"), cache)
         with pytest.raises(ModelError, match=re.escape(f"backend 'mine:stats' {said}")):
             scorer.token_stats([ScoreRequest("", "some text")])
 
@@ -176,21 +201,8 @@ def test_malformed_generations_are_one_error(result: Generation, said: str) -> N
     """A None text was an AttributeError inside CAP's answer reading; an unknown
     finish_reason or a negative count was taken as it came (integrator QA)."""
 
-    class Chat(Backend):
-        spec = "mychat:toy"
-        capabilities = Capabilities(prompt_logprobs=False, generate=True, from_start=False)
-
-        def fingerprint(self) -> str:
-            return "mychat"
-
-        def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            raise AssertionError("not asked")
-
-        def generate(self, requests: Sequence[GenerateRequest], progress: Any = None) -> Any:
-            return [result for _ in requests]
-
     with pytest.raises(ModelError, match=re.escape(said)):
-        CachedScorer(Chat(), None).generate([GenerateRequest("Hi")])
+        CachedScorer(Chat(result), None).generate([GenerateRequest("Hi")])
 
 
 def test_an_object_that_is_no_backend_is_refused_when_wrapped() -> None:
@@ -215,22 +227,6 @@ def test_an_object_that_is_no_backend_is_refused_when_wrapped() -> None:
     for thing in (Duck(), NoCaps()):
         with pytest.raises(ConfigError, match="subclass of contamscope.backends.Backend that"):
             CachedScorer(thing, None)  # type: ignore[arg-type]
-
-
-class Chat(Backend):
-    """A black-box model: generation only."""
-
-    spec = "mychat:toy"
-    capabilities = Capabilities(prompt_logprobs=False, generate=True, from_start=False)
-
-    def fingerprint(self) -> str:
-        return "mychat"
-
-    def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-        raise AssertionError("not asked")
-
-    def generate(self, requests: Sequence[GenerateRequest], progress: Any = None) -> Any:
-        return [Generation("A", 1, "stop") for _ in requests]
 
 
 class Claims(Backend):
@@ -324,22 +320,10 @@ def test_reasons_are_said_where_no_item_could_be_analysed(tmp_path: Path) -> Non
     reason = out.verdict["reasoning"]
     assert reason.startswith("no items analysed: all 2 excluded (") and "NaN" in reason, reason
 
-    class NanStats(Backend):
-        spec = "mine:nan"
-        capabilities = Capabilities(prompt_logprobs=True, token_logprobs=True)
-
-        def fingerprint(self) -> str:
-            return "mine-nan"
-
-        def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            raise AssertionError("not asked")
-
-        def token_stats(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            return [TokenStats((4, 5), (math.nan, -1.0), (-1, -1)) for _ in requests]
-
+    nan_stats = StatsOf(lambda r: TokenStats((4, 5), (math.nan, -1.0), (-1, -1)), "mine:nan")
     with pytest.raises(ConfigError) as exc:
         run_membership(
-            loaded, loaded.items[:1], loaded, loaded.items[1:], CachedScorer(NanStats(), None),
+            loaded, loaded.items[:1], loaded, loaded.items[1:], CachedScorer(nan_stats, None),
             tmp_path / "m", MembershipConfig(statistic="loss"),
         )  # fmt: skip
     said = str(exc.value)
@@ -355,25 +339,13 @@ def test_a_text_refused_as_too_long_has_no_token_count(tmp_path: Path) -> None:
     path.write_text(ROWS + "Pick the colour of the sky,blue,green,red,yellow,A\n", encoding="utf-8")
     loaded = load_benchmark(str(path))
 
-    class Served(Backend):
-        spec = "mine:served"
-        capabilities = Capabilities(prompt_logprobs=True, token_logprobs=True)
-
-        def fingerprint(self) -> str:
-            return "mine-served"
-
-        def score(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            raise AssertionError("not asked")
-
-        def token_stats(self, requests: Sequence[ScoreRequest], progress: Any = None) -> Any:
-            return [
-                TokenStats.too_long() if "planet" in r.continuation
-                else TokenStats((4, 5, 6), (-1.0, -2.0, -0.5), (-1, -1, -1))
-                for r in requests
-            ]  # fmt: skip
+    def reply(r: ScoreRequest) -> TokenStats:
+        if "planet" in r.continuation:
+            return TokenStats.too_long()
+        return TokenStats((4, 5, 6), (-1.0, -2.0, -0.5), (-1, -1, -1))
 
     out = run_membership(
-        loaded, loaded.items[1:], loaded, loaded.items[:1], CachedScorer(Served(), None),
+        loaded, loaded.items[1:], loaded, loaded.items[:1], CachedScorer(StatsOf(reply, "mine:served"), None),
         tmp_path / "m", MembershipConfig(statistic="loss"),
     )  # fmt: skip
     rec = {r["id"]: r for r in out.records()}["benchmark/toy_test-1"]
