@@ -1139,3 +1139,37 @@ def test_an_inline_figure_with_chinese_text_says_nothing_of_fonts() -> None:
             warnings.simplefilter("error")
             svg = to_svg(fig, "解剖学")
     assert "解剖学 anatomy" in svg and svg.startswith("<svg")
+
+
+def test_a_card_command_killed_between_its_two_files_is_finished_by_the_next(
+    make_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """card.md was written before card.json: a first card killed between the two left a
+    card.md that the next `contamscope card` refused as "not a contamscope card" (kill QA).
+    The JSON, which says whose card it is, comes first now: the next command finishes the
+    card, and an update killed there keeps the developer's answers."""
+    from contamscope.report import card as card_mod
+
+    a = make_run("a", n_items=24)
+    out = tmp_path / "card.md"
+    written = card_mod.write_text_atomic
+
+    def killed_after_one(path: Path, text: str) -> None:
+        written(path, text)
+        raise KeyboardInterrupt  # (as a kill between the two writes)
+
+    for edit in (False, True):
+        if edit:  # the developer answers the first question in the Markdown
+            text = out.read_text(encoding="utf-8")
+            out.write_text(text.replace("- answer: _not stated_", "- answer: no", 1), "utf-8")
+        monkeypatch.setattr(card_mod, "write_text_atomic", killed_after_one)
+        with pytest.raises(KeyboardInterrupt):
+            card_mod.write_card([a], out)
+        monkeypatch.undo()
+        md, js, card = card_mod.write_card([a], out)
+    assert card["developer_fields"]["benchmark_data_in_training"] == "no"
+    assert "- answer: no" in md.read_text(encoding="utf-8")
+    # a card.md alone (an earlier version killed between the two) is said as such
+    js.unlink()
+    with pytest.raises(ConfigError, match=r"card\.md is a card without its card\.json"):
+        card_mod.write_card([a], out)

@@ -692,11 +692,23 @@ def write_card(
                 "with --run to keep them)"
             )
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, render_markdown(card))
+    # the JSON first: it says whose card this is, so a command killed between the two files
+    # leaves a card the next one updates (the Markdown first left a card.md the next refused
+    # as no card; kill QA), with the developer's answers in the JSON and the Markdown kept
     write_text_atomic(
         out.with_suffix(".json"), json.dumps(card, indent=2, ensure_ascii=False) + "\n"
     )
+    write_text_atomic(out, render_markdown(card))
     return out, out.with_suffix(".json"), card
+
+
+def _card_heading(path: Path) -> bool:
+    """Whether ``path`` begins as :func:`render_markdown` begins a card."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            return f.readline().startswith("# Benchmark Transparency Card")
+    except (OSError, ValueError):
+        return False
 
 
 def _refuse_other_card(out: Path, card: dict[str, Any]) -> dict[str, Any] | None:
@@ -711,6 +723,12 @@ def _refuse_other_card(out: Path, card: dict[str, Any]) -> dict[str, Any] | None
         ok = str(old["schema"]).startswith("contamscope.transparency_card/")
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         ok, old_model = False, ("", "")
+    if not ok and out.exists() and not js.exists() and _card_heading(out):
+        raise ConfigError(
+            f"--out {out}: {out} is a card without its {js.name} (which says whose card it is; "
+            "an earlier version's card command stopped between the two?); give another --out "
+            "(--overwrite replaces it, and the answers edited in it)"
+        )
     if not ok:
         held = f"{out}" if out.exists() else f"{js}"
         raise ConfigError(
