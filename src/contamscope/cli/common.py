@@ -379,7 +379,12 @@ def user_errors(fn: F) -> F:
         except KeyboardInterrupt:
             # (after a hangup the terminal is gone: the line cannot be written, the exit stays)
             with contextlib.suppress(OSError):
-                err_console.print("interrupted; re-run the same command to resume", highlight=False)
+                # (a report or card has nothing to resume: its old file is kept whole; QA)
+                err_console.print(
+                    "interrupted; re-run the same command to finish (a run resumes where it "
+                    "stopped)",
+                    highlight=False,
+                )
             sys.exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
