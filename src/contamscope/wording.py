@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["plural", "number", "value", "pp_text", "md_cell", "json_error", "first_few"]
 
@@ -81,6 +81,15 @@ def all_of(n: int, noun: str, nouns: str | None = None) -> str:
     ('all 3 analysed items', 'the 1 analysed item')
     """
     return f"the 1 {noun}" if n == 1 else f"all {plural(n, noun, nouns)}"
+
+
+def reason_counts(counts: Mapping[str, int]) -> str:
+    """Exclusion reasons with their counts, as a sentence's parenthesis says them.
+
+    >>> reason_counts({"too long": 2, "no tokens": 1})
+    'too long: 2; no tokens: 1'
+    """
+    return "; ".join(f"{why}: {n}" for why, n in counts.items())
 
 
 def number(x: float, signed: bool = False) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..wording import all_of, plural
+from ..wording import all_of, plural, reason_counts
 
 __all__ = [
     "VERDICT_ALPHA",
@@ -167,8 +167,7 @@ def verdict_dict(
     """
     signal, sentence = verdict(stats, natural)
     if not stats.get("n_items") and excluded:
-        why = "; ".join(f"{k}: {v}" for k, v in excluded.items())
-        sentence += f": all {sum(excluded.values())} excluded ({why})"
+        sentence += f": all {sum(excluded.values())} excluded ({reason_counts(excluded)})"
     label = {True: "leakage signal", False: "no evidence", None: "nothing to test"}[signal]
     return {"label": label, "signal": signal, "reasoning": sentence, "alpha": VERDICT_ALPHA}
 

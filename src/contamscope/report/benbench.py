@@ -23,7 +23,7 @@ import numpy as np
 from ..detectors.benbench import CI_MIN_ITEMS, LOWER_IS_FAMILIAR
 from ..detectors.verdict import VERDICT_ALPHA as VERDICT_LEVEL
 from ..detectors.verdict import p_text
-from ..wording import number, plural, pp_text, value
+from ..wording import number, plural, pp_text, reason_counts, value
 from .cap import mean_ci
 from .html import Column, Section, Table, clip, esc, in_lang, provenance
 from .methods import Estimate, ReportOptions
@@ -248,7 +248,7 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
     d = ((stats["splits"][split].get("delta") or {}).get(PRIMARY)) or {}
     counts = (summary.get("counts") or {}).get(split) or {}
     if not d.get("n") and counts.get("items_selected") and not counts.get("items_analysed"):
-        why = "; ".join(f"{k}: {v}" for k, v in (counts.get("excluded") or {}).items())
+        why = reason_counts(counts.get("excluded") or {})
         return "none", (
             f"no verdict: none of the {counts['items_selected']} items of the {split} split "
             f"could be analysed ({why or 'see the counts in summary.json'})"
