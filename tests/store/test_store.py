@@ -1386,3 +1386,18 @@ def test_cache_repair_in_a_read_only_folder_names_the_log_it_could_not_read(
     finally:
         undo()
     assert report.sound and report.unread_wal is None
+
+
+def test_export_under_a_file_says_it_is_a_file(tmp_path: Path) -> None:
+    """`cache export afile/x.sqlite` said "afile: no such folder"; report, card and
+    leaderboard say "is a file, not a folder" (error-path QA)."""
+    from cli_runner import run_cli
+
+    a = ScoreCache(tmp_path / "a" / "scores.sqlite")
+    CachedScorer(CountingBackend(), a).score([ScoreRequest("q", "a")])
+    a.close()
+    (tmp_path / "afile").write_text("")
+    for target in ("afile/x.sqlite", "afile/deeper/x.sqlite"):
+        res = run_cli("cache", "export", target, "--cache-dir", "a", cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip() == "error: afile: is a file, not a folder (nothing written)"

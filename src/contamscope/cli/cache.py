@@ -183,6 +183,9 @@ def clear(
 def repair(cache_dir: Path | None = CacheDir) -> None:
     """Salvage the readable scores of a damaged cache file into a new one.
 
+    In a file SQLite finds sound, rows whose values the cache never writes (cut short, or
+    written by something else) are taken out instead, to be computed again.
+
     Run it while no run uses the cache; the damaged file is kept beside it as
     scores.sqlite.damaged.
 
@@ -195,15 +198,26 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
         console.print(f"{path}: no cache yet; nothing to repair")
         return
     report = repair_cache(path)
+    names = {"scores": "score", "blobs": "stored statistic", "models": "model name"}
     if report.sound:
-        console.print(f"{path}: no damage found (SQLite's quick_check passes); nothing changed")
+        if report.removed:
+            removed = ", ".join(
+                plural(n, f"malformed {names.get(t, 'model spelling')} row")
+                for t, n in report.removed.items()
+            )
+            console.print(
+                f"{path}: no damaged pages (SQLite's quick_check passes); removed {removed}: "
+                "values the cache never writes (they are computed again when a run needs them)",
+                highlight=False,
+            )
+        else:
+            console.print(f"{path}: no damage found (SQLite's quick_check passes); nothing changed")
         if report.unread_wal is not None:  # (said "no damage" of what it never read; review QA)
             console.print(
                 f"  not checked: {report.unread_wal.name}, scores written since the last "
                 "checkpoint, which SQLite cannot read in a read-only folder"
             )
         return
-    names = {"scores": "score", "blobs": "stored statistic", "models": "model name"}
     kept = ", ".join(plural(report.kept.get(t, 0), w) for t, w in names.items())
     counts = list(report.lost.values())
     if None in counts:
@@ -316,6 +330,9 @@ def export(
         raise ConfigError(f"{target}: exists; give a new file name (nothing written)")
     make = folder and not target.parent.exists() and target.parent.parent.is_dir()
     if not target.parent.is_dir() and not make:
+        above = next((p for p in target.parents if p.exists()), None)  # (a file said "no such
+        if above is not None and not above.is_dir():  # folder"; error-path QA)
+            raise ConfigError(f"{above}: is a file, not a folder (nothing written)")
         raise ConfigError(f"{target.parent}: no such folder (nothing written)")
     if not os.access(target.parent if not make else target.parent.parent, os.W_OK):
         raise ConfigError(f"{target.parent}: cannot write there (nothing written)")

@@ -27,6 +27,7 @@ from ..store import CachedScorer, ScoreCache
 from ..store.cache import (
     blob_key,
     dump_stats,
+    load_generation,
     load_stats,
     score_key,
     stats_keep,
@@ -164,7 +165,7 @@ class StreamingScorer(CachedScorer):
         found: dict[str, Any] = {}
         cache = self.cache
         if cache is not None:
-            found = {k: load_stats(v) for k, v in cache.get_blobs(keys).items()}
+            found = cache.get_blobs(keys, load_stats)
         keep = stats_keep(vocab_stats)
 
         def write(pairs: list[tuple[str, Any]]) -> None:
@@ -185,7 +186,7 @@ class StreamingScorer(CachedScorer):
         found: dict[str, Any] = {}
         cache = self.cache
         if cache is not None:
-            found = {k: Generation(**v) for k, v in cache.get_blobs(keys).items()}
+            found = cache.get_blobs(keys, load_generation)
 
         def write(pairs: list[tuple[str, Any]]) -> None:
             assert cache is not None

@@ -92,6 +92,16 @@ class CacheInfo:
     2026-11-30 named the set-up of a run that stored nothing)."""
 
 
+def _description(detail: object) -> dict[str, Any]:
+    """A set-up's stored description; empty where the row is damaged (`cache info` and
+    `cache clear` stopped with a traceback on one; error-path QA)."""
+    try:
+        out = json.loads(detail) if detail else {}  # type: ignore[arg-type]
+    except (ValueError, TypeError, RecursionError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
 @dataclass(frozen=True)
 class ModelSetup:
     """One model set-up in the cache: everything that changes its numbers, hashed."""
@@ -419,14 +429,30 @@ class ScoreCache:
             self._keep_name(fingerprint)
 
     @_db_errors
-    def get_blobs(self, keys: Sequence[str]) -> dict[str, Any]:
+    def get_blobs(
+        self, keys: Sequence[str], load: Callable[[Any], Any] = lambda v: v
+    ) -> dict[str, Any]:
+        """The stored values of ``keys`` found, each turned by ``load``. A value that is not
+        JSON or that ``load`` refuses (a row cut or written by something else) is not found,
+        so it is computed again and replaced: it stopped every run that needed it with a
+        traceback, and `cache repair` found no damage in the file (error-path QA)."""
         found: dict[str, Any] = {}
         for s in range(0, len(keys), 500):
             chunk = list(keys[s : s + 500])
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(f"SELECT key, value FROM blobs WHERE key IN ({marks})", chunk)
             for key, value in rows:
-                found[key] = json.loads(value)
+                try:
+                    found[key] = load(json.loads(value))
+                except (
+                    ValueError,
+                    TypeError,
+                    LookupError,
+                    AttributeError,
+                    RecursionError,
+                    ModelError,  # (plain_result's, in load_stats and load_generation)
+                ):
+                    continue
         return found
 
     @_db_errors
@@ -533,7 +559,7 @@ class ScoreCache:
                 ModelSetup(
                     fp,
                     spec,
-                    json.loads(detail) if detail else {},
+                    _description(detail),
                     used,
                     counts.get(fp, 0),
                     specs,
@@ -774,9 +800,14 @@ def dump_stats(st: TokenStats, vocab_stats: bool) -> list[Any]:
 
 
 def load_stats(v: list[Any]) -> TokenStats:
-    """Inverse of :func:`dump_stats`."""
+    """Inverse of :func:`dump_stats`, checked by :func:`plain_result` (a damaged value raises)."""
     vocab = (tuple(v[4]), tuple(v[5])) if len(v) > 4 else (None, None)
-    return TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3], *vocab)
+    return plain_result(TokenStats(tuple(v[0]), tuple(v[1]), tuple(v[2]), v[3], *vocab), "cache")
+
+
+def load_generation(v: dict[str, Any]) -> Generation:
+    """Inverse of ``asdict`` of a :class:`Generation`, checked by :func:`plain_result`."""
+    return plain_result(Generation(**v), "cache")
 
 
 def strip_vocab(st: TokenStats) -> TokenStats:
@@ -958,14 +989,14 @@ class CachedScorer:
             self.computed += sum(map(_ran, got))
             return got
         keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
-        found = {k: load(v) for k, v in self.cache.get_blobs(keys).items()}
+        found = self.cache.get_blobs(keys, load)
         missing = [i for i, k in enumerate(keys) if k not in found]
         for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
             olds = {blob_key(old, kind, requests[i]): i for i in missing}  # type: ignore[arg-type]
-            stored = [(keys[olds[k]], v) for k, v in self.cache.get_blobs(list(olds)).items()]
+            stored = [(keys[olds[k]], r) for k, r in self.cache.get_blobs(list(olds), load).items()]
             if stored and not self.cache.read_only:
-                self.cache.put_blobs(self.fingerprint, kind, stored)
-            found.update((k, load(v)) for k, v in stored)
+                self.cache.put_blobs(self.fingerprint, kind, ((k, dump(r)) for k, r in stored))
+            found.update(stored)
             missing = [i for i in missing if keys[i] not in found]
         if progress is not None and len(requests) > len(missing):
             progress(len(requests) - len(missing))
@@ -1016,7 +1047,7 @@ class CachedScorer:
             requests,
             self.backend.generate,
             asdict,
-            lambda v: Generation(**v),
+            load_generation,
             lambda g: True,
             progress,
         )

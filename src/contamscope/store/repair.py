@@ -33,7 +33,7 @@ _TABLES: dict[str, Callable[[tuple[Any, ...]], bool]] = {
         and (r[3] is None or isinstance(r[3], int))
     ),
     "blobs": lambda r: isinstance(r[0], str) and isinstance(r[2], str) and _json(r[3]),
-    "models": lambda r: isinstance(r[0], str),
+    "models": lambda r: isinstance(r[0], str) and (r[2] is None or _json(r[2])),
     "model_specs": lambda r: isinstance(r[0], str) and isinstance(r[1], str),
 }
 """The cache's tables, in :class:`ScoreCache`'s schema, with each one's row check."""
@@ -63,6 +63,9 @@ class RepairReport:
     """Tables whose ``lost`` is an upper bound: their key index was damaged too, so the row ids
     up to the table's last that were not read are counted, ids never used among them as well."""
     damaged_copy: Path | None = None
+    removed: dict[str, int] = field(default_factory=dict)
+    """Malformed rows taken out of a sound file, per table (values that are not what the
+    cache writes: a row cut or written by something else; SQLite finds no damage in them)."""
     unread_wal: Path | None = None
     """A write-ahead log with data that was not checked (a read-only folder, where SQLite
     cannot read it: the file was opened ``immutable``)."""
@@ -85,7 +88,11 @@ def repair_cache(path: Path) -> RepairReport:
     unread = wal if immutable and wal.is_file() and wal.stat().st_size else None
     try:
         if _sound(old):
-            return RepairReport(path, unread_wal=unread)
+            report = RepairReport(path, unread_wal=unread)
+            if not immutable:
+                old.close()
+                report.removed = _remove_malformed(path)
+            return report
         report = RepairReport(path)
         fresh = path.with_name(path.name + ".repairing")
         for leftover in sqlite_files(fresh):
@@ -145,6 +152,30 @@ def _open_salvageable(path: Path) -> tuple[sqlite3.Connection, bool]:
             f"`{_clear_command(path)}` removes it"
         )
     return db, "immutable" in flags
+
+
+def _remove_malformed(path: Path) -> dict[str, int]:
+    """Delete, in place, the rows of each table its check in :data:`_TABLES` refuses; the
+    count per table that had any. A malformed value in a sound file stopped every run that read
+    it, and repair said "no damage found" (error-path QA)."""
+    removed: dict[str, int] = {}
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        for table, well_formed in _TABLES.items():
+            try:
+                rows = db.execute(f"SELECT rowid, * FROM {table}")
+                bad = [(r[0],) for r in rows if not well_formed(r[1:])]
+            except sqlite3.OperationalError:  # no such table
+                continue
+            if bad:
+                with db:
+                    db.executemany(f"DELETE FROM {table} WHERE rowid = ?", bad)
+                removed[table] = len(bad)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot take its malformed rows out ({exc})") from None
+    finally:
+        db.close()
+    return removed
 
 
 def _sound(db: sqlite3.Connection) -> bool:

@@ -320,6 +320,8 @@ class RunDir:
                     try:
                         rec = json.loads(raw)
                         rec_id = rec["id"]
+                        if not isinstance(rec_id, str):  # (a list stopped the read with a
+                            raise TypeError  # traceback at the lookup below; error-path QA)
                         usable = complete is None or complete(rec)
                     except (
                         json.JSONDecodeError,
