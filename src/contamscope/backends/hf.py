@@ -698,15 +698,29 @@ class HFBackend(Backend):
         """Why the prefix-tree engine cannot score this model (None when it can): a layer kind
         that tree attention cannot run, or, checked once on a small branching tree of two
         prefixes, an error or a log-prob off the model's own full forward pass (recurrent or
-        convolutional layers that read the tree's rows as one sequence)."""
-        if self._windows is None:
-            return "layers other than full or sliding-window attention"
+        convolutional layers that read the tree's rows as one sequence). ModelError where the
+        model's own full forward pass gives a NaN or infinite log-prob for those short texts."""
         checks = [
             ScoreRequest("The quick brown fox", " jumps over the dog"),
             ScoreRequest("The quick brown fox", " jumps under a tree"),
             ScoreRequest("The quick brown fox", " sleeps"),
             ScoreRequest("1, 2, 3,", " 4, 5"),
         ]
+        want = [self.naive_logprob(r) for r in checks]
+        bad = next((w for w in want if not math.isfinite(w)), None)
+        if bad is not None:  # (every item was left out, exit 0, with the advice "try --dtype
+            dtype = str(self.dtype).replace("torch.", "")  # float32" to a float32 run; QA)
+            raise ModelError(
+                f"{self.spec}: the model's own forward pass gives a non-finite log-prob "
+                f"({bad}) for a short plain text in {dtype}: "
+                + (
+                    "its weights are broken (NaN or infinite values?)"
+                    if self.dtype == torch.float32
+                    else "a numerical overflow? try --dtype float32"
+                )
+            )
+        if self._windows is None:
+            return "layers other than full or sliding-window attention"
         counts = self.tokens_run, self.tokens_useful, self.tokens_min
         try:
             got = [r.logprob for r in self._score_tree(checks)]
@@ -714,7 +728,6 @@ class HFBackend(Backend):
             return f"{type(exc).__name__} in a tree-attention pass"
         finally:
             self.tokens_run, self.tokens_useful, self.tokens_min = counts
-        want = [self.naive_logprob(r) for r in checks]
         tol = 1e-3 if self.dtype == torch.float32 else 0.25
         worst = max(abs(g - w) for g, w in zip(got, want))
         if not worst <= tol:  # NaN too

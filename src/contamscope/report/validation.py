@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, note
 from ..wording import json_error
 from .html import Section, esc
 from .plots import HIGHLIGHT, OKABE_ITO, figure, legend_below, to_svg
@@ -48,9 +48,26 @@ def find_split_labels(run_dir: Path) -> LabelMap | None:
         return None
     try:
         ids = _split_ids(json.loads(split.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        why = (
+            str(exc.strerror or exc)
+            if isinstance(exc, OSError)
+            else "not UTF-8 text"
+            if isinstance(exc, UnicodeDecodeError)
+            else "not valid JSON"
+            if isinstance(exc, (json.JSONDecodeError, RecursionError))
+            else "its 'leaked' list is not of item ids"
+        )
+        ids = None  # (the validation section was left out without a word; error-path QA)
+    else:
+        why = "no 'leaked' list in it"
+    if ids is None:
+        note(
+            f"{split}: cannot read the known leaks from it ({why}); the report has no "
+            "validation section (--labels FILE gives them)"
+        )
         return None
-    return LabelMap(ids) if ids is not None else None
+    return LabelMap(ids)
 
 
 def read_labels(path: Path) -> LabelMap:
