@@ -83,6 +83,7 @@ class ScoringWorker:
             "node": os.uname().nodename,
             "spec": self.backend.spec,
             "fingerprint": self.backend.fingerprint(),
+            "legacy_fingerprints": list(self.backend.legacy_fingerprints()),
             "describe": self.backend.describe(),
             "local_cpu": self.backend.computes_on_local_cpu,
             "capabilities": dataclasses.asdict(caps),
@@ -263,6 +264,7 @@ class RemoteBackend(Backend):
         self.spec = info["spec"]
         self.capabilities = Capabilities(**info["capabilities"])
         self._fingerprint = info["fingerprint"]
+        self._legacy = [str(f) for f in info.get("legacy_fingerprints", ())]
         self._describe = dict(info["describe"])
         self._executor = executor
         # a worker on the CPU of this driver's node competes with it for the same cores
@@ -278,6 +280,11 @@ class RemoteBackend(Backend):
 
     def fingerprint(self) -> str:
         return str(self._fingerprint)
+
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """The workers' model's (a Ray run did not reuse the scores stored under them, nor
+        resume a folder made under one, as a local run does; mutation QA)."""
+        return tuple(self._legacy)
 
     def describe(self) -> dict[str, object]:
         return self._describe

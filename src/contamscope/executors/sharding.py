@@ -25,11 +25,10 @@ from ..backends.base import (
 )
 from ..store import CachedScorer, ScoreCache
 from ..store.cache import (
-    blob_key,
+    _ran,
     dump_stats,
     load_generation,
     load_stats,
-    score_key,
     stats_keep,
     stats_kind,
     strip_vocab,
@@ -106,50 +105,54 @@ def plan_shards(
 
 class StreamingScorer(CachedScorer):
     """A :class:`CachedScorer` whose missing requests run through ``stream`` (e.g. Ray workers);
-    each returned shard is written to the cache before the next one is awaited."""
+    each returned shard is checked and written to the cache before the next one is awaited.
+    What it reads from the cache, and what it counts, is :class:`CachedScorer`'s: scores
+    stored under the model's earlier fingerprints are reused and filed anew, a request past
+    the model's context is neither computed nor reused (a Ray run recomputed the first and
+    counted the second as computed on every call; mutation QA)."""
 
     def __init__(self, backend: Backend, cache: ScoreCache | None, stream: ShardStream) -> None:
         super().__init__(backend, cache)
         self._stream = stream
 
-    def _cached(
+    def _streamed(
         self,
         kind: Kind,
         requests: Sequence[Any],
-        keys: list[str],
-        found: dict[str, Any],
+        looked_up: tuple[list[str], dict[str, Any], list[int]],
         write: Callable[[list[tuple[str, Any]]], None],
+        result_type: type,
         progress: ProgressFn | None,
     ) -> list[Any]:
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        if progress is not None and len(requests) > len(missing):
-            progress(len(requests) - len(missing))
+        keys, found, missing = looked_up
+        if len(requests) > len(missing):
+            self._name_on_reuse()
         out: dict[int, Any] = {}
         if missing:
-            for idx, results in self._stream(kind, [requests[i] for i in missing]):
-                pairs = [(keys[missing[j]], r) for j, r in zip(idx, results)]
+            asked = [requests[i] for i in missing]
+            for idx, results in self._stream(kind, asked):
+                got = self._checked([asked[j] for j in idx], results, result_type)
                 if self.cache is not None:
-                    write(pairs)
-                for j, r in zip(idx, results):
+                    write([(keys[missing[j]], r) for j, r in zip(idx, got)])
+                for j, r in zip(idx, got):
                     out[missing[j]] = r
+                self.computed += sum(map(_ran, got))
                 if progress is not None:
                     progress(len(idx))
-        self.computed += len(missing)
         self.reused += len(requests) - len(missing)
         return [out[i] if i in out else found[k] for i, k in enumerate(keys)]
 
     def score(
         self, requests: Sequence[ScoreRequest], progress: ProgressFn | None = None
     ) -> list[ScoreResult]:
-        keys = [score_key(self.fingerprint, r) for r in requests]
-        found: dict[str, Any] = self.cache.get_many(keys) if self.cache is not None else {}
         cache = self.cache
 
         def write(pairs: list[tuple[str, Any]]) -> None:
             assert cache is not None
             cache.put_many(self.fingerprint, pairs)
 
-        return self._cached("score", requests, keys, found, write, progress)
+        looked_up = self._look_up(requests, progress)
+        return self._streamed("score", requests, looked_up, write, ScoreResult, progress)
 
     def token_stats(
         self,
@@ -161,35 +164,28 @@ class StreamingScorer(CachedScorer):
         if vocab_stats:
             self.backend.require(token_stats=True, vocab_stats=True, method="vocabulary statistics")
         kind = stats_kind(vocab_stats, self.backend.capabilities.token_stats)
-        keys = [blob_key(self.fingerprint, kind, r) for r in requests]
-        found: dict[str, Any] = {}
-        cache = self.cache
-        if cache is not None:
-            found = cache.get_blobs(keys, load_stats)
         keep = stats_keep(vocab_stats)
+        cache = self.cache
+
+        def dump(st: TokenStats) -> list[Any]:
+            return dump_stats(st, vocab_stats)
 
         def write(pairs: list[tuple[str, Any]]) -> None:
             assert cache is not None
-            cache.put_blobs(
-                self.fingerprint,
-                kind,
-                ((k, dump_stats(st, vocab_stats)) for k, st in pairs if keep(st)),
-            )
+            cache.put_blobs(self.fingerprint, kind, ((k, dump(st)) for k, st in pairs if keep(st)))
 
-        out = self._cached("token_stats", requests, keys, found, write, progress)
+        looked_up = self._look_up_blobs(kind, requests, dump, load_stats, progress)
+        out = self._streamed("token_stats", requests, looked_up, write, TokenStats, progress)
         return out if vocab_stats else [strip_vocab(st) for st in out]
 
     def generate(
         self, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
     ) -> list[Generation]:
-        keys = [blob_key(self.fingerprint, "generate", r) for r in requests]
-        found: dict[str, Any] = {}
         cache = self.cache
-        if cache is not None:
-            found = cache.get_blobs(keys, load_generation)
 
         def write(pairs: list[tuple[str, Any]]) -> None:
             assert cache is not None
             cache.put_blobs(self.fingerprint, "generate", ((k, asdict(g)) for k, g in pairs))
 
-        return self._cached("generate", requests, keys, found, write, progress)
+        looked_up = self._look_up_blobs("generate", requests, asdict, load_generation, progress)
+        return self._streamed("generate", requests, looked_up, write, Generation, progress)

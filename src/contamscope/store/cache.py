@@ -973,6 +973,34 @@ class CachedScorer:
             out.append(r)
         return out
 
+    def _look_up_blobs(
+        self,
+        kind: str,
+        requests: Sequence[Any],
+        dump: Callable[[Any], Any],
+        load: Callable[[Any], Any],
+        progress: ProgressFn | None,
+    ) -> tuple[list[str], dict[str, Any], list[int]]:
+        """:meth:`_look_up` of stored values of ``kind`` (``load`` reads one, ``dump`` files it
+        again under this fingerprint where an earlier version stored it)."""
+        if self.cache is None:
+            return [str(i) for i in range(len(requests))], {}, list(range(len(requests)))
+        keys = [blob_key(self.fingerprint, kind, r) for r in requests]
+        found = self.cache.get_blobs(keys, load)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
+            olds = {blob_key(old, kind, requests[i]): i for i in missing}
+            stored = [(keys[olds[k]], r) for k, r in self.cache.get_blobs(list(olds), load).items()]
+            if stored and not self.cache.read_only:
+                self.cache.put_blobs(self.fingerprint, kind, ((k, dump(r)) for k, r in stored))
+            found.update(stored)
+            missing = [i for i in missing if keys[i] not in found]
+        if progress is not None and len(requests) > len(missing):
+            progress(len(requests) - len(missing))
+        if len(requests) > len(missing):
+            self._name_on_reuse()
+        return keys, found, missing
+
     def _through(
         self,
         kind: str,
@@ -988,20 +1016,7 @@ class CachedScorer:
             got = self._checked(requests, run(list(requests), progress), kind_of)
             self.computed += sum(map(_ran, got))
             return got
-        keys = [blob_key(self.fingerprint, kind, r) for r in requests]  # type: ignore[arg-type]
-        found = self.cache.get_blobs(keys, load)
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        for old in self.legacy if missing else ():  # stored by an earlier version: filed anew
-            olds = {blob_key(old, kind, requests[i]): i for i in missing}  # type: ignore[arg-type]
-            stored = [(keys[olds[k]], r) for k, r in self.cache.get_blobs(list(olds), load).items()]
-            if stored and not self.cache.read_only:
-                self.cache.put_blobs(self.fingerprint, kind, ((k, dump(r)) for k, r in stored))
-            found.update(stored)
-            missing = [i for i in missing if keys[i] not in found]
-        if progress is not None and len(requests) > len(missing):
-            progress(len(requests) - len(missing))
-        if len(requests) > len(missing):
-            self._name_on_reuse()
+        keys, found, missing = self._look_up_blobs(kind, requests, dump, load, progress)
         if missing:
             asked = [requests[i] for i in missing]
             new = self._checked(asked, run(asked, progress), kind_of)

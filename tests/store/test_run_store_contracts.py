@@ -1,0 +1,117 @@
+"""Run-folder contracts of RunDir: which records count as done on resume, what items.jsonl
+holds after it is read, what --overwrite removes, and when a folder is free again
+(mutation QA)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contamscope.errors import ContamscopeWarning, StoreError
+from contamscope.store import RunDir
+
+
+def _ids(run: RunDir) -> list[str]:
+    return [json.loads(x)["id"] for x in run.items_path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_record_appended_again_replaces_the_earlier_one_in_its_place(tmp_path: Path) -> None:
+    """_read_records: "a record appended again for an id ... replaces the earlier one in its
+    place. The file is rewritten so.": the later copy is the one resumed, and the file holds it
+    once, where the first copy was."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0", "v": 1}, {"id": "x1", "v": 2}, {"id": "x0", "v": 9}])
+    run.close()
+    done = RunDir(tmp_path / "run").open({"model": "a"})
+    assert done == {"x0": {"id": "x0", "v": 9}, "x1": {"id": "x1", "v": 2}}
+    lines = [json.loads(x) for x in run.items_path.read_text(encoding="utf-8").splitlines()]
+    assert lines == [{"id": "x0", "v": 9}, {"id": "x1", "v": 2}]
+
+
+def test_a_damaged_line_mid_file_is_removed_from_the_file(tmp_path: Path) -> None:
+    """_read_records: a damaged line is "Dropped, so their items are scored again ... The file
+    is rewritten so" (with no torn last line to set it off)."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0"}, {"id": "x1"}])
+    lines = run.items_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    run.items_path.write_text(lines[0] + "{not json\n" + lines[1], encoding="utf-8")
+    run.close()
+    with pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"):
+        done = RunDir(tmp_path / "run").open({"model": "a"})
+    assert sorted(done) == ["x0", "x1"]
+    assert run.items_path.read_text(encoding="utf-8") == "".join(lines)
+
+
+def test_overwrite_removes_the_earlier_runs_summary(tmp_path: Path) -> None:
+    """RunDir._prepare refuses other settings "use another --out (--overwrite deletes it)":
+    after --overwrite the folder holds no earlier summary (the new run is unfinished)."""
+    run = RunDir(tmp_path / "run")
+    run.open({"method": "m", "seed": 0})
+    run.append([{"id": "x"}])
+    run.write_summary({"method": "m", "timings": {}})
+    run.close()
+    again = RunDir(tmp_path / "run")
+    assert again.open({"method": "m", "seed": 1}, overwrite=True) == {}
+    assert not again.summary_path.exists() and not again.items_path.exists()
+    again.close()
+    with pytest.raises(StoreError, match="the run is unfinished"):
+        RunDir(tmp_path / "run").finished_run("m")
+
+
+def test_a_folder_of_blank_lines_only_holds_no_records(tmp_path: Path) -> None:
+    """_holds_records: "Whether the folder holds a summary or any record (a line that is not
+    blank)": a folder whose items.jsonl holds blank lines only gives way to other settings."""
+    run = RunDir(tmp_path / "run")
+    run.open({"method": "m", "seed": 0})
+    run.close()
+    run.items_path.write_text("\n\n", encoding="utf-8")
+    assert RunDir(tmp_path / "run").open({"method": "m", "seed": 1}) == {}
+
+
+def test_a_refused_open_leaves_the_folder_free(tmp_path: Path) -> None:
+    """RunDir.open: "refused (other settings, ...): the folder is free again": another RunDir
+    of this process opens it right after the refusal."""
+    run = RunDir(tmp_path / "run")
+    run.open({"method": "m", "seed": 0})
+    run.append([{"id": "x"}])
+    run.close()
+    refused = RunDir(tmp_path / "run")
+    with pytest.raises(StoreError, match="other settings"):
+        refused.open({"method": "m", "seed": 1})
+    other = RunDir(tmp_path / "run")
+    assert sorted(other.open({"method": "m", "seed": 0})) == ["x"]
+    other.close()
+
+
+def test_upgrades_let_a_folder_of_older_settings_resume_under_the_new_ones(
+    tmp_path: Path,
+) -> None:
+    """RunDir.open: a folder of other settings is refused "unless its settings are among
+    ``upgrades`` ...: ``settings`` then replace them"."""
+    old = {"method": "m", "config": {"n": 5, "threshold": 0.9}}
+    new = {"method": "m", "config": {"n": 5, "threshold": 0.75}}
+    run = RunDir(tmp_path / "run")
+    run.open(old)
+    run.append([{"id": "x"}])
+    run.close()
+    again = RunDir(tmp_path / "run")
+    assert sorted(again.open(new, upgrades=[old])) == ["x"]
+    assert again.stored_settings() == new
+    again.close()
+
+
+def test_a_summary_with_a_tuple_of_nan_is_written_as_json_null(tmp_path: Path) -> None:
+    """_finite: "every float that is not finite as None (JSON's null) ... the file stays
+    JSON", inside a tuple (an interval) as inside a list."""
+    run = RunDir(tmp_path / "run")
+    run.open({"method": "m"})
+    run.write_summary({"ci": (float("nan"), 1.0), "n": [float("inf")]})
+    run.close()
+    assert json.loads(run.summary_path.read_text(encoding="utf-8")) == {
+        "ci": [None, 1.0],
+        "n": [None],
+    }
