@@ -134,11 +134,12 @@ class BenBenchValidation(ValidationMethod):
                 flags, labels, [-1.0 if s is None else s for s in scores]
             ).to_dict()
         ppl = [_orig(r, "ppl") for r in used]
-        ppl_ok = [(p, y) for p, y in zip(ppl, labels) if _finite(p)]
+        ppl_ok = [(p, y) for p, y in zip(ppl, labels) if p is not None and math.isfinite(p)]
         gaps = {}
         for key in ("ppl", "nll", "ngram_exact"):
             # the items the AUC reads (a non-finite perplexity made the gap -inf; QA)
-            vals = [(v, y) for r, y in zip(used, labels) if _finite(v := _orig(r, key))]
+            got = [(_orig(r, key), y) for r, y in zip(used, labels)]
+            vals = [(v, y) for v, y in got if v is not None and math.isfinite(v)]
             gaps[key] = mean_gap(
                 [v for v, y in vals if y],
                 [v for v, y in vals if not y],
@@ -169,7 +170,3 @@ class BenBenchValidation(ValidationMethod):
             "exact n-gram accuracy, with a 95% bootstrap interval (groups resampled separately)."
         )
         return out
-
-
-def _finite(v: float | None) -> bool:
-    return v is not None and math.isfinite(v)
