@@ -242,8 +242,9 @@ def _record(role: str, item: MCQItem, req: ScoreRequest, st: Any, k: float) -> d
         "line": item.line,
         "n_options": item.n_options,
         "n_chars": len(req.continuation),
-        # a served model's too-long text comes back as one unknown token: its count is not
-        # known (it read 1 where the local backend counts every token; QA)
+        # a text too long for the model whose count is not known comes back as one unknown
+        # token: a served model's, or one a local model found far past its context without
+        # tokenising it to its end (it read 1 token; QA)
         "n_tokens": None if st.is_too_long and tuple(st.tokens) == (-1,) else len(st.tokens),
         "excluded": None,
     }
