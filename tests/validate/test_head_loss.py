@@ -101,6 +101,10 @@ def test_a_model_whose_logits_are_more_than_the_product_trains_on_its_own_loss()
     assert hl.split_head_fits(plain, ids, mask)
     plain.lm_head = torch.nn.Linear(32, 300, bias=True)
     assert not hl.split_head_fits(plain, ids, mask)
+    # a bias of zeros gives the same numbers now, but split_loss would never train it
+    with torch.no_grad():
+        plain.lm_head.bias.zero_()
+    assert not hl.split_head_fits(plain, ids, mask)
 
 
 def test_training_on_the_split_loss_matches_the_plain_loss(
