@@ -30,7 +30,8 @@ _TABLES: dict[str, Callable[[tuple[Any, ...]], bool]] = {
         isinstance(r[0], str)
         and isinstance(r[2], (int, float))
         and not math.isnan(r[2])
-        and (r[3] is None or isinstance(r[3], int))
+        and isinstance(r[3], int)  # (as ScoreCache.get_many serves them: a row with another
+        and isinstance(r[4], int)  # count or boundary was kept, counted, and never served; QA)
     ),
     "blobs": lambda r: isinstance(r[0], str) and isinstance(r[2], str) and _json(r[3]),
     "models": lambda r: isinstance(r[0], str) and (r[2] is None or _json(r[2])),
@@ -204,6 +205,7 @@ def _copy_table(
         f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid BETWEEN ? AND ? "
         "ORDER BY rowid"
     )
+    select_one = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid = ?"
     insert = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})"
     try:
         old.execute(f"SELECT 1 FROM {table} LIMIT 0").fetchall()
@@ -231,12 +233,15 @@ def _copy_table(
         try:
             rows = old.execute(select, (lo, hi)).fetchall()
         except sqlite3.DatabaseError:
-            if lo == hi:
-                failed += 1
-            else:
+            if lo < hi:
                 mid = (lo + hi) // 2
                 ranges += [(mid + 1, hi), (lo, mid)]  # the lower half first
-            continue
+                continue
+            try:  # one id, looked up by itself: a range seek can start on the damaged page
+                rows = old.execute(select_one, (lo,)).fetchall()  # and fail for a row SQLite
+            except sqlite3.DatabaseError:  # still reads (QA)
+                failed += 1
+                continue
         if rows and rows[-1][0] < hi:
             ranges.append((rows[-1][0] + 1, hi))  # read on: the window may have ended early
         read.update(r[0] for r in rows)
