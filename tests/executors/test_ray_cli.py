@@ -132,3 +132,61 @@ def test_cli_ray_then_driver_sigkill_resumes_to_local_results(
     assert s_got["timings"]["items_resumed"] >= done_before
     # shards written to the cache before the kill were not scored again
     assert s_got["timings"]["scores_computed"] < (n - done_before) * 24 + 24 * 2
+
+
+def test_cli_ray_run_stopped_by_sigterm_says_interrupted(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any
+) -> None:
+    """README: exit 130 "interrupted (Ctrl-C, SIGTERM ...)". ray.init put its own SIGTERM
+    handler in the command's place: a Ray run exited 15 with a C++ stack dump (Ray QA)."""
+    bench = write_bench(tmp_path / "term_test.csv", 40)
+    out = tmp_path / "ray"
+    env = dict(os.environ, CONTAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen(
+        _cmd(
+            tiny_model_path, bench, out, "--executor", "ray", "--workers", "2", "--batch-items", "1"
+        ),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            items = out / "items.jsonl"
+            if items.exists() and items.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "run finished before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _kill_orphans(proc.pid)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "SIGTERM received" not in err, err[-2000:]
+    assert not (out / "summary.json").exists() and len(_records(out)) >= 2
+
+
+def test_contradicting_cache_flags_are_refused_before_ray_starts(
+    tmp_path: Path, write_bench: Any
+) -> None:
+    """`--no-cache --cache-dir X --executor ray` was refused after a local Ray cluster had
+    started (10 s; Ray QA): the flags are checked first."""
+    bench = write_bench(tmp_path / "flags_test.csv", 2)
+    r = subprocess.run(
+        _cmd(Path("x"), bench, tmp_path / "o", "--executor", "ray", "--no-cache")
+        + ["--cache-dir", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: --no-cache and --cache-dir contradict each other")
+    )
+    assert "Ray" not in r.stderr and not (tmp_path / "o").exists()

@@ -172,3 +172,42 @@ def test_smollm2_on_ray_equals_local(
             ex.scorer("smollm2", device="cpu", dtype="float32"), bench, tmp_path / "ray"
         )
     _same(got, want)
+
+
+def test_replacements_that_die_while_loading_stop_the_run_in_one_line(
+    ray_cluster: Any, tiny_model_path: Path
+) -> None:
+    """A replacement worker that died while it loaded the model ended the run in a Ray
+    traceback (exit 1); now each such death is a retry, the worker's death is said in a note,
+    and replacements that keep dying stop the run with one line (Ray QA)."""
+    from contamscope.errors import ContamscopeWarning, ModelError
+
+    @ray_cluster.remote(num_cpus=1)
+    class DiesWhileLoading:
+        def load(self, *args: Any) -> None:
+            os._exit(1)
+
+    cfg = ExecutorConfig(kind="ray", workers=1, max_retries=1)
+    with make_executor(cfg) as ex:
+        scorer = ex.scorer(f"hf:{tiny_model_path}", device="cpu", dtype="float32", options=OPTS)
+        pool = ex.pools[0]  # type: ignore[attr-defined]
+        pool.actor_cls = DiesWhileLoading  # every replacement from now on
+        pool.on_dispatch = lambda pid, shard, attempt: os.kill(pid, signal.SIGKILL)
+        with (
+            pytest.warns(ContamscopeWarning, match=r"a Ray worker died \(\w+\): shard 0 of 1"),
+            pytest.raises(ModelError, match="2 replacement Ray workers in a row died"),
+        ):
+            scorer.score([ScoreRequest("Q?", " A")])
+        assert pool.stats.retried == 3  # the shard's worker, then both replacements
+
+
+def test_gpus_per_worker_on_a_cluster_without_gpus_says_so(ray_cluster: Any) -> None:
+    """ "0 workers x 1 CPUs x 1 GPUs do not fit (lower --workers ...)" was said where the cluster
+    has no GPU at all (Ray QA)."""
+    from contamscope.errors import ConfigError
+
+    with (
+        make_executor(ExecutorConfig(kind="ray", gpus_per_worker=1)) as ex,
+        pytest.raises(ConfigError, match=r"the Ray cluster has no GPUs; --gpus-per-worker 1 needs"),
+    ):
+        ex.scorer("smollm2")

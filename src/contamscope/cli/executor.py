@@ -68,6 +68,9 @@ def executor_from(kw: Mapping[str, Any]) -> Executor:
     ``--executor ray`` for served models only (``openai:``) runs locally, said in a note: the
     server computes, and Ray workers would only have sent its requests, without the canary
     this process runs first (a CAP run on Ray read log-probs the canary had refused)."""
+    from .common import check_cache_flags
+
+    check_cache_flags(kw)
     if served_only(kw):
         from .common import err_console, styled
 

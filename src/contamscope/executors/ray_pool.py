@@ -31,7 +31,7 @@ from ..backends.base import (
     ScoreResult,
     TokenStats,
 )
-from ..errors import ConfigError, ContamscopeError, ModelError
+from ..errors import ConfigError, ContamscopeError, ModelError, note
 from ..store import CachedScorer, ScoreCache
 from .base import ClusterTooSmall, Executor, ExecutorConfig, model_key
 from .sharding import StreamingScorer, plan_shards
@@ -124,6 +124,26 @@ class PoolStats:
     """Requests scored by workers."""
 
 
+def _ray_words(exc: BaseException) -> str:
+    """Ray's connection error in this command's words: it names Ray's own ``--address`` flag.
+
+    >>> _ray_words(ConnectionError("Could not find any running Ray instance. Please specify "
+    ...     "the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable."))
+    'Could not find any running Ray instance (start one with `ray start --head`, or leave out --ray-address and unset RAY_ADDRESS to start a local one)'
+    """
+    text = str(exc) or type(exc).__name__
+    if "Could not find any running Ray instance" in text:
+        return (
+            "Could not find any running Ray instance (start one with `ray start --head`, or "
+            "leave out --ray-address and unset RAY_ADDRESS to start a local one)"
+        )
+    return text
+
+
+class _WorkerDied(ModelError):
+    """A Ray worker died while it loaded the model or answered the driver."""
+
+
 @dataclass
 class _Worker:
     handle: Any
@@ -172,6 +192,11 @@ class _Pool:
         """``ray.get`` with a worker's own error (unknown model, missing extra) as one line."""
         try:
             return self.ray.get(refs)
+        except self._died() as exc:  # (a traceback, exit 1: Ray QA)
+            raise _WorkerDied(
+                f"a Ray worker died ({type(exc).__name__}); results so far are saved, re-run "
+                "to resume"
+            ) from None
         except self.ray.exceptions.RayTaskError as exc:
             for ref in refs if isinstance(refs, list) else []:
                 # the other workers' errors, read so that Ray does not print each as an
@@ -218,6 +243,11 @@ class _Pool:
                         f"shard {sid} of {len(shards)}: its worker died {attempts[sid]} times "
                         f"(last: {type(exc).__name__}); results so far are saved, re-run to resume"
                     ) from None
+                note(  # (a run that recovered said nothing of it: Ray QA)
+                    f"a Ray worker died ({type(exc).__name__}): shard {sid} of {len(shards)} "
+                    f"runs again on a new one (attempt {attempts[sid] + 1} of "
+                    f"{cfg.max_retries + 1})"
+                )
                 queue.appendleft(sid)
                 idle.append(self._replace(w))
                 continue
@@ -235,10 +265,20 @@ class _Pool:
         self.workers.remove(dead)
         with contextlib.suppress(Exception):  # already gone
             self.ray.kill(dead.handle, no_restart=True)
-        (new,) = self._start(1)
-        self.workers.append(new)
-        self.stats.replaced += 1
-        return new
+        tries = self.config.max_retries + 1
+        for _ in range(tries):
+            try:  # a replacement can die while it loads the model too (Ray QA: a traceback)
+                (new,) = self._start(1)
+            except _WorkerDied:
+                self.stats.retried += 1
+                continue
+            self.workers.append(new)
+            self.stats.replaced += 1
+            return new
+        raise ModelError(
+            f"{tries} replacement Ray workers in a row died while they loaded the model; "
+            "results so far are saved, re-run to resume"
+        )
 
     def decode(self, tokens: Sequence[int]) -> str:
         return str(self._get(self.workers[0].handle.decode.remote(list(tokens))))
@@ -374,10 +414,17 @@ class RayExecutor(Executor):
             if address:
                 check_reachable(address, given)
             t0 = time.perf_counter()
+            import signal
+
+            term = signal.getsignal(signal.SIGTERM)
             try:
                 self.ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ConfigError(f"{given}: {exc or type(exc).__name__}") from None
+                raise ConfigError(f"{given}: {_ray_words(exc)}") from None
+            finally:  # ray.init sets its own SIGTERM handler (exit 15 and a C++ stack dump):
+                if signal.getsignal(signal.SIGTERM) is not term:  # the command's is put back,
+                    with contextlib.suppress(ValueError, TypeError):  # "interrupted", 130 (QA)
+                        signal.signal(signal.SIGTERM, term)
             self.init_seconds = time.perf_counter() - t0
             self._started = True
         else:
@@ -393,6 +440,11 @@ class RayExecutor(Executor):
             fit = math.floor(cpus / cfg.cpus_per_worker + 1e-9)
         fit = min(fit, math.floor(cpus / cfg.cpus_per_worker + 1e-9))
         want = cfg.workers if cfg.workers is not None else fit
+        if cfg.gpus_per_worker > 0 and gpus == 0:  # ("0 workers ...: lower --workers"; Ray QA)
+            raise ClusterTooSmall(
+                f"the Ray cluster has no GPUs; --gpus-per-worker {cfg.gpus_per_worker:g} needs "
+                "them (leave it out to score on the CPUs)"
+            )
         if want < 1 or want > fit:
             raise ClusterTooSmall(
                 f"the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs; {want} workers x "
