@@ -128,6 +128,15 @@ def test_token_stats_and_generation_on_workers(
     with make_executor(ExecutorConfig(kind="ray", workers=2)) as ex:
         scorer = ex.scorer(f"hf:{tiny_model_path}", device="cpu", dtype="float32", options=OPTS)
         assert scorer.fingerprint == local.fingerprint
+        described = scorer.backend.describe()  # a summary says the run used Ray, and how
+        assert described["executor"] == {
+            "kind": "ray",
+            "address": None,
+            "workers": 2,
+            "gpus_per_worker": 0.0,
+            "cpus_per_worker": 1.0,
+        }
+        assert {k: v for k, v in described.items() if k != "executor"} == local.backend.describe()
         got_stats = scorer.token_stats(score_reqs)
         got_gen = scorer.generate(gen_reqs)
         assert scorer.backend.decode(got_stats[0].tokens) == local.backend.decode(

@@ -327,7 +327,9 @@ class RemoteBackend(Backend):
         return tuple(self._legacy)
 
     def describe(self) -> dict[str, object]:
-        return self._describe
+        """The workers' model's description and ``executor`` (kind ray, address, workers, and
+        resources each): no summary said a run had used Ray (Ray QA)."""
+        return {**self._describe, "executor": self._executor}
 
     def _collect(
         self, kind: str, requests: Sequence[Any], progress: ProgressFn | None
