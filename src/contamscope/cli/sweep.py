@@ -741,13 +741,24 @@ def _with_references(jobs: list[Job], refs: dict[str, Job]) -> list[Job]:
     return out
 
 
-def _stored_records(run_dir: Path) -> int:
-    """Item records an unfinished pair's folder holds (lines of items.jsonl; 0 when none)."""
+def _stored_records(run_dir: Path, ids: set[str]) -> int:
+    """Items of ``ids`` an unfinished pair's folder holds records of (0 when none): a line
+    repeated, damaged, or of an item no longer selected is none (the dry run counted lines,
+    said "4 of 4 items stored" of one item's record written 4 times, and the run scored 3;
+    mutation QA)."""
+    found: set[str] = set()
     try:
         with (run_dir / "items.jsonl").open("rb") as f:
-            return sum(1 for line in f if line.strip())
+            for line in f:
+                try:
+                    rec_id = json.loads(line)["id"]
+                except (ValueError, TypeError, KeyError, RecursionError):
+                    continue
+                if isinstance(rec_id, str) and rec_id in ids:
+                    found.add(rec_id)
     except OSError:
         return 0
+    return len(found)
 
 
 def _dry_run(
@@ -763,6 +774,7 @@ def _dry_run(
     _refuse_other_options(kw["out"], shared, kw["overwrite"])
     config = PermutationConfig(template=get_template(kw["template"]), seed=kw["seed"])
     per_benchmark: dict[str, dict[str, Any]] = {}
+    selected: dict[str, set[str]] = {}  # each benchmark's selected item ids
     hashes: dict[str, str] = {}
     # (the benchmark's table of writers' conventions may go into the cache: a derived table,
     # computed again if it is gone, not a result; QA read "nothing written" as a promise)
@@ -778,6 +790,7 @@ def _dry_run(
             loaded = load_for(args)
             items = pick_items(loaded.items, args, job.benchmark)
             per_benchmark[job.benchmark] = survey_permutation(loaded, items, config)
+            selected[job.benchmark] = {it.id for it in items}
         found = per_benchmark[job.benchmark]
         n, orders = found["counts"]["items_selected"], found["orders"]["total"]
         finished = (job.run_dir / "summary.json").exists() and not kw["overwrite"]
@@ -788,7 +801,7 @@ def _dry_run(
             elif changes := _analysis_changes(job, kw, reference):
                 state = f"finished earlier (would be re-analysed: {changes})"
         else:
-            done = 0 if kw["overwrite"] else min(_stored_records(job.run_dir), n)
+            done = 0 if kw["overwrite"] else _stored_records(job.run_dir, selected[job.benchmark])
             state = f"resumes: {done:,} of {n:,} items stored" if done else "to run"
             left = round(orders * (n - done) / n) if n else 0
             to_run += 1
