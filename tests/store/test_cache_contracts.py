@@ -5,6 +5,7 @@ known here (mutation QA)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from toy_backends import Arithmetic
@@ -12,6 +13,7 @@ from toy_backends import Arithmetic
 from contamscope.backends.base import (
     Backend,
     GenerateRequest,
+    Generation,
     ScoreRequest,
     ScoreResult,
     TokenStats,
@@ -160,3 +162,30 @@ def test_a_score_past_the_context_is_neither_stored_nor_counted(tmp_path: Path) 
         assert (scorer.computed, scorer.reused) == (0, 0)
     assert backend.ran == [1, 1]
     assert ScoreCache(tmp_path / "s.sqlite").info().scores == 0
+
+
+def test_a_generation_that_ended_at_the_context_is_neither_computed_nor_reused(
+    tmp_path: Path,
+) -> None:
+    """CachedScorer: "a request past the model's context window is neither" computed nor
+    reused. A generation that ended at the context is stored (it costs nothing to give again),
+    and a second run counted it reused where the first had not counted it computed: CAP said
+    "0 of 60 requests from the cache" and then "64 of 64" (review QA)."""
+
+    class AtContext(Arithmetic):
+        def generate(self, requests: Sequence[GenerateRequest], progress=None) -> list[Generation]:  # type: ignore[no-untyped-def]
+            self.ran.append(len(requests))
+            return [
+                Generation("", 0, "context") if "long" in r.prompt else Generation("ok", 1, "stop")
+                for r in requests
+            ]
+
+    prompts = [GenerateRequest("short", 4), GenerateRequest("long " * 3, 4)]
+    cache = ScoreCache(tmp_path / "s.sqlite")
+    first = CachedScorer(AtContext(), cache)
+    want = first.generate(prompts)
+    assert (first.computed, first.reused) == (1, 0)
+    backend = AtContext()
+    second = CachedScorer(backend, cache)
+    assert second.generate(prompts) == want and backend.ran == []
+    assert (second.computed, second.reused) == (0, 1)

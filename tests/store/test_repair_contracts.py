@@ -167,3 +167,25 @@ def test_score_rows_a_run_is_never_served_are_taken_out(tmp_path: Path) -> None:
     assert report.sound and report.removed == {"scores": 5}, report
     repaired = ScoreCache(path)
     assert repaired.info().scores == len(repaired.get_many(keys)) == 5
+
+
+def test_a_value_nested_too_deep_is_malformed_and_the_removal_is_all_or_nothing(
+    tmp_path: Path,
+) -> None:
+    """A stored value nested 50,000 deep stopped `cache repair` with a RecursionError after
+    it had deleted the score table's malformed rows (a half-fixed file, said nowhere): it is a
+    malformed row like any other, and every table's are taken out together (review QA)."""
+    path = tmp_path / "scores.sqlite"
+    cache = ScoreCache(path)
+    cache.put_many("fp|float32", [("k", ScoreResult(-1.0, 1))])
+    cache.close()
+    db = sqlite3.connect(path)
+    with db:
+        deep = "[" * 50_000 + "]" * 50_000
+        db.execute("INSERT INTO blobs VALUES ('deep', 'fp', 'token_stats', ?)", (deep,))
+        db.execute("INSERT INTO scores VALUES ('s1', 'fp', 'abc', 3, 0)")
+    db.close()
+    report = repair_cache(path)
+    assert report.sound and report.removed == {"scores": 1, "blobs": 1}, report
+    kept = ScoreCache(path)
+    assert kept.info().scores == 1 and kept.info().entries == 1

@@ -202,12 +202,13 @@ def repair(cache_dir: Path | None = CacheDir) -> None:
     if report.sound:
         if report.removed:
             removed = ", ".join(
-                plural(n, f"malformed {names.get(t, 'model spelling')} row")
+                plural(n, f"malformed {names.get(t, 'model spec')} row")
                 for t, n in report.removed.items()
             )
             console.print(
                 f"{path}: no damaged pages (SQLite's quick_check passes); removed {removed}: "
-                "values the cache never writes (they are computed again when a run needs them)",
+                "values the cache never writes (a score or statistic is computed again when a "
+                "run needs it, a model's name written again by its next run)",
                 highlight=False,
             )
         else:

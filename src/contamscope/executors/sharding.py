@@ -26,6 +26,7 @@ from ..backends.base import (
 from ..store import CachedScorer, ScoreCache
 from ..store.cache import (
     _ran,
+    _reused,
     dump_stats,
     load_generation,
     load_stats,
@@ -139,7 +140,7 @@ class StreamingScorer(CachedScorer):
                 self.computed += sum(map(_ran, got))
                 if progress is not None:
                     progress(len(idx))
-        self.reused += len(requests) - len(missing)
+        self.reused += _reused(found, keys, missing)
         return [out[i] if i in out else found[k] for i, k in enumerate(keys)]
 
     def score(

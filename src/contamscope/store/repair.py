@@ -45,7 +45,7 @@ def _json(value: object) -> bool:
         return False
     try:
         json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # (a value nested 50,000 deep: a traceback; QA)
         return False
     return True
 
@@ -159,24 +159,23 @@ def _remove_malformed(path: Path) -> dict[str, int]:
     """Delete, in place, the rows of each table its check in :data:`_TABLES` refuses; the
     count per table that had any. A malformed value in a sound file stopped every run that read
     it, and repair said "no damage found" (error-path QA)."""
-    removed: dict[str, int] = {}
+    bad: dict[str, list[tuple[int]]] = {}
     db = sqlite3.connect(path, timeout=30)
     try:
         for table, well_formed in _TABLES.items():
             try:
                 rows = db.execute(f"SELECT rowid, * FROM {table}")
-                bad = [(r[0],) for r in rows if not well_formed(r[1:])]
+                bad[table] = [(r[0],) for r in rows if not well_formed(r[1:])]
             except sqlite3.OperationalError:  # no such table
                 continue
-            if bad:
-                with db:
-                    db.executemany(f"DELETE FROM {table} WHERE rowid = ?", bad)
-                removed[table] = len(bad)
+        with db:  # all tables' in one transaction, once every table was read
+            for table, rowids in bad.items():
+                db.executemany(f"DELETE FROM {table} WHERE rowid = ?", rowids)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot take its malformed rows out ({exc})") from None
     finally:
         db.close()
-    return removed
+    return {table: len(rowids) for table, rowids in bad.items() if rowids}
 
 
 def _sound(db: sqlite3.Connection) -> bool:
