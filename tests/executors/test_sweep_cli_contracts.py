@@ -117,7 +117,8 @@ def test_a_dry_run_counts_the_distinct_items_a_pair_has_stored(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:
     """--dry-run: "each pair's state, items and orders to score"; a killed pair's items.jsonl
-    may hold a record more than once, or a record of no selected item: the items stored are
+    may hold a record more than once, a blank or torn line, or a record of no selected item
+    (mutation QA): the items stored are
     the distinct selected ones, and the orders left are those of the others (it counted lines:
     "4 of 4 items stored" of one item's record written 4 times, and the run scored 3; QA)."""
     bench = tmp_path / "b_test.csv"
@@ -128,7 +129,7 @@ def test_a_dry_run_counts_the_distinct_items_a_pair_has_stored(
     (job,) = plan_jobs([model], [str(bench)], out)
     job.run_dir.mkdir(parents=True)
     (job.run_dir / "settings.json").write_text("{}", encoding="utf-8")
-    lines = ['{"id": "b_test-0"}'] * 4 + ['{"id": "b_test-1"}', '{"id": "x"}', "{torn"]
+    lines = ['{"id": "b_test-0"}'] * 4 + ['{"id": "b_test-1"}', "", '{"id": "x"}', "{torn"]
     (job.run_dir / "items.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     res = run_cli(
         "sweep",

@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli_runner import run_cli
-
 from contamscope.cli.sweep import (
     Job,
     _analysis_changes,
@@ -83,37 +81,3 @@ def test_a_summary_that_names_no_analysis_setting_ran_with_the_defaults(tmp_path
     kw = {"ties": "not_leaked", "deltas": None, "alpha": 0.05}
     assert _analysis_changes(job, kw) is None
     assert _analysis_changes(job, {**kw, "alpha": 0.01}) == "--alpha 0.05 -> 0.01"
-
-
-def test_a_dry_run_counts_a_resumed_pairs_stored_records_not_its_blank_lines(
-    tmp_path: Path, tiny_model_path: Path
-) -> None:
-    """--dry-run: "each pair's state, items and orders to score"; a pair killed after 3 of its
-    4 items (items.jsonl ending in a blank line) resumes with 1 item's 24 orders left
-    (mutation QA)."""
-    bench = tmp_path / "b_test.csv"
-    rows = [f"Question {i}?,red {i},blue {i},green {i},pink {i},A" for i in range(4)]
-    bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    out = tmp_path / "sweep"
-    model = f"hf:{tiny_model_path}"
-    (job,) = plan_jobs([model], [str(bench)], out)
-    job.run_dir.mkdir(parents=True)
-    (job.run_dir / "settings.json").write_text("{}", encoding="utf-8")
-    (job.run_dir / "items.jsonl").write_text('{"id": "x"}\n' * 3 + "\n", encoding="utf-8")
-    res = run_cli(
-        "sweep",
-        "--models",
-        model,
-        "--benchmarks",
-        str(bench),
-        "--out",
-        str(out),
-        "--dry-run",
-        cwd=tmp_path,
-        columns="400",
-    )
-    assert res.returncode == 0, res.stderr
-    rows_out = [ln.split("│")[1:-1] for ln in res.stdout.splitlines() if ln.startswith("│")]
-    (row,) = [r for r in rows_out if r and r[0].strip() == model]
-    assert (row[2].strip(), row[4].strip()) == ("resumes: 3 of 4 items stored", "24")
-    assert "about 24 option orders to score" in " ".join(res.stdout.split())
