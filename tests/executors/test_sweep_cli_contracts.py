@@ -117,10 +117,10 @@ def test_a_dry_run_counts_the_distinct_items_a_pair_has_stored(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:
     """--dry-run: "each pair's state, items and orders to score"; a killed pair's items.jsonl
-    may hold a record more than once, a blank or torn line, or a record of no selected item
-    (mutation QA): the items stored are
-    the distinct selected ones, and the orders left are those of the others (it counted lines:
-    "4 of 4 items stored" of one item's record written 4 times, and the run scored 3; QA)."""
+    may hold a record more than once, a blank or torn line, or a record of no selected item:
+    the items stored are the distinct selected ones, and the orders left are those of the
+    others (it counted lines: "4 of 4 items stored" of one item's record written 4 times, and
+    the run scored 3; mutation QA)."""
     bench = tmp_path / "b_test.csv"
     rows = [f"Question {i}?,red {i},blue {i},green {i},pink {i},A" for i in range(4)]
     bench.write_text("\n".join(rows) + "\n", encoding="utf-8")
