@@ -195,3 +195,25 @@ def test_batch_items_default_by_where_the_model_runs_and_a_resume_with_another(
     assert resumed.summary["timings"]["items_resumed"] == 2
     away = _run(tmp_path / "away", backend=Arithmetic())
     assert away.summary["timings"]["batch_items"] == 256
+
+
+def test_tokens_scored_now_leave_out_the_orders_past_the_context(tmp_path: Path) -> None:
+    """docs/output.md: `continuation_tokens_scored_now` leaves out an order past the context: an
+    item just past it was excluded, none of its orders scored, and its tokens were counted
+    (912 where 384 were scored; engine QA)."""
+
+    class PastContext(Arithmetic):
+        def score(self, requests: Sequence[ScoreRequest], progress=None) -> list[ScoreResult]:  # type: ignore[no-untyped-def]
+            out = super().score(requests, progress)
+            return [
+                ScoreResult(float("nan"), r.n_tokens, 0, True) if "metal" in q.prefix else r
+                for q, r in zip(requests, out)
+            ]
+
+    _run(tmp_path, backend=PastContext())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    recs = {r["id"]: r for r in _lines(tmp_path)}
+    assert recs["toy_test-2"]["excluded"] == "longer than the model's context window"
+    scored = sum(sum(r["n_tokens"]) for r in recs.values() if not r.get("excluded"))
+    assert scored > 0
+    assert summary["timings"]["continuation_tokens_scored_now"] == scored

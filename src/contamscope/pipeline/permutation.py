@@ -535,7 +535,8 @@ def run_permutation(
                 jobs = []
                 for p in planned.items:
                     res = results[p.start : p.start + len(p.continuations)]
-                    tokens += sum(r.n_tokens for r in res)
+                    # (an order past the context is not scored: its tokens were counted; QA)
+                    tokens += sum(r.n_tokens for r in res if r.logprob == r.logprob)
                     jobs.append((p.item, alg1, alg2, p.prefix, p.orders, p.continuations, res))
                 reasons = [p.reason for p in planned.items]
                 parts = _submit(pool, jobs, workers)
