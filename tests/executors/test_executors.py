@@ -115,3 +115,66 @@ def test_every_worker_failing_to_load_is_one_error_not_tracebacks(tmp_path: Path
     )
     assert "refused:" in res.stdout and "no config.json" in res.stdout, res.stdout + res.stderr
     assert "Unhandled error" not in res.stderr, res.stderr[-2000:]
+
+
+class _RecordingRay:
+    """Stands in for the ``ray`` module: records ``init`` calls; ``init`` fails with
+    ``failure`` (a cluster that would not start) so nothing past it runs."""
+
+    def __init__(self, failure: str = "") -> None:
+        self.inits: list[dict[str, Any]] = []
+        self.failure = failure
+
+    def is_initialized(self) -> bool:
+        return bool(self.inits) and not self.failure
+
+    def init(self, **kwargs: Any) -> None:
+        self.inits.append(kwargs)
+        if self.failure:
+            raise RuntimeError(self.failure)
+
+
+def test_a_command_checks_its_benchmark_and_folder_before_ray_starts(
+    tmp_path: Path, tiny_model_path: Path, write_bench: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing --benchmark file, or --out naming a file, was refused only after a local Ray
+    cluster had started (about 20 s; QA): the cluster starts at the first model asked for."""
+    from typer.testing import CliRunner
+
+    import contamscope.executors.ray_pool as ray_pool
+    from contamscope.cli.main import app
+
+    fake = _RecordingRay("cluster would start here")
+    monkeypatch.setattr(ray_pool, "_import_ray", lambda: fake)
+    bench = write_bench(tmp_path / "b_test.csv", 2)
+    base = ["permutation", "--model", f"hf:{tiny_model_path}", "--executor", "ray", "--no-cache"]
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    for extra in (
+        ["--benchmark", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o1")],
+        ["--benchmark", str(bench), "--format", "mmlu-csv", "--out", str(tmp_path / "a_file")],
+    ):
+        res = CliRunner().invoke(app, base + extra)
+        assert res.exit_code == 2, res.output
+        assert fake.inits == [], res.output
+        assert "cluster would start here" not in res.output
+    # with its inputs sound, the same command reaches the cluster (and says why it failed)
+    res = CliRunner().invoke(
+        app,
+        [*base, "--benchmark", str(bench), "--format", "mmlu-csv", "--out", str(tmp_path / "o")],
+    )
+    assert res.exit_code == 2 and len(fake.inits) == 1, res.output
+    assert "cluster would start here" in " ".join(res.output.split())
+
+
+def test_ray_starts_at_the_first_scorer_not_with_the_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contamscope.executors.ray_pool as ray_pool
+
+    fake = _RecordingRay("no cluster")
+    monkeypatch.setattr(ray_pool, "_import_ray", lambda: fake)
+    with make_executor(ExecutorConfig(kind="ray", workers=1)) as executor:
+        assert fake.inits == []
+        with pytest.raises(ConfigError, match="no cluster"):
+            executor.scorer("hf:./nowhere")
+    assert fake.inits == [{"include_dashboard": False, "log_to_driver": False}]

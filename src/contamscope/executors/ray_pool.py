@@ -408,29 +408,36 @@ class RayExecutor(Executor):
             if config.address is not None
             else f"$RAY_ADDRESS {env!r} (set in the environment; unset it to start a local cluster)"
         )
-        if not self.ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if config.address is not None:
-                kwargs["address"] = config.address
-            address = config.address if config.address is not None else env
-            if address:
-                check_reachable(address, given)
-            t0 = time.perf_counter()
-            import signal
+        self._given = given
+        address = config.address if config.address is not None else env
+        if address and not self.ray.is_initialized():
+            check_reachable(address, given)  # cheap: refused with the other settings
+        self.init_seconds = 0.0
 
-            term = signal.getsignal(signal.SIGTERM)
-            try:
-                self.ray.init(**kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ConfigError(f"{given}: {_ray_words(exc)}") from None
-            finally:  # ray.init sets its own SIGTERM handler (exit 15 and a C++ stack dump):
-                if signal.getsignal(signal.SIGTERM) is not term:  # the command's is put back,
-                    with contextlib.suppress(ValueError, TypeError):  # "interrupted", 130 (QA)
-                        signal.signal(signal.SIGTERM, term)
-            self.init_seconds = time.perf_counter() - t0
-            self._started = True
-        else:
-            self.init_seconds = 0.0
+    def _ensure_started(self) -> None:
+        """Joins or starts the cluster, on the first model asked for: a command's own checks
+        (the benchmark, the run folder) come first, where a bad --benchmark path was refused
+        only after a local cluster had started (about 20 s; QA)."""
+        if self.ray.is_initialized():
+            return
+        config, given = self.config, self._given
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if config.address is not None:
+            kwargs["address"] = config.address
+        t0 = time.perf_counter()
+        import signal
+
+        term = signal.getsignal(signal.SIGTERM)
+        try:
+            self.ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"{given}: {_ray_words(exc)}") from None
+        finally:  # ray.init sets its own SIGTERM handler (exit 15 and a C++ stack dump):
+            if signal.getsignal(signal.SIGTERM) is not term:  # the command's is put back,
+                with contextlib.suppress(ValueError, TypeError):  # "interrupted", 130 (QA)
+                    signal.signal(signal.SIGTERM, term)
+        self.init_seconds = time.perf_counter() - t0
+        self._started = True
 
     def _n_workers(self) -> int:
         res = self.ray.cluster_resources()
@@ -471,6 +478,7 @@ class RayExecutor(Executor):
         for old in self.pools:  # one model on the workers at a time: free GPUs first
             old.close()
         self.pools = []
+        self._ensure_started()
         cfg = self.config
         n = self._n_workers()
         actor_opts: dict[str, Any] = {
