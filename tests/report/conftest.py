@@ -215,13 +215,19 @@ def write_cap_run(
     model: str = "hf:/models/synthetic-cap",
     source: str = "/data/finbench",
     seed: int = 0,
+    splits: tuple[str, ...] = ("train", "test"),
+    blank: str | None = None,
 ) -> Path:
-    """A finished CAP run folder (mcq, splits train and test)."""
+    """A finished CAP run folder (mcq, ``splits``: train and test by default; the first is the
+    reference). ``blank``: a split answered all wrong and inconsistently (M = C = 0: its
+    comparison is inconclusive)."""
     rng = np.random.default_rng(seed)
     records = []
-    for split in ("train", "test"):
+    for split in splits:
         for i in range(n_per_split):
-            if split == "test" and contaminated:
+            if split == blank:
+                right = consistent = False
+            elif split == "test" and contaminated:
                 right, consistent = rng.random() < 0.9, rng.random() < 0.3
             else:
                 right, consistent = rng.random() < 0.5, rng.random() < 0.8
@@ -245,7 +251,7 @@ def write_cap_run(
         "versions": {},
     }
     summary = build_cap_summary(
-        records, CapConfig(task="mcq", n_boot=500, seed=seed), splits=["train", "test"],
+        records, CapConfig(task="mcq", n_boot=500, seed=seed), splits=list(splits),
         provenance=provenance,
     )  # fmt: skip
     (path / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")

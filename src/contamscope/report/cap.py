@@ -56,13 +56,36 @@ LEGEND = (
     "CAP: PCR_ref − PCR_other (reference split minus the compared split, e.g. train − test; "
     "PCR = tanh((M+α)/(C+α)) by default, unitless). Below 0: the compared split looks trained "
     "on (contamination); above 0: fine-tuned on the reference split. 95% bootstrap CI; p-value "
-    "two-sided, H0: both splits equally exposed."
+    "two-sided, H0: both splits equally exposed. A run of three or more splits shows the "
+    "comparison its verdict rests on, with its p-value Holm-adjusted over the run's comparisons."
 )
 
 
 def _comparison(run: RunData, reader: str = "generate") -> dict[str, Any] | None:
+    """The comparison the run's verdict rests on: the first that names a contaminated split,
+    else the first that says fine-tuned, else the decided one of smallest p-value (adjusted
+    over the family where the run has several), else the first. The board and the card took
+    the first comparison of three splits (train − dev, p = 1) for a run its own verdict called
+    contaminated by test (Holm p = 0.002), and left the run off the board when that first one
+    was inconclusive (QA)."""
     comps = ((run.summary.get("statistics") or {}).get(reader) or {}).get("comparisons") or []
-    return comps[0] if comps else None
+    comps = [c for c in comps if isinstance(c, dict)]
+    if not comps:
+        return None
+    for start in ("contaminated", "fine-tuned"):
+        named = [c for c in comps if str(c.get("verdict") or "").startswith(start)]
+        if named:
+            return named[0]
+    decided = [c for c in comps if c.get("verdict") != "inconclusive" and _p(c) is not None]
+    return min(decided, key=lambda c: _p(c) or 0.0) if decided else comps[0]
+
+
+def _p(c: dict[str, Any]) -> float | None:
+    """A comparison's p-value as its verdict read it: Holm-adjusted in a family of two or
+    more comparisons, else its own."""
+    p = c.get("p_adjusted")
+    p = c.get("p_value") if p is None else p
+    return float(p) if isinstance(p, int | float) and not isinstance(p, bool) else None
 
 
 def why_unranked(run: RunData) -> str:
@@ -93,7 +116,7 @@ def estimate(run: RunData) -> Estimate | None:
         statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']} ({scale})",
         value=c.get("pcr_diff"),
         ci=(c["ci_low"], c["ci_high"]) if ok else None,
-        p_value=c.get("p_value"),
+        p_value=_p(c),  # (the raw p of one of a family could count as a rejection; QA)
         n_items=n,
         raw={"pcr_" + s: (splits.get(s) or {}).get("pcr") for s in (c["reference"], c["other"])},
         percent=False,
