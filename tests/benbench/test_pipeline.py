@@ -116,6 +116,7 @@ def test_pipeline_records_summary_and_resume(tmp_path: Path, tiny_backend) -> No
     assert again.scored_now == 0 and again.summary["statistics"] == s["statistics"]
     first = {k: v for k, v in s["timings"].items() if k != "earlier"}
     assert again.summary["timings"]["earlier"] == [first]  # the scoring run's timings kept
+    assert first["device"] == "cpu" and first["executor"] == "local"  # with where it ran
     # a fresh folder reuses the cache: nothing computed
     scorer3 = CachedScorer(tiny_backend, cache)
     (tmp_path / "run").rename(tmp_path / "run-old")

@@ -121,6 +121,7 @@ def test_mcq_pairs_records_summary_resume(
     again = run_cap(data, sel, _scorer(tiny_backend, tmp_path), run, cfg)
     assert again.scored_now == 0 and again.resumed == 6
     assert [t["items_now"] for t in again.summary["timings"]["earlier"]] == [6]  # first run's
+    assert again.summary["timings"]["earlier"][0]["executor"] == "local"  # where it ran
     assert again.generated_now == 0  # the earlier name still answers
     scorer = _scorer(tiny_backend, tmp_path)
     run_cap(data, sel, scorer, RunDir(tmp_path / "run2"), cfg)

@@ -98,6 +98,8 @@ def test_run_records_summary_resume_reanalysis_and_report(
     s2 = json.loads((out / "summary.json").read_text())
     assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 29
     assert s2["timings"]["earlier"][-1]["items_scored_now"] == 29  # the first run's, kept
+    assert s2["timings"]["earlier"][-1]["device"] == "cpu"  # with its device and executor
+    assert s2["timings"]["earlier"][-1]["executor"] == "local"
     assert s2["statistics"]["statistic"] == "loss" and s2["statistics"]["fdr"] is True
     recs2 = _records(out)
     assert len(recs2) == 29 and all(r["q_value"] is not None for r in recs2[:5])

@@ -72,6 +72,7 @@ def test_run_writes_records_and_summary_then_resumes(
     assert s2["timings"]["items_scored_now"] == 0 and s2["timings"]["items_resumed"] == 5
     # the first run's timings are kept (a resume said 0 s and lost them)
     assert summary["timings"]["earlier"] == []
+    assert summary["timings"]["device"] == "cpu" and summary["timings"]["executor"] == "local"
     assert s2["timings"]["earlier"] == [
         {k: v for k, v in summary["timings"].items() if k != "earlier"}
     ]

@@ -115,3 +115,34 @@ def test_a_summary_with_a_tuple_of_nan_is_written_as_json_null(tmp_path: Path) -
         "ci": [None, 1.0],
         "n": [None],
     }
+
+
+def test_each_commands_timings_keep_where_it_computed(tmp_path: Path) -> None:
+    """A run begun on Ray (on a GPU) and finished by a local command on the CPU: the summary
+    said only the last command's device and executor, and the first command's speed in
+    ``timings.earlier`` had neither (Ray QA)."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    on_ray = {"device": "cuda", "executor": {"kind": "ray", "workers": 2}}
+    first = run.with_earlier_timings({"items_scored_now": 3, "seconds": 1.5}, on_ray)
+    assert first == {
+        "items_scored_now": 3,
+        "seconds": 1.5,
+        "device": "cuda",
+        "executor": "ray",
+        "earlier": [],
+    }
+    run.write_summary({"model": on_ray, "timings": first})
+    served = {"server_model": {"id": "m"}}  # a served model: no device of its own
+    second = run.with_earlier_timings({"items_scored_now": 2, "seconds": 4.0}, served)
+    assert second["executor"] == "local" and "device" not in second
+    assert second["earlier"] == [{k: v for k, v in first.items() if k != "earlier"}]
+    run.write_summary({"model": served, "timings": second})
+    local = {"device": "cpu", "executor": None}  # (not a mapping: no kind of its own)
+    third = run.with_earlier_timings({"items_scored_now": 1}, local)
+    assert [(t["executor"], t.get("device")) for t in third["earlier"]] == [
+        ("ray", "cuda"),
+        ("local", None),
+    ]
+    assert (third["executor"], third["device"]) == ("local", "cpu")
+    run.close()

@@ -706,7 +706,7 @@ def run_benbench(
         "requests_computed": computed,
         "requests_from_cache": reused,
     }
-    timing = run_dir.with_earlier_timings(timing)
+    timing = run_dir.with_earlier_timings(timing, scorer.backend.describe())
     summary = build_summary(splits, ordered, settings, config, scorer, paraphraser, timing)
     run_dir.write_summary(summary)
     return BenBenchOutcome(summary, run_dir.path, scored_now, len(wanted) - scored_now)

@@ -596,7 +596,8 @@ def run_cap(
                     "items_resumed": len(pairs) - len(todo),
                     "requests_computed": computed,
                     "requests_from_cache": reused,
-                }
+                },
+                backend.describe(),
             ),
             "versions": package_versions(),
         },

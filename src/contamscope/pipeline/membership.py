@@ -558,7 +558,7 @@ def run_membership(
         "requests_computed": computed,
         "requests_from_cache": reused,
     }
-    timing = run_dir.with_earlier_timings(timing)
+    timing = run_dir.with_earlier_timings(timing, scorer.backend.describe())
     summary = build_summary(benchmark, reference, ordered, settings, config, scorer, test, timing)
     summary["reference_check"] = reference_likeness(items, reference_items)
     summary["verdict"] = printed_verdict(summary)

@@ -585,7 +585,8 @@ def run_permutation(
                 "scores_from_cache": reused,
                 "batch_items": batch_items,
                 "detector_workers": workers,
-            }
+            },
+            backend.describe(),
         ),
     )
     run_dir.write_summary(summary)

@@ -397,12 +397,27 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._atomic_write(self.summary_path, summary)
 
-    def with_earlier_timings(self, timing: dict[str, Any]) -> dict[str, Any]:
+    def with_earlier_timings(
+        self, timing: dict[str, Any], model: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """``timing`` (this command's) with ``earlier``: the timings of the commands that
         wrote this folder's summary before and scored something (oldest first), read from the
         summary it holds (a command interrupted before its summary left none).
         A resume of a finished run scores nothing; its summary said 0 s and lost the first
-        run's speed (QA). Empty for a new folder or an unreadable summary."""
+        run's speed (QA). Empty for a new folder or an unreadable summary.
+
+        ``model`` (the backend's ``describe()``) adds where this command computed: its
+        ``device`` and ``executor`` (``local`` or ``ray``), kept with its speed in a later
+        command's ``earlier`` (a run begun on Ray and finished locally, or on another device,
+        said only the last command's; QA)."""
+        if model is not None:
+            ran = model.get("executor")
+            kind = ran.get("kind") if isinstance(ran, Mapping) else None
+            timing = {
+                **timing,
+                **({"device": model["device"]} if "device" in model else {}),
+                "executor": kind if isinstance(kind, str) else "local",
+            }
         before = None
         try:
             if self.summary_path.is_file():  # (a FIFO there would hang the read)
