@@ -137,8 +137,9 @@ class _RecordingRay:
 def test_a_command_checks_its_benchmark_and_folder_before_ray_starts(
     tmp_path: Path, tiny_model_path: Path, write_bench: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A missing --benchmark file, or --out naming a file, was refused only after a local Ray
-    cluster had started (about 20 s; QA): the cluster starts at the first model asked for."""
+    """A missing --benchmark file, --out naming a file, or --out a folder of other files was
+    refused only after a local Ray cluster had started (about 20 s; QA): the cluster starts at
+    the first model asked for, after the command's own checks."""
     from typer.testing import CliRunner
 
     import contamscope.executors.ray_pool as ray_pool
@@ -149,14 +150,23 @@ def test_a_command_checks_its_benchmark_and_folder_before_ray_starts(
     bench = write_bench(tmp_path / "b_test.csv", 2)
     base = ["permutation", "--model", f"hf:{tiny_model_path}", "--executor", "ray", "--no-cache"]
     (tmp_path / "a_file").write_text("x", encoding="utf-8")
-    for extra in (
-        ["--benchmark", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o1")],
-        ["--benchmark", str(bench), "--format", "mmlu-csv", "--out", str(tmp_path / "a_file")],
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x", encoding="utf-8")
+    for extra, said in (
+        (["--benchmark", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o1")], "missing"),
+        (["--benchmark", str(bench), "--out", str(tmp_path / "a_file")], "is a file"),
+        (["--benchmark", str(bench), "--out", str(tmp_path / "notes")], "not empty"),
     ):
-        res = CliRunner().invoke(app, base + extra)
+        res = CliRunner().invoke(app, [*base, "--format", "mmlu-csv", *extra])
         assert res.exit_code == 2, res.output
         assert fake.inits == [], res.output
-        assert "cluster would start here" not in res.output
+        assert said in " ".join(res.output.split())
+    # --overwrite writes into a folder of other files: it goes on to the cluster
+    res = CliRunner().invoke(
+        app, [*base, "--benchmark", str(bench), "--out", str(tmp_path / "notes"), "--overwrite"]
+    )
+    assert res.exit_code == 2 and len(fake.inits) == 1, res.output
+    fake.inits.clear()
     # with its inputs sound, the same command reaches the cluster (and says why it failed)
     res = CliRunner().invoke(
         app,

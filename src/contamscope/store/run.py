@@ -83,6 +83,25 @@ def refuse_busy(path: Path) -> None:
         os.close(fd)  # (closing it also lets go of the lock it took)
 
 
+def refuse_foreign(path: Path, overwrite: bool = False) -> None:
+    """Refuse a folder that holds no run and is not empty (hidden files aside), as the run
+    itself does when it opens: a command checks this before its model loads (said after the
+    load, 30 s in, and after a Ray cluster had started; docs QA). ``overwrite``: accepted."""
+    path = Path(path)
+    if overwrite or not path.is_dir() or (path / "settings.json").exists():
+        return
+    try:
+        names = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if names:
+        raise StoreError(
+            f"{path} is not a contamscope run folder and not empty (it holds "
+            f"{first_few(names)}); "
+            "give a new or empty folder as --out (--overwrite writes into it anyway)"
+        )
+
+
 def _busy(path: Path) -> StoreError:
     return StoreError(
         f"{path}: another contamscope process is writing this run folder; wait for it to "
@@ -183,7 +202,7 @@ class RunDir:
             for p in (self.items_path, self.summary_path):
                 p.unlink(missing_ok=True)
         else:
-            self._refuse_foreign_files()
+            refuse_foreign(self.path)
         self._atomic_write(self.settings_path, settings)
         return self._read_records(complete)
 
@@ -196,20 +215,6 @@ class RunDir:
                 return any(line.strip() for line in f)
         except FileNotFoundError:
             return False
-
-    def _refuse_foreign_files(self) -> None:
-        """A folder that holds no run must be empty (hidden files aside): a run writes
-        ``items.jsonl``, ``report.html``, plots, ... into it, over any file of those names."""
-        try:
-            names = sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot read it ({exc.strerror or exc})") from None
-        if names:
-            raise StoreError(
-                f"{self.path} is not a contamscope run folder and not empty (it holds "
-                f"{first_few(names)}); "
-                "give a new or empty folder as --out (--overwrite writes into it anyway)"
-            )
 
     def _lock(self) -> None:
         """Hold the folder: a second run writing it (another process, or another RunDir of
