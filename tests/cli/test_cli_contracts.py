@@ -242,3 +242,28 @@ def test_compare_alpha_reaches_the_comparison(
     )
     assert isinstance(res.exception, _Stop), res.output
     assert seen["alpha"] == 0.01
+
+
+def test_help_texts_keep_their_square_brackets() -> None:
+    """`--ray-address`'s help said "pip install 'ray'": Rich read "[client]" as markup and
+    dropped it (docs QA). No help text of any command holds an unescaped "[word]", and the
+    two install hints render whole."""
+    import re
+
+    import typer
+
+    markup = re.compile(r"(?<!\\)\[[a-zA-Z/][^\]]*\]")
+    found = []
+
+    def walk(command: Any, name: str) -> None:
+        for p in getattr(command, "params", []):
+            found.extend(f"{name} {p.name}: {m}" for m in markup.findall(p.help or ""))
+        found.extend(f"{name}: {m}" for m in markup.findall(command.help or ""))
+        for sub, c in getattr(command, "commands", {}).items():
+            walk(c, f"{name} {sub}")
+
+    walk(typer.main.get_command(app), "contamscope")
+    assert found == []
+    res = CliRunner().invoke(app, ["permutation", "--help"], env={"COLUMNS": "250"})
+    text = " ".join(res.output.split())
+    assert "pip install 'ray[client]'" in text and "pip install 'contamscope[ray]'" in text

@@ -31,7 +31,7 @@ RAY_ADDRESS_OPT = typer.Option(
     None,
     "--ray-address",
     help="With --executor ray: auto (running cluster), HOST:PORT, ray://HOST:PORT (Ray Client: "
-    "pip install 'ray[client]'); default: $RAY_ADDRESS where set, else a local cluster.",
+    "pip install 'ray\\[client]'); default: $RAY_ADDRESS where set, else a local cluster.",
 )
 WORKERS_OPT = typer.Option(
     None, "--workers", min=1, help="Ray workers (default: as many as the cluster's GPUs/CPUs fit)."
