@@ -20,7 +20,7 @@ from contamscope.backends.base import (
     ScoreResult,
 )
 from contamscope.data.cap import CapFields, load_cap
-from contamscope.errors import ConfigError, ModelError
+from contamscope.errors import ConfigError, ModelError, StoreError
 from contamscope.pipeline.cap import (
     CapConfig,
     analysis_config,
@@ -477,6 +477,19 @@ def test_reanalysing_a_finished_run_without_the_model_equals_a_re_run(
     )
     with pytest.raises(ConfigError, match="CAP's analysis has no setting 'ties'"):
         reanalyse_cap(tmp_path / "run", ties="leaked")
+    # records lost from items.jsonl: refused, the finished summary kept (it was rebuilt on
+    # what was left, down to 0 items, exit 0; cross-reader QA)
+    items = tmp_path / "run" / "items.jsonl"
+    lines = items.read_text(encoding="utf-8").splitlines(keepends=True)
+    before = (tmp_path / "run" / "summary.json").read_text(encoding="utf-8")
+    for kept in (lines[:-1], []):
+        items.write_text("".join(kept), encoding="utf-8")
+        with pytest.raises(StoreError, match=f"holds {len(kept)} of its 6 items; re-run its cap"):
+            reanalyse_cap(tmp_path / "run", min_diff=0.1)
+        assert (tmp_path / "run" / "summary.json").read_text(encoding="utf-8") == before
+    items.unlink()
+    with pytest.raises(StoreError, match="holds 0 of its 6 items"):
+        reanalyse_cap(tmp_path / "run")
 
 
 class StatedAnswerBackend(TextOnlyBackend):

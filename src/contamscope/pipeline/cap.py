@@ -35,7 +35,7 @@ from ..detectors.cap import (
     rouge_n,
     split_score,
 )
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, StoreError
 from ..perturb.modify import (
     draw_year_shift,
     paraphrase_prompt,
@@ -635,6 +635,17 @@ def reanalyse_cap(run_dir: RunFolder, **analysis: Unpack[CapAnalysis]) -> CapOut
     records = sorted(
         (r for r in done.values() if r.get("split") in place), key=lambda r: place[r["split"]]
     )
+    try:  # (a short items.jsonl rebuilt the summary on what was left, down to 0 items; QA)
+        wanted = sum(int(old["counts"][split]["items"]) for split in splits)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise StoreError(
+            f"{run_dir.path}/summary.json: not a complete CAP summary ({exc})"
+        ) from None
+    if len(records) < wanted:
+        raise StoreError(
+            f"{run_dir.path} holds {len(records)} of its {wanted} items; re-run its cap "
+            "command to finish it"
+        )
     analysed = set(_ANALYSIS_KEYS)
     provenance = {k: v for k, v in old.items() if k not in analysed} | {
         "contamscope_version": __version__,
