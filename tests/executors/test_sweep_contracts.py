@@ -81,3 +81,35 @@ def test_a_summary_that_names_no_analysis_setting_ran_with_the_defaults(tmp_path
     kw = {"ties": "not_leaked", "deltas": None, "alpha": 0.05}
     assert _analysis_changes(job, kw) is None
     assert _analysis_changes(job, {**kw, "alpha": 0.01}) == "--alpha 0.05 -> 0.01"
+
+
+def test_a_sweep_shrunk_to_one_of_two_same_named_values_keeps_its_pair_folders(
+    tmp_path: Path,
+) -> None:
+    """A sweep of models/a/tiny and models/b/tiny re-run with models/a/tiny alone named its
+    pairs tiny__q.csv, ran them again, and called its finished tiny-<hash>__q.csv pairs "of
+    models not in this sweep" (docs QA); likewise for benchmarks."""
+    out = tmp_path / "sweep"
+    models = ["hf:models/a/tiny", "hf:models/b/tiny"]
+    benches = ["bench/x/q.csv", "bench/y/q.csv"]
+    both = plan_jobs(models, benches, out)
+    assert len({j.run_dir for j in both}) == 4
+    for job in both:  # the pairs as that sweep left them
+        job.run_dir.mkdir(parents=True)
+        settings = {"model": job.model, "benchmark": job.benchmark}
+        (job.run_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    by_pair = {(j.model, j.benchmark): j.run_dir for j in both}
+    for ms, bs in (([models[1]], benches), (models, [benches[0]]), ([models[0]], [benches[1]])):
+        for job in plan_jobs(ms, bs, out):
+            assert job.run_dir == by_pair[(job.model, job.benchmark)], (ms, bs)
+    # a value no earlier pair was run with keeps the plain name
+    (fresh,) = plan_jobs(["hf:models/c/tiny"], ["bench/z/q.csv"], out)
+    assert fresh.run_dir.name == "tiny__q.csv"
+    # where the plain name already holds the value (a sweep of one, grown, then shrunk), it stays
+    plain = out / "tiny__q.csv"
+    plain.mkdir()
+    (plain / "settings.json").write_text(
+        json.dumps({"model": models[0], "benchmark": benches[0]}), encoding="utf-8"
+    )
+    (job,) = plan_jobs([models[0]], [benches[0]], out)
+    assert job.run_dir == plain

@@ -236,6 +236,24 @@ def _holder(out: Path, name: str, key: str, values: list[str]) -> str | None:
     return None
 
 
+def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
+    """The name (``bare-<hash>``) of an existing pair folder of ``out`` run with ``value``
+    where a sweep of more values sharing ``bare`` named it so; None where there is none. A
+    sweep re-run with one of two same-named models named its pairs anew and ran them again,
+    calling its own finished pairs "of models not in this sweep" (docs QA)."""
+    name = glob.escape(bare) + "-" + "[0-9a-f]" * 6
+    pattern = f"*__{name}" if key == "benchmark" else f"{name}__*"
+    for folder in sorted(out.glob(pattern)) if out.is_dir() else ():
+        try:
+            held = json.loads((folder / "settings.json").read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if held == value:
+            part = folder.name.split("__")[-1 if key == "benchmark" else 0]
+            return part
+    return None
+
+
 def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
     """Model-major job list; folder names made unique with a short hash when slugs collide,
     except for the one whose folders a sweep on ``out`` named before the collision (a
@@ -251,7 +269,10 @@ def plan_jobs(models: list[str], benchmarks: list[str], out: Path) -> list[Job]:
         for v in values:
             seen.setdefault(names[v], []).append(v)
         for bare, group in seen.items():
-            if len(group) < 2:
+            if len(group) < 2:  # its pairs may carry a hash from a sweep of more values
+                hashed = _hashed_holder(out, bare, key, group[0])
+                if hashed is not None and _holder(out, bare, key, group) is None:
+                    names[group[0]] = hashed
                 continue
             kept = _holder(out, bare, key, group)
             ids = _identities(group)
