@@ -494,3 +494,44 @@ def test_a_paraphraser_without_a_chat_template_is_said_and_its_replies_checked(
     recs = [json.loads(x) for x in (tmp_path / "run" / "items.jsonl").read_text().splitlines()]
     made = [r["generated_paraphrase"] for r in recs]
     assert len(made) == len(recs) and not any(p["ok"] for p in made)
+
+
+def test_a_record_the_summary_cannot_read_is_scored_again_not_a_traceback(
+    tmp_path: Path, tiny_backend: Any
+) -> None:
+    """A finished record without ``versions`` (or with a broken perplexity) was kept as done,
+    and the resume ended in ``KeyError: 'versions'``; re-analysis said one line with no
+    count (cross-reader QA). Such a record is dropped with a note and scored again; reanalyse
+    says how many items the folder holds."""
+    from contamscope.errors import ContamscopeWarning, StoreError
+    from contamscope.pipeline.benbench import reanalyse_benbench
+
+    scorer = CachedScorer(tiny_backend, ScoreCache(tmp_path / "c.sqlite"))
+    first = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))
+    items = tmp_path / "run" / "items.jsonl"
+    good = items.read_text(encoding="utf-8")
+    recs = [json.loads(x) for x in good.splitlines()]
+    for damage in ("no versions", "nll text"):
+        broken = [dict(r) for r in recs]
+        if damage == "no versions":
+            del broken[1]["versions"]
+        else:
+            ver = json.loads(json.dumps(broken[1]["versions"]))
+            ver[0]["ppl"]["nll"] = "n/a"
+            broken[1]["versions"] = ver
+        items.write_text("".join(json.dumps(r) + "\n" for r in broken), encoding="utf-8")
+        with (
+            pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"),
+            pytest.raises(StoreError, match="holds 4 of its 5 items; re-run its benbench"),
+        ):
+            reanalyse_benbench(tmp_path / "run")
+        # (reanalyse left the record out of the file: the resume scores its item again)
+        again = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))
+        assert again.scored_now == 1 and again.resumed == 4, damage
+        assert again.summary["statistics"] == first.summary["statistics"]
+        stored = sorted(json.loads(x)["id"] for x in items.read_text(encoding="utf-8").splitlines())
+        assert stored == sorted(r["id"] for r in recs)
+    items.write_text("".join(json.dumps(r) + "\n" for r in broken), encoding="utf-8")
+    with pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"):
+        resumed = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))  # a resume alone
+    assert resumed.scored_now == 1 and resumed.summary["statistics"] == first.summary["statistics"]

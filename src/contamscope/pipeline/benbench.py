@@ -534,6 +534,32 @@ def _item_metrics(rec: dict[str, Any]) -> None:
         }
 
 
+def _readable(record: dict[str, Any]) -> bool:
+    """Whether a stored record is one the summary can read: excluded with its reason, or
+    versions whose metrics derive (the original's perplexity with its token count). A record
+    without ``versions`` was kept as finished and crashed the resume with a traceback
+    (cross-reader QA); such a record is scored again."""
+    import copy
+
+    if record.get("excluded"):
+        return isinstance(record["excluded"], str)
+    try:
+        rec = copy.deepcopy(record)
+        versions = rec["versions"]
+        if (
+            not isinstance(versions, list)
+            or not versions
+            or not all(isinstance(v, dict) for v in versions)
+        ):
+            return False
+        _item_metrics(rec)
+        ppl = versions[0]["ppl"]
+        float(ppl["nll"]), int(ppl["n_tokens"])
+        return rec["metrics"]["original"] is not None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -638,6 +664,7 @@ def run_benbench(
         settings,
         overwrite=overwrite,
         upgrades=analysis_upgrade(stored, settings, ANALYSIS_ONLY),
+        complete=_readable,
         renamed=renamed,
     )
     _rederive_records(run_dir, done, config)
@@ -962,7 +989,7 @@ def reanalyse_benbench(run_dir: RunFolder, **analysis: Unpack[BenBenchAnalysis])
     known = {f for f in BenBenchConfig.__dataclass_fields__ if f != "batch_items"}
     config = BenBenchConfig(**{k: v for k, v in cfg.items() if k in known} | given)
     settings = stored | {"config": cfg | {k: getattr(config, k) for k in ANALYSIS_ONLY}}
-    done = run_dir.open(stored)  # held, read; nothing written before the checks
+    done = run_dir.open(stored, complete=_readable)  # held, read; unreadable records dropped
     try:
         counts = old["counts"]
         facts = {
