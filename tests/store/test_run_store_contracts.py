@@ -146,3 +146,30 @@ def test_each_commands_timings_keep_where_it_computed(tmp_path: Path) -> None:
     ]
     assert (third["executor"], third["device"]) == ("local", "cpu")
     run.close()
+
+
+def test_read_records_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
+    """``contamscope.store.read_records`` (and ``Outcome.records()``) raised raw
+    JSONDecodeError, UnicodeDecodeError, FileNotFoundError and IsADirectoryError where
+    ``load_run`` says one line naming the file and line (cross-reader QA)."""
+    from contamscope.store import read_records
+
+    run = tmp_path / "run"
+    run.mkdir()
+    items = run / "items.jsonl"
+    with pytest.raises(StoreError, match=r"items.jsonl: no such file"):
+        read_records(run)
+    items.write_text('{"id": "a"}\n\n{"id": "b"}\n', encoding="utf-8")
+    assert read_records(run) == read_records(items) == [{"id": "a"}, {"id": "b"}]
+    for text, said in (
+        (b'{"id": "a"}\n{"id": "b", "lo', r"items.jsonl:2: not valid JSON"),
+        (b'{"id": "a"}\n\n{"id": "\xff"}\n', r"items.jsonl:3: not UTF-8 text"),
+        (b"[1, 2]\n", r"items.jsonl:1: expected a JSON object per line"),
+    ):
+        items.write_bytes(text)
+        with pytest.raises(StoreError, match=said):
+            read_records(run)
+    items.unlink()
+    items.mkdir()
+    with pytest.raises(StoreError, match=r"items.jsonl: a folder, not a records file"):
+        read_records(run)

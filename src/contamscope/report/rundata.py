@@ -15,7 +15,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..paths import refuse_special
-from ..store.run import RunFolder, folder_path
+from ..store.run import RunFolder, folder_path, iter_record_lines
 from ..wording import TOO_DEEP, json_error
 
 __all__ = [
@@ -104,26 +104,7 @@ class RunData:
         """:meth:`iter_records` with each record's line number."""
         if not self.items_path.exists():
             return
-        refuse_special(self.items_path)
-        with open(self.items_path, "rb") as fh:  # decoded line by line: errors name their line
-            for i, raw in enumerate(fh, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise StoreError(f"{self.items_path}:{i}: not UTF-8 text") from None
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise StoreError(
-                        f"{self.items_path}:{i}: not valid JSON ({json_error(exc, line=False)})"
-                    ) from None
-                except RecursionError:  # (a traceback ended report and leaderboard; QA)
-                    raise StoreError(f"{self.items_path}:{i}: {TOO_DEEP}") from None
-                if not isinstance(rec, dict):
-                    raise StoreError(f"{self.items_path}:{i}: expected a JSON object per line")
-                yield i, rec
+        yield from iter_record_lines(self.items_path)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
@@ -542,12 +542,43 @@ def folder_path(folder: object, what: str = "run folder") -> Path:
 
 
 def read_records(path: RunFolder) -> list[dict[str, Any]]:
-    """The records of a run (its ``items.jsonl``, or the run folder), in file order."""
+    """The records of a run (its ``items.jsonl``, or the run folder), in file order. A line
+    that is not a JSON object, a file that is not UTF-8, missing or a folder: one StoreError
+    naming the file (and line), as ``load_run`` says it (raw JSONDecodeError, FileNotFoundError
+    or IsADirectoryError before; cross-reader QA)."""
     path = folder_path(path)
     if path.is_dir():
         path = path / "items.jsonl"
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    if not path.exists():
+        raise StoreError(f"{path}: no such file (no records: the run scored none yet?)")
+    if path.is_dir():
+        raise StoreError(f"{path}: a folder, not a records file")
+    return [rec for _, rec in iter_record_lines(path)]
+
+
+def iter_record_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of a records file, blank lines skipped; a line that is not
+    UTF-8 or not a JSON object is a StoreError naming ``path:line``."""
+    refuse_special(path)
+    with open(path, "rb") as fh:  # decoded line by line: errors name their line
+        for i, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise StoreError(f"{path}:{i}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise StoreError(
+                    f"{path}:{i}: not valid JSON ({json_error(exc, line=False)})"
+                ) from None
+            except RecursionError:  # (a traceback ended report and leaderboard; QA)
+                raise StoreError(f"{path}:{i}: {TOO_DEEP}") from None
+            if not isinstance(rec, dict):
+                raise StoreError(f"{path}:{i}: expected a JSON object per line")
+            yield i, rec
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
