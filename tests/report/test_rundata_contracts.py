@@ -99,3 +99,30 @@ def test_the_report_names_when_the_summary_was_written(make_run: Any) -> None:
         settings_path.write_text(json.dumps(settings), encoding="utf-8")
     html = build_report(run).read_text(encoding="utf-8")
     assert "analysis of 2031-02-03T04:05:06Z" in html
+
+
+def test_an_id_stored_twice_is_read_once_its_later_copy_in_place(tmp_path: Path) -> None:
+    """Two copies of one id: the report showed both (7 rows of 6 items), compare took the
+    first, a resume and reanalyse the last (cross-reader QA). Every report reader now takes
+    the later copy in the earlier one's place, as the run store does; records without a
+    string id stay as they are."""
+    from contamscope.pipeline.compare import _scored
+
+    run = _folder(tmp_path / "run", {"schema": "contamscope.permutation.summary/1"})
+    data = RunData(run, {}, {})
+    lines = [
+        {"id": "q1", "logprobs": [-1.0, -2.0], "v": "first"},
+        {"id": "q2", "logprobs": [-1.0, -2.0]},
+        {"id": 7, "logprobs": [-1.0, -2.0]},
+        {"id": "q1", "logprobs": [-3.0, -0.5], "v": "later"},
+        {"id": "q3", "excluded": "options not exchangeable"},
+    ]
+    (run / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), "utf-8")
+    got = list(data.iter_numbered_records())
+    assert [(i, r["id"], r.get("v")) for i, r in got] == [
+        (4, "q1", "later"),
+        (2, "q2", None),
+        (3, 7, None),
+        (5, "q3", None),
+    ]
+    assert _scored(data)["q1"]["v"] == "later"

@@ -96,15 +96,27 @@ class RunData:
         return []
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
-        """Per-item records in file order; a malformed line is an error naming file:line."""
+        """Per-item records in file order; a malformed line is an error naming file:line. An
+        id stored twice is read once, its later copy in the earlier one's place, as a run
+        resumes it (the report showed both copies, compare took the first; cross-reader QA)."""
         for _, rec in self.iter_numbered_records():
             yield rec
 
     def iter_numbered_records(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """:meth:`iter_records` with each record's line number."""
+        """:meth:`iter_records` with each record's line number (a later copy's)."""
         if not self.items_path.exists():
             return
-        yield from iter_record_lines(self.items_path)
+        slots: list[tuple[int, dict[str, Any]]] = []
+        where: dict[str, int] = {}
+        for i, rec in iter_record_lines(self.items_path):
+            rid = rec.get("id")
+            if isinstance(rid, str) and rid in where:
+                slots[where[rid]] = (i, rec)
+                continue
+            if isinstance(rid, str):
+                where[rid] = len(slots)
+            slots.append((i, rec))
+        yield from slots
 
 
 def _read_json(path: Path) -> dict[str, Any]:
