@@ -519,19 +519,17 @@ def test_a_record_the_summary_cannot_read_is_scored_again_not_a_traceback(
             ver = json.loads(json.dumps(broken[1]["versions"]))
             ver[0]["ppl"]["nll"] = "n/a"
             broken[1]["versions"] = ver
-        items.write_text("".join(json.dumps(r) + "\n" for r in broken), encoding="utf-8")
+        text = "".join(json.dumps(r) + "\n" for r in broken)
+        items.write_text(text, encoding="utf-8")
         with (
             pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"),
             pytest.raises(StoreError, match="holds 4 of its 5 items; re-run its benbench"),
         ):
             reanalyse_benbench(tmp_path / "run")
-        # (reanalyse left the record out of the file: the resume scores its item again)
-        again = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))
+        assert items.read_text(encoding="utf-8") == text  # refused: nothing written
+        with pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"):
+            again = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))
         assert again.scored_now == 1 and again.resumed == 4, damage
         assert again.summary["statistics"] == first.summary["statistics"]
         stored = sorted(json.loads(x)["id"] for x in items.read_text(encoding="utf-8").splitlines())
         assert stored == sorted(r["id"] for r in recs)
-    items.write_text("".join(json.dumps(r) + "\n" for r in broken), encoding="utf-8")
-    with pytest.warns(ContamscopeWarning, match="1 damaged or unreadable record"):
-        resumed = _run(tmp_path, scorer, BenBenchConfig(n_boot=200))  # a resume alone
-    assert resumed.scored_now == 1 and resumed.summary["statistics"] == first.summary["statistics"]

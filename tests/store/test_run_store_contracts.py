@@ -173,3 +173,41 @@ def test_read_records_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
     items.mkdir()
     with pytest.raises(StoreError, match=r"items.jsonl: a folder, not a records file"):
         read_records(run)
+
+
+def test_a_reading_that_scores_nothing_leaves_the_records_file_as_it_is(tmp_path: Path) -> None:
+    """A re-analysis opened the folder, took an unreadable record out of items.jsonl, then
+    refused the folder for lacking it, leaving a summary that counted it (cross-reader QA):
+    ``mend=False`` reads as the run reads and writes nothing. A blank line is no record: it
+    was said to be "1 damaged or unreadable record left out"."""
+    run = RunDir(tmp_path / "run")
+    run.open({"model": "a"})
+    run.append([{"id": "x0"}, {"id": "x1", "bad": True}, {"id": "x2"}])
+    run.close()
+    text = run.items_path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    damaged = lines[0] + "\n" + lines[1] + lines[2] + lines[0]  # a blank line, a repeat
+    run.items_path.write_text(damaged, encoding="utf-8")
+    usable = RunDir(tmp_path / "run")
+    with pytest.warns(
+        ContamscopeWarning, match=r"1 damaged or unreadable record left out \(line 3\)"
+    ):
+        done = usable.open({"model": "a"}, complete=lambda r: "bad" not in r, mend=False)
+    usable.close()
+    assert sorted(done) == ["x0", "x2"]
+    assert run.items_path.read_text(encoding="utf-8") == damaged  # untouched
+    with pytest.warns(ContamscopeWarning, match=r"1 damaged or unreadable record left out"):
+        mender = RunDir(tmp_path / "run")
+        mender.open({"model": "a"}, complete=lambda r: "bad" not in r)
+        mender.close()
+    assert run.items_path.read_text(encoding="utf-8") == lines[0] + lines[2]  # mended
+    # a blank line alone: nothing said, the file mended
+    run.items_path.write_text(lines[0] + "\n" + lines[2], encoding="utf-8")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        last = RunDir(tmp_path / "run")
+        assert sorted(last.open({"model": "a"})) == ["x0", "x2"]
+        last.close()
+    assert run.items_path.read_text(encoding="utf-8") == lines[0] + lines[2]

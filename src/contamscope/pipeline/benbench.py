@@ -989,7 +989,7 @@ def reanalyse_benbench(run_dir: RunFolder, **analysis: Unpack[BenBenchAnalysis])
     known = {f for f in BenBenchConfig.__dataclass_fields__ if f != "batch_items"}
     config = BenBenchConfig(**{k: v for k, v in cfg.items() if k in known} | given)
     settings = stored | {"config": cfg | {k: getattr(config, k) for k in ANALYSIS_ONLY}}
-    done = run_dir.open(stored, complete=_readable)  # held, read; unreadable records dropped
+    done = run_dir.open(stored, complete=_readable, mend=False)  # nothing written before the checks
     try:
         counts = old["counts"]
         facts = {

@@ -629,7 +629,7 @@ def reanalyse_cap(run_dir: RunFolder, **analysis: Unpack[CapAnalysis]) -> CapOut
         paraphrase_threshold=stored.get("paraphrase_threshold", 0.98),
         **{k: kept[k] for k in CAP_ANALYSIS if kept.get(k) is not None} | given,
     )
-    done = run_dir.open(settings)
+    done = run_dir.open(settings, mend=False)
     splits = list(old["splits"])
     place = {s: i for i, s in enumerate(splits)}
     records = sorted(

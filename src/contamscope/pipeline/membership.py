@@ -789,7 +789,7 @@ def reanalyse_membership(
             f"--statistic {config.statistic} needs the vocabulary statistics (Min-K%++), which "
             f"the model of {run_dir.path} did not give"
         )
-    done = run_dir.open(settings)
+    done = run_dir.open(settings, mend=False)
     records = list(done.values())
     sel = settings.get("selection") or {}
     for role, key in (("benchmark", "n_items"), ("reference", "n_reference")):

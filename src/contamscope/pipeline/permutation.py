@@ -675,7 +675,7 @@ def reanalyse_permutation(
     )
     new_config = config.settings()
     settings = stored | {"config": cfg | {k: new_config[k] for k in ("ties", "deltas")}}
-    done = run_dir.open(stored, complete=_readable)  # held, read; nothing written before the checks
+    done = run_dir.open(stored, complete=_readable, mend=False)  # nothing written before the checks
     position = {it.id: i for i, it in enumerate(loaded.items)}
     unknown = [k for k in done if k not in position]
     if unknown:

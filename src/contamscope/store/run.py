@@ -146,10 +146,13 @@ class RunDir:
         upgrades: Iterable[dict[str, Any]] = (),
         complete: Callable[[dict[str, Any]], bool] | None = None,
         renamed: Mapping[str, str] | None = None,
+        mend: bool = True,
     ) -> dict[str, dict[str, Any]]:
         """Prepare the folder; return records already finished (resume) keyed by item id
         (``complete``: whether a stored record is one the method can read; others are scored
-        again).
+        again). ``mend`` False (a re-analysis, which scores nothing): ``items.jsonl`` is read
+        as the run would read it but not rewritten (it took out a record and then refused the
+        folder for the record it lacked, leaving a summary that counted it; cross-reader QA).
 
         A folder holding a run with different settings is refused unless ``overwrite``, or
         unless its settings are among ``upgrades`` (older settings whose records the caller
@@ -158,7 +161,7 @@ class RunDir:
         make_folder(self.path)
         self._lock()
         try:
-            return self._prepare(settings, overwrite, upgrades, complete, renamed)
+            return self._prepare(settings, overwrite, upgrades, complete, renamed, mend)
         except BaseException:  # refused (other settings, ...): the folder is free again
             self.close()
             raise
@@ -177,6 +180,7 @@ class RunDir:
         upgrades: Iterable[dict[str, Any]],
         complete: Callable[[dict[str, Any]], bool] | None,
         renamed: Mapping[str, str] | None,
+        mend: bool = True,
     ) -> dict[str, dict[str, Any]]:
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings(renamed) or {}
@@ -204,7 +208,7 @@ class RunDir:
         else:
             refuse_foreign(self.path)
         self._atomic_write(self.settings_path, settings)
-        return self._read_records(complete)
+        return self._read_records(complete, mend)
 
     def _holds_records(self) -> bool:
         """Whether the folder holds a summary or any record (a line that is not blank)."""
@@ -301,7 +305,7 @@ class RunDir:
         return settings, summary
 
     def _read_records(
-        self, complete: Callable[[dict[str, Any]], bool] | None
+        self, complete: Callable[[dict[str, Any]], bool] | None, mend: bool = True
     ) -> dict[str, dict[str, Any]]:
         """Finished records by id. Dropped, so their items are scored again: a torn last line
         (a killed run), a damaged line and a record the method cannot read (``complete``); a
@@ -322,6 +326,9 @@ class RunDir:
                     if not raw.endswith(b"\n"):
                         damaged = True  # torn write from a killed run: the last line only
                         break
+                    if not raw.strip():  # a blank line: no record, none left out (it was
+                        damaged = True  # said to be a damaged record scored again; QA)
+                        continue
                     try:
                         rec = json.loads(raw)
                         rec_id = rec["id"]
@@ -348,7 +355,7 @@ class RunDir:
                     done[rec_id] = rec
                     where[rec_id] = len(good)
                     good.append(raw)
-            if damaged:
+            if damaged and mend:
                 replace_text(self.items_path, b"".join(good))
         except OSError as exc:
             raise StoreError(f"{self.items_path}: cannot read it ({exc.strerror or exc})") from None
