@@ -267,3 +267,22 @@ def test_help_texts_keep_their_square_brackets() -> None:
     res = CliRunner().invoke(app, ["permutation", "--help"], env={"COLUMNS": "250"})
     text = " ".join(res.output.split())
     assert "pip install 'ray[client]'" in text and "pip install 'contamscope[ray]'" in text
+
+
+def test_a_records_file_given_for_a_run_folder_is_named_as_such(tmp_path: Path) -> None:
+    """`reanalyse RUN/items.jsonl` said "no such run folder" of a file that exists, and
+    `card --run RUN/items.jsonl` "not JSON (Extra data at line 2 column 1)" (cross-reader
+    QA): both say it is a file and what to give instead."""
+    items = tmp_path / "run" / "items.jsonl"
+    items.parent.mkdir()
+    items.write_text('{"id": "a"}\n{"id": "b"}\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["reanalyse", str(items)])
+    assert res.exit_code == 2
+    assert "items.jsonl: a file, not a run folder (give the folder that holds it)" in " ".join(
+        res.output.split()
+    )
+    res = CliRunner().invoke(app, ["card", "--run", str(items), "-o", str(tmp_path / "c.md")])
+    assert res.exit_code == 2
+    said = " ".join(res.output.split())
+    assert "a records file; give its run folder (or its summary.json)" in said
+    assert "Extra data" not in said and not (tmp_path / "c.md").exists()

@@ -161,6 +161,8 @@ def test_read_records_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
         read_records(run)
     items.write_text('{"id": "a"}\n\n{"id": "b"}\n', encoding="utf-8")
     assert read_records(run) == read_records(items) == [{"id": "a"}, {"id": "b"}]
+    items.write_text('{"id": "a"}\n{"id": "b"}\n', encoding="utf-8-sig")  # as a resume reads it
+    assert read_records(run) == [{"id": "a"}, {"id": "b"}]
     for text, said in (
         (b'{"id": "a"}\n{"id": "b", "lo', r"items.jsonl:2: not valid JSON"),
         (b'{"id": "a"}\n\n{"id": "\xff"}\n', r"items.jsonl:3: not UTF-8 text"),

@@ -277,6 +277,8 @@ def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]
     from ..report.rundata import load_run, refuse_newer
     from ..store import RunDir
 
+    if run_dir.exists() and not run_dir.is_dir():  # (said "no such run folder"; QA)
+        raise StoreError(f"{run_dir}: a file, not a run folder (give the folder that holds it)")
     if not run_dir.is_dir():
         raise StoreError(f"{run_dir}: no such run folder")
     stored = RunDir(run_dir).stored_settings()

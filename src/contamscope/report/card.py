@@ -103,6 +103,8 @@ def _read_run(run: RunFolder) -> tuple[Path, dict[str, Any], str | None]:
     of a method the card takes; a BenBench summary of another schema version is refused."""
     run = folder_path(run)
     path = run / "summary.json" if run.is_dir() else run
+    if path.suffix == ".jsonl":  # (read as one JSON document: "Extra data at line 2"; QA)
+        raise DataError(f"{run}: a records file; give its run folder (or its summary.json)")
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -569,8 +569,8 @@ def iter_record_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     refuse_special(path)
     with open(path, "rb") as fh:  # decoded line by line: errors name their line
         for i, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
+            try:  # (a byte-order mark, as the run itself reads it: refused here before)
+                line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise StoreError(f"{path}:{i}: not UTF-8 text") from None
             if not line.strip():
