@@ -215,21 +215,24 @@ def test_a_split_whose_every_resample_is_alike_has_no_pcr_interval() -> None:
     assert _pcr_cell([], 0.01, "tanh") == "–"
 
 
-def test_three_splits_show_the_comparison_the_verdict_rests_on(make_cap_run) -> None:
+def test_three_splits_show_the_comparison_the_verdict_rests_on(make_cap_run, tmp_path) -> None:
     """With --splits train,dev,test the board and the card took the first comparison (train −
     dev, raw p) for a run its own verdict called contaminated by test, and left a run off the
-    board whose first comparison alone was inconclusive (statistics QA)."""
+    board whose first comparison alone was inconclusive (statistics QA). Runs of those splits
+    share one column whichever split decides each (re-test QA), the cell's comparison named
+    under the board."""
+    generic = "CAP PCR_train − PCR_x, x the split its verdict rests on of dev, test (tanh)"
     run = make_cap_run("three", n_per_split=30, splits=("train", "dev", "test"), seed=3)
     s = json.loads((run / "summary.json").read_text())
     comps = {c["other"]: c for c in s["statistics"]["generate"]["comparisons"]}
     assert list(comps) == ["dev", "test"]  # dev first, as --splits gave them
     assert s["verdict"]["label"] == "likely contaminated by test"
     est = estimate(load_run(run))
-    assert est is not None
-    assert est.statistic == "CAP PCR_train − PCR_test (tanh)"
+    assert est is not None and est.statistic == generic
     test = comps["test"]
     assert est.value == test["pcr_diff"] and est.ci == (test["ci_low"], test["ci_high"])
     assert est.p_value == test["p_adjusted"] != test["p_value"]  # Holm over the two
+    assert est.warning.startswith("the cell is PCR_train − PCR_test (contaminated by test)")
     assert "Holm-adjusted" in est.legend
 
     # dev answered all wrong and inconsistently: its comparison is inconclusive, test's is not
@@ -238,21 +241,33 @@ def test_three_splits_show_the_comparison_the_verdict_rests_on(make_cap_run) -> 
     verdicts = [c["verdict"] for c in s["statistics"]["generate"]["comparisons"]]
     assert verdicts == ["inconclusive", "contaminated by test"]
     est = estimate(load_run(blank))
-    assert est is not None and est.statistic == "CAP PCR_train − PCR_test (tanh)"
+    assert est is not None and "PCR_train − PCR_test" in est.warning
 
     # no split named: the decided comparison of smallest adjusted p, never an inconclusive one
     clean = make_cap_run(
-        "clean", n_per_split=30, splits=("train", "dev", "test"), contaminated=False, seed=1
+        "clean",
+        n_per_split=30,
+        splits=("train", "dev", "test"),
+        contaminated=False,
+        seed=1,
+        model="hf:/models/another-cap",
     )
     s = json.loads((clean / "summary.json").read_text())
     comps = s["statistics"]["generate"]["comparisons"]
     assert all(c["verdict"] == "no evidence" for c in comps), [c["verdict"] for c in comps]
     best = min(comps, key=lambda c: c["p_adjusted"])
     est = estimate(load_run(clean))
-    assert est is not None and est.p_value == best["p_adjusted"]
-    assert est.statistic == f"CAP PCR_train − PCR_{best['other']} (tanh)"
+    assert est is not None and est.p_value == best["p_adjusted"] and est.statistic == generic
+    assert est.warning.startswith(f"the cell is PCR_train − PCR_{best['other']} (no evidence)")
     only = make_cap_run("only", n_per_split=30, splits=("train", "dev", "test"), blank="test")
     only_comps = json.loads((only / "summary.json").read_text())["statistics"]["generate"]
     assert [c["verdict"] for c in only_comps["comparisons"]][1] == "inconclusive"
     est = estimate(load_run(only))
-    assert est is not None and est.statistic == "CAP PCR_train − PCR_dev (tanh)"
+    assert est is not None and "PCR_train − PCR_dev" in est.warning
+
+    # one benchmark, one column: the contaminated run and the clean one ranked side by side
+    entries = collect([run, clean])
+    assert len({e.method for e in entries}) == 1  # one column title
+    assert [e.benchmark for e in entries] == ["/data/finbench"] * 2  # one column, two models
+    board = to_markdown(entries)
+    assert "the cell is PCR_train − PCR_test (contaminated by test)" in board

@@ -112,8 +112,24 @@ def estimate(run: RunData) -> Estimate | None:
     if c.get("verdict") == "inconclusive":
         return None  # no number to rank: the comparison's reasoning says why
     scale = (run.summary.get("analysis") or {}).get("scale", "tanh")
+    comps = ((run.summary.get("statistics") or {}).get("generate") or {}).get("comparisons")
+    others = [x.get("other") for x in comps if isinstance(x, dict)] if comps else []
+    statistic = f"CAP PCR_{c['reference']} − PCR_{c['other']} ({scale})"
+    said = ""
+    if len(others) > 1:  # one column for every run of these splits, whichever split decides
+        # (each run's own comparison as its statistic put runs of one benchmark, and
+        # replicates of one model, in columns of their own; QA); the cell names it below
+        statistic = (
+            f"CAP PCR_{c['reference']} − PCR_x, x the split its verdict rests on of "
+            f"{', '.join(map(str, others))} ({scale})"
+        )
+        said = (
+            f"the cell is PCR_{c['reference']} − PCR_{c['other']} ({c.get('verdict')}), "
+            f"its p Holm-adjusted over the run's {len(others)} comparisons"
+        )
     return Estimate(
-        statistic=f"CAP PCR_{c['reference']} − PCR_{c['other']} ({scale})",
+        statistic=statistic,
+        warning=said,
         value=c.get("pcr_diff"),
         ci=(c["ci_low"], c["ci_high"]) if ok else None,
         p_value=_p(c),  # (the raw p of one of a family could count as a rejection; QA)
