@@ -286,3 +286,7 @@ def test_a_records_file_given_for_a_run_folder_is_named_as_such(tmp_path: Path) 
     said = " ".join(res.output.split())
     assert "a records file; give its run folder (or its summary.json)" in said
     assert "Extra data" not in said and not (tmp_path / "c.md").exists()
+    backup = items.with_name("items.jsonl.bak")  # not named .jsonl (re-test QA)
+    backup.write_text(items.read_text(encoding="utf-8"), encoding="utf-8")
+    res = CliRunner().invoke(app, ["card", "--run", str(backup), "-o", str(tmp_path / "c.md")])
+    assert res.exit_code == 2 and "a records file" in " ".join(res.output.split())

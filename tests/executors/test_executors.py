@@ -152,10 +152,13 @@ def test_a_command_checks_its_benchmark_and_folder_before_ray_starts(
     (tmp_path / "a_file").write_text("x", encoding="utf-8")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x", encoding="utf-8")
+    (tmp_path / "bb").mkdir()  # another method's run folder (re-test QA)
+    (tmp_path / "bb" / "settings.json").write_text('{"method": "benbench"}', encoding="utf-8")
     for extra, said in (
         (["--benchmark", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o1")], "missing"),
         (["--benchmark", str(bench), "--out", str(tmp_path / "a_file")], "is a file"),
         (["--benchmark", str(bench), "--out", str(tmp_path / "notes")], "not empty"),
+        (["--benchmark", str(bench), "--out", str(tmp_path / "bb")], "holds a benbench run"),
     ):
         res = CliRunner().invoke(app, [*base, "--format", "mmlu-csv", *extra])
         assert res.exit_code == 2, res.output

@@ -163,6 +163,9 @@ def test_read_records_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
     assert read_records(run) == read_records(items) == [{"id": "a"}, {"id": "b"}]
     items.write_text('{"id": "a"}\n{"id": "b"}\n', encoding="utf-8-sig")  # as a resume reads it
     assert read_records(run) == [{"id": "a"}, {"id": "b"}]
+    # an id stored twice: once, the later copy in place (a --reference-run counted it twice)
+    items.write_text('{"id": "a", "v": 1}\n{"id": "b"}\n{"id": "a", "v": 2}\n', "utf-8")
+    assert read_records(run) == [{"id": "a", "v": 2}, {"id": "b"}]
     for text, said in (
         (b'{"id": "a"}\n{"id": "b", "lo', r"items.jsonl:2: not valid JSON"),
         (b'{"id": "a"}\n\n{"id": "\xff"}\n', r"items.jsonl:3: not UTF-8 text"),

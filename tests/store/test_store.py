@@ -1172,8 +1172,8 @@ def test_a_damaged_record_is_said_and_the_run_keeps_the_items_order(tmp_path: Pa
     with pytest.warns(ContamscopeWarning) as said:  # (the CLI prints it as a note: line)
         again = rerun()
     assert [str(w.message) for w in said] == [
-        f"{items}: 1 damaged or unreadable record left out (line 2); the command that scored "
-        "the run scores their items again when re-run"
+        f"{items}: 1 damaged or unreadable record left out (line 2); this run scores their "
+        "items again"
     ]
     assert again.resumed == 3 and again.records() == want  # in the items' order
 

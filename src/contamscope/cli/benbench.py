@@ -343,7 +343,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         or Path("runs")
         / f"benbench-{slug(kw['model'], stem=True)}-{slug(kw['benchmark'], stem=True)}"
     )
-    check_run_folder(out, kw["overwrite"])
+    check_run_folder(out, kw["overwrite"], "benbench")
     cache = open_cache(kw)
     with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

@@ -307,7 +307,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
 
         embedder = SentenceEmbedder(kw["embedder"])
     out = kw["out"] or Path("runs") / f"cap-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_run_folder(out, kw["overwrite"])
+    check_run_folder(out, kw["overwrite"], "cap")
     cache = open_cache(kw)
     with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

@@ -646,16 +646,16 @@ def subject_list(kw: dict[str, Any]) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def check_run_folder(out: Path, overwrite: bool = False) -> None:
-    """``--out`` can be a run folder (not a folder of other files, unless ``overwrite``), and
-    no other process is writing it: checked before the model loads (the run's own lock said so
-    only after the load, a minute in: QA)."""
+def check_run_folder(out: Path, overwrite: bool = False, method: str | None = None) -> None:
+    """``--out`` can be a run folder (not a folder of other files nor another ``method``'s
+    run, unless ``overwrite``), and no other process is writing it: checked before the model
+    loads (the run's own lock said so only after the load, a minute in: QA)."""
     from ..paths import check_output_folder
     from ..store.run import refuse_busy, refuse_foreign
 
     check_output_folder(out)
     refuse_busy(out)
-    refuse_foreign(out, overwrite)
+    refuse_foreign(out, overwrite, method)
 
 
 def check_cache_flags(kw: Mapping[str, Any]) -> None:

@@ -269,7 +269,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         raise ConfigError("no benchmark items to score after --subjects/--limit/--sample")
     options = parse_model_options(kw["model_opt"])
     out = kw["out"] or Path("runs") / f"membership-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_run_folder(out, kw["overwrite"])
+    check_run_folder(out, kw["overwrite"], "membership")
     cache = open_cache(kw)
     with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

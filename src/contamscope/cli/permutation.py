@@ -344,7 +344,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
     if not items:
         raise ConfigError("no items to score after --subjects/--limit/--sample")
     out = kw["out"] or Path("runs") / f"permutation-{slug(kw['model'])}-{slug(kw['benchmark'])}"
-    check_run_folder(out, kw["overwrite"])
+    check_run_folder(out, kw["overwrite"], "permutation")
     cache = open_cache(kw)
     with status(f"loading model {kw['model']} ({executor.config.kind}) ..."):
         scorer = executor.scorer(

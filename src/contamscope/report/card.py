@@ -103,8 +103,9 @@ def _read_run(run: RunFolder) -> tuple[Path, dict[str, Any], str | None]:
     of a method the card takes; a BenBench summary of another schema version is refused."""
     run = folder_path(run)
     path = run / "summary.json" if run.is_dir() else run
-    if path.suffix == ".jsonl":  # (read as one JSON document: "Extra data at line 2"; QA)
-        raise DataError(f"{run}: a records file; give its run folder (or its summary.json)")
+    records = f"{run}: a records file; give its run folder (or its summary.json)"
+    if path.suffix.lower() == ".jsonl":  # (read as one JSON document: "Extra data"; QA)
+        raise DataError(records)
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -112,6 +113,8 @@ def _read_run(run: RunFolder) -> tuple[Path, dict[str, Any], str | None]:
             raise DataError(f"{run}: no summary.json (finish the run first)") from None
         raise DataError(f"{run}: no such run folder or summary.json") from None
     except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and e.lineno > 1:  # one object per line: items.jsonl.bak
+            raise DataError(records) from None
         raise DataError(f"{path}: not JSON ({json_error(e)})") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None

@@ -15,7 +15,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..paths import refuse_special
-from ..store.run import RunFolder, folder_path, iter_record_lines
+from ..store.run import RunFolder, folder_path, iter_record_lines, unique_records
 from ..wording import TOO_DEEP, json_error
 
 __all__ = [
@@ -106,17 +106,7 @@ class RunData:
         """:meth:`iter_records` with each record's line number (a later copy's)."""
         if not self.items_path.exists():
             return
-        slots: list[tuple[int, dict[str, Any]]] = []
-        where: dict[str, int] = {}
-        for i, rec in iter_record_lines(self.items_path):
-            rid = rec.get("id")
-            if isinstance(rid, str) and rid in where:
-                slots[where[rid]] = (i, rec)
-                continue
-            if isinstance(rid, str):
-                where[rid] = len(slots)
-            slots.append((i, rec))
-        yield from slots
+        yield from unique_records(iter_record_lines(self.items_path))
 
 
 def _read_json(path: Path) -> dict[str, Any]:

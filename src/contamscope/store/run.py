@@ -83,12 +83,22 @@ def refuse_busy(path: Path) -> None:
         os.close(fd)  # (closing it also lets go of the lock it took)
 
 
-def refuse_foreign(path: Path, overwrite: bool = False) -> None:
-    """Refuse a folder that holds no run and is not empty (hidden files aside), as the run
-    itself does when it opens: a command checks this before its model loads (said after the
-    load, 30 s in, and after a Ray cluster had started; docs QA). ``overwrite``: accepted."""
+def refuse_foreign(path: Path, overwrite: bool = False, method: str | None = None) -> None:
+    """Refuse a folder that holds no run and is not empty (hidden files aside), or (``method``
+    given) one holding another method's run, as the run itself does when it opens: a command
+    checks this before its model loads (said after the load, 30 s in, and after a Ray cluster
+    had started; docs and re-test QA). ``overwrite``: accepted."""
     path = Path(path)
-    if overwrite or not path.is_dir() or (path / "settings.json").exists():
+    if overwrite or not path.is_dir():
+        return
+    if (path / "settings.json").exists():
+        if method is not None:
+            try:
+                held = json.loads((path / "settings.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                return  # (the run's own open says what is wrong with it)
+            if isinstance(held, dict) and held.get("method") != method:
+                raise _other_method(path, held.get("method"), method)
         return
     try:
         names = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
@@ -100,6 +110,13 @@ def refuse_foreign(path: Path, overwrite: bool = False) -> None:
             f"{first_few(names)}); "
             "give a new or empty folder as --out (--overwrite writes into it anyway)"
         )
+
+
+def _other_method(path: Path, held: Any, method: Any) -> StoreError:
+    return StoreError(
+        f"{path} holds a {held or 'different'} run, not a {method} one; use another --out "
+        "(--overwrite deletes it)"
+    )
 
 
 def _busy(path: Path) -> StoreError:
@@ -185,10 +202,7 @@ class RunDir:
         if self.settings_path.exists() and not overwrite:
             old = self.stored_settings(renamed) or {}
             if old.get("method") != settings.get("method"):
-                raise StoreError(
-                    f"{self.path} holds a {old.get('method') or 'different'} run, not a "
-                    f"{settings.get('method')} one; use another --out (--overwrite deletes it)"
-                )
+                raise _other_method(self.path, old.get("method"), settings.get("method"))
             # (a run that stopped before its first record, e.g. refused by the server, left
             # only its settings: nothing is lost by starting the folder with these)
             if not any(_same_run(old, s) for s in [settings, *upgrades]) and self._holds_records():
@@ -362,10 +376,14 @@ class RunDir:
         if unreadable:  # said, not silently mended: the file was damaged by something
             lines = first_few([str(n) for n in unreadable], 5)
             dropped = plural(len(unreadable), "damaged or unreadable record")
+            then = (  # (a resume said "when re-run" of the items it was scoring; re-test QA)
+                "this run scores their items again"
+                if mend
+                else "the command that scored the run scores their items again when re-run"
+            )  # (reanalyse scores none: QA)
             note(
                 f"{self.items_path}: {dropped} left out (line"
-                f"{'s' if len(unreadable) > 1 else ''} {lines}); the command that scored the "
-                "run scores their items again when re-run",  # (reanalyse scores none: QA)
+                f"{'s' if len(unreadable) > 1 else ''} {lines}); {then}",
             )
         return done
 
@@ -560,7 +578,27 @@ def read_records(path: RunFolder) -> list[dict[str, Any]]:
         raise StoreError(f"{path}: no such file (no records: the run scored none yet?)")
     if path.is_dir():
         raise StoreError(f"{path}: a folder, not a records file")
-    return [rec for _, rec in iter_record_lines(path)]
+    return [rec for _, rec in unique_records(iter_record_lines(path))]
+
+
+def unique_records(
+    lines: Iterable[tuple[int, dict[str, Any]]],
+) -> list[tuple[int, dict[str, Any]]]:
+    """``(line, record)`` pairs with an id stored twice kept once, its later copy in the
+    earlier one's place, as a resume reads it; records without a string id stay as they are.
+    Every reader reads so (the report showed both copies, compare took the first, and a
+    --reference-run counted one record twice: 0 of 6 for 0 of 4; cross-reader QA)."""
+    slots: list[tuple[int, dict[str, Any]]] = []
+    where: dict[str, int] = {}
+    for i, rec in lines:
+        rid = rec.get("id")
+        if isinstance(rid, str) and rid in where:
+            slots[where[rid]] = (i, rec)
+            continue
+        if isinstance(rid, str):
+            where[rid] = len(slots)
+        slots.append((i, rec))
+    return slots
 
 
 def iter_record_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
