@@ -46,6 +46,16 @@ def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+def _wait_for_records(proc: subprocess.Popen[Any], out: Path, n: int) -> None:
+    """Until the run ``proc`` has written ``n`` records to ``out`` (or ended; 300 s at most)."""
+    items = out / "items.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if items.exists() and items.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.02)
+
+
 def _kill_orphans(driver_pid: int) -> None:
     """SIGKILL what the killed driver's local Ray cluster left behind (its session folder's name
     ends with the driver's pid); Ray's helper agents do not always notice their node is gone."""
@@ -98,12 +108,7 @@ def test_cli_ray_then_driver_sigkill_resumes_to_local_results(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        items = out / "items.jsonl"
-        if items.exists() and items.read_bytes().count(b"\n") >= 5:
-            break
-        time.sleep(0.02)
+    _wait_for_records(proc, out, 5)
     assert proc.poll() is None, "run finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -152,12 +157,7 @@ def test_cli_ray_run_stopped_by_sigterm_says_interrupted(
         text=True,
     )
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
-            items = out / "items.jsonl"
-            if items.exists() and items.read_bytes().count(b"\n") >= 2:
-                break
-            time.sleep(0.02)
+        _wait_for_records(proc, out, 2)
         assert proc.poll() is None, "run finished before it could be stopped"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)

@@ -15,7 +15,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,18 +222,22 @@ def _split(text: str, option: str) -> list[str]:
     return parts
 
 
+def _pairs_held(out: Path, name: str, key: str) -> Iterator[tuple[Path, Any]]:
+    """Existing pair folders of ``out`` whose model (``key`` "model") or benchmark part
+    matches the glob ``name``, each with the ``key`` of its settings (unreadable ones left out)."""
+    pattern = f"*__{name}" if key == "benchmark" else f"{name}__*"
+    for folder in sorted(out.glob(pattern)) if out.is_dir() else ():
+        try:
+            yield folder, json.loads((folder / "settings.json").read_text("utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+
+
 def _holder(out: Path, name: str, key: str, values: list[str]) -> str | None:
     """Which of ``values`` (models or benchmarks, ``key`` of a run's settings) an existing pair
     folder of ``out`` named with ``name`` was run with; None where none was."""
-    pattern = f"*__{glob.escape(name)}" if key == "benchmark" else f"{glob.escape(name)}__*"
-    for folder in sorted(out.glob(pattern)):
-        try:
-            held = json.loads((folder / "settings.json").read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
-        if held in values:
-            return str(held)
-    return None
+    held = (h for _, h in _pairs_held(out, glob.escape(name), key) if h in values)
+    return next((str(h) for h in held), None)
 
 
 def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
@@ -241,16 +245,10 @@ def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
     where a sweep of more values sharing ``bare`` named it so; None where there is none. A
     sweep re-run with one of two same-named models named its pairs anew and ran them again,
     calling its own finished pairs "of models not in this sweep" (docs QA)."""
-    name = glob.escape(bare) + "-" + "[0-9a-f]" * 6
-    pattern = f"*__{name}" if key == "benchmark" else f"{name}__*"
-    for folder in sorted(out.glob(pattern)) if out.is_dir() else ():
-        try:
-            held = json.loads((folder / "settings.json").read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
+    hashed = glob.escape(bare) + "-" + "[0-9a-f]" * 6
+    for folder, held in _pairs_held(out, hashed, key):
         if held == value:
-            part = folder.name.split("__")[-1 if key == "benchmark" else 0]
-            return part
+            return folder.name.split("__")[-1 if key == "benchmark" else 0]
     return None
 
 

@@ -412,7 +412,6 @@ class RayExecutor(Executor):
         address = config.address if config.address is not None else env
         if address and not self.ray.is_initialized():
             check_reachable(address, given)  # cheap: refused with the other settings
-        self.init_seconds = 0.0
 
     def _ensure_started(self) -> None:
         """Joins or starts the cluster, on the first model asked for: a command's own checks
@@ -424,7 +423,6 @@ class RayExecutor(Executor):
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if config.address is not None:
             kwargs["address"] = config.address
-        t0 = time.perf_counter()
         import signal
 
         term = signal.getsignal(signal.SIGTERM)
@@ -436,7 +434,6 @@ class RayExecutor(Executor):
             if signal.getsignal(signal.SIGTERM) is not term:  # the command's is put back,
                 with contextlib.suppress(ValueError, TypeError):  # "interrupted", 130 (QA)
                     signal.signal(signal.SIGTERM, term)
-        self.init_seconds = time.perf_counter() - t0
         self._started = True
 
     def _n_workers(self) -> int:

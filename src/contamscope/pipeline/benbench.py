@@ -539,12 +539,10 @@ def _readable(record: dict[str, Any]) -> bool:
     versions whose metrics derive (the original's perplexity with its token count). A record
     without ``versions`` was kept as finished and crashed the resume with a traceback
     (cross-reader QA); such a record is scored again."""
-    import copy
-
     if record.get("excluded"):
         return isinstance(record["excluded"], str)
     try:
-        rec = copy.deepcopy(record)
+        rec = dict(record)  # (_item_metrics sets its metrics and flags: the stored ones stay)
         versions = rec["versions"]
         if (
             not isinstance(versions, list)

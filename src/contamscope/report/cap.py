@@ -61,6 +61,11 @@ LEGEND = (
 )
 
 
+def _comparisons(run: RunData, reader: str = "generate") -> list[dict[str, Any]]:
+    comps = ((run.summary.get("statistics") or {}).get(reader) or {}).get("comparisons") or []
+    return [c for c in comps if isinstance(c, dict)]
+
+
 def _comparison(run: RunData, reader: str = "generate") -> dict[str, Any] | None:
     """The comparison the run's verdict rests on: the first that names a contaminated split,
     else the first that says fine-tuned, else the decided one of smallest p-value (adjusted
@@ -68,8 +73,7 @@ def _comparison(run: RunData, reader: str = "generate") -> dict[str, Any] | None
     the first comparison of three splits (train − dev, p = 1) for a run its own verdict called
     contaminated by test (Holm p = 0.002), and left the run off the board when that first one
     was inconclusive (QA)."""
-    comps = ((run.summary.get("statistics") or {}).get(reader) or {}).get("comparisons") or []
-    comps = [c for c in comps if isinstance(c, dict)]
+    comps = _comparisons(run, reader)
     if not comps:
         return None
     for start in ("contaminated", "fine-tuned"):
@@ -112,8 +116,7 @@ def estimate(run: RunData) -> Estimate | None:
     if c.get("verdict") == "inconclusive":
         return None  # no number to rank: the comparison's reasoning says why
     scale = (run.summary.get("analysis") or {}).get("scale", "tanh")
-    comps = ((run.summary.get("statistics") or {}).get("generate") or {}).get("comparisons")
-    others = [x.get("other") for x in comps if isinstance(x, dict)] if comps else []
+    others = [x.get("other") for x in _comparisons(run)]
     statistic = f"CAP PCR_{c['reference']} − PCR_{c['other']} ({scale})"
     said = ""
     if len(others) > 1:  # one column for every run of these splits, whichever split decides

@@ -92,13 +92,9 @@ def refuse_foreign(path: Path, overwrite: bool = False, method: str | None = Non
     if overwrite or not path.is_dir():
         return
     if (path / "settings.json").exists():
-        if method is not None:
-            try:
-                held = json.loads((path / "settings.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
-                return  # (the run's own open says what is wrong with it)
-            if isinstance(held, dict) and held.get("method") != method:
-                raise _other_method(path, held.get("method"), method)
+        held = RunDir(path).stored_settings() if method is not None else None
+        if isinstance(held, dict) and held.get("method") != method:
+            raise _other_method(path, held.get("method"), method)
         return
     try:
         names = sorted(p.name for p in path.iterdir() if not p.name.startswith("."))
