@@ -24,6 +24,7 @@ from contamscope.detectors.stats import (
     clustered_interval,
     expanded_tail,
     randomization_test,
+    tail_draws,
 )
 
 
@@ -181,7 +182,7 @@ def test_auc_interval_is_the_expanded_percentile_interval() -> None:
     assert t.auc_ci is not None
     n = 6
     tail = float(sps.norm.cdf(-math.sqrt(n / (n - 1)) * float(sps.t.ppf(0.975, n - 1))))
-    boots = bootstrap_aucs(x, y, 2000, 0)
+    boots = bootstrap_aucs(x, y, tail_draws(2000, tail, 46), 0)  # 25 beyond each end
     lo, hi = np.quantile(boots, [tail, 1 - tail])
     assert t.auc_ci == pytest.approx((float(lo), float(hi)), rel=1e-12)
     plain_lo, plain_hi = np.quantile(boots, [0.025, 0.975])

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from contamscope.detectors.stats import expanded_tail, in_own_order
+from contamscope.detectors.stats import expanded_tail, in_own_order, tail_draws
 
 __all__ = [
     "Scale",
@@ -360,10 +360,10 @@ class Comparison:
     """Holm-adjusted p-value when the reference is compared with two or more splits (the
     family of the run's comparisons; the verdict then uses it); None with one comparison."""
     n_boot: int
-    """Bootstrap resamples the CI and p-value rest on (items resampled with replacement within
-    each split); fewer than asked when some resamples have an undefined PCR difference
-    (``alpha`` 0 and a resample with M = C = 0 in a split, or with ``linear`` scale C = 0:
-    :func:`pcr`), which ``reasoning`` then says."""
+    """Bootstrap resamples the CI rests on (items resampled with replacement within each split;
+    the p-value rests on ``n_boot`` relabellings as asked): :attr:`n_drawn`, less those with an
+    undefined PCR difference (``alpha`` 0 and a resample with M = C = 0 in a split, or with
+    ``linear`` scale C = 0: :func:`pcr`), which ``reasoning`` then says."""
     decline_diff: float | None
     """Baseline: Delta_reference - Delta_other."""
     relative_decline_diff: float | None
@@ -388,6 +388,9 @@ class Comparison:
     excess_verdict: str | None = None
     """The verdict the excess reads (CI excluding 0 and p at :data:`VERDICT_LEVEL`): ``fine-tuned
     on <reference>``, ``contaminated by <other>``, ``no evidence`` or ``inconclusive``."""
+    n_drawn: int | None = None
+    """Bootstrap resamples drawn: the ``n_boot`` asked, or more where the smaller split has few
+    items, so that 25 lie beyond each end of the interval (:func:`tail_draws`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in asdict(self).items()}
@@ -414,12 +417,21 @@ def excess_verdict(
     return "no evidence"
 
 
+_CHUNK = 2_000_000
+"""Elements per block of the resampling arrays (bounded memory)."""
+
+
 def _boot_means(
     rng: np.random.Generator, m: np.ndarray, c: np.ndarray, n_boot: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """M and C of ``n_boot`` resamples of the items (with replacement)."""
-    idx = rng.integers(0, len(m), size=(n_boot, len(m)))
-    return m[idx].mean(axis=1), c[idx].mean(axis=1)
+    """M and C of ``n_boot`` resamples of the items (with replacement), drawn in chunks (a
+    small split's many resamples beside a large split's items: :func:`tail_draws`)."""
+    step = max(1, _CHUNK // max(1, len(m)))
+    parts = []
+    for start in range(0, n_boot, step):
+        idx = rng.integers(0, len(m), size=(min(step, n_boot - start), len(m)))
+        parts.append((m[idx].mean(axis=1), c[idx].mean(axis=1)))
+    return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
 
 
 def _pcr_of(mm: np.ndarray, cc: np.ndarray, alpha: float, scale: Scale) -> np.ndarray:
@@ -605,7 +617,8 @@ def compare_splits(
 
     H0: the two splits are equally exposed, their items exchangeable, i.e. PCR_reference =
     PCR_other. The CI is the expanded percentile interval (:func:`expanded_tail` at the
-    smaller split's size) of the difference over ``n_boot`` resamples of each split's items;
+    smaller split's size) of the difference over ``n_boot`` resamples of each split's items
+    (more at few items, so that 25 lie beyond each end: :func:`tail_draws`);
     the plain percentile interval covered the true difference in 79-91% of runs where a split
     had 5 items (benchmarks/cap_null.py). The p-value is the split-label permutation test's
     over ``n_boot`` relabellings (:func:`permutation_p`), valid at any size (Monte Carlo, not
@@ -617,18 +630,20 @@ def compare_splits(
     diff = ref_score.pcr - other_score.pcr
     ex = (ref_score.m - ref_score.c) - (other_score.m - other_score.c)
     low = high = p = ex_low = ex_high = ex_p = math.nan
-    used = 0
+    used, drawn = 0, n_boot
     if ref_score.n and other_score.n:
         rng = np.random.default_rng(seed)
         rm, rc = in_own_order(*ref_items)  # resampled by the items, not by their order
         om, oc = in_own_order(*other_items)
-        ma, ca = _boot_means(rng, rm, rc, n_boot)
-        mb, cb = _boot_means(rng, om, oc, n_boot)
-        d = _pcr_of(ma, ca, alpha, scale) - _pcr_of(mb, cb, alpha, scale)
-        d = d[np.isfinite(d)]
-        used = len(d)
         n = min(len(rm), len(om))  # the smaller split's
         tail = expanded_tail(n) if n >= 2 else 0.025
+        drawn = tail_draws(n_boot, tail, len(rm) + len(om))
+        ma, ca = _boot_means(rng, rm, rc, drawn)
+        mb, cb = _boot_means(rng, om, oc, drawn)
+        with np.errstate(invalid="ignore"):  # inf - inf: undefined, dropped below
+            d = _pcr_of(ma, ca, alpha, scale) - _pcr_of(mb, cb, alpha, scale)
+        d = d[np.isfinite(d)]
+        used = len(d)
         perm = _relabel_means(
             np.random.default_rng(seed), np.r_[rm, om], np.r_[rc, oc], len(rm), n_boot
         )
@@ -645,7 +660,7 @@ def compare_splits(
         s for s, sc in ((reference, ref_score), (other, other_score)) if sc.n and not (sc.m or sc.c)
     ]
     label, why = verdict(reference, other, diff, low, high, min_diff, blank, p)
-    why += _dropped(used or n_boot, n_boot)
+    why += _dropped(used or drawn, drawn)
     dd = (
         ref_score.decline - other_score.decline
         if ref_score.decline is not None and other_score.decline is not None
@@ -657,9 +672,10 @@ def compare_splits(
         else None
     )
     return Comparison(
-        reference, other, diff, low, high, p, None, used or n_boot, dd, rd, label, why,
+        reference, other, diff, low, high, p, None, used or drawn, dd, rd, label, why,
         ex, ex_low, ex_high, ex_p, None,
         "inconclusive" if blank else excess_verdict(reference, other, ex, ex_low, ex_high, ex_p),
+        drawn,
     )  # fmt: skip
 
 
@@ -707,7 +723,7 @@ def adjust_for_family(
             label, why = verdict(c.reference, c.other, c.pcr_diff, c.ci_low, c.ci_high, min_diff,
                                  (), adj)  # fmt: skip
             why += f" (p Holm-adjusted over the run's comparisons: {adj:.3g}, raw {c.p_value:.3g})"
-            why += _dropped(c.n_boot, n_boot)
+            why += _dropped(c.n_boot, c.n_drawn or n_boot)
         out.append(replace(c, p_adjusted=adj, verdict=label, reasoning=why))
     return out
 

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from contamscope.detectors.cap import Scale, _clean, _pcr_of, _spread
+from contamscope.detectors.cap import _CHUNK, Scale, _clean, _pcr_of, _spread
 from contamscope.detectors.compare import _bonferroni, paired_p_floor, random_bits
-from contamscope.detectors.stats import expanded_tail
+from contamscope.detectors.stats import expanded_tail, tail_draws
 
 __all__ = ["PCR_NULL", "SWAP_DRAWS", "SWAP_EXACT", "compare_leans", "lean_difference"]
 
@@ -56,9 +56,6 @@ SWAP_DRAWS = 20_000
 
 Readings = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float]]
 """One split's paired items: A's M, A's C, B's M, B's C (one value per item, same items)."""
-
-_CHUNK = 2_000_000
-"""Elements per block of the resampling arrays (bounded memory)."""
 
 
 def _d(means: NDArray[Any], stat: str, alpha: float, scale: Scale) -> NDArray[Any]:
@@ -175,7 +172,8 @@ def lean_difference(
 ) -> dict[str, Any]:
     """D = (X_other - X_reference)_B - (X_other - X_reference)_A on paired items, for X = M - C
     (``excess``, tested) and X = PCR (``pcr``), each with the swap test of H0
-    :data:`PCR_NULL` and a paired-bootstrap 95% interval.
+    :data:`PCR_NULL` and a paired-bootstrap 95% interval (expanded, over ``n_boot`` resamples or
+    more at few items: :func:`~contamscope.detectors.stats.tail_draws`).
 
     ``reference`` and ``other`` hold each split's paired readings (:data:`Readings`). The
     result has M, C, M - C and PCR per model and split (``a``, ``b``: ``reference``,
@@ -206,8 +204,9 @@ def lean_difference(
     observed = {stat: float(_d(base, stat, alpha, scale)) for stat in STATISTICS}
     defined = {stat: v for stat, v in observed.items() if math.isfinite(v)}
     tests = _swap_test(r, o, defined, alpha, scale, seed)
-    boots = _bootstrap(r, o, n_boot, seed)
     n = min(r.shape[1], o.shape[1])
+    drawn = tail_draws(n_boot, expanded_tail(n), r.shape[1] + o.shape[1]) if n >= 2 else n_boot
+    boots = _bootstrap(r, o, drawn, seed)
     for stat in STATISTICS:
         if stat not in defined:
             out[stat] = {"difference": None, "ci": None, "b_greater": None, "a_greater": None,

@@ -49,7 +49,7 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 from ..wording import plural
-from .stats import expanded_tail
+from .stats import expanded_tail, tail_draws
 
 __all__ = [
     "STATISTICS",
@@ -266,6 +266,7 @@ def mann_whitney(
     ci = None
     if min(x.size, y.size) >= MIN_CI_ITEMS:  # with 1 reference: the bootstrap's min and max
         tail = expanded_tail(min(x.size, y.size), confidence)
+        n_boot = tail_draws(n_boot, tail, x.size + y.size)  # 25 beyond each end at least
         lo, hi = np.quantile(bootstrap_aucs(x, y, n_boot, seed), [tail, 1 - tail])
         ci = (float(lo), float(hi))
     return DatasetTest(

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..detectors.cap import refresh_choices
-from ..detectors.stats import exact_interval, expanded_tail
+from ..detectors.stats import exact_interval, expanded_tail, tail_draws
 from ..wording import plural
 from .cap_heatmap import pcr_matrix
 from .html import Column, Section, Table, clip, esc, fmt_p, in_lang, provenance
@@ -214,7 +214,7 @@ def mean_ci(
     if binary if binary is not None else all(v in (0.0, 1.0) for v in values):
         return exact_interval(int(sum(values)), len(values))
     x = np.asarray(values, float)
-    idx = np.random.default_rng(seed).integers(0, len(x), size=(_N_BOOT, len(x)))
+    idx = _resamples(seed, len(x))
     low, high = np.percentile(x[idx].mean(axis=1), _percentiles(len(x)))
     return float(low), float(high)
 
@@ -227,6 +227,13 @@ def _percentiles(n: int) -> list[float]:
     return [100 * tail, 100 * (1 - tail)]
 
 
+def _resamples(seed: int, n: int) -> np.ndarray:
+    """Item indices of the bootstrap resamples of ``n`` items: :data:`_N_BOOT`, or more at few
+    items, so that 25 lie beyond each end of the interval (:func:`tail_draws`)."""
+    draws = tail_draws(_N_BOOT, expanded_tail(n)) if n >= 2 else _N_BOOT
+    return np.random.default_rng(seed).integers(0, n, size=(draws, n))
+
+
 def _pcr_ci(
     rows: Sequence[tuple[float, float | None, float]], alpha: float, scale: str, seed: int = 0
 ) -> tuple[float, float] | None:
@@ -234,7 +241,7 @@ def _pcr_ci(
         return None
     m = np.asarray([r[0] for r in rows], float)
     c = np.asarray([r[2] for r in rows], float)
-    idx = np.random.default_rng(seed).integers(0, len(m), size=(_N_BOOT, len(m)))
+    idx = _resamples(seed, len(m))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = (m[idx].mean(axis=1) + alpha) / (c[idx].mean(axis=1) + alpha)
         if scale == "tanh":
