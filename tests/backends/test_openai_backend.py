@@ -261,7 +261,7 @@ def test_probe_accepts_a_scoring_server(tiny_server: Any) -> None:
         "permutation",
         "BenBench",
         "CAP",
-        "membership (loss, min_k, zlib)",
+        "membership (loss, min_k, zlib, gap)",
     ]
     # without a BOS token, what scores a text from its first token is not available
     assert available_methods(backend(tiny_server.url, bos="none").capabilities) == [
@@ -380,7 +380,7 @@ def test_echo_only_server_gives_token_logprobs_without_ids(
     assert available_methods(b.capabilities) == [
         "permutation",
         "CAP",
-        "membership (loss, min_k, zlib)",
+        "membership (loss, min_k, zlib, gap)",
     ]
     with pytest.raises(CapabilityError, match="vocabulary.*e.g. --statistic min_k"):
         check_backend(b, token_stats=True, vocab_stats=True, method="Min-K%++")

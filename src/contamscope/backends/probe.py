@@ -41,8 +41,10 @@ METHOD_NEEDS: Mapping[str, Capabilities] = {
     "permutation": Capabilities(prompt_logprobs=True, from_start=False),
     "BenBench": Capabilities(prompt_logprobs=True, token_stats=True),
     "CAP": Capabilities(prompt_logprobs=False, generate=True, from_start=False),
-    "membership (loss, min_k, zlib)": Capabilities(prompt_logprobs=True, token_logprobs=True),
-    "membership (min_k_pp)": Capabilities(prompt_logprobs=True, token_stats=True, vocab_stats=True),
+    "membership (loss, min_k, zlib, gap)": Capabilities(prompt_logprobs=True, token_logprobs=True),
+    "membership (min_k_pp, combined)": Capabilities(
+        prompt_logprobs=True, token_stats=True, vocab_stats=True
+    ),
 }
 """What each method needs from a backend (CAP works black-box, from generated text only;
 BenBench and membership score texts from their first token, after a BOS token)."""
@@ -93,7 +95,7 @@ def available_methods(caps: Capabilities, backend: Backend | None = None) -> lis
     refused it; review QA).
 
     >>> available_methods(Capabilities(prompt_logprobs=True, token_stats=True))
-    ['permutation', 'BenBench (--no-lenient)', 'membership (loss, min_k, zlib)']
+    ['permutation', 'BenBench (--no-lenient)', 'membership (loss, min_k, zlib, gap)']
     """
     decodes = True
     if backend is not None:

@@ -231,11 +231,16 @@ def load_reference(kw: dict[str, Any], bench: Any) -> Any:
         if kw["reference_format"] is not None and said.startswith("--format "):
             raise type(exc)(said.replace("--format", "--reference-format", 1)) from None
         raise type(exc)(f"--reference {said}") from None
-    if kw["reference_format"] is None and _family(ref.format) != _family(bench.format):
+    # a generic file is the layout of one's own items, written for the purpose: taken beside
+    # any benchmark (the help's fresh_anatomy.jsonl beside the bundled MMLU was refused; QA).
+    # Another benchmark's own layout (CMB's beside MMLU) says another benchmark's file.
+    own = ref.format in GENERIC_FORMATS
+    if kw["reference_format"] is None and not own and _family(ref.format) != _family(bench.format):
         raise ConfigError(
             f"--reference {kw['reference']}: format {ref.format!r}, the benchmark's is "
-            f"{bench.format!r}; reference items must be written like the benchmark's "
-            "(--reference-format FORMAT to read it as another format on purpose)"
+            f"{bench.format!r}; reference items must be written like the benchmark's, in its "
+            "format or a generic jsonl/csv/json file (`contamscope formats`; "
+            "--reference-format FORMAT to read it as another format on purpose)"
         )
     return ref
 
