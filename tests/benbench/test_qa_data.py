@@ -319,3 +319,35 @@ def test_gsm8k_final_reads_in_linear_time() -> None:
     assert gsm8k_final("1+1=2\n#### 2" + " " * 400_000 + "y") == "2" + " " * 400_000 + "y"
     assert gsm8k_final("so\n####  1,234 \n") == "1234"
     assert gsm8k_final("no final answer") is None
+
+
+def test_pairing_advice_names_an_id_field_the_format_does_not_read(tmp_path: Path) -> None:
+    """Both files had an "id" key the GSM8K layout does not read; the refusal told the user
+    to give both files an id field (QA). It now names the field and the option that reads it."""
+    rows = [{"id": f"k{i}", "question": f"Q{i}?", "answer": f"{i}\n#### {i}"} for i in range(3)]
+    para = [dict(r, question=f"Q{i} reworded?") for i, r in enumerate(rows)]
+    bench = load_qa(str(write_jsonl(tmp_path / "orig.jsonl", rows)))
+    ref = load_qa(str(write_jsonl(tmp_path / "para.jsonl", para[:2])))
+    with pytest.raises(ConfigError, match="cannot pair its 2 usable rows with the 3") as err:
+        pair_reference(bench, ref, name="para")
+    said = str(err.value)
+    assert (
+        "both files have an 'id' field, which the gsm8k-jsonl layout does not read: give " in said
+    )
+    assert "--fields id=id" in said and "give both files an id field" not in said
+    with pytest.raises(ConfigError, match="--pairing id: .* has no id field") as err:
+        pair_reference(bench, ref, name="para", pairing="id")
+    assert "give --fields id=id or use --pairing order" in str(err.value)
+    # only one of them with such a field: give both one
+    plain = load_qa(str(write_jsonl(tmp_path / "plain.jsonl", [
+        {"question": p["question"], "answer": p["answer"]} for p in para[:2]])))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"give both files an id field \(--fields id=\.\.\.\)"):
+        pair_reference(bench, plain, name="plain")
+    # read with the field: paired by id
+    fm = FieldMap.parse("question=question,answer=answer,id=id")
+    paired = pair_reference(
+        load_qa(str(tmp_path / "orig.jsonl"), field_map=fm),
+        load_qa(str(tmp_path / "para.jsonl"), field_map=fm),
+        name="para",
+    )
+    assert paired.pairing == "id" and sorted(paired.pairs) == ["k0", "k1"]

@@ -318,7 +318,49 @@ def test_a_fields_name_no_row_has_says_so_not_only_no_items(tmp_path: Path) -> N
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         load_cap(str(path), ["train", "test"], fields=CapFields.parse("input=nope"))
-    assert str(err.value).endswith(f"(2 rows skipped; first: {path}:1: missing field 'nope')")
+    assert str(err.value) == f"--fields input=nope: no record of {path} has that field"
+    # a field some rows lack: those rows are skipped, and the error names the first
+    rows[2]["question"] = rows[2].pop("input")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_cap(str(path), ["train", "test"], fields=CapFields.parse("input=question"))
+    assert str(err.value).endswith(f"(2 rows skipped; first: {path}:1: missing field 'question')")
+
+
+@pytest.mark.parametrize("key", ["modified", "id", "output", "split"])
+def test_a_fields_name_no_record_has_is_refused_not_ignored(tmp_path: Path, key: str) -> None:
+    """`--fields modified=modified_inptu` (a typo) ran with exit 0, every item modified by
+    contamscope instead of the user's column; `id=ident` ran with generated ids; `output=answer`
+    said the split had no reference answers (QA)."""
+    rows = [{"input": f"Sales were {i} in 2019 and {i + 2} in 2020. Change?", "output": "2",
+             "split": s, "id": f"q{i}", "modified_input": f"Sales were {i} in 2018?"}
+            for i, s in enumerate(["train"] * 3 + ["test"] * 3)]  # fmt: skip
+    path = tmp_path / "all.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_cap(str(path), ["train", "test"], fields=CapFields.parse(f"{key}=typo"))
+    assert str(err.value) == f"--fields {key}=typo: no record of {path} has that field"
+    # in the Python API too, where a name other than the default is a name given
+    with pytest.raises(ConfigError, match=f"--fields {key}=typo: no record"):
+        load_cap(str(path), ["train", "test"], fields=CapFields(**{key: "typo"}))  # type: ignore[arg-type]
+    # the right names read; the defaults a file lacks are not errors
+    good = load_cap(str(path), ["train", "test"], fields=CapFields.parse("modified=modified_input"))
+    assert len(good.splits["train"].modified or {}) == 3
+    for r in rows:
+        del r["id"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert len(load_cap(str(path), ["train", "test"]).splits["test"].items) == 3
+
+
+def test_ori_mod_folders_refuse_fields_they_do_not_read(fineval_dir: Path) -> None:
+    """A CAP folder of ori/mod files reads --fields input and output; split, id and modified
+    were dropped without a word."""
+    for spec in ("modified=mod", "id=key", "split=part"):
+        with pytest.raises(ConfigError, match="whose --fields reads input and output only"):
+            load_cap(str(fineval_dir), ["dev", "val"], fields=CapFields.parse(spec))
+    with pytest.raises(ConfigError, match="--fields output=answer: no record of"):
+        load_cap(str(fineval_dir), ["dev", "val"], fields=CapFields.parse("output=answer"))
+    assert load_cap(str(fineval_dir), ["dev", "val"], fields=CapFields.parse("input=input")).splits
 
 
 def test_a_task_the_records_cannot_have_is_refused(fineval_dir: Path) -> None:

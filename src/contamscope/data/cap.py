@@ -18,7 +18,7 @@ import hashlib
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -119,11 +119,39 @@ class CapFields:
     """Field with a unique id; missing = file stem + record number."""
     modified: str | None = None
     """Field with a supplied modified input (optional; otherwise contamscope modifies)."""
+    given: frozenset[str] = field(default=frozenset(), repr=False)
+    """The keys ``--fields`` named: a name given that no record has is refused (a typo in
+    ``modified=`` had every item modified by contamscope instead, exit 0; QA). A key set to
+    another value than its default counts as given too."""
+
+    def named(self) -> dict[str, str]:
+        """The field names given (by ``--fields`` or as other values than the defaults)."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            named = f.name in self.given or value != f.default
+            if f.name != "given" and value is not None and named:
+                out[f.name] = value
+        return out
+
+    def check_seen(
+        self, records: Iterable[dict[str, Any]], source: str, keys: Iterable[str]
+    ) -> None:
+        """Refuse a field of ``keys`` given by name that no record of ``source`` has."""
+        wanted = {k: v for k, v in self.named().items() if k in set(keys)}
+        if not wanted:
+            return
+        seen: set[str] = set()
+        for rec in records:
+            seen.update(rec)
+        for key, name in wanted.items():
+            if name not in seen:
+                raise ConfigError(f"--fields {key}={name}: no record of {source} has that field")
 
     @classmethod
     def parse(cls, spec: str) -> CapFields:
         """``CapFields.parse("input=question,output=answer,split=part")``; unknown keys refused."""
-        known = [f.name for f in fields(cls)]
+        known = [f.name for f in fields(cls) if f.name != "given"]
         values: dict[str, Any] = {}
         for part in (p.strip() for p in spec.split(",") if p.strip()):
             key, eq, value = (x.strip() for x in part.partition("="))
@@ -139,7 +167,7 @@ class CapFields:
             if key == "input" and not value:
                 raise ConfigError("--fields: input needs a field name")
             values[key] = value or None
-        return cls(**values)
+        return cls(**values, given=frozenset(values))
 
 
 @dataclass
@@ -525,13 +553,20 @@ def _load_pairs(
             f"answers; a {task} task's overlap scores of single letters say nothing of the "
             "model: leave --task out (these are read as mcq)"
         )
+    unread = sorted(k for k in cf.named() if k in ("split", "id", "modified"))
+    if unread:  # (given, and silently not read)
+        raise ConfigError(
+            f"--fields {unread[0]}={cf.named()[unread[0]]}: {folder} is a CAP folder of ori/mod "
+            "files, whose --fields reads input and output only (the split is the file's, the id "
+            "its idx, the modified input the mod file's)"
+        )
     pair_cf = CapFields(cf.input, cf.output, None, "idx", None)
+    ori = {s: _records(files[s][0], texts[s], col) for s in splits}
+    cf.check_seen((rec for s in splits for _, rec in ori[s]), str(folder), ("input", "output"))
     out: dict[str, CapSplit] = {}
     for s in splits:
         ori_path, mod_path = files[s]
-        items, _ = _collect(
-            ori_path, _records(ori_path, texts[s], col), pair_cf, col, mcq=task == "mcq", split=s
-        )
+        items, _ = _collect(ori_path, ori[s], pair_cf, col, mcq=task == "mcq", split=s)
         modified = None
         names = [str(ori_path)]
         if mod_path is not None:
@@ -783,16 +818,25 @@ def _load_generic(
         by_field = True
     parsed: dict[Path, list[tuple[int, dict[str, Any]]]] = {}
     grouped: dict[Path, dict[str, list[tuple[int, dict[str, Any]]]]] = {}
+    for s in splits:
+        for p in per_split[s]:
+            if p not in parsed:  # each file read and its bad rows reported once
+                parsed[p] = _records(p, _read(p, digest), col)
+    cf.check_seen(
+        (rec for recs in parsed.values() for _, rec in recs),
+        str(path),
+        ("input", "output", "id", "modified", "split")
+        if by_field
+        else ("input", "output", "id", "modified"),
+    )
     out: dict[str, CapSplit] = {}
     notes: list[str] = []
     for s in splits:
         items: list[CapItem] = []
         supplied: dict[str, Any] = {}
         for p in per_split[s]:
-            if p not in parsed:  # each file read and its bad rows reported once
-                parsed[p] = _records(p, _read(p, digest), col)
-                if by_field:
-                    grouped[p] = _by_split(p, parsed[p], cf, col)
+            if by_field and p not in grouped:
+                grouped[p] = _by_split(p, parsed[p], cf, col)
             records = grouped[p].get(s.strip().casefold(), []) if by_field else parsed[p]
             got, mods = _collect(p, records, cf, col, mcq=False, split=s)
             items.extend(got)

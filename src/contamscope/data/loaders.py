@@ -92,6 +92,13 @@ def load_benchmark(
         (135, 'anatomy-0', ('A', 'B', 'C', 'D'))
     """
     if format is not None and format not in FORMATS:
+        from .qa import QA_FORMATS
+
+        if format in QA_FORMATS:  # listed by `contamscope formats`: "unknown" misled (QA)
+            raise ConfigError(
+                f"--format {format!r}: a question-and-answer format (benbench and cap read it); "
+                f"multiple-choice formats: {', '.join(FORMATS)}"
+            )
         raise ConfigError(f"--format {format!r}: unknown format; known: {', '.join(FORMATS)}")
     if field_map is not None and format is not None and format not in GENERIC_FORMATS:
         raise ConfigError(

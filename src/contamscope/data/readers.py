@@ -172,6 +172,8 @@ def _encoding_hint(raw: bytes) -> str:
     (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
     >>> _encoding_hint("甲状腺的动脉,下列说法正确的是".encode("gbk"))  # (EUC-KR too: unspaced)
     ': it reads as GB18030 (GBK), as Chinese Windows saves text'
+    >>> _encoding_hint('{"id": "q0", "question": "小明有0个苹果，又买了2个，共有几个？"}'.encode("gbk"))
+    ': it reads as GB18030 (GBK), as Chinese Windows saves text'
     >>> _encoding_hint(b"caf\\xe9"), _encoding_hint("Qu'est-ce que ça?".encode("latin-1"))
     ('', '')
     >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("「수도는」 ① 서울(首都)".encode("euc_kr"))
@@ -194,7 +196,8 @@ def _encoding_hint(raw: bytes) -> str:
     # EUC-JP and EUC-KR use the same byte pairs (read as GB18030, Korean and Japanese files
     # were said to be Chinese; diff-review QA), and short Chinese text decodes as EUC-KR too,
     # as Hangul: Japanese is a tenth kana or more (of its letters), Korean half Hangul or more
-    # with spaces between its words (Chinese has none)
+    # with spaces between its words (Chinese has none; a space between two ASCII signs, as in
+    # JSON's '": "', is no word's: a GBK JSONL file was said to be Korean; QA)
     for codec, name, script, share_needed in (
         ("euc_jp", "EUC-JP (Japanese)", "\u3040-\u30ff", 0.1),
         ("euc_kr", "EUC-KR (Korean)", "\uac00-\ud7af", 0.5),
@@ -205,7 +208,8 @@ def _encoding_hint(raw: bytes) -> str:
             continue
         letters = sum(c.isalpha() and not c.isascii() for c in text)
         found = re.findall(f"[{script}]", text)
-        spaced = codec == "euc_jp" or text.count(" ") >= 0.05 * len(found)
+        words = len(re.findall(r"(?<=[^\x00-\x7f]) +(?=[^\x00-\x7f])", text))
+        spaced = codec == "euc_jp" or words >= 0.05 * len(found)
         if len(set(found)) >= 3 and len(found) >= share_needed * max(1, letters) and spaced:
             return f": it reads as {name}"
     return ": it reads as GB18030 (GBK), as Chinese Windows saves text"

@@ -264,13 +264,15 @@ def _auto_option_values(
 ) -> tuple[list[Any], set[str], list[str] | None]:
     """Option values (``None`` for gaps), the fields they came from and the options' own
     labels where they carry some, for FieldMap.options=None."""
-    if "A" in rec:
-        present = [lab for lab in LABELS if lab in rec]
+    present = [lab for lab in LABELS if lab in rec]
+    listed = [name for name in AUTO_OPTION_FIELDS if name in rec]
+    # B, C, D without A: "missing option A" (it said "no options (looked for fields A..J,
+    # options, choices, option)"; QA)
+    if "A" in rec or (len(present) >= 2 and not listed):
         last = LABELS.index(present[-1])
         return [rec.get(lab) for lab in LABELS[: last + 1]], set(present), None
-    for name in AUTO_OPTION_FIELDS:
-        if name in rec:
-            return _options_field(name, rec[name])
+    if listed:
+        return _options_field(listed[0], rec[listed[0]])
     raise RowError("no options (looked for fields A..J, options, choices, option)")
 
 

@@ -164,7 +164,7 @@ def pair_reference(
         raise ConfigError(
             f"--pairing id: {ref.source if not row_ids else bench.source} has no id field "
             "(its ids are made from the file name and row number, so they would pair by "
-            "position); give both files an id field (--fields id=...) or use --pairing order"
+            f"position); {_give_ids(bench, ref)} or use --pairing order"
         )
     out = ReferenceSet(
         name=name,
@@ -217,7 +217,7 @@ def pair_reference(
                 f"{option} {ref.source}: cannot pair its {len(rows)} usable rows with the "
                 f"{len(items)} benchmark items by position ("
                 + (f"a skipped row shifts the rest: {skipped[0]}" if skipped else "counts differ")
-                + "); give both files an id field (--fields id=...) or use BenBench rewritten "
+                + f"); {_give_ids(bench, ref)} or use BenBench rewritten "
                 f"files (this one was read as {ref.format})"
             )
         for row, it in zip(rows, items):
@@ -232,6 +232,36 @@ def pair_reference(
             "order, other ids)? Those paraphrases are not used"
         )
     return out
+
+
+def _give_ids(*loaded: LoadResult[QAItem]) -> str:
+    """How to pair by id: an ``id`` field its files have and their format does not read (a
+    GSM8K-layout file's) is named (the advice was to give the files the id field they had;
+    QA); else give both files one."""
+    unread = [r.source for r in loaded if any(i.meta.get("id_generated") for i in r.items[:1])
+              and _first_keys(r.source) >= {"id"}]  # fmt: skip
+    if len(unread) == len(loaded):
+        return (
+            f"both files have an 'id' field, which the {loaded[0].format} layout does not "
+            "read: give --fields id=id"
+        )
+    return "give both files an id field (--fields id=...)"
+
+
+def _first_keys(source: str) -> set[str]:
+    """The keys of a JSONL file's first record, or none (not JSONL, not readable)."""
+    import json
+    from pathlib import Path
+
+    try:
+        with open(Path(source), "rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    rec = json.loads(raw.decode("utf-8-sig"))
+                    return set(rec) if isinstance(rec, dict) else set()
+    except (OSError, ValueError, RecursionError):
+        pass
+    return set()
 
 
 def check_pairing(pairing: str) -> None:
