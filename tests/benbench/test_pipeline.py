@@ -477,6 +477,14 @@ def test_non_finite_answer_logprob_excludes_the_version_with_its_reason(
     c = out.summary["counts"]["test"]
     assert sum(c["excluded"].values()) == 1
     assert math.isfinite(out.summary["statistics"]["splits"]["test"]["original"]["ppl"])
+    # the terminal says why, as a permutation run's does (it said only "1 analysed of 2"; QA)
+    from contamscope.cli.benbench import print_benbench_summary
+    from contamscope.cli.common import console
+
+    with console.capture() as shown:
+        print_benbench_summary(out.summary)
+    said = " ".join(shown.get().split())
+    assert "1 analysed of 2; excluded: 1 a non-finite token log-prob" in said
 
 
 def test_a_paraphraser_without_a_chat_template_is_said_and_its_replies_checked(

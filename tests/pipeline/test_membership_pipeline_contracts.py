@@ -263,6 +263,15 @@ def test_excluded_references_are_listed_with_the_benchmark_s() -> None:
     assert summary["counts"]["reference"]["excluded"] == {
         "longer than the model's context window": 1
     }
+    # and the terminal says why (it said only "9 analysed of 10"; QA)
+    from contamscope.cli.common import console
+    from contamscope.cli.membership import print_membership_summary
+
+    with console.capture() as shown:
+        print_membership_summary(summary | {"model": {"spec": "toy"}})
+    said = " ".join(shown.get().split())
+    assert "9 analysed of 10; excluded: 1 longer than the model's context window" in said
+    assert "2 analysed of 3; excluded: 1 no tokens" in said
 
 
 def test_a_folder_with_the_orders_re_run_without_them_re_analyses(

@@ -43,6 +43,7 @@ from .executor import (
     executor_from,
 )
 from .report import report_after_run
+from .summary import excluded_clause
 
 EPILOG = """
 Examples:
@@ -451,7 +452,8 @@ def print_benbench_summary(summary: dict[str, Any]) -> None:
         )
         console.print(
             f"{name:10} {b['source']} ({b['format']}): {c['items_analysed']} analysed of "
-            f"{c['items_selected']}; rows skipped {c['rows_skipped']}; references: {refs}",
+            f"{c['items_selected']}{excluded_clause(c)}; rows skipped {c['rows_skipped']}; "
+            f"references: {refs}",
             highlight=False,
         )
     for name, st in summary["statistics"]["splits"].items():

@@ -42,6 +42,7 @@ from .executor import (
     executor_from,
 )
 from .report import report_after_run
+from .summary import excluded_clause
 
 if TYPE_CHECKING:
     from ..data.items import MCQItem
@@ -332,7 +333,8 @@ def print_membership_summary(summary: dict[str, Any]) -> None:
     for role in ("benchmark", "reference"):
         console.print(
             f"{role:10} {summary[role]['source']} ({summary[role]['format']}): "
-            f"{c[role]['items_analysed']} analysed of {c[role]['items_selected']}",
+            f"{c[role]['items_analysed']} analysed of {c[role]['items_selected']}"
+            + excluded_clause(c[role]),
             highlight=False,
         )
     what = (

@@ -37,6 +37,15 @@ def _excluded_now(timings: dict[str, Any]) -> str:
     return f" ({n} of them excluded, not scored)" if n else ""
 
 
+def excluded_clause(counts: dict[str, Any]) -> str:
+    """``"; excluded: 1 longer than the model's context window"`` from a role's or split's
+    counts, or nothing: membership and BenBench said only "4 analysed of 5" (QA)."""
+    excluded = counts.get("excluded")
+    if not isinstance(excluded, dict) or not excluded:
+        return ""
+    return "; excluded: " + ", ".join(f"{v} {k}" for k, v in excluded.items())
+
+
 def print_permutation_summary(summary: dict[str, Any]) -> None:
     stats = summary["statistics"]
     counts = summary["counts"]
