@@ -1641,3 +1641,29 @@ def test_latin1_text_gets_no_east_asian_hint(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"byte offset \d+\); re-save") as err:
         load_benchmark(str(path))
     assert "reads as" not in str(err.value)
+
+
+def test_a_row_with_fewer_options_than_most_is_noted_in_own_layouts(tmp_path: Path) -> None:
+    """A JSONL row without its "D" key (or with "D": null) read as a 3-option item without a
+    word, where the same row of a CSV was skipped (QA): it is read so, and noted."""
+    rows = [{"question": f"Q{i}?", "A": "a", "B": "b", "C": "c", "D": "d", "answer": "A"}
+            for i in range(5)]  # fmt: skip
+    del rows[2]["D"]
+    rows[4]["D"] = None
+    path = write(tmp_path, "own.jsonl", "".join(line(r) for r in rows))
+    result = load_benchmark(str(path))
+    assert [len(i.options) for i in result.items] == [4, 4, 3, 4, 3]
+    assert result.notes == [
+        f"fewer options than most items (3) in 2 of the 5 items read (first: {path}:3): read "
+        "as items with fewer options; an option field missing, null or empty at the end of a "
+        "row reads so: add it if one is missing"
+    ]
+    # no majority, or one count throughout: nothing to say
+    mixed = [dict(r, D="d") for r in rows[:2]] + [{"question": "Q?", "A": "a", "B": "b"}] * 2
+    mixed = [dict(r, question=f"M{i}?") for i, r in enumerate(mixed)]
+    assert (
+        load_benchmark(str(write(tmp_path, "mixed.jsonl", "".join(map(line, mixed))))).notes == []
+    )
+    assert (
+        load_benchmark(str(write(tmp_path, "even.jsonl", "".join(map(line, rows[:2]))))).notes == []
+    )

@@ -515,6 +515,12 @@ def loading_notes(noted: Mapping[str, Sequence[MCQItem]], n_items: int) -> list[
             f"{counted(relabelled)}: the labels were removed; they would move with the options "
             "when the test reorders them, and only the published order would read A, B, C, D"
         )
+    if fewer := noted.get("fewer_options"):
+        notes.append(
+            f"fewer options than most items ({len(fewer[0].options)}) in {counted(fewer)}: "
+            "read as items with fewer options; an option field missing, null or empty at "
+            "the end of a row reads so: add it if one is missing"
+        )
     if label_like := noted.get("label_like"):
         notes.append(
             "options beginning with their own letter or number and punctuation "
@@ -523,6 +529,12 @@ def loading_notes(noted: Mapping[str, Sequence[MCQItem]], n_items: int) -> list[
             "options when the test reorders them, a false leakage signal)"
         )
     return notes
+
+
+_OWN_LAYOUTS = ("jsonl", "csv", "json", "hf")
+"""The formats of one's own layout (:data:`~contamscope.data.formats.GENERIC_FORMATS` and
+Hugging Face rows), where :meth:`Sink.result` says which items have fewer options than most
+(a benchmark's own layout, CMB's, varies its option count by design)."""
 
 
 class Sink:
@@ -611,6 +623,9 @@ class Sink:
     def result(
         self, *, source: str, format: str, content_hash: str, files: list[str]
     ) -> LoadResult[MCQItem]:
+        noted: dict[str, list[MCQItem]] = self.noted()
+        if format in _OWN_LAYOUTS:
+            noted["fewer_options"] = self._fewer_options()
         return LoadResult(
             items=self.items,
             problems=self.problems,
@@ -618,6 +633,20 @@ class Sink:
             format=format,
             content_hash=content_hash,
             files=files,
-            notes=self.notes(),
-            noted=self.noted(),
+            notes=loading_notes(noted, len(self.items)),
+            noted=noted,
         )
+
+    def _fewer_options(self) -> list[MCQItem]:
+        """Items with fewer options than most of them (more than half share one count): in a
+        file of one's own layout a row whose last option key is missing or null read as a
+        3-option item without a word, where the same row in a CSV was skipped (QA)."""
+        counts: dict[int, int] = {}
+        for item in self.items:
+            counts[len(item.options)] = counts.get(len(item.options), 0) + 1
+        if len(counts) < 2:
+            return []
+        most, held = max(counts.items(), key=lambda kv: kv[1])
+        if 2 * held <= len(self.items):
+            return []
+        return [item for item in self.items if len(item.options) < most]
