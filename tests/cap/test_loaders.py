@@ -474,3 +474,14 @@ def test_copies_differing_in_what_a_reader_cannot_see_are_one_item() -> None:
     kangxi = MCQItem("k", "已知\u2f00个等差数列的\u2fb8项", ("1", "2", "3", "4"))
     plain = MCQItem("p", "已知一个等差数列的首项", ("1", "2", "3", "4"))
     assert split_overlap({"dev": [kangxi], "test": [plain]}).shared == {"dev": ["k"], "test": ["p"]}
+
+
+def test_a_folder_of_split_files_refuses_a_split_field(tmp_path: Path) -> None:
+    """A folder of train.jsonl/test.jsonl takes each file's name as its split: --fields
+    split=... was read nowhere, silently (an ori/mod folder refused it; re-test QA)."""
+    for s in ("train", "test"):
+        row = {"input": f"What is {s}?", "output": s}
+        (tmp_path / f"{s}.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="--fields split=part: .* is a folder of split files"):
+        load_cap(str(tmp_path), ["train", "test"], fields=CapFields.parse("split=part"))
+    assert len(load_cap(str(tmp_path), ["train", "test"]).splits["test"].items) == 1

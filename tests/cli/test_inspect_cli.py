@@ -242,3 +242,29 @@ def test_json_parses_under_force_color(
     got = run_cli("permutation", *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert got.returncode == 3, got.stderr
     assert "\r" not in got.stdout + got.stderr and "scoring: 4/4" in got.stderr
+
+
+def test_own_references_in_a_generic_or_mmlu_style_layout_beside_cmmlu(tmp_path: Path) -> None:
+    """One's own references headed question,A,B,C,D,answer read as MMLU's CSV layout and were
+    refused beside CMMLU ("format 'mmlu-csv'", after "or a generic csv file"; re-test QA);
+    another benchmark's own layout still is."""
+    bench = tmp_path / "anatomy.csv"
+    rows = [f"{i},问题{i}是什么,甲{i},乙,丙,丁,A" for i in range(6)]
+    bench.write_text(",Question,A,B,C,D,Answer\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    own = tmp_path / "fresh.csv"
+    own.write_text(
+        "question,A,B,C,D,answer\n"
+        + "".join(f"新问题{i}是什么,子{i},丑,寅,卯,B\n" for i in range(6)),
+        encoding="utf-8",
+    )
+    res = run_cli("inspect", "-b", str(bench), "-r", str(own), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    cmb = tmp_path / "cmb.json"  # CMB's own layout beside CMMLU: another benchmark's file
+    cmb.write_text(
+        json.dumps(
+            [{"question": "问?", "option": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer": "A"}]
+        ),  # fmt: skip
+        encoding="utf-8",
+    )
+    bad = run_cli("inspect", "-b", str(bench), "-r", str(cmb), cwd=tmp_path)
+    assert bad.returncode == 2 and "format 'cmb-json', the benchmark's is 'cmmlu-csv'" in bad.stderr

@@ -1667,3 +1667,17 @@ def test_a_row_with_fewer_options_than_most_is_noted_in_own_layouts(tmp_path: Pa
     assert (
         load_benchmark(str(write(tmp_path, "even.jsonl", "".join(map(line, rows[:2]))))).notes == []
     )
+
+
+def test_an_options_list_beside_a_stray_letter_key_and_formats_of_the_other_kind(
+    tmp_path: Path,
+) -> None:
+    """A stray "A" key beside an options list took the letters' way ("1 option(s)"); a
+    multiple-choice format given to the question-and-answer reader was "unknown" (re-test QA)."""
+    from contamscope.data.qa import load_qa
+
+    rec = {"question": "Capital of France?", "options": ["Paris", "Rome", "Oslo"], "A": "x"}
+    path = write(tmp_path, "own.jsonl", line({**rec, "answer": 0}) * 1)
+    assert load_benchmark(str(path)).items[0].options == ("Paris", "Rome", "Oslo")
+    with pytest.raises(ConfigError, match="'jsonl': a multiple-choice format .*gsm8k-jsonl"):
+        load_qa(str(path), format="jsonl")

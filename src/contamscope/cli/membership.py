@@ -234,13 +234,15 @@ def load_reference(kw: dict[str, Any], bench: Any) -> Any:
         raise type(exc)(f"--reference {said}") from None
     # a generic file is the layout of one's own items, written for the purpose: taken beside
     # any benchmark (the help's fresh_anatomy.jsonl beside the bundled MMLU was refused; QA).
-    # Another benchmark's own layout (CMB's beside MMLU) says another benchmark's file.
-    own = ref.format in GENERIC_FORMATS
+    # Another benchmark's own layout (CMB's beside MMLU) says another benchmark's file. A CSV
+    # headed question,A,B,C,D,answer reads as MMLU's layout: one's own too (it was refused
+    # beside CMMLU as "format 'mmlu-csv'" after "or a generic csv file"; re-test QA)
+    own = ref.format in (*GENERIC_FORMATS, "mmlu-csv")
     if kw["reference_format"] is None and not own and _family(ref.format) != _family(bench.format):
         raise ConfigError(
             f"--reference {kw['reference']}: format {ref.format!r}, the benchmark's is "
             f"{bench.format!r}; reference items must be written like the benchmark's, in its "
-            "format or a generic jsonl/csv/json file (`contamscope formats`; "
+            "format or a generic jsonl/csv/json file or an MMLU-style CSV (`contamscope formats`; "
             "--reference-format FORMAT to read it as another format on purpose)"
         )
     return ref

@@ -813,6 +813,11 @@ def _load_generic(
                 )
             per_split[s] = found
         by_field = False
+        if "split" in cf.named():  # (read nowhere: said, as an ori/mod folder says it; QA)
+            raise ConfigError(
+                f"--fields split={cf.named()['split']}: {path} is a folder of split files, "
+                "whose split is each file's name (train.jsonl, test.jsonl)"
+            )
     else:
         per_split = {s: [path] for s in splits}
         by_field = True

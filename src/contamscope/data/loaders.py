@@ -96,7 +96,7 @@ def load_benchmark(
 
         if format in QA_FORMATS:  # listed by `contamscope formats`: "unknown" misled (QA)
             raise ConfigError(
-                f"--format {format!r}: a question-and-answer format (benbench and cap read it); "
+                f"--format {format!r}: a question-and-answer format (benbench reads it); "
                 f"multiple-choice formats: {', '.join(FORMATS)}"
             )
         raise ConfigError(f"--format {format!r}: unknown format; known: {', '.join(FORMATS)}")

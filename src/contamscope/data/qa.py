@@ -258,6 +258,13 @@ def load_qa(
     """
     spec = spec_text(spec)
     if format is not None and format not in QA_FORMATS:
+        from .formats import FORMATS
+
+        if format in FORMATS:  # listed by `contamscope formats`: "unknown" misled (QA)
+            raise ConfigError(
+                f"--format {format!r}: a multiple-choice format (permutation, membership and "
+                f"cap read it); question-and-answer formats: {', '.join(QA_FORMATS)}"
+            )
         raise ConfigError(f"--format {format!r}: unknown QA format; known: {', '.join(QA_FORMATS)}")
     if field_map is not None and field_map.options is not None:
         raise ConfigError("--fields: options= does not apply to question/answer benchmarks")

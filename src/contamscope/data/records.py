@@ -268,7 +268,8 @@ def _auto_option_values(
     listed = [name for name in AUTO_OPTION_FIELDS if name in rec]
     # B, C, D without A: "missing option A" (it said "no options (looked for fields A..J,
     # options, choices, option)"; QA)
-    if "A" in rec or (len(present) >= 2 and not listed):
+    # (a stray "A" beside an options list took the letters' way: "1 option(s)"; QA)
+    if present and (len(present) >= 2 or not listed) and ("A" in rec or not listed):
         last = LABELS.index(present[-1])
         return [rec.get(lab) for lab in LABELS[: last + 1]], set(present), None
     if listed:

@@ -387,7 +387,8 @@ def _verdict_section(
         "<th>M [95% CI]</th><th>M modified [95% CI]</th><th>C [95% CI]</th>"
         "<th>PCR [95% CI]</th><th>Δ</th><th>δ</th><th>excluded</th><th>unmapped answers</th>"
         f"</tr>{''.join(split_rows)}</table><p class='note'>Per-split CIs: Clopper-Pearson for "
-        f"0/1 values, else the expanded percentile bootstrap ({_N_BOOT} resamples, seed 0), "
+        f"0/1 values, else the expanded percentile bootstrap ({_N_BOOT} resamples, more at "
+        "under 14 items so that 25 lie beyond each end; seed 0), "
         "computed by the report from the stored per-item values. The first split is the "
         "reference.</p>"
     )
