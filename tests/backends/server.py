@@ -232,7 +232,11 @@ class Handler(BaseHTTPRequestHandler):
                 f"This model's maximum context length is {m.max_len} tokens. However, you "
                 f"requested {len(ids) + max_tokens} tokens.",
             )
-        new, text, reason = m.generate(ids, max_tokens, list(req.get("stop") or []))
+        if args.ignore_limits:  # a server that ignores max_tokens and stop
+            new, text, _ = m.generate(ids, args.ignore_limits, [])
+            reason = "length"
+        else:
+            new, text, reason = m.generate(ids, max_tokens, list(req.get("stop") or []))
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": reason}
         echo = bool(req.get("echo")) and not args.generated_logprobs_only
         top = req.get("logprobs")
@@ -392,6 +396,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lp-offset", type=float, default=0.0, help="added to every prompt log-prob")
     p.add_argument("--corrupt-when", default="", help="corrupt replies to prompts with this")
     p.add_argument("--chat-only", action="store_true")
+    p.add_argument(
+        "--ignore-limits",
+        type=int,
+        default=0,
+        help="/completions: N tokens, max_tokens and stop ignored",
+    )
     p.add_argument("--generated-logprobs-only", action="store_true")
     p.add_argument("--no-prompt-logprobs", action="store_true")
     args = p.parse_args(argv)

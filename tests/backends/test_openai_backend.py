@@ -804,3 +804,24 @@ def test_a_sweep_refuses_a_base_url_holding_a_key_before_it_names_it(tmp_path: A
     )  # fmt: skip
     assert res.returncode == 2 and "BASE_URL holds a user name or password" in res.stderr
     assert "s3cretpw" not in res.stdout + res.stderr and not (tmp_path / "sw").exists()
+
+
+def test_a_server_that_ignores_max_tokens_and_stop_is_said_and_its_cut_answers_stopped(
+    serve: Any, tiny_backend: Any
+) -> None:
+    """A server that ignored max_tokens and the stop string: its answers, cut at the stop
+    string here, were recorded as "length" (CAP counted them truncated: 3 of 3, where the local
+    backend says "stop"), and the 300 tokens for a request of 8 went unsaid (QA)."""
+    whole = tiny_backend.generate([GenerateRequest("Hello there", 24)])[0].text
+    stop = whole[len(whole) // 2 : len(whole) // 2 + 3]
+    assert stop and stop in whole
+    served = serve("--ignore-limits", "24")
+    b = backend(served.url)
+    with pytest.warns(ContamscopeWarning) as said:
+        got = b.generate(
+            [GenerateRequest("Hello there", 4, stop=(stop,)), GenerateRequest("Hi", 4)]
+        )
+    notes = [str(w.message) for w in said if w.category is ContamscopeWarning]
+    assert len(notes) == 1 and "returned 24 tokens for a request of at most 4" in notes[0]
+    assert got[0].text == whole[: whole.index(stop)] and got[0].finish_reason == "stop"
+    assert (got[1].n_tokens, got[1].finish_reason) == (24, "length")  # no stop string: as said

@@ -253,6 +253,14 @@ def test_retry_after_is_honoured_up_to_the_cap(slept: list[float]) -> None:
         client, _ = _client(lambda r, it=replies: next(it), backoff=0.01)
         client.request("POST", "completions", {})
         assert slept == [expected]
+    # a wait past the cap, still refused: the error says how long the server asked (it said
+    # only "HTTP 429: quota", and a user re-ran at once; QA)
+    client, _ = _client(
+        lambda r: httpx.Response(429, headers={"Retry-After": "3600"}), retries=1, backoff=0.01
+    )
+    with pytest.raises(ServerUnavailable, match="failed after 2 attempts: HTTP 429") as err:
+        client.request("POST", "completions", {})
+    assert "(the server asked to wait 3600 s; waits here are at most 30 s" in str(err.value)
 
 
 def test_a_refused_connection_is_retried_once_a_server_has_answered(slept: list[float]) -> None:

@@ -271,3 +271,39 @@ def test_three_splits_show_the_comparison_the_verdict_rests_on(make_cap_run, tmp
     assert [e.benchmark for e in entries] == ["/data/finbench"] * 2  # one column, two models
     board = to_markdown(entries)
     assert "the cell is PCR_train − PCR_test (contaminated by test)" in board
+
+
+def test_replies_of_another_model_are_said_by_report_card_and_reanalyse(
+    tiny_cap_run: Path, tmp_path: Path
+) -> None:
+    """A served run whose replies named another model (a router's fallback) said so once, as
+    it ran; the report, the card people publish and reanalyse then said nothing (QA)."""
+    import shutil
+    from html import escape
+
+    from cli_runner import run_cli
+
+    from contamscope.report import write_card
+
+    shutil.copytree(tiny_cap_run.parent, tmp_path / "root")
+    run = tmp_path / "root" / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    summary["model"] |= {"spec": "openai:http://127.0.0.1:9/v1#tiny",
+                         "answered_as": {"tiny": 2, "gpt-x": 12, "tiny-2024-07-18": 8}}  # fmt: skip
+    (run / "summary.json").write_text(json.dumps(summary))
+    said = (
+        "12 of the 22 server replies of the command that last wrote the run named another model "
+        "than 'tiny': 'gpt-x' (12) (a router's fallback?); their numbers are recorded as those "
+        "of 'tiny'"
+    )
+    html = build_report(run).read_text()
+    assert escape(said) in " ".join(html.split())
+    write_card([run], tmp_path / "card.md")
+    assert said in " ".join((tmp_path / "card.md").read_text().split())
+    again = run_cli("reanalyse", str(run), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"warning: {run}: {said}" in " ".join(again.stderr.split())
+    # a dated snapshot of the model asked for is the model: nothing said
+    summary["model"]["answered_as"] = {"tiny": 2, "tiny-2024-07-18": 8}
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert "another model" not in build_report(run).read_text()

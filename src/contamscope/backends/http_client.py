@@ -260,6 +260,11 @@ class ApiClient:
                         wait_s = float(resp.headers.get("retry-after", ""))
                     except ValueError:
                         wait_s = None
+                    if wait_s is not None and wait_s > _MAX_SLEEP:  # (a re-run at once would
+                        last += (  # meet the same refusal: said; QA)
+                            f" (the server asked to wait {wait_s:.0f} s; waits here are at most "
+                            f"{_MAX_SLEEP:.0f} s: re-run after that long)"
+                        )
             if attempt < self.settings.retries:
                 delay = self.settings.backoff * (2**attempt) * (0.5 + self._rng.random())
                 time.sleep(min(_MAX_SLEEP, max(delay, wait_s or 0.0)))

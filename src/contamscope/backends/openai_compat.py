@@ -187,6 +187,7 @@ class OpenAIBackend(Backend):
         self.answered_as: dict[str, int] = {}
         """The ``model`` names the server's replies carried, with their counts."""
         self._answers_lock = threading.Lock()
+        self._said_overlong = False  # (said once: more tokens than max_tokens asked)
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -572,7 +573,19 @@ class OpenAIBackend(Backend):
         self._note_answer(body)
         usage = body.get("usage")
         n = int(usage.get("completion_tokens") or 0) if isinstance(usage, dict) else 0
-        reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        # cut here at a stop string: it stopped, whatever the server says (a server that ignores
+        # `stop` said "length", and its answers counted as truncated; the local backend says
+        # "stop" so: QA)
+        reason = "length" if choice.get("finish_reason") == "length" and not hits else "stop"
+        with self._answers_lock:
+            say = n > req.max_new_tokens and not self._said_overlong
+            self._said_overlong = self._said_overlong or say
+        if say:
+            note(
+                f"{self.spec}: the server returned {n} tokens for a request of at most "
+                f"{req.max_new_tokens} (max_tokens ignored?): its answers may run longer than "
+                "a local model's, which lowers overlap scores such as ROUGE-L"
+            )
         return Generation(text, n, reason)
 
     def generate(

@@ -263,6 +263,12 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
             problems = {"membership": _membership, "cap": _cap, "benbench": _benbench}[method](
                 run_dir, given
             )
+    from ..report.rundata import answered_by_others, load_run
+
+    with run_folders_as_written(run_dir):
+        other = answered_by_others(load_run(run_dir).summary)
+    if other is not None:  # said by the run once, then nowhere (QA)
+        warn(f"{run_dir}: {other}")
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
     from .report import report_after_run
 

@@ -11,7 +11,7 @@ from ..paths import RUN_FOLDER, write_text_atomic
 from ..store.run import RunFolder
 from .html import esc, page
 from .methods import ReportOptions, method_module
-from .rundata import load_run
+from .rundata import answered_by_others, load_run
 from .validation import find_split_labels
 
 __all__ = ["build_report", "default_report_path"]
@@ -58,6 +58,9 @@ def build_report(
             else "Has this model seen this benchmark's test set?"
         )
     )
+    other = answered_by_others(run.summary)
+    if other is not None:
+        subtitle += f" <strong>{esc(other)}.</strong>"
     if not run.items_path.exists() and not validate:
         subtitle += (
             f" <strong>{esc(run.items_path)} is missing: the statistics below come from "

@@ -32,7 +32,7 @@ from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .compare import md_code
 from .leaderboard import short_name
-from .rundata import check_statistics, once_per_measurement, same_records
+from .rundata import answered_by_others, check_statistics, once_per_measurement, same_records
 
 __all__ = [
     "CARD_SCHEMA",
@@ -353,6 +353,8 @@ def build_card(
     seen: dict[tuple[Any, ...], str] = {}
     for path, s in read.items():
         where = str(path.parent) if base is None else relative_name(path.parent, base)
+        other = answered_by_others(s)
+        notes += [f"{where}: {other}"] if other is not None else []
         if methods[path] != "benbench":
             row, note = _other_check(path, s, where)
             if row is not None:

@@ -183,6 +183,31 @@ def sweep_reference_folder(path: Path | str) -> bool:
     return path.name == "reference" and (path.parent / "sweep.json").is_file()
 
 
+def answered_by_others(summary: dict[str, Any]) -> str | None:
+    """What a served run's replies say of the model that answered: ``model.answered_as`` names
+    other models than the spec's (a router's fallback), said once by the run and then only in
+    summary.json, so a card published the numbers as the model asked for (QA). None when all
+    replies are the model's, or the run is not a served one."""
+    model = summary.get("model")
+    answered = model.get("answered_as") if isinstance(model, dict) else None
+    spec = str(model.get("spec") or "") if isinstance(model, dict) else ""
+    if not isinstance(answered, dict) or not answered or "#" not in spec:
+        return None
+    from ..backends.openai_compat import same_served_model
+
+    asked = spec.rsplit("#", 1)[1]
+    counts = {str(k): v for k, v in answered.items() if isinstance(v, int) and v > 0}
+    others = {k: v for k, v in counts.items() if not same_served_model(asked, k)}
+    if not others:
+        return None
+    names = ", ".join(f"{k!r} ({v})" for k, v in others.items())
+    return (
+        f"{sum(others.values())} of the {sum(counts.values())} server replies of the command "
+        f"that last wrote the run named another model than {asked!r}: {names} (a router's "
+        f"fallback?); their numbers are recorded as those of {asked!r}"
+    )
+
+
 def run_config(run: RunData) -> dict[str, Any]:
     """A run's configuration: summary.json's ``config``, else settings.json's ({} if none)."""
     config = run.summary.get("config") or run.settings.get("config") or {}
