@@ -530,3 +530,18 @@ def test_benbench_interval_follows_the_items_texts_not_their_values() -> None:
     assert delta_stats(o_a[turn], r[turn], keys=twice)["ci"] == pytest.approx(
         delta_stats(o_a, r)["ci"], abs=1e-12
     )
+
+
+def test_bootstrap_aucs_by_counts_equal_the_resampled_values_auc() -> None:
+    """bootstrap_aucs takes each resample's AUC from how often it drew each item: the same
+    number, tie for tie, as the AUC of the resampled values themselves (each chunk draws its
+    benchmark indices, then its reference indices)."""
+    from contamscope.detectors.membership import _auc, bootstrap_aucs
+
+    rng = np.random.default_rng(1)
+    x, y = np.round(rng.normal(size=7), 1), np.round(rng.normal(size=13), 1)  # with ties
+    draw = np.random.default_rng(5)
+    ix, iy = draw.integers(0, 7, (400, 7)), draw.integers(0, 13, (400, 13))
+    xs, ys = np.sort(x), np.sort(y)
+    each = [_auc(xs[ix[b]], np.sort(ys[iy[b]])) for b in range(400)]
+    assert np.array_equal(bootstrap_aucs(x, y, 400, 5), np.array(each))

@@ -224,17 +224,41 @@ interval covered 84.8-90.2% with 5-8 items. With 2-3 items even the expanded one
 So with fewer references (one gave [1.000, 1.000] beside p = 0.111)."""
 
 
+_BOOT_ENTRIES = 4_000_000
+"""Resampled item counts :func:`bootstrap_aucs` holds at once (32 MB of int64)."""
+
+
 def bootstrap_aucs(
     x: NDArray[np.float64], y: NDArray[np.float64], n_boot: int, seed: int
 ) -> NDArray[np.float64]:
-    """The AUC of ``n_boot`` stratified resamples (each sample resampled on its own)."""
+    """The AUC of ``n_boot`` stratified resamples (each sample resampled on its own).
+
+    A resample is held as how many times it drew each item, and its AUC is taken from the
+    cumulative counts of the sorted references below and up to each benchmark value: the
+    same number as the AUC of the resampled values, in time linear in the sizes, many
+    resamples at once (the tail draws of few items are 26,000 resamples: 0.7 s a loop
+    of one resample at a time, 0.03 s so).
+
+    >>> x, y = np.array([1.0, 2.0, 3.0]), np.array([0.0, 2.0, 5.0, 6.0])
+    >>> bool(np.all((bootstrap_aucs(x, y, 50, 0) >= 0) & (bootstrap_aucs(x, y, 50, 0) <= 1)))
+    True
+    """
     x, y = np.sort(x), np.sort(y)  # resampled by the items, not by the order they came in
+    nx, ny = x.size, y.size
+    below = np.searchsorted(y, x, side="left")  # references under each benchmark value
+    upto = np.searchsorted(y, x, side="right")  # ...and tied with it too
     rng = np.random.default_rng(seed)
     boots = np.empty(n_boot)
-    for b in range(n_boot):
-        xb = x[rng.integers(0, x.size, x.size)]
-        yb = np.sort(y[rng.integers(0, y.size, y.size)])
-        boots[b] = _auc(xb, yb)
+    chunk = max(1, _BOOT_ENTRIES // (nx + ny + 1))
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
+        rows = np.arange(b)[:, None]
+        cx = np.bincount((rng.integers(0, nx, (b, nx)) + rows * nx).ravel(), minlength=b * nx)
+        cy = np.bincount((rng.integers(0, ny, (b, ny)) + rows * ny).ravel(), minlength=b * ny)
+        cum = np.zeros((b, ny + 1), dtype=np.int64)
+        np.cumsum(cy.reshape(b, ny), axis=1, out=cum[:, 1:])
+        pairs = (cx.reshape(b, nx) * (cum[:, below] + cum[:, upto])).sum(axis=1)
+        boots[start : start + b] = pairs / (2.0 * nx * ny)
     return boots
 
 
