@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from contamscope.data import QAItem, load_benchmark, load_cap, load_qa
-from contamscope.errors import ConfigError, StoreError
+from contamscope.data import MCQItem, QAItem, load_benchmark, load_cap, load_qa
+from contamscope.errors import ConfigError, DataError, StoreError
 from contamscope.perturb.paraphrase import Paraphrase
 from contamscope.pipeline import (
     BenBenchConfig,
@@ -137,6 +137,8 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
         (lambda: CapConfig(alpha="x"), "--pcr-alpha (alpha) 'x': expected a float, not str"),
         (lambda: select_items(loaded.items, sample="6"), "--sample '6': expected a whole number"),
         (lambda: select_items(loaded.items, limit=2.5), "--limit 2.5: expected a whole number"),
+        # both: the command refuses them together, the function cut the sample (QA)
+        (lambda: select_items(loaded.items, limit=3, sample=5), "--limit 3 and --sample 5: give"),
         (lambda: SplitInput.build("test", [1]), "SplitInput.build('test', loaded): expected a L"),
     ]  # fmt: skip
     _refused(wrong)
@@ -150,6 +152,16 @@ def test_inputs_the_commands_never_give_are_refused_in_one_line(
 
     assert MembershipConfig(fdr=0).fdr is False  # 0/1 for a flag, as before the type checks
     assert len(select_items(loaded.items, sample=np.int64(2))) == 2
+    # an answer that is not an option's index was scored (its accuracy against nothing; QA)
+    for bad_item, message in [
+        (lambda: MCQItem("q", "2+2?", ("4", "3"), answer=2), "item q: answer 2 is not an opti"),
+        (lambda: MCQItem("q", "2+2?", ("4", "3"), answer=True), "item q: answer True is not an"),
+        (lambda: MCQItem("q", "2+2?", "43"), "item q: options must be a sequence of strings"),
+    ]:
+        with pytest.raises(DataError, match=re.escape(message)):
+            bad_item()
+    listed = MCQItem("q", "2+2?", ["4", "3"], answer=np.int64(0))  # type: ignore[arg-type]
+    assert listed.options == ("4", "3") and type(listed.answer) is int and hash(listed)
     # BenBench reads question-answer items: multiple-choice ones scored the text " " silently
     split = SplitInput("test", loaded, list(loaded.items))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"split test: .* is a MCQItem; BenBench"):

@@ -320,14 +320,11 @@ def _normalize_model_specs(kw: dict[str, Any]) -> None:
 
 
 def _one_selection(kw: Mapping[str, Any]) -> None:
-    """``--limit`` and ``--sample`` together: refused before any work. A sample was drawn and
-    the limit then cut it, so ``--limit 3 --sample 3`` read as "the first 3" ran 3 random items
-    with both recorded (QA)."""
-    if kw.get("limit") is not None and kw.get("sample") is not None:
-        raise ConfigError(
-            f"--limit {kw['limit']} and --sample {kw['sample']}: give one (--limit N scores the "
-            "first N items, --sample N a seeded random N of them)"
-        )
+    """``--limit`` and ``--sample`` together: refused before any work
+    (:func:`~contamscope.pipeline.permutation.one_selection`)."""
+    from ..pipeline.permutation import one_selection
+
+    one_selection(kw.get("limit"), kw.get("sample"))
 
 
 @contextlib.contextmanager

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from ..errors import DataError
 
 __all__ = [
     "MCQItem",
@@ -68,6 +71,36 @@ class MCQItem:
     """1-based line (JSONL, CSV physical line) or record number (JSON list) in ``source``."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Extra fields carried through unchanged."""
+
+    def __post_init__(self) -> None:
+        """Options as a tuple (a list given from Python is converted: the item stays hashable),
+        and an answer that indexes them: ``MCQItem("q", "2+2?", ["4", "3"], answer=5)`` was
+        scored without a word, its accuracy counted against an option that is not there (QA).
+
+        >>> MCQItem("q", "2+2?", ["4", "3"], answer=1).options
+        ('4', '3')
+        >>> MCQItem("q", "2+2?", ("4", "3"), answer=2)  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        DataError: item q: answer 2 is not an option's index (0 to 1 for its 2 options)
+        """
+        if isinstance(self.options, str) or not all(isinstance(o, str) for o in self.options):
+            raise DataError(
+                f"item {self.id}: options must be a sequence of strings, got {self.options!r:.80}"
+            )
+        if not isinstance(self.options, tuple):
+            object.__setattr__(self, "options", tuple(self.options))
+        a = self.answer
+        if a is not None and (
+            isinstance(a, bool)
+            or not isinstance(a, numbers.Integral)
+            or not 0 <= a < len(self.options)
+        ):
+            raise DataError(
+                f"item {self.id}: answer {a!r} is not an option's index (0 to "
+                f"{len(self.options) - 1} for its {len(self.options)} options)"
+            )
+        if a is not None and type(a) is not int:
+            object.__setattr__(self, "answer", int(a))
 
     @property
     def n_options(self) -> int:

@@ -151,17 +151,35 @@ RunOutcome = PermutationOutcome
 _T = TypeVar("_T")
 
 
+def one_selection(limit: int | None, sample: int | None) -> None:
+    """Refuse ``--limit`` and ``--sample`` together (:class:`ConfigError`): a sample was drawn
+    and the limit then cut it, so ``--limit 3 --sample 3`` read as "the first 3" ran 3 random
+    items with both recorded (QA)."""
+    from ..errors import ConfigError
+
+    if limit is not None and sample is not None:
+        raise ConfigError(
+            f"--limit {limit} and --sample {sample}: give one (--limit N scores the first N "
+            "items, --sample N a seeded random N of them)"
+        )
+
+
 def select_items(
     items: Iterable[_T], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[_T]:
-    """``sample``: a seeded random subset (kept in file order); ``limit``: the first N; both:
-    the first ``limit`` of the sample.
+    """``sample``: a seeded random subset (kept in file order); ``limit``: the first N; not
+    both (the command line refuses them together, and so does this: a sample cut by a limit
+    read as "the first N" was neither; QA).
 
-    >>> select_items(range(10), limit=3, sample=5)
-    [0, 2, 4]
+    >>> select_items(range(10), sample=3)
+    [0, 6, 9]
+    >>> select_items(range(10), limit=3, sample=5)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    ConfigError: --limit 3 and --sample 5: give one ...
     """
     from ..errors import ConfigError
 
+    one_selection(limit, sample)
     for name, value in (("--limit", limit), ("--sample", sample), ("--seed", seed)):
         if value is not None and (not isinstance(value, numbers.Integral) or value is True):
             raise ConfigError(f"{name} {value!r}: expected a whole number")
