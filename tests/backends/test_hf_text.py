@@ -87,6 +87,16 @@ def test_generation_stop_strings_and_duplicates(tiny_backend) -> None:  # type: 
     assert cut[0] == cut[1] == cut[2]
     assert cut[0].text == base.text[: base.text.find(stop)]
     assert cut[0].finish_reason == "stop"
+    # n_tokens: the tokens through the one that completed the stop string, as a server that
+    # stops there counts them (the 8 generated past it were counted; QA)
+    ids = [tiny_backend.bos_id] + tiny_backend.tokenizer("Count: 1, 2,", add_special_tokens=False)[
+        "input_ids"
+    ]
+    new: list[int] = []
+    with torch.inference_mode():
+        while stop not in tiny_backend.tokenizer.decode(new, skip_special_tokens=True):
+            new.append(int(tiny_backend.model(torch.tensor([ids + new])).logits[0, -1].argmax()))
+    assert cut[0].n_tokens == len(new) < base.n_tokens == 8
 
 
 def test_cache_keeps_token_stats_and_generations(tiny_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -126,7 +126,8 @@ class Generation:
 
     text: str
     n_tokens: int
-    """Tokens generated (before stop-string truncation)."""
+    """Tokens generated up to where the generation ended: through the token that completed its
+    stop string (as a server that stops there counts them), without the end-of-sequence token."""
     finish_reason: str
     """``stop`` (a stop string or end-of-sequence token), ``length`` (max_new_tokens), or
     ``context``: the prompt and max_new_tokens do not fit the model's context window, so nothing

@@ -124,6 +124,21 @@ def _cut(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return (text[: min(hits)], True) if hits else (text, False)
 
 
+def _through_stop(tok: Any, toks: Sequence[int], stops: Sequence[str]) -> int:
+    """How many of ``toks`` a generation stopped at its stop string holds: the fewest whose
+    text contains a stop string (the rest were generated here past it, as transformers does not
+    stop at strings; a server stops there and counts no further, and a run's ``n_tokens`` counted
+    them: QA). Found by bisection, as a longer prefix holds every stop a shorter one does."""
+    lo, hi = 1, len(toks)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _cut(tok.decode(toks[:mid], skip_special_tokens=True), stops)[1]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
 def generate(
     backend: HFBackend, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
 ) -> list[Generation]:
@@ -175,7 +190,8 @@ def generate(
                             toks = toks[:-1]
                     text, stopped = _cut(tok.decode(toks, skip_special_tokens=True), reqs[i].stop)
                     reason = "stop" if ended or stopped else "length"
-                    results[i] = Generation(text, len(toks), reason)
+                    n = _through_stop(tok, toks, reqs[i].stop) if stopped else len(toks)
+                    results[i] = Generation(text, n, reason)
                 if progress is not None:
                     progress(len(batch))
     done = [g for g in results if g is not None]
