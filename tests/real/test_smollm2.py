@@ -84,3 +84,23 @@ def test_the_converted_model_folder_is_readable_by_others(smollm2_backend) -> No
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask
+
+
+def test_the_bundled_tokenizer_is_read_from_the_gguf_without_converting_the_model(
+    smollm2_backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``load_tokenizer('smollm2')`` on a model cache with no converted copy converted the whole
+    model (40 s, 538 MB) to count tokens; it reads the GGUF's tokenizer, which tokenises as the
+    loaded model's does (English, Chinese, a special token, the BOS), and its repr is one line."""
+    from contamscope.backends import bundled
+    from contamscope.backends.tokenizer import load_tokenizer, tokenizer_of
+
+    monkeypatch.setattr(bundled, "model_cache_dir", lambda: tmp_path / "models")
+    got = load_tokenizer("smollm2")
+    assert not (tmp_path / "models").exists()
+    want = tokenizer_of(smollm2_backend)
+    assert want is not None and (got.bos_id, got.max_length) == (want.bos_id, want.max_length)
+    for text in ["Question: 2+2?\nA. 4\nAnswer:", "下列哪项正确？\nA. 甲", "<|endoftext|>hi é 🎉"]:
+        ids = [getattr(t.encode(text), "ids", None) for t in (got.tokenizer, want.tokenizer)]
+        assert ids[0] == ids[1] and ids[0]
+    assert "\n" not in repr(got) and len(repr(got)) < 200 and "vocab=49152" in repr(got)

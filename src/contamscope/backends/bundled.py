@@ -11,12 +11,14 @@ safetensors folder under the model cache, and later loads take a few seconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,18 +65,57 @@ def converted_gguf(gguf: Path, cache: Path | None = None) -> Path:
     file's name and content: the same file in another environment (another venv's package, a
     copy) uses the same copy (it was named by the file's path too, so each venv converted and
     stored another 0.5 GB; packaging QA). A copy named the earlier way is still used."""
+    root = cache or model_cache_dir()
+    found, dest = _converted_copy(gguf, root)
+    if not found:
+        _convert(gguf, dest)
+    return dest
+
+
+def _converted_copy(gguf: Path, root: Path) -> tuple[bool, Path]:
+    """Whether ``gguf`` has a converted copy under ``root``, and its folder (where it is to go
+    when there is none)."""
     from ..store.digests import file_digest
 
-    root = cache or model_cache_dir()
     digest = file_digest(gguf)
     key = hashlib.sha256(f"{gguf.name}:{digest}".encode()).hexdigest()[:12]
     dest = root / f"{gguf.stem}-{key}"
-    if not (dest / "config.json").is_file():
-        earlier = hashlib.sha256(f"{gguf.resolve()}:{digest}".encode()).hexdigest()[:12]
-        if (root / f"{gguf.stem}-{earlier}" / "config.json").is_file():
-            return root / f"{gguf.stem}-{earlier}"
-        _convert(gguf, dest)
-    return dest
+    if (dest / "config.json").is_file():
+        return True, dest
+    earlier = hashlib.sha256(f"{gguf.resolve()}:{digest}".encode()).hexdigest()[:12]
+    if (root / f"{gguf.stem}-{earlier}" / "config.json").is_file():
+        return True, root / f"{gguf.stem}-{earlier}"
+    return False, dest
+
+
+def gguf_tokenizer_source(gguf: Path, cache: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """Where ``gguf``'s tokenizer and config load from without converting its weights
+    (``from_pretrained(folder, **kwargs)``): its converted copy when there is one, else the GGUF
+    file itself, read for its metadata alone (converting the whole model took 40 s and 538 MB of
+    disk to count tokens; QA). The converted copy's tokenizer was saved from the GGUF's."""
+    found, dest = _converted_copy(gguf, cache or model_cache_dir())
+    return (dest, {}) if found else (gguf.parent, {"gguf_file": gguf.name})
+
+
+@contextlib.contextmanager
+def _no_tensor_bar() -> Iterator[None]:
+    """Without transformers' "Converting and de-quantizing GGUF tensors" bar: its GGUF reader
+    draws it with tqdm whatever transformers' progress-bar setting (a bar that is not
+    contamscope's, under the line that says what is converting; QA)."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # (another transformers layout: its bar shows)
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    gguf_utils.tqdm = lambda it, *a, **k: it  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        if bar is None:
+            del gguf_utils.tqdm
+        else:
+            gguf_utils.tqdm = bar  # type: ignore[attr-defined]
 
 
 @_quietly
@@ -93,7 +134,10 @@ def _convert(gguf: Path, dest: Path) -> None:
     try:
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            with _no_tensor_bar():
+                model: Any = AutoModelForCausalLM.from_pretrained(
+                    str(gguf.parent), gguf_file=gguf.name
+                )
         except Exception as exc:  # noqa: BLE001 (the GGUF reader's errors: a file that is not
             # GGUF, one cut short (struct.error), an architecture transformers cannot convert)
             text = str(exc).strip()

@@ -28,14 +28,28 @@ class ModelTokenizer:
     max_length: int | None
     """The model's context in tokens (``max_position_embeddings``), None when unknown."""
 
+    def __repr__(self) -> str:
+        """One line: the tokenizer's own repr lists its whole added vocabulary (5,000
+        characters for SmolLM2's; QA)."""
+        size = getattr(self.tokenizer, "get_vocab_size", None) or getattr(
+            self.tokenizer, "__len__", None
+        )
+        vocab = f", vocab={size()}" if callable(size) else ""
+        return (
+            f"ModelTokenizer(spec={self.spec!r}, {type(self.tokenizer).__name__}{vocab}, "
+            f"bos_id={self.bos_id}, max_length={self.max_length})"
+        )
 
-def _context(folder: Path | str, revision: str | None) -> int | None:
+
+def _context(
+    folder: Path | str, revision: str | None, read: Mapping[str, str] | None = None
+) -> int | None:
     """The model's context from its config (``max_position_embeddings``, also of a nested
-    ``text_config``), None when there is none or it cannot be read."""
+    ``text_config``), None when there is none or it cannot be read (``read``: ``gguf_file``)."""
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(str(folder), revision=revision)
+        config = AutoConfig.from_pretrained(str(folder), revision=revision, **(read or {}))
     except Exception:  # noqa: BLE001 (no config: the counts say the context is unknown)
         return None
     for part in (config, getattr(config, "text_config", None)):
@@ -71,10 +85,12 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
         from .hf import fast_tokenizer, quiet_transformers, resolve_bos
     except ImportError as exc:
         raise missing_extra(exc, "hf", f"reading {spec}'s tokenizer") from None
+    read: dict[str, str] = {}  # (a GGUF file not converted yet: its name, read for metadata)
     if kind == "smollm2":
-        from .bundled import SMOLLM2, converted_gguf, smollm2_gguf_path
+        from .bundled import SMOLLM2, gguf_tokenizer_source, smollm2_gguf_path
 
-        folder: Path | str = converted_gguf(smollm2_gguf_path())
+        folder: Path | str
+        folder, read = gguf_tokenizer_source(smollm2_gguf_path())
         default_bos = str(SMOLLM2["bos"])
     elif kind == "gemma3":
         from .bundled import gemma3_folder
@@ -83,14 +99,14 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
     else:  # hf: or vllm: a folder, a .gguf file or a hub id
         path = Path(rest).expanduser()
         if path.suffix.lower() == ".gguf" and path.is_file():
-            from .bundled import converted_gguf
+            from .bundled import gguf_tokenizer_source
 
-            folder = converted_gguf(path)
+            folder, read = gguf_tokenizer_source(path)
         else:
             folder = path if path.exists() else rest
     try:
         with quiet_transformers():
-            tok = AutoTokenizer.from_pretrained(str(folder), revision=opts.get("revision"))
+            tok = AutoTokenizer.from_pretrained(str(folder), revision=opts.get("revision"), **read)
     except Exception as exc:  # noqa: BLE001 (third-party loading code: one line, no traceback)
         text = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ModelError(f"could not load the tokenizer of {spec}: {text}") from None
@@ -98,7 +114,7 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
         spec=spec,
         tokenizer=fast_tokenizer(tok) or tok,
         bos_id=resolve_bos(tok, opts.get("bos", default_bos)),
-        max_length=_context(folder, opts.get("revision")),
+        max_length=_context(folder, opts.get("revision"), read),
     )
 
 
