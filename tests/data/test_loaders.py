@@ -479,8 +479,16 @@ def test_not_utf8_is_fatal(tmp_path: Path) -> None:
     path.write_bytes(b"Q?,a,b,c,d,A\n" + "Qu'est-ce que ça?,a,b,c,d,A\n".encode("latin-1"))
     with pytest.raises(DataError) as err:
         load_benchmark(str(path))
-    # its line, as a row problem's (a byte offset alone: QA)
-    assert str(err.value) == f"{path}: not UTF-8 text (line 2, byte offset 27); re-save as UTF-8"
+    # its line, as a row problem's (a byte offset alone: QA), and the encoding it reads as
+    # (Excel's plain CSV of French text was only "not UTF-8"; Windows QA)
+    assert str(err.value) == (
+        f"{path}: not UTF-8 text (line 2, byte offset 27): it reads as Windows-1252 (Latin-1), "
+        "Excel's plain 'CSV' (its 'CSV UTF-8' is UTF-8); re-save as UTF-8"
+    )
+    js = tmp_path / "latin.json"  # (Excel named for tables alone)
+    js.write_bytes('[{"question": "Café?", "choices": ["a", "b"], "answer": 0}]'.encode("cp1252"))
+    with pytest.raises(DataError, match=r"18\): it reads as Windows-1252 \(Latin-1\); re-save as"):
+        load_benchmark(str(js))
 
 
 @pytest.mark.parametrize(
@@ -825,7 +833,8 @@ def test_one_bad_file_of_a_folder_is_skipped_and_listed(tmp_path: Path) -> None:
     assert sorted(str(p) for p in result.problems) == [
         f"{d / 'broken_test.csv'}: a broken link (to {tmp_path / 'nowhere.csv'})",
         f"{d / 'empty_test.csv'}: no items (empty file)",
-        f"{d / 'latin_test.csv'}: not UTF-8 text (line 1, byte offset 3); re-save as UTF-8",
+        f"{d / 'latin_test.csv'}: not UTF-8 text (line 1, byte offset 3): it reads as "
+        "Windows-1252 (Latin-1), Excel's plain 'CSV' (its 'CSV UTF-8' is UTF-8); re-save as UTF-8",
     ]
     with pytest.raises(DataError, match="broken_test.csv: a broken link"):
         load_benchmark(str(d), strict=True)
@@ -1229,7 +1238,8 @@ def test_a_json_lines_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path) -> N
     loaded = load_benchmark(str(path))
     assert [it.question for it in loaded.items] == ["Q1?", "Q3?"]
     assert [str(p) for p in loaded.problems] == [
-        f"{path}:2: not UTF-8 text (byte 18 of the line); re-save the file as UTF-8"
+        f"{path}:2: not UTF-8 text (byte 18 of the line; it reads as Windows-1252 (Latin-1)); "
+        "re-save the file as UTF-8"
     ]
     with pytest.raises(DataError, match=r"mixed.jsonl:2: not UTF-8 text"):
         load_benchmark(str(path), strict=True)
@@ -1239,7 +1249,7 @@ def test_a_json_lines_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path) -> N
     path.write_bytes(b"\n".join([rows[1], rows[1], rows[0]]) + b"\n")
     with pytest.raises(DataError) as err:
         load_benchmark(str(path))
-    assert str(err.value) == f"{path}: not UTF-8 text (line 1, byte offset 17); re-save as UTF-8"
+    assert str(err.value).startswith(f"{path}: not UTF-8 text (line 1, byte offset 17): it reads")
 
 
 def test_a_question_answer_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path) -> None:
@@ -1254,7 +1264,14 @@ def test_a_question_answer_row_that_is_not_utf8_is_a_row_problem(tmp_path: Path)
     loaded = load_qa(str(path))
     assert [it.question for it in loaded.items] == ["1+1?", "3+3?"]
     assert [str(p) for p in loaded.problems] == [
-        f"{path}:2: not UTF-8 text (byte 18 of the line); re-save the file as UTF-8"
+        f"{path}:2: not UTF-8 text (byte 18 of the line; it reads as Windows-1252 (Latin-1)); "
+        "re-save the file as UTF-8"
+    ]
+    # a line of another encoding is not named as Windows-1252
+    gbk = '{"question": "下列"}\n'.encode("gbk")
+    path.write_bytes(b'{"question": "1+1?", "answer": "#### 2"}\n' + gbk)
+    assert [p.reason for p in load_qa(str(path)).problems] == [
+        "not UTF-8 text (byte 15 of the line); re-save the file as UTF-8"
     ]
 
 
@@ -1556,6 +1573,16 @@ def test_excel_csv_spellings_read_as_the_same_items(tmp_path: Path) -> None:
     code = '"int x = 1; x++;\nWhat is x now?",x == 1;,x == 2;,x == 3;,x == 4;,B\n' * 2
     items = load_benchmark(str(write(tmp_path, "code_test.csv", code))).items
     assert [i.options for i in items] == [("x == 1;", "x == 2;", "x == 3;", "x == 4;")] * 2
+    # a semicolon CSV with a row cut short (its last cells never typed) is still one: the
+    # short row is skipped, named by its line, and the rest read (the file was a comma CSV of
+    # one column, and "cannot tell the benchmark format"; Windows QA)
+    rows = ["question;A;B;C;D;answer"] + [f"Frage {k}?;a;b;c;d;B" for k in range(6)]
+    rows[3] = "Frage kurz?;a;b"
+    result = load_benchmark(str(write(tmp_path, "short.csv", "\r\n".join(rows) + "\r\n")))
+    assert [i.line for i in result.items] == [2, 3, 5, 6, 7]
+    assert [(p.line, p.reason) for p in result.problems] == [
+        (4, "expected 6 columns (question,A,B,C,D,answer), got 3")
+    ]
     # a semicolon CSV with a decimal comma in a cell is still one
     semi = plain.replace(",", ";").replace(";b;", ";1,5;")
     assert load_benchmark(str(write(tmp_path, "dec.csv", semi))).items[0].options[1] == "1,5"
@@ -1634,13 +1661,13 @@ def test_a_short_gbk_file_of_two_characters_is_named(tmp_path: Path) -> None:
 
 def test_latin1_text_gets_no_east_asian_hint(tmp_path: Path) -> None:
     """Latin-1 decodes as Big5 too ("°C" as 0xB0 0x43, a common character): a file of
-    temperatures and accents is only "not UTF-8" (no guess)."""
+    temperatures and accents is named as Windows-1252 (Latin-1), not Big5."""
     path = tmp_path / "fr.csv"
     row = "0,L'eau à 20 °C et 5 µF: qu'est-ce que ça donne à 100 °C?,oui,non,peut-être,très,A"
     path.write_bytes(f",Question,A,B,C,D,Answer\n{row}\n".encode("latin-1"))
-    with pytest.raises(DataError, match=r"byte offset \d+\); re-save") as err:
+    with pytest.raises(DataError, match=r"byte offset \d+\): it reads as Windows-1252") as err:
         load_benchmark(str(path))
-    assert "reads as" not in str(err.value)
+    assert "Big5" not in str(err.value)
 
 
 def test_a_row_with_fewer_options_than_most_is_noted_in_own_layouts(tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def _decode_lines(raw: bytes) -> str | None:
         try:
             out.append(line.decode("utf-8"))
         except UnicodeDecodeError as e:
-            out.append(f"{_BAD_LINE}{e.start}")
+            out.append(f"{_BAD_LINE}{e.start}{'w' if windows_1252(line) else ''}")
             bad += 1
         else:
             blank += not line.strip()
@@ -147,9 +147,11 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
         if lines is None:
             at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
             line = raw.count(b"\n", 0, at) + 1
+            hint = _encoding_hint(raw)
+            if hint == _WINDOWS_1252 and path.suffix.lower() in (".csv", ".tsv", ".txt"):
+                hint += ", Excel's plain 'CSV' (its 'CSV UTF-8' is UTF-8)"
             raise DataError(
-                f"{path}: not UTF-8 text (line {line}, byte offset {at}){_encoding_hint(raw)}; "
-                "re-save as UTF-8"
+                f"{path}: not UTF-8 text (line {line}, byte offset {at}){hint}; re-save as UTF-8"
             ) from None
         text = lines
     head = raw[:4096]
@@ -165,8 +167,8 @@ def _encoding_hint(raw: bytes) -> str:
     """What a file that is not UTF-8 looks like, said after the byte: UTF-16 without a
     byte-order mark (NULs between its ASCII characters, also among Chinese text), or GB18030
     (GBK, Chinese Windows' encoding: the whole file decodes as it, with Chinese characters),
-    EUC-JP or EUC-KR (the same byte pairs, with kana or Hangul), Shift-JIS or Big5
-    (:func:`_two_byte_hint`); else nothing (Chinese QA).
+    EUC-JP or EUC-KR (the same byte pairs, with kana or Hangul), Shift-JIS, Big5 or
+    Windows-1252 (:func:`_two_byte_hint`); else nothing (Chinese QA).
 
     >>> _encoding_hint("题目,甲".encode("gb18030")), _encoding_hint("题目,x".encode("utf-16-le"))
     (': it reads as GB18030 (GBK), as Chinese Windows saves text', ': it looks like UTF-16 without a byte-order mark')
@@ -174,8 +176,8 @@ def _encoding_hint(raw: bytes) -> str:
     ': it reads as GB18030 (GBK), as Chinese Windows saves text'
     >>> _encoding_hint('{"id": "q0", "question": "小明有0个苹果，又买了2个，共有几个？"}'.encode("gbk"))
     ': it reads as GB18030 (GBK), as Chinese Windows saves text'
-    >>> _encoding_hint(b"caf\\xe9"), _encoding_hint("Qu'est-ce que ça?".encode("latin-1"))
-    ('', '')
+    >>> _encoding_hint(b"caf\\xe9") == _encoding_hint("Qu'est-ce que ça?".encode("latin-1")) == _WINDOWS_1252
+    True
     >>> _encoding_hint("首都は東京です".encode("euc_jp")), _encoding_hint("「수도는」 ① 서울(首都)".encode("euc_kr"))
     (': it reads as EUC-JP (Japanese)', ': it reads as EUC-KR (Korean)')
     >>> _encoding_hint("首都は東京です".encode("shift_jis")), _encoding_hint("下列說法正確的是".encode("big5"))
@@ -223,10 +225,11 @@ def _two_byte_hint(raw: bytes) -> str:
     characters), a quarter of them written with two bytes above ASCII, three different ones at
     least. A Latin-1 file decodes as Big5 too, its accented letters and signs before an ASCII
     letter read as characters: ``°C`` as 0xB0 0x43, a common one; but its non-ASCII characters
-    seldom stand two in a row. Else nothing.
+    seldom stand two in a row: it is then :func:`windows_1252`'s, if it reads as that. Else
+    nothing.
 
-    >>> _two_byte_hint("ça? Très bien".encode("latin-1")), _two_byte_hint("20 °C, 5 µF, 1 °F".encode("latin-1"))
-    ('', '')
+    >>> _two_byte_hint("ça? Très bien".encode("latin-1")) == _two_byte_hint("20 °C, 5 µF".encode("latin-1")) == _WINDOWS_1252
+    True
     """
     for codec, name in (
         ("shift_jis", "Shift-JIS (Japanese)"),
@@ -248,7 +251,38 @@ def _two_byte_hint(raw: bytes) -> str:
             found = found and 10 * common >= 9 * len(wide)
         if found:
             return f": it reads as {name}"
-    return ""
+    return _WINDOWS_1252 if windows_1252(raw) else ""
+
+
+_WINDOWS_1252 = ": it reads as Windows-1252 (Latin-1)"
+
+
+def windows_1252(raw: bytes) -> bool:
+    """Whether bytes that are not UTF-8 read as Windows-1252 (Latin-1 and its punctuation), as
+    Excel's plain 'CSV' and Notepad's 'ANSI' save German, French or Spanish text: they decode as
+    it, and nine in ten of their characters past ASCII are its accented letters and signs
+    (``é``, ``ß``, ``€``, curly quotes), standing alone between ASCII ones (two bytes above
+    ASCII in a row are another encoding's one character; Windows QA: "not UTF-8" named no
+    likely encoding for them).
+
+    >>> windows_1252("Qu'est-ce que ça? Straße, 5 €, «oui»".encode("cp1252"))
+    True
+    >>> windows_1252("下列说法".encode("gbk")), windows_1252(b"\\x81\\x8d")
+    (False, False)
+    """
+    try:
+        text = raw[:65536].decode("cp1252")
+    except UnicodeDecodeError:
+        return False
+    wide = [k for k, c in enumerate(text) if not c.isascii()]
+    if not wide:
+        return False
+    latin = sum(
+        ("\u00a0" <= text[k] <= "\u00ff" or text[k] in "€‚„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ")
+        and (k + 1 >= len(text) or text[k + 1].isascii())
+        for k in wide
+    )
+    return 10 * latin >= 9 * len(wide)
 
 
 TABLE_SUFFIXES = (".csv", ".tsv")
@@ -327,10 +361,25 @@ def _semicolons(text: str) -> bool:
     (True, False)
     """
     by_semicolon = _widths(text, ";")
-    if not by_semicolon or not min(by_semicolon) == max(by_semicolon) >= 2:
+    if not _steady(by_semicolon):
         return False
     by_comma = _widths(text, ",")
     return not (by_comma and min(by_comma) == max(by_comma) >= by_semicolon[0])
+
+
+def _steady(widths: list[int]) -> bool:
+    """Whether a table's first records (their numbers of cells) have the header's width, two or
+    more, in three of every four records: a table with one short row among twenty (a question
+    whose last cells were never typed) is still a table (a semicolon CSV with one short row was
+    read as a comma CSV of one column, and every row refused; Windows QA). One short row of
+    two is not.
+
+    >>> _steady([6, 6, 5, 6, 6]), _steady([3, 2]), _steady([1, 1, 1])
+    (True, False, False)
+    """
+    if not widths or widths[0] < 2:
+        return False
+    return 4 * sum(w == widths[0] for w in widths) >= 3 * len(widths)
 
 
 def _widths(text: str, delimiter: str) -> list[int]:
@@ -567,8 +616,10 @@ def json_object(line: str) -> dict[str, Any]:
     """Parse one JSON Lines record; anything but a JSON object of readable text is a row
     problem."""
     if line.startswith(_BAD_LINE):
+        at, latin = line[1:].rstrip("w"), line.endswith("w")
         raise RowError(
-            f"not UTF-8 text (byte {int(line[1:]) + 1} of the line); re-save the file as UTF-8"
+            f"not UTF-8 text (byte {int(at) + 1} of the line"
+            f"{'; it reads as Windows-1252 (Latin-1)' if latin else ''}); re-save the file as UTF-8"
         )
     try:
         value, repeated = _loads(line)
