@@ -46,9 +46,22 @@ def json_error(e: json.JSONDecodeError, *, line: bool = True) -> str:
     'Expecting value at line 1 column 7'
     >>> json_error(json.JSONDecodeError("Unterminated string starting at", '["a', 1), line=False)
     'Unterminated string starting at column 2'
+
+    A comma before a closing bracket (JSON allows none; a list edited by hand, the last record
+    deleted) is named where it is, not only where JSON stopped, a line later (QA):
+
+    >>> json_error(json.JSONDecodeError("Expecting value", '[{"a": 1},\\n]', 11))
+    'Expecting value at line 2 column 1; a trailing comma at line 1 column 10? JSON allows none'
     """
     where = f"line {e.lineno} column {e.colno}" if line else f"column {e.colno}"
-    return f"{e.msg}{' ' if e.msg.endswith(' at') else ' at '}{where}"
+    said = f"{e.msg}{' ' if e.msg.endswith(' at') else ' at '}{where}"
+    doc, at = e.doc, e.pos
+    before = len(doc[:at].rstrip()) - 1
+    if 0 <= before and doc[before] == "," and doc[at : at + 1] in ("]", "}"):
+        start = doc.rfind("\n", 0, before) + 1
+        comma = f"line {doc.count(chr(10), 0, before) + 1} " if line else ""
+        said += f"; a trailing comma at {comma}column {before - start + 1}? JSON allows none"
+    return said
 
 
 def md_cell(x: object) -> str:

@@ -400,7 +400,8 @@ def test_a_row_that_is_not_utf8_is_a_row_problem(qa_file: Path) -> None:
     data = load_cap(str(qa_file), ["train", "test"], fields=fields)
     assert [len(data.splits[s].items) for s in ("train", "test")] == [2, 2]
     assert [str(p) for p in data.problems] == [
-        f"{qa_file}:2: not UTF-8 text (byte 17 of the line); re-save the file as UTF-8"
+        f"{qa_file}:2: not UTF-8 text (byte 17 of the line; it reads as Windows-1252 "
+        "(Latin-1)); re-save the file as UTF-8"
     ]
 
 

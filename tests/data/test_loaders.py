@@ -1708,3 +1708,25 @@ def test_an_options_list_beside_a_stray_letter_key_and_formats_of_the_other_kind
     assert load_benchmark(str(path)).items[0].options == ("Paris", "Rome", "Oslo")
     with pytest.raises(ConfigError, match="'jsonl': a multiple-choice format .*gsm8k-jsonl"):
         load_qa(str(path), format="jsonl")
+
+
+def test_a_trailing_comma_is_named_where_it_is(tmp_path: Path) -> None:
+    """A JSON list whose last record was deleted by hand, leaving its comma, was "not JSON
+    (Expecting value at line 4 column 1)": the line after the comma (Windows QA). The comma is
+    named, in a JSON file and in a JSON Lines row; records' lines are the file's lines where
+    they start."""
+    rec = '{"question": "%s?", "choices": ["x", "y"], "answer": 0}'
+    path = write(tmp_path, "list.json", "[\n  " + rec % "a" + ",\n  " + rec % "b" + ",\n]\n")
+    with pytest.raises(DataError) as err:
+        load_benchmark(str(path))
+    assert str(err.value) == (
+        f"{path}: not JSON (Expecting value at line 4 column 1; a trailing comma at line 3 "
+        "column 57? JSON allows none)"
+    )
+    path.write_text("[\n" + rec % "a" + ",\n\n" + rec % "b" + "\n]\n", encoding="utf-8")
+    assert [i.line for i in load_benchmark(str(path)).items] == [2, 4]
+    rows = write(tmp_path, "rows.jsonl", rec.replace('"y"]', '"y",]') % "a" + "\n" + rec % "b")
+    assert [p.reason for p in load_benchmark(str(rows)).problems] == [
+        "invalid JSON (Expecting value at column 41; a trailing comma at column 40? JSON allows "
+        "none)"
+    ]

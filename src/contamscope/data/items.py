@@ -68,7 +68,7 @@ class MCQItem:
     source: str | None = None
     """File the item came from."""
     line: int | None = None
-    """1-based line (JSONL, CSV physical line) or record number (JSON list) in ``source``."""
+    """1-based line of ``source`` where the item's row or record starts (CSV, JSONL, JSON)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Extra fields carried through unchanged."""
 
@@ -132,7 +132,7 @@ class QAItem:
     source: str | None = None
     """File the item came from."""
     line: int | None = None
-    """1-based line (JSONL, CSV physical line) or record number (JSON list) in ``source``."""
+    """1-based line of ``source`` where the item's row or record starts (CSV, JSONL, JSON)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Extra fields carried through unchanged (e.g. a paired paraphrase, a final answer)."""
 
