@@ -57,7 +57,7 @@ def json_error(e: json.JSONDecodeError, *, line: bool = True) -> str:
     said = f"{e.msg}{' ' if e.msg.endswith(' at') else ' at '}{where}"
     doc, at = e.doc, e.pos
     before = len(doc[:at].rstrip()) - 1
-    if 0 <= before and doc[before] == "," and doc[at : at + 1] in ("]", "}"):
+    if before >= 0 and doc[before] == "," and doc[at : at + 1] in ("]", "}"):
         start = doc.rfind("\n", 0, before) + 1
         comma = f"line {doc.count(chr(10), 0, before) + 1} " if line else ""
         said += f"; a trailing comma at {comma}column {before - start + 1}? JSON allows none"
