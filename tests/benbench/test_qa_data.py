@@ -149,9 +149,29 @@ def test_pairing_by_question_id_order(tmp_path: Path) -> None:
     # the train split's file is named by its own option (it said --reference; QA)
     with pytest.raises(ConfigError, match="^--train-reference .*s.jsonl: cannot pair its 1"):
         pair_reference(bench, short, name="s", option="--train-reference")
-    # a malformed row: kept as a skipped row of the reference; by position it would shift
-    # every later row, so order pairing refuses and names it
+    # a malformed row: kept as a skipped row of the reference. The files have as many rows, so
+    # row 2 still paraphrases item 2 (the skipped row's item is unpaired, and said); the run
+    # was refused after saying the row was skipped (Windows QA)
     (tmp_path / "bad.jsonl").write_text('{"question": oops\n' + json.dumps(para[1]) + "\n")
+    bad = load_qa(str(tmp_path / "bad.jsonl"))
+    got = pair_reference(bench, bad, name="bad")
+    assert list(got.pairs) == ["b-1"] and got.pairs["b-1"].question == "Q1'"
+    warning = got.check_pairs(["b-0", "b-1"], "--reference")
+    assert warning is not None and "1 of its rows was skipped, first " in warning
+    # skipped in both files at other rows: each pairs by its place among the file's rows
+    lines = [json.dumps(r) for r in (GSM[0], GSM[1], GSM[1])]
+    (tmp_path / "both.jsonl").write_text("\n".join([lines[0], "{oops", lines[2]]) + "\n")
+    lines = [json.dumps(r) for r in (para[0], para[0], dict(para[1], question="Q2'"))]
+    (tmp_path / "three.jsonl").write_text("\n".join(["{oops", lines[1], lines[2]]) + "\n")
+    got = pair_reference(
+        load_qa(str(tmp_path / "both.jsonl")), load_qa(str(tmp_path / "three.jsonl")), name="3"
+    )
+    assert {k: p.question for k, p in got.pairs.items()} == {"both-2": "Q2'"}
+    # as many usable rows, but one more row in all: by position it would shift every later
+    # row, so order pairing refuses and names the skipped row
+    (tmp_path / "bad.jsonl").write_text(
+        '{"question": oops\n' + json.dumps(para[0]) + "\n" + json.dumps(para[1]) + "\n"
+    )
     bad = load_qa(str(tmp_path / "bad.jsonl"))
     with pytest.raises(ConfigError, match=r"a skipped row shifts the rest: .*bad.jsonl:1: invalid"):
         pair_reference(bench, bad, name="bad")

@@ -7,7 +7,8 @@ Pairing a reference file with the benchmark (``pairing``):
 - ``question``: the reference rows carry the original question (BenBench rewritten files):
   matched on the exact question text, whatever the row order.
 - ``id``: the reference items have ids that the benchmark items have (an ``id`` field).
-- ``order``: otherwise, row *i* paraphrases item *i*; the two files must have as many rows.
+- ``order``: otherwise, row *i* paraphrases item *i*; the two files must have as many rows
+  (rows skipped in either counted: a skipped row leaves its partner unpaired).
 """
 
 from __future__ import annotations
@@ -211,7 +212,15 @@ def pair_reference(
             else:
                 out.pairs[match.id] = para(row, match)
     elif pairing == "order":
-        if len(rows) != len(items) or ref.problems or bench.problems:
+        at_items, at_rows = _positions(bench), _positions(ref)
+        if (ref.problems or bench.problems) and at_items and at_rows and at_items[1] == at_rows[1]:
+            # rows skipped in either file, as many rows in both: row k still pairs item k,
+            # counting the skipped ones (a skipped row's partner is left unpaired, and said)
+            by_place = dict(zip(at_rows[0], rows))
+            for k, it in zip(at_items[0], items):
+                if k in by_place:
+                    out.pairs[it.id] = para(by_place[k], it)
+        elif len(rows) != len(items) or ref.problems or bench.problems:
             skipped = (ref.problems or bench.problems)[:1]
             raise ConfigError(
                 f"{option} {ref.source}: cannot pair its {len(rows)} usable rows with the "
@@ -220,8 +229,9 @@ def pair_reference(
                 + f"); {_give_ids(bench, ref)} or use BenBench rewritten "
                 f"files (this one was read as {ref.format})"
             )
-        for row, it in zip(rows, items):
-            out.pairs[it.id] = para(row, it)
+        else:
+            for row, it in zip(rows, items):
+                out.pairs[it.id] = para(row, it)
     changed = sum(p.reason.startswith("final answer changed") for p in out.pairs.values())
     if pairing != "question" and changed >= 3 and changed * 2 > len(out.pairs):
         # a paraphrase set keeps its answers (GSM8K's rewritten: 1 of 1,319 changed one); most
@@ -232,6 +242,21 @@ def pair_reference(
             "order, other ids)? Those paraphrases are not used"
         )
     return out
+
+
+def _positions(loaded: LoadResult[QAItem]) -> tuple[list[int], int] | None:
+    """Each item's place among all of its file's rows, the skipped ones counted, and how many
+    rows there are; None when that cannot be told (a problem that names no row of this file,
+    an item without a line)."""
+    lines = [it.line for it in loaded.items if it.line is not None]
+    skipped = [p.line for p in loaded.problems if p.source == loaded.source and p.line is not None]
+    if len(skipped) != len(loaded.problems) or len(lines) != len(loaded.items):
+        return None
+    order = sorted({*lines, *skipped})
+    if len(order) != len(lines) + len(skipped):  # (a line both read and skipped)
+        return None
+    place = {line: k for k, line in enumerate(order)}
+    return [place[line] for line in lines], len(order)
 
 
 def _give_ids(*loaded: LoadResult[QAItem]) -> str:
