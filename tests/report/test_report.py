@@ -16,7 +16,7 @@ from contamscope.detectors.verdict import p_text
 from contamscope.errors import ConfigError, DataError, StoreError
 from contamscope.report import ReportOptions, build_report, collect, load_run, write_leaderboard
 from contamscope.report.html import fmt_p
-from contamscope.report.leaderboard import LeftOut, to_html, to_markdown
+from contamscope.report.leaderboard import LeftOut, flagged_text, to_html, to_markdown
 
 
 def _table_data(html: str, table_id: str = "items") -> dict:
@@ -272,6 +272,21 @@ def test_leaderboard_names_the_subjects_flagged_on_their_own(make_run, tmp_path:
     col = [c["label"] for c in runs["columns"]].index("subjects flagged")
     assert sorted(r[col] for r in runs["rows"]) == ["1 of 7: subj3", "none of 7"]
     assert "subjects flagged on their own, 1 of 7: subj3</li>" in text
+
+    # a run whose subjects are each too small to be flagged (one item of 24 orders: p >= 0.125)
+    # said "none of 7", read as a clean result, and counted 0.05 in the expected number (QA)
+    c = make_run("c", n_items=9, leaked_every=1000, seed=2)
+    assert json.loads((c / "summary.json").read_text())["by_subject"]["n_too_few_items"] == 7
+    entries = collect([a, b, c])
+    assert flagged_text(entries[2].estimate) == (
+        "not testable: each of 7 has too few items to be flagged"
+    )
+    md = to_markdown(entries)
+    assert (
+        "- subjects tested on their own in 2 runs (Benjamini-Hochberg q <= 0.05 within each run); "
+        "1 with a flagged subject; when no model saw any subject, the expected number of such "
+        "runs is at most 0.1; in 1 run no subject has enough items to be flagged\n"
+    ) in md
 
     # a run from before the by-subject tests (or with one subject) has no such column value
     s = json.loads((b / "summary.json").read_text())
@@ -646,6 +661,27 @@ def test_board_rows_are_models_not_spellings_of_specs(make_run, tmp_path: Path) 
         ("openai:http://h:1/v1#ft", "x.csv"),
         ("openai:http://h:2/v1#base", "x.csv"),
     }
+    # a copy of a model's folder (the same fingerprint) run beside it on the same benchmark:
+    # one row made its cells replicates in columns of their own, so no column held both it
+    # and the other models (QA); a row per spec, and a line that they are the same weights
+    copies = [
+        run("i", "hf:/a/tiny", "local:tiny:ffff4444", "x.csv"),
+        run("j", "hf:/b/tiny/", "local:tiny:ffff4444", "x.csv"),
+        run("k", "hf:/b/tiny", "local:tiny:ffff4444", "y.csv"),
+        run("l", "hf:/other", "local:other:9999", "x.csv"),
+    ]
+    got = collect(copies)
+    assert [(e.model, e.benchmark) for e in got] == [
+        ("hf:/a/tiny", "x.csv"),
+        ("hf:/b/tiny", "x.csv"),
+        ("hf:/b/tiny", "y.csv"),
+        ("hf:/other", "x.csv"),
+    ]
+    text, _ = write_leaderboard(copies, None, "md")
+    assert text.splitlines()[0].count("|") == 4  # model, x.csv, y.csv: no replicate columns
+    assert re.search(
+        r"- hf:/?a/tiny and hf:/?b/tiny are the same weights \(fingerprint local:t", text
+    )
 
 
 def test_leaderboard_says_once_which_benchmark_orders_its_options_by_convention(

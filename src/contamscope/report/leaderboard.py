@@ -80,6 +80,9 @@ class LeaderboardEntry:
     one benchmark that differ in one are named under the board (:func:`settings_lines`)."""
     shown_dir: str | None = None
     """The run folder as a board written to a file names it: relative to that file's folder."""
+    weights: str = ""
+    """The model's identity (its fingerprint's first part): two rows with the same one are
+    one model's weights given under two specs (:func:`same_weights_lines`)."""
 
     @property
     def where(self) -> str:
@@ -251,6 +254,7 @@ def collect(
             continue
         found.append((run, mod, est))
     names = _model_names([run for run, _, _ in found])
+    apart = _copied_models(found)
     statistics: dict[str, set[str]] = {}
     for _, mod, est in found:
         statistics.setdefault(mod.TITLE, set()).add(est.statistic)
@@ -267,7 +271,8 @@ def collect(
         # runs of one method with other statistics (membership's loss and Min-K%++, CAP's
         # scales) are other measurements: columns and charts of their own, no replicates
         title = mod.TITLE if len(statistics[mod.TITLE]) == 1 else f"{mod.TITLE}: {est.statistic}"
-        keys.append((names[_model_identity(run)], bench, title))
+        ident = _model_identity(run)
+        keys.append((_spec(run.model) if ident in apart else names[ident], bench, title))
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
@@ -279,7 +284,15 @@ def collect(
         labelled = f"{bench} [{labels[i]}]" if i in labels else bench
         entries.append(
             LeaderboardEntry(
-                model, labelled, title, est, run.path, mod.__name__, bench, _measured(run, mod)
+                model,
+                labelled,
+                title,
+                est,
+                run.path,
+                mod.__name__,
+                bench,
+                _measured(run, mod),
+                weights=_model_identity(run),
             )
         )
     if not entries:
@@ -356,6 +369,40 @@ def _replicate_labels(runs: Sequence[tuple[Any, Any, Estimate]]) -> list[str]:
     if len(set(sizes)) > 1:
         out = [f"{label}; {plural(n, 'item')}" for label, n in zip(out, sizes, strict=True)]
     return out
+
+
+def _spec(spec: str) -> str:
+    """A model spec as a board row compares it: a local path's trailing ``/`` dropped."""
+    return spec.rstrip("/") if spec.rstrip("/") else spec
+
+
+def _copied_models(found: Sequence[tuple[Any, Any, Estimate]]) -> set[str]:
+    """The model identities given under two specs on one benchmark (and method): a copy of a
+    model's folder run beside it (the same files, so the same fingerprint). Their runs make a
+    row per spec: merged into one row, their cells were replicates in columns of their own,
+    so no column held both them and the other models (QA). One model given as ``hf:/m`` on
+    one benchmark and ``hf:m`` on another stays one row."""
+    specs: dict[tuple[str, str, str, str], set[str]] = {}
+    for run, mod, _ in found:
+        key = (_model_identity(run), run.benchmark, ", ".join(run.subjects or ()), mod.TITLE)
+        specs.setdefault(key, set()).add(_spec(run.model))
+    return {key[0] for key, given in specs.items() if len(given) > 1}
+
+
+def same_weights_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
+    """A line per model given under two specs with the same weights (its fingerprint): rows of
+    their own, which should read alike. None where every row is another model."""
+    rows: dict[str, list[str]] = {}
+    for e in entries:
+        if e.weights and e.model not in rows.setdefault(e.weights, []):
+            rows[e.weights].append(e.model)
+    return [
+        f"{' and '.join(names)} are the same weights (fingerprint {weights[:40]}): a row each, "
+        "as each was run on the same benchmark; their cells differ only where the runs' "
+        "settings do"
+        for weights, names in rows.items()
+        if len(names) > 1
+    ]
 
 
 def _model_identity(run: Any) -> str:
@@ -612,7 +659,10 @@ def to_markdown(
     lines.extend(f"- {md_cell(x)}" for x in warning_lines(entries))
     lines.extend(
         f"- {md_cell(x)}"
-        for x in settings_lines(entries) + ties_lines(entries) + copies_lines(entries)
+        for x in settings_lines(entries)
+        + ties_lines(entries)
+        + copies_lines(entries)
+        + same_weights_lines(entries)
     )
     lines.extend(f"- left out: {md_cell(str(x))}" for x in left_out)
     if comparisons:
@@ -669,9 +719,13 @@ def flagged_text(est: Estimate) -> str | None:
     """``2 of 12: anatomy, virology``, ``none of 12``, or None when the run tests no subjects."""
     if est.n_parts is None:
         return None
+    if est.n_parts and est.n_untestable >= est.n_parts:  # ("none of 6" read as a clean result
+        # where no subject could have been flagged; QA)
+        return f"not testable: each of {est.n_parts} has too few items to be flagged"
+    small = f" ({est.n_untestable} too small to be flagged)" if est.n_untestable else ""
     if not est.flagged:
-        return f"none of {est.n_parts}"
-    return f"{len(est.flagged)} of {est.n_parts}: {', '.join(est.flagged)}"
+        return f"none of {est.n_parts}{small}"
+    return f"{len(est.flagged)} of {est.n_parts}{small}: {', '.join(est.flagged)}"
 
 
 def copies_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
@@ -748,8 +802,11 @@ def flagged_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> l
     """The subjects flagged on their own, one line per run with a flag, and how many false
     flags the board can hold: each run's flags keep a 5% chance of any false one when its
     model saw no subject, so over R runs up to R x 5% runs with a flag are expected by chance."""
-    tested = [e for e in entries if e.estimate.n_parts is not None]
-    if not tested:
+    parted = [e for e in entries if e.estimate.n_parts is not None]
+    # a run none of whose subjects could be flagged holds no chance of a false flag (the
+    # expected count was 0.05 per such run; QA)
+    tested = [e for e in parted if e.estimate.n_untestable < (e.estimate.n_parts or 0)]
+    if not parted:
         return []
     out = [
         f"{e.model} on {e.benchmark}: subjects flagged on their own, {flagged_text(e.estimate)}"
@@ -757,10 +814,16 @@ def flagged_lines(entries: Sequence[LeaderboardEntry], level: float = 0.05) -> l
         if e.estimate.flagged
     ]
     n_flagged = len(out)
+    untestable = len(parted) - len(tested)
+    none = (
+        f"; in {plural(untestable, 'run')} no subject has enough items to be flagged"
+        if untestable
+        else ""
+    )
     out.append(
         f"subjects tested on their own in {plural(len(tested), 'run')} (Benjamini-Hochberg "
         f"q <= {level:g} within each run); {n_flagged} with a flagged subject; when no model saw "
-        f"any subject, the expected number of such runs is at most {level * len(tested):.2g}"
+        f"any subject, the expected number of such runs is at most {level * len(tested):.2g}" + none
     )
     return out
 
@@ -929,6 +992,7 @@ def to_html(
         + settings_lines(entries)
         + ties_lines(entries)
         + copies_lines(entries)
+        + same_weights_lines(entries)
     )
     legend += "".join(f"<li>left out: {esc(str(x))}</li>" for x in left_out)
     sections = [

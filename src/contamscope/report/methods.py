@@ -84,6 +84,9 @@ class Estimate:
     of a few subjects can stay below the whole run's estimate."""
     n_parts: int | None = None
     """How many parts were tested on their own (None: the run tests no parts)."""
+    n_untestable: int = 0
+    """Of those, how many have too few items to be flagged whatever the model did (their
+    smallest reachable p-value is above the level)."""
     caveat: str = ""
     """Why this cell's benchmark may show leakage without any (said under the leaderboard once
     per benchmark): a permutation run's benchmark whose options follow writers' conventions."""

@@ -92,6 +92,7 @@ def estimate(run: RunData) -> Estimate | None:
         "model prefers that order too.",
         flagged=tuple(str(r["subject"]) for r in subjects.get("subjects") or [] if r["flagged"]),
         n_parts=int(subjects["n_tested"]) if subjects else None,
+        n_untestable=int(subjects.get("n_too_few_items") or 0) if subjects else 0,
         caveat=conventions_text(run.summary.get("natural_order")),
     )
 
