@@ -61,9 +61,11 @@ def _context(
 
 def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> ModelTokenizer:
     """The tokenizer of the model ``spec`` names, with its BOS as the backend resolves it
-    (``options``: the ``-M`` options; only ``bos`` and ``revision`` matter here). The bundled
-    models' tokenizers come from their converted folders (converted on first use, as a run
-    would); a served model (``openai:``) has no tokenizer here.
+    (``options``: the ``-M`` options; only ``bos`` and ``revision`` matter here). A GGUF
+    model's tokenizer (SmolLM2's, a ``.gguf`` file's) comes from its converted folder where
+    there is one, else from the GGUF file's metadata, without converting the weights; Gemma
+    3's from its folder (joined and converted on first use, as a run would); a served model
+    (``openai:``) has no tokenizer here.
 
     >>> load_tokenizer("openai:http://localhost:8000/v1#m")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
