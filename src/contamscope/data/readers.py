@@ -259,14 +259,19 @@ _WINDOWS_1252 = ": it reads as Windows-1252 (Latin-1)"
 
 def windows_1252(raw: bytes) -> bool:
     """Whether bytes that are not UTF-8 read as Windows-1252 (Latin-1 and its punctuation), as
-    Excel's plain 'CSV' and Notepad's 'ANSI' save German, French or Spanish text: they decode as
-    it, and nine in ten of their characters past ASCII are its accented letters and signs
-    (``é``, ``ß``, ``€``, curly quotes), standing alone between ASCII ones (two bytes above
-    ASCII in a row are another encoding's one character; Windows QA: "not UTF-8" named no
-    likely encoding for them).
+    Excel's plain 'CSV' and Notepad's 'ANSI' save German, French, Spanish or Portuguese text:
+    they decode as it, nine in ten of their characters past ASCII are its accented letters and
+    signs (``é``, ``ß``, ``€``, curly quotes), in short runs between ASCII ones, a fifth of them
+    or more a single character (``Größe`` and ``informação`` have two in a row; another
+    encoding's characters are two bytes or more each, so none stands alone; Windows QA: "not
+    UTF-8" named no likely encoding).
 
     >>> windows_1252("Qu'est-ce que ça? Straße, 5 €, «oui»".encode("cp1252"))
     True
+    >>> windows_1252("Qual é a informação? Die Größe ist süß und schön.".encode("cp1252"))
+    True
+    >>> windows_1252("对,错,甲乙".encode("gbk"))  # (runs of two and four: no character alone)
+    False
     >>> windows_1252("下列说法".encode("gbk")), windows_1252(b"\\x81\\x8d")
     (False, False)
     """
@@ -274,15 +279,13 @@ def windows_1252(raw: bytes) -> bool:
         text = raw[:65536].decode("cp1252")
     except UnicodeDecodeError:
         return False
-    wide = [k for k, c in enumerate(text) if not c.isascii()]
+    wide = [c for c in text if not c.isascii()]
+    runs = [len(r) for r in re.findall(r"[^\x00-\x7f]+", text)]
     if not wide:
         return False
-    latin = sum(
-        ("\u00a0" <= text[k] <= "\u00ff" or text[k] in "€‚„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ")
-        and (k + 1 >= len(text) or text[k + 1].isascii())
-        for k in wide
-    )
-    return 10 * latin >= 9 * len(wide)
+    latin = sum("\u00a0" <= c <= "\u00ff" or c in "€‚„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ" for c in wide)
+    short = 5 * runs.count(1) >= len(runs) and 2 * sum(runs) <= 5 * len(runs)
+    return 10 * latin >= 9 * len(wide) and short
 
 
 TABLE_SUFFIXES = (".csv", ".tsv")
