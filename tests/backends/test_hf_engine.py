@@ -609,7 +609,9 @@ def test_a_gguf_file_that_is_not_one_or_is_cut_short_is_one_line(
         load_backend(f"hf:{junk}")
     assert "converting" not in capsys.readouterr().err
     with pytest.raises(ModelError, match=r"cut.gguf: not a GGUF model transformers can read"):
-        load_tokenizer(str(cut))
+        load_tokenizer(str(cut))  # (its tokenizer read from the file: the same line)
+    with pytest.raises(ModelError, match=r"junk.gguf: not a GGUF model .*\(no GGUF header\)$"):
+        load_tokenizer(str(junk))
     from contamscope.paths import model_cache_dir
 
     assert not any(

@@ -97,6 +97,23 @@ def gguf_tokenizer_source(gguf: Path, cache: Path | None = None) -> tuple[Path, 
     return (dest, {}) if found else (gguf.parent, {"gguf_file": gguf.name})
 
 
+def check_gguf_header(gguf: Path) -> None:
+    """A ModelError unless ``gguf`` starts with the GGUF magic bytes."""
+    with open(gguf, "rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise ModelError(f"{gguf}: not a GGUF model transformers can read (no GGUF header)")
+
+
+def unreadable_gguf(gguf: Path, exc: Exception) -> ModelError:
+    """The one-line error for a GGUF file transformers' reader failed on (``exc``): one cut
+    short (struct.error), an architecture it cannot convert."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else type(exc).__name__
+    return ModelError(
+        f"{gguf}: not a GGUF model transformers can read ({type(exc).__name__}: {first})"
+    )
+
+
 @contextlib.contextmanager
 def _no_tensor_bar() -> Iterator[None]:
     """Without transformers' "Converting and de-quantizing GGUF tensors" bar: its GGUF reader
@@ -124,9 +141,7 @@ def _convert(gguf: Path, dest: Path) -> None:
     under a temporary name and renamed, so a folder with a config.json is complete)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with open(gguf, "rb") as fh:  # (a text file named .gguf was said to be converting first)
-        if fh.read(4) != b"GGUF":
-            raise ModelError(f"{gguf}: not a GGUF model transformers can read (no GGUF header)")
+    check_gguf_header(gguf)  # (a text file named .gguf was said to be converting first)
     root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
@@ -140,11 +155,7 @@ def _convert(gguf: Path, dest: Path) -> None:
                 )
         except Exception as exc:  # noqa: BLE001 (the GGUF reader's errors: a file that is not
             # GGUF, one cut short (struct.error), an architecture transformers cannot convert)
-            text = str(exc).strip()
-            first = text.splitlines()[0][:200] if text else type(exc).__name__
-            raise ModelError(
-                f"{gguf}: not a GGUF model transformers can read ({type(exc).__name__}: {first})"
-            ) from None
+            raise unreadable_gguf(gguf, exc) from None
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config

@@ -101,8 +101,9 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
     else:  # hf: or vllm: a folder, a .gguf file or a hub id
         path = Path(rest).expanduser()
         if path.suffix.lower() == ".gguf" and path.is_file():
-            from .bundled import gguf_tokenizer_source
+            from .bundled import check_gguf_header, gguf_tokenizer_source
 
+            check_gguf_header(path)
             folder, read = gguf_tokenizer_source(path)
         else:
             folder = path if path.exists() else rest
@@ -110,6 +111,10 @@ def load_tokenizer(spec: str, options: Mapping[str, str] | None = None) -> Model
         with quiet_transformers():
             tok = AutoTokenizer.from_pretrained(str(folder), revision=opts.get("revision"), **read)
     except Exception as exc:  # noqa: BLE001 (third-party loading code: one line, no traceback)
+        if read:  # the GGUF file itself, read for its tokenizer: said as its conversion says it
+            from .bundled import unreadable_gguf
+
+            raise unreadable_gguf(Path(folder) / read["gguf_file"], exc) from None
         text = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ModelError(f"could not load the tokenizer of {spec}: {text}") from None
     return ModelTokenizer(
