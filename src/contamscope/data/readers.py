@@ -148,7 +148,7 @@ def decode_text(path: Path, raw: bytes, *, by_line: bool = False) -> str:
             at = e.start + skip  # the line too: a byte offset alone sent one to a hex editor (QA)
             line = raw.count(b"\n", 0, at) + 1
             hint = _encoding_hint(raw)
-            if hint == _WINDOWS_1252 and path.suffix.lower() in (".csv", ".tsv", ".txt"):
+            if hint == _WINDOWS_1252 and path.suffix.lower() in (*TABLE_SUFFIXES, ".txt"):
                 hint += ", Excel's plain 'CSV' (its 'CSV UTF-8' is UTF-8)"
             raise DataError(
                 f"{path}: not UTF-8 text (line {line}, byte offset {at}){hint}; re-save as UTF-8"
@@ -255,6 +255,7 @@ def _two_byte_hint(raw: bytes) -> str:
 
 
 _WINDOWS_1252 = ": it reads as Windows-1252 (Latin-1)"
+"""The hint for :func:`windows_1252` text (``;`` in place of ``:`` inside a row's note)."""
 
 
 def windows_1252(raw: bytes) -> bool:
@@ -280,9 +281,9 @@ def windows_1252(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     wide = [c for c in text if not c.isascii()]
-    runs = [len(r) for r in re.findall(r"[^\x00-\x7f]+", text)]
     if not wide:
         return False
+    runs = [len(r) for r in re.findall(r"[^\x00-\x7f]+", text)]
     latin = sum("\u00a0" <= c <= "\u00ff" or c in "€‚„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ" for c in wide)
     short = 5 * runs.count(1) >= len(runs) and 2 * sum(runs) <= 5 * len(runs)
     return 10 * latin >= 9 * len(wide) and short
@@ -622,7 +623,7 @@ def json_object(line: str) -> dict[str, Any]:
         at, latin = line[1:].rstrip("w"), line.endswith("w")
         raise RowError(
             f"not UTF-8 text (byte {int(at) + 1} of the line"
-            f"{'; it reads as Windows-1252 (Latin-1)' if latin else ''}); re-save the file as UTF-8"
+            f"{';' + _WINDOWS_1252[1:] if latin else ''}); re-save the file as UTF-8"
         )
     try:
         value, repeated = _loads(line)

@@ -254,11 +254,10 @@ def collect(
             continue
         found.append((run, mod, est))
     names = _model_names([run for run, _, _ in found])
-    apart = _copied_models(found)
     statistics: dict[str, set[str]] = {}
     for _, mod, est in found:
         statistics.setdefault(mod.TITLE, set()).add(est.statistic)
-    keys = []
+    cells = []  # (model identity, spec, benchmark, title) of each run
     for run, mod, est in found:
         bench = run.benchmark
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
@@ -271,8 +270,10 @@ def collect(
         # runs of one method with other statistics (membership's loss and Min-K%++, CAP's
         # scales) are other measurements: columns and charts of their own, no replicates
         title = mod.TITLE if len(statistics[mod.TITLE]) == 1 else f"{mod.TITLE}: {est.statistic}"
-        ident = _model_identity(run)
-        keys.append((_spec(run.model) if ident in apart else names[ident], bench, title))
+        cells.append((_model_identity(run), _spec(run.model), bench, title))
+    apart = _copied_models(cells)
+    keys = [(spec if ident in apart else names[ident], bench, title)
+            for ident, spec, bench, title in cells]  # fmt: skip
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
@@ -280,7 +281,7 @@ def collect(
     for members in groups.values():
         if len(members) > 1:  # replicates of one pair: every column says which run it is
             labels.update(zip(members, _replicate_labels([found[i] for i in members])))
-    for i, ((run, mod, est), (model, bench, title)) in enumerate(zip(found, keys)):
+    for i, ((run, mod, est), (model, bench, title)) in enumerate(zip(found, keys, strict=True)):
         labelled = f"{bench} [{labels[i]}]" if i in labels else bench
         entries.append(
             LeaderboardEntry(
@@ -292,7 +293,7 @@ def collect(
                 mod.__name__,
                 bench,
                 _measured(run, mod),
-                weights=_model_identity(run),
+                weights=cells[i][0],
             )
         )
     if not entries:
@@ -373,19 +374,19 @@ def _replicate_labels(runs: Sequence[tuple[Any, Any, Estimate]]) -> list[str]:
 
 def _spec(spec: str) -> str:
     """A model spec as a board row compares it: a local path's trailing ``/`` dropped."""
-    return spec.rstrip("/") if spec.rstrip("/") else spec
+    return spec.rstrip("/") or spec
 
 
-def _copied_models(found: Sequence[tuple[Any, Any, Estimate]]) -> set[str]:
-    """The model identities given under two specs on one benchmark (and method): a copy of a
-    model's folder run beside it (the same files, so the same fingerprint). Their runs make a
-    row per spec: merged into one row, their cells were replicates in columns of their own,
-    so no column held both them and the other models (QA). One model given as ``hf:/m`` on
-    one benchmark and ``hf:m`` on another stays one row."""
-    specs: dict[tuple[str, str, str, str], set[str]] = {}
-    for run, mod, _ in found:
-        key = (_model_identity(run), run.benchmark, ", ".join(run.subjects or ()), mod.TITLE)
-        specs.setdefault(key, set()).add(_spec(run.model))
+def _copied_models(cells: Sequence[tuple[str, str, str, str]]) -> set[str]:
+    """The model identities given under two specs on one benchmark and method (``cells``:
+    each run's identity, spec, benchmark column and method title): a copy of a model's folder
+    run beside it (the same files, so the same fingerprint). Their runs make a row per spec:
+    merged into one row, their cells were replicates in columns of their own, so no column held
+    both them and the other models (QA). One model given as ``hf:/m`` on one benchmark and
+    ``hf:m`` on another stays one row."""
+    specs: dict[tuple[str, str, str], set[str]] = {}
+    for ident, spec, bench, title in cells:
+        specs.setdefault((ident, bench, title), set()).add(spec)
     return {key[0] for key, given in specs.items() if len(given) > 1}
 
 
