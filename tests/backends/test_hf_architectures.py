@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from contamscope.backends import ScoreRequest
+from contamscope.backends import GenerateRequest, ScoreRequest
 from contamscope.errors import ContamscopeWarning
 
 QUESTION = (
@@ -150,10 +150,17 @@ def test_tree_engine_matches_the_full_forward_pass(
     make: Callable[[Any, int], Any],
     attn: str,
     windows: dict[str, int | None],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Sliding-window layers see the last ``WINDOW`` positions in the tree too (prefix keys and
     ancestor nodes alike), and eager attention gets an additive mask (it added the boolean
-    mask as 1s and 0s and masked nothing: Llama 0.01, Gemma 2 1.56 nats off)."""
+    mask as 1s and 0s and masked nothing: Llama 0.01, Gemma 2 1.56 nats off). Generation,
+    which shares prompt prefixes the same way, too."""
+    import torch
+
+    from contamscope.backends import hf_decode
+    from contamscope.backends.hf_text import _prompt_ids
+
     backend = _load(_build(tmp_path_factory, smollm2_tokenizer, make), attn)
     assert backend.engine == "prefix-tree" and backend._windows == windows
     assert backend.fingerprint().endswith("|engine=4")  # not the scores version 3 got wrong
@@ -165,6 +172,35 @@ def test_tree_engine_matches_the_full_forward_pass(
         assert _worst(backend, REQUESTS[:3]) < 1e-3
     finally:
         backend.max_tree_nodes = old
+    # greedy generation over shared prompt prefixes (the window of a few tokens, the prompts'
+    # own tokens past what they share, padding) gives what transformers' generate gives
+    prompts = [QUESTION + "A. Jupiter\nAnswer:", QUESTION + "B. Saturn\nAnswer:", QUESTION[:50]]
+    reqs = [GenerateRequest(p, max_new_tokens=5) for p in [*prompts, "Hi"]]
+    seen: list[Any] = []
+    real = hf_decode._next_token
+
+    def record(backend: Any, states: Any) -> Any:
+        logits = backend._head_logits(states) if backend._split_head else states
+        cap = backend._softcap  # (Gemma 2's, which the argmax needs not)
+        seen.extend(torch.tanh(logits / cap) * cap if cap and backend._split_head else logits)
+        return real(backend, states)
+
+    monkeypatch.setattr(hf_decode, "_next_token", record)
+    ids = [_prompt_ids(backend, r) for r in reqs]
+    new = hf_decode.greedy_tokens(backend, ids, 5, None)
+    # each next-token distribution is one of a full forward pass (rows in the engine's order;
+    # the argmax alone can miss a window off by a few keys)
+    with torch.inference_mode():
+        want = [
+            backend.model(torch.tensor([p + g[:k]])).logits[0, -1]
+            for p, g in zip(ids, new)
+            for k in range(5)
+        ]
+    assert len(seen) == len(want)
+    assert max(min(float((s - w).abs().max()) for w in want) for s in seen) < 1e-3
+    shared = backend.generate(reqs)
+    backend.engine = "full-sequence"  # (its path: model.generate, left-padded)
+    assert shared == backend.generate(reqs)
 
 
 @pytest.mark.parametrize(

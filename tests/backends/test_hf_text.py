@@ -99,6 +99,88 @@ def test_generation_stop_strings_and_duplicates(tiny_backend) -> None:  # type: 
     assert cut[0].n_tokens == len(new) < base.n_tokens == 8
 
 
+PASSAGE = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
+    "in May. How many clips did Natalia sell altogether in April and May? "
+)
+SHARING = [  # prompts that share prefixes as BenBench's and CAP's do, and some that do not
+    PASSAGE[:60],
+    PASSAGE[:95],
+    PASSAGE,
+    PASSAGE + "Answer A: 72",
+    PASSAGE + "Answer B: 96",
+    "Hi",
+    "下列有关鳃弓的描述，错误的是",
+    "下列有关鳃弓的描述，正确的是",
+]
+
+
+def _by_model_generate(backend, reqs):  # type: ignore[no-untyped-def]
+    """The same requests through transformers' own ``model.generate`` (the path of models the
+    prefix-tree engine cannot run)."""
+    old = backend.engine
+    backend.engine = "full-sequence"
+    try:
+        return backend.generate(reqs)
+    finally:
+        backend.engine = old
+
+
+def test_generation_runs_shared_prompt_prefixes_once(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """Prompts that share leading tokens run them once: the same generations as
+    ``model.generate`` and as one token at a time, in fewer token positions."""
+    from contamscope.backends.hf_text import _prompt_ids
+
+    reqs = [GenerateRequest(p, max_new_tokens=6) for p in SHARING]
+    reqs += [GenerateRequest(p, max_new_tokens=3) for p in SHARING[::3]]
+    before = tiny_backend.tokens_run
+    shared = tiny_backend.generate(reqs)
+    ran = tiny_backend.tokens_run - before
+    assert shared == _by_model_generate(tiny_backend, reqs)
+    whole = sum(len(_prompt_ids(tiny_backend, r)) + r.max_new_tokens for r in reqs)
+    assert ran < whole
+    for req, g in zip(reqs, shared):
+        assert g.text == _greedy_by_hand(tiny_backend, req.prompt, req.max_new_tokens)
+    old = tiny_backend.max_batch_tokens
+    try:  # a budget that splits the held prompts and their rows into many batches
+        tiny_backend.max_batch_tokens = 64
+        assert tiny_backend.generate(list(reversed(reqs)))[::-1] == shared
+    finally:
+        tiny_backend.max_batch_tokens = old
+
+
+def test_a_chain_of_prompt_prefixes_runs_the_longest_once(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """BenBench's lenient prompts: one text cut at several starting points. The longest runs
+    once; each shorter one runs its last token only, over the longest's cache."""
+    from contamscope.backends.hf_text import _prompt_ids
+
+    tok = tiny_backend.tokenizer
+    ids = tok(PASSAGE, add_special_tokens=False)["input_ids"]
+    cuts = [tok.decode(ids[:k]) for k in (9, 17, 30)]
+    reqs = [GenerateRequest(c, max_new_tokens=1) for c in cuts]
+    assert [len(_prompt_ids(tiny_backend, r)) for r in reqs] == [10, 18, 31]  # the premise
+    before = tiny_backend.tokens_run
+    got = tiny_backend.generate(reqs)
+    assert tiny_backend.tokens_run - before == 31 + 3
+    assert got == _by_model_generate(tiny_backend, reqs)
+
+
+def test_shared_generation_stops_once_every_row_has_ended(tiny_backend) -> None:  # type: ignore[no-untyped-def]
+    """A batch stops decoding when every row has generated the end token, not before."""
+    from contamscope.backends.hf_decode import greedy_tokens
+    from contamscope.backends.hf_text import _prompt_ids
+
+    prompts = [_prompt_ids(tiny_backend, GenerateRequest(p)) for p in SHARING[1:3]]
+    full = greedy_tokens(tiny_backend, prompts, 8, None)
+    assert all(len(t) == 8 for t in full)
+    end = full[0][2]  # an "end" token the first row generates third
+    # both rows end by step 8: the batch stops at the later one; else it runs all 8
+    stop = max(t.index(end) for t in full) + 1 if end in full[1][:7] else 8
+    got = greedy_tokens(tiny_backend, prompts, 8, end)
+    assert got == [t[:stop] for t in full]
+    assert greedy_tokens(tiny_backend, prompts[:1], 8, end) == [full[0][: full[0].index(end) + 1]]
+
+
 def test_cache_keeps_token_stats_and_generations(tiny_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cache = ScoreCache(tmp_path / "c.sqlite")
     first = CachedScorer(tiny_backend, cache)
@@ -226,6 +308,7 @@ def test_a_generation_cut_inside_a_character_drops_its_incomplete_bytes(
 ) -> None:  # type: ignore[no-untyped-def]
     """SmolLM2's tokenizer spells 年 as two byte tokens: a generation cut by max_new_tokens
     after the first showed U+FFFD ("2015年4\\ufffd" in a CAP run's predictions)."""
+    from contamscope.backends import hf_text
     from contamscope.backends.base import Generation
 
     tok = tiny_backend.tokenizer
@@ -234,11 +317,10 @@ def test_a_generation_cut_inside_a_character_drops_its_incomplete_bytes(
     digits = tok.encode("2015", add_special_tokens=False)
     cut = digits + year[:1]
 
-    def fixed_output(input_ids, max_new_tokens, **kw):  # type: ignore[no-untyped-def]
-        new = (cut + year[1:] + digits)[:max_new_tokens]
-        return torch.cat([input_ids, torch.tensor([new] * input_ids.shape[0])], dim=1)
+    def fixed_output(backend, prompts, max_new, *args):  # type: ignore[no-untyped-def]
+        yield [(i, (cut + year[1:] + digits)[:max_new]) for i in range(len(prompts))]
 
-    monkeypatch.setattr(tiny_backend.model, "generate", fixed_output)
+    monkeypatch.setattr(hf_text, "_greedy", fixed_output)
     short, whole = tiny_backend.generate(
         [
             GenerateRequest("Year:", max_new_tokens=len(cut)),

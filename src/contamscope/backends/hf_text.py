@@ -10,7 +10,7 @@ float32 logits it reads the mean and std of log p over the vocabulary (Min-K%++)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -139,6 +139,56 @@ def _through_stop(tok: Any, toks: Sequence[int], stops: Sequence[str]) -> int:
     return hi
 
 
+def _greedy(
+    backend: HFBackend,
+    prompts: list[list[int]],
+    max_new: int,
+    pad: int,
+    eos: int | None,
+    progress: ProgressFn | None,
+) -> Iterator[list[tuple[int, list[int]]]]:
+    """(prompt index, up to ``max_new`` greedy tokens) in batches, each yielded as it is done:
+    on the prefix-tree engine sharing prompt prefixes (:mod:`.hf_decode`); else, as for a
+    model the engine cannot run, by ``model.generate`` on left-padded, length-bucketed
+    batches. Tokens after an ``eos`` are the caller's to cut."""
+    if backend.engine == "prefix-tree" and all(prompts):
+        from .hf_decode import greedy_tokens
+
+        tokens = greedy_tokens(backend, prompts, max_new, eos, progress)
+        yield list(enumerate(tokens))
+        return
+    dev = backend.device
+    gen_kw: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    sizes = [(i, len(p) + max_new) for i, p in enumerate(prompts)]
+    with torch.inference_mode():
+        for batch in backend._chunks(sizes, max_pad=0.25):
+            width = max(len(prompts[i]) for i in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            attn = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, i in enumerate(batch):
+                p = prompts[i]
+                ids[r, width - len(p) :] = torch.tensor(p)
+                attn[r, width - len(p) :] = 1
+            out = backend.model.generate(
+                input_ids=ids.to(dev),
+                attention_mask=attn.to(dev),
+                max_new_tokens=max_new,
+                pad_token_id=pad,
+                eos_token_id=eos,
+                **gen_kw,
+            )
+            backend.tokens_run += out.numel()
+            rows = []
+            for i, toks in zip(batch, out[:, width:].tolist()):
+                if eos is None or eos not in toks:
+                    while toks and toks[-1] == pad and pad != eos:
+                        toks = toks[:-1]
+                rows.append((i, toks))
+            yield rows
+            if progress is not None:
+                progress(len(batch))
+
+
 def generate(
     backend: HFBackend, requests: Sequence[GenerateRequest], progress: ProgressFn | None = None
 ) -> list[Generation]:
@@ -158,41 +208,18 @@ def generate(
             results[i] = Generation("", 0, "context")  # past the positions the model has
             continue
         by_budget.setdefault(req.max_new_tokens, []).append((i, len(p) + req.max_new_tokens))
-    dev = backend.device
-    gen_kw: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-    with torch.inference_mode():
-        for max_new, sizes in by_budget.items():
-            for batch in backend._chunks(sizes, max_pad=0.25):
-                width = max(len(prompts[i]) for i in batch)
-                ids = torch.full((len(batch), width), pad, dtype=torch.long)
-                attn = torch.zeros((len(batch), width), dtype=torch.long)
-                for r, i in enumerate(batch):
-                    p = prompts[i]
-                    ids[r, width - len(p) :] = torch.tensor(p)
-                    attn[r, width - len(p) :] = 1
-                out = backend.model.generate(
-                    input_ids=ids.to(dev),
-                    attention_mask=attn.to(dev),
-                    max_new_tokens=max_new,
-                    pad_token_id=pad,
-                    eos_token_id=eos,
-                    **gen_kw,
-                )
-                new = out[:, width:].tolist()
-                backend.tokens_run += out.numel()
-                for r, i in enumerate(batch):
-                    toks = new[r]
-                    ended = eos is not None and eos in toks
-                    if ended:
-                        toks = toks[: toks.index(eos)]
-                    else:
-                        while toks and toks[-1] == pad and pad != eos:
-                            toks = toks[:-1]
-                    text, stopped = _cut(tok.decode(toks, skip_special_tokens=True), reqs[i].stop)
-                    reason = "stop" if ended or stopped else "length"
-                    n = _through_stop(tok, toks, reqs[i].stop) if stopped else len(toks)
-                    results[i] = Generation(text, n, reason)
-                if progress is not None:
-                    progress(len(batch))
+    for max_new, sizes in by_budget.items():
+        idx = [i for i, _ in sizes]
+        for got in _greedy(backend, [prompts[i] for i in idx], max_new, pad, eos, progress):
+            for k, toks in got:
+                i = idx[k]
+                if eos is not None and eos in toks:
+                    toks, ended = toks[: toks.index(eos)], True
+                else:
+                    ended = False
+                text, stopped = _cut(tok.decode(toks, skip_special_tokens=True), reqs[i].stop)
+                reason = "stop" if ended or stopped else "length"
+                n = _through_stop(tok, toks, reqs[i].stop) if stopped else len(toks)
+                results[i] = Generation(text, n, reason)
     done = [g for g in results if g is not None]
     return [done[unique[req]] for req in requests]
