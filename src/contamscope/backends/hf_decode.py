@@ -35,8 +35,15 @@ MIN_SHARED = 4
 shared stretch, BOS and a word, is not worth a copy of the cache)."""
 
 HELD_BUDGETS = 4
-"""The held prompts' caches of a group take up to this many token budgets (their keys and values
-only, for all layers; a budget is counted in tokens run, whose activations take more)."""
+"""On the CPU the held prompts' caches of a group take up to this many token budgets (their
+keys and values only, for all layers; a budget is counted in tokens run, whose activations take
+more). On a GPU one: there the budget is sized from free memory already."""
+
+
+def held_budgets(backend: HFBackend) -> int:
+    """How many token budgets a group's held caches take (:data:`HELD_BUDGETS`)."""
+    return HELD_BUDGETS if backend.device.type == "cpu" else 1
+
 
 ROW_PAD = 3.0
 """How much longer than the shortest a row's own tokens (plus those generated) may be in one
@@ -219,11 +226,11 @@ def greedy_tokens(
         members[h].append(i)
     out: list[list[int]] = [[] for _ in prompts]
     budget = backend.max_batch_tokens  # (generation's: a decoding step reads every weight)
-    # groups of held prompts whose caches (padded to the longest) hold HELD_BUDGETS budgets'
-    # worth of tokens, so that many rows decode together: on the CPU a decoding step reads
+    # groups of held prompts whose caches (padded to the longest) hold a few budgets' worth of
+    # tokens (held_budgets), so that many rows decode together: on the CPU a decoding step reads
     # every weight whatever the rows, and on a GPU it is launched whatever the rows
     sizes = [(h, len(prompts[k])) for h, k in enumerate(held)]
-    groups = backend._chunks(sizes, HELD_BUDGETS * budget, 1.0)
+    groups = backend._chunks(sizes, held_budgets(backend) * budget, 1.0)
     with torch.inference_mode():
         for group in groups:
             state = backend._hold_prefixes([tuple(prompts[held[h]]) for h in group])
