@@ -14,16 +14,14 @@ whether every generation is identical.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
+
+from ngram_speed import gsm8k_arguments  # (this folder: the script's own)
 
 from contamscope.backends import GenerateRequest, load_backend
 from contamscope.data.qa import load_qa
 from contamscope.detectors.benbench import starting_points
-
-BENCHDATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchdata"
 
 
 def run(backend, requests: list[GenerateRequest], engine: str) -> tuple[float, int, list]:  # type: ignore[no-untyped-def,type-arg]
@@ -38,17 +36,8 @@ def run(backend, requests: list[GenerateRequest], engine: str) -> tuple[float, i
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--items", type=int, default=12)
-    ap.add_argument("--n", type=int, default=5)
-    ap.add_argument("--k", type=int, default=5)
-    ap.add_argument("--data", default=str(BENCHDATA / "gsm8k" / "test.jsonl"))
-    args = ap.parse_args()
-    if not Path(args.data).is_file():
-        print(f"{args.data}: not found (needs ../shared/benchdata)", file=sys.stderr)
+    args = gsm8k_arguments(__doc__, items=12)
+    if args is None:
         return 2
     backend = load_backend(args.model, device=args.device, dtype=args.dtype)
     if backend.engine != "prefix-tree":

@@ -66,18 +66,27 @@ def contamscope_way(backend, texts: list[str], n: int, k: int) -> list[list[bool
     ]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def gsm8k_arguments(doc: str | None, items: int) -> argparse.Namespace | None:
+    """The command line of a benchmark over GSM8K texts at n and k (also
+    ``generation_speed.py``'s); None, said on stderr, where the data file is missing."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--items", type=int, default=20)
+    ap.add_argument("--items", type=int, default=items)
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--data", default=str(BENCHDATA / "gsm8k" / "test.jsonl"))
     args = ap.parse_args()
     if not Path(args.data).is_file():
         print(f"{args.data}: not found (needs ../shared/benchdata)", file=sys.stderr)
+        return None
+    return args
+
+
+def main() -> int:
+    args = gsm8k_arguments(__doc__, items=20)
+    if args is None:
         return 2
     items = load_qa(args.data).items[: args.items]
     texts = [f"{it.question} {it.answer}" for it in items]
