@@ -182,7 +182,7 @@ def _decode(
     last = backend._upload(own - 1)
     token = _next_token(backend, states[torch.arange(n, device=dev), last])
     out = [token]
-    for layer in kv.layers:
+    for layer in kv.layers:  # (a layer writes a pass's keys at its ``pw``: past the written)
         layer.pw = pw + width
     pos = backend._upload(cached + own)[:, None]
     done = torch.zeros(n, dtype=torch.bool, device=dev)
