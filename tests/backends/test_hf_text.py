@@ -168,7 +168,7 @@ def test_a_chain_of_prompt_prefixes_runs_the_longest_once(tiny_backend) -> None:
 def test_long_generations_decode_many_rows_a_pass_on_the_cpu(tiny_backend) -> None:  # type: ignore[no-untyped-def]
     """On the CPU a decoding pass reads every weight whatever its rows: the tokens a row will
     generate count as keys and values (a quarter of a token run), not as tokens run, so four
-    40-token generations decode in one batch under a 128-token budget (two rows a batch
+    40-token generations decode in one batch under a 128-token budget (three, then one,
     before), with the same results."""
     reqs = [GenerateRequest(p, max_new_tokens=40) for p in ["Hi", "Hello there", "Q: 2+2?", "A b"]]
     alone = [tiny_backend.generate([r])[0] for r in reqs]

@@ -4,7 +4,7 @@ The prompts a method generates from share long prefixes: BenBench's lenient n-gr
 continue one text from five starting points (every prompt a prefix of the longest), and CAP
 asks about each question as published and as modified (the question once, the options twice).
 ``model.generate`` runs every prompt whole; here the prompts are sorted, each joins a *held*
-prompt it shares at least :data:`MIN_SHARED` tokens with, the held prompts run once (their KV
+prompt it shares enough of its tokens with (:func:`share_prefixes`), the held prompts run once (their KV
 caches kept, as the scoring engine keeps a question's), and each prompt runs only its own
 tokens past what it shares, over a copy of the held cache, then decodes token by token.
 
@@ -16,6 +16,7 @@ it ran alone, up to floating-point rounding (tests compare it with ``model.gener
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,15 +56,6 @@ SLACK = 4
 the held one's last tokens (those few are run again by the prompts that had them cached)."""
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def share_prefixes(
     prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED
 ) -> tuple[list[int], list[tuple[int, int]]]:
@@ -88,7 +80,7 @@ def share_prefixes(
     group: list[int] = []
     for i in sorted(range(len(prompts)), key=lambda k: tuple(prompts[k])):
         p = prompts[i]
-        shared = _common(current, p)
+        shared = len(os.path.commonprefix([list(current), list(p)]))
         if held and len(p) > len(current) and shared >= len(current) - SLACK:
             for m in group:  # what the group shared with the old held prompt, p holds
                 plan[m] = (plan[m][0], min(plan[m][1], shared))
@@ -231,16 +223,16 @@ def greedy_tokens(
     # every weight whatever the rows, and on a GPU it is launched whatever the rows
     sizes = [(h, len(prompts[k])) for h, k in enumerate(held)]
     groups = backend._chunks(sizes, held_budgets(backend) * budget, 1.0)
+    # a row's copy of its cached tokens counted as a quarter of a token run each, as the
+    # scoring engine counts a subtree's prefix (keys and values, not activations); on the CPU
+    # its generated tokens too, as they run one a pass (32 prompts, 256 tokens each: 67 s as
+    # tokens run, 42 s as keys; on a GPU, where the budget is sized from free memory, they
+    # stay counted in full)
+    new, kept = (0, max_new) if backend.device.type == "cpu" else (max_new, 0)
     with torch.inference_mode():
         for group in groups:
             state = backend._hold_prefixes([tuple(prompts[held[h]]) for h in group])
             rows = [(slot, i) for slot, h in enumerate(group) for i in members[h]]
-            # a row's copy of its cached tokens counted as a quarter of a token run each, as
-            # the scoring engine counts a subtree's prefix (keys and values, not activations);
-            # on the CPU its generated tokens too, as they run one a pass (32 prompts, 256
-            # tokens each: 67 s as tokens run, 42 s as keys; on a GPU, where the budget is
-            # sized from free memory, they stay counted in full)
-            new, kept = (0, max_new) if backend.device.type == "cpu" else (max_new, 0)
             sizes = [(r, len(prompts[i]) - plan[i][1] + new) for r, (_, i) in enumerate(rows)]
             extra = {r: (plan[i][1] + kept) // 4 for r, (_, i) in enumerate(rows)}
             for batch in backend._chunks(sizes, budget, ROW_PAD, extra):

@@ -202,14 +202,13 @@ def generate(
     reqs = list(unique)
     prompts = [_prompt_ids(backend, r) for r in reqs]
     results: list[Generation | None] = [None] * len(reqs)
-    by_budget: dict[int, list[tuple[int, int]]] = {}
+    by_length: dict[int, list[int]] = {}
     for i, (req, p) in enumerate(zip(reqs, prompts)):
         if backend.max_length is not None and len(p) + req.max_new_tokens > backend.max_length:
             results[i] = Generation("", 0, "context")  # past the positions the model has
             continue
-        by_budget.setdefault(req.max_new_tokens, []).append((i, len(p) + req.max_new_tokens))
-    for max_new, sizes in by_budget.items():
-        idx = [i for i, _ in sizes]
+        by_length.setdefault(req.max_new_tokens, []).append(i)
+    for max_new, idx in by_length.items():
         for got in _greedy(backend, [prompts[i] for i in idx], max_new, pad, eos, progress):
             for k, toks in got:
                 i = idx[k]
