@@ -8,7 +8,8 @@
 # checkout's src/ to time side by side (the baseline, stage old); STAGES: a comma list of tests,
 # eager (fused kernels off), profile (the defaults: fused), speed, accuracy, pipeline (the
 # permutation pipeline against the engine, pipeline_gap.py), cli (the permutation command end
-# to end, twice; CLI_ITEMS items, 2048), old, alloc (default:
+# to end, twice; CLI_ITEMS items, 2048), generation (generation_speed.py on the random 1B
+# model in float32 and bfloat16, GEN_ITEMS GSM8K items, 100; needs gsm8k/), old, alloc (default:
 # tests,eager,profile,speed), each its own process, in the order given; PIPELINE_WORKERS: the
 # pipeline stage's detector worker counts (comma list, "default"), PIPELINE_BATCHES its items
 # per call (comma list), PIPELINE_OVERLAP its calls overlapped or not (on,off: both),
@@ -55,10 +56,9 @@ run_pipeline() {
         ${PIPELINE_BATCHES:+--pipeline-batches $PIPELINE_BATCHES} \
         ${PIPELINE_OVERLAP:+--overlap $PIPELINE_OVERLAP} 2>&1 | tee "$OUT/pipeline.log"
 }
-run_cli() {
-    echo "== the permutation command end to end: the random 1B Llama shape saved as a folder"
-    local model_dir=/tmp/random-llama-1b items=${CLI_ITEMS:-2048}
-    PYTHONPATH=src:benchmarks$X timeout 120 $PY - "$TOK" "$model_dir" <<'PYEOF'
+save_random_model() {  # the random 1B Llama shape saved as a folder (a model spec for commands)
+    [[ -f "$1/config.json" ]] && return 0
+    PYTHONPATH=src:benchmarks$X timeout 120 $PY - "$TOK" "$1" <<'PYEOF'
 import sys
 
 import torch
@@ -75,6 +75,11 @@ with torch.device("cuda"):
 model.save_pretrained(sys.argv[2])
 tok.save_pretrained(sys.argv[2])
 PYEOF
+}
+run_cli() {
+    echo "== the permutation command end to end: the random 1B Llama shape saved as a folder"
+    local model_dir=/tmp/random-llama-1b items=${CLI_ITEMS:-2048}
+    save_random_model "$model_dir"
     # twice, each with an empty cache and run folder: the second shows the machine warm
     for i in 1 2; do
         local t0=$(date +%s%N)
@@ -97,6 +102,16 @@ diff = max(
 )
 print(f"records {len(a)} / {len(b)}, same ids in order {[r['id'] for r in a] == [r['id'] for r in b]}, max |log-prob difference| {diff:.3g}")
 PYEOF
+}
+run_generation() {
+    echo "== generation_speed: shared-prefix greedy generation (hf_decode) vs model.generate"
+    local model_dir=/tmp/random-llama-1b
+    save_random_model "$model_dir"
+    for dtype in float32 bfloat16; do  # float32: every generation identical; bfloat16: speed
+        PYTHONPATH=src:benchmarks$X timeout 150 $PY benchmarks/generation_speed.py \
+            --model "hf:$model_dir" --device cuda --dtype $dtype --data "$DATA/gsm8k/test.jsonl" \
+            --items "${GEN_ITEMS:-100}" 2>&1 | tee -a "$OUT/generation.log"
+    done
 }
 run_old() {
     [[ -n "$OLD" ]] || return 0
@@ -130,4 +145,4 @@ for s in ${STAGES//,/ }; do
     "run_$s"
 done
 echo "== summary"
-grep -h "passed\|failed\|command \|records \|scoring_seconds\|detectors:\|main thread\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log
+grep -h "passed\|failed\|speedup\|identical\|command \|records \|scoring_seconds\|detectors:\|main thread\|items/s\|busy\|waited\|warm-up\|fused kernels\|max |diff|" "$OUT"/*.log

@@ -139,3 +139,39 @@ def test_overlapped_calls_on_cuda_give_each_call_its_numbers(tiny_model_path) ->
     assert len(streamed) == len(calls)
     for got, want in zip(streamed, alone):
         assert [g.logprob for g in got] == pytest.approx([w.logprob for w in want], abs=1e-4)
+
+
+def test_shared_prefix_generation_on_cuda(tiny_model_path) -> None:  # type: ignore[no-untyped-def]
+    """Greedy generation over shared prompt prefixes (``hf_decode``) on the GPU, in float32:
+    the same generations as transformers' ``model.generate`` on the GPU and as the CPU's
+    shared path, in fewer token positions, also under a budget that splits every batch."""
+    from contamscope.backends import GenerateRequest
+    from contamscope.backends.hf import HFBackend
+
+    passage = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
+        "clips in May. How many clips did Natalia sell altogether in April and May? "
+    )
+    prompts = [passage[:60], passage[:95], passage, passage + "Answer: 72", "Hi", "下列有关鳃弓"]
+    reqs = [GenerateRequest(p, max_new_tokens=6) for p in prompts]
+    backend = _on_cuda(tiny_model_path, "float32")
+    assert backend.engine == "prefix-tree"
+    before = backend.tokens_run
+    shared = backend.generate(reqs)
+    shared_positions = backend.tokens_run - before
+    backend.engine = "full-sequence"
+    before = backend.tokens_run
+    assert backend.generate(reqs) == shared
+    assert shared_positions < backend.tokens_run - before
+    backend.engine = "prefix-tree"
+    backend.max_batch_tokens = 48
+    assert backend.generate(reqs[::-1])[::-1] == shared
+    cpu = HFBackend.from_pretrained(
+        str(tiny_model_path),
+        spec="tiny",
+        identity="tiny",
+        device="cpu",
+        dtype="float32",
+        options={"bos": "<|endoftext|>"},
+    )
+    assert cpu.generate(reqs) == shared
