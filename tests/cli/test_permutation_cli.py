@@ -569,3 +569,37 @@ def test_the_printed_report_command_runs_as_pasted(
     assert command == ["contamscope", "report", str(out)]
     made = run_cli(*command[1:], cwd=tmp_path)
     assert made.returncode == 0, made.stderr and (out / "report.html").is_file()
+
+
+def test_the_same_benchmark_by_another_path_resumes_and_reanalyses_from_anywhere(
+    tmp_path: Path, bench: Path, tiny_model_path: Path
+) -> None:
+    """A run given its benchmark by a relative path resumes when given the same file by its
+    absolute path, or from another folder, and is re-analysed from anywhere (it was refused
+    as "a run with other settings (benchmark: 'toy_test.csv' -> '/.../toy_test.csv')", and
+    reanalyse looked for the file relative to where it was started; QA). Folders that
+    recorded the path as typed (before) resume too; another file is still refused."""
+    out = tmp_path / "run"
+    model = ["--model", f"hf:{tiny_model_path}", "--device", "cpu", "--out", str(out)]
+    first = run_cli("permutation", "--benchmark", bench.name, *model, cwd=bench.parent)
+    assert first.returncode == 0, first.stderr
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["benchmark"] == str(bench)  # absolute, though typed relative
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = run_cli("permutation", "--benchmark", str(bench), *model, cwd=elsewhere)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "summary.json").read_text())["timings"]["items_resumed"] == 5
+    res = run_cli("reanalyse", str(out), "--alpha", "0.1", cwd=elsewhere)
+    assert res.returncode == 0, res.stderr
+    # a folder an earlier version wrote, with the path as typed
+    settings["benchmark"] = bench.name
+    (out / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    rel = "../" + bench.name
+    again = run_cli("permutation", "--benchmark", rel, *model, "--alpha", "0.1", cwd=elsewhere)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "summary.json").read_text())["timings"]["items_resumed"] == 5
+    other = tmp_path / "other_test.csv"
+    other.write_text("\n".join(ROWS[:4]) + "\n", encoding="utf-8")
+    refused = run_cli("permutation", "--benchmark", str(other), *model, cwd=elsewhere)
+    assert refused.returncode == 2 and "holds a run with other settings" in refused.stderr

@@ -511,6 +511,25 @@ def test_sweep_out_must_be_a_sweep_folder_or_empty_even_in_a_dry_run(
     assert sorted(p.name for p in mine.iterdir()) == ["foo.txt"]
 
 
+def test_one_file_by_two_paths_is_listed_twice(
+    tmp_path: Path, two_models: list[str], write_bench: Any
+) -> None:
+    """A benchmark given by two paths (relative and absolute) ran twice and counted twice in
+    the board's correction, a model folder with and without hf: too; both are refused as
+    listed twice, nothing written (QA)."""
+    bench = write_bench(tmp_path / "b_test.csv", 2)
+    out = tmp_path / "sweep"
+    rel = os.path.relpath(bench)  # (from pytest's working directory)
+    res = _sweep(two_models[:1], [bench, rel], out, "--dry-run")
+    assert res.returncode == 2, res.stderr
+    assert f"--benchmarks: {bench} and {rel} are the same (listed twice)" in res.stderr
+    folder = os.path.relpath(two_models[0].removeprefix("hf:"))
+    res = _sweep([two_models[0], folder], [bench], out, "--dry-run")
+    assert res.returncode == 2, res.stderr
+    assert f"--models: {two_models[0]} and hf:{folder} are the same (listed twice)" in res.stderr
+    assert not out.exists()
+
+
 def test_executor_settings_are_checked_before_any_pair_and_a_cluster_too_small_said_once(
     tmp_path: Path, two_models: list[str], write_bench: Any
 ) -> None:

@@ -213,13 +213,42 @@ def command(
     run(**locals())
 
 
+REPORT_UNWRITTEN = "report not written"
+"""What a pair's status says where its report (--report, or one there before) could not be
+written: the sweep ends with exit code 2, its board still built."""
+
+
 def _split(text: str, option: str) -> list[str]:
+    """The values of a comma list; one given twice, also as two paths of one file or folder
+    (``data/x.csv,/abs/data/x.csv``: it ran twice and counted twice in the board's
+    correction; QA), is refused."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise ConfigError(f"{option}: give at least one value")
     if len(set(parts)) != len(parts):
         raise ConfigError(f"{option}: a value is listed twice")
+    seen: dict[str, str] = {}
+    for v in parts:
+        first = seen.setdefault(_place(v, option == "--models"), v)
+        if first != v:
+            raise ConfigError(f"{option}: {first} and {v} are the same (listed twice)")
     return parts
+
+
+def _place(value: str, model: bool) -> str:
+    """What a sweep's value names: a local file or folder by its real path (a model's with or
+    without ``hf:``), anything else (a name, a hub id, a dataset) as typed."""
+    rest = value[3:] if model and value.startswith("hf:") else value
+    path = Path(rest).expanduser()
+    return os.path.realpath(path) if path.exists() else value
+
+
+def _same_benchmark(held: Any, value: str) -> bool:
+    """Whether a pair folder's recorded benchmark (absolute, or as typed by older versions)
+    is the sweep's ``value``."""
+    if not isinstance(held, str):
+        return False
+    return held == value or _place(held, False) == _place(value, False)
 
 
 def _pairs_held(out: Path, name: str, key: str) -> Iterator[tuple[Path, Any]]:
@@ -236,8 +265,11 @@ def _pairs_held(out: Path, name: str, key: str) -> Iterator[tuple[Path, Any]]:
 def _holder(out: Path, name: str, key: str, values: list[str]) -> str | None:
     """Which of ``values`` (models or benchmarks, ``key`` of a run's settings) an existing pair
     folder of ``out`` named with ``name`` was run with; None where none was."""
-    held = (h for _, h in _pairs_held(out, glob.escape(name), key) if h in values)
-    return next((str(h) for h in held), None)
+    for _, h in _pairs_held(out, glob.escape(name), key):
+        for v in values:
+            if h == v or (key == "benchmark" and _same_benchmark(h, v)):
+                return v
+    return None
 
 
 def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
@@ -247,7 +279,7 @@ def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
     calling its own finished pairs "of models not in this sweep" (docs QA)."""
     hashed = glob.escape(bare) + "-" + "[0-9a-f]" * 6
     for folder, held in _pairs_held(out, hashed, key):
-        if held == value:
+        if held == value or (key == "benchmark" and _same_benchmark(held, value)):
             return folder.name.split("__")[-1 if key == "benchmark" else 0]
     return None
 

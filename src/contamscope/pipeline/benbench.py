@@ -53,7 +53,7 @@ from ..store import (
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
 from .inputs import Unpack, check_field_types, check_items
 from .outcome import Outcome, printed_verdict
-from .provenance import git_commit, package_versions, selection_settings
+from .provenance import git_commit, package_versions, recorded_source, selection_settings
 from .served import refuse_changed_server
 
 __all__ = [
@@ -630,9 +630,11 @@ def run_benbench(
         "paraphraser_fingerprint": None if paraphraser is None else paraphraser.fingerprint,
         "splits": {
             s.name: {
-                "benchmark": s.loaded.source,
+                "benchmark": recorded_source(s.loaded.source),
                 "benchmark_hash": s.loaded.content_hash,
-                "references": [[r.source, r.content_hash, r.pairing] for r in s.references],
+                "references": [
+                    [recorded_source(r.source), r.content_hash, r.pairing] for r in s.references
+                ],
             }
             for s in splits
         },

@@ -53,7 +53,13 @@ from ..store import (
 )
 from .inputs import Unpack, check_field_types, check_items
 from .outcome import VerdictOutcome
-from .provenance import git_commit, notes_entry, package_versions, selection_settings
+from .provenance import (
+    git_commit,
+    notes_entry,
+    package_versions,
+    recorded_source,
+    selection_settings,
+)
 
 __all__ = [
     "CAP_ANALYSIS",
@@ -461,7 +467,7 @@ def run_cap(
         "model_fingerprint": scorer.fingerprint,
         "paraphraser": para.fingerprint if config.task == "summary" else None,
         "embedder": embedder.describe() if embedder is not None else None,
-        "benchmark": data.source,
+        "benchmark": recorded_source(data.source),
         "benchmark_hash": data.content_hash,
         "selection": selection_settings(
             None,

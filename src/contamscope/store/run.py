@@ -698,9 +698,45 @@ def _same_run(stored: dict[str, Any], settings: dict[str, Any]) -> bool:
     >>> _same_run({"selection": {"limit": 3}}, new), _same_run({"selection": {"limit": 4}}, new)
     (True, False)
     """
+    stored, settings = _by_content(stored), _by_content(settings)
     return (
         stored == settings or stored == _without_digest(settings) or _chosen_alike(stored, settings)
     )
+
+
+def _by_content(settings: Any) -> Any:
+    """``settings`` with the paths of data recorded with their contents' hash left out (a
+    ``benchmark`` beside its ``benchmark_hash``, a ``reference`` beside its ``reference_hash``,
+    a BenBench reference's ``[source, hash, pairing]``): the same data given by another path
+    (absolute, or relative to another folder; a run recorded it as typed) is the same run.
+
+    >>> _by_content({"benchmark": "data/x.csv", "benchmark_hash": "ab", "seed": 0})
+    {'benchmark_hash': 'ab', 'seed': 0}
+    >>> _by_content({"benchmark": "hf:x [test]", "benchmark_hash": None})
+    {'benchmark': 'hf:x [test]', 'benchmark_hash': None}
+    >>> _by_content({"references": [["a/r.jsonl", "cd", "order"], ["inline", None, "inline"]]})
+    {'references': [[None, 'cd', 'order'], ['inline', None, 'inline']]}
+    """
+    if isinstance(settings, dict):
+        return {
+            k: _refs_by_content(v) if k == "references" else _by_content(v)
+            for k, v in settings.items()
+            if not (isinstance(v, str) and settings.get(f"{k}_hash"))
+        }
+    if isinstance(settings, list):
+        return [_by_content(x) for x in settings]
+    return settings
+
+
+def _refs_by_content(refs: Any) -> Any:
+    """BenBench's references (``[source, hash, pairing]`` each) with the sources of those
+    with a hash left out."""
+    if not isinstance(refs, list):
+        return _by_content(refs)
+    return [
+        [None, *r[1:]] if isinstance(r, list) and len(r) == 3 and r[1] else _by_content(r)
+        for r in refs
+    ]
 
 
 _CHOOSING = frozenset({"limit", "sample", "seed", "subjects", "n_items"})
