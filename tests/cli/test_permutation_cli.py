@@ -168,6 +168,8 @@ def test_malformed_rows_are_skipped_listed_and_exit_3(
         (["--deltas=-0.2,inf"], "--deltas '-0.2,inf': every threshold must be a finite number"),
         # beyond the outlier score's range: every item flagged, without a word (docs journey)
         (["--deltas", "5"], "--deltas 5: 5 is outside [-0.5, 0.5], where the outlier score lies"),
+        # an empty value (an unset shell variable) ran the paper's thresholds unsaid (QA)
+        (["--deltas="], "--deltas '': expected comma-separated numbers or 'paper'"),
         (["--template", "fancy"], "--template"),
         (["-M", "bogus=1"], "-M bogus"),
         (["--benchmark", "missing.csv"], "missing.csv"),

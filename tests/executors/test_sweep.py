@@ -422,6 +422,18 @@ def test_other_analysis_settings_re_analyse_finished_pairs(
     assert same.returncode == 0 and "finished earlier (skipped)" in same.stdout
     bad = _sweep(two_models[:1], [bench], out, "--ties", "maybe")
     assert bad.returncode == 2 and "--ties 'maybe': expected not_leaked or leaked" in bad.stderr
+    bad = _sweep(two_models[:1], [bench], out, "--deltas=", "--dry-run")
+    assert bad.returncode == 2 and "--deltas '': expected comma-separated numbers" in bad.stderr
+    # a pair report that cannot be written: said, the board built, exit code 2 (it was 0)
+    (run / "report.html").unlink()
+    (run / "report.html").mkdir()
+    board = (out / "leaderboard.md").stat().st_mtime_ns
+    unwritten = _sweep(two_models[:1], [bench], out, "--alpha", "0.1", "--report")
+    assert unwritten.returncode == 2, unwritten.stderr
+    assert "report not written:" in unwritten.stderr
+    assert "1 pair report not written (named above; exit code 2)" in unwritten.stderr
+    assert "report not written; nothing scored" in unwritten.stdout
+    assert (out / "leaderboard.md").stat().st_mtime_ns > board
 
 
 def test_reference_benchmark_gives_every_pair_a_measured_false_positive_rate(

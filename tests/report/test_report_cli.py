@@ -44,6 +44,18 @@ def test_permutation_report_flag_writes_the_report(tmp_path: Path, tiny_model_pa
     assert again.returncode == 0, again.stderr
     assert f"report: contamscope report {out}" in again.stdout
 
+    # a report asked for that cannot be written: said, the run saved, exit code 2 (it was 0;
+    # a script did not notice)
+    (out / "summary.json").unlink()
+    report.mkdir()
+    res = run_cli(*args, "--out", str(out), "--device", "cpu", "--report", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "report not written:" in res.stderr and "(the run is saved; exit code 2)" in res.stderr
+    assert (out / "summary.json").is_file()
+    res = run_cli("reanalyse", str(out), "--alpha", "0.1", "--report", cwd=tmp_path)
+    assert res.returncode == 2 and "report not written:" in res.stderr, res.stderr
+    report.rmdir()
+
     custom = tmp_path / "custom.html"
     res = run_cli("report", str(out), "--out", str(custom), "--top", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -394,7 +394,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_benbench_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    report_after_run(outcome.run_dir, write=kw["report"])
+    written = report_after_run(outcome.run_dir, write=kw["report"])
     console.print(  # what to do next
         f"card:   contamscope card --run {shell(outcome.run_dir)} --out card.md",
         highlight=False,
@@ -406,6 +406,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
             for c in outcome.summary["counts"].values()
         ),
         signal=kw["fail_on_signal"] and has_signal(outcome.summary),
+        unwritten=not written,
     )
 
 

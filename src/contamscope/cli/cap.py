@@ -374,8 +374,12 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
                 "no heatmap: matplotlib is missing (pip install 'contamscope[report]')"
             )
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    report_after_run(outcome.run_dir, write=kw["report"])
-    exit_if_skipped(len(data.problems), signal=kw["fail_on_signal"] and has_signal(outcome.summary))
+    written = report_after_run(outcome.run_dir, write=kw["report"])
+    exit_if_skipped(
+        len(data.problems),
+        signal=kw["fail_on_signal"] and has_signal(outcome.summary),
+        unwritten=not written,
+    )
 
 
 def _fmt(x: Any, nd: int = 3) -> str:

@@ -220,19 +220,28 @@ def list_skipped(
         )
 
 
-def exit_if_skipped(n: int, what: str = "", *, signal: bool = False, pair: bool = False) -> None:
+class ReportUnwritten(SystemExit):
+    """Exit code 2 of a finished run whose report could not be written (said above it); the
+    run itself is saved (a sweep tells its pairs' apart from their failures)."""
+
+
+def exit_if_skipped(
+    n: int, what: str = "", *, signal: bool = False, pair: bool = False, unwritten: bool = False
+) -> None:
     """End a finished run with exit code 3 when ``n`` input rows (or ``what``: another kind of
     input, named in the lines above) were skipped; with ``signal`` (``--fail-on-signal`` and a
     verdict that found one: :func:`has_signal`) with exit code 4, which a gate must not miss
-    for a skipped row. A sweep's ``pair`` says no exit code: the sweep's own comes at its end
-    (a pair's "exit code 3" was printed where the sweep exited 2; CI QA)."""
+    for a skipped row; with ``unwritten`` (its report could not be written, said above) with
+    exit code 2, unless a signal says 4. A sweep's ``pair`` says no exit code: the sweep's own
+    comes at its end (a pair's "exit code 3" was printed where the sweep exited 2; CI QA)."""
     if n:
         said = (
             f"{plural(n, what)} left out"
             if what
             else (f"{n} input row{'s were' if n != 1 else ' was'} skipped")
         )
-        code = f"exit code {EXIT_SIGNAL if signal else EXIT_ROWS_SKIPPED}"
+        ends = EXIT_SIGNAL if signal else EXIT_USER_ERROR if unwritten else EXIT_ROWS_SKIPPED
+        code = f"exit code {ends}"
         where = f" ({code})" if what else f" ({code}; see summary.json)"
         where = " (see summary.json)" if pair else where
         err_console.print(styled("yellow", said, where))
@@ -243,6 +252,8 @@ def exit_if_skipped(n: int, what: str = "", *, signal: bool = False, pair: bool 
             )
         )
         raise SystemExit(EXIT_SIGNAL)
+    if unwritten:
+        raise ReportUnwritten(EXIT_USER_ERROR)
     if n:
         raise SystemExit(EXIT_ROWS_SKIPPED)
 

@@ -317,10 +317,11 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_membership_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    report_after_run(outcome.run_dir, write=kw["report"])
+    written = report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(
         sum(c["rows_skipped"] for c in outcome.summary["counts"].values()),
         signal=kw["fail_on_signal"] and has_signal(outcome.summary),
+        unwritten=not written,
     )
 
 

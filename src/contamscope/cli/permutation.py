@@ -146,13 +146,21 @@ def check_ties(ties: str) -> None:
 
 def parse_deltas(text: str | None) -> tuple[float, ...] | None:
     """``--deltas`` as numbers; None (the default thresholds) for none or ``paper``, which
-    ``reanalyse --deltas paper`` takes too (here it was refused as not a number).
+    ``reanalyse --deltas paper`` takes too (here it was refused as not a number). An empty
+    value (``--deltas="$UNSET"``) is refused, as reanalyse refused it (it ran the paper's
+    thresholds unsaid; QA).
 
-    >>> parse_deltas("paper"), parse_deltas("-0.2,-0.1")
-    (None, (-0.2, -0.1))
+    >>> parse_deltas(None), parse_deltas("paper"), parse_deltas("-0.2,-0.1")
+    (None, None, (-0.2, -0.1))
+    >>> parse_deltas(" ")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: --deltas ' ': expected comma-separated numbers or 'paper'
     """
-    if not text or text.strip().lower() == "paper":
+    if text is None or text.strip().lower() == "paper":
         return None
+    if not text.strip():
+        raise ConfigError(f"--deltas {text!r}: expected comma-separated numbers or 'paper'")
     try:
         deltas = tuple(float(x) for x in text.split(","))
     except ValueError:
@@ -407,9 +415,10 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         )
     print_permutation_summary(outcome.summary)
     console.print(f"run folder: {outcome.run_dir} (summary.json, items.jsonl)")
-    report_after_run(outcome.run_dir, write=kw["report"])
+    written = report_after_run(outcome.run_dir, write=kw["report"])
     exit_if_skipped(
         len(loaded.problems),
         signal=kw["fail_on_signal"] and has_signal(outcome.summary),
         pair=kw.get("sweep_pair", False),
+        unwritten=not written,
     )

@@ -195,11 +195,12 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
     if given["alpha"] is not None and not 0 < given["alpha"] < 1:
         raise ConfigError(f"--alpha {given['alpha']}: must be between 0 and 1")
     if len(run_dirs) == 1:
-        exit_if_skipped(_reanalyse(run_dirs[0], given, report))
+        skipped, written = _reanalyse(run_dirs[0], given, report)
+        exit_if_skipped(skipped, unwritten=not written)
         return
     from ..report.rundata import sweep_reference_folder
 
-    failed, skipped = [], 0
+    failed, skipped, unwritten = [], 0, False
     folders = []
     for run_dir in run_dirs:
         if sweep_reference_folder(run_dir):  # what runs/sweep/*/ matches besides the pairs
@@ -229,7 +230,8 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
     for run_dir in folders:
         console.rule(str(run_dir))
         try:
-            skipped += _reanalyse(run_dir, given, report)
+            rows, written = _reanalyse(run_dir, given, report)
+            skipped, unwritten = skipped + rows, unwritten or not written
         except ContamscopeError as exc:
             err_console.print(styled("bold red", "error:", f" {exc}"), highlight=False)
             failed.append(run_dir)
@@ -250,11 +252,12 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
             highlight=False,
         )
         raise SystemExit(EXIT_USER_ERROR)
-    exit_if_skipped(skipped)
+    exit_if_skipped(skipped, unwritten=unwritten)
 
 
-def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
-    """One folder; returns how many benchmark rows were skipped reading its benchmark."""
+def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int, bool]:
+    """One folder; returns how many benchmark rows were skipped reading its benchmark, and
+    whether its report was written where one was asked for (or was there)."""
     stored, method = _checked(run_dir, given)
     with run_folders_as_written(run_dir):
         if method == "permutation":
@@ -272,8 +275,8 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> int:
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
     from .report import report_after_run
 
-    report_after_run(run_dir, write=report)  # and a report.html already there, redone
-    return problems
+    # and a report.html already there, redone
+    return problems, report_after_run(run_dir, write=report)
 
 
 def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -339,12 +342,7 @@ def _permutation(run_dir: Path, given: dict[str, Any], stored: dict[str, Any]) -
         check_ties(ties)
     parsed: Any = None
     if deltas is not None:
-        if deltas.strip().lower() == "paper":
-            parsed = "paper"
-        else:
-            parsed = parse_deltas(deltas)
-            if parsed is None:
-                raise ConfigError("--deltas '': expected comma-separated numbers or 'paper'")
+        parsed = "paper" if deltas.strip().lower() == "paper" else parse_deltas(deltas)
     how = run_benchmark(stored)
     if given["benchmark"] is not None:
         how["spec"] = given["benchmark"]

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..wording import plural, shell
 from .common import (
     EXIT_ROWS_SKIPPED,
+    EXIT_USER_ERROR,
     console,
     err_console,
     exit_if_skipped,
@@ -215,11 +216,12 @@ def _leaderboard(run_dirs: list[Path], out: Path | None, fmt: str | None) -> Non
     exit_if_skipped(missed, "unreadable or unfinished run folder")
 
 
-def report_after_run(run_dir: Path, *, write: bool) -> None:
-    """End of a run: write the report (``--report``) and print its path, or say how to make it.
-
-    The run is already saved, so a report that cannot be written is a warning, not a failure.
-    """
+def report_after_run(run_dir: Path, *, write: bool) -> bool:
+    """End of a run: write the report (``--report``, or a report.html there before) and print
+    its path, or say how to make it. False where the report could not be written: the run is
+    saved already and the command ends as it would have, but with exit code 2
+    (:func:`~contamscope.cli.common.exit_if_skipped`'s ``unwritten``), as a file asked for
+    and not written must not pass a script by (it exited 0; QA)."""
     if not write and (run_dir / "report.html").is_file():  # it would show the earlier analysis
         err_console.print(styled("dim", "", "report.html was in the folder: written again"))
         write = True
@@ -227,15 +229,16 @@ def report_after_run(run_dir: Path, *, write: bool) -> None:
         console.print(
             f"report: contamscope report {shell(run_dir)}", highlight=False, soft_wrap=True
         )
-        return
-    path = write_report_or_warn(run_dir)
+        return True
+    path = write_report_or_warn(run_dir, code=f" (the run is saved; exit code {EXIT_USER_ERROR})")
     if path is not None:
         console.print(f"report: {path}", highlight=False, soft_wrap=True)
+    return path is not None
 
 
-def write_report_or_warn(run_dir: Path, where: str = "") -> Path | None:
+def write_report_or_warn(run_dir: Path, where: str = "", code: str = "") -> Path | None:
     """``run_dir``'s report.html written, or a warning where it cannot be (the run is saved
-    already, so that is no failure); ``where`` goes before the reason."""
+    already); ``where`` goes before the reason, ``code`` after it."""
     from ..errors import ContamscopeError
     from ..report import build_report
 
@@ -243,7 +246,7 @@ def write_report_or_warn(run_dir: Path, where: str = "") -> Path | None:
         return build_report(run_dir)
     except ContamscopeError as exc:
         err_console.print(
-            styled("yellow", "report not written:", f" {where}{exc}"),
+            styled("yellow", "report not written:", f" {where}{exc}{code}"),
             highlight=False,
             soft_wrap=True,
         )

@@ -35,6 +35,7 @@ from .common import (
     EXIT_USER_ERROR,
     MODEL_OPTIONS_HELP,
     TEMPLATE_HELP,
+    ReportUnwritten,
     console,
     err_console,
     styled,
@@ -479,7 +480,8 @@ def _reanalysed(job: Job, kw: dict[str, Any], reference: Path | None = None) -> 
         if kw["report"] or (job.run_dir / "report.html").is_file():  # else it shows the old
             from .report import write_report_or_warn
 
-            write_report_or_warn(job.run_dir, f"{job.run_dir}: ")
+            if write_report_or_warn(job.run_dir, f"{job.run_dir}: ") is None:
+                changed += f"; {REPORT_UNWRITTEN}"
     return changed
 
 
@@ -598,6 +600,8 @@ def run(**kw: Any) -> None:
                     try:
                         scan(_job_kwargs(job, kw, reference_of(job)), ex)
                         status[job] = "done"
+                    except ReportUnwritten:  # (said by the pair)
+                        status[job] = f"done ({REPORT_UNWRITTEN})"
                     except SystemExit as exc:
                         if exc.code != EXIT_ROWS_SKIPPED:
                             raise
@@ -685,7 +689,17 @@ def run(**kw: Any) -> None:
             ),
             highlight=False,
         )
-    if failed_any or unwritten:
+    reports = [j for j in every if REPORT_UNWRITTEN in status.get(j, "")]
+    if reports:
+        err_console.print(
+            styled(
+                "yellow",
+                f"{plural(len(reports), 'pair report')} not written",
+                f" (named above; exit code {EXIT_USER_ERROR})",
+            ),
+            highlight=False,
+        )
+    if failed_any or unwritten or reports:
         raise SystemExit(EXIT_USER_ERROR)
     if kw["fail_on_signal"] and signalled:
         raise SystemExit(EXIT_SIGNAL)
