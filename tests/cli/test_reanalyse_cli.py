@@ -185,3 +185,21 @@ def test_a_run_of_a_newer_schema_is_refused_and_kept(tmp_path: Path, run: Path) 
     assert ((run / "summary.json").read_bytes(), (run / "items.jsonl").read_bytes()) == before
     res = run_cli("compare", str(run), str(run), cwd=tmp_path)
     assert res.returncode == 2 and "upgrade contamscope to compare it" in res.stderr
+
+
+def test_a_damaged_record_is_left_out_by_reanalyse_and_report_alike(
+    tmp_path: Path, run: Path
+) -> None:
+    """reanalyse left a damaged record out and went on; report then refused the same folder
+    (items.jsonl:2: not valid JSON), so no report could be had short of scoring again (QA).
+    Both leave it out and say so."""
+    lines = (run / "items.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines.insert(1, "garbage{\n")
+    (run / "items.jsonl").write_text("".join(lines), encoding="utf-8")
+    res = run_cli("reanalyse", str(run), "--alpha", "0.1", cwd=tmp_path)
+    assert res.returncode == 0 and "1 damaged or unreadable record left out" in res.stderr
+    res = run_cli("report", str(run), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = " ".join(res.stderr.split())
+    assert "1 damaged or unreadable record left out of the item tables (line 2: not valid" in said
+    assert "left out of the item tables" in (run / "report.html").read_text(encoding="utf-8")

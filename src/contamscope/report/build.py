@@ -6,15 +6,28 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__
-from ..errors import DataError
+from ..errors import DataError, note
 from ..paths import RUN_FOLDER, write_text_atomic
 from ..store.run import RunFolder
+from ..wording import first_few, plural
 from .html import esc, page
 from .methods import ReportOptions, method_module
-from .rundata import answered_by_others, load_run
+from .rundata import RunData, answered_by_others, load_run
 from .validation import find_split_labels
 
-__all__ = ["build_report", "default_report_path"]
+__all__ = ["build_report", "damaged_records", "default_report_path"]
+
+
+def damaged_records(run: RunData) -> str:
+    """What a report says of the damaged records it left out (``run.damaged``)."""
+    damaged = run.damaged or []
+    lines = ["line " + e.removeprefix(f"{run.items_path}:") for e in damaged]
+    return (
+        f"{run.items_path}: {plural(len(damaged), 'damaged or unreadable record')} left out of "
+        f"the item tables ({first_few(lines, 3)}); "
+        "the statistics are summary.json's; the command that scored the run scores their "
+        "items again when re-run"
+    )
 
 
 def default_report_path(run_dir: Path) -> Path:
@@ -32,7 +45,7 @@ def build_report(
         from contamscope.report import build_report
         build_report("runs/demo")          # -> runs/demo/report.html
     """
-    run = load_run(run_dir)
+    run = replace(load_run(run_dir), damaged=[])
     mod = method_module(run)
     options = options or ReportOptions()
     if options.labels is None:
@@ -58,6 +71,10 @@ def build_report(
             else "Has this model seen this benchmark's test set?"
         )
     )
+    if run.damaged:
+        said = damaged_records(run)
+        note(said)
+        subtitle += f" <strong>{esc(said)}.</strong>"
     other = answered_by_others(run.summary)
     if other is not None:
         subtitle += f" <strong>{esc(other)}.</strong>"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,11 @@ class RunData:
     """Contents of summary.json (schema, provenance, counts, statistics)."""
     settings: dict[str, Any]
     """Contents of settings.json ({} when absent)."""
+    damaged: list[str] | None = field(default=None, compare=False)
+    """None: a damaged record (a line not UTF-8 or not a JSON object) is an error naming it;
+    a list (the report's reading): such lines are left out, their errors listed here, as
+    ``reanalyse`` leaves them out (the report refused a folder reanalyse had just analysed;
+    QA)."""
 
     @property
     def items_path(self) -> Path:
@@ -106,7 +111,13 @@ class RunData:
         """:meth:`iter_records` with each record's line number (a later copy's)."""
         if not self.items_path.exists():
             return
-        yield from unique_records(iter_record_lines(self.items_path))
+        if self.damaged is None:
+            yield from unique_records(iter_record_lines(self.items_path))
+            return
+        found: list[str] = []
+        records = unique_records(iter_record_lines(self.items_path, found))
+        self.damaged[:] = found  # (each reading reads the whole file)
+        yield from records
 
 
 def _read_json(path: Path) -> dict[str, Any]:

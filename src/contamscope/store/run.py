@@ -597,29 +597,43 @@ def unique_records(
     return slots
 
 
-def iter_record_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_record_lines(
+    path: Path, damaged: list[str] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` of a records file, blank lines skipped; a line that is not
-    UTF-8 or not a JSON object is a StoreError naming ``path:line``."""
+    UTF-8 or not a JSON object is a StoreError naming ``path:line``, or, given ``damaged`` (a
+    list), left out with that error appended there."""
     refuse_special(path)
     with open(path, "rb") as fh:  # decoded line by line: errors name their line
         for i, raw in enumerate(fh, 1):
-            try:  # (a byte-order mark, as the run itself reads it: refused here before)
-                line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise StoreError(f"{path}:{i}: not UTF-8 text") from None
-            if not line.strip():
-                continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise StoreError(
-                    f"{path}:{i}: not valid JSON ({json_error(exc, line=False)})"
-                ) from None
-            except RecursionError:  # (a traceback ended report and leaderboard; QA)
-                raise StoreError(f"{path}:{i}: {TOO_DEEP}") from None
-            if not isinstance(rec, dict):
-                raise StoreError(f"{path}:{i}: expected a JSON object per line")
-            yield i, rec
+                rec = _record_line(path, i, raw)
+            except StoreError as exc:
+                if damaged is None:
+                    raise
+                damaged.append(str(exc))
+                continue
+            if rec is not None:
+                yield i, rec
+
+
+def _record_line(path: Path, i: int, raw: bytes) -> dict[str, Any] | None:
+    """Line ``i`` of a records file as a record (None: blank), or a StoreError naming it."""
+    try:  # (a byte-order mark, as the run itself reads it: refused here before)
+        line = raw.decode("utf-8-sig" if i == 1 else "utf-8")
+    except UnicodeDecodeError:
+        raise StoreError(f"{path}:{i}: not UTF-8 text") from None
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{path}:{i}: not valid JSON ({json_error(exc, line=False)})") from None
+    except RecursionError:  # (a traceback ended report and leaderboard; QA)
+        raise StoreError(f"{path}:{i}: {TOO_DEEP}") from None
+    if not isinstance(rec, dict):
+        raise StoreError(f"{path}:{i}: expected a JSON object per line")
+    return rec
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
