@@ -566,7 +566,7 @@ def test_split_from_the_char_map_equals_the_split_from_all_offsets(smollm2_token
 
 
 def test_a_local_folder_transformers_cannot_use_is_one_line(
-    tmp_path: Path, tiny_model_path: Path
+    tmp_path: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An empty config (transformers raised ValueError: a traceback, and `sweep` stopped) and a
     folder without weights (was called 'not a local folder') are ModelErrors naming the folder."""
@@ -587,8 +587,19 @@ def test_a_local_folder_transformers_cannot_use_is_one_line(
     shutil.copytree(tiny_model_path, cut)
     weights = cut / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ModelError, match=r"could not load model .*cut'.*: SafetensorError"):
+    with pytest.raises(ModelError, match=r"could not load model .*cut'.*: SafetensorError") as err:
         load_backend(f"hf:{cut}")
+    assert "converted copy" not in str(err.value)
+    # the same damage in a converted copy under the model cache names the way to mend it
+    monkeypatch.setenv("CONTAMSCOPE_MODEL_DIR", str(tmp_path / "models"))
+    copy = tmp_path / "models" / "SmolLM2-x-0123456789ab"
+    shutil.copytree(cut, copy)
+    with pytest.raises(
+        ModelError,
+        match=r"SafetensorError.*converted copy is damaged: "
+        r"`contamscope cache clear --converted` deletes it",
+    ):
+        load_backend(f"hf:{copy}")
 
 
 def test_a_gguf_file_that_is_not_one_or_is_cut_short_is_one_line(

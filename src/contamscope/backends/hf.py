@@ -556,6 +556,11 @@ class HFBackend(Backend):
                 if "tokenizer" in text.lower() and Path(name).is_dir()
                 else ""
             )
+            if _converted_copy_folder(name):  # a copy contamscope made: it can make it again
+                hint = (
+                    "; the model's converted copy is damaged: `contamscope cache clear "
+                    "--converted` deletes it, and the next run converts the model again"
+                )
             raise ModelError(
                 f"could not load model {name!r}: {type(exc).__name__}: {text}{hint}"
             ) from None
@@ -1345,3 +1350,13 @@ def _cache_keyword(forward: Any) -> str:
     except (TypeError, ValueError):
         return "past_key_values"
     return "cache" if "cache" in params else "past_key_values"
+
+
+def _converted_copy_folder(name: str) -> bool:
+    """Whether ``name`` is a folder under the model cache (a GGUF's converted copy)."""
+    from ..paths import model_cache_dir
+
+    try:
+        return Path(name).resolve().is_relative_to(model_cache_dir().resolve())
+    except (OSError, ValueError):
+        return False
