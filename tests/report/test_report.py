@@ -331,6 +331,34 @@ def test_leaderboard_of_a_run_without_flags_and_of_subject_subsets(
     assert wilson_interval(0, 24)[0] == 0.0 and wilson_interval(24, 24)[1] == 1.0
 
 
+def test_one_benchmark_typed_from_two_folders_is_one_column(make_run, tmp_path: Path) -> None:
+    """Two models' runs of one file, one given as data/q_test.csv and one by its absolute
+    path, were two columns of one row each, ranked apart (QA); the same file is one column
+    (by its content and name). A file of that name with other contents stays apart."""
+    runs = []
+    for name, source, digest in (
+        ("a", "data/q_test.csv", "d1"),
+        ("b", "/home/me/data/q_test.csv", "d1"),
+        ("c", "/home/me/other/q_test.csv", "d2"),
+    ):
+        run = make_run(name, n_items=24)
+        s = json.loads((run / "summary.json").read_text())
+        s["benchmark"].update(source=source, content_hash=digest)
+        s["model"]["spec"] = f"hf:model-{name}"
+        s["model"]["fingerprint"] = f"synthetic-{name}"
+        (run / "summary.json").write_text(json.dumps(s))
+        runs.append(run)
+    md, _ = write_leaderboard(runs, None, "md")
+    head = [c.strip() for c in md.splitlines()[0].split("|")[2:-1]]
+    assert len(head) == 2 and head[0] != head[1], head
+    rows = [ln for ln in md.splitlines()[2:] if ln.startswith("| hf:model-")]
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
+    assert head[0] == "data/q_test.csv"  # the first run's name for it
+    assert cells["hf:model-a"][0] and cells["hf:model-b"][0]  # one column, both rows
+    assert cells["hf:model-a"][1] == cells["hf:model-b"][1] == cells["hf:model-c"][0] == ""
+    assert cells["hf:model-c"][1]
+
+
 def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> None:
     a = make_run("a", n_items=24, leaked_every=2)
     empty = make_run("empty", n_items=24)

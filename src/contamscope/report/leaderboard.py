@@ -258,8 +258,12 @@ def collect(
     for _, mod, est in found:
         statistics.setdefault(mod.TITLE, set()).add(est.statistic)
     cells = []  # (model identity, spec, benchmark, title) of each run
+    spelt: dict[Any, str] = {}  # a benchmark's contents -> the name its first run gave it
     for run, mod, est in found:
         bench = run.benchmark
+        contents = _contents(run)
+        if contents is not None:  # the same file typed otherwise (another folder, an absolute
+            bench = spelt.setdefault(contents, bench)  # path) was a column of its own (QA)
         if run.subjects:  # a subject subset is a different benchmark, not another run of it
             bench += " [" + ", ".join(run.subjects) + "]"
         ref = run.summary.get("reference") if run.summary.get("method") == "membership" else None
@@ -304,6 +308,20 @@ def collect(
             + ")"
         )
     return entries
+
+
+def _contents(run: Any) -> Any:
+    """What identifies the data ``run`` read, whatever folder its path was typed from: the
+    content hash and file or folder name of its benchmark (per split for BenBench), with the
+    run's method; None where the summary holds no hash (a run of another tool)."""
+    b = run.summary.get("benchmark")
+    if not isinstance(b, dict):
+        return None
+    parts = [b] if "content_hash" in b else [v for _, v in sorted(b.items()) if isinstance(v, dict)]
+    key = [(v.get("content_hash"), Path(str(v.get("source"))).name) for v in parts]
+    if not key or not all(isinstance(h, str) for h, _ in key):
+        return None
+    return (run.method, tuple(key))
 
 
 def _measured(run: Any, module: Any) -> tuple[tuple[str, str, str], ...]:
