@@ -633,7 +633,12 @@ def run_benbench(
                 "benchmark": recorded_source(s.loaded.source),
                 "benchmark_hash": s.loaded.content_hash,
                 "references": [
-                    [recorded_source(r.source), r.content_hash, r.pairing] for r in s.references
+                    [
+                        recorded_source(r.source) if r.content_hash else r.source,
+                        r.content_hash,
+                        r.pairing,
+                    ]
+                    for r in s.references
                 ],
             }
             for s in splits
