@@ -235,6 +235,15 @@ def test_cap_config_and_splits_are_checked_against_the_data(
         run_cap(data, sel["train"], scorer, tmp_path / "c", cfg)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="at least two splits"):
         run_cap(data, {"train": sel["train"]}, scorer, tmp_path / "c", cfg)
+    # the splits' items swapped: each recorded as of the other split, and the verdict, which
+    # names a split, came out reversed (library QA)
+    swapped = {"train": sel["test"], "test": sel["train"]}
+    with pytest.raises(ConfigError, match=r"selected\['train'\]: '.*' is an item of split 'test'"):
+        run_cap(data, swapped, scorer, tmp_path / "c", cfg)
+    stray = replace(sel["test"][0], question="a question of no split")
+    with pytest.raises(ConfigError, match=r"is not an item of split 'test' of the loaded"):
+        run_cap(data, {**sel, "test": [stray]}, scorer, tmp_path / "c", cfg)
+    assert not (tmp_path / "c").exists()
     with pytest.raises(ConfigError, match=r"has no split 'dev' \(it has train, test, blind\)"):
         run_cap(data, {**sel, "dev": []}, scorer, tmp_path / "c", cfg)
     with pytest.raises(ConfigError, match="split 'blind' has no reference answers"):

@@ -414,6 +414,29 @@ class _BarShare:
             self.on_items(n * self.per)
 
 
+def _check_split_items(data: CapData, name: str, chosen: Sequence[Any]) -> None:
+    """Refuse an item given under split ``name`` that is not one of that split's: one of
+    another split was recorded as of this one, and the verdict, which names a split, came
+    out reversed (library QA); one of no split would record the loaded benchmark's
+    provenance for it."""
+    own = {it.id: it for it in data.splits[name].items}
+    for it in chosen:
+        if own.get(it.id) == it:
+            continue
+        other = next(
+            (s for s, sp in data.splits.items() if s != name and any(x == it for x in sp.items)),
+            None,
+        )
+        where = (
+            f"an item of split {other!r}"
+            if other is not None
+            else f"not an item of split {name!r} of the loaded benchmark ({data.source})"
+        )
+        raise ConfigError(
+            f"selected[{name!r}]: {it.id!r} is {where}; give each split's items under its name"
+        )
+
+
 @releases_run_dir
 def run_cap(
     data: CapData,
@@ -443,6 +466,8 @@ def run_cap(
         name: check_items(chosen, object, "CAP", f"split {name}")
         for name, chosen in selected.items()
     }
+    for name, chosen in chosen_in.items():
+        _check_split_items(data, name, chosen)
     backend = scorer.backend
     counted = scorer.mark()
     check_backend(backend, generate=True, method="CAP")
