@@ -337,10 +337,17 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"--reference {bench}: every paired row is the original's own text" in r.stderr
     # two references of one file name keep apart (their folders name them); one file given
-    # twice would count its paraphrases twice
+    # twice would count its paraphrases twice, and so would a copy of it (QA)
     twin = tmp_path / "b" / "rewritten.jsonl"
     twin.parent.mkdir()
     twin.write_text(ref.read_text(encoding="utf-8"), encoding="utf-8")
+    r = run_cli(*args, "--no-lenient", "-r", str(ref), "-r", str(twin), "--out", "r3", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f"--reference {twin}: the same contents as {ref}; give each paraphrase set once" in (
+        " ".join(r.stderr.split())
+    )
+    other = dict(ROWS[0], rewritten_question=ROWS[0]["rewritten_question"] + " Say it.")
+    write_jsonl(twin, [other])
     r = run_cli(*args, "--no-lenient", "-r", str(ref), "-r", str(twin), "--out", "r3", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rec = json.loads((tmp_path / "r3" / "items.jsonl").read_text().splitlines()[0])
@@ -348,6 +355,12 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     assert names == ["original", f"{tmp_path.name}/rewritten", "b/rewritten"]
     r = run_cli(*args, "-r", str(ref), "-r", f"{tmp_path}/b/../rewritten.jsonl", cwd=tmp_path)
     assert r.returncode == 2 and "--reference" in r.stderr and "given twice" in r.stderr
+    # a rewritten benchmark carries its paraphrases: the same file with -r counted them twice
+    own = ["benbench", *model, "--benchmark", str(ref), "--no-lenient", "-r", str(ref)]
+    r = run_cli(*own, "--out", "r4", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"--reference {ref}: the benchmark file itself, whose paraphrases are read" in said
 
 
 def test_drop_shared_that_leaves_a_split_empty_is_refused(tmp_path: Path) -> None:

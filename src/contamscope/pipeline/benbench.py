@@ -193,6 +193,7 @@ class SplitInput:
                 refs.append(r)
             else:
                 refs.append(pair_reference(loaded, r, name=Path(r.source).stem, pairing=pairing))
+        _refuse_repeated(refs, "--reference" if name == "test" else "--train-reference")
         return cls(name, loaded, list(loaded.items if items is None else items), refs)
 
     def __repr__(self) -> str:
@@ -202,6 +203,25 @@ class SplitInput:
             f"SplitInput(name={self.name!r}, source={self.loaded.source!r}, "
             f"items={len(self.items)}, references=[{refs}])"
         )
+
+
+def _refuse_repeated(refs: Sequence[ReferenceSet], option: str) -> None:
+    """Refuse a reference file whose contents another reference (or the benchmark's own
+    inline paraphrases) already gives: its paraphrases would count twice, and the
+    randomization test would draw the original 1 time in 3 where it is 1 in 2 (the benchmark's
+    rewritten file given again with -r ran so; QA)."""
+    seen: dict[str, ReferenceSet] = {}
+    for r in refs:
+        if r.content_hash is None or r.pairing == "generated":
+            continue
+        first = seen.setdefault(r.content_hash, r)
+        if first is not r:
+            what = (
+                "the benchmark file itself, whose paraphrases are read already (inline)"
+                if first.pairing == "inline"
+                else f"the same contents as {first.source}"
+            )
+            raise ConfigError(f"{option} {r.source}: {what}; give each paraphrase set once")
 
 
 @dataclass(repr=False)  # Outcome.__repr__: the summary is too long to print
