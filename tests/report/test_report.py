@@ -359,6 +359,27 @@ def test_one_benchmark_typed_from_two_folders_is_one_column(make_run, tmp_path: 
     assert cells["hf:model-c"][1]
 
 
+def test_one_model_in_two_dtypes_is_two_rows_named_by_dtype(make_run, tmp_path: Path) -> None:
+    """smollm2 run in float32 and in bfloat16 was one row whose two runs were replicate
+    columns ([run-a], [run-b]), where card calls them two models (QA): a row each, named by
+    the dtype, in one column."""
+    runs = []
+    for name, dtype in (("a", "float32"), ("b", "bfloat16")):
+        run = make_run(name, n_items=24)
+        s = json.loads((run / "summary.json").read_text())
+        s["model"] = {
+            "spec": "smollm2",
+            "fingerprint": f"local:w:0123|{dtype}|tok=1|bos=0|engine=4",
+        }
+        (run / "summary.json").write_text(json.dumps(s))
+        runs.append(run)
+    md, _ = write_leaderboard(runs, None, "md")
+    head = [c.strip() for c in md.splitlines()[0].split("|")[2:-1]]
+    assert head == ["synthetic.csv"]
+    rows = sorted(ln.split("|")[1].strip() for ln in md.splitlines()[2:] if ln.startswith("| smol"))
+    assert rows == ["smollm2 (bfloat16)", "smollm2 (float32)"]
+
+
 def test_leaderboard_names_the_runs_it_leaves_out(make_run, tmp_path: Path) -> None:
     a = make_run("a", n_items=24, leaked_every=2)
     empty = make_run("empty", n_items=24)

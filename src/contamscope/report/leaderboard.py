@@ -424,30 +424,58 @@ def same_weights_lines(entries: Sequence[LeaderboardEntry]) -> list[str]:
     ]
 
 
-def _model_identity(run: Any) -> str:
-    """What a run's model is: its weights' identity (the fingerprint's first part: a local
-    model's files, a hub id and revision, a server and model name), else the spec as typed."""
+def _model_setup(run: Any) -> tuple[str, tuple[str, ...]]:
+    """A run's model as its weights' identity (the fingerprint's first part: a local model's
+    files, a hub id and revision, a server and model name; else the spec as typed) and the
+    settings that change its numbers besides (dtype, BOS token: not the tokenizer's hash,
+    which the weights fix, nor the engine version, whose versions compute the same numbers)."""
     m = run.summary.get("model")
     fp = str(m.get("fingerprint") or "") if isinstance(m, dict) else ""
     parts = fp.split("|")
     if parts[0] == "openai":  # openai|URL|MODEL|info=...: every served model began "openai"
-        return "|".join(parts[:3])
-    return parts[0] or f"spec:{run.model}"
+        return "|".join(parts[:3]), ()
+    if not parts[0]:
+        return f"spec:{run.model}", ()
+    return parts[0], tuple(p for p in parts[1:] if not p.startswith(("tok=", "engine=")))
+
+
+def _model_identity(run: Any) -> str:
+    """What a run's model is, as a row of the board: its weights and the settings that change
+    its numbers (:func:`_model_setup`). One model run in float32 and in bfloat16 was one row,
+    its two runs shown as replicates in columns of their own, where ``card`` calls them two
+    models (QA)."""
+    weights, setup = _model_setup(run)
+    return "|".join([weights, *setup])
 
 
 def _model_names(runs: Sequence[Any]) -> dict[str, str]:
     """A row name per model identity: the spec its first run was given with, and where two
     different models were given under one spec (``hf:./tiny`` in two folders), that spec and
-    the start of each one's identity hash. One model given as ``hf:/m``, ``hf:/m/`` and
+    the start of each one's identity hash; one model in two set-ups under one spec, that spec
+    and what differs (``smollm2 (bfloat16)``). One model given as ``hf:/m``, ``hf:/m/`` and
     ``hf:m`` stays one row; two models under one name are no longer one row."""
     first: dict[str, str] = {}
+    setups: dict[str, tuple[str, tuple[str, ...]]] = {}
     for run in runs:
-        first.setdefault(_model_identity(run), run.model)
-    shared = {n for n, k in Counter(first.values()).items() if k > 1}
-    return {
-        ident: f"{name} [{ident.rsplit(':', 1)[-1][:8]}]" if name in shared else name
-        for ident, name in first.items()
-    }
+        ident = _model_identity(run)
+        first.setdefault(ident, run.model)
+        setups.setdefault(ident, _model_setup(run))
+    groups: dict[str, list[str]] = {}
+    for ident, name in first.items():
+        groups.setdefault(name, []).append(ident)
+    out = {}
+    for name, idents in groups.items():
+        if len(idents) == 1:
+            out[idents[0]] = name
+            continue
+        weights = {setups[i][0] for i in idents}
+        for ident in idents:
+            w, setup = setups[ident]
+            label = name + (f" [{w.rsplit(':', 1)[-1][:8]}]" if len(weights) > 1 else "")
+            alike = [setups[i][1] for i in idents if setups[i][0] == w]
+            differ = [x for k, x in enumerate(setup) if len({a[k : k + 1] for a in alike}) > 1]
+            out[ident] = label + (f" ({', '.join(differ)})" if differ else "")
+    return out
 
 
 _GENERIC_NAMES = frozenset(
