@@ -363,6 +363,38 @@ def test_cli_reference_keeps_its_own_format_and_is_not_the_original(
     assert f"--reference {ref}: the benchmark file itself, whose paraphrases are read" in said
 
 
+def test_paraphrases_that_all_fail_their_checks_are_refused_before_the_model_loads(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    """Rows paired with the wrong items change every final answer: the run loaded the model,
+    scored, and ended "no verdict: ... give the paraphrases with --reference" to a user who
+    had (QA). Refused in one line, before any work; one usable paraphrase is enough."""
+    plain = [
+        {"question": "Tom has 3 apples and buys 4 more apples at the shop.",
+         "answer": "He has 3 + 4 = 7 apples in total now.\n#### 7"},
+        {"question": "A box holds 12 pens and 5 are taken out of it, then 2 more.",
+         "answer": "12 - 5 - 2 = 5 pens remain in the box.\n#### 5"},
+    ]  # fmt: skip
+    bench = write_jsonl(tmp_path / "toy-test.jsonl", plain)
+    rotated = [dict(r, question=f"Here is a problem. {r['question']}") for r in plain[::-1]]
+    ref = write_jsonl(tmp_path / "rotated.jsonl", rotated)
+    model = ["--model", f"hf:{tiny_model_path}", "--device", "cpu", "--no-lenient"]
+    args = ["benbench", *model, "--benchmark", str(bench), "--pairing", "order", "-r", str(ref)]
+    r = run_cli(*args, "--out", "bad", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    said = " ".join(r.stderr.split())
+    assert (
+        f"--reference: none of the 2 paraphrases paired with the selected items of split test "
+        "is usable (2 final answer changed): nothing to compare the originals with; are the "
+        "rows paired with the right items (--pairing"
+    ) in said
+    assert not (tmp_path / "bad").exists()
+    good = [dict(r, question=f"Here is a problem. {r['question']}") for r in plain]
+    write_jsonl(ref, [good[0], rotated[1]])  # one of the two usable: the run goes on
+    r = run_cli(*args, "--out", "ok", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
 def test_drop_shared_that_leaves_a_split_empty_is_refused(tmp_path: Path) -> None:
     """The run loaded the model, printed "0 analysed of 0" and exited 0."""
     rows = [{"question": f"Q{i}?", "answer": f"{i}\n#### {i}"} for i in range(3)]

@@ -614,3 +614,23 @@ def test_without_an_interval_the_exact_p_value_alone_signals() -> None:
     assert not _signal(with_ci, "ngram_exact") and _signal(
         dict(with_ci, ci=[0.1, 0.4]), "ngram_exact"
     )
+
+
+def test_no_verdict_says_the_paraphrases_failed_where_they_did() -> None:
+    """A split whose paraphrases were all refused by the checks was told to give the
+    paraphrases with --reference, to a user who had (QA); without any, it still is."""
+    from contamscope.report.benbench import verdict_line
+
+    def summary(failures: dict[str, int]) -> dict[str, Any]:
+        counts = {"items_selected": 2, "items_analysed": 2, "paraphrase_failures": failures}
+        return {"statistics": {"splits": {"test": {"delta": {}}}}, "counts": {"test": counts}}
+
+    kind, line = verdict_line(summary({"final answer changed": 2})) or ("", "")
+    assert kind == "none"
+    assert line == (
+        "no verdict: no item of the test split has a usable paraphrase: 2 paraphrases failed "
+        "the checks (summary.json's paraphrase_failures; rows paired with the wrong items "
+        "change the final answers)"
+    )
+    kind, line = verdict_line(summary({})) or ("", "")
+    assert kind == "none" and "(give the paraphrases with --reference" in line

@@ -250,7 +250,30 @@ def _split_input(
             warning = r.check_pairs([it.id for it in split.items], option)
             if warning:
                 err_console.print(styled("yellow", "partly paired", f" {warning}"), highlight=False)
+    if not kw["paraphraser"]:
+        _refuse_unusable(split, option)
     return split
+
+
+def _refuse_unusable(split: Any, option: str) -> None:
+    """Refuse a split whose given paraphrases all fail their checks, before the model loads:
+    the run had nothing to compare and ended "no verdict: ... give the paraphrases with
+    --reference", to a user who had (rows paired with the wrong items; QA)."""
+    from collections import Counter
+
+    paired = [
+        p for r in split.references for it in split.items if (p := r.pairs.get(it.id)) is not None
+    ]
+    if not paired or any(p.ok for p in paired):
+        return
+    why = Counter(p.reason.split(":")[0] for p in paired).most_common(2)
+    said = "; ".join(f"{n} {reason}" for reason, n in why)
+    raise ConfigError(
+        f"{option}: none of the {plural(len(paired), 'paraphrase')} paired with the selected "
+        f"items of split {split.name} is usable ({said}): nothing to compare the originals "
+        "with; are the rows paired with the right items (--pairing; a file in another order "
+        "changes every final answer)?"
+    )
 
 
 _LENIENT_ONLY = {

@@ -253,6 +253,15 @@ def verdict_line(summary: dict[str, Any]) -> tuple[str, str] | None:
             f"no verdict: none of the {counts['items_selected']} items of the {split} split "
             f"could be analysed ({why or 'see the counts in summary.json'})"
         )
+    failed = sum(
+        v for v in (counts.get("paraphrase_failures") or {}).values() if isinstance(v, int)
+    )
+    if not d.get("n") and failed:  # (it said to give --reference, to a user who had; QA)
+        return "none", (
+            f"no verdict: no item of the {split} split has a usable paraphrase: "
+            f"{plural(failed, 'paraphrase')} failed the checks (summary.json's "
+            "paraphrase_failures; rows paired with the wrong items change the final answers)"
+        )
     if not d.get("n"):
         return "none", (
             f"no verdict: no item of the {split} split has a usable paraphrase (give the "
