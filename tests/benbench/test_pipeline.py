@@ -384,7 +384,7 @@ def test_paraphrases_that_all_fail_their_checks_are_refused_before_the_model_loa
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     said = " ".join(r.stderr.split())
     assert (
-        f"--reference: none of the 2 paraphrases paired with the selected items of split test "
+        "--reference: none of the 2 paraphrases paired with the selected items of split test "
         "is usable (2 final answer changed): nothing to compare the originals with; are the "
         "rows paired with the right items (--pairing"
     ) in said
