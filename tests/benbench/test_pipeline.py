@@ -385,7 +385,7 @@ def test_paraphrases_that_all_fail_their_checks_are_refused_before_the_model_loa
     said = " ".join(r.stderr.split())
     assert (
         "--reference: none of the 2 paraphrases paired with the selected items of split test "
-        "is usable (2 final answer changed): nothing to compare the originals with; are the "
+        "is usable (final answer changed: 2): nothing to compare the originals with; are the "
         "rows paired with the right items (--pairing"
     ) in said
     assert not (tmp_path / "bad").exists()

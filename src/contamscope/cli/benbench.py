@@ -267,7 +267,7 @@ def _refuse_unusable(split: Any, option: str) -> None:
     if not paired or any(p.ok for p in paired):
         return
     why = Counter(p.reason.split(":")[0] for p in paired).most_common(2)
-    said = "; ".join(f"{n} {reason}" for reason, n in why)
+    said = "; ".join(f"{reason}: {n}" for reason, n in why)
     raise ConfigError(
         f"{option}: none of the {plural(len(paired), 'paraphrase')} paired with the selected "
         f"items of split {split.name} is usable ({said}): nothing to compare the originals "
