@@ -52,7 +52,7 @@ def _benbench(
 
     monkeypatch.setattr(pipeline, "run_benbench", run_benbench)
     monkeypatch.setattr(cli_benbench, "print_benbench_summary", lambda summary: None)
-    monkeypatch.setattr(cli_benbench, "report_after_run", lambda *a, **k: None)
+    monkeypatch.setattr(cli_benbench, "report_after_run", lambda *a, **k: True)  # written
     bench = write_jsonl(tmp_path / "toy-test.jsonl", QA_ROWS)
     argv = ["benbench", *_model(tiny_model_path), "--benchmark", str(bench)]
     argv += ["--out", str(tmp_path / "run"), "--no-cache", *args]
