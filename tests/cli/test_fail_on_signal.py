@@ -55,6 +55,25 @@ def test_a_signal_exits_4_before_skipped_rows_3(capsys: pytest.CaptureFixture[st
     exit_if_skipped(0)  # nothing skipped, no signal: the command ends normally
 
 
+def test_a_report_not_written_exits_2_after_a_signal_before_skipped_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A report asked for and not written: exit code 2 (it was 0), after a signal's 4, before
+    skipped rows' 3, which the skipped-rows line then names."""
+    from contamscope.cli.common import EXIT_USER_ERROR, ReportUnwritten
+
+    with pytest.raises(ReportUnwritten) as ended:
+        exit_if_skipped(0, unwritten=True)
+    assert ended.value.code == EXIT_USER_ERROR == 2
+    with pytest.raises(SystemExit) as ended:
+        exit_if_skipped(2, signal=True, unwritten=True)
+    assert ended.value.code == EXIT_SIGNAL
+    capsys.readouterr()
+    with pytest.raises(ReportUnwritten) as ended:
+        exit_if_skipped(2, unwritten=True)
+    assert "2 input rows were skipped (exit code 2; see summary.json)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["permutation", "benbench", "cap", "membership", "sweep"])
 def test_every_run_command_takes_the_option(tmp_path: Path, command: str) -> None:
     res = run_cli(command, "--help", cwd=tmp_path)
