@@ -256,15 +256,19 @@ def _split_input(
 
 
 def _refuse_unusable(split: Any, option: str) -> None:
-    """Refuse a split whose given paraphrases all fail their checks, before the model loads:
-    the run had nothing to compare and ended "no verdict: ... give the paraphrases with
-    --reference", to a user who had (rows paired with the wrong items; QA)."""
+    """Refuse a split whose given paraphrases, paired by id or position, all fail their
+    checks, before the model loads: rows paired with the wrong items; the run had nothing to
+    compare and ended "no verdict: ... give the paraphrases with --reference", to a user who
+    had (QA). Paraphrases paired by their question text (a rewritten file's own) that fail are
+    the data's (one of GSM8K's 1,319 changes its answer): a run of such items goes on, its
+    verdict line naming the failures."""
     from collections import Counter
 
     paired = [
         p for r in split.references for it in split.items if (p := r.pairs.get(it.id)) is not None
     ]
-    if not paired or any(p.ok for p in paired):
+    by_place = all(r.pairing in ("id", "order") for r in split.references)
+    if not paired or not by_place or any(p.ok for p in paired):
         return
     why = Counter(p.reason.split(":")[0] for p in paired).most_common(2)
     said = "; ".join(f"{reason}: {n}" for reason, n in why)
