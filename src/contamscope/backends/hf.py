@@ -551,16 +551,14 @@ class HFBackend(Backend):
             text = " ".join(str(exc).split()) or type(exc).__name__
             if len(text) > 300:
                 text = text[:299] + "…"
-            hint = (
-                "; is the tokenizer (tokenizer.json) in the folder?"
-                if "tokenizer" in text.lower() and Path(name).is_dir()
-                else ""
-            )
+            hint = ""
             if _converted_copy_folder(name):  # a copy contamscope made: it can make it again
                 hint = (
                     "; the model's converted copy is damaged: `contamscope cache clear "
                     "--converted` deletes it, and the next run converts the model again"
                 )
+            elif "tokenizer" in text.lower() and Path(name).is_dir():
+                hint = "; is the tokenizer (tokenizer.json) in the folder?"
             raise ModelError(
                 f"could not load model {name!r}: {type(exc).__name__}: {text}{hint}"
             ) from None

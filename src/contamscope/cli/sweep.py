@@ -244,12 +244,14 @@ def _place(value: str, model: bool) -> str:
     return os.path.realpath(path) if path.exists() else value
 
 
-def _same_benchmark(held: Any, value: str) -> bool:
-    """Whether a pair folder's recorded benchmark (absolute, or as typed by older versions)
-    is the sweep's ``value``."""
-    if not isinstance(held, str):
-        return False
-    return held == value or _place(held, False) == _place(value, False)
+def _held_is(held: Any, value: str, key: str) -> bool:
+    """Whether a pair folder's recorded ``key`` (model, or benchmark: absolute, or as typed by
+    older versions) is the sweep's ``value``."""
+    if held == value:
+        return True
+    return (
+        key == "benchmark" and isinstance(held, str) and _place(held, False) == _place(value, False)
+    )
 
 
 def _pairs_held(out: Path, name: str, key: str) -> Iterator[tuple[Path, Any]]:
@@ -268,7 +270,7 @@ def _holder(out: Path, name: str, key: str, values: list[str]) -> str | None:
     folder of ``out`` named with ``name`` was run with; None where none was."""
     for _, h in _pairs_held(out, glob.escape(name), key):
         for v in values:
-            if h == v or (key == "benchmark" and _same_benchmark(h, v)):
+            if _held_is(h, v, key):
                 return v
     return None
 
@@ -280,7 +282,7 @@ def _hashed_holder(out: Path, bare: str, key: str, value: str) -> str | None:
     calling its own finished pairs "of models not in this sweep" (docs QA)."""
     hashed = glob.escape(bare) + "-" + "[0-9a-f]" * 6
     for folder, held in _pairs_held(out, hashed, key):
-        if held == value or (key == "benchmark" and _same_benchmark(held, value)):
+        if _held_is(held, value, key):
             return folder.name.split("__")[-1 if key == "benchmark" else 0]
     return None
 

@@ -15,10 +15,10 @@ from .methods import ReportOptions, method_module
 from .rundata import RunData, answered_by_others, load_run
 from .validation import find_split_labels
 
-__all__ = ["build_report", "damaged_records", "default_report_path"]
+__all__ = ["build_report", "default_report_path"]
 
 
-def damaged_records(run: RunData) -> str:
+def _damaged_records(run: RunData) -> str:
     """What a report says of the damaged records it left out (``run.damaged``)."""
     damaged = run.damaged or []
     lines = ["line " + e.removeprefix(f"{run.items_path}:") for e in damaged]
@@ -72,7 +72,7 @@ def build_report(
         )
     )
     if run.damaged:
-        said = damaged_records(run)
+        said = _damaged_records(run)
         note(said)
         subtitle += f" <strong>{esc(said)}.</strong>"
     other = answered_by_others(run.summary)

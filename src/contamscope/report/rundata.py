@@ -111,12 +111,10 @@ class RunData:
         """:meth:`iter_records` with each record's line number (a later copy's)."""
         if not self.items_path.exists():
             return
-        if self.damaged is None:
-            yield from unique_records(iter_record_lines(self.items_path))
-            return
-        found: list[str] = []
+        found: list[str] | None = None if self.damaged is None else []
         records = unique_records(iter_record_lines(self.items_path, found))
-        self.damaged[:] = found  # (each reading reads the whole file)
+        if self.damaged is not None and found is not None:  # (each reading reads it whole)
+            self.damaged[:] = found
         yield from records
 
 
