@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from contamscope.backends import load_backend
 from contamscope.data import MCQItem, QAItem, load_benchmark, load_cap, load_qa
 from contamscope.errors import ConfigError, DataError, StoreError
 from contamscope.perturb.paraphrase import Paraphrase
@@ -705,3 +706,75 @@ def test_a_run_folder_given_where_the_benchmark_belongs_is_named() -> None:
         run_benbench("runs/x")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"^run_permutation\(\) missing a required argument"):
         run_permutation(None)  # type: ignore[call-arg]
+
+
+def test_items_of_another_loaded_file_and_items_of_the_wrong_types_are_refused(
+    tmp_path: Path, loaded: Any, tiny_backend: Any
+) -> None:
+    """Library QA: run_membership took another file's items (benchmark or reference side) and
+    recorded the loaded file's source and subjects for them; run_benbench likewise; items
+    with an int id, a None question or no options, a loaded benchmark given to select_items,
+    a single reference file and a spec that is not text failed deep with raw Python errors."""
+    other = load_benchmark(
+        str(_write(tmp_path / "other_test.csv", "Is ice cold?,yes,no,maybe,never,A\n"))
+    )
+    scorer = CachedScorer(tiny_backend, None)
+    config = MembershipConfig(n_boot=100)
+    _refused(
+        [
+            (
+                lambda: run_membership(
+                    loaded, other.items, loaded, loaded.items[1:], scorer, tmp_path / "a", config
+                ),
+                f"benchmark items: {other.items[0].id!r} is not an item of the loaded benchmark",
+            ),
+            (
+                lambda: run_membership(
+                    loaded,
+                    loaded.items[:1],
+                    other,
+                    loaded.items[1:],
+                    scorer,
+                    tmp_path / "b",
+                    config,
+                ),
+                f"reference items: {loaded.items[1].id!r} is not an item of the loaded benchmark",
+            ),
+        ]
+    )
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    qa = tmp_path / "q.jsonl"
+    qa.write_text(json.dumps({"question": "1+1?", "answer": "2\n#### 2"}) + "\n", "utf-8")
+    qa2 = tmp_path / "q2.jsonl"
+    qa2.write_text(json.dumps({"question": "2+1?", "answer": "3\n#### 3"}) + "\n", "utf-8")
+    one, two = load_qa(str(qa)), load_qa(str(qa2))
+    _refused(
+        [
+            (
+                lambda: run_benbench(
+                    [SplitInput.build("test", one, two.items)],
+                    scorer,
+                    tmp_path / "c",
+                    BenBenchConfig(),
+                ),
+                f"split test: {two.items[0].id!r} is not an item of the loaded benchmark",
+            ),
+            (lambda: SplitInput.build("test", one, references=two), "a single LoadResult"),
+            (lambda: SplitInput.build("test", one, references=[3]), "a int among them"),
+            (lambda: select_items(loaded), "give loaded.items"),
+            (lambda: load_backend(None), "model spec: expected text"),  # type: ignore[arg-type]
+            (lambda: load_backend("smollm2", options=["bos=x"]), "options: expected a mapping"),  # type: ignore[arg-type]
+        ]
+    )
+    for args, message in [
+        ((7, "q?", ("a", "b")), "item 7: id must be a string, not int"),
+        (("x", None, ("a", "b")), "item x: question must be a string, not NoneType"),
+        (("x", "q?", None), "options must be a sequence of strings, got None"),
+        (("x", "q?", []), "item x: 0 options; between 1 and 10 are supported"),
+        (("x", "q?", tuple("abcdefghijk")), "11 options"),
+    ]:
+        with pytest.raises(DataError, match=re.escape(message)):
+            MCQItem(*args)
+    with pytest.raises(DataError, match="answer must be a string, not int"):
+        QAItem("x", "q?", 3)  # type: ignore[arg-type]
+    assert MCQItem("g", "q?", (o for o in ("a", "b"))).options == ("a", "b")

@@ -186,6 +186,12 @@ def load_backend(
     Traceback (most recent call last):
     contamscope.errors.ModelError: unknown model spec 'nonsense'; use smollm2 (the bundled default), ...
     """
+    if not isinstance(spec, str):  # (None was an AttributeError; library QA)
+        raise ConfigError(f"model spec: expected text such as 'smollm2', not {type(spec).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(
+            f"options: expected a mapping of -M key to value, not {type(options).__name__}"
+        )
     spec = normalize_model_spec(spec)
     check_model_spec(spec)
     for key, value in (options or {}).items():  # ("bos": 1 was a TypeError deep in the load)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -83,12 +84,19 @@ class MCQItem:
         Traceback (most recent call last):
         DataError: item q: answer 2 is not an option's index (0 to 1 for its 2 options)
         """
-        if isinstance(self.options, str) or not all(isinstance(o, str) for o in self.options):
+        _check_strings(self.id, question=self.question)
+        opts = self.options
+        if isinstance(opts, Iterable) and not isinstance(opts, str | bytes):
+            opts = tuple(opts)
+        if not isinstance(opts, tuple) or not all(isinstance(o, str) for o in opts):
             raise DataError(
-                f"item {self.id}: options must be a sequence of strings, got {self.options!r:.80}"
+                f"item {self.id}: options must be a sequence of strings, got {opts!r:.80}"
             )
-        if not isinstance(self.options, tuple):
-            object.__setattr__(self, "options", tuple(self.options))
+        if not 1 <= len(opts) <= len(_LABELS):  # (0 failed in the prompt's labels; library QA)
+            raise DataError(
+                f"item {self.id}: {len(opts)} options; between 1 and {len(_LABELS)} are supported"
+            )
+        object.__setattr__(self, "options", opts)
         a = self.answer
         if a is not None and (
             isinstance(a, bool)
@@ -135,6 +143,19 @@ class QAItem:
     """1-based line of ``source`` where the item's row or record starts (CSV, JSONL, JSON)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Extra fields carried through unchanged (e.g. a paired paraphrase, a final answer)."""
+
+    def __post_init__(self) -> None:
+        _check_strings(self.id, question=self.question, answer=self.answer, none_ok=("answer",))
+
+
+def _check_strings(item_id: Any, none_ok: tuple[str, ...] = (), **fields: Any) -> None:
+    """Refuse an item whose id or text fields are not strings (an int id or a None question
+    given from Python failed deep in a run, in the prompt or the provenance; library QA)."""
+    if not isinstance(item_id, str):
+        raise DataError(f"item {item_id!r}: id must be a string, not {type(item_id).__name__}")
+    for name, value in fields.items():
+        if not isinstance(value, str) and not (value is None and name in none_ok):
+            raise DataError(f"item {item_id}: {name} must be a string, not {type(value).__name__}")
 
 
 ItemT = TypeVar("ItemT", MCQItem, QAItem)

@@ -51,7 +51,7 @@ from ..store import (
     releases_run_dir,
 )
 from .benbench_refs import ReferenceSet, inline_reference, pair_reference
-from .inputs import Unpack, check_field_types, check_items
+from .inputs import Unpack, check_field_types, check_from, check_items
 from .outcome import Outcome, printed_verdict
 from .provenance import git_commit, package_versions, recorded_source, selection_settings
 from .served import refuse_changed_server
@@ -183,6 +183,17 @@ class SplitInput:
             raise ConfigError(
                 f"SplitInput.build({name!r}, loaded): expected a LoadResult (load_qa's), not "
                 f"{type(loaded).__name__}; pass a subset of its items as items="
+            )
+        if isinstance(references, LoadResult | ReferenceSet | str):
+            raise ConfigError(
+                f"SplitInput.build({name!r}, references=...): a single "
+                f"{type(references).__name__}; give a list of them"
+            )
+        odd = next((r for r in references if not isinstance(r, LoadResult | ReferenceSet)), None)
+        if odd is not None:
+            raise ConfigError(
+                f"SplitInput.build({name!r}, references=...): a {type(odd).__name__} among "
+                "them; each is a LoadResult (load_qa's) or a ReferenceSet"
             )
         refs: list[ReferenceSet] = []
         inline = inline_reference(loaded)
@@ -616,6 +627,7 @@ def run_benbench(
         raise ConfigError(f"split {twice!r} is given {names.count(twice)} times; give it once")
     for s in splits:
         check_items(s.items, QAItem, "BenBench (load_qa)", f"split {s.name}")
+        check_from(s.items, s.loaded, f"split {s.name}")
     backend = scorer.backend
     counted = scorer.mark()
     check_backend(

@@ -19,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import Unpack as Unpack
 
-__all__ = ["check_field_types", "check_items"]
+__all__ = ["check_field_types", "check_items", "check_from"]
 
 _SIMPLE = {
     "int": lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_),
@@ -126,3 +126,26 @@ def check_items(items: Iterable[Any], kind: type, method: str, where: str = "ite
         also = f" ({more} more ids repeated)" if more else ""
         raise ConfigError(f"{where}: id {k!r} is given {n} times{also}; each item must appear once")
     return items
+
+
+def check_from(items: Iterable[Any], loaded: Any, where: str = "items") -> None:
+    """Refuse an item that is not one of ``loaded``'s (by id): the run records ``loaded``'s
+    source, hash and subjects for the items, so another file's items were tested under its
+    name (run_membership took virology's items as anatomy's; library QA).
+
+    >>> from types import SimpleNamespace
+    >>> from contamscope.data import MCQItem
+    >>> a, b = MCQItem("a", "2+2?", ("3", "4")), MCQItem("b", "3+3?", ("6", "5"))
+    >>> check_from([a], SimpleNamespace(items=[a], source="x.csv"))
+    >>> check_from([a, b], SimpleNamespace(items=[a], source="x.csv"), "reference items")
+    Traceback (most recent call last):
+    ...
+    contamscope.errors.ConfigError: reference items: 'b' is not an item of the loaded benchmark (x.csv); give items of the benchmark passed as loaded
+    """
+    known = {it.id for it in loaded.items}
+    stray = next((it for it in items if it.id not in known), None)
+    if stray is not None:
+        raise ConfigError(
+            f"{where}: {stray.id!r} is not an item of the loaded benchmark ({loaded.source}); "
+            "give items of the benchmark passed as loaded"
+        )

@@ -49,7 +49,7 @@ from ..store import (
     as_run_dir,
     releases_run_dir,
 )
-from .inputs import check_field_types, check_items
+from .inputs import check_field_types, check_from, check_items
 from .outcome import Outcome, printed_verdict
 from .provenance import (
     git_commit,
@@ -473,6 +473,8 @@ def run_membership(
                 f"--reference {reference.source}: {len(found)} of the {len(reference_items)} "
                 f"reference items {what[len(found) > 1]} {rest.format(where)}"
             )
+    check_from(items, benchmark, "benchmark items")
+    check_from(reference_items, reference, "reference items")
     vocab = backend.capabilities.vocab_stats  # recorded whenever available: one cache kind
     settings: dict[str, Any] = {
         "method": "membership",

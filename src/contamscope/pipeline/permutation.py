@@ -25,7 +25,7 @@ from ..backends.probe import check_backend
 from ..data.items import LoadResult, MCQItem
 from ..detectors import Algorithm1, Algorithm2, delta_key, score_item
 from ..detectors.permutation import check_deltas
-from ..errors import ConfigError, ContamscopeWarning
+from ..errors import ContamscopeWarning
 from ..perturb import TEMPLATES, PromptTemplate, get_template, option_orders
 from ..perturb.exchangeability import (
     non_exchangeable_reason,
@@ -42,7 +42,7 @@ from ..store import (
 )
 from ..wording import plural
 from ..workers import SpawnPool
-from .inputs import check_field_types, check_items
+from .inputs import check_field_types, check_from, check_items
 from .outcome import VerdictOutcome
 from .permutation_reference import read_reference
 from .permutation_summary import (
@@ -187,6 +187,10 @@ def select_items(
         raise ConfigError(f"--limit {limit}: expected 1 or more")
     if sample is not None and sample < 1:
         raise ConfigError(f"--sample {sample}: expected 1 or more")
+    from ..data.items import LoadResult
+
+    if isinstance(items, LoadResult):  # (was "not iterable"; library QA)
+        raise ConfigError(f"items: a loaded benchmark ({items.source}); give loaded.items")
     chosen = list(items)
     if sample is not None and sample < len(chosen):
         keep = set(random.Random(seed).sample(range(len(chosen)), sample))
@@ -466,13 +470,7 @@ def run_permutation(
     backend: Backend = scorer.backend
     counted = scorer.mark()
     items = check_items(items, MCQItem, "the permutation test")
-    known = {it.id for it in loaded.items}
-    stray = next((it for it in items if it.id not in known), None)
-    if stray is not None:  # the run would record the loaded benchmark's provenance for them
-        raise ConfigError(
-            f"items: {stray.id!r} is not an item of the loaded benchmark ({loaded.source}); "
-            "give items of the benchmark passed as loaded"
-        )
+    check_from(items, loaded)  # the run records the loaded benchmark for them
     check_backend(backend, prompt_logprobs=True, method="the permutation test")
     # alpha is analysis only (no record depends on it): another --alpha re-analyses the
     # folder's records; summary.json holds it
