@@ -187,8 +187,6 @@ def select_items(
         raise ConfigError(f"--limit {limit}: expected 1 or more")
     if sample is not None and sample < 1:
         raise ConfigError(f"--sample {sample}: expected 1 or more")
-    from ..data.items import LoadResult
-
     if isinstance(items, LoadResult):  # (was "not iterable"; library QA)
         raise ConfigError(f"items: a loaded benchmark ({items.source}); give loaded.items")
     chosen = list(items)
