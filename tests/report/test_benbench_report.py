@@ -210,11 +210,18 @@ def test_card_updates_its_own_model_and_refuses_another_models_card(
     assert "# Benchmark Transparency Card: Model A\n" in out.read_text(encoding="utf-8")
     r = card("--run", str(b))
     assert r.exit_code == 2 and "holds the card of another model" in r.output
-    # another extension: the card named is the JSON beside it (QA: 'card.txt holds')
-    r = CliRunner().invoke(app, ["card", "--run", str(b), "--out", str(out.with_suffix(".txt"))])
+    # another extension has a JSON of its own: card.txt's was card.json, card.md's JSON,
+    # replaced (of the same model) or named as the card card.txt held (QA)
+    txt = out.with_suffix(".txt")
+    r = CliRunner().invoke(app, ["card", "--run", str(b), "--out", str(txt)])
     said = " ".join(r.output.split())
-    assert r.exit_code == 2 and "card.txt: card.json beside it holds the card of another" in said
+    assert r.exit_code == 0 and f"wrote {txt} and {txt}.json" in said, r.output
     assert json.loads(out.with_suffix(".json").read_text())["model_spec"] != "hf:other-model"
+    assert json.loads(Path(f"{txt}.json").read_text())["model_spec"] == "hf:other-model"
+    Path(f"{txt}.json").unlink()  # a card without its JSON: refused, not taken as no card
+    r = CliRunner().invoke(app, ["card", "--run", str(b), "--out", str(txt)])
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "card.txt is a card without its card.txt.json" in said
     r = card("--run", str(b), "--overwrite")
     assert r.exit_code == 0, r.output
     assert json.loads(out.with_suffix(".json").read_text())["model_spec"] == "hf:other-model"

@@ -677,8 +677,9 @@ def write_card(
     out = Path(out)
     if out.suffix.lower() == ".json":  # the Markdown would be overwritten by the JSON
         raise ConfigError(f"--out {out}: name the Markdown card (.md); the JSON goes next to it")
+    js = card_json_path(out)
     check_output_file(out)
-    check_output_file(out.with_suffix(".json"))
+    check_output_file(js)
     card = build_card(runs, model_name, base=out.parent)
     old = None if overwrite else _refuse_other_card(out, card)
     if old is not None:  # this model's card, updated: the developer's answers are kept
@@ -702,11 +703,22 @@ def write_card(
     # the JSON first: it says whose card this is, so a command killed between the two files
     # leaves a card the next one updates (the Markdown first left a card.md the next refused
     # as no card; kill QA), with the developer's answers in the JSON and the Markdown kept
-    write_text_atomic(
-        out.with_suffix(".json"), json.dumps(card, indent=2, ensure_ascii=False) + "\n"
-    )
+    write_text_atomic(js, json.dumps(card, indent=2, ensure_ascii=False) + "\n")
     write_text_atomic(out, render_markdown(card))
-    return out, out.with_suffix(".json"), card
+    return out, js, card
+
+
+def card_json_path(out: Path) -> Path:
+    """Where the JSON of the Markdown card ``out`` goes: ``card.md`` (or ``card``) ->
+    ``card.json``; any other name gets ``.json`` appended (``card.txt`` -> ``card.txt.json``:
+    ``card.json`` there was the JSON of another card, ``card.md``, replaced by this one's; QA).
+
+    >>> card_json_path(Path("c/card.md")).as_posix(), card_json_path(Path("card.txt")).name
+    ('c/card.json', 'card.txt.json')
+    """
+    if out.suffix.lower() in (".md", ""):
+        return out.with_suffix(".json")
+    return out.with_name(out.name + ".json")
 
 
 def _card_heading(path: Path) -> bool:
@@ -721,7 +733,7 @@ def _card_heading(path: Path) -> bool:
 def _refuse_other_card(out: Path, card: dict[str, Any]) -> dict[str, Any] | None:
     """Refuse to write over a file that is not this model's card (see :func:`write_card`);
     the card's JSON already there (None: no card yet)."""
-    js = out.with_suffix(".json")
+    js = card_json_path(out)
     if not out.exists() and not js.exists():
         return None
     try:
