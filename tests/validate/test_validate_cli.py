@@ -146,6 +146,21 @@ def test_validate_trains_scores_and_reports_then_reuses(
     for e in (0, 1, 2):
         timings = json.loads((out / f"epoch-{e}" / "summary.json").read_text())["timings"]
         assert timings["items_scored_now"] == 0 and timings["items_resumed"] == 8
+    # the folder copied and given relative to the working folder resumes: each epoch's folder
+    # recorded its checkpoint as typed (hf:/abs/val run/checkpoints/...) and was refused as a
+    # run with other settings (QA); the checkpoint's fingerprint, its content, is the same
+    shutil.copytree(out, tmp_path / "copied")
+    moved = [a if a != str(out) else "copied" for a in args]
+    fifth = run_cli(*moved, "--alpha", "0.1", cwd=tmp_path)
+    assert fifth.returncode == 0, fifth.stderr
+    assert "training a copy" not in fifth.stderr
+    for e in (0, 1, 2):
+        epoch = tmp_path / "copied" / f"epoch-{e}"
+        timings = json.loads((epoch / "summary.json").read_text())["timings"]
+        assert timings["items_scored_now"] == 0 and timings["items_resumed"] == 8
+    assert json.loads((epoch / "settings.json").read_text())["model"] == (
+        "hf:copied/checkpoints/epoch-2"
+    )
     # the folder's report shows the results per epoch ("0 of 0 rows" before), and the
     # leaderboard says why it has no cell (it pointed at that empty report; journey)
     from contamscope.errors import ConfigError

@@ -730,12 +730,21 @@ def _by_content(settings: Any) -> Any:
     {'benchmark': 'hf:x [test]', 'benchmark_hash': None}
     >>> _by_content({"references": [["a/r.jsonl", "cd", "order"], ["inline", None, "inline"]]})
     {'references': [[None, 'cd', 'order'], ['inline', None, 'inline']]}
+
+    A ``model`` beside its ``model_fingerprint`` (a local model's is its content: the name of
+    its folder and its files' bytes) is left out too: a validation's checkpoint is recorded as
+    ``hf:`` + the folder under ``--out`` as typed, so ``--out runs/v`` resumed as an absolute
+    ``--out``, or from a copied folder, was refused as a run with other settings (QA).
+
+    >>> _by_content({"model": "hf:runs/v/m", "model_fingerprint": "local:m:ab|float32"})
+    {'model_fingerprint': 'local:m:ab|float32'}
     """
     if isinstance(settings, dict):
         return {
             k: _refs_by_content(v) if k == "references" else _by_content(v)
             for k, v in settings.items()
             if not (isinstance(v, str) and settings.get(f"{k}_hash"))
+            and not (k == "model" and settings.get("model_fingerprint"))
         }
     if isinstance(settings, list):
         return [_by_content(x) for x in settings]
