@@ -119,7 +119,18 @@ def special_file(mode: int) -> str | None:
 
 RUN_FOLDER = "run folder"
 """What a run folder's own writes are called (the one writer of its files)."""
-RUN_FILES = frozenset({"settings.json", "summary.json", "items.jsonl", "split.json"})
+RUN_FILES = frozenset(
+    {
+        "settings.json",
+        "summary.json",
+        "items.jsonl",
+        "split.json",
+        "train_log.json",  # (a validation's: compare and leaderboard --out replaced it; QA)
+        "validation.png",
+        "validation-roc.png",
+        "pcr_heatmap.png",
+    }
+)
 """The files a run folder holds: no other output may be written over them."""
 
 

@@ -108,3 +108,53 @@ def test_membership_statistics_hint_names_the_run_that_can_be_brought_over(tmp_p
         with pytest.raises(ConfigError) as err:
             _check_alike(a, b)
         assert f"`contamscope reanalyse {g.path} --statistic min_k_pp`" in str(err.value)
+
+
+def test_a_run_that_lost_records_is_compared_on_the_rest_and_said(
+    make_run: MakeRun, make_membership_run: MakeRun, tmp_path: Path
+) -> None:
+    """compare used a run whose items.jsonl had lost records without a word, where report
+    warns of it and reanalyse refuses it (QA): the terminal, the Markdown, the page and the
+    JSON say which run holds how many of the records its summary counts."""
+    from cli_runner import run_cli
+
+    a, b = make_run("a", seed=0), make_run("b", seed=1)
+    lines = (a / "items.jsonl").read_text().splitlines(keepends=True)
+    (a / "items.jsonl").write_text("".join(lines[:-5]))
+    said = f"A: {a / 'items.jsonl'} holds 25 of the 30 item records its summary.json counts"
+    result = compare_runs(a, b)
+    assert [w[: len(said)] for w in result["warnings"]] == [said]
+    assert compare_runs(b, a)["warnings"][0].startswith("B: ")
+    assert compare_runs(b, b)["warnings"] == []
+    for out in ("c.md", "c.html"):
+        r = run_cli("compare", str(a), str(b), "--out", out, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "warning: " + said in " ".join(r.stderr.split())
+        assert said in (tmp_path / out).read_text(encoding="utf-8")
+    # another method alike: a membership run that lost reference records
+    m_a, m_b = make_membership_run("ma", seed=0), make_membership_run("mb", seed=1)
+    lines = (m_b / "items.jsonl").read_text().splitlines(keepends=True)
+    (m_b / "items.jsonl").write_text("".join(lines[:-3]))
+    warned = compare_runs(m_a, m_b)["warnings"]
+    assert len(warned) == 1 and warned[0].startswith(f"B: {m_b / 'items.jsonl'} holds 87 of the 90")
+
+
+def test_compare_and_leaderboard_do_not_write_over_a_validations_files(
+    make_run: MakeRun, tmp_path: Path
+) -> None:
+    """compare --out and leaderboard --out replaced a validation folder's train_log.json (its
+    summary, split and settings were refused; QA)."""
+    from cli_runner import run_cli
+
+    a, b = make_run("a", seed=0), make_run("b", seed=1)
+    val = tmp_path / "val"
+    val.mkdir()
+    (val / "settings.json").write_text('{"method": "validate"}\n')
+    (val / "train_log.json").write_text('[{"epoch": 1}]\n')
+    for args in (
+        ["compare", str(a), str(b), "--out", str(val / "train_log.json")],
+        ["leaderboard", str(a), "--format", "csv", "--out", str(val / "train_log.json")],
+    ):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.returncode == 2 and "train_log.json: is a file of the run in" in r.stderr
+    assert (val / "train_log.json").read_text() == '[{"epoch": 1}]\n'

@@ -55,7 +55,7 @@ def _write(runs: list[Path], out: Path, model_name: str | None, overwrite: bool)
 
     said: list[str] = []
     md, js, card = write_card(runs, out, model_name, overwrite=overwrite, said=said)
-    console.print(f"wrote {md} and {js}", highlight=False)
+    console.print(f"wrote {md} and {js}", highlight=False, soft_wrap=True)
     for line in said:
         err_console.print(styled("dim", "", line), highlight=False, soft_wrap=True)
     for note in card["notes"]:

@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError
-from .common import Table, console, err_console, run_folders_as_written, styled, user_errors
+from .common import Table, console, err_console, run_folders_as_written, styled, user_errors, warn
 
 EPILOG = """
 Examples:
@@ -162,7 +162,10 @@ def print_comparison(result: dict[str, Any]) -> None:
     for row in body:
         t.add_row(*row)
     console.print(t)
-    for line in notes:
+    warned = result.get("warnings") or []
+    for line in warned:
+        warn(line)
+    for line in notes[len(warned) :]:  # (table() puts the warnings first)
         console.print(line, highlight=False)
     v = result["verdict"]
     style = "bold red" if stats["direction"] != "none" else "bold green"

@@ -118,34 +118,19 @@ def _report(run_dir: Path, out: Path | None, top: int, labels: Path | None, page
 def _check_items_file(run: Any) -> None:
     """Warn where the run's items.jsonl is missing, or holds fewer records than its summary
     counts (an empty or cut file gave empty item tables without a word; QA)."""
+    from ..report.rundata import records_short
+
     if not run.items_path.exists():
         warn(f"{run.items_path} is missing: the report has the run's statistics, no item tables")
         return
-    expected, held = _selected_items(run.summary), sum(1 for _ in run.iter_records())
-    if expected is not None and held < expected and not run.damaged:  # (those: said)
+    short = records_short(run)
+    if short is not None and not run.damaged:  # (those: said)
+        held, expected = short
         warn(
             f"{run.items_path} holds {held} of the {plural(expected, 'item record')} "
             "summary.json counts: the statistics are the run's, the item tables show "
             f"{'none' if held == 0 else 'those ' + str(held)}"
         )
-
-
-def _selected_items(summary: dict[str, Any]) -> int | None:
-    """How many item records the run wrote, by its summary: ``counts.items_selected`` (a
-    permutation run), or the sum over the roles or splits that have it (membership's, BenBench's
-    and CAP's counts)."""
-    counts = summary.get("counts")
-    if not isinstance(counts, dict):
-        return None
-    if isinstance(counts.get("items_selected"), int):
-        return int(counts["items_selected"])
-    parts = [
-        part.get("items_selected", part.get("items"))
-        for part in counts.values()
-        if isinstance(part, dict)
-    ]
-    numbers = [n for n in parts if isinstance(n, int)]
-    return sum(numbers) if numbers and len(numbers) == len(parts) else None
 
 
 def _check_labels(leaked: Iterable[str], ids: set[str], labels: Path | None, run: Path) -> None:

@@ -22,7 +22,7 @@ from ..detectors.compare import (
 )
 from ..detectors.verdict import p_text
 from ..errors import ConfigError
-from ..report.rundata import RunData, load_run, refuse_newer, run_config
+from ..report.rundata import RunData, load_run, records_short, refuse_newer, run_config
 from ..store.run import RunFolder
 from ..wording import plural
 from .permutation_summary import SUBJECT_LEVEL
@@ -236,15 +236,29 @@ def compare_runs(run_a: RunFolder, run_b: RunFolder, *, alpha: float = 0.05) -> 
     if a.method == "benbench":
         from .compare_benbench import compare_benbench
 
-        return compare_benbench(a, b, alpha=alpha)
-    if a.method == "membership":
+        result = compare_benbench(a, b, alpha=alpha)
+    elif a.method == "membership":
         from .compare_membership import compare_membership
 
-        return compare_membership(a, b, alpha=alpha)
-    if a.method == "cap":
+        result = compare_membership(a, b, alpha=alpha)
+    elif a.method == "cap":
         from .compare_cap import compare_cap
 
-        return compare_cap(a, b, alpha=alpha)
+        result = compare_cap(a, b, alpha=alpha)
+    else:
+        result = _compare_permutation(a, b, alpha)
+    result["warnings"] = [
+        f"{side}: {run.items_path} holds {short[0]} of the {plural(short[1], 'item record')} "
+        "its summary.json counts: compared on those it holds (the command that scored the run, "
+        "re-run, scores the others again)"
+        for side, run in (("A", a), ("B", b))
+        if (short := records_short(run)) is not None
+    ]  # (a run that had lost records was compared on the rest without a word; QA)
+    return result
+
+
+def _compare_permutation(a: RunData, b: RunData, alpha: float) -> dict[str, Any]:
+    """:func:`compare_runs` of two permutation runs."""
     _check_alike(a, b)
     sa, sb = _scored(a), _scored(b)
     common = [i for i in sa if i in sb]

@@ -461,9 +461,10 @@ def _module(result: dict[str, Any]) -> Any:
 def table(result: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
     """The comparison's table (header, rows) and the lines under it, for any method."""
     other = _module(result)
+    warnings = [str(w) for w in result.get("warnings") or []]  # (runs that lost records)
     if other is not None:
-        return other.HEADER, other.rows(result["statistics"]), other.note_lines(result)
-    return HEADER, rows(result["statistics"]), note_lines(result)
+        return other.HEADER, other.rows(result["statistics"]), warnings + other.note_lines(result)
+    return HEADER, rows(result["statistics"]), warnings + note_lines(result)
 
 
 def write_compare(result: dict[str, Any], out: Path) -> Path:

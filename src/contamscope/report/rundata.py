@@ -118,6 +118,39 @@ class RunData:
         yield from records
 
 
+def records_short(run: RunData) -> tuple[int, int] | None:
+    """(records held, records the summary counts) where the run's items.jsonl holds fewer
+    item records than its summary.json counts (lines taken out of a finished run); None where
+    it holds them all, or the summary does not count them."""
+    expected = selected_items(run.summary)
+    if expected is None or not run.items_path.exists():
+        return None
+    held = sum(1 for _ in run.iter_records())
+    return (held, expected) if held < expected else None
+
+
+def selected_items(summary: dict[str, Any]) -> int | None:
+    """How many item records the run wrote, by its summary: ``counts.items_selected`` (a
+    permutation run), or the sum over the roles or splits that have it (membership's, BenBench's
+    and CAP's counts).
+
+    >>> selected_items({"counts": {"test": {"items": 3}, "train": {"items_selected": 4}}})
+    7
+    """
+    counts = summary.get("counts")
+    if not isinstance(counts, dict):
+        return None
+    if isinstance(counts.get("items_selected"), int):
+        return int(counts["items_selected"])
+    parts = [
+        part.get("items_selected", part.get("items"))
+        for part in counts.values()
+        if isinstance(part, dict)
+    ]
+    numbers = [n for n in parts if isinstance(n, int)]
+    return sum(numbers) if numbers and len(numbers) == len(parts) else None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     refuse_special(path)
     try:
