@@ -62,7 +62,7 @@ def test_mean_gap_interval_is_the_central_95_percent_one() -> None:
     hi = _exact_quantile(draws, Fraction(975, 1000))
     assert (lo, hi) == (Fraction(-2), Fraction(-1))
     assert _exact_quantile(draws, Fraction(5, 100)) == Fraction(1, 3) - 2  # not the 5% one
-    g = mean_gap(leaked, clean, n_boot=20_000)
+    g = mean_gap(leaked, clean, n_boot=20_000, min_items=2)
     assert g["gap"] == pytest.approx(2 / 3 - 2)
     assert g["ci"] == pytest.approx([float(lo), float(hi)])
 
@@ -124,3 +124,27 @@ def test_rank_detector_flags_p_at_exactly_alpha() -> None:
     ]
     m = evaluate_records(records, {"leaked"}, detectors_for([-0.2], 0.05))["rank@0.05"]
     assert (m.tp, m.fp, m.tn, m.fn) == (1, 0, 1, 0)
+
+
+def test_mean_gap_withholds_its_interval_below_five_items_a_group() -> None:
+    """validate --method benbench printed a bootstrap interval of the leaked - clean gap on 2 +
+    2 items, where the benbench command withholds its own below 5 (a bootstrap interval of a
+    mean on n items covers at most 1 - 2^(1-n); QA). The table says why the cell has none."""
+    from contamscope.validate.report import tables
+
+    few = mean_gap([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0, 9.0])
+    assert few["gap"] == pytest.approx(-4.5) and few["ci"] is None
+    assert "below 5 items a group (4 leaked, 5 clean)" in few["ci_note"]
+    enough = mean_gap([1.0, 2.0, 3.0, 4.0, 5.0], [5.0, 6.0, 7.0, 8.0, 9.0])
+    assert enough["ci"] is not None and "ci_note" not in enough
+    summary = {
+        "validated_method": "benbench",
+        "results": [
+            {"epochs": e, "detectors": {}, "scores": {}, "gaps": {"nll": g}}
+            for e, g in ((0, few), (1, enough))
+        ],
+    }
+    _, _, body = tables(summary)[1]
+    assert body[0][-1] == "-4.500 [no CI: < 5 a group]"
+    lo, hi = enough["ci"]
+    assert body[1][-1] == f"-4.000 [{lo:.3f}, {hi:.3f}]"

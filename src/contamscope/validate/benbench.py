@@ -167,6 +167,7 @@ class BenBenchValidation(ValidationMethod):
         )
         out["gaps"] = (
             "Dataset level: mean(leaked) - mean(clean) of per-item answer perplexity, NLL and "
-            "exact n-gram accuracy, with a 95% bootstrap interval (groups resampled separately)."
+            "exact n-gram accuracy, with a 95% bootstrap interval (groups resampled separately; none "
+            "below 5 items a group, where it would cover far less)."
         )
         return out

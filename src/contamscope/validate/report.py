@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..detectors.benbench import CI_MIN_ITEMS
 from ..paths import save_figure
 
 __all__ = ["METRICS", "markdown_table", "rows", "tables", "plot_summary", "plot_roc"]
@@ -66,7 +67,10 @@ def _gap_table(summary: dict[str, Any]) -> Table:
     labels = {"ppl": "answer perplexity", "nll": "answer NLL", "ngram_exact": "n-gram acc. exact"}
     out = [
         [str(res["epochs"]), labels.get(k, k), _fmt(g["leaked"]), _fmt(g["clean"])]
-        + [_fmt(g["gap"]) + _ci(g["ci"])]
+        + [
+            _fmt(g["gap"])
+            + (_ci(g["ci"]) or (f" [no CI: < {CI_MIN_ITEMS} a group]" if g.get("ci_note") else ""))
+        ]
         for res in summary["results"]
         for k, g in res["gaps"].items()
     ]
