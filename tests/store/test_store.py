@@ -284,13 +284,22 @@ def test_cache_names_model_setups_and_clears_one(tmp_path: Path) -> None:
     assert "(models: bundled:old, counting, hf:./other)" in res.stderr
     res = run_cli("cache", "clear", "--cache-dir", "c", "--model", "hf:./other", "-y", cwd=tmp_path)
     assert res.returncode == 0 and "deleted 3 scores of hf:./other" in res.stdout
+    # stored statistics are named as such (they were counted as scores; QA)
+    stats = ScoreCache(path)
+    stats.put_blobs("bundled:old|float32|tok=2", "stats", [("s1", [[5], [-1.0]])])
+    stats.put_blobs("counting-v1", "stats", [("s2", [[5], [-1.0]])])
+    stats.close()
     res = run_cli(
         "cache", "clear", "--cache-dir", "c", "--model", "bundled:old", "-y", cwd=tmp_path
     )
-    assert res.returncode == 0 and "deleted 1 score of bundled:old" in res.stdout
+    said = "deleted 1 score and 1 stored statistic of bundled:old"
+    assert res.returncode == 0 and said in res.stdout, res.stdout
     left = ScoreCache(path)
-    assert [(m.spec, m.entries) for m in left.models()] == [("counting", 2)]
-    assert left.info().entries == 2
+    assert [(m.spec, m.entries, m.statistics) for m in left.models()] == [("counting", 3, 1)]
+    assert left.info().entries == 3
+    left.close()
+    res = run_cli("cache", "clear", "--cache-dir", "c", "-y", cwd=tmp_path)
+    assert res.returncode == 0 and "deleted 2 scores and 1 stored statistic from" in res.stdout
 
 
 def test_a_set_up_that_stores_nothing_is_not_named(tmp_path: Path) -> None:

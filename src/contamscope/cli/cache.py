@@ -163,7 +163,9 @@ def clear(
         err_console.print("nothing deleted")
         raise typer.Exit(1)
     try:
-        n = ScoreCache(path).clear()
+        cache = ScoreCache(path)
+        held = cache.info()
+        cache.clear()
     except StoreError as exc:  # not a readable cache (damaged, other schema): remove the file
         if path.is_dir() or not exc.replaceable:
             raise
@@ -175,7 +177,7 @@ def clear(
         why = str(exc).split(": ", 1)[-1].split(";")[0]  # without the path and the advice
         console.print(f"removed {path}, which was {why}")
         return
-    console.print(f"deleted {plural(n, 'score')} from {path}")
+    console.print(f"deleted {_amount(held.scores, held.statistics)} from {path}")
 
 
 @app.command("repair")
@@ -485,11 +487,23 @@ def _chosen(cache: ScoreCache, models: list[str]) -> list[ModelSetup]:
 def _clear_model(path: Path, model: str, yes: bool) -> None:
     cache = ScoreCache(path)
     chosen = _chosen(cache, [model])
-    n_entries = sum(m.entries for m in chosen)
+    n_stats = sum(m.statistics for m in chosen)
     setups = f" ({len(chosen)} set-ups)" if len(chosen) > 1 else ""
-    what = f"{plural(n_entries, 'score')} of {model}{setups}"
+    amount = _amount(sum(m.entries for m in chosen) - n_stats, n_stats)
+    what = f"{amount} of {model}{setups}"
     if not yes and not _confirm(f"delete {what} from {path}?"):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
-    n = cache.clear([m.fingerprint for m in chosen])
-    console.print(f"deleted {plural(n, 'score')} of {model}{setups} from {path}")
+    cache.clear([m.fingerprint for m in chosen])
+    console.print(f"deleted {what} from {path}")
+
+
+def _amount(scores: int, statistics: int) -> str:
+    """'3 scores', or '3 scores and 2 stored statistics' (the statistics were counted as
+    scores; QA).
+
+    >>> _amount(3, 0), _amount(0, 1)
+    ('3 scores', '0 scores and 1 stored statistic')
+    """
+    stats = f" and {plural(statistics, 'stored statistic')}" if statistics else ""
+    return plural(scores, "score") + stats

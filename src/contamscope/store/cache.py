@@ -114,9 +114,12 @@ class ModelSetup:
     last_used: str | None
     """UTC time a run last opened it."""
     entries: int
+    """Scores and stored statistics together."""
     spellings: tuple[str, ...] = ()
     """Every spec a run gave for this set-up (``hf:./m`` and ``hf:/abs/m`` load the same
     weights), so ``cache clear --model`` accepts any of them."""
+    statistics: int = 0
+    """Of ``entries``, the stored statistics (per-token statistics and generations)."""
 
     @property
     def name(self) -> str:
@@ -535,12 +538,16 @@ class ScoreCache:
     @_db_errors
     def models(self) -> list[ModelSetup]:
         """Every model set-up with entries or a record, most recently used first."""
-        counts = dict(
-            self._db.execute(
-                "SELECT fingerprint, COUNT(*) FROM (SELECT fingerprint FROM scores "
-                "UNION ALL SELECT fingerprint FROM blobs) GROUP BY fingerprint"
-            ).fetchall()
+        counts: dict[str, int] = {}
+        stats = dict(
+            self._db.execute("SELECT fingerprint, COUNT(*) FROM blobs GROUP BY fingerprint")
         )
+        for fp, n in self._db.execute(
+            "SELECT fingerprint, COUNT(*) FROM scores GROUP BY fingerprint"
+        ):
+            counts[fp] = n
+        for fp, n in stats.items():
+            counts[fp] = counts.get(fp, 0) + n
         named = {
             fp: (spec, detail, used)
             for fp, spec, detail, used in (
@@ -563,6 +570,7 @@ class ScoreCache:
                     used,
                     counts.get(fp, 0),
                     specs,
+                    stats.get(fp, 0),
                 )
             )
         return sorted(out, key=lambda m: (m.last_used or "", m.entries), reverse=True)
