@@ -66,3 +66,25 @@ def test_year_shift_reaches_both_ends_of_its_range() -> None:
     default = {abs(draw_year_shift(s)) for s in range(500)}
     assert min(default) == 20 and max(default) == 40
     assert default <= set(range(20, 41))
+
+
+def test_a_modified_record_without_its_answer_is_a_row_problem(fineval_dir: Path) -> None:
+    """A FinEval mod record without its output paired as a supplied modification with no
+    answer to score (m_modified None), and was named nowhere, where one with answer 'Z' was
+    skipped and listed (QA): both are listed, and both items use a generated modification."""
+    path = fineval_dir / "data" / "mod_dev.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    del rows[1]["output"]
+    rows[2]["output"] = "Z"
+    path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    data = load_cap(str(fineval_dir), ["dev", "val"])
+    dev = data.splits["dev"]
+    assert len(dev.items) == 3 and dev.modified is not None
+    assert list(dev.modified) == [dev.items[0].id]  # the other two: generated
+    said = [str(p).split("mod_dev.json:", 1)[-1] for p in data.problems]
+    assert sorted(said) == [
+        "1: record 2 of the list: missing field 'output': the modified input's answer; "
+        "item uses a generated modification",
+        "1: record 3 of the list: answer 'Z' is not one of A, B, C, D; item uses a generated "
+        "modification",
+    ]

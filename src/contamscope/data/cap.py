@@ -591,7 +591,13 @@ def _pair_mods(
     text = _read(mod_path, digest)
     ori_n = len(_json_list(ori_path, _read(ori_path, hashlib.sha256())))
     mods, _ = _collect(mod_path, _records(mod_path, text, col), cf, col, mcq=mcq, split=split)
-    by_line = {m.line: m for m in mods}
+    answered = {it.line for it in items if it.answer is not None}
+    for m in mods:  # (it paired as a supplied modification with no answer to score; QA)
+        if m.answer is None and m.line in answered:
+            col.problem(
+                str(mod_path), m.line, f"missing field {cf.output!r}: the modified input's answer"
+            )
+    by_line = {m.line: m for m in mods if m.answer is not None or m.line not in answered}
     n_mod = len(_json_list(mod_path, text))
     if n_mod != ori_n:
         raise DataError(
