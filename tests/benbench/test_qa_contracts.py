@@ -72,3 +72,18 @@ def test_split_is_read_from_a_whole_word_of_the_file_name(tmp_path: Path) -> Non
         name: load_qa(str(write_jsonl(tmp_path / name, [GSM]))).items[0].split for name in expected
     }
     assert got == expected
+
+
+def test_a_gsm8k_final_answer_is_the_last_markers_line(tmp_path: Path) -> None:
+    """An answer with two ``####`` markers read as ``'4\\n#### 5'`` (the first marker's rest,
+    whole), and a line after the number went into the final answer, silently (input QA); GSM8K's
+    own reading, ``answer.split("####")[-1]``, takes the last marker's."""
+    f = write_jsonl(
+        tmp_path / "two.jsonl",
+        [
+            {"question": "Two markers?", "answer": "#### 4\n#### 5"},
+            {"question": "A line after?", "answer": "2+3=5\n#### 5\nSo five."},
+        ],
+    )
+    items = load_qa(str(f)).items
+    assert [it.meta["final_answer"] for it in items] == ["5", "5"]

@@ -57,26 +57,30 @@ QA_FORMATS: dict[str, str] = {
 }
 """QA format name -> one-line description."""
 
-_GSM8K_FINAL = re.compile(r"####\s*(\S(?:.*\S)?)", re.S)
-r"""GSM8K's final answer: what follows "####", without the spaces around it (a lazy ``.+?``
-before ``\s*$`` made 40,000 trailing spaces take 8 s; security QA)."""
-
-
 def _given(value: object) -> bool:
     """A field value that is there: not None and not blank (a number 0 is)."""
     return value is not None and bool(str(value).strip())
 
 
 def gsm8k_final(answer: str) -> str | None:
-    """The number after ``####`` in a GSM8K solution, commas removed.
+    """The number after ``####`` in a GSM8K solution, commas removed: the line after the last
+    marker, as GSM8K's own ``answer.split("####")[-1]`` reads it (the first marker's rest was
+    taken whole: ``#### 4`` then ``#### 5`` read as ``'4\n#### 5'``, and a line after the
+    number went into the answer; input QA).
 
     >>> gsm8k_final("3 + 4 = <<3+4=7>>7\\n#### 7")
     '7'
-    >>> gsm8k_final("#### 1,200") , gsm8k_final("no marker")
-    ('1200', None)
+    >>> gsm8k_final("#### 1,200") , gsm8k_final("no marker"), gsm8k_final("x ####  ")
+    ('1200', None, None)
+    >>> gsm8k_final("#### 4\\n#### 5"), gsm8k_final("#### 72\\nSo the answer is 72.")
+    ('5', '72')
     """
-    m = _GSM8K_FINAL.search(answer)
-    return m.group(1).replace(",", "").strip() if m else None
+    at = answer.rfind("####")
+    if at < 0:
+        return None
+    rest = answer[at + 4 :].strip()
+    line = rest.splitlines()[0] if rest else ""
+    return line.replace(",", "").strip() or None
 
 
 def boxed_answer(solution: str) -> str | None:
