@@ -1398,6 +1398,8 @@ def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
         },  # fmt: skip
         # counted from 1: the out-of-range answer says what the others were read as
         {"question": "Q", "options": ["a", "b", "c"], "answer": 3},
+        # the text of two options: it was read as the first, without a word (input QA)
+        {"question": "Twice", "options": ["x", "y", "x ", "z"], "answer": "x"},
     ]
     path = write(tmp_path, "two.jsonl", "".join(line(r) for r in rows))
     result = load_benchmark(str(path), strict=False)
@@ -1413,6 +1415,9 @@ def test_answers_that_read_two_ways_are_refused(tmp_path: Path) -> None:
     ]
     assert reasons[2].startswith("answer 3 is out of range for 3 options (a number is a 0-based")
     assert "if the file counts from 1" in reasons[2]
+    assert reasons[3] == (
+        "answer 'x' is ambiguous: the text of options A, C; give the answer as a letter"
+    )
 
 
 def test_a_folder_of_split_files_reads_one_split(tmp_path: Path) -> None:

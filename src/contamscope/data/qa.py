@@ -57,6 +57,7 @@ QA_FORMATS: dict[str, str] = {
 }
 """QA format name -> one-line description."""
 
+
 def _given(value: object) -> bool:
     """A field value that is there: not None and not blank (a number 0 is)."""
     return value is not None and bool(str(value).strip())

@@ -186,6 +186,9 @@ def parse_answer(
     1
     >>> parse_answer(2, ["1", "2", "3"], text=True)  # a JSON number is an index
     2
+    >>> parse_answer("x", ["x", "y", "x "], text=True)
+    Traceback (most recent call last):
+    contamscope.data.records.RowError: answer 'x' is ambiguous: the text of options A, C; give the answer as a letter
     """
     n = len(options)
     idx: int
@@ -218,10 +221,15 @@ def parse_answer(
                     f"index of option {_label(idx)}; give the answer as a letter"
                 )
             idx = j  # an index, or (no such index) the option's text
-        elif text and clean_text(raw) in options:
-            idx = options.index(clean_text(raw))
-        elif text and s in stripped:
-            idx = stripped.index(s)
+        elif text and (clean_text(raw) in options or s in stripped):
+            want = clean_text(raw)
+            found = [i for i, o in enumerate(options) if o == want or stripped[i] == s]
+            if len(found) > 1:  # (the first was taken without a word; input QA)
+                raise RowError(
+                    f"answer {_short(s)} is ambiguous: the text of options "
+                    f"{', '.join(_label(i) for i in found)}; give the answer as a letter"
+                )
+            idx = found[0]
         elif _several_labels(s):
             raise RowError(
                 f"multiple answers {s!r} are not supported (--fields answer= reads the items "
