@@ -1735,3 +1735,29 @@ def test_a_trailing_comma_is_named_where_it_is(tmp_path: Path) -> None:
         "invalid JSON (Expecting value at column 41; a trailing comma at column 40? JSON allows "
         "none)"
     ]
+
+
+def test_number_options_keep_the_text_the_file_wrote(tmp_path: Path) -> None:
+    """JSON number options were read as floats and written back: 0.10 became '0.1', 1e2
+    '100.0', so the model read options the file does not hold (input QA)."""
+    rows = [
+        {"question": "q", "options": [0.10, 0.20, 1e2, 3], "answer": "A"},
+        {"question": "r", "options": [1e-7, -0.5, 2.50, 7], "answer": 1},
+    ]
+    text = "".join(
+        json.dumps(r)
+        .replace("0.1,", "0.10,")
+        .replace("0.2,", "0.20,")
+        .replace("100.0", "1e2")
+        .replace("1e-07", "1e-7")
+        .replace("2.5,", "2.50,")
+        + "\n"
+        for r in rows
+    )
+    path = write(tmp_path, "numbers.jsonl", text)
+    assert "0.10, 0.20, 1e2, 3" in text and "1e-7, -0.5, 2.50, 7" in text
+    result = load_benchmark(str(path), strict=False)
+    assert [i.options for i in result.items] == [
+        ("0.10", "0.20", "1e2", "3"),
+        ("1e-7", "-0.5", "2.50", "7"),
+    ]

@@ -328,7 +328,7 @@ def _text(rec: dict[str, Any], name: str | None, what: str) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
+        return str(getattr(value, "text", value))  # (a JSON number as the file wrote it)
     if not isinstance(value, str):
         raise RowError(f"{what} field {name!r} is not text ({type(value).__name__})")
     return value

@@ -116,7 +116,7 @@ def _answer_text(value: object, name: str = "answer") -> str:
     if value is None:
         raise RowError(f"missing {name}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
+        value = str(getattr(value, "text", value))  # (a JSON number as the file wrote it)
     if not isinstance(value, str):
         raise RowError(f"{name} is not text ({type(value).__name__})")
     text = clean_text(value)

@@ -562,6 +562,19 @@ class _Repeated(dict):  # type: ignore[type-arg]
     key: str = ""
 
 
+class JsonFloat(float):
+    """A JSON number with a fraction or exponent, with its ``text`` as the file wrote it: an
+    option ``0.10`` is the text ``0.10`` (as a float it was ``0.1``, and ``1e2`` ``100.0``:
+    the model read other options than the file's; input QA)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonFloat:
+        out = super().__new__(cls, text)
+        out.text = str(text)
+        return out
+
+
 def _loads(text: str) -> tuple[Any, bool]:
     """``json.loads`` of ``text``, and whether some object in it gives a key twice with
     different values: that object is a :class:`_Repeated` (plain ``json`` keeps the last
@@ -586,7 +599,7 @@ def _loads(text: str) -> tuple[Any, bool]:
         marked.key = repeated
         return marked
 
-    return json.loads(text, object_pairs_hook=obj), met
+    return json.loads(text, object_pairs_hook=obj, parse_float=JsonFloat), met
 
 
 def repeated_key(value: Any, path: str = "") -> str | None:

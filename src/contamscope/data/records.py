@@ -145,7 +145,7 @@ def _option_text(value: object, i: int) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity: no text
         raise RowError(f"option {_label(i)} is {value!r}, not text (NaN or Infinity in the JSON)")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
+        return str(getattr(value, "text", value))  # (a JSON number as the file wrote it)
     raise RowError(f"option {_label(i)} is not text ({type(value).__name__})")
 
 
