@@ -82,7 +82,7 @@ def test_a_modified_record_without_its_answer_is_a_row_problem(fineval_dir: Path
     assert len(dev.items) == 3 and dev.modified is not None
     assert list(dev.modified) == [dev.items[0].id]  # the other two: generated
     said = [str(p).split("mod_dev.json:", 1)[-1] for p in data.problems]
-    assert sorted(said) == [
+    assert said == [  # in the order of the records
         "1: record 2 of the list: missing field 'output': the modified input's answer; "
         "item uses a generated modification",
         "1: record 3 of the list: answer 'Z' is not one of A, B, C, D; item uses a generated "

@@ -257,8 +257,16 @@ class _Collector:
         return RowProblem(p.source, starts[p.line - 1], f"record {p.line} of the list: {p.reason}")
 
     def located(self) -> list[RowProblem]:
-        """The problems as the user reads them: a JSON list's records by line and number."""
-        return [self._located(p) for p in self.problems]
+        """The problems as the user reads them: a JSON list's records by line and number, each
+        file's in the order of its records (a mod record's pairing problem, found after the
+        file was read, came after a later record's; QA)."""
+        files: dict[str, int] = {}
+        for p in self.problems:
+            files.setdefault(p.source, len(files))
+        ordered = sorted(
+            self.problems, key=lambda p: (files[p.source], -1 if p.line is None else p.line)
+        )
+        return [self._located(p) for p in ordered]
 
 
 def _read(path: Path, digest: Any) -> str:
