@@ -203,6 +203,7 @@ def parse_answer(
         if not s:
             return None
         stripped = [o.strip() for o in options]
+        want = clean_text(raw) if text else s  # (an option's text as the loaders clean it)
         if len(s) == 1 and "Ａ" <= s.upper() <= "Ｊ":  # a full-width label ("Ｂ")
             s = chr(ord(s.upper()) - 0xFEE0)
         if len(s) == 1 and s.upper() in LABELS:
@@ -221,9 +222,9 @@ def parse_answer(
                     f"index of option {_label(idx)}; give the answer as a letter"
                 )
             idx = j  # an index, or (no such index) the option's text
-        elif text and (clean_text(raw) in options or s in stripped):
-            want = clean_text(raw)
-            found = [i for i, o in enumerate(options) if o == want or stripped[i] == s]
+        elif text and (
+            found := [i for i, o in enumerate(options) if o == want or stripped[i] == s]
+        ):
             if len(found) > 1:  # (the first was taken without a word; input QA)
                 raise RowError(
                     f"answer {_short(s)} is ambiguous: the text of options "

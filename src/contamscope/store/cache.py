@@ -538,15 +538,13 @@ class ScoreCache:
     @_db_errors
     def models(self) -> list[ModelSetup]:
         """Every model set-up with entries or a record, most recently used first."""
-        counts: dict[str, int] = {}
+        counts: dict[str, int] = dict(
+            self._db.execute("SELECT fingerprint, COUNT(*) FROM scores GROUP BY fingerprint")
+        )
         stats = dict(
             self._db.execute("SELECT fingerprint, COUNT(*) FROM blobs GROUP BY fingerprint")
         )
-        for fp, n in self._db.execute(
-            "SELECT fingerprint, COUNT(*) FROM scores GROUP BY fingerprint"
-        ):
-            counts[fp] = n
-        for fp, n in stats.items():
+        for fp, n in stats.items():  # entries: scores and stored statistics together
             counts[fp] = counts.get(fp, 0) + n
         named = {
             fp: (spec, detail, used)

@@ -289,9 +289,10 @@ def mean_gap(
     if not a.size or not b.size:
         return out
     out["gap"] = float(a.mean() - b.mean())
-    if min(a.size, b.size) < max(2, min_items):
+    floor = max(2, min_items)  # (one item: no resampling at all)
+    if min(a.size, b.size) < floor:
         out["ci_note"] = (
-            f"no 95% interval below {max(2, min_items)} items a group ({a.size} leaked, "
+            f"no 95% interval below {floor} items a group ({a.size} leaked, "
             f"{b.size} clean): a bootstrap one covers far less"
         )
         return out
