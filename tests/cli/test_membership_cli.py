@@ -131,6 +131,7 @@ def test_run_records_summary_resume_reanalysis_and_report(
     # with the re-run's seed too, the whole test equals that re-run's (bootstrap CIs included)
     seed0 = run_cli("reanalyse", str(out), "--seed", "0", cwd=tmp_path)
     assert seed0.returncode == 0, seed0.stderr
+    assert "seeds the bootstrap only" not in seed0.stderr  # (no --sample: no items to keep)
     assert json.loads((out / "summary.json").read_text())["statistics"] == s2["statistics"]
     gap = run_cli("reanalyse", str(out), "--statistic", "gap", cwd=tmp_path)
     assert gap.returncode == 2 and "needs every option order scored" in gap.stderr
@@ -143,6 +144,26 @@ def test_run_records_summary_resume_reanalysis_and_report(
 
     sentence = verdict_line(json.loads((out / "summary.json").read_text()))[1]  # type: ignore[index]
     assert sentence.split(" (")[0] in html  # the report's verdict, from the summary
+
+
+def test_reanalyse_seed_of_a_sampled_run_says_the_items_stay(
+    tmp_path: Path, files: tuple[Path, Path], tiny_model_path: Path
+) -> None:
+    """`reanalyse --seed` re-seeds the bootstrap, not the --sample draw: said, as a fresh run
+    with that seed would sample other items (read as "sampled anew"; QA)."""
+    bench, ref = files
+    out = tmp_path / "run"
+    first = run_cli(*_args(tiny_model_path, bench, ref, out, "--sample", "3"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = json.loads((out / "summary.json").read_text())["selection"]
+    re = run_cli("reanalyse", str(out), "--seed", "5", cwd=tmp_path)
+    assert re.returncode == 0, re.stderr
+    assert (
+        "note: --seed 5 seeds the bootstrap only: the items stay the 3 this run sampled with "
+        "seed 0 (the membership command with --sample 3 --seed 5 would sample others)"
+    ) in " ".join(re.stderr.split())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["selection"] == before and summary["config"]["seed"] == 5
 
 
 def test_killed_run_resumes(

@@ -53,7 +53,8 @@ What each method takes (the others are refused; a setting not given keeps the ru
 
 The folder's summary.json (and the records' flags, p-values) are rewritten, and a report.html in
 it too; the stored scores stay, so the result is what a run with these settings would have
-given. Re-running the method's command with the new options on the same --out does the same
+given on the same items (--seed seeds the bootstrap only: a run that sampled its items keeps
+them). Re-running the method's command with the new options on the same --out does the same
 after loading the model. A permutation run's benchmark is read again (natural orders,
 conventions) and must be the one the run read.
 
@@ -259,6 +260,16 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int,
     """One folder; returns how many benchmark rows were skipped reading its benchmark, and
     whether its report was written where one was asked for (or was there)."""
     stored, method = _checked(run_dir, given)
+    sampled = (stored.get("selection") or {}) if isinstance(stored.get("selection"), dict) else {}
+    if given.get("seed") is not None and sampled.get("sample"):  # read as "sampled anew" (QA)
+        err_console.print(
+            f"note: --seed {given['seed']} seeds the bootstrap only: the items stay the "
+            f"{sampled['sample']:,} this run sampled with seed {sampled.get('seed')} (the "
+            f"{method} command with --sample {sampled['sample']} --seed {given['seed']} would "
+            "sample others)",
+            highlight=False,
+            markup=False,
+        )
     with run_folders_as_written(run_dir):
         if method == "permutation":
             problems = _permutation(run_dir, given, stored)
