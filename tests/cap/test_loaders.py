@@ -486,3 +486,30 @@ def test_a_folder_of_split_files_refuses_a_split_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--fields split=part: .* is a folder of split files"):
         load_cap(str(tmp_path), ["train", "test"], fields=CapFields.parse("split=part"))
     assert len(load_cap(str(tmp_path), ["train", "test"]).splits["test"].items) == 1
+
+
+def test_file_sets_are_named_as_subset_takes_them(tmp_path: Path) -> None:
+    """Two prefixed sets (as AlphaFin's report_* and research_*), one with a samples set too:
+    the error named them report_full and research_full, which --subset refused, and a subset
+    without the split listed the splits of every set (QA)."""
+    ori = json.dumps([{"input": t, "output": "10"} for t in QA_TEXTS])
+    for name in (
+        "report_ori_train.json",
+        "report_mod_train.json",
+        "research_ori_train.json",
+        "research_ori_eval.json",
+        "research_ori_train_samples.json",
+    ):
+        (tmp_path / name).write_text(ori, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_cap(str(tmp_path), ["train"])
+    assert "(report, research, research_samples); pick one with --subset NAME" in str(err.value)
+    for subset, read in (  # each name it gave is taken
+        ("report", "report_ori_train.json"),
+        ("research", "research_ori_train.json"),
+        ("research_samples", "research_ori_train_samples.json"),
+    ):
+        data = load_cap(str(tmp_path), ["train"], subset=subset)
+        assert Path(data.splits["train"].files[0]).name == read
+    with pytest.raises(ConfigError, match=r"--subset report \(splits there: train\)"):
+        load_cap(str(tmp_path), ["train", "eval"], subset="report")

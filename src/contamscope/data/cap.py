@@ -435,6 +435,16 @@ def _detect_task(first_inputs: Sequence[str], outputs: Sequence[str]) -> str:
     return "summary" if lengths and statistics.median(lengths) >= 200 else "qa"
 
 
+def _set_name(key: tuple[str | None, bool]) -> str:
+    """The --subset name of a file set: its prefix, ``samples``, or both (``report_samples``);
+    empty for the plain ``ori_SPLIT.json``."""
+    return "_".join(x for x in (key[0], "samples" if key[1] else None) if x)
+
+
+def _in_subset(key: tuple[str | None, bool], subset: str) -> bool:
+    return key[0] == subset or (subset == "samples" and key[1]) or _set_name(key) == subset
+
+
 def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Path | None]:
     cands: dict[tuple[str | None, bool], dict[str, Path]] = {}
     for p in sorted(folder.iterdir()):
@@ -444,12 +454,20 @@ def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Pat
             cands.setdefault(key, {})[m.group("kind")] = p
     with_ori = {k: v for k, v in cands.items() if "ori" in v}
     if subset is not None:
-        with_ori = {
-            k: v for k, v in with_ori.items() if k[0] == subset or (subset == "samples" and k[1])
-        }
+        exact = {k: v for k, v in with_ori.items() if _set_name(k) == subset}
+        with_ori = exact or {k: v for k, v in with_ori.items() if _in_subset(k, subset)}
     if not with_ori:
-        found = sorted(
-            {m.group("split") for p in folder.iterdir() if (m := _PAIR_FILE.match(p.name))}
+        found = sorted(  # the splits of the set asked for (all of them listed those of others)
+            {
+                m.group("split")
+                for p in folder.iterdir()
+                if (m := _PAIR_FILE.match(p.name))
+                and m.group("kind") == "ori"
+                and (
+                    subset is None
+                    or _in_subset((m.group("subset"), bool(m.group("samples"))), subset)
+                )
+            }
         )
         extra = f" with --subset {subset}" if subset else ""
         raise ConfigError(
@@ -457,14 +475,11 @@ def _pair_files(folder: Path, split: str, subset: str | None) -> tuple[Path, Pat
         )
     if len(with_ori) > 1:
         plain = [k for k in with_ori if k == (None, False)]
-        if not plain:
-            names = sorted(
-                f"{k[0] or ''}{'_' if k[0] else ''}{'samples' if k[1] else 'full'}"
-                for k in with_ori
-            )
+        if not plain:  # (named report_full, which --subset refused; QA)
+            names = sorted(_set_name(k) for k in with_ori)
             raise ConfigError(
                 f"split {split!r}: several file sets in {folder} ({', '.join(names)}); "
-                "pick one with --subset NAME (a file prefix, or 'samples')"
+                "pick one with --subset NAME"
             )
         key = plain[0]
     else:
