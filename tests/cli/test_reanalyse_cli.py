@@ -203,3 +203,67 @@ def test_a_damaged_record_is_left_out_by_reanalyse_and_report_alike(
     said = " ".join(res.stderr.split())
     assert "1 damaged or unreadable record left out of the item tables (line 2: not valid" in said
     assert "left out of the item tables" in (run / "report.html").read_text(encoding="utf-8")
+
+
+_KILLED_AT_SUMMARY = """
+import os, signal, sys
+from contamscope.store import RunDir
+RunDir.write_summary = lambda self, summary: os.kill(os.getpid(), signal.SIGKILL)
+sys.argv = ["contamscope", *sys.argv[1:]]
+from contamscope.cli.main import main
+main()
+"""
+
+
+def test_a_reanalysis_killed_before_its_summary_is_refused_then_finished(
+    tmp_path: Path, run: Path
+) -> None:
+    """A reanalyse SIGKILLed after rewriting the records and settings, before the summary: the
+    report showed the new records' Algorithm 2 flags beside the old summary's, exit 0, and a
+    plain reanalyse took half of each settings file (kill QA). Readers now refuse the folder,
+    and reanalyse finishes the interrupted work: its result equals an uninterrupted one's."""
+    import shutil
+    import subprocess
+    import sys
+
+    whole = tmp_path / "whole"
+    shutil.copytree(run, whole)
+    asked = ("--alpha", "0.2", "--ties", "leaked", "--deltas=-0.1,-0.3")
+    assert run_cli("reanalyse", str(whole), *asked, cwd=tmp_path).returncode == 0
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT_SUMMARY, "reanalyse", str(run), *asked],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert (run / ".reanalysing.json").is_file()
+    records = (run / "items.jsonl").read_text(encoding="utf-8")
+    assert records == (whole / "items.jsonl").read_text(encoding="utf-8")  # the new flags
+    assert json.loads((run / "summary.json").read_text())["config"]["deltas"] is None  # old
+    for cmd in (("report", str(run)), ("compare", str(run), str(whole))):
+        res = run_cli(*cmd, cwd=tmp_path)
+        assert res.returncode == 2, res.stdout
+        said = " ".join(res.stderr.split())
+        assert (
+            f"{run}: its re-analysis (alpha=0.2, ties=leaked, deltas=[-0.1, -0.3]) was "
+            "interrupted, so its records and summary may follow different settings; "
+            f"`contamscope reanalyse {run}` finishes it"
+        ) in said
+    res = run_cli("reanalyse", str(run), cwd=tmp_path)  # no options: the interrupted ones
+    assert res.returncode == 0, res.stderr
+    assert (
+        f"note: {run}: its re-analysis was interrupted; finishing it (with its --alpha 0.2 "
+        "--ties leaked --deltas -0.1,-0.3 where not given now)"
+    ) in " ".join(res.stderr.split())
+    assert not (run / ".reanalysing.json").exists()
+
+    def analysis(folder: Path) -> dict[str, object]:
+        summary = json.loads((folder / "summary.json").read_text())
+        return {k: summary[k] for k in ("config", "statistics", "verdict")}
+
+    assert analysis(run) == analysis(whole)
+    assert (run / "items.jsonl").read_text(encoding="utf-8") == records
+    assert run_cli("report", str(run), cwd=tmp_path).returncode == 0
+    again = run_cli("reanalyse", str(run), "--alpha", "0.1", cwd=tmp_path)  # no marker: no note
+    assert again.returncode == 0 and "interrupted" not in again.stderr

@@ -256,10 +256,40 @@ def _reanalyse_all(*, run_dirs: list[Path], given: dict[str, Any], report: bool)
     exit_if_skipped(skipped, unwritten=unwritten)
 
 
+def _finishing(run_dir: Path, method: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the settings of a re-analysis of ``run_dir`` killed between its writes
+    where no other is given (it had rewritten some files: the folder's own settings were half
+    of each; kill QA); said when there was one."""
+    from ..store import interrupted_reanalysis
+
+    request = interrupted_reanalysis(run_dir)
+    if request is None:
+        return given
+    given = dict(given)
+    taken = []
+    for key in _OPTIONS[method]:
+        value = request.get(_KEYWORD.get(key, key))
+        if value is None or given.get(key) is not None:
+            continue
+        if key == "deltas" and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        given[key] = value
+        on, _, off = _flag(key).partition("/")
+        taken.append((on if value else off) if isinstance(value, bool) else f"{on} {value}")
+    err_console.print(
+        f"note: {run_dir}: its re-analysis was interrupted; finishing it"
+        + (f" (with its {' '.join(taken)} where not given now)" if taken else ""),
+        highlight=False,
+        markup=False,
+    )
+    return given
+
+
 def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int, bool]:
     """One folder; returns how many benchmark rows were skipped reading its benchmark, and
     whether its report was written where one was asked for (or was there)."""
     stored, method = _checked(run_dir, given)
+    given = _finishing(run_dir, method, given)
     sampled = (stored.get("selection") or {}) if isinstance(stored.get("selection"), dict) else {}
     if given.get("seed") is not None and sampled.get("sample"):  # read as "sampled anew" (QA)
         err_console.print(
@@ -280,7 +310,7 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int,
     from ..report.rundata import answered_by_others, load_run
 
     with run_folders_as_written(run_dir):
-        other = answered_by_others(load_run(run_dir).summary)
+        other = answered_by_others(load_run(run_dir, interrupted_ok=True).summary)
     if other is not None:  # said by the run once, then nowhere (QA)
         warn(f"{run_dir}: {other}")
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
@@ -306,7 +336,7 @@ def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]
         raise StoreError(f"{run_dir} holds no contamscope run (no settings.json)")
     if (run_dir / "summary.json").is_file():
         with run_folders_as_written(run_dir):
-            refuse_newer(load_run(run_dir), "re-analyse")
+            refuse_newer(load_run(run_dir, interrupted_ok=True), "re-analyse")
     if not isinstance(stored, dict) or not stored.get("method"):  # (said "a None run")
         raise StoreError(
             f"{run_dir / 'settings.json'}: names no method (damaged, or not contamscope's); "

@@ -1050,11 +1050,18 @@ def reanalyse_benbench(run_dir: RunFolder, **analysis: Unpack[BenBenchAnalysis])
         )
     # the records first: a run killed before the settings are written is put right on the
     # next open, which derives the records again under the settings
-    changed = _rederive_records(run_dir, done, config)
-    run_dir.write_settings(settings)
-    timing = dict(old.get("timings") or {}) | {"reanalysed_records": changed}
-    summary = _summary(
-        facts, records, settings, config, old.get("model") or {}, old.get("paraphraser"), timing
-    )
-    run_dir.write_summary(summary)
+    with run_dir.reanalysing(analysis):  # (left when a write below fails or is killed)
+        changed = _rederive_records(run_dir, done, config)
+        run_dir.write_settings(settings)
+        timing = dict(old.get("timings") or {}) | {"reanalysed_records": changed}
+        summary = _summary(
+            facts,
+            records,
+            settings,
+            config,
+            old.get("model") or {},
+            old.get("paraphraser"),
+            timing,
+        )
+        run_dir.write_summary(summary)
     return BenBenchOutcome(summary, run_dir.path, 0, len(records))

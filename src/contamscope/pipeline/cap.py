@@ -685,7 +685,8 @@ def reanalyse_cap(run_dir: RunFolder, **analysis: Unpack[CapAnalysis]) -> CapOut
         "versions": package_versions(),
     }
     summary = build_cap_summary(records, config, splits=splits, provenance=provenance)
-    run_dir.write_summary(summary)
+    with run_dir.reanalysing(analysis):  # (one write: the marker of an earlier kill goes)
+        run_dir.write_summary(summary)
     return CapOutcome(summary, run_dir.path, 0, len(records), list(old.get("skipped_rows") or []))
 
 

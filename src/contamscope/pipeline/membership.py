@@ -809,21 +809,23 @@ def reanalyse_membership(
                 "membership command to finish it"
             )
     test = analyse(records, config)
-    run_dir.replace_records(records)
-    loaded = {
-        role: {k: old["counts"][role][k] for k in ("items_loaded", "rows_skipped")}
-        for role in ROLES
-    }
-    summary = (
-        old
-        | _analysis_part(records, config, test, loaded)
-        | {
-            "contamscope_version": __version__,
-            "git_commit": git_commit(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": package_versions(),
+    request = {"statistic": statistic, "alpha": alpha, "fdr": fdr, "n_boot": n_boot, "seed": seed}
+    with run_dir.reanalysing(request):  # (left when a write below fails or is killed)
+        run_dir.replace_records(records)
+        loaded = {
+            role: {k: old["counts"][role][k] for k in ("items_loaded", "rows_skipped")}
+            for role in ROLES
         }
-    )
-    summary["verdict"] = printed_verdict(summary)
-    run_dir.write_summary(summary)
+        summary = (
+            old
+            | _analysis_part(records, config, test, loaded)
+            | {
+                "contamscope_version": __version__,
+                "git_commit": git_commit(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "versions": package_versions(),
+            }
+        )
+        summary["verdict"] = printed_verdict(summary)
+        run_dir.write_summary(summary)
     return MembershipOutcome(summary, run_dir.path, 0, len(records))

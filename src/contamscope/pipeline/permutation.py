@@ -38,6 +38,7 @@ from ..store import (
     RunFolder,
     analysis_upgrade,
     as_run_dir,
+    folder_path,
     releases_run_dir,
 )
 from ..wording import plural
@@ -669,6 +670,12 @@ def reanalyse_permutation(
 
     from ..errors import DataError, StoreError
 
+    request = {
+        "alpha": alpha,
+        "ties": ties,
+        "deltas": deltas if deltas is None or isinstance(deltas, str) else list(deltas),
+        "reference_run": None if reference_run is None else str(folder_path(reference_run)),
+    }
     where = run_dir.path
     stored, scored = run_dir.finished_run("permutation")
     if stored.get("benchmark_hash") != loaded.content_hash:
@@ -732,16 +739,17 @@ def reanalyse_permutation(
         ) from None
     # the records first: a run killed before the settings are written is put right on the
     # next open, which checks the records' flags against the settings
-    changed = _rethreshold_records(
-        run_dir, done, Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
-    )
-    run_dir.write_settings(settings)
-    timing = dict(scored.get("timings") or {})
-    timing["reanalysed_records"] = changed
-    summary = build_summary(
-        loaded, ordered, settings, config, scored["model"], timing, reference=reference
-    )
-    run_dir.write_summary(summary)
+    with run_dir.reanalysing(request):
+        changed = _rethreshold_records(
+            run_dir, done, Algorithm1(ties=config.ties), Algorithm2(deltas=config.deltas)
+        )
+        run_dir.write_settings(settings)
+        timing = dict(scored.get("timings") or {})
+        timing["reanalysed_records"] = changed
+        summary = build_summary(
+            loaded, ordered, settings, config, scored["model"], timing, reference=reference
+        )
+        run_dir.write_summary(summary)
     return PermutationOutcome(
         summary, run_dir.path, 0, len(ordered), [str(p) for p in loaded.problems]
     )

@@ -15,8 +15,14 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigError, StoreError
 from ..paths import refuse_special
-from ..store.run import RunFolder, folder_path, iter_record_lines, unique_records
-from ..wording import TOO_DEEP, json_error
+from ..store.run import (
+    RunFolder,
+    folder_path,
+    interrupted_reanalysis,
+    iter_record_lines,
+    unique_records,
+)
+from ..wording import TOO_DEEP, json_error, shell
 
 __all__ = [
     "SUMMARY_VERSION",
@@ -170,14 +176,22 @@ def _read_json(path: Path) -> dict[str, Any]:
     return obj
 
 
-def load_run(path: RunFolder) -> RunData:
+def load_run(path: RunFolder, *, interrupted_ok: bool = False) -> RunData:
     """Open a run folder (a path or a :class:`~contamscope.store.RunDir`); refuse one without
-    summary.json (unfinished or not a run)."""
+    summary.json (unfinished or not a run), and (unless ``interrupted_ok``) one whose
+    re-analysis was killed between rewriting its records and its summary."""
     path = folder_path(path)
     if path.exists() and not path.is_dir():
         raise StoreError(f"{path}: a file, not a run folder")
     if not path.is_dir():
         raise StoreError(f"{path}: no such run folder")
+    request = None if interrupted_ok else interrupted_reanalysis(path)
+    if request is not None:  # (its report mixed two analyses' numbers, exit 0; kill QA)
+        asked = ", ".join(f"{k}={v}" for k, v in request.items()) or "its settings"
+        raise StoreError(
+            f"{path}: its re-analysis ({asked}) was interrupted, so its records and summary "
+            f"may follow different settings; `contamscope reanalyse {shell(path)}` finishes it"
+        )
     summary_path = path / "summary.json"
     if not summary_path.exists():
         hint = (

@@ -9,6 +9,7 @@ from .run import (
     analysis_upgrade,
     as_run_dir,
     folder_path,
+    interrupted_reanalysis,
     read_records,
     releases_run_dir,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "RunFolder",
     "as_run_dir",
     "folder_path",
+    "interrupted_reanalysis",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",

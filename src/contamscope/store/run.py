@@ -6,6 +6,7 @@ in flight; a torn last line (killed mid-write) is dropped on resume.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -35,6 +36,7 @@ __all__ = [
     "RunFolder",
     "as_run_dir",
     "folder_path",
+    "interrupted_reanalysis",
     "RUN_SCHEMA_VERSION",
     "analysis_upgrade",
     "read_records",
@@ -46,6 +48,11 @@ RUN_SCHEMA_VERSION = 1
 LOCK_FILE = ".lock"
 """Held (flock) by the RunDir writing the folder; released when it is closed (the pipelines
 close it when their run ends) or its process ends, even killed."""
+REANALYSING = ".reanalysing.json"
+"""Written (with the settings asked for) before a re-analysis rewrites a folder's records,
+settings and summary, removed after the summary: its presence is a re-analysis killed between
+those writes, whose records and summary may follow different settings (a report of such a
+folder mixed both analyses without a word; kill QA). :func:`interrupted_reanalysis` reads it."""
 _HELD: dict[str, int] = {}
 """Run folders this process holds: path -> id of the RunDir holding it."""
 
@@ -135,6 +142,7 @@ class RunDir:
         self.settings_path = self.path / "settings.json"
         self.summary_path = self.path / "summary.json"
         self._held: weakref.finalize | None = None
+        self._reanalysing = False
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r}{', held' if self._held is not None else ''})"
@@ -421,7 +429,27 @@ class RunDir:
         self._atomic_write(self.settings_path, settings)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
+        """Replace ``summary.json``. Outside :meth:`reanalysing`, a run whose records and
+        summary now follow its settings, so an interrupted re-analysis's marker goes."""
         self._atomic_write(self.summary_path, summary)
+        if not self._reanalysing:
+            remove_quietly(self.path / REANALYSING)
+
+    @contextlib.contextmanager
+    def reanalysing(self, request: Mapping[str, Any]) -> Iterator[None]:
+        """The writes of a re-analysis (records, settings, summary): the :data:`REANALYSING`
+        marker, holding ``request`` (the settings asked for, those not None), is there until
+        they all succeed; a kill or an error between them leaves it, for readers to refuse the
+        folder and ``reanalyse`` to finish the work."""
+        marker = self.path / REANALYSING
+        asked = {k: v for k, v in request.items() if v is not None}
+        self._atomic_write(marker, {"request": asked})
+        self._reanalysing = True
+        try:
+            yield
+        finally:
+            self._reanalysing = False
+        remove_quietly(marker)
 
     def with_earlier_timings(
         self, timing: dict[str, Any], model: Mapping[str, Any] | None = None
@@ -805,3 +833,17 @@ def _without_digest(settings: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(selection, dict) or "item_ids_sha256" not in selection:
         return settings
     return settings | {"selection": {k: v for k, v in selection.items() if k != "item_ids_sha256"}}
+
+
+def interrupted_reanalysis(path: Path) -> dict[str, Any] | None:
+    """The settings a re-analysis of the folder ``path`` was asked for when it was killed
+    between rewriting the records and the summary (:data:`REANALYSING`); None when there was
+    none (an unreadable marker reads as one asked for nothing more)."""
+    marker = Path(path) / REANALYSING
+    if not marker.is_file():
+        return None
+    try:
+        request = json.loads(marker.read_text(encoding="utf-8")).get("request")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return {}
+    return request if isinstance(request, dict) else {}
