@@ -607,3 +607,31 @@ def test_a_failing_log_likelihood_reader_stops_the_run_after_every_answer_is_gen
     assert out.summary["statistics"] == clean.summary["statistics"]
     records = (run / "items.jsonl").read_text().splitlines()
     assert sorted(records) == sorted((tmp_path / "c" / "items.jsonl").read_text().splitlines())
+
+
+def test_an_original_without_its_answer_is_no_reference_not_answer_changing(
+    tiny_backend: Any, tmp_path: Path
+) -> None:
+    """An ori record without its output, beside a mod record with one, was counted as an
+    item whose modification changes the answer (left out as such, answer_changing 1,
+    no_reference 0): an answer it does not have cannot change (CAP QA)."""
+    texts = [f"Sales were {k} in 2019 and {k + 2} in 2020. What was the change?" for k in (3, 5, 7)]
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    for split in ("train", "test"):
+        ori = [{"input": t, "output": "2"} for t in texts]
+        mod = [{"input": t.replace("20", "21"), "output": "2"} for t in texts]
+        if split == "train":
+            del ori[1]["output"]
+        (folder / f"ori_{split}.json").write_text(json.dumps(ori), encoding="utf-8")
+        (folder / f"mod_{split}.json").write_text(json.dumps(mod), encoding="utf-8")
+    data = load_cap(str(folder), ["train", "test"])
+    assert data.task == "qa" and data.splits["train"].items[1].answer is None
+    sel = {s: data.splits[s].items for s in ("train", "test")}
+    cfg = CapConfig(task="qa", max_new_tokens=4, n_boot=200)
+    out = run_cap(data, sel, _scorer(tiny_backend, tmp_path), RunDir(tmp_path / "r"), cfg)
+    c = out.summary["counts"]["train"]
+    assert (c["no_reference"], c["answer_changing"], c["excluded"]) == (1, 0, {})
+    assert c["analysed"] == 2
+    recs = [json.loads(x) for x in (tmp_path / "r" / "items.jsonl").read_text().splitlines()]
+    assert recs[1]["modification"]["changes_answer"] is False and recs[1]["m"] is None

@@ -269,7 +269,11 @@ def _plan(split: str, item: Any, supplied: Any | None, cfg: CapConfig, shift: in
             mod: Any = QAItem(
                 item.id, supplied.question, supplied.answer, split, meta=supplied.meta
             )
-            changes = (supplied.answer or "").strip() != (item.answer or "").strip()
+            # (an original without its answer has none to change: no_reference, not left
+            # out as answer-changing; CAP QA)
+            changes = item.answer is not None and (supplied.answer or "").strip() != (
+                item.answer.strip()
+            )
             what = {"kind": "logical", "supplied": True, "changes_answer": changes}
         else:
             mod, ys = shift_item_years(item, shift)
