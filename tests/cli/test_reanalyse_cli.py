@@ -241,7 +241,11 @@ def test_a_reanalysis_killed_before_its_summary_is_refused_then_finished(
     records = (run / "items.jsonl").read_text(encoding="utf-8")
     assert records == (whole / "items.jsonl").read_text(encoding="utf-8")  # the new flags
     assert json.loads((run / "summary.json").read_text())["config"]["deltas"] is None  # old
-    for cmd in (("report", str(run)), ("compare", str(run), str(whole))):
+    for cmd in (
+        ("report", str(run)),
+        ("compare", str(run), str(whole)),
+        ("leaderboard", str(run), "--out", str(tmp_path / "board.md")),
+    ):
         res = run_cli(*cmd, cwd=tmp_path)
         assert res.returncode == 2, res.stdout
         said = " ".join(res.stderr.split())
@@ -250,6 +254,8 @@ def test_a_reanalysis_killed_before_its_summary_is_refused_then_finished(
             "interrupted, so its records and summary may follow different settings; "
             f"`contamscope reanalyse {run}` finishes it"
         ) in said
+    card = run_cli("card", "--run", str(run), "--out", str(tmp_path / "card.md"), cwd=tmp_path)
+    assert card.returncode != 0 and "its re-analysis (alpha=0.2" in card.stderr
     res = run_cli("reanalyse", str(run), cwd=tmp_path)  # no options: the interrupted ones
     assert res.returncode == 0, res.stderr
     assert (

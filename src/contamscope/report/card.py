@@ -32,7 +32,13 @@ from ..wording import first_few, json_error, md_cell, number, plural, value
 from .benbench import NO_HITS, PRIMARY, ci_mark, ci_warnings, no_hits
 from .compare import md_code
 from .leaderboard import short_name
-from .rundata import answered_by_others, check_statistics, once_per_measurement, same_records
+from .rundata import (
+    answered_by_others,
+    check_statistics,
+    once_per_measurement,
+    refuse_interrupted,
+    same_records,
+)
 
 __all__ = [
     "CARD_SCHEMA",
@@ -129,6 +135,7 @@ def _read_run(run: RunFolder) -> tuple[Path, dict[str, Any], str | None]:
         raise DataError(f"{path}: {what}; the card takes benbench, {', '.join(OTHER_METHODS)} runs")
     try:
         check_statistics(summary, method, path)
+        refuse_interrupted(path.parent)  # (its summary may not be the analysis asked for)
     except StoreError as exc:
         raise DataError(str(exc)) from None
     # (a summary without one is read as this version's, as report, leaderboard and compare do)

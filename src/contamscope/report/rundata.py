@@ -185,13 +185,8 @@ def load_run(path: RunFolder, *, interrupted_ok: bool = False) -> RunData:
         raise StoreError(f"{path}: a file, not a run folder")
     if not path.is_dir():
         raise StoreError(f"{path}: no such run folder")
-    request = None if interrupted_ok else interrupted_reanalysis(path)
-    if request is not None:  # (its report mixed two analyses' numbers, exit 0; kill QA)
-        asked = ", ".join(f"{k}={v}" for k, v in request.items()) or "its settings"
-        raise StoreError(
-            f"{path}: its re-analysis ({asked}) was interrupted, so its records and summary "
-            f"may follow different settings; `contamscope reanalyse {shell(path)}` finishes it"
-        )
+    if not interrupted_ok:  # (its report mixed two analyses' numbers, exit 0; kill QA)
+        refuse_interrupted(path)
     summary_path = path / "summary.json"
     if not summary_path.exists():
         hint = (
@@ -207,6 +202,18 @@ def load_run(path: RunFolder, *, interrupted_ok: bool = False) -> RunData:
     run = RunData(path=path, summary=_read_json(summary_path), settings=settings)
     check_statistics(run.summary, run.method, summary_path)
     return run
+
+
+def refuse_interrupted(path: Path) -> None:
+    """Raise :class:`StoreError` for a run folder whose re-analysis was killed between
+    rewriting its records and its summary (:func:`~contamscope.store.interrupted_reanalysis`)."""
+    request = interrupted_reanalysis(path)
+    if request is not None:
+        asked = ", ".join(f"{k}={v}" for k, v in request.items()) or "its settings"
+        raise StoreError(
+            f"{path}: its re-analysis ({asked}) was interrupted, so its records and summary "
+            f"may follow different settings; `contamscope reanalyse {shell(path)}` finishes it"
+        )
 
 
 def check_statistics(summary: dict[str, Any], method: str | None, path: Path) -> None:
