@@ -216,3 +216,52 @@ def test_a_reading_that_scores_nothing_leaves_the_records_file_as_it_is(tmp_path
         assert sorted(last.open({"model": "a"})) == ["x0", "x2"]
         last.close()
     assert run.items_path.read_text(encoding="utf-8") == lines[0] + lines[2]
+
+
+def test_an_interrupted_reanalysis_leaves_its_marker_until_a_summary_follows_the_records(
+    tmp_path: Path,
+) -> None:
+    """The marker of a re-analysis stays when its writes stop before the summary (an error
+    here; a kill in the CLI test), and goes with the next summary written outside one (the
+    method's own command resumed on the folder) or a re-analysis that finishes."""
+    from contamscope.store import interrupted_reanalysis
+
+    run = RunDir(tmp_path / "run")
+    run.open({"method": "permutation"})
+    run.write_summary({"n": 1})
+    assert interrupted_reanalysis(run.path) is None
+    with pytest.raises(OSError), run.reanalysing({"alpha": 0.2, "ties": None}):
+        run.replace_records([{"id": "a"}])
+        raise OSError("disk full")
+    assert interrupted_reanalysis(run.path) == {"alpha": 0.2}  # (None: not asked)
+    with run.reanalysing({"alpha": 0.2}):
+        run.write_summary({"n": 2})
+        assert interrupted_reanalysis(run.path) == {"alpha": 0.2}  # (written in it: kept)
+    assert interrupted_reanalysis(run.path) is None
+    with pytest.raises(OSError), run.reanalysing({"fdr": True}):
+        raise OSError("killed")
+    run.write_summary({"n": 3})  # a run's own summary, outside a re-analysis
+    assert interrupted_reanalysis(run.path) is None
+    (run.path / ".reanalysing.json").write_text("{not json", encoding="utf-8")
+    assert interrupted_reanalysis(run.path) == {}  # unreadable: still interrupted
+    run.close()
+
+
+def test_temporary_files_of_writers_that_are_gone_are_removed_when_the_folder_is_held(
+    tmp_path: Path,
+) -> None:
+    """A write killed before its rename left a hidden partial summary (or records file) in
+    the folder for good (kill QA); a live writer's (a report written beside it) stays."""
+    import os
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    gone = folder / ".summary.json.999999999-0123abcd.tmp"  # (no process has this id)
+    live = folder / f".report.html.{os.getppid()}-89abcdef.tmp"
+    other = folder / ".notes.tmp"  # not one of ours: left
+    for p in (gone, live, other):
+        p.write_text("{partial", encoding="utf-8")
+    run = RunDir(folder)
+    run.open({"method": "permutation"})
+    assert (gone.exists(), live.exists(), other.exists()) == (False, True, True)
+    run.close()

@@ -12,6 +12,7 @@ import inspect
 import json
 import math
 import os
+import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -265,6 +266,7 @@ class RunDir:
             raise _busy(self.path) from None
         _HELD[key] = id(self)
         self._held = weakref.finalize(self, _release, key, id(self), fd)
+        _remove_orphans(self.path)
 
     def stored_settings(self, renamed: Mapping[str, str] | None = None) -> dict[str, Any] | None:
         """The settings of the run this folder holds (None: no run yet). ``renamed``: model
@@ -847,3 +849,27 @@ def interrupted_reanalysis(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, AttributeError, RecursionError):
         return {}
     return request if isinstance(request, dict) else {}
+
+
+_TEMPORARY = re.compile(r"^\..+\.(\d+)-[0-9a-f]{8}\.tmp$")
+"""A name :func:`~contamscope.paths.temporary_beside` gives: its writer's process id in it."""
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Remove the temporary files of writers that are gone (killed mid-write: a partial
+    summary or records file stayed hidden in the folder for good; kill QA). A live process's
+    file (a report being written beside the run) is left."""
+    try:
+        names = [e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    for name in names:
+        m = _TEMPORARY.match(name)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            remove_quietly(folder / name)
+        except (OSError, OverflowError):  # another user's process, or no such pid number
+            continue
