@@ -48,3 +48,38 @@ def test_excess_verdict_needs_an_interval_that_excludes_zero() -> None:
 def test_excess_verdict_at_zero_is_no_evidence_at_any_p(p: float) -> None:
     """excess_verdict: the interval must exclude 0 whatever p is (mutation QA)."""
     assert excess_verdict("train", "val", 0.3, 0.0, 0.6, p) == "no evidence"
+
+
+def test_few_items_get_the_exact_permutation_p_whatever_n_boot() -> None:
+    """4 + 3 items have 35 labellings: the Monte Carlo p over --bootstrap 500 relabellings read
+    0.044 ("contaminated") and over 2,000 read 0.056 ("no evidence"), where the exact p is 2/35
+    (CAP QA). Every labelling is counted now: the p-value is the one computed here, the same at
+    any n_boot; 10 + 10 items (184,756 labellings) stay Monte Carlo."""
+    import itertools
+
+    m = [0.9, 0.8, 1.0, 0.7, 0.2, 0.3, 0.1]
+    c = [0.5, 0.4, 0.6, 0.5, 0.6, 0.5, 0.7]
+    ref, other = (m[:4], c[:4]), (m[4:], c[4:])
+    observed = split_score(*ref).pcr - split_score(*other).pcr
+    diffs = []
+    for chosen in itertools.combinations(range(7), 4):
+        rest = [i for i in range(7) if i not in chosen]
+        a = split_score([m[i] for i in chosen], [c[i] for i in chosen]).pcr
+        b = split_score([m[i] for i in rest], [c[i] for i in rest]).pcr
+        diffs.append(a - b)
+    upper = sum(d >= observed - 1e-12 for d in diffs) / 35
+    lower = sum(d <= observed + 1e-12 for d in diffs) / 35
+    want = min(1.0, 2 * min(upper, lower))
+    for n_boot in (200, 500, 2000):
+        comp = compare_splits(
+            "train", "test", ref, other, split_score(*ref), split_score(*other), n_boot=n_boot
+        )
+        assert (comp.p_exact, comp.n_relabellings) == (True, 35)
+        assert comp.p_value == pytest.approx(want, abs=1e-12)
+        p = permutation_p(ref, other, observed, alpha=0.01, scale="tanh", n_perm=n_boot, seed=3)
+        assert p == pytest.approx(want, abs=1e-12)
+    big = compare_splits(
+        "train", "test", ([1.0] * 10, [0.0] * 10), ([0.0] * 10, [1.0] * 10),
+        split_score([1.0] * 10, [0.0] * 10), split_score([0.0] * 10, [1.0] * 10), n_boot=500,
+    )  # fmt: skip
+    assert (big.p_exact, big.n_relabellings) == (False, 500)
