@@ -290,7 +290,8 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int,
     whether its report was written where one was asked for (or was there)."""
     stored, method = _checked(run_dir, given)
     given = _finishing(run_dir, method, given)
-    sampled = (stored.get("selection") or {}) if isinstance(stored.get("selection"), dict) else {}
+    selection = stored.get("selection")
+    sampled: dict[str, Any] = selection if isinstance(selection, dict) else {}
     if given.get("seed") is not None and sampled.get("sample"):  # read as "sampled anew" (QA)
         err_console.print(
             f"note: --seed {given['seed']} seeds the bootstrap only: the items stay the "
@@ -310,7 +311,7 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int,
     from ..report.rundata import answered_by_others, load_run
 
     with run_folders_as_written(run_dir):
-        other = answered_by_others(load_run(run_dir, interrupted_ok=True).summary)
+        other = answered_by_others(load_run(run_dir).summary)  # (finished: no marker)
     if other is not None:  # said by the run once, then nowhere (QA)
         warn(f"{run_dir}: {other}")
     console.print(f"run folder: {run_dir} (summary.json, items.jsonl)")
