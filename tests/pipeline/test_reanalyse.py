@@ -98,6 +98,29 @@ def test_a_re_run_with_other_thresholds_scores_nothing_and_re_derives_the_flags(
     assert healed.summary["timings"]["items_scored_now"] == 0
 
 
+def test_a_report_of_the_earlier_analysis_does_not_outlive_its_summary(
+    tmp_path: Path, runs
+) -> None:  # type: ignore[no-untyped-def]
+    """The commands write the summary and then report.html: a kill between the two writes, or a
+    re-analysis from Python, left a report of the earlier analysis beside the new summary (QA).
+    """
+    from contamscope.report import build_report
+
+    loaded, *_ = runs
+    run = tmp_path / "run"
+    first = build_report(run).read_text(encoding="utf-8")
+    assert "out of date" not in first
+    reanalyse_permutation(loaded, run, ties="leaked", deltas=[-0.3, -0.15, 0.0], alpha=0.2)
+    stale = (run / "report.html").read_text(encoding="utf-8")
+    assert "This report is out of date" in stale and "Algorithm 2" not in stale
+    assert f"contamscope report {run}" in stale
+    again = build_report(run).read_text(encoding="utf-8")
+    assert "δ = -0.3" in again and "δ = -0.3" not in first  # the new analysis's
+    (run / "report.html").unlink()
+    reanalyse_permutation(loaded, run, alpha=0.1)  # none there: none written
+    assert not (run / "report.html").exists()
+
+
 def test_reanalyse_refuses_an_unfinished_run_or_another_benchmark(tmp_path: Path, runs) -> None:  # type: ignore[no-untyped-def]
     loaded, *_ = runs
     run = tmp_path / "run"

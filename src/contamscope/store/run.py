@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import html
 import inspect
 import json
 import math
@@ -30,7 +31,7 @@ from ..paths import (
     temporary_beside,
     write_text_atomic,
 )
-from ..wording import TOO_DEEP, first_few, json_error, plural
+from ..wording import TOO_DEEP, first_few, json_error, plural, shell
 
 __all__ = [
     "RunDir",
@@ -54,6 +55,8 @@ REANALYSING = ".reanalysing.json"
 settings and summary, removed after the summary: its presence is a re-analysis killed between
 those writes, whose records and summary may follow different settings (a report of such a
 folder mixed both analyses without a word; kill QA). :func:`interrupted_reanalysis` reads it."""
+REPORT = "report.html"
+"""A run's HTML report, where ``contamscope report`` writes it by default."""
 _HELD: dict[str, int] = {}
 """Run folders this process holds: path -> id of the RunDir holding it."""
 
@@ -432,7 +435,16 @@ class RunDir:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Replace ``summary.json``. Outside :meth:`reanalysing`, a run whose records and
-        summary now follow its settings, so an interrupted re-analysis's marker goes."""
+        summary now follow its settings, so an interrupted re-analysis's marker goes.
+
+        A ``report.html`` in the folder shows the summary it was built from: it is first
+        replaced by a page that says so and how to write it again (the commands do, right
+        after; a kill between the two writes, or a re-analysis from Python, left a report of
+        the earlier analysis there, numbers the summary no longer held; QA)."""
+        report = self.path / REPORT
+        if report.is_file():
+            with contextlib.suppress(OSError):  # (a folder that takes no write fails below)
+                replace_text(report, _report_due_page(self.path))
         self._atomic_write(self.summary_path, summary)
         if not self._reanalysing:
             remove_quietly(self.path / REANALYSING)
@@ -493,6 +505,19 @@ class RunDir:
     def _atomic_write(path: Path, obj: dict[str, Any]) -> None:
         text = json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False)
         write_text_atomic(path, text + "\n", RUN_FOLDER)
+
+
+def _report_due_page(folder: Path) -> str:
+    """The page that stands in for a run's report while its summary is rewritten."""
+    run = html.escape(shell(folder))
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<title>contamscope: report to be written again</title></head><body>\n"
+        "<h1>This report is out of date</h1>\n"
+        "<p>The run's summary was rewritten (a resumed run or a re-analysis) after this "
+        "report was written, and the report was not written again from it.</p>\n"
+        f"<p>Write it: <code>contamscope report {run}</code></p>\n</body></html>\n"
+    )
 
 
 def _finite(obj: Any) -> Any:
