@@ -643,6 +643,15 @@ def test_links_among_a_sweeps_own_files_are_replaced_or_read_as_unreadable(
     again = _sweep([f"hf:{tiny_model_path}"], [bench], out)  # (a hang ends in the timeout)
     assert "not fully written" not in again.stderr, again.stderr
     assert not board.is_symlink() and board.read_text().startswith("<!DOCTYPE html>")
+    # the pair's options file, unreadable there or gone (a kill after the pair's summary),
+    # is written again: the pair's own guard against a sweep with other options (kill QA)
+    assert not (pair / "sweep-options.json").is_symlink()  # (before a read: the pipe hangs)
+    options = json.loads((pair / "sweep-options.json").read_text(encoding="utf-8"))["options"]
+    assert options["sample"] is None
+    (pair / "sweep-options.json").unlink()
+    assert _sweep([f"hf:{tiny_model_path}"], [bench], out).returncode == 0
+    again_options = json.loads((pair / "sweep-options.json").read_text(encoding="utf-8"))
+    assert again_options["options"] == options
 
 
 def test_a_board_that_cannot_be_written_is_a_failed_sweep_with_its_pairs_kept(

@@ -569,6 +569,8 @@ def run(**kw: Any) -> None:
     for j in every:
         if j not in todo:
             status[j] = _finished_status(j, kw, hashes)
+            if status[j].startswith("finished earlier"):
+                _restore_pair_options(j, shared)
     console.print(
         f"sweep: {plural(len(models), 'model')} x {plural(len(benchmarks), 'benchmark')} = "
         f"{plural(len(jobs), 'pair')}"
@@ -901,6 +903,22 @@ def _read_json(path: Path) -> Any:
     if not path.is_file():
         raise OSError(f"{path}: not a file")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _restore_pair_options(job: Job, shared: dict[str, Any]) -> None:
+    """A finished pair's options file written again where it is missing or unreadable: a kill
+    between a pair's summary and this file left the pair without it for good, so without its
+    own guard against a sweep with other options (kill QA). ``shared`` are this sweep's, which
+    its sweep.json's matched."""
+    from ..paths import replace_text
+
+    path = job.run_dir / PAIR_OPTIONS
+    try:
+        _read_json(path)["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        with contextlib.suppress(OSError):  # (a link is replaced, not written through; where
+            # it cannot be written, the sweep's sweep.json still stands for the pair's options)
+            replace_text(path, json.dumps({"options": shared}, indent=2))
 
 
 def _finished_status(job: Job, kw: dict[str, Any], hashes: dict[str, str]) -> str:
