@@ -364,6 +364,21 @@ def test_echo_only_server_scores_but_refuses_token_stats(serve: Any) -> None:
         check_backend(b, prompt_logprobs=True, token_stats=True, method="BenBench")
 
 
+def test_a_server_without_prompt_log_probs_is_refused_saying_so_once(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that generates but sends no log-probs at all was refused with "the server
+    returned no prompt log-probs (openai:...: the server returned no prompt log-probs (echo
+    mode))" (HTTP QA)."""
+    b = backend(serve().url, logprobs="echo")
+    monkeypatch.setattr(b, "_prompt_tokens", lambda *a, **k: None)  # (a reply without them)
+    with pytest.raises(CapabilityError) as err:
+        check_backend(b, prompt_logprobs=True, method="the permutation test")
+    msg = str(err.value)
+    assert msg.count("no prompt log-probs") == 1 and "(echo mode)" in msg, msg
+    assert msg.count(b.spec) == 1 and "methods this backend can run: CAP" in msg, msg
+
+
 def test_echo_only_server_gives_token_logprobs_without_ids(
     serve: Any, tiny_backend: Any, tmp_path: Path
 ) -> None:

@@ -175,7 +175,10 @@ def probe_server(backend: OpenAIBackend) -> ProbeReport:
         )
         return _refuse(backend, report, f"the server rejects scoring requests ({exc}){forced}")
     except ContamscopeError as exc:
-        return _refuse(backend, report, f"the server returned no prompt log-probs ({exc})")
+        said = str(exc).removeprefix(f"{backend.spec}: ")  # (the refusal names the backend)
+        if "no prompt log-probs" not in said:  # (it said it twice, once in brackets; QA)
+            said = f"the server returned no prompt log-probs ({said})"
+        return _refuse(backend, report, said)
     try:
         return _check_canaries(backend, report, first)
     except ServerUnavailable as exc:
