@@ -530,6 +530,33 @@ def test_progress_says_the_time_left_when_batches_come_minutes_apart(
     assert "scoring: 4/6, 0:04:00 elapsed, 0:02:00 left" in left, left
 
 
+def test_the_time_left_follows_the_pace_since_the_start_not_the_last_advances(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CAP batch ends in many small advances: rich's estimate from them said "0:00:01 left"
+    and said it again a minute later with nothing advanced (HTTP QA). Items done when the task
+    was added (a resumed run's) do not count to its pace."""
+    from contamscope.cli.common import quiet_progress
+
+    now = [0.0]
+    monkeypatch.setenv("CONTAMSCOPE_PROGRESS_SECONDS", "0")
+    with quiet_progress(auto_refresh=False, get_time=lambda: now[0]) as bar:
+        task = bar.add_task("generating", total=6)
+        now[0] = 59.0
+        for _ in range(10):  # 3 items in fractions, in the batch's last second
+            now[0] += 0.1
+            bar.advance(task, 0.3)
+        now[0] = 120.0
+        bar.advance(task, 0)  # (as the clock says it: nothing more done)
+        resumed = bar.add_task("resumed", total=10, completed=4)
+        now[0] = 180.0
+        bar.advance(resumed, 2)  # 2 items in the 60 s since it was added
+        said = capsys.readouterr().err.splitlines()
+    assert "generating: 3/6, 0:01:00 elapsed, 0:01:00 left" in said, said
+    assert "generating: 3/6, 0:02:00 elapsed, 0:02:00 left" in said, said
+    assert "resumed: 6/10, 0:01:00 elapsed, 0:02:00 left" in said, said
+
+
 def test_a_log_file_gets_plain_progress_lines(
     tmp_path: Path, bench: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

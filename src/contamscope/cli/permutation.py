@@ -14,7 +14,6 @@ from rich.progress import (
     MofNCompleteColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from ..errors import ConfigError
@@ -39,6 +38,7 @@ from .common import (
     status,
     styled,
     subject_list,
+    time_left_column,
     user_errors,
 )
 from .executor import (
@@ -377,7 +377,7 @@ def scan(kw: dict[str, Any], executor: Executor) -> None:
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        time_left_column(),
     )
     task: dict[str, Any] = {}
 

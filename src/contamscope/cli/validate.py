@@ -12,7 +12,6 @@ from rich.progress import (
     MofNCompleteColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from ..errors import ConfigError
@@ -31,6 +30,7 @@ from .common import (
     quiet_progress,
     styled,
     subject_list,
+    time_left_column,
     user_errors,
     warn,
 )
@@ -323,7 +323,7 @@ def run(**kw: Any) -> None:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        time_left_column(),
     )
     current: dict[str, Any] = {}
 
