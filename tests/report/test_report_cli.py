@@ -124,6 +124,8 @@ def test_report_and_leaderboard_output_and_encoding_errors_are_one_line(
         (["report", str(run), "--out", "folder"], "--out folder: is a folder"),
         (["report", str(run), "--out", "afile/x.html"], "afile is a file, not a folder"),
         (["leaderboard", str(run), "--out", "board.html"], "--out board.html: is a folder"),
+        # a folder without an extension: said to be a folder, not to have no extension (QA)
+        (["leaderboard", str(run), "--out", "folder"], "--out folder: is a folder"),
         (["report", str(utf16)], "summary.json: not UTF-8 text"),
         # JSON's message ends in "at": the column followed it (it was cut short there)
         (["report", str(cut)], "not valid JSON (Unterminated string starting at column "),

@@ -1108,6 +1108,8 @@ def write_leaderboard(
     (and named on the html and md pages); ``comparisons`` (a sweep's, with its baseline) go
     under the html and md boards."""
     out = Path(out) if out is not None else None
+    if out is not None and out.is_dir():  # (before its missing extension was said; QA)
+        check_output_file(out)
     if fmt is None:
         suffix = out.suffix.lower().lstrip(".") if out is not None else "md"
         fmt = {"htm": "html", "markdown": "md", "txt": "md"}.get(suffix, suffix)
