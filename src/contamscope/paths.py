@@ -21,6 +21,7 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "write_text_atomic",
+    "process_gone",
     "remove_quietly",
     "cache_dir_name",
 ]
@@ -230,6 +231,21 @@ def replace_text(path: Path, text: str | bytes) -> None:
     except OSError:
         remove_quietly(tmp)
         raise
+
+
+def process_gone(pid: int) -> bool:
+    """True where no process on this host has the id ``pid``: the writer of a temporary file or
+    folder named with it was killed, and what it left can go. False for this process, a live
+    one, another user's (which cannot be signalled) or a number no process can have."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return False
 
 
 def remove_quietly(path: Path) -> None:

