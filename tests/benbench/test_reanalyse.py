@@ -125,6 +125,7 @@ def test_cli_reanalyse_benbench(tmp_path: Path, tiny_model_path: Path) -> None:
     assert "ROUGE-L F ≥ 0.75, edit similarity ≥ 0" in " ".join(r.stdout.split())  # as applied
     # its timings are the run's that scored the items (this one scored nothing)
     assert "the run that scored them finished 2 items in" in " ".join(r.stdout.split())
+    assert "card:   contamscope card --run run --out card.md" in r.stdout  # (as benbench's)
     report = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert "old report" not in report and "ROUGE-L F ≥ 0.75, edit similarity ≥ 0)" in report
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from ..errors import ConfigError
-from ..wording import plural
+from ..wording import plural, shell
 from .common import (
     EXIT_USER_ERROR,
     console,
@@ -318,7 +318,14 @@ def _reanalyse(run_dir: Path, given: dict[str, Any], report: bool) -> tuple[int,
     from .report import report_after_run
 
     # and a report.html already there, redone
-    return problems, report_after_run(run_dir, write=report)
+    written = report_after_run(run_dir, write=report)
+    if method == "benbench":  # what to do next, as the benbench command says it (QA)
+        console.print(
+            f"card:   contamscope card --run {shell(run_dir)} --out card.md",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return problems, written
 
 
 def _checked(run_dir: Path, given: dict[str, Any]) -> tuple[dict[str, Any], str]:
