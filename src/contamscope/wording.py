@@ -87,6 +87,16 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
+def level_pct(alpha: float) -> str:
+    """A test's level as a percentage, to its own digits: ``{alpha:.0%}`` said "at 0%" for
+    --alpha 0.001 and "at 7% (p = 0.070)" for 0.07 against p = 0.0703 (compare QA).
+
+    >>> level_pct(0.05), level_pct(0.001), level_pct(0.065), level_pct(1e-6)
+    ('5%', '0.1%', '6.5%', '0.0001%')
+    """
+    return f"{100 * alpha:.3g}%"
+
+
 def all_of(n: int, noun: str, nouns: str | None = None) -> str:
     """``all 3 items`` / ``the 1 item``, for a claim about every one of ``n``.
 

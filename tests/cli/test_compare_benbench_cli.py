@@ -166,6 +166,8 @@ def test_items_analysed_from_other_paraphrases_are_not_paired(setup: dict[str, P
     page = setup["root"] / "other.html"
     res = run_cli("compare", str(setup["base"]), str(other), "--out", str(page), cwd=setup["root"])
     assert "not paired: 3 analysed from other paraphrases" in res.stdout
+    said = " ".join(res.stdout.split())  # (the items line said "3 only in both"; QA)
+    assert "3 in both, from other paraphrases" in said and "only in both" not in said, said
     # the page says it too (only the collapsed provenance JSON held it; HTML QA)
     assert "(not paired: 3 analysed from other paraphrases)" in page.read_text(encoding="utf-8")
 

@@ -381,6 +381,34 @@ def test_membership_runs_that_do_not_compare_are_refused(
     run_cli("reanalyse", str(loss), "--statistic", "min_k_pp", cwd=root)
     res = run_cli("compare", str(membership["base"]), str(loss), cwd=root)
     assert res.returncode == 0 and "B more familiar with the benchmark" in res.stdout
+    # records taken out: said by the file, not as "the runs share only 0 benchmark items"
+    # (compare QA), and a run that lost one is compared on the rest, "1 benchmark item" (not
+    # "items") only in A
+    bare, empty, one_less = root / "m-bare", root / "m-empty", root / "m-one-less"
+    for folder in (bare, empty, one_less):
+        shutil.copytree(membership["tuned"], folder)
+    (bare / "items.jsonl").unlink()
+    (empty / "items.jsonl").write_text("", encoding="utf-8")
+    lines = (one_less / "items.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    first_bench = next(i for i, ln in enumerate(lines) if '"role": "benchmark"' in ln)
+    (one_less / "items.jsonl").write_text("".join(lines[:first_bench] + lines[first_bench + 1 :]))
+    for folder, words in (
+        (bare, f"nothing to compare, {bare} has no items.jsonl"),
+        (empty, f"B: {empty / 'items.jsonl'} holds 0 of the 50 item records its summary.json"),
+    ):
+        res = run_cli("compare", str(membership["base"]), str(folder), cwd=root)
+        said = " ".join(res.stderr.split())
+        assert (
+            res.returncode == 2 and words in said and len(res.stderr.strip().splitlines()) == 1
+        ), said
+    res = run_cli("compare", str(membership["base"]), str(one_less), cwd=root)
+    said = " ".join(res.stdout.split())
+    assert res.returncode == 0 and "not paired: 1 benchmark item only in A" in said, said
+    # the level as given, not rounded to a whole percent ("do not differ at 0%"; compare QA)
+    res = run_cli(
+        "compare", str(membership["base"]), str(membership["base"]), "--alpha", "0.001", cwd=root
+    )
+    assert "do not differ at 0.1%" in " ".join(res.stdout.split()), res.stdout
 
 
 def test_membership_compare_page_in_a_browser(

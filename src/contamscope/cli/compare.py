@@ -95,14 +95,14 @@ def _head_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             ("references", str(result["reference"])),
             ("items", f"{c['benchmark']} benchmark and {c['reference']} reference scored in both"),
         ]
-    left = [
-        f"{n} only in {w}"
+    left = [  # ("1 only in both, from other paraphrases" said it of items in both; QA)
+        f"{n} {w}"
         for n, w in (
-            (c["only_a"], "A"),
-            (c["only_b"], "B"),
-            (c.get("other_orders"), "both, scored under other orders"),
-            (c.get("other_paraphrases"), "both, from other paraphrases"),
-            (c.get("other_modifications"), "both, from other modified inputs"),
+            (c["only_a"], "only in A"),
+            (c["only_b"], "only in B"),
+            (c.get("other_orders"), "in both, scored under other orders"),
+            (c.get("other_paraphrases"), "in both, from other paraphrases"),
+            (c.get("other_modifications"), "in both, from other modified inputs"),
         )
         if n
     ]

@@ -24,7 +24,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError
 from ..report.rundata import RunData, load_run, records_short, refuse_newer, run_config
 from ..store.run import RunFolder
-from ..wording import plural
+from ..wording import level_pct, plural
 from .permutation_summary import SUBJECT_LEVEL
 
 __all__ = ["COMPARE_SCHEMA", "compare_runs"]
@@ -233,26 +233,44 @@ def compare_runs(run_a: RunFolder, run_b: RunFolder, *, alpha: float = 0.05) -> 
     for runs that do not compare or share no item.
     """
     a, b = _runs(run_a, run_b)
-    if a.method == "benbench":
-        from .compare_benbench import compare_benbench
-
-        result = compare_benbench(a, b, alpha=alpha)
-    elif a.method == "membership":
-        from .compare_membership import compare_membership
-
-        result = compare_membership(a, b, alpha=alpha)
-    elif a.method == "cap":
-        from .compare_cap import compare_cap
-
-        result = compare_cap(a, b, alpha=alpha)
-    else:
-        result = _compare_permutation(a, b, alpha)
-    result["warnings"] = [
+    for run in (a, b):  # (BenBench, membership and CAP runs said "nothing to compare, no item
+        # has an original-vs-paraphrase gap in both" or "share only 0 items"; compare QA)
+        if not run.items_path.exists():
+            raise ConfigError(
+                f"{a.path} and {b.path}: nothing to compare, {run.path} has no items.jsonl"
+            )
+    shorts = [
         f"{side}: {run.items_path} holds {short[0]} of the {plural(short[1], 'item record')} "
-        "its summary.json counts: compared on those it holds (the command that scored the run, "
-        "re-run, scores the others again)"
+        "its summary.json counts"
         for side, run in (("A", a), ("B", b))
         if (short := records_short(run)) is not None
+    ]
+    try:
+        if a.method == "benbench":
+            from .compare_benbench import compare_benbench
+
+            result = compare_benbench(a, b, alpha=alpha)
+        elif a.method == "membership":
+            from .compare_membership import compare_membership
+
+            result = compare_membership(a, b, alpha=alpha)
+        elif a.method == "cap":
+            from .compare_cap import compare_cap
+
+            result = compare_cap(a, b, alpha=alpha)
+        else:
+            result = _compare_permutation(a, b, alpha)
+    except ConfigError as exc:
+        if not shorts:
+            raise
+        raise ConfigError(  # (why there was nothing to compare: records taken out; QA)
+            f"{exc} ({'; '.join(shorts)}: the command that scored the run, re-run, scores the "
+            "others again)"
+        ) from None
+    result["warnings"] = [
+        f"{short}: compared on those it holds (the command that scored the run, re-run, "
+        "scores the others again)"
+        for short in shorts
     ]  # (a run that had lost records was compared on the rest without a word; QA)
     return result
 
@@ -352,14 +370,14 @@ def paired_verdict(
             return {
                 "label": "no difference",
                 "p_value": p,
-                "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} "
+                "text": f"A ({model_a}) and B ({model_b}) do not differ at {level_pct(alpha)} "
                 f"({where}); {on} no p-value below {floor:.3g} was possible, so no difference "
                 "could have been found: compare on more items",
             }
         return {
             "label": "no difference",
             "p_value": p,
-            "text": f"A ({model_a}) and B ({model_b}) do not differ at {alpha:.0%} ({where}): "
+            "text": f"A ({model_a}) and B ({model_b}) do not differ at {level_pct(alpha)} ({where}): "
             "absence of evidence is not proof that they saw the benchmark alike",
         }
     more, less = (model_b, model_a) if direction == "B" else (model_a, model_b)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..detectors.verdict import p_text
 from ..pipeline.compare_membership import STAT_NAMES
+from ..wording import plural
 from .html import Column, Section, Table
 from .plots import BASE, HIGHLIGHT, figure, legend_outside, to_svg
 
@@ -57,7 +58,7 @@ def note_lines(result: dict[str, Any]) -> list[str]:
         "flagged",
     )
     unpaired = [
-        f"{n} {role} items only in {who.upper()}"
+        f"{plural(n, role + ' item')} only in {who.upper()}"
         for who in ("a", "b")
         for role in ("benchmark", "reference")
         if (n := c[f"only_{who}_{role}"])

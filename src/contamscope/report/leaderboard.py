@@ -27,7 +27,7 @@ from ..detectors.verdict import p_text
 from ..errors import ConfigError, StoreError
 from ..paths import check_output_file, relative_name, write_text_atomic
 from ..store.run import RunFolder, folder_path
-from ..wording import md_cell, plural, pp_text
+from ..wording import level_pct, md_cell, plural, pp_text
 from . import generic
 from .html import Column, Section, Table, esc, page
 from .methods import Estimate, method_module, unranked_reason
@@ -735,12 +735,12 @@ def significance_line(entries: Sequence[LeaderboardEntry], level: float = 0.05) 
     raw = sum(p <= level for p in ps)
     once = " (copies of one run counted once)" if repeats else ""
     if len(ps) == 1:  # "0 after Holm's correction over all 1": one test needs none
-        return f"{raw} of 1 run with a p-value{once} rejects H0 (no leakage) at {level:.0%}"
+        return f"{raw} of 1 run with a p-value{once} rejects H0 (no leakage) at {level_pct(level)}"
     adjusted = sum(q <= level for q in holm(ps))
     return (
         f"{raw} of {len(ps)} runs with a p-value{once} reject H0 (no leakage) at "
-        f"{level:.0%}; {adjusted} after Holm's correction over all {len(ps)} "
-        f"(family-wise error at most {level:.0%})"
+        f"{level_pct(level)}; {adjusted} after Holm's correction over all {len(ps)} "
+        f"(family-wise error at most {level_pct(level)})"
     )
 
 
