@@ -209,17 +209,21 @@ def _by_subject(pairs: list[PairedItem], alpha: float) -> dict[str, Any] | None:
 
 
 def _no_common_item(a: Any, b: Any, sa: dict[str, Any], sb: dict[str, Any]) -> str:
-    """Why two runs share no item: one has no records, or their item ids differ (ids are made
-    from the file name: the same items in a file named otherwise have other ids)."""
+    """Why two runs share no item: one has no scored record (a missing items.jsonl is refused
+    by :func:`compare_runs` first), or their item ids differ (ids are made from the file
+    name: the same items in a file named otherwise have other ids)."""
     for run, scored in ((a, sa), (b, sb)):
         if not scored:
-            missing = not run.items_path.exists()
-            return f"{run.path} has no {'items.jsonl' if missing else 'scored item'}"
+            return f"{run.path} has no scored item"
     first_a, first_b = next(iter(sa)), next(iter(sb))
     return (
         f"no item id is in both (A's first {first_a!r}, B's {first_b!r}; ids are made from "
         "the benchmark file's name, so the same items in a file named otherwise have other ids)"
     )
+
+
+_RESCORE = "the command that scored the run, re-run, scores the others again"
+"""What mends a run whose items.jsonl lost records."""
 
 
 def compare_runs(run_a: RunFolder, run_b: RunFolder, *, alpha: float = 0.05) -> dict[str, Any]:
@@ -263,15 +267,10 @@ def compare_runs(run_a: RunFolder, run_b: RunFolder, *, alpha: float = 0.05) -> 
     except ConfigError as exc:
         if not shorts:
             raise
-        raise ConfigError(  # (why there was nothing to compare: records taken out; QA)
-            f"{exc} ({'; '.join(shorts)}: the command that scored the run, re-run, scores the "
-            "others again)"
-        ) from None
-    result["warnings"] = [
-        f"{short}: compared on those it holds (the command that scored the run, re-run, "
-        "scores the others again)"
-        for short in shorts
-    ]  # (a run that had lost records was compared on the rest without a word; QA)
+        # (why there was nothing to compare: records taken out; QA)
+        raise ConfigError(f"{exc} ({'; '.join(shorts)}: {_RESCORE})") from None
+    # (a run that had lost records was compared on the rest without a word; QA)
+    result["warnings"] = [f"{short}: compared on those it holds ({_RESCORE})" for short in shorts]
     return result
 
 
